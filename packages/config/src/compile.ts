@@ -1,0 +1,122 @@
+import { createHash } from 'node:crypto';
+import type { BudgetUnit, BudgetWindow } from '@holdfast/events';
+import type {
+  HoldfastConfig,
+  ModelConfig,
+  TenantConfig,
+  UpstreamConfig,
+  UseCaseConfig,
+} from './schema.js';
+
+/** A budget with its limit in integer base units: tokens, or micro-USD for usd budgets. */
+export interface CompiledBudget {
+  id: `${BudgetWindow}-${BudgetUnit}`;
+  /** The tenant (level) that owns the budget. */
+  tenant: string;
+  window: BudgetWindow;
+  unit: BudgetUnit;
+  limit: number;
+  soft: number[];
+  grace: number;
+  enforce: boolean;
+  calendar: boolean;
+}
+
+export interface CompiledTenant extends Omit<TenantConfig, 'budgets' | 'useCases'> {
+  /** The root of the hierarchy; its id is the Redis hash tag of every key of the tree. */
+  org: string;
+  /** This tenant, then its parent, ..., then the org. */
+  chain: string[];
+  budgets: CompiledBudget[];
+  useCases: Map<string, UseCaseConfig>;
+}
+
+/** Model prices in integer pico-USD per token ($1/MTok = 1,000,000 pico-USD a token). */
+export interface CompiledModel extends ModelConfig {
+  pricePico: { input: number; output: number; cachedInput: number };
+}
+
+export interface CompiledConfig {
+  raw: HoldfastConfig;
+  /** sha256 of the canonical JSON of the config. */
+  hash: string;
+  tenants: Map<string, CompiledTenant>;
+  models: Map<string, CompiledModel>;
+  upstreams: Map<string, UpstreamConfig>;
+  /** Virtual keys by the sha256 of their secret. */
+  keysByHash: Map<string, { tenant: string; keyId: string; defaultUseCase: string | undefined }>;
+}
+
+export function usdToMicro(usd: number): number {
+  return Math.round(usd * 1_000_000);
+}
+
+export function usdPerMTokToPico(usd: number): number {
+  return Math.round(usd * 1_000_000);
+}
+
+export function configHash(cfg: HoldfastConfig): string {
+  return createHash('sha256').update(JSON.stringify(cfg)).digest('hex');
+}
+
+function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): CompiledTenant {
+  const chain = [t.id];
+  for (let p = t.parent; p !== undefined; p = byId.get(p)?.parent) chain.push(p);
+  const { budgets, useCases, ...rest } = t;
+  return {
+    ...rest,
+    org: chain[chain.length - 1]!,
+    chain,
+    budgets: budgets.map((b) => ({
+      id: `${b.window}-${b.unit}`,
+      tenant: t.id,
+      window: b.window,
+      unit: b.unit,
+      limit: b.unit === 'usd' ? usdToMicro(b.limit) : b.limit,
+      soft: [...b.soft].sort((a, c) => a - c),
+      grace: b.grace,
+      enforce: b.enforce,
+      calendar: b.calendar,
+    })),
+    useCases: new Map(useCases.map((u) => [u.id, u])),
+  };
+}
+
+/** Builds the lookup structures services use; the config must already be validated. */
+export function compileConfig(raw: HoldfastConfig): CompiledConfig {
+  const byId = new Map(raw.tenants.map((t) => [t.id, t]));
+  const tenants = new Map(raw.tenants.map((t) => [t.id, compileTenant(t, byId)]));
+  const models = new Map(
+    raw.models.map((m) => [
+      m.id,
+      {
+        ...m,
+        pricePico: {
+          input: usdPerMTokToPico(m.price.inputPerMTok),
+          output: usdPerMTokToPico(m.price.outputPerMTok),
+          cachedInput: usdPerMTokToPico(m.price.cachedInputPerMTok ?? m.price.inputPerMTok),
+        },
+      },
+    ]),
+  );
+  const keysByHash = new Map(
+    raw.tenants.flatMap((t) =>
+      t.keys.map(
+        (k) => [k.sha256, { tenant: t.id, keyId: k.id, defaultUseCase: k.defaultUseCase }] as const,
+      ),
+    ),
+  );
+  return {
+    raw,
+    hash: configHash(raw),
+    tenants,
+    models,
+    upstreams: new Map(raw.upstreams.map((u) => [u.id, u])),
+    keysByHash,
+  };
+}
+
+/** Every budget that applies to a call of `tenant`: its own, then its ancestors'. */
+export function budgetsInChain(cfg: CompiledConfig, tenant: CompiledTenant): CompiledBudget[] {
+  return tenant.chain.flatMap((id) => cfg.tenants.get(id)?.budgets ?? []);
+}

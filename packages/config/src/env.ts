@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import { formatIssues } from './load.js';
+
+/**
+ * zod helpers for service environment variables. Each service declares one schema built from
+ * these and calls `parseEnv(schema, process.env)` from its main; nothing parses at import.
+ */
+export const env = {
+  port: (fallback: number) => z.coerce.number().int().min(0).max(65_535).default(fallback),
+  int: (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+    z.coerce.number().int().min(min).max(max).default(fallback),
+  url: (fallback?: string) => (fallback === undefined ? z.url() : z.url().default(fallback)),
+  bool: (fallback: boolean) =>
+    z
+      .enum(['true', 'false', '1', '0', 'yes', 'no'])
+      .default(fallback ? 'true' : 'false')
+      .transform((v) => v === 'true' || v === '1' || v === 'yes'),
+  string: (fallback: string) => z.string().min(1).default(fallback),
+  logLevel: () =>
+    z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+};
+
+export class EnvError extends Error {
+  constructor(readonly errors: string[]) {
+    super(`invalid environment:\n  ${errors.join('\n  ')}`);
+    this.name = 'EnvError';
+  }
+}
+
+/** Parses the environment against a service's schema; throws an EnvError naming each variable. */
+export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessEnv): z.infer<S> {
+  const parsed = schema.safeParse(source);
+  if (!parsed.success) throw new EnvError(formatIssues(parsed.error.issues));
+  return parsed.data;
+}

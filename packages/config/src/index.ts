@@ -1,0 +1,5 @@
+export * from './schema.js';
+export * from './rules.js';
+export * from './compile.js';
+export * from './load.js';
+export * from './env.js';

@@ -1,0 +1,171 @@
+import type { z } from 'zod';
+import { HoldfastConfigShape, type HoldfastConfig } from './schema.js';
+
+/** Max depth of org -> ... -> team chains. */
+export const MAX_HIERARCHY_DEPTH = 4;
+
+type Ctx = z.core.$RefinementCtx<HoldfastConfig>;
+
+function duplicates<T>(items: readonly T[], key: (t: T) => string): Map<string, number[]> {
+  const seen = new Map<string, number[]>();
+  items.forEach((item, i) => seen.set(key(item), [...(seen.get(key(item)) ?? []), i]));
+  return new Map([...seen].filter(([, at]) => at.length > 1));
+}
+
+function unique<T>(
+  ctx: Ctx,
+  items: readonly T[],
+  key: (t: T) => string,
+  path: (i: number) => (string | number)[],
+  what: string,
+) {
+  for (const [value, at] of duplicates(items, key)) {
+    for (const i of at.slice(1))
+      ctx.addIssue({ code: 'custom', path: path(i), message: `duplicate ${what} "${value}"` });
+  }
+}
+
+/** Cross-field rules: references resolve, ids are unique, the hierarchy is a forest. */
+function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
+  unique(
+    ctx,
+    cfg.upstreams,
+    (u) => u.id,
+    (i) => ['upstreams', i, 'id'],
+    'upstream id',
+  );
+  unique(
+    ctx,
+    cfg.models,
+    (m) => m.id,
+    (i) => ['models', i, 'id'],
+    'model id',
+  );
+  unique(
+    ctx,
+    cfg.tenants,
+    (t) => t.id,
+    (i) => ['tenants', i, 'id'],
+    'tenant id',
+  );
+  unique(
+    ctx,
+    cfg.webhooks,
+    (w) => w.id,
+    (i) => ['webhooks', i, 'id'],
+    'webhook id',
+  );
+
+  const upstreams = new Set(cfg.upstreams.map((u) => u.id));
+  cfg.models.forEach((m, i) => {
+    [m.upstream, ...m.fallbackUpstreams].forEach((u, j) => {
+      if (!upstreams.has(u)) {
+        const path =
+          j === 0 ? ['models', i, 'upstream'] : ['models', i, 'fallbackUpstreams', j - 1];
+        ctx.addIssue({ code: 'custom', path, message: `unknown upstream "${u}"` });
+      }
+    });
+  });
+
+  const models = new Set(cfg.models.map((m) => m.id));
+  const tenants = new Map(cfg.tenants.map((t) => [t.id, t]));
+  const allKeys = cfg.tenants.flatMap((t, ti) => t.keys.map((k, ki) => ({ k, ti, ki })));
+  unique(
+    ctx,
+    allKeys,
+    (x) => x.k.id,
+    (i) => ['tenants', allKeys[i]!.ti, 'keys', allKeys[i]!.ki, 'id'],
+    'key id',
+  );
+  unique(
+    ctx,
+    allKeys,
+    (x) => x.k.sha256,
+    (i) => ['tenants', allKeys[i]!.ti, 'keys', allKeys[i]!.ki, 'sha256'],
+    'key hash',
+  );
+
+  cfg.tenants.forEach((t, ti) => {
+    unique(
+      ctx,
+      t.useCases,
+      (u) => u.id,
+      (i) => ['tenants', ti, 'useCases', i, 'id'],
+      'use case id',
+    );
+    unique(
+      ctx,
+      t.budgets,
+      (b) => `${b.window}-${b.unit}`,
+      (i) => ['tenants', ti, 'budgets', i],
+      'budget window+unit',
+    );
+    t.budgets.forEach((b, bi) => {
+      if (b.calendar && b.window !== 'month') {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', ti, 'budgets', bi, 'calendar'],
+          message: 'calendar applies to month windows only',
+        });
+      }
+      if (b.unit === 'tokens' && !Number.isInteger(b.limit)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', ti, 'budgets', bi, 'limit'],
+          message: 'a tokens limit must be an integer',
+        });
+      }
+    });
+    t.useCases.forEach((u, ui) =>
+      u.models.forEach((m, mi) => {
+        if (!models.has(m))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['tenants', ti, 'useCases', ui, 'models', mi],
+            message: `unknown model "${m}"`,
+          });
+      }),
+    );
+    const useCases = new Set(t.useCases.map((u) => u.id));
+    t.keys.forEach((k, ki) => {
+      if (k.defaultUseCase && !useCases.has(k.defaultUseCase)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', ti, 'keys', ki, 'defaultUseCase'],
+          message: `unknown use case "${k.defaultUseCase}"`,
+        });
+      }
+    });
+    if (t.parent !== undefined) {
+      if (!tenants.has(t.parent)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', ti, 'parent'],
+          message: `unknown tenant "${t.parent}"`,
+        });
+        return;
+      }
+      const chain = [t.id];
+      for (let p: string | undefined = t.parent; p !== undefined; p = tenants.get(p)?.parent) {
+        if (chain.includes(p)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['tenants', ti, 'parent'],
+            message: `cycle: ${[...chain, p].join(' -> ')}`,
+          });
+          return;
+        }
+        chain.push(p);
+      }
+      if (chain.length > MAX_HIERARCHY_DEPTH) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['tenants', ti, 'parent'],
+          message: `hierarchy deeper than ${MAX_HIERARCHY_DEPTH} levels`,
+        });
+      }
+    }
+  });
+}
+
+export const HoldfastConfigSchema = HoldfastConfigShape.superRefine(checkReferences);

@@ -1,0 +1,138 @@
+import {
+  AdmissionMode,
+  BudgetUnit,
+  BudgetWindow,
+  EventType,
+  KeyId,
+  LIMITS,
+  ModelId,
+  PlainId,
+  TenantId,
+  UseCaseId,
+} from '@holdfast/events';
+import { z } from 'zod';
+
+/**
+ * The declarative configuration (SPEC section 3). Field names are the contract; every field
+ * has a default a user would expect, and cross-field rules live in `superRefine` below.
+ */
+
+const EnvName = z
+  .string()
+  .regex(/^[A-Z_][A-Z0-9_]{0,127}$/, 'must be an environment variable name');
+const Usd = z.number().min(0).max(LIMITS.maxPricePerMTok);
+
+export const Upstream = z.strictObject({
+  id: PlainId,
+  /** OpenAI-compatible base URL, ending in /v1. */
+  baseUrl: z.url({ protocol: /^https?$/ }),
+  /** Name of the environment variable that holds the provider key (never the key itself). */
+  apiKeyEnv: EnvName.optional(),
+  /** Whole-call timeout for one upstream attempt. */
+  timeoutMs: z.int().min(100).max(3_600_000).default(600_000),
+  /** Retries on 429/5xx before the edge gives up. */
+  maxRetries: z.int().min(0).max(10).default(2),
+});
+
+export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'estimate', 'upstream'] as const;
+
+export const Model = z.strictObject({
+  id: ModelId,
+  upstream: PlainId,
+  /** Other upstreams that serve the same model, tried after the first one is rate limited. */
+  fallbackUpstreams: z.array(PlainId).default([]),
+  /** The model name sent upstream, when it differs from `id`. */
+  upstreamModel: z.string().min(1).max(256).optional(),
+  tokenizer: z.enum(TOKENIZERS).default('estimate'),
+  maxOutputTokens: z.int().min(1).max(LIMITS.maxOutputTokens).default(8_192),
+  price: z.strictObject({
+    inputPerMTok: Usd,
+    outputPerMTok: Usd,
+    cachedInputPerMTok: Usd.optional(),
+  }),
+});
+
+export const Budget = z.strictObject({
+  window: BudgetWindow,
+  /** Tokens, or USD (decimals allowed) when unit is usd. */
+  limit: z.number().min(0).max(LIMITS.maxBudgetAmount),
+  unit: BudgetUnit.default('tokens'),
+  /** Soft thresholds, as fractions of the limit; alerts fire when crossed upward. */
+  soft: z.array(z.number().gt(0).lt(1)).max(10).default([0.8, 0.95]),
+  /** In-flight calls may still settle for this long after a hard-limit suspension, ms. */
+  grace: z.int().min(0).max(3_600_000).default(0),
+  /** false: a shadow budget, recorded but not enforced. */
+  enforce: z.boolean().default(true),
+  /** month only: reset on the 1st (UTC) instead of a sliding 30 days. */
+  calendar: z.boolean().default(false),
+});
+
+export const UseCase = z.strictObject({
+  id: UseCaseId,
+  /** Ceiling for max_tokens; larger requests are clamped to it. */
+  maxTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
+  models: z.array(ModelId).min(1),
+});
+
+export const Key = z.strictObject({
+  id: KeyId,
+  /** sha256 (hex) of the secret; the secret itself is never stored. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
+  /** Use case when the request sends no x-use-case header. */
+  defaultUseCase: UseCaseId.optional(),
+});
+
+export const Tenant = z.strictObject({
+  id: TenantId,
+  /** The org above this team; budgets of every level are checked in one atomic step. */
+  parent: TenantId.optional(),
+  mode: AdmissionMode.default('reserve'),
+  maxInFlight: z.int().min(1).max(100_000).optional(),
+  /** true: admit when the authority does not answer (the default fails closed). */
+  failOpen: z.boolean().default(false),
+  /** Lease of a hold never settled, ms. */
+  leaseMs: z.int().min(1_000).max(LIMITS.maxLeaseMs).default(1_800_000),
+  /** Admit a call that does not fit with max_tokens lowered, down to this many tokens. */
+  shrinkToFit: z.strictObject({ minOutputTokens: z.int().min(1) }).optional(),
+  budgets: z.array(Budget).default([]),
+  useCases: z.array(UseCase).default([]),
+  keys: z.array(Key).default([]),
+});
+
+export const Webhook = z.strictObject({
+  id: PlainId,
+  url: z.url({ protocol: /^https?$/ }),
+  /** Environment variable holding the signing secret (Standard Webhooks `whsec_...`). */
+  secretEnv: EnvName,
+  events: z.array(EventType).min(1),
+});
+
+export const Alerts = z.strictObject({
+  /** Warn when a window is projected to run out within this many seconds. */
+  exhaustionHorizonSeconds: z
+    .int()
+    .min(60)
+    .max(30 * 86_400)
+    .default(3_600),
+  /** Suspend a tenant at 100% of an enforced budget. */
+  suspendAtHardLimit: z.boolean().default(true),
+});
+
+export const HoldfastConfigShape = z.strictObject({
+  auth: z
+    .strictObject({ trustHeaders: z.boolean().default(false) })
+    .default({ trustHeaders: false }),
+  upstreams: z.array(Upstream).default([]),
+  models: z.array(Model).default([]),
+  tenants: z.array(Tenant).default([]),
+  webhooks: z.array(Webhook).default([]),
+  alerts: Alerts.default({ exhaustionHorizonSeconds: 3_600, suspendAtHardLimit: true }),
+});
+
+export type HoldfastConfig = z.infer<typeof HoldfastConfigShape>;
+export type TenantConfig = z.infer<typeof Tenant>;
+export type BudgetConfig = z.infer<typeof Budget>;
+export type ModelConfig = z.infer<typeof Model>;
+export type UpstreamConfig = z.infer<typeof Upstream>;
+export type UseCaseConfig = z.infer<typeof UseCase>;
+export type WebhookConfig = z.infer<typeof Webhook>;

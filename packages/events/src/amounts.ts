@@ -1,0 +1,39 @@
+import { z } from 'zod';
+
+/**
+ * Bounds on every amount that crosses a boundary. Redis Lua numbers are doubles, exact up to
+ * 2^53 (about 9e15); these bounds keep every sum an authority computes below that.
+ */
+export const LIMITS = {
+  /** Largest prompt a call may declare, in tokens. */
+  maxPromptTokens: 4_000_000,
+  /** Largest completion a call may ask for, in tokens. */
+  maxOutputTokens: 1_000_000,
+  /** Largest budget limit: tokens, or micro-USD for usd budgets ($1e9). */
+  maxBudgetAmount: 1e15,
+  /** Largest price, USD per million tokens. */
+  maxPricePerMTok: 1_000,
+  /** Longest lease of a hold, ms (24 h). */
+  maxLeaseMs: 86_400_000,
+} as const;
+
+/** A non-negative integer amount of tokens or micro-USD. */
+export const Amount = z.int().min(0).max(LIMITS.maxBudgetAmount);
+
+/** Units a budget counts in. `usd` budgets count integer micro-USD. */
+export const BUDGET_UNITS = ['tokens', 'usd'] as const;
+export const BudgetUnit = z.enum(BUDGET_UNITS);
+export type BudgetUnit = z.infer<typeof BudgetUnit>;
+
+export const BUDGET_WINDOWS = ['minute', 'day', 'month'] as const;
+export const BudgetWindow = z.enum(BUDGET_WINDOWS);
+export type BudgetWindow = z.infer<typeof BudgetWindow>;
+
+export const ADMISSION_MODES = ['meter', 'post', 'estimate', 'reserve', 'adaptive'] as const;
+export const AdmissionMode = z.enum(ADMISSION_MODES);
+export type AdmissionMode = z.infer<typeof AdmissionMode>;
+
+/** Micro-USD to USD, for messages and dashboards. */
+export function microUsdToUsd(micro: number): number {
+  return micro / 1_000_000;
+}

@@ -1,0 +1,79 @@
+import { z } from 'zod';
+import { AdmissionMode } from '../amounts.js';
+import { TenantId } from '../ids.js';
+import { WindowState } from '../windows.js';
+
+/** Usage of one tenant, or of every tenant when `tenant` is absent. */
+export const UsageRequest = z.strictObject({ tenant: TenantId.optional() });
+export type UsageRequest = z.infer<typeof UsageRequest>;
+
+export const TenantUsage = z.object({
+  tenant: TenantId,
+  parent: TenantId.nullable(),
+  mode: AdmissionMode,
+  suspended: z.boolean(),
+  inFlight: z.int().min(0),
+  maxInFlight: z.int().min(0).nullable(),
+  /** Lifetime totals billed by the authority (the drift audit compares these). */
+  billedTokens: z.int().min(0),
+  billedMicroUsd: z.int().min(0),
+  /** The tenant's own windows, then its ancestors'. */
+  windows: z.array(WindowState),
+  /** Soft thresholds per budget id, for status pages. */
+  thresholds: z.record(z.string(), z.array(z.number())),
+});
+export type TenantUsage = z.infer<typeof TenantUsage>;
+
+export const UsageReply = z.object({
+  time: z.iso.datetime(),
+  tenants: z.array(TenantUsage),
+});
+export type UsageReply = z.infer<typeof UsageReply>;
+
+export const SuspendRequest = z.strictObject({
+  tenant: TenantId,
+  reason: z.string().min(1).max(500),
+  by: z.enum(['alerter', 'admin']),
+  /** The budget at its hard limit, when the alerter suspends. */
+  budget: z.string().max(32).nullable().default(null),
+  /** Calls in flight may settle for this long; new calls are refused at once. */
+  graceMs: z.int().min(0).max(3_600_000).default(0),
+});
+export type SuspendRequest = z.input<typeof SuspendRequest>;
+
+export const ResumeRequest = z.strictObject({
+  tenant: TenantId,
+  by: z.enum(['admin', 'window_freed']),
+});
+export type ResumeRequest = z.infer<typeof ResumeRequest>;
+
+export const SuspensionReply = z.object({
+  tenant: TenantId,
+  suspended: z.boolean(),
+  /** false when the tenant already was in the requested state (nothing emitted). */
+  changed: z.boolean(),
+});
+export type SuspensionReply = z.infer<typeof SuspensionReply>;
+
+export const ConfigGetRequest = z.strictObject({});
+export const ConfigGetReply = z.object({
+  version: z.int().min(0),
+  hash: z.string(),
+  /** The validated config document (parse it with @holdfast/config). */
+  config: z.unknown(),
+});
+export type ConfigGetReply = z.infer<typeof ConfigGetReply>;
+
+export const ConfigApplyRequest = z.strictObject({
+  /** The raw document (YAML text or an already-parsed object). */
+  document: z.union([z.string().max(5_000_000), z.record(z.string(), z.unknown())]),
+  source: z.string().max(200).default('api'),
+});
+export type ConfigApplyRequest = z.input<typeof ConfigApplyRequest>;
+
+export const ConfigApplyReply = z.object({
+  version: z.int().min(1),
+  hash: z.string(),
+  changed: z.boolean(),
+});
+export type ConfigApplyReply = z.infer<typeof ConfigApplyReply>;

@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import { AdmissionMode, LIMITS } from '../amounts.js';
+import { IsoTime } from '../envelope.js';
+import { KeyId, ModelId, TenantId, UseCaseId, Uuid } from '../ids.js';
+import { RefusalCode } from '../v1/admission.js';
+import { BudgetId, WindowState } from '../windows.js';
+
+export const AdmitRequest = z.strictObject({
+  /** Chosen by the edge, so a retried admit is idempotent and a late one can be fenced. */
+  reservationId: Uuid,
+  tenant: TenantId,
+  keyId: KeyId.nullable(),
+  useCase: UseCaseId,
+  model: ModelId,
+  /** The prompt as the edge counted it. */
+  promptTokens: z.int().min(0).max(LIMITS.maxPromptTokens),
+  /** max_tokens after the edge's clamp. */
+  maxTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
+  /** Lease of the hold; the authority's default (30 min) when absent. */
+  leaseMs: z.int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
+  /** Shrink to fit: admit with a lower max_tokens, down to this many output tokens. */
+  minOutputTokens: z.int().min(1).max(LIMITS.maxOutputTokens).optional(),
+});
+export type AdmitRequest = z.infer<typeof AdmitRequest>;
+
+export const Admitted = z.object({
+  admitted: z.literal(true),
+  reservationId: Uuid,
+  mode: AdmissionMode,
+  heldTokens: z.int().min(0),
+  heldMicroUsd: z.int().min(0),
+  /** The max_tokens the call may use: lower than asked when shrink-to-fit applied. */
+  maxTokens: z.int().min(1),
+  shrunk: z.boolean(),
+  expiresAt: IsoTime,
+  /** true when this reservation already existed (a retried admit). */
+  duplicate: z.boolean(),
+  windows: z.array(WindowState),
+});
+
+export const Refused = z.object({
+  admitted: z.literal(false),
+  code: RefusalCode,
+  /** Says why in numbers; shown to the caller as is. */
+  message: z.string(),
+  /** null when waiting cannot help (the call is larger than the limit). */
+  retryAfterSeconds: z.int().min(0).nullable(),
+  budget: BudgetId.nullable(),
+  level: TenantId.nullable(),
+  neededTokens: z.int().min(0),
+  neededMicroUsd: z.int().min(0),
+  windows: z.array(WindowState),
+});
+
+export const AdmitReply = z.discriminatedUnion('admitted', [Admitted, Refused]);
+export type AdmitReply = z.infer<typeof AdmitReply>;
+export type Admitted = z.infer<typeof Admitted>;
+export type Refused = z.infer<typeof Refused>;

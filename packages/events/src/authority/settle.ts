@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { LIMITS } from '../amounts.js';
+import { TenantId, Uuid } from '../ids.js';
+import { ReleaseReason, SettleOutcome } from '../v1/reservation.js';
+import { WindowState } from '../windows.js';
+
+const tokens = z
+  .int()
+  .min(0)
+  .max(LIMITS.maxPromptTokens + LIMITS.maxOutputTokens);
+
+export const Usage = z
+  .strictObject({
+    promptTokens: tokens,
+    completionTokens: tokens,
+    /** Prompt tokens served from the provider's cache (priced at cachedInputPerMTok). */
+    cachedPromptTokens: tokens.default(0),
+  })
+  .refine((u) => u.cachedPromptTokens <= u.promptTokens, {
+    message: 'cachedPromptTokens must not exceed promptTokens',
+    path: ['cachedPromptTokens'],
+  });
+export type Usage = z.infer<typeof Usage>;
+
+export const SettleRequest = z.strictObject({
+  reservationId: Uuid,
+  tenant: TenantId,
+  usage: Usage,
+  outcome: SettleOutcome.default('completed'),
+});
+export type SettleRequest = z.input<typeof SettleRequest>;
+
+export const ReleaseRequest = z.strictObject({
+  reservationId: Uuid,
+  tenant: TenantId,
+  reason: ReleaseReason,
+});
+export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
+
+/**
+ * What happened to the reservation. A second settle or release changes nothing and says why;
+ * a release of an unknown id leaves a tombstone so a late admit with that id is refused.
+ */
+export const CLOSE_STATUSES = [
+  'settled',
+  'released',
+  'already_settled',
+  'already_released',
+  'already_expired',
+  'unknown',
+] as const;
+export const CloseStatus = z.enum(CLOSE_STATUSES);
+export type CloseStatus = z.infer<typeof CloseStatus>;
+
+export const CloseReply = z.object({
+  status: CloseStatus,
+  billedTokens: z.int().min(0),
+  costMicroUsd: z.int().min(0),
+  windows: z.array(WindowState),
+});
+export type CloseReply = z.infer<typeof CloseReply>;

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+
+/**
+ * Identifiers that travel through NATS subjects, Redis keys and SQL. They are validated at
+ * every boundary, so no dot, space, wildcard or non-ASCII character reaches a subject or key.
+ */
+
+/** A tenant (team or org): lowercase, as SPEC section 3 fixes it. Used as a NATS subject token. */
+export const TenantId = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must match [a-z0-9][a-z0-9_-]{0,63}');
+export type TenantId = z.infer<typeof TenantId>;
+
+/** Use case, key and webhook ids: letters, digits, '_' and '-'. */
+export const PlainId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/, 'must match [A-Za-z0-9][A-Za-z0-9_-]{0,63}');
+export const UseCaseId = PlainId;
+export const KeyId = PlainId;
+
+/** Model ids carry dots and slashes in the wild ("gpt-3.5-turbo", "Qwen/Qwen2.5-7B"). */
+export const ModelId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/, 'must match [A-Za-z0-9][A-Za-z0-9._:/-]{0,127}');
+
+/** Reservation and event ids are UUIDs (lowercase, canonical form). */
+export const Uuid = z
+  .string()
+  .regex(
+    /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/,
+    'must be a lowercase UUID',
+  );
+
+/** The pseudo-tenant of events that belong to no tenant (config.changed). */
+export const SYSTEM_TENANT = '_system';

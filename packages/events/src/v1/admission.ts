@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { AdmissionMode } from '../amounts.js';
+import { envelopeFields } from '../envelope.js';
+import { KeyId, ModelId, TenantId, UseCaseId, Uuid } from '../ids.js';
+import { BudgetId } from '../windows.js';
+import { count, windowsField } from './common.js';
+
+/** Why a call was refused. Each maps to one HTTP status at the edge (SPEC section 2). */
+export const REFUSAL_CODES = [
+  'budget_exceeded',
+  'concurrency_limit',
+  'tenant_suspended',
+  'unknown_tenant',
+  'use_case_not_registered',
+  'model_not_allowed',
+  'reservation_closed',
+] as const;
+export const RefusalCode = z.enum(REFUSAL_CODES);
+export type RefusalCode = z.infer<typeof RefusalCode>;
+
+export const AdmissionRefused = z.object({
+  ...envelopeFields,
+  type: z.literal('admission.refused'),
+  /** The id the edge proposed for the reservation that was not made. */
+  reservationId: Uuid,
+  keyId: KeyId.nullable(),
+  useCase: UseCaseId,
+  model: ModelId,
+  mode: AdmissionMode,
+  code: RefusalCode,
+  message: z.string(),
+  promptTokens: count,
+  maxTokens: count,
+  /** The worst case the call would have needed. */
+  neededTokens: count,
+  neededMicroUsd: count,
+  /** The budget that did not fit, and the tenant (level) it belongs to. */
+  budget: BudgetId.nullable(),
+  level: TenantId.nullable(),
+  retryAfterSeconds: z.number().int().min(0).nullable(),
+  /** true: a shadow budget (enforce: false) would have refused; the call was admitted. */
+  shadow: z.boolean(),
+  ...windowsField,
+});
+
+export type AdmissionRefused = z.infer<typeof AdmissionRefused>;

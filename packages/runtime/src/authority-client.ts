@@ -1,0 +1,81 @@
+import {
+  AdmitReply,
+  CloseReply,
+  ConfigApplyReply,
+  ConfigGetReply,
+  SuspensionReply,
+  UsageReply,
+  type AdmitRequest,
+  type AuthorityOperation,
+  type ConfigApplyRequest,
+  type NatsNames,
+  type ReleaseRequest,
+  type ResumeRequest,
+  type SettleRequest,
+  type SuspendRequest,
+  type UsageRequest,
+} from '@holdfast/events';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { z } from 'zod';
+import type { Result } from './errors.js';
+import { authoritySubject, request, type RpcError } from './rpc.js';
+
+export interface AuthorityClientOptions {
+  nc: NatsConnection;
+  names: NatsNames;
+  /** Per-request timeout, ms. */
+  timeoutMs?: number;
+}
+
+/** Typed requests to the budget authority. Every reply is validated against its schema. */
+export class AuthorityClient {
+  readonly #nc: NatsConnection;
+  readonly #names: NatsNames;
+  readonly #timeoutMs: number;
+
+  constructor(opts: AuthorityClientOptions) {
+    this.#nc = opts.nc;
+    this.#names = opts.names;
+    this.#timeoutMs = opts.timeoutMs ?? 2_000;
+  }
+
+  #call<S extends z.ZodType>(
+    op: AuthorityOperation,
+    body: unknown,
+    schema: S,
+    timeoutMs?: number,
+  ): Promise<Result<z.output<S>, RpcError>> {
+    return request(
+      this.#nc,
+      authoritySubject(this.#names, op),
+      body,
+      schema,
+      timeoutMs ?? this.#timeoutMs,
+    );
+  }
+
+  admit(req: AdmitRequest, timeoutMs?: number) {
+    return this.#call('admit', req, AdmitReply, timeoutMs);
+  }
+  settle(req: SettleRequest, timeoutMs?: number) {
+    return this.#call('settle', req, CloseReply, timeoutMs);
+  }
+  release(req: ReleaseRequest, timeoutMs?: number) {
+    return this.#call('release', req, CloseReply, timeoutMs);
+  }
+  usage(req: UsageRequest = {}, timeoutMs?: number) {
+    return this.#call('usage', req, UsageReply, timeoutMs);
+  }
+  suspend(req: SuspendRequest) {
+    return this.#call('suspend', req, SuspensionReply);
+  }
+  resume(req: ResumeRequest) {
+    return this.#call('resume', req, SuspensionReply);
+  }
+  configGet() {
+    return this.#call('config.get', {}, ConfigGetReply);
+  }
+  configApply(req: ConfigApplyRequest) {
+    return this.#call('config.apply', req, ConfigApplyReply, 10_000);
+  }
+}

@@ -1,0 +1,77 @@
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsNames } from '@holdfast/events';
+import type { Logger } from 'pino';
+
+export interface NatsConnectOptions {
+  url: string;
+  /** Client name, shown by `nats server report connections`. */
+  name: string;
+  logger: Logger;
+}
+
+/**
+ * Connects with endless reconnects (a service outlives a NATS restart) and logs every status
+ * change. The caller owns the connection and drains it on shutdown.
+ */
+export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnection> {
+  const nc = await connect({
+    servers: opts.url.split(','),
+    name: opts.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    pingInterval: 10_000,
+  });
+  opts.logger.info({ server: nc.getServer() }, 'connected to NATS');
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'ping') continue;
+      const level = s.type === 'error' || s.type === 'disconnect' ? 'warn' : 'info';
+      opts.logger[level]({ status: s.type }, 'NATS status');
+    }
+  })();
+  return nc;
+}
+
+/** How long JetStream remembers a Nats-Msg-Id; a relay republishing within it is deduplicated. */
+export const EVENTS_DUPLICATE_WINDOW_MS = 10 * 60_000;
+
+/**
+ * Creates the events stream, or updates it to the expected config. Idempotent, so every
+ * service that depends on the stream calls it at start.
+ */
+export async function ensureEventsStream(
+  jsm: JetStreamManager,
+  names: NatsNames,
+  opts: { maxAgeMs?: number; replicas?: number } = {},
+): Promise<void> {
+  const config = {
+    name: names.eventsStream,
+    subjects: [`${names.eventsPrefix}.>`],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+    duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_MS),
+    max_age: nanos(opts.maxAgeMs ?? 0),
+    num_replicas: opts.replicas ?? 1,
+  };
+  try {
+    await jsm.streams.info(names.eventsStream);
+    await jsm.streams.update(names.eventsStream, config);
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
+      throw err;
+    }
+    await jsm.streams.add(config);
+  }
+}
+
+export async function connectJetStreamManager(nc: NatsConnection): Promise<JetStreamManager> {
+  return jetstreamManager(nc);
+}

@@ -1,0 +1,129 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from './ports.js';
+import { waitFor } from './wait-for.js';
+
+export interface LocalServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Absolute path of a binary on PATH (or the usual sbin dirs), or undefined. */
+export function findBinary(name: string): string | undefined {
+  const path = [process.env.PATH ?? '', '/usr/sbin', '/usr/local/sbin', '/sbin'].join(':');
+  const found = spawnSync('sh', ['-c', `command -v ${name}`], {
+    env: { ...process.env, PATH: path },
+    encoding: 'utf8',
+  });
+  const out = found.stdout.trim();
+  return found.status === 0 && out ? out : undefined;
+}
+
+async function stopChild(child: ChildProcess, dir: string): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    await exited;
+    clearTimeout(timer);
+  }
+  await rm(dir, { recursive: true, force: true });
+}
+
+function launch(bin: string, args: string[], dir: string): ChildProcess {
+  const child = spawn(bin, args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  child.stderr?.resume();
+  return child;
+}
+
+export async function startNatsServer(bin: string): Promise<LocalServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-nats-'));
+  const port = await freePort();
+  const child = launch(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], dir);
+  const url = `nats://127.0.0.1:${port}`;
+  await waitFor(() => canConnect(port), { timeoutMs: 15_000, what: `nats-server on ${port}` });
+  return { url, stop: () => stopChild(child, dir) };
+}
+
+export async function startRedisServer(bin: string): Promise<LocalServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-redis-'));
+  const port = await freePort();
+  const child = launch(
+    bin,
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ],
+    dir,
+  );
+  await waitFor(() => canConnect(port), { timeoutMs: 15_000, what: `redis-server on ${port}` });
+  return { url: `redis://127.0.0.1:${port}`, stop: () => stopChild(child, dir) };
+}
+
+/** Starts clickhouse-server with a config written for a temp dir (works for 18.16 and newer). */
+export async function startClickHouseServer(bin: string): Promise<LocalServer> {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-clickhouse-'));
+  const [httpPort, tcpPort] = [await freePort(), await freePort()];
+  await writeFile(join(dir, 'config.xml'), clickhouseConfig(dir, httpPort, tcpPort));
+  await writeFile(join(dir, 'users.xml'), CLICKHOUSE_USERS);
+  const args = bin.endsWith('/clickhouse')
+    ? ['server', `--config-file=${join(dir, 'config.xml')}`]
+    : [`--config-file=${join(dir, 'config.xml')}`];
+  const child = launch(bin, args, dir);
+  const url = `http://127.0.0.1:${httpPort}`;
+  await waitFor(async () => (await fetch(`${url}/ping`)).ok, {
+    timeoutMs: 30_000,
+    what: `clickhouse-server on ${httpPort}`,
+  });
+  return { url, stop: () => stopChild(child, dir) };
+}
+
+async function canConnect(port: number): Promise<boolean> {
+  const { createConnection } = await import('node:net');
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+function clickhouseConfig(dir: string, httpPort: number, tcpPort: number): string {
+  return `<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>${dir}/server.log</log><errorlog>${dir}/error.log</errorlog><size>10M</size><count>1</count></logger>
+  <http_port>${httpPort}</http_port>
+  <tcp_port>${tcpPort}</tcp_port>
+  <listen_host>127.0.0.1</listen_host>
+  <path>${dir}/data/</path>
+  <tmp_path>${dir}/tmp/</tmp_path>
+  <user_files_path>${dir}/data/user_files/</user_files_path>
+  <format_schema_path>${dir}/data/format_schemas/</format_schema_path>
+  <users_config>users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>268435456</mark_cache_size>
+  <max_concurrent_queries>200</max_concurrent_queries>
+  <keep_alive_timeout>3</keep_alive_timeout>
+</yandex>
+`;
+}
+
+const CLICKHOUSE_USERS = `<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_memory_usage>4000000000</max_memory_usage></default></profiles>
+  <users><default><password></password><networks><ip>::/0</ip></networks><profile>default</profile><quota>default</quota></default></users>
+  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
+</yandex>
+`;
