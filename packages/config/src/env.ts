@@ -1,3 +1,4 @@
+import type { NatsNames } from '@holdfast/events';
 import { z } from 'zod';
 import { formatIssues } from './load.js';
 
@@ -32,4 +33,45 @@ export function parseEnv<S extends z.ZodType>(schema: S, source: NodeJS.ProcessE
   const parsed = schema.safeParse(source);
   if (!parsed.success) throw new EnvError(formatIssues(parsed.error.issues));
   return parsed.data;
+}
+
+const subjectPrefix = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'must be dot-separated tokens without wildcards');
+
+/**
+ * The NATS names every service reads from its environment, so tests and parallel deployments
+ * can share one NATS server. Spread into a service's env schema, then call `natsNames(env)`.
+ */
+export const natsNamesEnv = {
+  /** JetStream stream holding every event. */
+  HOLDFAST_EVENTS_STREAM: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .default('HOLDFAST_EVENTS'),
+  /** Events are published on `<prefix>.<tenant>.<type>`. */
+  HOLDFAST_EVENTS_PREFIX: subjectPrefix.default('holdfast.events'),
+  /** The authority answers on `<prefix>.<operation>`. */
+  HOLDFAST_AUTHORITY_PREFIX: subjectPrefix.default('holdfast.authority.v1'),
+};
+
+export function natsNames(e: {
+  HOLDFAST_EVENTS_STREAM: string;
+  HOLDFAST_EVENTS_PREFIX: string;
+  HOLDFAST_AUTHORITY_PREFIX: string;
+}): NatsNames {
+  return {
+    eventsStream: e.HOLDFAST_EVENTS_STREAM,
+    eventsPrefix: e.HOLDFAST_EVENTS_PREFIX,
+    authorityPrefix: e.HOLDFAST_AUTHORITY_PREFIX,
+  };
+}
+
+/** Env vars of a NatsNames, for starting a child process with isolated names. */
+export function natsNamesToEnv(names: NatsNames): Record<string, string> {
+  return {
+    HOLDFAST_EVENTS_STREAM: names.eventsStream,
+    HOLDFAST_EVENTS_PREFIX: names.eventsPrefix,
+    HOLDFAST_AUTHORITY_PREFIX: names.authorityPrefix,
+  };
 }
