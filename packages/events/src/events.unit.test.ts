@@ -22,6 +22,8 @@ const settled = {
   cachedPromptTokens: 0,
   billedTokens: 1394,
   costMicroUsd: 670,
+  chargedTokens: 1394,
+  chargedMicroUsd: 670,
   outcome: 'completed',
   durationMs: 1200,
   windows: [

@@ -29,8 +29,54 @@ export const WindowState = z.object({
 });
 export type WindowState = z.infer<typeof WindowState>;
 
-/** Utilisation of a window, counting what is held: (used + held) / limit. */
-export function utilisation(w: Pick<WindowState, 'used' | 'held' | 'limit'>): number {
+/** Utilisation of a window: billed usage over the limit (what alerts and suspension use). */
+export function utilisation(w: Pick<WindowState, 'used' | 'limit'>): number {
+  if (w.limit === 0) return w.used > 0 ? Infinity : 0;
+  return w.used / w.limit;
+}
+
+/** Committed share of a window: billed plus held, over the limit (what admission checks). */
+export function committed(w: Pick<WindowState, 'used' | 'held' | 'limit'>): number {
   if (w.limit === 0) return w.used + w.held > 0 ? Infinity : 0;
   return (w.used + w.held) / w.limit;
+}
+
+/**
+ * Window granularity: a sliding window is `buckets` buckets of `bucketMs`; usage billed at time
+ * t lands in bucket floor(t / bucketMs) and leaves the window when that bucket is `buckets` old.
+ * A calendar month window holds one bucket per UTC month.
+ */
+export const WINDOW_GRANULARITY = {
+  minute: { bucketMs: 1_000, buckets: 60 },
+  day: { bucketMs: 60_000, buckets: 1_440 },
+  month: { bucketMs: 3_600_000, buckets: 720 },
+} as const satisfies Record<BudgetWindow, { bucketMs: number; buckets: number }>;
+
+export interface WindowBounds {
+  /** The bucket usage billed now lands in. */
+  currentBucket: number;
+  /** The oldest bucket still inside the window. */
+  startBucket: number;
+  /** Usage billed at or after this instant counts (epoch ms). */
+  startMs: number;
+  /** Length of a bucket in ms (calendar months: 0, the bucket is the month index). */
+  bucketMs: number;
+}
+
+/** Bounds of a window at `nowMs`, shared by the authority and the drift audit. */
+export function windowBounds(window: BudgetWindow, nowMs: number, calendar = false): WindowBounds {
+  if (window === 'month' && calendar) {
+    const d = new Date(nowMs);
+    const index = d.getUTCFullYear() * 12 + d.getUTCMonth();
+    return {
+      currentBucket: index,
+      startBucket: index,
+      startMs: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1),
+      bucketMs: 0,
+    };
+  }
+  const g = WINDOW_GRANULARITY[window];
+  const currentBucket = Math.floor(nowMs / g.bucketMs);
+  const startBucket = currentBucket - g.buckets + 1;
+  return { currentBucket, startBucket, startMs: startBucket * g.bucketMs, bucketMs: g.bucketMs };
 }

@@ -19,7 +19,7 @@ export const ThresholdCrossed = z.object({
   ...budgetFields,
   /** The soft threshold crossed upward, as a fraction of the limit (0.8 = 80%). */
   threshold: z.number().min(0).max(10),
-  /** (used + held) / limit at the crossing. */
+  /** used / limit at the crossing. */
   utilisation: z.number().min(0),
   limit: count,
   used: z.int(),

@@ -12,7 +12,7 @@ export const ReservationCreated = z.object({
   maxTokens: count,
   /** max_tokens the edge asked for. */
   requestedMaxTokens: count,
-  /** Billed at admission (estimate mode charges the prompt up front). */
+  /** Added to the windows' `used` by this event (estimate mode charges the prompt up front). */
   chargedTokens: count,
   chargedMicroUsd: count,
   expiresAt: IsoTime,
@@ -42,6 +42,13 @@ export const ReservationSettled = z.object({
   billedTokens: count,
   /** The real cost billed by this call, integer micro-USD. */
   costMicroUsd: count,
+  /**
+   * What this event added to the windows' `used`, at this event's time: the real usage, less
+   * what was charged at admission (estimate mode). Negative when a precharge is refunded.
+   * Summing charged* over a tenant's events in a window gives that window's `used`.
+   */
+  chargedTokens: z.int(),
+  chargedMicroUsd: z.int(),
   outcome: SettleOutcome,
   /** Time from admission to settlement. */
   durationMs: count,
@@ -63,6 +70,13 @@ export const ReservationReleased = z.object({
   type: z.literal('reservation.released'),
   ...callFields,
   ...holdFields,
+  /**
+   * What this event added to the windows' `used`, at this event's time: the real usage, less
+   * what was charged at admission (estimate mode). Negative when a precharge is refunded.
+   * Summing charged* over a tenant's events in a window gives that window's `used`.
+   */
+  chargedTokens: z.int(),
+  chargedMicroUsd: z.int(),
   reason: ReleaseReason,
   durationMs: count,
   ...windowsField,
@@ -73,6 +87,13 @@ export const ReservationExpired = z.object({
   type: z.literal('reservation.expired'),
   ...callFields,
   ...holdFields,
+  /**
+   * What this event added to the windows' `used`, at this event's time: the real usage, less
+   * what was charged at admission (estimate mode). Negative when a precharge is refunded.
+   * Summing charged* over a tenant's events in a window gives that window's `used`.
+   */
+  chargedTokens: z.int(),
+  chargedMicroUsd: z.int(),
   leaseMs: count,
   ...windowsField,
 });
