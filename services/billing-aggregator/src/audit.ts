@@ -1,0 +1,204 @@
+import { parseConfig } from '@holdfast/config';
+import { windowBounds, type BudgetWindow, type UsageReply } from '@holdfast/events';
+import { errorMessage, type AuthorityClient } from '@holdfast/runtime';
+import type { SqlExecutor } from './clickhouse.js';
+import { qualified, sql } from './sql.js';
+
+/**
+ * The drift audit: the authority's counters against ClickHouse sums.
+ *
+ * Every event that moves a window carries `chargedTokens`/`chargedMicroUsd`, what it added to
+ * the windows' `used` at the event's time. So for a budget of level L (a team or an org above
+ * it), `used` = the sum of charged amounts over the events of L and of every tenant below it
+ * whose time is inside the window's bounds at the authority's `time` (the shared
+ * `windowBounds`), and a tenant's lifetime billed = the sum of charged over its own events.
+ */
+
+/** Event types that move windows. */
+const MOVING = [
+  'reservation.created',
+  'reservation.settled',
+  'reservation.released',
+  'reservation.expired',
+] as const;
+
+/** Sums of charged amounts of one tenant's own events: lifetime and since each bound. */
+export interface TenantSums {
+  tenant: string;
+  lifetimeTokens: number;
+  lifetimeMicroUsd: number;
+  /** Keyed by bound name (see `boundsAt`). */
+  since: Record<string, { tokens: number; microUsd: number }>;
+}
+
+export interface DriftRow {
+  /** The tenant the counter belongs to (the budget's level, or the tenant for lifetime). */
+  tenant: string;
+  /** A budget id (`month-tokens`) or `lifetime-tokens` / `lifetime-usd`. */
+  counter: string;
+  unit: 'tokens' | 'usd';
+  authority: number;
+  clickhouse: number;
+  /** clickhouse - authority. */
+  drift: number;
+}
+
+export interface AuditReport {
+  /** The authority's snapshot time; ClickHouse sums are taken at it. */
+  time: string;
+  rows: DriftRow[];
+  maxDrift: { tokens: number; usd: number };
+}
+
+type BoundName = 'minute' | 'day' | 'month' | 'month_calendar';
+
+/** The start (epoch ms) of every window kind at `nowMs`. */
+export function boundsAt(nowMs: number): Record<BoundName, number> {
+  return {
+    minute: windowBounds('minute', nowMs).startMs,
+    day: windowBounds('day', nowMs).startMs,
+    month: windowBounds('month', nowMs).startMs,
+    month_calendar: windowBounds('month', nowMs, true).startMs,
+  };
+}
+
+function boundName(window: BudgetWindow, calendar: boolean): BoundName {
+  return window === 'month' && calendar ? 'month_calendar' : window;
+}
+
+/** Per-tenant sums from events_raw_v1 (deduplicated with FINAL), up to `nowMs`. */
+export async function clickhouseSums(
+  ch: SqlExecutor,
+  database: string,
+  nowMs: number,
+): Promise<TenantSums[]> {
+  const b = boundsAt(nowMs);
+  const rows = await ch.query<Record<string, string | number>>(sql`
+    SELECT
+      tenant,
+      sum(charged_tokens) AS lifetime_tokens,
+      sum(charged_micro_usd) AS lifetime_usd,
+      sumIf(charged_tokens, time_ms >= ${b.minute}) AS minute_tokens,
+      sumIf(charged_micro_usd, time_ms >= ${b.minute}) AS minute_usd,
+      sumIf(charged_tokens, time_ms >= ${b.day}) AS day_tokens,
+      sumIf(charged_micro_usd, time_ms >= ${b.day}) AS day_usd,
+      sumIf(charged_tokens, time_ms >= ${b.month}) AS month_tokens,
+      sumIf(charged_micro_usd, time_ms >= ${b.month}) AS month_usd,
+      sumIf(charged_tokens, time_ms >= ${b.month_calendar}) AS month_calendar_tokens,
+      sumIf(charged_micro_usd, time_ms >= ${b.month_calendar}) AS month_calendar_usd
+    FROM ${qualified(database, 'events_raw_v1')} FINAL
+    WHERE type IN (${MOVING[0]}, ${MOVING[1]}, ${MOVING[2]}, ${MOVING[3]}) AND time_ms <= ${nowMs}
+    GROUP BY tenant
+    ORDER BY tenant`);
+  return rows.map((r) => {
+    const n = (k: string) => Number(r[k] ?? 0);
+    const since = {} as TenantSums['since'];
+    for (const name of ['minute', 'day', 'month', 'month_calendar'] as const) {
+      since[name] = { tokens: n(`${name}_tokens`), microUsd: n(`${name}_usd`) };
+    }
+    return {
+      tenant: String(r.tenant),
+      lifetimeTokens: n('lifetime_tokens'),
+      lifetimeMicroUsd: n('lifetime_usd'),
+      since,
+    };
+  });
+}
+
+/**
+ * Compares the authority's usage with ClickHouse sums. `calendar` holds `level/budget` of the
+ * month budgets that reset on the 1st (from the config; sliding otherwise).
+ */
+export function compare(
+  usage: UsageReply,
+  sums: TenantSums[],
+  calendar: ReadonlySet<string> = new Set(),
+): AuditReport {
+  const byTenant = new Map(sums.map((s) => [s.tenant, s]));
+  const parent = new Map(usage.tenants.map((t) => [t.tenant, t.parent]));
+  /** Every tenant whose events count towards level L: L itself and everything below it. */
+  const under = (level: string) =>
+    [...new Set([...parent.keys(), ...byTenant.keys()])].filter((t) => {
+      for (let cur: string | null | undefined = t, hops = 0; cur && hops < 64; hops++) {
+        if (cur === level) return true;
+        cur = parent.get(cur);
+      }
+      return false;
+    });
+  const rows: DriftRow[] = [];
+  const push = (tenant: string, counter: string, unit: 'tokens' | 'usd', a: number, c: number) =>
+    rows.push({ tenant, counter, unit, authority: a, clickhouse: c, drift: c - a });
+
+  const seenWindows = new Set<string>();
+  for (const t of usage.tenants) {
+    const own = byTenant.get(t.tenant);
+    push(t.tenant, 'lifetime-tokens', 'tokens', t.billedTokens, own?.lifetimeTokens ?? 0);
+    push(t.tenant, 'lifetime-usd', 'usd', t.billedMicroUsd, own?.lifetimeMicroUsd ?? 0);
+    for (const w of t.windows) {
+      const key = `${w.tenant}/${w.budget}`;
+      if (seenWindows.has(key)) continue;
+      seenWindows.add(key);
+      const bound = boundName(w.window, calendar.has(key));
+      let total = 0;
+      for (const member of under(w.tenant)) {
+        const s = byTenant.get(member)?.since[bound];
+        total += (w.unit === 'usd' ? s?.microUsd : s?.tokens) ?? 0;
+      }
+      push(w.tenant, w.budget, w.unit, w.used, total);
+    }
+  }
+  // Tenants ClickHouse knows and the authority does not: their whole bill is drift.
+  for (const s of sums) {
+    if (parent.has(s.tenant)) continue;
+    push(s.tenant, 'lifetime-tokens', 'tokens', 0, s.lifetimeTokens);
+    push(s.tenant, 'lifetime-usd', 'usd', 0, s.lifetimeMicroUsd);
+  }
+  return { time: usage.time, rows, maxDrift: maxDrift(rows) };
+}
+
+function maxDrift(rows: DriftRow[]): AuditReport['maxDrift'] {
+  const max = (unit: 'tokens' | 'usd') =>
+    rows.filter((r) => r.unit === unit).reduce((m, r) => Math.max(m, Math.abs(r.drift)), 0);
+  return { tokens: max('tokens'), usd: max('usd') };
+}
+
+export type AuditResult = { ok: true; report: AuditReport } | { ok: false; error: string };
+
+/** One audit: the authority's usage, then ClickHouse sums at the authority's time. */
+export async function runAudit(opts: {
+  ch: SqlExecutor;
+  database: string;
+  authority: AuthorityClient;
+  tenant?: string;
+}): Promise<AuditResult> {
+  // Always every tenant: an org's windows add up the events of the teams below it.
+  const usage = await opts.authority.usage({});
+  if (!usage.ok) return { ok: false, error: `authority: ${usage.error.message}` };
+  const calendar = new Set<string>();
+  const cfg = await opts.authority.configGet();
+  if (cfg.ok) {
+    const parsed = parseConfig(cfg.value.config);
+    if (parsed.ok) {
+      for (const t of parsed.config.tenants.values()) {
+        for (const b of t.budgets) if (b.calendar) calendar.add(`${b.tenant}/${b.id}`);
+      }
+    }
+  }
+  try {
+    const sums = await clickhouseSums(opts.ch, opts.database, Date.parse(usage.value.time));
+    const report = compare(usage.value, sums, calendar);
+    return { ok: true, report: opts.tenant ? only(report, opts.tenant) : report };
+  } catch (err) {
+    return { ok: false, error: `clickhouse: ${errorMessage(err)}` };
+  }
+}
+
+function only(report: AuditReport, tenant: string): AuditReport {
+  const rows = report.rows.filter((r) => r.tenant === tenant);
+  return { ...report, rows, maxDrift: maxDrift(rows) };
+}
+
+/** Above the threshold in either unit (tokens, micro-USD). */
+export function exceeds(report: AuditReport, threshold: number): boolean {
+  return report.maxDrift.tokens > threshold || report.maxDrift.usd > threshold;
+}

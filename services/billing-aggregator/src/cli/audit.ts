@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
+import { exceeds, runAudit, type AuditReport } from '../audit.js';
+import { createClickHouse } from '../clickhouse.js';
+import { loadConfig } from '../config.js';
+
+const USAGE = `Usage: holdfast-billing-audit [--threshold N] [--tenant ID] [--wait MS] [--json]
+
+Compares, per tenant and budget window, the budget authority's counters with the sums of the
+events in ClickHouse, and prints the drift (clickhouse - authority). Exit code: 0 when every
+drift is within the threshold, 1 above it, 2 when the audit could not run.
+
+  --threshold N   largest accepted drift, tokens or micro-USD (default: BILLING_AGGREGATOR_AUDIT_THRESHOLD, 0)
+  --tenant ID     only this tenant's counters
+  --wait MS       re-run until within the threshold or MS have passed (events still in flight)
+  --json          print the report as JSON
+
+Connections come from NATS_URL, CLICKHOUSE_URL, CLICKHOUSE_DATABASE, HOLDFAST_* (as the service).`;
+
+function table(report: AuditReport): string {
+  const head = ['tenant', 'counter', 'authority', 'clickhouse', 'drift'];
+  const body = report.rows.map((r) => [
+    r.tenant,
+    r.counter,
+    String(r.authority),
+    String(r.clickhouse),
+    r.drift === 0 ? '0' : `${r.drift > 0 ? '+' : ''}${r.drift}`,
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i >= 2 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
+  return [line(head), ...body.map(line)].join('\n');
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      threshold: { type: 'string' },
+      tenant: { type: 'string' },
+      wait: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env });
+  const threshold =
+    values.threshold === undefined ? config.audit.threshold : Number(values.threshold);
+  const waitMs = values.wait === undefined ? 0 : Number(values.wait);
+  if (!Number.isInteger(threshold) || threshold < 0 || !Number.isInteger(waitMs) || waitMs < 0) {
+    console.error(USAGE);
+    return 2;
+  }
+  const logger = createLogger({ name: 'billing-audit', level: 'warn' });
+  const nc = await connectNats({ url: config.natsUrl, name: 'billing-audit', logger });
+  const ch = createClickHouse({ ...config.clickhouse, quiet: true });
+  try {
+    const authority = new AuthorityClient({ nc, names: config.names, timeoutMs: 5_000 });
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const result = await runAudit({
+        ch,
+        database: config.clickhouse.database,
+        authority,
+        tenant: values.tenant,
+      });
+      if (!result.ok) {
+        console.error(`audit failed: ${result.error}`);
+        return 2;
+      }
+      const over = exceeds(result.report, threshold);
+      if (!over || Date.now() >= deadline) {
+        const { report } = result;
+        if (values.json) console.log(JSON.stringify({ ...report, threshold, ok: !over }, null, 2));
+        else {
+          console.log(table(report));
+          console.log(
+            `\nmax drift: ${report.maxDrift.tokens} tokens, ${report.maxDrift.usd} micro-USD (threshold ${threshold}) at ${report.time}: ${over ? 'DRIFT' : 'ok'}`,
+          );
+        }
+        return over ? 1 : 0;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    await ch.close();
+    await nc.drain();
+  }
+}
+
+process.exitCode = await main().catch((err: unknown) => {
+  console.error(err instanceof Error ? err.message : err);
+  return 2;
+});

@@ -1,0 +1,133 @@
+import type { HoldfastEvent } from '@holdfast/events';
+import { z } from 'zod';
+
+const u32 = z.int().min(0).max(4_294_967_295);
+const u64 = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
+const i64 = z.int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER);
+const str = z.string().max(1_000_000);
+
+/**
+ * One row of `events_raw_v1`, exactly as inserted. Every column is present: ClickHouse 18.16
+ * gives an omitted JSONEachRow field its type's zero, not the column DEFAULT (FACTS).
+ */
+export const EventRow = z.strictObject({
+  id: str,
+  type: str,
+  schema_version: z.int().min(0).max(255),
+  /** Unix seconds (JSONEachRow DateTime input that both 18.16 and current servers accept). */
+  ts: u32,
+  time_ms: u64,
+  tenant: str,
+  org: str,
+  reservation_id: str,
+  key_id: str,
+  use_case: str,
+  model: str,
+  mode: str,
+  prompt_tokens: u32,
+  completion_tokens: u32,
+  cached_prompt_tokens: u32,
+  max_tokens: u32,
+  requested_max_tokens: u32,
+  held_tokens: u64,
+  held_micro_usd: u64,
+  billed_tokens: u64,
+  cost_micro_usd: u64,
+  charged_tokens: i64,
+  charged_micro_usd: i64,
+  needed_tokens: u64,
+  needed_micro_usd: u64,
+  outcome: str,
+  reason: str,
+  code: str,
+  shadow: z.union([z.literal(0), z.literal(1)]),
+  budget: str,
+  level: str,
+  duration_ms: u32,
+  w_level: z.array(str),
+  w_budget: z.array(str),
+  w_window: z.array(str),
+  w_unit: z.array(str),
+  w_limit: z.array(i64),
+  w_used: z.array(i64),
+  w_held: z.array(i64),
+  w_enforce: z.array(z.union([z.literal(0), z.literal(1)])),
+  payload: str,
+  stream_seq: u64,
+  ingested_at: u32,
+});
+export type EventRow = z.infer<typeof EventRow>;
+
+/** Event field -> value, 0 / '' when this type does not have it. */
+function num(e: object, key: string): number {
+  const v = (e as Record<string, unknown>)[key];
+  return typeof v === 'number' ? v : 0;
+}
+function text(e: object, key: string): string {
+  const v = (e as Record<string, unknown>)[key];
+  return typeof v === 'string' ? v : '';
+}
+
+/** How long the call or the lease lasted (settled/released: durationMs; expired: leaseMs). */
+function duration(e: HoldfastEvent): number {
+  if (e.type === 'reservation.expired') return e.leaseMs;
+  return num(e, 'durationMs');
+}
+
+/** Why: release reason, suspension reason, or who resumed. */
+function reason(e: HoldfastEvent): string {
+  if (e.type === 'tenant.resumed') return e.by;
+  return text(e, 'reason');
+}
+
+/** Maps a validated event to its row. `streamSeq` is the JetStream sequence (forensics). */
+export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now()): EventRow {
+  const timeMs = Date.parse(e.time);
+  const windows = 'windows' in e ? e.windows : [];
+  const row: EventRow = {
+    id: e.id,
+    type: e.type,
+    schema_version: e.schemaVersion,
+    ts: Math.floor(timeMs / 1000),
+    time_ms: timeMs,
+    tenant: e.tenant,
+    org: e.org,
+    reservation_id: text(e, 'reservationId'),
+    key_id: text(e, 'keyId'),
+    use_case: text(e, 'useCase'),
+    model: text(e, 'model'),
+    mode: text(e, 'mode'),
+    prompt_tokens: num(e, 'promptTokens'),
+    completion_tokens: num(e, 'completionTokens'),
+    cached_prompt_tokens: num(e, 'cachedPromptTokens'),
+    max_tokens: num(e, 'maxTokens'),
+    requested_max_tokens: num(e, 'requestedMaxTokens'),
+    held_tokens: num(e, 'heldTokens'),
+    held_micro_usd: num(e, 'heldMicroUsd'),
+    billed_tokens: num(e, 'billedTokens'),
+    cost_micro_usd: num(e, 'costMicroUsd'),
+    charged_tokens: num(e, 'chargedTokens'),
+    charged_micro_usd: num(e, 'chargedMicroUsd'),
+    needed_tokens: num(e, 'neededTokens'),
+    needed_micro_usd: num(e, 'neededMicroUsd'),
+    outcome: text(e, 'outcome'),
+    reason: reason(e),
+    code: text(e, 'code'),
+    shadow: e.type === 'admission.refused' && e.shadow ? 1 : 0,
+    budget: text(e, 'budget'),
+    level: text(e, 'level'),
+    duration_ms: duration(e),
+    w_level: windows.map((w) => w.tenant),
+    w_budget: windows.map((w) => w.budget),
+    w_window: windows.map((w) => w.window),
+    w_unit: windows.map((w) => w.unit),
+    w_limit: windows.map((w) => w.limit),
+    w_used: windows.map((w) => w.used),
+    w_held: windows.map((w) => w.held),
+    w_enforce: windows.map((w) => (w.enforce ? 1 : 0)),
+    payload: JSON.stringify(e),
+    stream_seq: streamSeq,
+    ingested_at: Math.floor(nowMs / 1000),
+  };
+  return row;
+}

@@ -1,0 +1,72 @@
+import { errorMessage } from '@holdfast/runtime';
+import type { SqlExecutor } from './clickhouse.js';
+import type { EventRow } from './rows.js';
+import { qualified } from './sql.js';
+
+/**
+ * ClickHouse error codes that mean "this data cannot be inserted", as opposed to "ClickHouse
+ * is unavailable": parse failures, type mismatches, bad sizes. Retrying such a row forever
+ * would block the pipeline, so the writer isolates it and the caller dead-letters it.
+ */
+const DATA_ERROR_CODES = new Set([
+  '6', // CANNOT_PARSE_TEXT
+  '26', // CANNOT_PARSE_QUOTED_STRING
+  '27', // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+  '32', // ATTEMPT_TO_READ_AFTER_EOF
+  '38', // CANNOT_PARSE_DATE
+  '41', // CANNOT_PARSE_DATETIME
+  '53', // TYPE_MISMATCH
+  '69', // ARGUMENT_OUT_OF_BOUND
+  '70', // CANNOT_CONVERT_TYPE
+  '72', // CANNOT_PARSE_NUMBER
+  '117', // INCORRECT_DATA
+  '131', // TOO_LARGE_STRING_SIZE
+  '190', // SIZES_OF_ARRAYS_DOESNT_MATCH
+]);
+
+export function isDataError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && DATA_ERROR_CODES.has(code);
+}
+
+export type WriteOutcome =
+  /** Every row not listed in `rejected` is persisted. */
+  | { ok: true; rejected: Array<{ index: number; error: string }> }
+  /** ClickHouse is unavailable (or failed in a way a retry may fix); nothing is known persisted. */
+  | { ok: false; error: unknown };
+
+export interface EventsWriter {
+  write(rows: readonly EventRow[]): Promise<WriteOutcome>;
+}
+
+/**
+ * The writer of `events_raw_v1` (one writer per table; the other tables are filled by
+ * projecting materialized views). A batch is one INSERT. When ClickHouse rejects the data,
+ * the batch is split in halves until the offending rows are found: those come back as
+ * `rejected`, every other row is persisted. Inserting a row twice is harmless (the table
+ * collapses equal ids), so a half that went in before a later failure may be sent again.
+ */
+export function createEventsWriter(opts: { ch: SqlExecutor; database: string }): EventsWriter {
+  const table = qualified(opts.database, 'events_raw_v1');
+
+  async function write(rows: readonly EventRow[], offset: number): Promise<WriteOutcome> {
+    if (rows.length === 0) return { ok: true, rejected: [] };
+    try {
+      await opts.ch.insert(table, rows);
+      return { ok: true, rejected: [] };
+    } catch (err) {
+      if (!isDataError(err)) return { ok: false, error: err };
+      if (rows.length === 1) {
+        return { ok: true, rejected: [{ index: offset, error: errorMessage(err) }] };
+      }
+      const mid = Math.ceil(rows.length / 2);
+      const left = await write(rows.slice(0, mid), offset);
+      if (!left.ok) return left;
+      const right = await write(rows.slice(mid), offset + mid);
+      if (!right.ok) return right;
+      return { ok: true, rejected: [...left.rejected, ...right.rejected] };
+    }
+  }
+
+  return { write: (rows) => write(rows, 0) };
+}
