@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.js';
+import { nakDelayMs } from './sink.js';
+
+describe('config', () => {
+  it('has defaults for every variable (SPEC: database holdfast, 5 s batches, port 9102)', () => {
+    const c = loadConfig({});
+    expect(c.clickhouse.database).toBe('holdfast');
+    expect(c.batch).toEqual({ maxRows: 10_000, maxWaitMs: 5_000 });
+    expect(c.opsPort).toBe(9102);
+    expect(c.names.eventsStream).toBe('HOLDFAST_EVENTS');
+    expect(c.consumer.durable).toBe('billing-aggregator');
+  });
+
+  it('names the variable that is wrong', () => {
+    expect(() => loadConfig({ CLICKHOUSE_DATABASE: 'a-b; DROP' })).toThrow(/CLICKHOUSE_DATABASE/);
+    expect(() =>
+      loadConfig({ BILLING_AGGREGATOR_BATCH_SIZE: '100', BILLING_AGGREGATOR_FETCH_SIZE: '500' }),
+    ).toThrow(/BILLING_AGGREGATOR_FETCH_SIZE/);
+    expect(() => loadConfig({ BILLING_AGGREGATOR_MAX_ACK_PENDING: '10' })).toThrow(
+      /BILLING_AGGREGATOR_MAX_ACK_PENDING/,
+    );
+  });
+});
+
+describe('nak delay', () => {
+  it('doubles from 500 ms and stops at 10 s', () => {
+    expect([1, 2, 3, 4, 5, 6, 50].map(nakDelayMs)).toEqual([
+      500, 1_000, 2_000, 4_000, 8_000, 10_000, 10_000,
+    ]);
+  });
+});

@@ -1,0 +1,60 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createLogger } from '@holdfast/runtime';
+import { describe, expect, it } from 'vitest';
+import type { SqlExecutor } from './clickhouse.js';
+import { loadMigrations, migrate, MigrationError, render, splitStatements } from './migrate.js';
+
+const logger = createLogger({ name: 'test', level: 'silent' });
+
+describe('migrations', () => {
+  it('are named NNN_verb_table_vN.sql, numbered without gaps, and only use {{db}} names', async () => {
+    const ms = await loadMigrations();
+    expect(ms.map((m) => m.version)).toEqual(ms.map((_, i) => i + 1));
+    for (const m of ms) {
+      for (const s of m.statements) {
+        expect(s).toMatch(/^CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS \{\{db\}\}\./);
+        // Every table reference is qualified: no FROM/TO/JOIN without {{db}}.
+        for (const ref of s.matchAll(/\b(FROM|TO|(?<!ARRAY )JOIN)\s+([^\s(]+)/g)) {
+          expect(ref[2]).toMatch(/^\{\{db\}\}\./);
+        }
+        expect(s).not.toMatch(/DateTime64|LowCardinality|\bTTL\b|\bMap\(|\{[a-z]+:[A-Za-z]/);
+      }
+    }
+  });
+
+  it('splits statements on ; at line ends, outside strings, without comment lines', () => {
+    expect(
+      splitStatements(
+        "-- header\nCREATE TABLE a (x String DEFAULT 'a;\nb');\n\n-- two\nCREATE VIEW v AS SELECT 1\n",
+      ),
+    ).toEqual(["CREATE TABLE a (x String DEFAULT 'a;\nb')", 'CREATE VIEW v AS SELECT 1']);
+  });
+
+  it('fills in the database as a validated identifier', () => {
+    expect(render('CREATE TABLE {{db}}.t', 'hf_1')).toBe('CREATE TABLE `hf_1`.t');
+    expect(() => render('x', 'a`; DROP')).toThrow();
+  });
+
+  it('refuses to start when an applied migration changed', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'mig-'));
+    await writeFile(
+      join(dir, '001_create_t_v1.sql'),
+      'CREATE TABLE IF NOT EXISTS {{db}}.t (x UInt8) ENGINE = Memory\n',
+    );
+    const url = new URL(`${pathToFileURL(dir).href}/`);
+    const commands: string[] = [];
+    const ch: SqlExecutor = {
+      command: (s) => Promise.resolve(void commands.push(s.text)),
+      query: <T>() =>
+        Promise.resolve([{ version: 1, name: '001_create_t_v1', checksum: 'old' }] as T[]),
+      insert: () => Promise.resolve(),
+      ping: () => Promise.resolve(true),
+      close: () => Promise.resolve(),
+    };
+    await expect(migrate({ ch, database: 'db', logger, dir: url })).rejects.toThrow(MigrationError);
+    expect(commands.some((c) => c.includes('.t (x'))).toBe(false);
+  });
+});

@@ -1,0 +1,26 @@
+import { infraTest as test } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { runSchemaContract } from '../test/schema-contract.js';
+import { createClickHouse } from './clickhouse.js';
+import { sql } from './sql.js';
+
+test('schema on the Debian ClickHouse (18.16): migrations re-apply, views answer, a re-inserted batch counts once, hostile strings round-trip', async ({
+  clickhouseUrl,
+  clickhouse,
+  iso,
+}) => {
+  void clickhouse; // the fixture creates iso.database and drops it afterwards
+  const ch = createClickHouse({
+    url: clickhouseUrl,
+    username: 'default',
+    password: '',
+    quiet: true,
+  });
+  try {
+    const [row] = await ch.query<{ v: string }>(sql`SELECT version() AS v`);
+    expect(row?.v).toBeDefined();
+    await runSchemaContract(ch, iso.database);
+  } finally {
+    await ch.close();
+  }
+});

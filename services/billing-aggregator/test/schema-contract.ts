@@ -1,0 +1,153 @@
+import type { HoldfastEvent } from '@holdfast/events';
+import { createLogger } from '@holdfast/runtime';
+import { expect } from 'vitest';
+import { clickhouseSums } from '../src/audit.js';
+import type { SqlExecutor } from '../src/clickhouse.js';
+import { migrate } from '../src/migrate.js';
+import { toEventRow } from '../src/rows.js';
+import { qualified, sql, type Sql } from '../src/sql.js';
+import { refusal, settledCall } from './events.js';
+
+/**
+ * One contract, run on ClickHouse 18.16 (the Debian server, *.int.test.ts) and on current
+ * ClickHouse (chdb, *.unit.test.ts): the migrations apply and re-apply, every view answers,
+ * a twice-inserted batch counts once everywhere, and hostile strings round-trip as literals.
+ */
+
+export const HOSTILE_STRINGS = [
+  "it's",
+  "'; DROP TABLE events_raw_v1; --",
+  "\\'; DROP DATABASE x; --",
+  'back\\slash',
+  'trailing backslash \\',
+  '\\\\',
+  'nul\u0000byte',
+  'new\nline\r\nand\ttab',
+  '\u0007\u0008\u000b\u000c\u001b\u007f',
+  'unicode: ünïcødé, 日本語, emoji 🧾, rtl \u202e',
+  '"double" `back` $dollar {braces} ?question',
+  '',
+  "''",
+  "\\x27 is not a quote but this ' is",
+];
+
+const HOUR_MS = 3_600_000;
+
+export function contractEvents(): HoldfastEvent[] {
+  // Two hours apart so hourly views show two buckets; tokens are distinct per call.
+  const t0 = Date.UTC(2026, 10, 30, 9, 15);
+  return [
+    ...settledCall({ tenant: 'team-a', org: 'acme', atMs: t0, prompt: 100, completion: 10 }),
+    ...settledCall({
+      tenant: 'team-a',
+      org: 'acme',
+      atMs: t0 + 60_000,
+      prompt: 200,
+      completion: 20,
+    }),
+    ...settledCall({
+      tenant: 'team-b',
+      org: 'acme',
+      atMs: t0 + 2 * HOUR_MS,
+      prompt: 300,
+      completion: 30,
+      model: 'gpt-4o',
+      useCase: 'UC-7',
+    }),
+    refusal({ tenant: 'team-a', org: 'acme', atMs: t0 + 120_000 }),
+    refusal({ tenant: 'team-a', org: 'acme', atMs: t0 + 180_000, shadow: true }),
+    refusal({ tenant: 'team-b', org: 'acme', atMs: t0 + 240_000, code: 'concurrency_limit' }),
+  ];
+}
+
+const num = (v: unknown) => Number(v);
+
+export async function runSchemaContract(ch: SqlExecutor, database: string): Promise<void> {
+  const logger = createLogger({ name: 'test', level: 'silent' });
+  const first = await migrate({ ch, database, logger });
+  expect(first.applied.length).toBeGreaterThanOrEqual(8);
+  expect((await migrate({ ch, database, logger })).applied).toEqual([]);
+
+  const t = (name: string): Sql => qualified(database, name);
+  const events = contractEvents();
+  const rows = events.map((e, i) => toEventRow(e, i + 1));
+  // The same batch twice: a redelivery after a crash between insert and ack.
+  await ch.insert(t('events_raw_v1'), rows);
+  await ch.insert(t('events_raw_v1'), rows);
+
+  const [rawAll] = await ch.query(sql`SELECT count() AS n FROM ${t('events_raw_v1')}`);
+  expect(num(rawAll?.n)).toBeGreaterThanOrEqual(events.length);
+  const [raw] = await ch.query(sql`SELECT count() AS n FROM ${t('events_raw_v1')} FINAL`);
+  expect(num(raw?.n)).toBe(events.length);
+
+  const hourly = await ch.query(
+    sql`SELECT tenant, sum(calls) AS calls, sum(tokens) AS tokens, sum(cost_micro_usd_total) AS cost FROM ${t('usage_hourly_v1')} GROUP BY tenant ORDER BY tenant`,
+  );
+  expect(hourly.map((r) => [r.tenant, num(r.calls), num(r.tokens), num(r.cost)])).toEqual([
+    ['team-a', 2, 330, 330],
+    ['team-b', 1, 330, 330],
+  ]);
+  const hours = await ch.query(sql`SELECT DISTINCT hour FROM ${t('usage_hourly_v1')}`);
+  expect(hours).toHaveLength(2);
+  const daily = await ch.query(
+    sql`SELECT sum(tokens) AS tokens, sum(calls) AS calls, count() AS groups FROM ${t('usage_daily_v1')}`,
+  );
+  expect(daily.map((r) => [num(r.tokens), num(r.calls), num(r.groups)])).toEqual([[660, 3, 2]]);
+
+  const decisions = await ch.query(
+    sql`SELECT decision, count() AS n FROM ${t('decisions_v1')} FINAL GROUP BY decision ORDER BY decision`,
+  );
+  expect(decisions.map((r) => [r.decision, num(r.n)])).toEqual([
+    ['admit', 3],
+    ['refuse', 3],
+  ]);
+  const refusals = await ch.query(
+    sql`SELECT reason, shadow, sum(refusals) AS n FROM ${t('refusals_by_reason_v1')} GROUP BY reason, shadow ORDER BY reason, shadow`,
+  );
+  expect(refusals.map((r) => [r.reason, num(r.shadow), num(r.n)])).toEqual([
+    ['budget_exceeded', 0, 1],
+    ['budget_exceeded', 1, 1],
+    ['concurrency_limit', 0, 1],
+  ]);
+
+  const states = await ch.query(
+    sql`SELECT count() AS n, sum(used) AS used FROM ${t('window_states_v1')} FINAL`,
+  );
+  expect(num(states[0]?.n)).toBe(events.length);
+  const util = await ch.query(
+    sql`SELECT level, budget, used_now, held_now, limit_now, utilisation FROM ${t('budget_utilisation_v1')} ORDER BY level`,
+  );
+  expect(util.map((r) => [r.level, r.budget, num(r.used_now), num(r.limit_now)])).toEqual([
+    ['team-a', 'month-tokens', 39_790, 1_000_000],
+    // team-b's last event is its settlement two hours in (its refusal came earlier).
+    ['team-b', 'month-tokens', 330, 1_000_000],
+  ]);
+  const peak = await ch.query(
+    sql`SELECT max(utilisation_peak) AS p, sum(events) AS n FROM ${t('budget_utilisation_hourly_v1')}`,
+  );
+  expect(num(peak[0]?.n)).toBe(events.length);
+
+  // top_spenders_v1 covers the last 30 days of wall time; the contract events are dated.
+  await ch.query(sql`SELECT * FROM ${t('top_spenders_v1')} LIMIT 10`);
+
+  // The drift audit's query runs and sums charged amounts once per event.
+  const sums = await clickhouseSums(ch, database, Date.UTC(2026, 10, 30, 12));
+  expect(sums.map((s) => [s.tenant, s.lifetimeTokens, s.since.day?.tokens])).toEqual([
+    ['team-a', 330, 330],
+    ['team-b', 330, 330],
+  ]);
+
+  // Hostile strings go in as literals and come back unchanged.
+  for (const s of HOSTILE_STRINGS) {
+    const [row] = await ch.query(sql`SELECT ${s} AS v, length(${s}) AS n`);
+    expect(row?.v).toBe(s);
+    expect(num(row?.n)).toBe(Buffer.byteLength(s));
+  }
+  await ch.command(
+    sql`INSERT INTO ${t('events_raw_v1')} (id, tenant, ts, payload) VALUES (${'hostile'}, ${HOSTILE_STRINGS[1]!}, 0, ${HOSTILE_STRINGS.join('|')})`,
+  );
+  const [back] = await ch.query(
+    sql`SELECT payload FROM ${t('events_raw_v1')} WHERE id = ${'hostile'} AND tenant = ${HOSTILE_STRINGS[1]!}`,
+  );
+  expect(back?.payload).toBe(HOSTILE_STRINGS.join('|'));
+}
