@@ -81,7 +81,8 @@ export class EventSink {
       { streamSeq: msg.seq, subject: msg.subject, reason, deadLetter: this.#deadLetter },
       'poison message dead-lettered',
     );
-    msg.term(reason.slice(0, 200));
+    // No reason argument: nats-server 2.9 does not parse `+TERM <reason>` and would leave it pending.
+    msg.term();
     this.#o.metrics.events.inc({ outcome: 'dead_lettered' });
   }
 

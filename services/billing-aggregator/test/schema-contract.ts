@@ -90,7 +90,7 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
   const hours = await ch.query(sql`SELECT DISTINCT hour FROM ${t('usage_hourly_v1')}`);
   expect(hours).toHaveLength(2);
   const daily = await ch.query(
-    sql`SELECT sum(tokens) AS tokens, sum(calls) AS calls, count() AS groups FROM ${t('usage_daily_v1')}`,
+    sql`SELECT sum(tokens_day) AS tokens, sum(calls_day) AS calls, count() AS groups FROM ${t('usage_daily_v1')}`,
   );
   expect(daily.map((r) => [num(r.tokens), num(r.calls), num(r.groups)])).toEqual([[660, 3, 2]]);
 

@@ -1,0 +1,57 @@
+import { natsNamesToEnv } from '@holdfast/config';
+import type { NatsNames } from '@holdfast/events';
+import { createLogger, type Logger } from '@holdfast/runtime';
+import type { Registry } from 'prom-client';
+import { createClickHouse, type SqlExecutor } from '../src/clickhouse.js';
+import { loadConfig, type AggregatorConfig } from '../src/config.js';
+import { qualified, sql } from '../src/sql.js';
+
+export const silent: Logger = createLogger({
+  name: 'test',
+  level: (process.env.TEST_LOG_LEVEL) ?? 'silent',
+});
+
+/** Environment for an aggregator bound to one test's isolated names and database. */
+export function aggregatorEnv(
+  infra: { natsUrl: string; clickhouseUrl: string; names: NatsNames; database: string },
+  overrides: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    NATS_URL: infra.natsUrl,
+    CLICKHOUSE_URL: infra.clickhouseUrl,
+    CLICKHOUSE_DATABASE: infra.database,
+    BILLING_AGGREGATOR_OPS_PORT: '0',
+    BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: '0',
+    BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '100',
+    ...natsNamesToEnv(infra.names),
+    ...overrides,
+  };
+}
+
+export function aggregatorConfig(...args: Parameters<typeof aggregatorEnv>): AggregatorConfig {
+  return loadConfig(aggregatorEnv(...args));
+}
+
+export function testClickHouse(url: string): SqlExecutor {
+  return createClickHouse({ url, username: 'default', password: '', quiet: true });
+}
+
+/** Rows of events_raw_v1 after deduplication (what every view sees). */
+export async function countEvents(
+  ch: SqlExecutor,
+  database: string,
+  final = true,
+): Promise<number> {
+  const t = qualified(database, 'events_raw_v1');
+  const [row] = await ch.query<{ n: string }>(
+    final ? sql`SELECT count() AS n FROM ${t} FINAL` : sql`SELECT count() AS n FROM ${t}`,
+  );
+  return Number(row?.n ?? 0);
+}
+
+/** The value of `holdfast_aggregator_events_total{outcome}` in an in-process registry. */
+export async function eventsCounter(registry: Registry, outcome: string): Promise<number> {
+  const metric = registry.getSingleMetric('holdfast_aggregator_events_total');
+  const data = await metric?.get();
+  return data?.values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+}
