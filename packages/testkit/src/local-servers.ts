@@ -72,6 +72,23 @@ export async function startRedisServer(bin: string): Promise<LocalServer> {
 
 /** Starts clickhouse-server with a config written for a temp dir (works for 18.16 and newer). */
 export async function startClickHouseServer(bin: string): Promise<LocalServer> {
+  const server = await startRestartableClickHouseServer(bin);
+  return { url: server.url, stop: () => server.stop() };
+}
+
+/** A local server that can be stopped and started again on the same data dir and ports. */
+export interface RestartableServer extends LocalServer {
+  /** Stops the process (SIGTERM, then SIGKILL after 5 s), keeping its data and ports. */
+  halt(): Promise<void>;
+  /** Starts the process again on the same data dir and ports; resolves when it answers. */
+  restart(): Promise<void>;
+}
+
+/**
+ * clickhouse-server on free ports in a temp dir, for outage tests: `halt()` takes it away,
+ * `restart()` brings it back with its data. `stop()` ends it and removes the dir.
+ */
+export async function startRestartableClickHouseServer(bin: string): Promise<RestartableServer> {
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-clickhouse-'));
   const [httpPort, tcpPort] = [await freePort(), await freePort()];
   await writeFile(join(dir, 'config.xml'), clickhouseConfig(dir, httpPort, tcpPort));
@@ -79,13 +96,36 @@ export async function startClickHouseServer(bin: string): Promise<LocalServer> {
   const args = bin.endsWith('/clickhouse')
     ? ['server', `--config-file=${join(dir, 'config.xml')}`]
     : [`--config-file=${join(dir, 'config.xml')}`];
-  const child = launch(bin, args, dir);
   const url = `http://127.0.0.1:${httpPort}`;
-  await waitFor(async () => (await fetch(`${url}/ping`)).ok, {
-    timeoutMs: 30_000,
-    what: `clickhouse-server on ${httpPort}`,
-  });
-  return { url, stop: () => stopChild(child, dir) };
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = launch(bin, args, dir);
+    await waitFor(async () => (await fetch(`${url}/ping`)).ok, {
+      timeoutMs: 30_000,
+      what: `clickhouse-server on ${httpPort}`,
+    });
+  };
+  const halt = async () => {
+    const c = child;
+    child = undefined;
+    if (c && c.exitCode === null && c.signalCode === null) {
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      const timer = setTimeout(() => c.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    }
+  };
+  await start();
+  return {
+    url,
+    halt,
+    restart: start,
+    stop: async () => {
+      await halt();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function canConnect(port: number): Promise<boolean> {
