@@ -1,14 +1,16 @@
+import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
-import type { NatsNames } from '@holdfast/events';
+import type { HoldfastEvent, NatsNames } from '@holdfast/events';
 import { createLogger, type Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import { createClickHouse, type SqlExecutor } from '../src/clickhouse.js';
 import { loadConfig, type AggregatorConfig } from '../src/config.js';
 import { qualified, sql } from '../src/sql.js';
+import { settledCall } from './events.js';
 
 export const silent: Logger = createLogger({
   name: 'test',
-  level: (process.env.TEST_LOG_LEVEL) ?? 'silent',
+  level: process.env.TEST_LOG_LEVEL ?? 'silent',
 });
 
 /** Environment for an aggregator bound to one test's isolated names and database. */
@@ -54,4 +56,33 @@ export async function eventsCounter(registry: Registry, outcome: string): Promis
   const metric = registry.getSingleMetric('holdfast_aggregator_events_total');
   const data = await metric?.get();
   return data?.values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+}
+
+/** The built service entry (tests spawn it as a real process). */
+export const MAIN_JS = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+
+/** Calls with distinct token counts, and the tokens they bill in total. */
+export function callsBilling(
+  n: number,
+  tenant = 'batch-summariser',
+): {
+  events: HoldfastEvent[];
+  billed: number;
+} {
+  const events = Array.from({ length: n }, (_, i) =>
+    settledCall({ tenant, prompt: 50 + (i % 97), completion: 1 + (i % 13) }),
+  ).flat();
+  const billed = events.reduce(
+    (s, e) => s + (e.type === 'reservation.settled' ? e.billedTokens : 0),
+    0,
+  );
+  return { events, billed };
+}
+
+/** Billed tokens as the hourly usage view reports them (deduplicated). */
+export async function viewTokens(ch: SqlExecutor, database: string): Promise<number> {
+  const [row] = await ch.query<{ t: string }>(
+    sql`SELECT sum(tokens) AS t FROM ${qualified(database, 'usage_hourly_v1')}`,
+  );
+  return Number(row?.t ?? 0);
 }

@@ -1,0 +1,79 @@
+import { findBinary, freePort, infraTest as test, startService, waitFor } from '@holdfast/testkit';
+import { startRestartableClickHouseServer } from '@holdfast/testkit/local-servers';
+import { expect } from 'vitest';
+import { publishEvents } from '../test/events.js';
+import {
+  aggregatorEnv,
+  callsBilling,
+  countEvents,
+  MAIN_JS,
+  testClickHouse,
+  viewTokens,
+} from '../test/harness.js';
+
+const OUTAGE_MS = 60_000;
+
+test(
+  'ClickHouse down for 60 s under load: events wait in JetStream, then land, 0 lost',
+  { timeout: 240_000 },
+  async ({ nc, natsUrl, iso }) => {
+    const bin = findBinary('clickhouse-server') ?? findBinary('clickhouse');
+    if (!bin)
+      throw new Error('clickhouse-server is not on PATH (apt-get install -y clickhouse-server)');
+    const server = await startRestartableClickHouseServer(bin);
+    const ch = testClickHouse(server.url);
+    const opsPort = await freePort();
+    const infra = { natsUrl, clickhouseUrl: server.url, names: iso.names, database: iso.database };
+    const service = await startService(
+      MAIN_JS,
+      aggregatorEnv(infra, {
+        BILLING_AGGREGATOR_BATCH_SIZE: '500',
+        BILLING_AGGREGATOR_FETCH_SIZE: '250',
+        BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '500',
+        BILLING_AGGREGATOR_OPS_PORT: String(opsPort),
+      }),
+    );
+    const ready = async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).status;
+    try {
+      let expectedEvents = 0;
+      let expectedTokens = 0;
+      const publish = async (calls: number, tenant: string) => {
+        const batch = callsBilling(calls, tenant);
+        await publishEvents(nc, iso.names, batch.events);
+        expectedEvents += batch.events.length;
+        expectedTokens += batch.billed;
+      };
+      await publish(500, 'before');
+      await waitFor(async () => (await countEvents(ch, iso.database)) === expectedEvents, {
+        what: 'events before the outage',
+      });
+
+      await server.halt();
+      await waitFor(async () => (await ready()) === 503, {
+        what: '/readyz to report ClickHouse down',
+      });
+      // Load during the outage: 100 calls every 500 ms (pacing of the load, not a wait).
+      const until = Date.now() + OUTAGE_MS;
+      let round = 0;
+      while (Date.now() < until) {
+        await publish(100, `during-${round++ % 4}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      expect(service.child.exitCode).toBeNull();
+      await server.restart();
+
+      await publish(500, 'after');
+      await waitFor(async () => (await countEvents(ch, iso.database)) === expectedEvents, {
+        timeoutMs: 60_000,
+        what: `all ${expectedEvents} events after the outage`,
+      });
+      expect(await viewTokens(ch, iso.database)).toBe(expectedTokens);
+      await waitFor(async () => (await ready()) === 200, { what: '/readyz back to ready' });
+      expect(service.lines.some((l) => l.includes('ClickHouse answers again'))).toBe(true);
+    } finally {
+      await service.stop();
+      await ch.close();
+      await server.stop();
+    }
+  },
+);
