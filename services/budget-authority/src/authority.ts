@@ -170,6 +170,16 @@ export class Authority {
     await this.#relay.stop();
   }
 
+  /** Orgs whose outbox this replica relays and whose overdue holds it expires. */
+  get relayedOrgs(): readonly string[] {
+    return this.#relay.owned;
+  }
+
+  /** Runs one expiry pass now (the sweeper also runs on its interval); returns holds expired. */
+  expireOverdue(): Promise<number> {
+    return this.#sweeper.sweep();
+  }
+
   /** True when Redis answers and a config is loaded. */
   async ready(): Promise<boolean> {
     return (await this.#o.redis.ping()) === 'PONG' && this.ctx.config.version > 0;
