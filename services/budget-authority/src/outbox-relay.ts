@@ -51,6 +51,9 @@ export class OutboxRelay {
     this.#leaseMs = opts.leaseMs ?? 5_000;
     // XREAD BLOCK holds its connection; give it its own.
     this.#blocking = opts.redis.duplicate({ enableOfflineQueue: true });
+    this.#blocking.on('error', (err: Error) =>
+      opts.logger.debug({ err: err.message }, 'relay connection error'),
+    );
   }
 
   /** Orgs this replica relays (and sweeps) right now. */
