@@ -11,7 +11,8 @@ import { qualified, sql } from './sql.js';
  * the windows' `used` at the event's time. So for a budget of level L (a team or an org above
  * it), `used` = the sum of charged amounts over the events of L and of every tenant below it
  * whose time is inside the window's bounds at the authority's `time` (the shared
- * `windowBounds`), and a tenant's lifetime billed = the sum of charged over its own events.
+ * `windowBounds`), and a level's lifetime billed = the sum of charged over the same events
+ * without a time bound (the authority adds each charge to every level of the hierarchy).
  */
 
 /** Event types that move windows. */
@@ -131,9 +132,12 @@ export function compare(
 
   const seenWindows = new Set<string>();
   for (const t of usage.tenants) {
-    const own = byTenant.get(t.tenant);
-    push(t.tenant, 'lifetime-tokens', 'tokens', t.billedTokens, own?.lifetimeTokens ?? 0);
-    push(t.tenant, 'lifetime-usd', 'usd', t.billedMicroUsd, own?.lifetimeMicroUsd ?? 0);
+    // The authority bills every level of the hierarchy: an org's lifetime holds its teams'.
+    const members = under(t.tenant).map((m) => byTenant.get(m));
+    const lifetime = (k: 'lifetimeTokens' | 'lifetimeMicroUsd') =>
+      members.reduce((sum, s) => sum + (s?.[k] ?? 0), 0);
+    push(t.tenant, 'lifetime-tokens', 'tokens', t.billedTokens, lifetime('lifetimeTokens'));
+    push(t.tenant, 'lifetime-usd', 'usd', t.billedMicroUsd, lifetime('lifetimeMicroUsd'));
     for (const w of t.windows) {
       const key = `${w.tenant}/${w.budget}`;
       if (seenWindows.has(key)) continue;

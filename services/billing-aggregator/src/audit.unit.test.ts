@@ -48,7 +48,7 @@ describe('drift audit: compare', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
       tenants: [
-        tenant('acme', null, 0, 0, [w('acme', 'month-tokens', 300)]),
+        tenant('acme', null, 300, 120, [w('acme', 'month-tokens', 300)]),
         tenant('team-a', 'acme', 100, 50, [
           w('team-a', 'minute-tokens', 40),
           w('team-a', 'day-usd', 50),
