@@ -46,6 +46,8 @@ test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lo
       { what: 'the third batch delivered and waiting' },
     );
     await first.crash();
+    // The 500 were delivered to the dead process and never inserted: only a redelivery saves them.
+    expect(await countEvents(ch, iso.database)).toBe(2_000);
 
     const after = callsBilling(1_250, 'support-bot');
     await publishEvents(nc, iso.names, after.events);
@@ -59,8 +61,6 @@ test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lo
         timeoutMs: 30_000,
         what: `all ${total} events`,
       });
-      const info = await jsm.consumers.info(iso.names.eventsStream, 'billing-aggregator');
-      expect(info.num_redelivered).toBeGreaterThanOrEqual(500);
       await waitFor(
         async () => (await viewTokens(ch, iso.database)) === before.billed + after.billed,
         {

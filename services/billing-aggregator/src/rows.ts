@@ -5,6 +5,7 @@ const u32 = z.int().min(0).max(4_294_967_295);
 const u64 = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
 const i64 = z.int().min(Number.MIN_SAFE_INTEGER).max(Number.MAX_SAFE_INTEGER);
 const str = z.string().max(1_000_000);
+const bit = z.int().min(0).max(1);
 
 /**
  * One row of `events_raw_v1`, exactly as inserted. Every column is present: ClickHouse 18.16
@@ -40,7 +41,7 @@ export const EventRow = z.strictObject({
   outcome: str,
   reason: str,
   code: str,
-  shadow: z.union([z.literal(0), z.literal(1)]),
+  shadow: bit,
   budget: str,
   level: str,
   duration_ms: u32,
@@ -51,8 +52,8 @@ export const EventRow = z.strictObject({
   w_limit: z.array(i64),
   w_used: z.array(i64),
   w_held: z.array(i64),
-  w_enforce: z.array(z.union([z.literal(0), z.literal(1)])),
-  payload: str,
+  w_enforce: z.array(bit),
+  extra: str,
   stream_seq: u64,
   ingested_at: u32,
 });
@@ -78,6 +79,55 @@ function duration(e: HoldfastEvent): number {
 function reason(e: HoldfastEvent): string {
   if (e.type === 'tenant.resumed') return e.by;
   return text(e, 'reason');
+}
+
+/** Event fields that have a column of their own (windows: the w_* arrays). */
+const COLUMN_FIELDS = new Set([
+  'id',
+  'type',
+  'schemaVersion',
+  'time',
+  'tenant',
+  'org',
+  'reservationId',
+  'keyId',
+  'useCase',
+  'model',
+  'mode',
+  'promptTokens',
+  'completionTokens',
+  'cachedPromptTokens',
+  'maxTokens',
+  'requestedMaxTokens',
+  'heldTokens',
+  'heldMicroUsd',
+  'billedTokens',
+  'costMicroUsd',
+  'chargedTokens',
+  'chargedMicroUsd',
+  'neededTokens',
+  'neededMicroUsd',
+  'outcome',
+  'reason',
+  'code',
+  'shadow',
+  'budget',
+  'level',
+  'durationMs',
+  'leaseMs',
+  'windows',
+]);
+
+/** The fields without a column, as JSON ('' when none): nothing of an event is dropped. */
+function extra(e: HoldfastEvent): string {
+  const rest: Record<string, unknown> = {};
+  let any = false;
+  for (const [k, v] of Object.entries(e)) {
+    if (COLUMN_FIELDS.has(k)) continue;
+    rest[k] = v;
+    any = true;
+  }
+  return any ? JSON.stringify(rest) : '';
 }
 
 /** Maps a validated event to its row. `streamSeq` is the JetStream sequence (forensics). */
@@ -125,7 +175,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     w_used: windows.map((w) => w.used),
     w_held: windows.map((w) => w.held),
     w_enforce: windows.map((w) => (w.enforce ? 1 : 0)),
-    payload: JSON.stringify(e),
+    extra: extra(e),
     stream_seq: streamSeq,
     ingested_at: Math.floor(nowMs / 1000),
   };

@@ -1,7 +1,7 @@
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { testClickHouse } from '../test/harness.js';
 import { runSchemaContract } from '../test/schema-contract.js';
-import { createClickHouse } from './clickhouse.js';
 import { sql } from './sql.js';
 
 test('schema on the Debian ClickHouse (18.16): migrations re-apply, views answer, a re-inserted batch counts once, hostile strings round-trip', async ({
@@ -10,12 +10,7 @@ test('schema on the Debian ClickHouse (18.16): migrations re-apply, views answer
   iso,
 }) => {
   void clickhouse; // the fixture creates iso.database and drops it afterwards
-  const ch = createClickHouse({
-    url: clickhouseUrl,
-    username: 'default',
-    password: '',
-    quiet: true,
-  });
+  const ch = testClickHouse(clickhouseUrl);
   try {
     const [row] = await ch.query<{ v: string }>(sql`SELECT version() AS v`);
     expect(row?.v).toBeDefined();

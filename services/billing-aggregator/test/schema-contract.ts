@@ -144,10 +144,10 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
     expect(num(row?.n)).toBe(Buffer.byteLength(s));
   }
   await ch.command(
-    sql`INSERT INTO ${t('events_raw_v1')} (id, tenant, ts, payload) VALUES (${'hostile'}, ${HOSTILE_STRINGS[1]!}, 0, ${HOSTILE_STRINGS.join('|')})`,
+    sql`INSERT INTO ${t('events_raw_v1')} (id, tenant, ts, extra) VALUES (${'hostile'}, ${HOSTILE_STRINGS[1]!}, 0, ${HOSTILE_STRINGS.join('|')})`,
   );
   const [back] = await ch.query(
-    sql`SELECT payload FROM ${t('events_raw_v1')} WHERE id = ${'hostile'} AND tenant = ${HOSTILE_STRINGS[1]!}`,
+    sql`SELECT extra FROM ${t('events_raw_v1')} WHERE id = ${'hostile'} AND tenant = ${HOSTILE_STRINGS[1]!}`,
   );
-  expect(back?.payload).toBe(HOSTILE_STRINGS.join('|'));
+  expect(back?.extra).toBe(HOSTILE_STRINGS.join('|'));
 }

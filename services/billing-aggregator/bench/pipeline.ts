@@ -1,0 +1,219 @@
+/**
+ * Benchmark: events/s from JetStream into ClickHouse through the real aggregator process, and
+ * its peak RSS while it drains a backlog.
+ *
+ *   pnpm --filter @holdfast/billing-aggregator bench      (root: pnpm bench)
+ *
+ * Env: BENCH_EVENTS (default 1,000,000: the backlog), BENCH_BATCH_SIZE (the aggregator's
+ * BILLING_AGGREGATOR_BATCH_SIZE, default its own default), NATS_URL / CLICKHOUSE_URL (else
+ * local nats-server and clickhouse-server are started on free ports), BENCH_CPU_PROF=<dir>
+ * (a V8 CPU profile of the aggregator).
+ *
+ * It prints, from the same run: the raw JetStream consume+ack rate and the raw ClickHouse
+ * insert rate (the two halves of the path), then the aggregator's end-to-end rate and peak RSS.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { natsNamesToEnv } from '@holdfast/config';
+import { eventSubject, namesWithPrefix, type NatsNames } from '@holdfast/events';
+import { createLogger, ensureEventsStream } from '@holdfast/runtime';
+import {
+  findBinary,
+  startClickHouseServer,
+  startNatsServer,
+  type LocalServer,
+} from '@holdfast/testkit/local-servers';
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
+import { toEventRow } from '../src/rows.js';
+import { migrate } from '../src/migrate.js';
+import { ident, qualified, sql } from '../src/sql.js';
+import { settledCall } from '../test/events.js';
+import { testClickHouse } from '../test/harness.js';
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
+const BATCH = process.env.BENCH_BATCH_SIZE;
+const RAW_SAMPLE = Math.min(EVENTS, 200_000);
+const MAIN_JS = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+async function infra(): Promise<{
+  natsUrl: string;
+  clickhouseUrl: string;
+  stop: () => Promise<void>;
+}> {
+  const started: LocalServer[] = [];
+  const need = async (env: string, bins: string[], start: (b: string) => Promise<LocalServer>) => {
+    if (process.env[env]) return process.env[env];
+    const bin = bins.map(findBinary).find((b) => b !== undefined);
+    if (!bin) throw new Error(`${env} is not set and ${bins.join('/')} is not on PATH`);
+    const s = await start(bin);
+    started.push(s);
+    return s.url;
+  };
+  const natsUrl = await need('NATS_URL', ['nats-server'], startNatsServer);
+  const clickhouseUrl = await need(
+    'CLICKHOUSE_URL',
+    ['clickhouse-server', 'clickhouse'],
+    startClickHouseServer,
+  );
+  return {
+    natsUrl,
+    clickhouseUrl,
+    stop: async () => void (await Promise.all(started.map((s) => s.stop()))),
+  };
+}
+
+/** Publishes `n` settled events (distinct ids) with 1,024 publishes in flight. */
+async function publishBacklog(nc: NatsConnection, names: NatsNames, n: number): Promise<void> {
+  const js = jetstream(nc);
+  const [, template] = settledCall({ tenant: 'bench', prompt: 370, completion: 512 });
+  const json = JSON.stringify(template);
+  const subject = eventSubject(names, 'bench', 'reservation.settled');
+  const encoder = new TextEncoder();
+  const inFlight = new Set<Promise<unknown>>();
+  for (let i = 0; i < n; i++) {
+    const id = randomUUID();
+    const data = encoder.encode(
+      json.replace(template.id, id).replace(template.reservationId, randomUUID()),
+    );
+    const h = headers();
+    h.set('Nats-Msg-Id', id);
+    const p = js.publish(subject, data, { headers: h }).finally(() => inFlight.delete(p));
+    inFlight.add(p);
+    if (inFlight.size >= 1_024) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+}
+
+/** The JetStream half alone: consume and ack `n` messages, doing nothing else. */
+async function rawConsume(nc: NatsConnection, names: NatsNames, n: number): Promise<number> {
+  const jsm = await jetstreamManager(nc);
+  await jsm.consumers.add(names.eventsStream, {
+    durable_name: 'bench-raw',
+    ack_policy: AckPolicy.Explicit,
+    max_ack_pending: 50_000,
+  });
+  const consumer = await jetstream(nc).consumers.get(names.eventsStream, 'bench-raw');
+  const started = performance.now();
+  const messages = await consumer.consume({ max_messages: 2_000 });
+  let seen = 0;
+  for await (const m of messages) {
+    m.ack();
+    if (++seen >= n) break;
+  }
+  const rate = n / ((performance.now() - started) / 1000);
+  await jsm.consumers.delete(names.eventsStream, 'bench-raw');
+  return rate;
+}
+
+/** The ClickHouse half alone: insert `n` prepared rows into events_raw_v1, `batch` a time. */
+async function rawInsert(clickhouseUrl: string, n: number, batch: number): Promise<number> {
+  const ch = testClickHouse(clickhouseUrl);
+  const database = `bench_raw_${Date.now().toString(36)}`;
+  await migrate({ ch, database, logger: createLogger({ name: 'bench', level: 'warn' }) });
+  const [, e] = settledCall({ tenant: 'bench' });
+  const rows = Array.from({ length: batch }, (_, i) => ({ ...toEventRow(e, i), id: randomUUID() }));
+  const table = qualified(database, 'events_raw_v1');
+  const started = performance.now();
+  for (let done = 0; done < n; done += batch) await ch.insert(table, rows);
+  const rate = n / ((performance.now() - started) / 1000);
+  await ch.command(sql`DROP DATABASE ${ident(database)}`);
+  await ch.close();
+  return rate;
+}
+
+/** The service as a real process; resolves when it logs "ready". */
+async function startAggregatorProcess(env: Record<string, string>): Promise<ChildProcess> {
+  // BENCH_CPU_PROF=<dir>: write a V8 CPU profile of the aggregator there.
+  const prof = process.env.BENCH_CPU_PROF;
+  const args = prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, MAIN_JS] : [MAIN_JS];
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`aggregator exited (${String(code)})`)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.includes('"msg":"ready"')) resolve();
+      else if (line.includes('"level":50') || line.includes('"level":60')) console.error(line);
+    });
+  });
+  return child;
+}
+
+async function rssOf(pid: number): Promise<{ rss: number; hwm: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+}
+
+async function main(): Promise<void> {
+  const { natsUrl, clickhouseUrl, stop } = await infra();
+  const names = namesWithPrefix(`bench${Date.now().toString(36)}`);
+  const database = `bench_${Date.now().toString(36)}`;
+  const nc = await connect({ servers: natsUrl });
+  const jsm = await jetstreamManager(nc);
+  await ensureEventsStream(jsm, names);
+  const ch = testClickHouse(clickhouseUrl);
+  try {
+    console.log(`billing-aggregator bench: ${fmt(EVENTS)} events backlog`);
+    let t = performance.now();
+    await publishBacklog(nc, names, EVENTS);
+    console.log(
+      `  published backlog            ${fmt(EVENTS / ((performance.now() - t) / 1000))} events/s`,
+    );
+
+    const batchSize = Number(BATCH ?? 10_000);
+    console.log(
+      `  raw JetStream consume+ack    ${fmt(await rawConsume(nc, names, RAW_SAMPLE))} msgs/s (${fmt(RAW_SAMPLE)} msgs)`,
+    );
+    console.log(
+      `  raw ClickHouse insert        ${fmt(await rawInsert(clickhouseUrl, RAW_SAMPLE, batchSize))} rows/s (batches of ${fmt(batchSize)})`,
+    );
+
+    t = performance.now();
+    const service = await startAggregatorProcess({
+      NATS_URL: natsUrl,
+      CLICKHOUSE_URL: clickhouseUrl,
+      CLICKHOUSE_DATABASE: database,
+      BILLING_AGGREGATOR_OPS_PORT: '0',
+      BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: '0',
+      ...(BATCH ? { BILLING_AGGREGATOR_BATCH_SIZE: BATCH } : {}),
+      ...natsNamesToEnv(names),
+    });
+    const pid = service.pid!;
+    let peakRss = 0;
+    const table = qualified(database, 'events_raw_v1');
+    for (;;) {
+      peakRss = Math.max(peakRss, (await rssOf(pid)).rss);
+      const [row] = await ch.query<{ n: string }>(sql`SELECT count() AS n FROM ${table}`);
+      if (Number(row?.n ?? 0) >= EVENTS) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const elapsed = (performance.now() - t) / 1000;
+    const { hwm } = await rssOf(pid);
+    const [final] = await ch.query<{ n: string }>(sql`SELECT count() AS n FROM ${table} FINAL`);
+    const exited = new Promise((r) => service.once('exit', r));
+    service.kill('SIGTERM');
+    await exited;
+    const mb = (b: number) => `${fmt(b / 1_048_576)} MB`;
+    console.log(
+      `  aggregator JetStream->ClickHouse ${fmt(EVENTS / elapsed)} events/s (${fmt(EVENTS)} events in ${elapsed.toFixed(1)} s, start included; ${fmt(Number(final?.n))} rows after FINAL)`,
+    );
+    console.log(
+      `  aggregator peak RSS          ${mb(Math.max(hwm, peakRss))} (VmHWM) draining ${fmt(EVENTS)} events`,
+    );
+    await ch.command(sql`DROP DATABASE IF EXISTS ${ident(database)}`);
+  } finally {
+    await jsm.streams.delete(names.eventsStream).catch(() => undefined);
+    await ch.close();
+    await nc.drain();
+    await stop();
+  }
+}
+
+await main();

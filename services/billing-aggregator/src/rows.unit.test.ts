@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import { refusal, settledCall } from '../test/events.js';
+import { EventRow, toEventRow } from './rows.js';
+
+describe('event rows', () => {
+  it('maps a settled call to columns, with nothing left over', () => {
+    const [created, settled] = settledCall({ prompt: 370, completion: 512, keyId: null });
+    const row = EventRow.parse(toEventRow(settled, 42, Date.UTC(2026, 0, 1)));
+    expect(row).toMatchObject({
+      id: settled.id,
+      type: 'reservation.settled',
+      time_ms: Date.parse(settled.time),
+      ts: Math.floor(Date.parse(settled.time) / 1000),
+      key_id: '',
+      billed_tokens: 882,
+      charged_tokens: 882,
+      stream_seq: 42,
+      extra: '',
+      w_level: ['batch-summariser'],
+      w_used: [882],
+    });
+    expect(JSON.parse(toEventRow(created, 1).extra)).toEqual({ expiresAt: created.expiresAt });
+  });
+
+  it('keeps fields without a column in extra (a refusal message)', () => {
+    const r = refusal({ shadow: true, code: 'concurrency_limit' });
+    const row = toEventRow(r, 1);
+    expect(row).toMatchObject({ code: 'concurrency_limit', shadow: 1, needed_tokens: 1394 });
+    expect(JSON.parse(row.extra)).toEqual({ message: r.message, retryAfterSeconds: 60 });
+  });
+
+  it('refuses a row that does not fit its columns', () => {
+    const row = toEventRow(settledCall()[1], 1);
+    expect(EventRow.safeParse({ ...row, prompt_tokens: 2 ** 32 }).success).toBe(false);
+    expect(EventRow.safeParse({ ...row, surprise: 1 }).success).toBe(false);
+  });
+});
