@@ -26,6 +26,8 @@ export default defineConfig({
           hookTimeout: 60_000,
           // Integration files start servers and child processes; two at a time fit 2 cores.
           maxWorkers: 2,
+          // vitest 4 refuses projects with different maxWorkers in one group: run this after unit.
+          sequence: { groupOrder: 1 },
         },
       },
     ],
