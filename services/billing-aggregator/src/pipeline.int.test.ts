@@ -7,10 +7,12 @@ import { expect } from 'vitest';
 import { publishEvents, publishRaw, refusal, settledCall } from '../test/events.js';
 import {
   aggregatorConfig,
+  callsBilling,
   countEvents,
   eventsCounter,
   silent,
   testClickHouse,
+  viewTokens,
 } from '../test/harness.js';
 import { startAggregator } from './index.js';
 import { DEAD_LETTER_HEADERS } from './sink.js';
@@ -205,6 +207,42 @@ test('a batch is flushed as soon as it is full, and stop() flushes the rest', as
     expect(await countEvents(ch, iso.database)).toBe(events.length);
   } finally {
     await agg.stop().catch(() => undefined);
+    await ch.close();
+  }
+});
+
+test('two replicas share the durable consumer: each takes a share, every event lands once', async ({
+  nc,
+  natsUrl,
+  clickhouseUrl,
+  clickhouse: _db,
+  iso,
+}) => {
+  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
+  const config = aggregatorConfig(infra, {
+    BILLING_AGGREGATOR_BATCH_SIZE: '100',
+    BILLING_AGGREGATOR_FETCH_SIZE: '50',
+  });
+  const a = await startAggregator({ config, logger: silent });
+  const b = await startAggregator({ config, logger: silent });
+  const ch = testClickHouse(clickhouseUrl);
+  try {
+    const { events, billed } = callsBilling(1_000);
+    await publishEvents(nc, iso.names, events);
+    await waitFor(async () => (await countEvents(ch, iso.database)) === events.length, {
+      timeoutMs: 20_000,
+      what: 'every event from two replicas',
+    });
+    const shares = [
+      await eventsCounter(a.registry, 'inserted'),
+      await eventsCounter(b.registry, 'inserted'),
+    ];
+    expect(shares[0]).toBeGreaterThan(0);
+    expect(shares[1]).toBeGreaterThan(0);
+    expect(await viewTokens(ch, iso.database)).toBe(billed);
+  } finally {
+    await a.stop();
+    await b.stop();
     await ch.close();
   }
 });
