@@ -6,10 +6,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
 import { AuthorityClient } from '@holdfast/runtime';
-import { infraTest as test, startService, waitFor } from '@holdfast/testkit';
+import { startService, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { settledCall } from '../test/events.js';
-import { aggregatorConfig, aggregatorEnv, silent, testClickHouse } from '../test/harness.js';
+import { aggregatorTest as test } from '../test/fixture.js';
+import { aggregatorConfig, aggregatorEnv, silent } from '../test/harness.js';
 import { runAudit, type AuditReport } from './audit.js';
 import { startAggregator } from './index.js';
 import { toEventRow } from './rows.js';
@@ -109,30 +110,27 @@ async function workload(client: AuthorityClient): Promise<{ admitted: number; re
 
 test('drift audit: the authority and ClickHouse agree to the token after quiescence; injected drift fails the command', async ({
   nc,
-  natsUrl,
+  infra,
+  ch,
   redisUrl,
   redis: _redis,
-  clickhouseUrl,
-  clickhouse: _db,
   iso,
 }) => {
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-audit-'));
   const configFile = join(dir, 'holdfast.json');
   await writeFile(configFile, JSON.stringify(CONFIG));
   const authority = await startService(AUTHORITY_MAIN, {
-    NATS_URL: natsUrl,
+    NATS_URL: infra.natsUrl,
     REDIS_URL: redisUrl,
     HOLDFAST_CONFIG: configFile,
     HOLDFAST_KEY_PREFIX: iso.keyPrefix,
     AUTHORITY_OPS_PORT: '0',
     ...natsNamesToEnv(iso.names),
   });
-  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
   const agg = await startAggregator({
     config: aggregatorConfig(infra, { BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: '300' }),
     logger: silent,
   });
-  const ch = testClickHouse(clickhouseUrl);
   try {
     const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
     const { admitted, refused } = await workload(client);
@@ -195,7 +193,6 @@ test('drift audit: the authority and ClickHouse agree to the token after quiesce
     expect((await runCli(['--tenant', 'team-a', '--threshold', '7'], env)).code).toBe(0);
   } finally {
     await agg.stop();
-    await ch.close();
     await authority.stop();
   }
 });

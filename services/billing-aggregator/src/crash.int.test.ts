@@ -1,24 +1,16 @@
-import { infraTest as test, startService, waitFor } from '@holdfast/testkit';
+import { startService, waitFor } from '@holdfast/testkit';
+import { aggregatorTest as test } from '../test/fixture.js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { publishEvents } from '../test/events.js';
-import {
-  aggregatorEnv,
-  callsBilling,
-  countEvents,
-  MAIN_JS,
-  testClickHouse,
-  viewTokens,
-} from '../test/harness.js';
+import { aggregatorEnv, callsBilling, countEvents, MAIN_JS, viewTokens } from '../test/harness.js';
 
 test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lost and 0 counted twice', async ({
   nc,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse: _db,
+  infra,
+  ch,
   iso,
 }) => {
-  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
   const common = {
     BILLING_AGGREGATOR_BATCH_SIZE: '1000',
     BILLING_AGGREGATOR_FETCH_SIZE: '500',
@@ -30,7 +22,6 @@ test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lo
     MAIN_JS,
     aggregatorEnv(infra, { ...common, BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '600000' }),
   );
-  const ch = testClickHouse(clickhouseUrl);
   const jsm = await jetstreamManager(nc);
   try {
     const before = callsBilling(1_250); // 2,500 events: two full batches and 500 waiting
@@ -73,6 +64,5 @@ test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lo
     }
   } finally {
     await first.stop();
-    await ch.close();
   }
 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { deadLetterSubject, type HoldfastEvent } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
+import { aggregatorTest as test } from '../test/fixture.js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { Msg } from '@nats-io/transport-node';
 import { expect } from 'vitest';
@@ -11,7 +12,6 @@ import {
   countEvents,
   eventsCounter,
   silent,
-  testClickHouse,
   viewTokens,
 } from '../test/harness.js';
 import { startAggregator } from './index.js';
@@ -20,14 +20,11 @@ import { qualified, sql } from './sql.js';
 
 test('every event lands once: a forced redelivery of the whole stream and republished copies are not double counted', async ({
   nc,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse: _db,
+  infra,
+  ch,
   iso,
 }) => {
-  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
   const agg = await startAggregator({ config: aggregatorConfig(infra), logger: silent });
-  const ch = testClickHouse(clickhouseUrl);
   try {
     const events: HoldfastEvent[] = [];
     for (let i = 0; i < 30; i++) {
@@ -116,25 +113,21 @@ test('every event lands once: a forced redelivery of the whole stream and republ
     }
   } finally {
     await agg.stop();
-    await ch.close();
   }
 });
 
 test('a malformed event is dead-lettered with its reason and the pipeline goes on', async ({
   nc,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse: _db,
+  infra,
+  ch,
   iso,
 }) => {
-  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
   const dead: Msg[] = [];
   const sub = nc.subscribe(deadLetterSubject(iso.names, 'billing-aggregator'), {
     callback: (_err, m) => void dead.push(m),
   });
   await nc.flush();
   const agg = await startAggregator({ config: aggregatorConfig(infra), logger: silent });
-  const ch = testClickHouse(clickhouseUrl);
   try {
     const [created, settled] = settledCall();
     await publishRaw(nc, iso.names, 'batch-summariser.reservation.settled', '{not json');
@@ -172,18 +165,15 @@ test('a malformed event is dead-lettered with its reason and the pipeline goes o
   } finally {
     sub.unsubscribe();
     await agg.stop();
-    await ch.close();
   }
 });
 
 test('a batch is flushed as soon as it is full, and stop() flushes the rest', async ({
   nc,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse: _db,
+  infra,
+  ch,
   iso,
 }) => {
-  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
   const config = aggregatorConfig(infra, {
     BILLING_AGGREGATOR_BATCH_SIZE: '10',
     BILLING_AGGREGATOR_FETCH_SIZE: '10',
@@ -191,7 +181,6 @@ test('a batch is flushed as soon as it is full, and stop() flushes the rest', as
     BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '600000',
   });
   const agg = await startAggregator({ config, logger: silent });
-  const ch = testClickHouse(clickhouseUrl);
   try {
     const events = Array.from({ length: 13 }, () => settledCall())
       .flat()
@@ -207,25 +196,21 @@ test('a batch is flushed as soon as it is full, and stop() flushes the rest', as
     expect(await countEvents(ch, iso.database)).toBe(events.length);
   } finally {
     await agg.stop().catch(() => undefined);
-    await ch.close();
   }
 });
 
 test('two replicas share the durable consumer: each takes a share, every event lands once', async ({
   nc,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse: _db,
+  infra,
+  ch,
   iso,
 }) => {
-  const infra = { natsUrl, clickhouseUrl, names: iso.names, database: iso.database };
   const config = aggregatorConfig(infra, {
     BILLING_AGGREGATOR_BATCH_SIZE: '100',
     BILLING_AGGREGATOR_FETCH_SIZE: '50',
   });
   const a = await startAggregator({ config, logger: silent });
   const b = await startAggregator({ config, logger: silent });
-  const ch = testClickHouse(clickhouseUrl);
   try {
     const { events, billed } = callsBilling(1_000);
     await publishEvents(nc, iso.names, events);
@@ -243,6 +228,5 @@ test('two replicas share the durable consumer: each takes a share, every event l
   } finally {
     await a.stop();
     await b.stop();
-    await ch.close();
   }
 });
