@@ -7,7 +7,7 @@
  * Env: BENCH_EVENTS (default 1,000,000: the backlog), BENCH_BATCH_SIZE (the aggregator's
  * BILLING_AGGREGATOR_BATCH_SIZE, default its own default), NATS_URL / CLICKHOUSE_URL (else
  * local nats-server and clickhouse-server are started on free ports), BENCH_CPU_PROF=<dir>
- * (a V8 CPU profile of the aggregator).
+ * (a V8 CPU profile of the aggregator), BENCH_NODE_ARGS (extra node flags for it).
  *
  * It prints, from the same run: the raw JetStream consume+ack rate and the raw ClickHouse
  * insert rate (the two halves of the path), then the aggregator's end-to-end rate and peak RSS.
@@ -130,7 +130,11 @@ async function rawInsert(clickhouseUrl: string, n: number, batch: number): Promi
 async function startAggregatorProcess(env: Record<string, string>): Promise<ChildProcess> {
   // BENCH_CPU_PROF=<dir>: write a V8 CPU profile of the aggregator there.
   const prof = process.env.BENCH_CPU_PROF;
-  const args = prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`, MAIN_JS] : [MAIN_JS];
+  const args = [
+    ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []),
+    ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+    MAIN_JS,
+  ];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -188,19 +192,27 @@ async function main(): Promise<void> {
     const pid = service.pid!;
     let peakRss = 0;
     const table = qualified(database, 'events_raw_v1');
+    // Steady state: from the first poll that sees rows to the one that sees them all.
+    let first: { at: number; rows: number } | undefined;
+    let rows = 0;
     for (;;) {
       peakRss = Math.max(peakRss, (await rssOf(pid)).rss);
       const [row] = await ch.query<{ n: string }>(sql`SELECT count() AS n FROM ${table}`);
-      if (Number(row?.n ?? 0) >= EVENTS) break;
-      await new Promise((r) => setTimeout(r, 200));
+      rows = Number(row?.n ?? 0);
+      if (rows > 0) first ??= { at: performance.now(), rows };
+      if (rows >= EVENTS) break;
+      await new Promise((r) => setTimeout(r, 100));
     }
-    const elapsed = (performance.now() - t) / 1000;
+    const now = performance.now();
+    const elapsed = (now - t) / 1000;
+    const steady = first ? (rows - first.rows) / ((now - first.at) / 1000) : NaN;
     const { hwm } = await rssOf(pid);
     const [final] = await ch.query<{ n: string }>(sql`SELECT count() AS n FROM ${table} FINAL`);
     const exited = new Promise((r) => service.once('exit', r));
     service.kill('SIGTERM');
     await exited;
     const mb = (b: number) => `${fmt(b / 1_048_576)} MB`;
+    console.log(`  aggregator JetStream->ClickHouse ${fmt(steady)} events/s while draining`);
     console.log(
       `  aggregator JetStream->ClickHouse ${fmt(EVENTS / elapsed)} events/s (${fmt(EVENTS)} events in ${elapsed.toFixed(1)} s, start included; ${fmt(Number(final?.n))} rows after FINAL)`,
     );

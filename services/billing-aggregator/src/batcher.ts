@@ -14,8 +14,8 @@ export interface BatcherOptions<T> {
 }
 
 /**
- * Size-or-interval batcher with backpressure. `add()` returns at once while the batch has
- * room; when the batch is full it waits until the previous flush is done and this batch is
+ * Size-or-interval batcher with backpressure. `add()` returns nothing while the batch has
+ * room (no promise per item on the hot path); when the batch is full it waits until the previous flush is done and this batch is
  * handed to `flush`. So memory holds at most two batches (one flushing, one filling), and the
  * caller (the consume loop) stops pulling while ClickHouse is slow.
  */
@@ -35,12 +35,13 @@ export class Batcher<T> {
     return this.#items.length;
   }
 
-  async add(item: T): Promise<void> {
+  /** Adds an item; returns a promise only when the caller must wait (the batch is full). */
+  add(item: T): Promise<void> | undefined {
     this.#items.push(item);
     if (this.#items.length === 1) {
       this.#timer = setTimeout(() => void this.#cut(), this.#opts.maxWaitMs);
     }
-    if (this.#items.length >= this.#opts.maxItems) await this.#cut();
+    return this.#items.length >= this.#opts.maxItems ? this.#cut() : undefined;
   }
 
   /** Cuts the filling batch now and waits until every flush has finished. */

@@ -69,7 +69,7 @@ describe('Batcher', () => {
     await b.add(2); // first batch handed over; its flush blocks on the gate
     await b.add(3);
     let fourthAccepted = false;
-    const fourth = b.add(4).then(() => (fourthAccepted = true));
+    const fourth = Promise.resolve(b.add(4)).then(() => (fourthAccepted = true));
     await new Promise((r) => setImmediate(r));
     expect(fourthAccepted).toBe(false); // second batch is full and the first is still flushing
     gate.resolve();

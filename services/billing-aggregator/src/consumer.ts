@@ -60,8 +60,11 @@ export interface EventConsumerOptions {
   names: NatsNames;
   settings: ConsumerSettings;
   logger: Logger;
-  /** Handles one message; awaiting it is the backpressure (no pull while it waits). */
-  onMessage: (msg: JsMsg) => Promise<void>;
+  /**
+   * Handles one message. A returned promise is the backpressure: no pull while it waits.
+   * `undefined` means "taken, go on" (no promise per message on the hot path).
+   */
+  onMessage: (msg: JsMsg) => Promise<void> | undefined;
 }
 
 /** Idle heartbeat asked of the server; two missed ones make the client re-pull. */
@@ -123,7 +126,8 @@ export class EventConsumer {
             m.nak();
             continue;
           }
-          await this.#o.onMessage(m);
+          const wait = this.#o.onMessage(m);
+          if (wait) await wait;
         }
       } catch (err) {
         logger.warn({ err }, 'consume loop failed');

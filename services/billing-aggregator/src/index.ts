@@ -95,11 +95,11 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
       names: config.names,
       settings,
       logger,
-      onMessage: async (msg) => {
+      onMessage: (msg) => {
         const pending = sink.accept(msg);
-        if (!pending) return;
-        await gate.wait();
-        await batcher.add(pending);
+        if (!pending) return undefined;
+        if (!gate.isOpen) return gate.wait().then(() => batcher.add(pending));
+        return batcher.add(pending);
       },
     });
     components.push({

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { refusal, settledCall } from '../test/events.js';
-import { EventRow, toEventRow } from './rows.js';
+import { EventRow, rowProblem, toEventRow } from './rows.js';
 
 describe('event rows', () => {
   it('maps a settled call to columns, with nothing left over', () => {
@@ -29,9 +29,22 @@ describe('event rows', () => {
     expect(JSON.parse(row.extra)).toEqual({ message: r.message, retryAfterSeconds: 60 });
   });
 
-  it('refuses a row that does not fit its columns', () => {
+  it('refuses a row that does not fit its columns, with zod and with the hot-path check', () => {
     const row = toEventRow(settledCall()[1], 1);
-    expect(EventRow.safeParse({ ...row, prompt_tokens: 2 ** 32 }).success).toBe(false);
-    expect(EventRow.safeParse({ ...row, surprise: 1 }).success).toBe(false);
+    expect(rowProblem(row)).toBeUndefined();
+    const { extra: _, ...missing } = row;
+    const bad: Array<[Record<string, unknown>, string]> = [
+      [{ ...row, prompt_tokens: 2 ** 32 }, 'prompt_tokens'],
+      [{ ...row, charged_tokens: 1.5 }, 'charged_tokens'],
+      [{ ...row, tenant: 7 }, 'tenant'],
+      [{ ...row, w_used: [1, '2'] }, 'w_used'],
+      [{ ...row, shadow: 2 }, 'shadow'],
+      [{ ...row, surprise: 1 }, 'columns do not match events_raw_v1'],
+      [missing, 'columns do not match events_raw_v1'],
+    ];
+    for (const [r, problem] of bad) {
+      expect(EventRow.safeParse(r).success).toBe(false);
+      expect(rowProblem(r)).toBe(problem);
+    }
   });
 });

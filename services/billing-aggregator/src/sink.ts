@@ -5,7 +5,7 @@ import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '@holdfast/runtime';
 import type { HealthGate } from './health-gate.js';
 import type { AggregatorMetrics } from './metrics.js';
-import { EventRow, toEventRow } from './rows.js';
+import { rowProblem, toEventRow, type EventRow } from './rows.js';
 import type { EventsWriter } from './writer.js';
 
 /** A message that parsed into a row and waits in a batch. */
@@ -62,12 +62,13 @@ export class EventSink {
       this.deadLetter(msg, parsed.error);
       return undefined;
     }
-    const row = EventRow.safeParse(toEventRow(parsed.event, msg.seq));
-    if (!row.success) {
-      this.deadLetter(msg, `row does not fit events_raw_v1: ${row.error.message}`);
+    const row = toEventRow(parsed.event, msg.seq);
+    const problem = rowProblem(row);
+    if (problem !== undefined) {
+      this.deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
       return undefined;
     }
-    return { msg, row: row.data };
+    return { msg, row };
   }
 
   /** Publishes the message to the dead-letter subject, logs it, then terminates it. */
