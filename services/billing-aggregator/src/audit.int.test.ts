@@ -163,6 +163,51 @@ test('drift audit: the authority and ClickHouse agree to the token after quiesce
     expect(acme?.authority).toBeGreaterThan(0);
     expect(report.rows.find((r) => r.counter === 'day-usd')?.authority).toBeGreaterThan(0);
 
+    // Under traffic: the snapshot at T against the events up to T, once they had time to land.
+    let traffic = true;
+    let callsDuring = 0;
+    const load = (async () => {
+      while (traffic) {
+        const id = randomUUID();
+        const a = await client.admit({
+          reservationId: id,
+          tenant: 'team-a',
+          keyId: null,
+          useCase: 'uc',
+          model: 'gpt-4o-mini',
+          promptTokens: 40,
+          maxTokens: 20,
+        });
+        if (a.ok && a.value.admitted) {
+          await client.settle({
+            reservationId: id,
+            tenant: 'team-a',
+            usage: { promptTokens: 40, completionTokens: 10 },
+          });
+          callsDuring++;
+        }
+      }
+    })();
+    try {
+      const before = callsDuring;
+      await waitFor(
+        async () => {
+          const r = await runAudit({
+            ch,
+            database: iso.database,
+            authority: client,
+            settleMs: 1_500,
+          });
+          return r.ok && r.report.maxDrift.tokens === 0 && r.report.maxDrift.usd === 0;
+        },
+        { timeoutMs: 30_000, what: 'zero drift under traffic' },
+      );
+      expect(callsDuring).toBeGreaterThan(before);
+    } finally {
+      traffic = false;
+      await load;
+    }
+
     // The periodic job ran and found nothing.
     await waitFor(
       async () =>

@@ -174,6 +174,13 @@ export async function runAudit(opts: {
   database: string;
   authority: AuthorityClient;
   tenant?: string;
+  /**
+   * Wait this long between the authority's snapshot (at time T) and the ClickHouse sums (of
+   * events up to T). Both sides then cover the same events even under traffic, once every
+   * event up to T has had time to be relayed and flushed (the periodic job waits two flush
+   * intervals and 2 s). 0 for an audit after quiescence.
+   */
+  settleMs?: number;
 }): Promise<AuditResult> {
   // Always every tenant: an org's windows add up the events of the teams below it.
   const usage = await opts.authority.usage({});
@@ -188,6 +195,7 @@ export async function runAudit(opts: {
       }
     }
   }
+  if (opts.settleMs) await new Promise((r) => setTimeout(r, opts.settleMs));
   try {
     const sums = await clickhouseSums(opts.ch, opts.database, Date.parse(usage.value.time));
     const report = compare(usage.value, sums, calendar);

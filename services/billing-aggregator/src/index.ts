@@ -137,7 +137,15 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
       const authority = new AuthorityClient({ nc, names: config.names });
       components.push({
         name: 'audit',
-        ...startAuditJob({ ch, database, authority, ...config.audit, metrics, logger }),
+        ...startAuditJob({
+          ch,
+          database,
+          authority,
+          ...config.audit,
+          settleMs: 2 * config.batch.maxWaitMs + 2_000,
+          metrics,
+          logger,
+        }),
       });
     }
     return {

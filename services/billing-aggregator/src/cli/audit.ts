@@ -14,6 +14,8 @@ drift is within the threshold, 1 above it, 2 when the audit could not run.
   --threshold N   largest accepted drift, tokens or micro-USD (default: BILLING_AGGREGATOR_AUDIT_THRESHOLD, 0)
   --tenant ID     only this tenant's counters
   --wait MS       re-run until within the threshold or MS have passed (events still in flight)
+  --settle MS     between the authority's snapshot and the ClickHouse sums, wait MS so events up
+                  to the snapshot can land (an audit under traffic; 0 after quiescence)
   --json          print the report as JSON
 
 Connections come from NATS_URL, CLICKHOUSE_URL, CLICKHOUSE_DATABASE, HOLDFAST_* (as the service).`;
@@ -39,6 +41,7 @@ async function main(): Promise<number> {
       threshold: { type: 'string' },
       tenant: { type: 'string' },
       wait: { type: 'string' },
+      settle: { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -51,7 +54,8 @@ async function main(): Promise<number> {
   const threshold =
     values.threshold === undefined ? config.audit.threshold : Number(values.threshold);
   const waitMs = values.wait === undefined ? 0 : Number(values.wait);
-  if (!Number.isInteger(threshold) || threshold < 0 || !Number.isInteger(waitMs) || waitMs < 0) {
+  const settleMs = values.settle === undefined ? 0 : Number(values.settle);
+  if ([threshold, waitMs, settleMs].some((n) => !Number.isInteger(n) || n < 0)) {
     console.error(USAGE);
     return 2;
   }
@@ -67,6 +71,7 @@ async function main(): Promise<number> {
         database: config.clickhouse.database,
         authority,
         tenant: values.tenant,
+        settleMs,
       });
       if (!result.ok) {
         console.error(`audit failed: ${result.error}`);
