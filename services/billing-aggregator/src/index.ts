@@ -18,7 +18,7 @@ import { EventConsumer, ensureConsumer } from './consumer.js';
 import { HealthGate } from './health-gate.js';
 import { startLagPoller } from './lag.js';
 import { createMetrics } from './metrics.js';
-import { migrate } from './migrate.js';
+import { migrateWhenReachable } from './migrate.js';
 import { EventSink, type Pending } from './sink.js';
 import { createEventsWriter } from './writer.js';
 
@@ -67,7 +67,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
     const ch = createClickHouse({ ...config.clickhouse, quiet: opts.quietClickHouse });
     components.push({ name: 'clickhouse', stop: () => ch.close() });
     const { database } = config.clickhouse;
-    await migrate({ ch, database, logger });
+    await migrateWhenReachable({ ch, database, logger });
 
     const gate = new HealthGate({
       probe: () => ch.ping(),

@@ -121,3 +121,22 @@ export async function migrate(opts: {
   }
   return { applied };
 }
+
+/**
+ * `migrate`, retried while ClickHouse is not reachable yet (a stack starting up), with backoff
+ * up to `timeoutMs`. A MigrationError (an edited migration, a bad file) fails at once.
+ */
+export async function migrateWhenReachable(
+  opts: Parameters<typeof migrate>[0] & { timeoutMs?: number },
+): Promise<{ applied: string[] }> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
+  for (let delayMs = 250; ; delayMs = Math.min(delayMs * 2, 5_000)) {
+    try {
+      return await migrate(opts);
+    } catch (err) {
+      if (err instanceof MigrationError || Date.now() + delayMs > deadline) throw err;
+      opts.logger.warn({ err, delayMs }, 'ClickHouse not ready for migrations: retrying');
+      await new Promise((r) => setTimeout(r, delayMs));
+    }
+  }
+}

@@ -5,7 +5,14 @@ import { pathToFileURL } from 'node:url';
 import { createLogger } from '@holdfast/runtime';
 import { describe, expect, it } from 'vitest';
 import type { SqlExecutor } from './clickhouse.js';
-import { loadMigrations, migrate, MigrationError, render, splitStatements } from './migrate.js';
+import {
+  loadMigrations,
+  migrate,
+  migrateWhenReachable,
+  MigrationError,
+  render,
+  splitStatements,
+} from './migrate.js';
 
 const logger = createLogger({ name: 'test', level: 'silent' });
 
@@ -56,5 +63,34 @@ describe('migrations', () => {
     };
     await expect(migrate({ ch, database: 'db', logger, dir: url })).rejects.toThrow(MigrationError);
     expect(commands.some((c) => c.includes('.t (x'))).toBe(false);
+  });
+
+  it('waits for a ClickHouse that is still starting, but not for a broken migration', async () => {
+    let refusals = 2;
+    const commands: string[] = [];
+    const ch: SqlExecutor = {
+      command: (st) => {
+        if (refusals > 0) {
+          refusals--;
+          return Promise.reject(
+            Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+          );
+        }
+        commands.push(st.text);
+        return Promise.resolve();
+      },
+      query: <T>() => Promise.resolve([] as T[]),
+      insert: () => Promise.resolve(),
+      ping: () => Promise.resolve(true),
+      close: () => Promise.resolve(),
+    };
+    const { applied } = await migrateWhenReachable({ ch, database: 'db', logger });
+    expect(applied.length).toBeGreaterThanOrEqual(8);
+    expect(commands.some((c) => c.includes('events_raw_v1'))).toBe(true);
+
+    const failing = { ...ch, query: () => Promise.reject(new MigrationError('edited')) };
+    await expect(migrateWhenReachable({ ch: failing, database: 'db', logger })).rejects.toThrow(
+      MigrationError,
+    );
   });
 });
