@@ -16,3 +16,4 @@ export { imageTokens, visionCostFor, type VisionCost } from './vision.js';
 export { imageSizeFromDataUrl, type ImageSize } from './image-size.js';
 export type { CountJob } from './job.js';
 export { TokenCounter, DEFAULT_INLINE_MAX_CHARS, type TokenCounterOptions } from './counter.js';
+export { REFERENCE_CASES, type ReferenceCase } from './reference-cases.js';

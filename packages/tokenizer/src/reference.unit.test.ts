@@ -1,12 +1,12 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { countChatPrompt } from './chat.js';
-import { loadTokenizer, type Tokenizer } from './tokenizers.js';
-import type { ChatPromptRequest, PromptMessage, PromptTool } from './types.js';
+import { REFERENCE_CASES } from './reference-cases.js';
+import { encodingForModel, loadTokenizer, type Tokenizer } from './tokenizers.js';
 import { patchCount, tileCount, visionCostFor, imageTokensFor } from './vision.js';
 
 /**
- * Counts that OpenAI (or its documentation) published. Each case names its source; the
- * prompt_tokens figures are the ones the OpenAI API returned in those sources.
+ * Counts that OpenAI (or its documentation) published. Each case names its source; the chat
+ * cases live in reference-cases.ts (exported, for end-to-end tests) with their sources.
  */
 
 let o200k: Tokenizer;
@@ -15,106 +15,22 @@ beforeAll(async () => {
   [o200k, cl100k] = await Promise.all([loadTokenizer('o200k_base'), loadTokenizer('cl100k_base')]);
 });
 
-// Source: openai/openai-cookbook, examples/How_to_count_tokens_with_tiktoken.ipynb, section 6
-// ("Counting tokens for chat completions API calls"): "124 prompt tokens counted by the OpenAI
-// API" for gpt-4o and gpt-4o-mini, 129 for gpt-3.5-turbo, gpt-4-0613 and gpt-4.
-const JARGON: PromptMessage[] = [
-  {
-    role: 'system',
-    content:
-      'You are a helpful, pattern-following assistant that translates corporate jargon into plain English.',
-  },
-  {
-    role: 'system',
-    name: 'example_user',
-    content: 'New synergies will help drive top-line growth.',
-  },
-  {
-    role: 'system',
-    name: 'example_assistant',
-    content: 'Things working well together will increase revenue.',
-  },
-  {
-    role: 'system',
-    name: 'example_user',
-    content:
-      "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage.",
-  },
-  {
-    role: 'system',
-    name: 'example_assistant',
-    content: "Let's talk later when we're less busy about how to do better.",
-  },
-  {
-    role: 'user',
-    content:
-      "This late pivot means we don't have time to boil the ocean for the client deliverable.",
-  },
-];
-
-// Source: the same notebook, section 7 ("Counting tokens for chat completions with tool calls"):
-// the OpenAI API reported 101 prompt tokens for gpt-4o and gpt-4o-mini, 105 for gpt-3.5-turbo
-// and gpt-4.
-const WEATHER_TOOLS: PromptTool[] = [
-  {
-    type: 'function',
-    function: {
-      name: 'get_current_weather',
-      description: 'Get the current weather in a given location',
-      parameters: {
-        type: 'object',
-        properties: {
-          location: { type: 'string', description: 'The city and state, e.g. San Francisco, CA' },
-          unit: {
-            type: 'string',
-            description: 'The unit of temperature to return',
-            enum: ['celsius', 'fahrenheit'],
-          },
-        },
-        required: ['location'],
-      },
+describe('prompt_tokens reported by the OpenAI API (REFERENCE_CASES)', () => {
+  it.each(REFERENCE_CASES.map((c) => [c.source, c.request.model, c.promptTokens, c] as const))(
+    '%s, %s: %i',
+    (_source, _model, promptTokens, c) => {
+      const tokenizer = c.encoding === 'o200k_base' ? o200k : cl100k;
+      expect(encodingForModel(c.request.model)).toBe(c.encoding);
+      expect(countChatPrompt(c.request, tokenizer)).toBe(promptTokens);
     },
-  },
-];
-const WEATHER_MESSAGES: PromptMessage[] = [
-  {
-    role: 'system',
-    content: 'You are a helpful assistant that can answer to questions about the weather.',
-  },
-  { role: 'user', content: "What's the weather like in San Francisco?" },
-];
+  );
 
-describe('prompt_tokens reported by the OpenAI API', () => {
-  const chat = (model: string, extra: Partial<ChatPromptRequest> = {}): ChatPromptRequest => ({
-    model,
-    messages: JARGON,
-    ...extra,
-  });
-
-  it.each(['gpt-4o', 'gpt-4o-mini'])('cookbook section 6, %s: 124', (model) => {
-    expect(countChatPrompt(chat(model), o200k)).toBe(124);
-  });
-
-  it.each(['gpt-3.5-turbo', 'gpt-4-0613', 'gpt-4'])('cookbook section 6, %s: 129', (model) => {
-    expect(countChatPrompt(chat(model), cl100k)).toBe(129);
-  });
-
-  it.each(['gpt-4o', 'gpt-4o-mini'])('cookbook section 7 (tools), %s: 101', (model) => {
-    const request = chat(model, { messages: WEATHER_MESSAGES, tools: WEATHER_TOOLS });
-    expect(countChatPrompt(request, o200k)).toBe(101);
-  });
-
-  it.each(['gpt-3.5-turbo', 'gpt-4'])('cookbook section 7 (tools), %s: 105', (model) => {
-    const request = chat(model, { messages: WEATHER_MESSAGES, tools: WEATHER_TOOLS });
-    expect(countChatPrompt(request, cl100k)).toBe(105);
-  });
-
-  it('counts the same tools passed as legacy `functions`', () => {
-    const request = chat('gpt-4o', {
-      messages: WEATHER_MESSAGES,
-      functions: WEATHER_TOOLS.map((t) => t.function!),
-    });
-    expect(countChatPrompt(request, o200k)).toBe(101);
+  it('counts the section 7 tools the same when passed as legacy `functions`', () => {
+    const { request } = REFERENCE_CASES.find(
+      (c) => c.request.tools && c.encoding === 'o200k_base',
+    )!;
+    const functions = request.tools!.map((t) => t.function!);
+    expect(countChatPrompt({ ...request, tools: null, functions }, o200k)).toBe(101);
   });
 });
 
