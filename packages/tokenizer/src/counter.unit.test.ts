@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { countChatPrompt } from './chat.js';
 import { TokenCounter } from './counter.js';
+import type { CountJob } from './job.js';
 import { loadTokenizer } from './tokenizers.js';
 import type { ChatPromptRequest } from './types.js';
 
@@ -64,6 +65,18 @@ describe('TokenCounter', () => {
     );
     expect(await counter.countChat(longChat(30_000), 'estimate')).toBeGreaterThan(10_000);
     expect(counter.stats()).toMatchObject({ inline: 1, pooled: 1 });
+  });
+
+  it('rejects a count that fails in a worker, and the worker keeps serving', async () => {
+    counter = new TokenCounter({ inlineMaxChars: 0, poolSize: 1 });
+    const bad = {
+      kind: 'chat',
+      tokenizer: 'p50k_base',
+      request: longChat(100),
+    } as unknown as CountJob;
+    await expect(counter.count(bad)).rejects.toThrow(/token count failed/);
+    expect(await counter.countChat(longChat(100), 'o200k_base')).toBeGreaterThan(20);
+    expect(counter.stats().workers).toBe(1);
   });
 
   it('rejects counts after close', async () => {
