@@ -20,7 +20,12 @@ return {'ok'}`;
 export const rawKeys = (prefix: string) => [`${prefix}:m`, `${prefix}:d`, `${prefix}:mo`];
 
 async function main(): Promise<void> {
-  const [natsUrl, redisUrl, subject, prefix] = process.argv.slice(2) as [string, string, string, string];
+  const [natsUrl, redisUrl, subject, prefix] = process.argv.slice(2) as [
+    string,
+    string,
+    string,
+    string,
+  ];
   const nc = await connect({ servers: natsUrl });
   const redis = new Redis(redisUrl);
   const sha = (await redis.script('LOAD', RAW_LUA)) as string;
