@@ -40,7 +40,7 @@ export async function startAuthority(opts: {
     names: opts.names,
     logger: createLogger({
       name: 'authority-test',
-      level: (process.env.TEST_LOG_LEVEL) ?? 'silent',
+      level: process.env.TEST_LOG_LEVEL ?? 'silent',
     }),
     registry: new Registry(),
     keyPrefix: opts.keyPrefix,
