@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto';
+import { watchFile, unwatchFile } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import {
+  AdmitRequest,
+  ConfigApplyRequest,
+  ConfigGetRequest,
+  ReleaseRequest,
+  ResumeRequest,
+  SettleRequest,
+  SuspendRequest,
+  UsageRequest,
+  type AuthorityOperation,
+  type NatsNames,
+} from '@holdfast/events';
+import { authoritySubject, ensureEventsStream, Ok, serve, type Handler } from '@holdfast/runtime';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection, Subscription } from '@nats-io/transport-node';
+import type { Redis } from 'ioredis';
+import type { Logger } from '@holdfast/runtime';
+import type { Registry } from 'prom-client';
+import type { z } from 'zod';
+import { ConfigStore } from './config-store.js';
+import type { HandlerContext } from './context.js';
+import { ExpirySweeper } from './expiry-sweeper.js';
+import { admit } from './handlers/admit.js';
+import { release, settle } from './handlers/close.js';
+import { setSuspension } from './handlers/suspension.js';
+import { usage } from './handlers/usage.js';
+import { Keys } from './keys.js';
+import { AuthorityMetrics } from './metrics.js';
+import { OutboxRelay } from './outbox-relay.js';
+import { defineScripts } from './scripts.js';
+
+export interface AuthorityOptions {
+  /** Command connection. Set `enableOfflineQueue: false` so a Redis outage fails fast (closed). */
+  redis: Redis;
+  nc: NatsConnection;
+  names: NatsNames;
+  logger: Logger;
+  registry: Registry;
+  /** Redis key prefix (default `hf`). */
+  keyPrefix?: string;
+  /** Epoch ms; tests inject one to move time. */
+  clock?: () => number;
+  replicaId?: string;
+  /** Applied at start and whenever the file changes (and on SIGHUP, via `reloadConfigFile`). */
+  configFile?: string;
+  /** How often to look for a config applied by another replica, ms. */
+  configPollMs?: number;
+  sweepIntervalMs?: number;
+  relayLeaseMs?: number;
+}
+
+/**
+ * The budget authority: answers admit/settle/release/usage/suspend/resume/config over NATS
+ * request-reply in a queue group, keeps every budget in Redis (changed only by Lua), and
+ * relays the outbox to JetStream.
+ */
+export class Authority {
+  readonly ctx: HandlerContext;
+  readonly #o: AuthorityOptions;
+  readonly #relay: OutboxRelay;
+  readonly #sweeper: ExpirySweeper;
+  readonly #subs: Subscription[] = [];
+  #configTimer: NodeJS.Timeout | undefined;
+
+  constructor(opts: AuthorityOptions) {
+    this.#o = opts;
+    const keys = new Keys(opts.keyPrefix ?? 'hf');
+    const clock = opts.clock ?? Date.now;
+    const config = new ConfigStore({ redis: opts.redis, keys, logger: opts.logger, clock });
+    const metrics = new AuthorityMetrics(opts.registry, {
+      holds: () => this.#countHolds(),
+      outbox: () => this.#countOutbox(),
+    });
+    defineScripts(opts.redis);
+    this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock };
+    this.#relay = new OutboxRelay({
+      redis: opts.redis,
+      nc: opts.nc,
+      js: jetstream(opts.nc),
+      names: opts.names,
+      keys,
+      config,
+      logger: opts.logger.child({ component: 'outbox-relay' }),
+      metrics,
+      replicaId: opts.replicaId ?? randomUUID(),
+      leaseMs: opts.relayLeaseMs,
+    });
+    this.#sweeper = new ExpirySweeper(
+      this.ctx,
+      this.#relay,
+      opts.logger.child({ component: 'expiry' }),
+      opts.sweepIntervalMs,
+    );
+  }
+
+  async start(): Promise<void> {
+    const { nc, names, logger } = this.#o;
+    await ensureEventsStream(await jetstreamManager(nc), names);
+    await this.ctx.config.refresh();
+    if (this.#o.configFile) await this.reloadConfigFile();
+    const ctx = this.ctx;
+    this.#serve('admit', AdmitRequest, (req) => admit(ctx, req));
+    this.#serve('settle', SettleRequest, (req) => settle(ctx, req));
+    this.#serve('release', ReleaseRequest, (req) => release(ctx, req));
+    this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
+    this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
+    this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
+    this.#serve('config.get', ConfigGetRequest, () =>
+      Promise.resolve(
+        Ok({
+          version: ctx.config.version,
+          hash: ctx.config.current.hash,
+          config: ctx.config.current.raw,
+        }),
+      ),
+    );
+    this.#serve('config.apply', ConfigApplyRequest, async (req) => {
+      const r = await ctx.config.apply(req.document, req.source);
+      if (r.ok && r.value.changed) this.#announceConfig();
+      return r;
+    });
+    // A replica that applied a config tells the others at once; polling covers a lost notice.
+    this.#subs.push(
+      nc.subscribe(`${names.authorityPrefix}.config.changed`, {
+        callback: () =>
+          void this.ctx.config
+            .refresh()
+            .catch((err: unknown) => logger.warn({ err }, 'config refresh failed')),
+      }),
+    );
+    this.#configTimer = setInterval(() => {
+      void this.ctx.config
+        .refresh()
+        .catch((err: unknown) => logger.warn({ err }, 'config refresh failed'));
+    }, this.#o.configPollMs ?? 2_000);
+    this.#configTimer.unref();
+    if (this.#o.configFile) {
+      watchFile(this.#o.configFile, { interval: 1_000 }, () => void this.reloadConfigFile());
+    }
+    this.#relay.start();
+    this.#sweeper.start();
+  }
+
+  /** Applies the config file again (file change, SIGHUP). Invalid files are logged and ignored. */
+  async reloadConfigFile(): Promise<void> {
+    const file = this.#o.configFile;
+    if (!file) return;
+    try {
+      const r = await this.ctx.config.apply(await readFile(file, 'utf8'), `file:${file}`);
+      if (!r.ok)
+        this.#o.logger.error(
+          { file, error: r.error.message },
+          'config file rejected; keeping the current config',
+        );
+      else if (r.value.changed) this.#announceConfig();
+    } catch (err) {
+      this.#o.logger.error({ err, file }, 'config file could not be applied');
+    }
+  }
+
+  /** Stops serving (drains subscriptions), then the relay and sweeper. */
+  async stop(): Promise<void> {
+    clearInterval(this.#configTimer);
+    if (this.#o.configFile) unwatchFile(this.#o.configFile);
+    await Promise.all(this.#subs.map((s) => s.drain().catch(() => undefined)));
+    await this.#sweeper.stop();
+    await this.#relay.stop();
+  }
+
+  /** Orgs whose outbox this replica relays and whose overdue holds it expires. */
+  get relayedOrgs(): readonly string[] {
+    return this.#relay.owned;
+  }
+
+  /** Runs one expiry pass now (the sweeper also runs on its interval); returns holds expired. */
+  expireOverdue(): Promise<number> {
+    return this.#sweeper.sweep();
+  }
+
+  /** True when Redis answers and a config is loaded. */
+  async ready(): Promise<boolean> {
+    return (await this.#o.redis.ping()) === 'PONG' && this.ctx.config.version > 0;
+  }
+
+  #announceConfig(): void {
+    this.#o.nc.publish(
+      `${this.#o.names.authorityPrefix}.config.changed`,
+      String(this.ctx.config.version),
+    );
+  }
+
+  #serve<S extends z.ZodType>(
+    op: AuthorityOperation,
+    schema: S,
+    handler: Handler<z.output<S>, unknown>,
+  ): void {
+    const { metrics } = this.ctx;
+    this.#subs.push(
+      serve(this.#o.nc, authoritySubject(this.#o.names, op), schema, handler, {
+        logger: this.#o.logger,
+        onDone: (outcome, ms) => {
+          metrics.requests.inc({ op, outcome });
+          metrics.latency.observe({ op }, ms / 1_000);
+        },
+      }),
+    );
+  }
+
+  /** Every hold sits in each level's set, the org's included: count the roots' sets. */
+  async #countHolds(): Promise<number> {
+    const { redis, keys, config } = this.ctx;
+    const roots = [...config.current.tenants.values()].filter((t) => t.parent === undefined);
+    const counts = await Promise.all(roots.map((t) => redis.zcard(keys.holds(t.org, t.id))));
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  async #countOutbox(): Promise<number> {
+    const orgs = await this.ctx.config.orgs();
+    const lens = await Promise.all(orgs.map((o) => this.ctx.redis.xlen(this.ctx.keys.outbox(o))));
+    return lens.reduce((a, b) => a + b, 0);
+  }
+}

@@ -1,0 +1,32 @@
+import { env, natsNamesEnv, parseEnv } from '@holdfast/config';
+import { z } from 'zod';
+
+/** The authority's environment. */
+export const AuthorityEnv = z.object({
+  /** NATS server(s), comma-separated. */
+  NATS_URL: env.url('nats://127.0.0.1:4222'),
+  /** Redis holding every budget. */
+  REDIS_URL: env.url('redis://127.0.0.1:6379'),
+  /** Config file applied at start and on change; optional when a config is already in Redis. */
+  HOLDFAST_CONFIG: z.string().optional(),
+  /** Prefix of every Redis key. */
+  HOLDFAST_KEY_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .default('hf'),
+  /** Port of /healthz, /readyz and /metrics. */
+  AUTHORITY_OPS_PORT: env.port(9101),
+  /** Lease of an org's outbox relay, ms: how long a crashed replica's orgs wait for another. */
+  AUTHORITY_RELAY_LEASE_MS: env.int(5_000, 500, 60_000),
+  /** How often overdue holds are expired, ms. */
+  AUTHORITY_SWEEP_INTERVAL_MS: env.int(1_000, 50, 60_000),
+  /** Redis command timeout, ms: past it the authority answers budget_store_unavailable. */
+  AUTHORITY_REDIS_TIMEOUT_MS: env.int(1_000, 10, 60_000),
+  LOG_LEVEL: env.logLevel(),
+  ...natsNamesEnv,
+});
+export type AuthorityEnv = z.infer<typeof AuthorityEnv>;
+
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): AuthorityEnv {
+  return parseEnv(AuthorityEnv, source);
+}

@@ -1,0 +1,16 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '@holdfast/runtime';
+import type { ConfigStore } from './config-store.js';
+import type { Keys } from './keys.js';
+import type { AuthorityMetrics } from './metrics.js';
+
+/** What every handler needs. Built once by the Authority. */
+export interface HandlerContext {
+  redis: Redis;
+  keys: Keys;
+  config: ConfigStore;
+  logger: Logger;
+  metrics: AuthorityMetrics;
+  /** Epoch ms; injectable so tests move time instead of sleeping. */
+  clock: () => number;
+}

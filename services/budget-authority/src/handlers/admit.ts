@@ -1,0 +1,185 @@
+import { randomUUID } from 'node:crypto';
+import type { AdmitReply, AdmitRequest, RefusalCode, WindowState } from '@holdfast/events';
+import type { CompiledTenant } from '@holdfast/config';
+import { Ok, type Result, type RpcError } from '@holdfast/runtime';
+import type { HandlerContext } from '../context.js';
+import { refusalMessage } from '../messages.js';
+import { encodeOutboxFields } from '../outbox.js';
+import { planFor } from '../plan.js';
+import { run } from '../scripts.js';
+import { parseWindows } from '../windows.js';
+import { withStore } from './store-error.js';
+
+type Reply = Result<AdmitReply, RpcError>;
+
+function refused(
+  code: RefusalCode,
+  message: string,
+  extra: Partial<Extract<AdmitReply, { admitted: false }>> = {},
+): Reply {
+  return Ok({
+    admitted: false,
+    code,
+    message,
+    retryAfterSeconds: null,
+    budget: null,
+    level: null,
+    neededTokens: 0,
+    neededMicroUsd: 0,
+    windows: [],
+    ...extra,
+  });
+}
+
+/** Records a refusal decided before any state is read (use case or model not allowed). */
+async function recordRefusal(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  req: AdmitRequest,
+  code: RefusalCode,
+) {
+  const fields = encodeOutboxFields({
+    type: 'admission.refused',
+    id: randomUUID(),
+    time: ctx.clock(),
+    tenant: tenant.id,
+    org: tenant.org,
+    reservationId: req.reservationId,
+    keyId: req.keyId,
+    useCase: req.useCase,
+    model: req.model,
+    mode: tenant.mode,
+    code,
+    promptTokens: req.promptTokens,
+    maxTokens: req.maxTokens,
+    neededTokens: 0,
+    neededMicroUsd: 0,
+    budget: null,
+    level: null,
+    retryAfterSeconds: -1,
+    shadow: false,
+    windows: '',
+  });
+  return withStore(ctx.logger, 'admit', () =>
+    ctx.redis.xadd(ctx.keys.outbox(tenant.org), '*', ...fields),
+  );
+}
+
+/**
+ * Admission: checks the register (tenant, use case, model), then runs admit.lua, which checks
+ * every window of the tenant and its ancestors and records the hold in one atomic step.
+ */
+export async function admit(ctx: HandlerContext, req: AdmitRequest): Promise<Reply> {
+  const cfg = ctx.config.current;
+  const tenant = cfg.tenants.get(req.tenant);
+  if (!tenant) {
+    ctx.metrics.admissions.inc({ outcome: 'refused', code: 'unknown_tenant' });
+    return refused(
+      'unknown_tenant',
+      refusalMessage({
+        code: 'unknown_tenant',
+        tenant: req.tenant,
+        neededTokens: 0,
+        neededMicroUsd: 0,
+        inFlight: 0,
+      }),
+    );
+  }
+  const useCase = tenant.useCases.get(req.useCase);
+  const model = cfg.models.get(req.model);
+  const code: RefusalCode | undefined = !useCase
+    ? 'use_case_not_registered'
+    : !model || !useCase.models.includes(req.model)
+      ? 'model_not_allowed'
+      : undefined;
+  if (code || !useCase || !model) {
+    const c = code ?? 'model_not_allowed';
+    const message = refusalMessage({
+      code: c,
+      tenant: tenant.id,
+      useCase: req.useCase,
+      model: req.model,
+      neededTokens: 0,
+      neededMicroUsd: 0,
+      inFlight: 0,
+    });
+    const recorded = await recordRefusal(ctx, tenant, req, c);
+    if (!recorded.ok) return recorded;
+    ctx.metrics.admissions.inc({ outcome: 'refused', code: c });
+    return refused(c, message);
+  }
+
+  const now = ctx.clock();
+  const plan = planFor(
+    cfg,
+    tenant,
+    ctx.keys,
+    now,
+    ctx.keys.reservation(tenant.org, req.reservationId),
+  );
+  // The authority enforces the ceilings too; the edge has already clamped to them.
+  const max = Math.min(req.maxTokens, useCase.maxTokens, model.maxOutputTokens);
+  const spec = {
+    ...plan.spec,
+    resId: req.reservationId,
+    keyId: req.keyId ?? '',
+    useCase: req.useCase,
+    model: req.model,
+    mode: tenant.mode,
+    prompt: req.promptTokens,
+    max,
+    minOut: Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max),
+    leaseMs: req.leaseMs ?? tenant.leaseMs,
+    price: [model.pricePico.input, model.pricePico.output, model.pricePico.cachedInput],
+    eventId: randomUUID(),
+    shadowEventId: randomUUID(),
+  };
+  const result = await withStore(ctx.logger, 'admit', () =>
+    run(ctx.redis, 'admit', plan.keys, spec),
+  );
+  if (!result.ok) return result;
+  const r = result.value;
+  if (r[0] === 'ok') {
+    ctx.metrics.admissions.inc({ outcome: 'admitted', code: '' });
+    return Ok({
+      admitted: true,
+      reservationId: req.reservationId,
+      mode: tenant.mode,
+      heldTokens: Number(r[1]),
+      heldMicroUsd: Number(r[2]),
+      maxTokens: Number(r[3]),
+      shrunk: r[4] === '1',
+      expiresAt: new Date(Number(r[5])).toISOString(),
+      duplicate: r[6] === '1',
+      windows: parseWindows(r[7] ?? ''),
+    });
+  }
+  const refusal = r[1] as RefusalCode;
+  const windows = parseWindows(r[6] ?? '');
+  const budget = plan.spec.budgets[Number(r[2]) - 1];
+  const window: WindowState | undefined =
+    budget && windows.find((w) => w.tenant === budget.tenant && w.budget === budget.id);
+  const retry = Number(r[3]);
+  ctx.metrics.admissions.inc({ outcome: 'refused', code: refusal });
+  return refused(
+    refusal,
+    refusalMessage({
+      code: refusal,
+      tenant: tenant.id,
+      window,
+      neededTokens: Number(r[4]),
+      neededMicroUsd: Number(r[5]),
+      inFlight: Number(r[7]),
+      maxInFlight: tenant.maxInFlight,
+      reservationId: req.reservationId,
+    }),
+    {
+      retryAfterSeconds: retry < 0 ? null : retry,
+      budget: window?.budget ?? null,
+      level: window?.tenant ?? null,
+      neededTokens: Number(r[4]),
+      neededMicroUsd: Number(r[5]),
+      windows,
+    },
+  );
+}

@@ -1,0 +1,64 @@
+import type { TenantUsage, UsageReply, UsageRequest } from '@holdfast/events';
+import type { CompiledTenant } from '@holdfast/config';
+import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
+import type { HandlerContext } from '../context.js';
+import { planFor } from '../plan.js';
+import { run } from '../scripts.js';
+import { parseWindows } from '../windows.js';
+import { withStore } from './store-error.js';
+
+async function tenantUsage(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  now: number,
+): Promise<TenantUsage> {
+  const cfg = ctx.config.current;
+  const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id));
+  const [suspended, inFlight, billedT, billedU, windows] = await run(
+    ctx.redis,
+    'usage',
+    plan.keys,
+    plan.spec,
+  );
+  const thresholds: Record<string, number[]> = {};
+  for (const level of tenant.chain) {
+    for (const b of cfg.tenants.get(level)?.budgets ?? []) thresholds[`${level}/${b.id}`] = b.soft;
+  }
+  return {
+    tenant: tenant.id,
+    parent: tenant.parent ?? null,
+    mode: tenant.mode,
+    suspended: suspended === '1',
+    inFlight: Number(inFlight),
+    maxInFlight: tenant.maxInFlight ?? null,
+    billedTokens: Number(billedT),
+    billedMicroUsd: Number(billedU),
+    windows: parseWindows(windows ?? ''),
+    thresholds,
+  };
+}
+
+/** Usage of one tenant, or of every configured tenant. */
+export async function usage(
+  ctx: HandlerContext,
+  req: UsageRequest,
+): Promise<Result<UsageReply, RpcError>> {
+  const cfg = ctx.config.current;
+  let tenants: CompiledTenant[];
+  if (req.tenant !== undefined) {
+    const t = cfg.tenants.get(req.tenant);
+    if (!t)
+      return Err(
+        new RpcError({ code: 'invalid_request', message: `unknown tenant "${req.tenant}"` }),
+      );
+    tenants = [t];
+  } else {
+    tenants = [...cfg.tenants.values()];
+  }
+  const now = ctx.clock();
+  const result = await withStore(ctx.logger, 'usage', () =>
+    Promise.all(tenants.map((t) => tenantUsage(ctx, t, now))),
+  );
+  if (!result.ok) return result;
+  return Ok({ time: new Date(now).toISOString(), tenants: result.value });
+}

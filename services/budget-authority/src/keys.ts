@@ -1,0 +1,51 @@
+/**
+ * Redis key layout. Every key of one org (the root of a tenant hierarchy) carries the org in a
+ * hash tag, `{org}`, so on Redis Cluster a whole tree lives in one hash slot and one Lua script
+ * can check and charge every level atomically.
+ *
+ *   <p>:{<org>}:t:<tenant>:state         hash: suspended, billedT, billedU (lifetime)
+ *   <p>:{<org>}:t:<tenant>:holds         zset: reservation id -> lease expiry (ms)
+ *   <p>:{<org>}:t:<tenant>:w:<budget>    hash: s (billed in window), h (held), lo, b<bucket>
+ *   <p>:{<org>}:r:<reservation>          hash: the hold record
+ *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
+ *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
+ *   <p>:config, <p>:config:version       the applied config document and its version
+ *   <p>:orgs                             set: every org that ever had an outbox
+ */
+export class Keys {
+  constructor(readonly prefix: string) {}
+
+  #org(org: string): string {
+    return `${this.prefix}:{${org}}`;
+  }
+  state(org: string, tenant: string): string {
+    return `${this.#org(org)}:t:${tenant}:state`;
+  }
+  holds(org: string, tenant: string): string {
+    return `${this.#org(org)}:t:${tenant}:holds`;
+  }
+  window(org: string, tenant: string, budgetId: string): string {
+    return `${this.#org(org)}:t:${tenant}:w:${budgetId}`;
+  }
+  reservation(org: string, id: string): string {
+    return `${this.#org(org)}:r:${id}`;
+  }
+  outbox(org: string): string {
+    return `${this.#org(org)}:outbox`;
+  }
+  relayLock(org: string): string {
+    return `${this.#org(org)}:relay`;
+  }
+  get config(): string {
+    return `${this.prefix}:config`;
+  }
+  get configVersion(): string {
+    return `${this.prefix}:config:version`;
+  }
+  get orgs(): string {
+    return `${this.prefix}:orgs`;
+  }
+}
+
+/** The pseudo-org whose outbox carries events of no tenant (config.changed). */
+export const SYSTEM_ORG = '_system';

@@ -1,0 +1,232 @@
+-- admit: checks every budget window of the tenant and its ancestors plus the in-flight caps,
+-- and records the hold, in one atomic step.
+--
+-- KEYS[1]  the org's outbox stream
+-- KEYS[2]  the reservation hash
+-- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
+--          (their indexes are in the spec)
+-- ARGV[1]  spec (JSON): now, bounds, levels, budgets, price, the call (see plan.ts)
+--
+-- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows}
+--      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
+--          neededMicroUsd, windows, inFlight}
+
+local spec = cjson.decode(ARGV[1])
+local now = spec.now
+local resKey = KEYS[2]
+
+-- A retried admit with the same id answers what the first one decided.
+local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt')
+if prior[1] then
+  if prior[1] == 'held' then
+    return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec)}
+  end
+  return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
+end
+
+local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
+  local b = spec.budgets[bi]
+  emit({
+    'type', 'admission.refused', 'id', shadow and spec.shadowEventId or spec.eventId,
+    'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
+    'reservationId', spec.resId, 'keyId', spec.keyId, 'useCase', spec.useCase,
+    'model', spec.model, 'mode', spec.mode, 'code', code,
+    'promptTokens', I(spec.prompt), 'maxTokens', I(spec.max),
+    'neededTokens', I(needT), 'neededMicroUsd', I(needU),
+    'budget', b and b.id or '', 'level', b and b.tenant or '',
+    'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
+    'windows', windows,
+  })
+  return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight)}
+end
+
+-- Seconds until enough billed usage leaves window `b` to free `deficit`, assuming held
+-- amounts settle first (they are calls in flight). -1: waiting cannot help.
+local function retryAfter(b, s, h, need, deficit)
+  if need > b.limit then
+    return -1
+  end
+  if deficit <= h then
+    return 1
+  end
+  local bd = bounds(spec, b)
+  if b.window == 'month' and b.calendar then
+    return math.ceil((spec.nextMonthMs - now) / 1000)
+  end
+  local target = deficit - h
+  local raw = redis.call('HGETALL', KEYS[b.key])
+  local buckets = {}
+  for i = 1, #raw, 2 do
+    local f = raw[i]
+    if string.sub(f, 1, 1) == 'b' then
+      buckets[#buckets + 1] = {tonumber(string.sub(f, 2)), tonumber(raw[i + 1])}
+    end
+  end
+  table.sort(buckets, function(x, y) return x[1] < y[1] end)
+  local freed = 0
+  for _, bk in ipairs(buckets) do
+    freed = freed + bk[2]
+    if freed >= target then
+      local leavesAt = (bk[1] + bd[3]) * bd[4]
+      return math.max(1, math.ceil((leavesAt - now) / 1000))
+    end
+  end
+  return 1
+end
+
+-- Suspension and in-flight caps, every level.
+local inflight = 0
+for i, lv in ipairs(spec.levels) do
+  if redis.call('HGET', KEYS[lv.state], 'suspended') == '1' then
+    return refuse('tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
+  end
+  local n = redis.call('ZCARD', KEYS[lv.holds])
+  if i == 1 then
+    inflight = n
+  end
+  if lv.maxInFlight > 0 and n >= lv.maxInFlight then
+    return refuse('concurrency_limit', 0, 1, 0, 0, windowStates(spec), n, false)
+  end
+end
+
+-- Slide every window once; keep sums and holds for the checks.
+local sums, helds = {}, {}
+for i, b in ipairs(spec.budgets) do
+  local bd = bounds(spec, b)
+  sums[i], helds[i] = slide(KEYS[b.key], bd[2], bd[3])
+end
+
+local function amounts(maxTokens)
+  return spec.prompt + maxTokens, cost(spec.prompt, 0, maxTokens, spec.price)
+end
+local promptT, promptU = spec.prompt, cost(spec.prompt, 0, 0, spec.price)
+
+-- Checks every budget for a max_tokens; returns the first enforced budget that does not fit
+-- (and its deficit), and the first shadow budget that does not fit.
+local function check(maxTokens)
+  local needT, needU = amounts(maxTokens)
+  local refusedAt, deficit, shadowAt = nil, 0, nil
+  for i, b in ipairs(spec.budgets) do
+    local need = (b.unit == 'usd') and needU or needT
+    local promptNeed = (b.unit == 'usd') and promptU or promptT
+    local s, h, d = sums[i], helds[i], 0
+    if spec.mode == 'reserve' or spec.mode == 'adaptive' then
+      d = s + h + need - b.limit
+    elseif spec.mode == 'estimate' then
+      d = s + promptNeed - b.limit
+    elseif spec.mode == 'post' then
+      d = s - b.limit + 1
+    end
+    if d > 0 then
+      if b.enforce and refusedAt == nil then
+        refusedAt, deficit = i, d
+      elseif not b.enforce and shadowAt == nil then
+        shadowAt = i
+      end
+    end
+  end
+  return refusedAt, deficit, shadowAt
+end
+
+local maxTokens, shrunk = spec.max, false
+local refusedAt, deficit, shadowAt = check(maxTokens)
+
+-- Shrink to fit: lower max_tokens to what every enforced budget can still pay for.
+if refusedAt and spec.minOut > 0 and (spec.mode == 'reserve' or spec.mode == 'adaptive') then
+  local afford = maxTokens
+  for i, b in ipairs(spec.budgets) do
+    if b.enforce then
+      local room = b.limit - sums[i] - helds[i]
+      local out
+      if b.unit == 'tokens' then
+        out = room - spec.prompt
+      elseif spec.price[2] > 0 then
+        out = math.floor((room * 1000000 - spec.prompt * spec.price[1]) / spec.price[2])
+      else
+        out = afford
+      end
+      afford = math.min(afford, out)
+    end
+  end
+  -- Rounding of costs can leave the bound one token too high; step down until it fits.
+  while afford >= spec.minOut do
+    local r = check(afford)
+    if r == nil then
+      break
+    end
+    afford = afford - 1
+  end
+  if afford >= spec.minOut then
+    maxTokens, shrunk = afford, true
+    refusedAt, deficit, shadowAt = check(maxTokens)
+  end
+end
+
+local needT, needU = amounts(maxTokens)
+
+if refusedAt then
+  local b = spec.budgets[refusedAt]
+  local need = (b.unit == 'usd') and needU or needT
+  local retry = retryAfter(b, sums[refusedAt], helds[refusedAt], need, deficit)
+  return refuse('budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), inflight, false)
+end
+
+if shadowAt then
+  -- A shadow budget would have refused: record it, admit anyway.
+  refuse('budget_exceeded', shadowAt, -1, needT, needU, windowStates(spec), inflight, true)
+end
+
+-- Admit. reserve holds the worst case; estimate bills the prompt now; post/meter hold nothing.
+local heldT, heldU, chargedT, chargedU = 0, 0, 0, 0
+if spec.mode == 'reserve' or spec.mode == 'adaptive' then
+  heldT, heldU = needT, needU
+elseif spec.mode == 'estimate' then
+  chargedT, chargedU = promptT, promptU
+end
+
+local states = {}
+for i, b in ipairs(spec.budgets) do
+  local bd = bounds(spec, b)
+  local amountHeld = (b.unit == 'usd') and heldU or heldT
+  local amountCharged = (b.unit == 'usd') and chargedU or chargedT
+  hold(KEYS[b.key], amountHeld)
+  bill(KEYS[b.key], bd[1], amountCharged)
+  states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
+end
+local windows = table.concat(states, ';')
+
+local expiresAt = now + spec.leaseMs
+local levelKeys = {}
+for i, lv in ipairs(spec.levels) do
+  redis.call('ZADD', KEYS[lv.holds], I(expiresAt), spec.resId)
+  if chargedT ~= 0 then
+    redis.call('HINCRBY', KEYS[lv.state], 'billedT', I(chargedT))
+    redis.call('HINCRBY', KEYS[lv.state], 'billedU', I(chargedU))
+  end
+  levelKeys[i] = KEYS[lv.holds] .. '|' .. KEYS[lv.state]
+end
+local holdKeys = {}
+for i, b in ipairs(spec.budgets) do
+  holdKeys[i] = KEYS[b.key] .. '|' .. b.unit
+end
+
+redis.call('HSET', resKey,
+  'state', 'held', 'tenant', spec.tenant, 'keyId', spec.keyId, 'useCase', spec.useCase,
+  'model', spec.model, 'mode', spec.mode, 'prompt', I(spec.prompt), 'max', I(maxTokens),
+  'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT), 'chargedU', I(chargedU),
+  'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]), 'priceCached', I(spec.price[3]),
+  'createdAt', I(now), 'expiresAt', I(expiresAt), 'leaseMs', I(spec.leaseMs),
+  'levels', table.concat(levelKeys, ';'), 'holds', table.concat(holdKeys, ';'))
+redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
+
+emit({
+  'type', 'reservation.created', 'id', spec.eventId, 'time', I(now),
+  'tenant', spec.tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', spec.keyId,
+  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode,
+  'heldTokens', I(heldT), 'heldMicroUsd', I(heldU), 'promptTokens', I(spec.prompt),
+  'maxTokens', I(maxTokens), 'requestedMaxTokens', I(spec.max),
+  'chargedTokens', I(chargedT), 'chargedMicroUsd', I(chargedU),
+  'expiresAt', I(expiresAt), 'windows', windows,
+})
+
+return {'ok', I(heldT), I(heldU), I(maxTokens), shrunk and '1' or '0', I(expiresAt), '0', windows}

@@ -1,0 +1,73 @@
+import {
+  createLogger,
+  createRegistry,
+  connectNats,
+  handleShutdown,
+  startOpsServer,
+} from '@holdfast/runtime';
+import { natsNames } from '@holdfast/config';
+import { randomUUID } from 'node:crypto';
+import { Authority } from './authority.js';
+import { loadEnv } from './config.js';
+import { createRedis } from './redis.js';
+
+/** Composition root of the budget authority process. */
+async function main(): Promise<void> {
+  const env = loadEnv();
+  const replicaId = randomUUID();
+  const logger = createLogger({
+    name: 'budget-authority',
+    level: env.LOG_LEVEL,
+    base: { replica: replicaId.slice(0, 8) },
+  });
+  const registry = createRegistry('budget-authority');
+
+  const redis = createRedis(env.REDIS_URL, env.AUTHORITY_REDIS_TIMEOUT_MS);
+  redis.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
+  await redis.connect();
+  const nc = await connectNats({
+    url: env.NATS_URL,
+    name: `budget-authority-${replicaId.slice(0, 8)}`,
+    logger,
+  });
+
+  const authority = new Authority({
+    redis,
+    nc,
+    names: natsNames(env),
+    logger,
+    registry,
+    keyPrefix: env.HOLDFAST_KEY_PREFIX,
+    replicaId,
+    configFile: env.HOLDFAST_CONFIG,
+    sweepIntervalMs: env.AUTHORITY_SWEEP_INTERVAL_MS,
+    relayLeaseMs: env.AUTHORITY_RELAY_LEASE_MS,
+  });
+  await authority.start();
+  const ops = await startOpsServer({
+    port: env.AUTHORITY_OPS_PORT,
+    logger,
+    registry,
+    checks: [
+      { name: 'redis', check: () => authority.ready() },
+      { name: 'nats', check: () => !nc.isClosed() },
+    ],
+  });
+  process.on('SIGHUP', () => void authority.reloadConfigFile());
+
+  handleShutdown(logger, [
+    { name: 'redis', stop: () => void redis.quit().catch(() => redis.disconnect()) },
+    { name: 'nats', stop: () => nc.drain() },
+    { name: 'authority', stop: () => authority.stop() },
+    { name: 'ops-server', stop: () => ops.stop() },
+  ]);
+  logger.info({ opsPort: ops.port, configVersion: authority.ctx.config.version }, 'ready');
+}
+
+main().catch((err: unknown) => {
+  // The logger may not exist yet: write one JSON line like pino would.
+  process.stderr.write(
+    `${JSON.stringify({ level: 60, msg: 'failed to start', err: String(err) })}\n`,
+  );
+  process.exit(1);
+});

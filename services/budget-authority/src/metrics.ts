@@ -1,0 +1,71 @@
+import { LATENCY_BUCKETS } from '@holdfast/runtime';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** The authority's Prometheus metrics. */
+export class AuthorityMetrics {
+  readonly requests: Counter<'op' | 'outcome'>;
+  readonly latency: Histogram<'op'>;
+  readonly admissions: Counter<'outcome' | 'code'>;
+  readonly closes: Counter<'op' | 'status'>;
+  readonly published: Counter;
+  readonly relayErrors: Counter;
+  readonly holdsOutstanding: Gauge;
+  readonly outboxPending: Gauge;
+
+  constructor(
+    registry: Registry,
+    collect: { holds: () => Promise<number>; outbox: () => Promise<number> },
+  ) {
+    this.requests = new Counter({
+      name: 'holdfast_authority_requests_total',
+      help: 'Requests answered, by operation and outcome (ok or an error code).',
+      labelNames: ['op', 'outcome'],
+      registers: [registry],
+    });
+    this.latency = new Histogram({
+      name: 'holdfast_authority_request_duration_seconds',
+      help: 'Time from receiving a request to sending its reply.',
+      labelNames: ['op'],
+      buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    });
+    this.admissions = new Counter({
+      name: 'holdfast_authority_admissions_total',
+      help: 'Admission decisions, by outcome (admitted, refused) and refusal code.',
+      labelNames: ['outcome', 'code'],
+      registers: [registry],
+    });
+    this.closes = new Counter({
+      name: 'holdfast_authority_closes_total',
+      help: 'Settle/release/expire results, by operation and status.',
+      labelNames: ['op', 'status'],
+      registers: [registry],
+    });
+    this.published = new Counter({
+      name: 'holdfast_authority_events_published_total',
+      help: 'Events relayed from the outbox to JetStream.',
+      registers: [registry],
+    });
+    this.relayErrors = new Counter({
+      name: 'holdfast_authority_relay_errors_total',
+      help: 'Relay rounds that failed (the events stay in the outbox and are retried).',
+      registers: [registry],
+    });
+    this.holdsOutstanding = new Gauge({
+      name: 'holdfast_authority_holds_outstanding',
+      help: 'Reservations held right now, across every tenant.',
+      registers: [registry],
+      async collect() {
+        this.set(await collect.holds().catch(() => NaN));
+      },
+    });
+    this.outboxPending = new Gauge({
+      name: 'holdfast_authority_outbox_pending',
+      help: 'Events written to the outbox and not yet relayed to JetStream.',
+      registers: [registry],
+      async collect() {
+        this.set(await collect.outbox().catch(() => NaN));
+      },
+    });
+  }
+}

@@ -1,0 +1,60 @@
+import { readFileSync } from 'node:fs';
+import type { Redis, Result } from 'ioredis';
+
+/** Lua sources live in src/lua; this path works from src/ (tests) and dist/ (built). */
+const LUA_DIR = new URL('../src/lua/', import.meta.url);
+
+function source(name: string): string {
+  const lib = readFileSync(new URL('lib.lua', LUA_DIR), 'utf8');
+  return `${lib}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8')}`;
+}
+
+export const SCRIPTS = ['admit', 'close', 'suspension', 'usage'] as const;
+type ScriptName = (typeof SCRIPTS)[number];
+
+const COMMANDS = {
+  admit: 'hfAdmit',
+  close: 'hfClose',
+  suspension: 'hfSuspension',
+  usage: 'hfUsage',
+} as const satisfies Record<ScriptName, string>;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** See lua/admit.lua. */
+    hfAdmit(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/close.lua. */
+    hfClose(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/suspension.lua. */
+    hfSuspension(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/usage.lua. */
+    hfUsage(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+  }
+}
+
+/** Registers every script on a connection (EVALSHA, falling back to EVAL once per script). */
+export function defineScripts(redis: Redis): void {
+  for (const name of SCRIPTS) {
+    redis.defineCommand(COMMANDS[name], { lua: source(name) });
+  }
+}
+
+/** Runs a script with its keys and JSON spec. */
+export function run(
+  redis: Redis,
+  name: ScriptName,
+  keys: string[],
+  spec: unknown,
+): Promise<string[]> {
+  const args = [...keys, JSON.stringify(spec)];
+  switch (name) {
+    case 'admit':
+      return redis.hfAdmit(keys.length, ...args);
+    case 'close':
+      return redis.hfClose(keys.length, ...args);
+    case 'suspension':
+      return redis.hfSuspension(keys.length, ...args);
+    case 'usage':
+      return redis.hfUsage(keys.length, ...args);
+  }
+}

@@ -1,0 +1,130 @@
+import { randomUUID } from 'node:crypto';
+import type { HoldfastEvent } from '@holdfast/events';
+import { parseEvent, type Admitted, type NatsNames, type Refused } from '@holdfast/events';
+import { AuthorityClient, createLogger } from '@holdfast/runtime';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Registry } from 'prom-client';
+import { Authority, createRedis } from '../src/index.js';
+
+export interface Harness {
+  authority: Authority;
+  client: AuthorityClient;
+  clock: { now: number; advance(ms: number): void };
+  stop(): Promise<void>;
+}
+
+/** Starts an in-process authority on isolated names, with a movable clock, and applies a config. */
+export async function startAuthority(opts: {
+  redisUrl: string;
+  nc: NatsConnection;
+  names: NatsNames;
+  keyPrefix: string;
+  config: unknown;
+  clock?: boolean;
+  sweepIntervalMs?: number;
+}): Promise<Harness> {
+  const clock = {
+    now: Date.UTC(2026, 10, 30, 12, 0, 0),
+    advance(ms: number) {
+      this.now += ms;
+    },
+  };
+  const redis = createRedis(opts.redisUrl);
+  await redis.connect();
+  const authority = new Authority({
+    redis,
+    nc: opts.nc,
+    names: opts.names,
+    logger: createLogger({ name: 'authority-test', level: 'silent' }),
+    registry: new Registry(),
+    keyPrefix: opts.keyPrefix,
+    clock: opts.clock === false ? Date.now : () => clock.now,
+    sweepIntervalMs: opts.sweepIntervalMs ?? 100,
+    relayLeaseMs: 1_000,
+  });
+  await authority.start();
+  const applied = await authority.ctx.config.apply(opts.config, 'test');
+  if (!applied.ok) throw new Error(applied.error.message);
+  return {
+    authority,
+    client: new AuthorityClient({ nc: opts.nc, names: opts.names, timeoutMs: 5_000 }),
+    clock,
+    stop: async () => {
+      await authority.stop();
+      redis.disconnect();
+    },
+  };
+}
+
+/** Every event on the test's stream so far, in stream order. */
+export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(names.eventsStream);
+  const total = info.state.messages;
+  if (total === 0) return [];
+  const consumer = await jetstream(nc).consumers.get(names.eventsStream, {
+    deliver_policy: DeliverPolicy.All,
+  });
+  const events: HoldfastEvent[] = [];
+  const iter = await consumer.fetch({ max_messages: total, expires: 5_000 });
+  for await (const m of iter) {
+    const parsed = parseEvent(m.data);
+    if (!parsed.ok) throw new Error(parsed.error);
+    events.push(parsed.event);
+    if (events.length === total) break;
+  }
+  return events;
+}
+
+export const newId = (): string => randomUUID();
+
+/** A config with the experiment's teams (seeds/000) plus an org hierarchy and a usd budget. */
+export const BASE_CONFIG = {
+  upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1' }],
+  models: [
+    {
+      id: 'gpt-4o-mini',
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      maxOutputTokens: 16_384,
+      price: { inputPerMTok: 0.15, outputPerMTok: 0.6, cachedInputPerMTok: 0.075 },
+    },
+    {
+      id: 'gpt-4o',
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      price: { inputPerMTok: 2.5, outputPerMTok: 10 },
+    },
+  ],
+  tenants: [
+    {
+      id: 'batch-summariser',
+      maxInFlight: 32,
+      budgets: [{ window: 'month', limit: 40_000, unit: 'tokens' }],
+      useCases: [{ id: 'UC-112', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
+    },
+    {
+      id: 'support-bot',
+      budgets: [{ window: 'month', limit: 60_000, unit: 'tokens' }],
+      useCases: [{ id: 'UC-101', maxTokens: 512, models: ['gpt-4o-mini'] }],
+    },
+  ],
+};
+
+type AdmitResult = Awaited<ReturnType<AuthorityClient['admit']>>;
+
+/** The refusal inside an admit result; fails the test when the call was admitted or errored. */
+export function refusalOf(r: AdmitResult): Extract<Refused, { admitted: false }> {
+  if (!r.ok) throw new Error(`admit failed: ${r.error.code} ${r.error.message}`);
+  if (r.value.admitted) throw new Error('expected a refusal, got an admission');
+  return r.value;
+}
+
+/** The admission inside an admit result; fails the test otherwise. */
+export function admissionOf(r: AdmitResult): Admitted {
+  if (!r.ok) throw new Error(`admit failed: ${r.error.code} ${r.error.message}`);
+  if (!r.value.admitted)
+    throw new Error(`expected an admission, got ${r.value.code}: ${r.value.message}`);
+  return r.value;
+}
