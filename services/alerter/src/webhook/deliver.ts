@@ -1,5 +1,10 @@
 import { errorMessage, type Logger } from '@holdfast/runtime';
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { AlerterNames, AlerterSettings } from '../config.js';
 import type { ConfigSource } from '../holdfast-config.js';
@@ -57,6 +62,8 @@ export class DeliveryWorker {
       stream: this.#o.names.webhookStream,
       durable: {
         durable_name: DELIVERER_CONSUMER,
+        // A work queue delivers everything it holds.
+        deliver_policy: DeliverPolicy.All,
         // Longer than one attempt, so a slow receiver is not sent the same job twice at once.
         ack_wait: nanos(this.#o.settings.webhookTimeoutMs + 30_000),
         max_ack_pending: 10_000,
