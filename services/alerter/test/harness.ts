@@ -78,24 +78,26 @@ export async function removeAlerterState(nc: NatsConnection, names: NatsNames): 
   }
 }
 
-/** Every message of a stream (optionally one subject filter), parsed as JSON, in order. */
+/**
+ * Every message of a stream, parsed as JSON, in order; with `subjectPrefix`, only those whose
+ * subject starts with it (filtered here: NATS 2.9 has no `filter_subjects` on ordered consumers).
+ */
 export async function readStream<T = unknown>(
   nc: NatsConnection,
   stream: string,
-  filter?: string,
+  subjectPrefix = '',
 ): Promise<T[]> {
   const jsm = await jetstreamManager(nc);
   const info = await jsm.streams.info(stream);
   if (info.state.messages === 0) return [];
   const consumer = await jetstream(nc).consumers.get(stream, {
     deliver_policy: DeliverPolicy.All,
-    ...(filter ? { filter_subjects: [filter] } : {}),
   });
   const out: T[] = [];
   for (;;) {
     const m = await consumer.next({ expires: 1_000 });
     if (!m) return out;
-    out.push(m.json<T>());
+    if (m.subject.startsWith(subjectPrefix)) out.push(m.json<T>());
     if (m.info.pending === 0) return out;
   }
 }
