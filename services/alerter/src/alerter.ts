@@ -101,6 +101,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     tracker,
     config,
     logger,
+    metrics,
     lookbackMs: settings.burnLookbackMs,
     flushMs: settings.burnFlushMs,
   });

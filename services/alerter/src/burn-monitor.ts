@@ -14,6 +14,7 @@ import {
   windowPeriod,
 } from './burn-rate.js';
 import type { ConfigSource } from './holdfast-config.js';
+import type { AlerterMetrics } from './metrics.js';
 import { casLoop, stateKeys, type StateStore } from './state-store.js';
 import { isAfter } from './thresholds.js';
 import type { Snapshot, WindowTracker } from './window-tracker.js';
@@ -36,6 +37,7 @@ export class BurnMonitor {
   readonly #tracker: WindowTracker;
   readonly #config: ConfigSource;
   readonly #logger: Logger;
+  readonly #metrics: AlerterMetrics;
   readonly #lookbackMs: number;
   readonly #flushMs: number;
   readonly #now: () => number;
@@ -49,6 +51,7 @@ export class BurnMonitor {
     tracker: WindowTracker;
     config: ConfigSource;
     logger: Logger;
+    metrics: AlerterMetrics;
     lookbackMs: number;
     flushMs: number;
     now?: () => number;
@@ -57,6 +60,7 @@ export class BurnMonitor {
     this.#tracker = opts.tracker;
     this.#config = opts.config;
     this.#logger = opts.logger;
+    this.#metrics = opts.metrics;
     this.#lookbackMs = opts.lookbackMs;
     this.#flushMs = opts.flushMs;
     this.#now = opts.now ?? Date.now;
@@ -102,8 +106,13 @@ export class BurnMonitor {
       const windowKey = burnKey.replace(/^burn\./, 'win.');
       try {
         const rec = await this.#merge(burnKey, p.samples);
+        this.#metrics.burnFlushes.inc({ stage: 'merged' });
         const latest = this.#latest.get(windowKey);
-        if (latest) await this.#check(latest, rec);
+        try {
+          if (latest) await this.#check(latest, rec);
+        } finally {
+          this.#metrics.burnFlushes.inc({ stage: 'checked' });
+        }
       } catch (err) {
         this.#logger.warn({ err: errorMessage(err), key: burnKey }, 'burn flush failed; retrying');
         const back = this.#pending.get(burnKey) ?? { samples: new Map<number, number>() };

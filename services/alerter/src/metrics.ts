@@ -12,6 +12,9 @@ export interface AlerterMetrics {
   /** From the event's time (the crossing) to the receiver's 2xx. */
   deliveryLatency: Histogram;
   suspensions: Counter<'action'>;
+  /** Burn samples merged into the shared state, then projections checked (per window). */
+  burnFlushes: Counter<'stage'>;
+  usagePolls: Counter<'result'>;
 }
 
 export function createMetrics(registry: Registry): AlerterMetrics {
@@ -49,6 +52,18 @@ export function createMetrics(registry: Registry): AlerterMetrics {
       name: 'holdfast_alerter_suspension_requests_total',
       help: 'Suspend and resume requests sent to the authority.',
       labelNames: ['action'],
+      registers: [registry],
+    }),
+    burnFlushes: new Counter({
+      name: 'holdfast_alerter_burn_flushes_total',
+      help: 'Per window: burn samples merged (stage="merged"), then the projection checked (stage="checked").',
+      labelNames: ['stage'],
+      registers: [registry],
+    }),
+    usagePolls: new Counter({
+      name: 'holdfast_alerter_usage_polls_total',
+      help: 'Reads of the authority usage (to resume tenants whose window freed room), by result.',
+      labelNames: ['result'],
       registers: [registry],
     }),
   };

@@ -99,11 +99,14 @@ export class SuspensionController {
   /** Resumes every tenant the alerter suspended whose enforced windows are below 100% again. */
   async poll(): Promise<void> {
     const reply = await this.#authority.usage({});
-    this.#lastPollOk = reply.ok;
-    if (!reply.ok) {
-      this.#logger.warn({ err: reply.error.message }, 'usage poll failed');
-      return;
+    this.#metrics.usagePolls.inc({ result: reply.ok ? 'ok' : reply.error.code });
+    // Log a change of state only: without an authority every poll fails the same way.
+    if (reply.ok !== this.#lastPollOk) {
+      if (reply.ok) this.#logger.info('usage poll answered again');
+      else this.#logger.warn({ err: reply.error.message }, 'usage poll failed');
     }
+    this.#lastPollOk = reply.ok;
+    if (!reply.ok) return;
     for (const t of reply.value.tenants) {
       if (!t.suspended || !freed(t)) continue;
       try {
