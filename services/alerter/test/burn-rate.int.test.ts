@@ -1,7 +1,7 @@
 import type { BudgetExhaustionProjected, NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { afterEach, expect } from 'vitest';
+import { expect } from 'vitest';
 import {
   publishEvents,
   quiescent,
@@ -13,13 +13,11 @@ import {
   startReplica,
   window,
   type Replica,
+  cleanupAfterEach,
 } from './harness.js';
 import { Receiver } from './receiver.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanup = cleanupAfterEach();
 
 const LIMIT = 1_000_000;
 
@@ -58,8 +56,8 @@ test('a fast burn projects exhaustion within the horizon once per window period,
   iso,
 }) => {
   const receiver = await Receiver.start(SECRET);
-  cleanups.push(() => receiver.down());
-  cleanups.push(() => removeAlerterState(nc, iso.names));
+  cleanup(() => receiver.down());
+  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [{ id: 'team-e', budgets: [{ window: 'month', limit: LIMIT, soft: [0.9] }] }],
     webhooks: [
@@ -81,7 +79,7 @@ test('a fast burn projects exhaustion within the horizon once per window period,
       settings: { burnLookbackMs: 10_000 },
     });
     replicas.push(r);
-    cleanups.push(() => r.stop());
+    cleanup(() => r.stop());
   }
   let used = 100_000;
   const burst = (n: number) =>
@@ -145,7 +143,7 @@ test('a slow burn whose exhaustion lies beyond the horizon warns nobody', async 
   natsUrl,
   iso,
 }) => {
-  cleanups.push(() => removeAlerterState(nc, iso.names));
+  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [{ id: 'team-f', budgets: [{ window: 'month', limit: LIMIT }] }],
     alerts: { exhaustionHorizonSeconds: 60 },
@@ -156,7 +154,7 @@ test('a slow burn whose exhaustion lies beyond the horizon warns nobody', async 
     config,
     settings: { burnLookbackMs: 10_000 },
   });
-  cleanups.push(() => r.stop());
+  cleanup(() => r.stop());
   // 10 tokens/s at most over the 1-s bucket: 900,000 left takes a day.
   const events = Array.from({ length: 10 }, (_, i) =>
     settled({

@@ -13,6 +13,7 @@ import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
 import { Registry } from 'prom-client';
+import { afterEach } from 'vitest';
 import {
   alerterNames,
   DEFAULT_SETTINGS,
@@ -22,6 +23,15 @@ import {
 } from '../src/index.js';
 
 export const SECRET = `whsec_${Buffer.from('holdfast alerter test secret 32b').toString('base64')}`;
+
+/** Registers cleanups that run after each test of the file, last registered first. */
+export function cleanupAfterEach(): (fn: () => Promise<void>) => void {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  return (fn) => void cleanups.push(fn);
+}
 
 /** Settings that keep tests fast: quick retries, frequent flushes and polls. */
 export const FAST: Partial<AlerterSettings> = {

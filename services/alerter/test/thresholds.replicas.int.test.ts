@@ -1,6 +1,6 @@
 import type { ThresholdCrossed } from '@holdfast/events';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { afterEach, expect } from 'vitest';
+import { expect } from 'vitest';
 import {
   percentiles,
   publishEvents,
@@ -12,13 +12,11 @@ import {
   startReplica,
   window,
   type Replica,
+  cleanupAfterEach,
 } from './harness.js';
 import { Receiver } from './receiver.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanup = cleanupAfterEach();
 
 /**
  * The authority's view of one team under an org: every settle adds to both levels' windows.
@@ -47,8 +45,8 @@ test('two replicas fire each threshold once per upward crossing under concurrent
   iso,
 }) => {
   const receiver = await Receiver.start(SECRET);
-  cleanups.push(() => receiver.down());
-  cleanups.push(() => removeAlerterState(nc, iso.names));
+  cleanup(() => receiver.down());
+  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [
       { id: 'acme', budgets: [{ window: 'month', limit: 12_000, soft: [0.8] }] },
@@ -67,7 +65,7 @@ test('two replicas fire each threshold once per upward crossing under concurrent
   for (let i = 0; i < 2; i++) {
     const r = await startReplica({ natsUrl, names: iso.names, config });
     replicas.push(r);
-    cleanups.push(() => r.stop());
+    cleanup(() => r.stop());
   }
 
   const next = ledger(10_000, 12_000);

@@ -1,6 +1,6 @@
 import type { ThresholdCrossed } from '@holdfast/events';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { afterEach, expect } from 'vitest';
+import { expect } from 'vitest';
 import { alerterNames, type DeadLetterRecord, type DeliveryLogRecord } from '../src/index.js';
 import {
   publishEvents,
@@ -12,13 +12,11 @@ import {
   settled,
   startReplica,
   window,
+  cleanupAfterEach,
 } from './harness.js';
 import { Receiver } from './receiver.js';
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
+const cleanup = cleanupAfterEach();
 
 const TEAMS = ['team-b', 'team-c', 'team-d'];
 
@@ -43,8 +41,8 @@ test('a receiver down for 30 s gets every webhook once when it is back, same web
   const receiver = await Receiver.start(SECRET);
   await receiver.down();
   const downAt = Date.now();
-  cleanups.push(() => receiver.down());
-  cleanups.push(() => removeAlerterState(nc, iso.names));
+  cleanup(() => receiver.down());
+  cleanup(() => removeAlerterState(nc, iso.names));
   for (let i = 0; i < 2; i++) {
     const r = await startReplica({
       natsUrl,
@@ -52,13 +50,13 @@ test('a receiver down for 30 s gets every webhook once when it is back, same web
       config: configFor(receiver.url),
       settings: { retry: { initialMs: 500, maxMs: 4_000, retryForMs: 600_000 } },
     });
-    cleanups.push(() => r.stop());
+    cleanup(() => r.stop());
   }
   const log: DeliveryLogRecord[] = [];
   const sub = nc.subscribe(`${alerterNames(iso.names).logSubjectPrefix}.>`, {
     callback: (_err, m) => void log.push(m.json<DeliveryLogRecord>()),
   });
-  cleanups.push(() => Promise.resolve(sub.unsubscribe()));
+  cleanup(() => Promise.resolve(sub.unsubscribe()));
 
   await publishEvents(nc, iso.names, crossingEvents());
   // The outage: every job keeps failing (connection refused) for 30 s.
@@ -105,15 +103,15 @@ test('a delivery still failing after retryFor is dead-lettered with its job, and
 }) => {
   const receiver = await Receiver.start(SECRET);
   receiver.respondWith(503);
-  cleanups.push(() => receiver.down());
-  cleanups.push(() => removeAlerterState(nc, iso.names));
+  cleanup(() => receiver.down());
+  cleanup(() => removeAlerterState(nc, iso.names));
   const r = await startReplica({
     natsUrl,
     names: iso.names,
     config: configFor(receiver.url),
     settings: { retry: { initialMs: 100, maxMs: 400, retryForMs: 1_500 } },
   });
-  cleanups.push(() => r.stop());
+  cleanup(() => r.stop());
   const [first] = crossingEvents();
   await publishEvents(nc, iso.names, [first!]);
 
