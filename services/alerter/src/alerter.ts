@@ -74,6 +74,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
   await ensureEventsStream(jsm, names);
   await ensureWebhookStreams(jsm, own);
   const store = await StateStore.open(nc, own.stateBucket);
+  await store.mirror('win.');
   const metrics = createMetrics(opts.registry ?? new Registry());
   const authority = new AuthorityClient({ nc, names });
   const config = new ConfigSource({
@@ -161,6 +162,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       await suspension.stop();
       await burn.stop();
       await deliverer.stop();
+      store.stop();
     },
   };
 }

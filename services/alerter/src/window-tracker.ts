@@ -92,8 +92,10 @@ export class WindowTracker {
     if (w.limit === 0) return;
     const key = stateKeys.window(w.tenant, w.budget);
     const policy = this.#config.policy(w);
+    let fresh = false;
     await casLoop(async (): Step<void> => {
-      const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY);
+      const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY, { fresh });
+      fresh = true;
       if (rec.pending.length > 0) return this.#flushThenRetry(key, rec, revision);
       if (!isAfter(s.position, rec.at)) return { done: true, result: undefined };
       const t = evaluate(rec.fired, w, policy);
@@ -142,8 +144,10 @@ export class WindowTracker {
     build: () => BudgetExhaustionProjected,
   ): Promise<boolean> {
     const key = stateKeys.window(w.tenant, w.budget);
+    let fresh = false;
     return casLoop(async (): Step<boolean> => {
-      const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY);
+      const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY, { fresh });
+      fresh = true;
       if (rec.pending.length > 0) return this.#flushThenRetry(key, rec, revision);
       if (rec.projectedPeriod !== null && rec.projectedPeriod >= period) {
         return { done: true, result: false };
