@@ -78,7 +78,11 @@ export class StateStore {
       return decode(schema, empty, local.raw, local.revision);
     }
     const entry = await this.#kv.get(key);
-    if (!entry) return { value: empty, revision: 0 };
+    if (!entry) {
+      // Most windows never fire anything: remember that too, so they cost no round trip.
+      this.#remember(key, 0, undefined);
+      return { value: empty, revision: 0 };
+    }
     const raw = entry.operation === 'PUT' && entry.length > 0 ? safeJson(entry) : undefined;
     this.#remember(key, entry.revision, raw);
     return decode(schema, empty, raw, entry.revision);

@@ -1,4 +1,9 @@
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { natsNamesToEnv } from '@holdfast/config';
+import { freePort, infraTest as test, startService, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
   cleanupAfterEach,
@@ -18,6 +23,9 @@ const cleanup = cleanupAfterEach();
 const CROSSINGS = Number(process.env.BENCH_CROSSINGS ?? 150);
 const PER_SECOND = Number(process.env.BENCH_CROSSINGS_PER_SECOND ?? 50);
 const FILLER = Number(process.env.BENCH_FILLER_EVENTS ?? 20);
+/** 1: the two replicas run as service processes (dist/main.js) instead of in this process. */
+const PROCESSES = process.env.BENCH_PROCESSES === '1';
+const ENTRY = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 
 /**
  * Delivery latency, measured: from a threshold crossing (the authority event's time) to the
@@ -42,9 +50,25 @@ test('delivery latency from crossing to receiver under event load (prints figure
       { id: 'bench', url: receiver.url, secretEnv: 'HOOK_SECRET', events: ['threshold.crossed'] },
     ],
   };
-  for (let i = 0; i < 2; i++) {
-    const r = await startReplica({ natsUrl, names: iso.names, config });
-    cleanup(() => r.stop());
+  if (PROCESSES) {
+    const dir = await mkdtemp(join(tmpdir(), 'alerter-bench-'));
+    cleanup(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, 'holdfast.json'), JSON.stringify(config));
+    for (let i = 0; i < 2; i++) {
+      const service = await startService(ENTRY, {
+        NATS_URL: natsUrl,
+        ...natsNamesToEnv(iso.names),
+        HOLDFAST_CONFIG: join(dir, 'holdfast.json'),
+        HOOK_SECRET: SECRET,
+        ALERTER_OPS_PORT: String(await freePort()),
+      });
+      cleanup(() => service.stop());
+    }
+  } else {
+    for (let i = 0; i < 2; i++) {
+      const r = await startReplica({ natsUrl, names: iso.names, config });
+      cleanup(() => r.stop());
+    }
   }
 
   let background = 0;
@@ -86,6 +110,6 @@ test('delivery latency from crossing to receiver under event load (prints figure
   const events = CROSSINGS * (FILLER + 1);
   console.log(
     `[alerter] delivery latency crossing -> receiver, ms: ${JSON.stringify(latency)} ` +
-      `(2 replicas; ${events} events in ${seconds.toFixed(1)} s = ${Math.round(events / seconds)}/s; ${CROSSINGS} crossings at ${PER_SECOND}/s)`,
+      `(2 replicas ${PROCESSES ? 'as processes' : 'in the test process'}; ${events} events in ${seconds.toFixed(1)} s = ${Math.round(events / seconds)}/s; ${CROSSINGS} crossings at ${PER_SECOND}/s)`,
   );
 });
