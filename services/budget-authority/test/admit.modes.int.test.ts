@@ -1,11 +1,24 @@
 import { describe, expect } from 'vitest';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { admissionOf, BASE_CONFIG, newId, readEvents, refusalOf, startAuthority } from './harness.js';
+import { waitFor } from '@holdfast/testkit';
+import {
+  admissionOf,
+  BASE_CONFIG,
+  newId,
+  readEvents,
+  refusalOf,
+  authorityTest as test,
+} from './harness.js';
 
 const model = BASE_CONFIG.models[0]!;
 
 function tenantConfig(tenant: Record<string, unknown>, extra: Record<string, unknown>[] = []) {
-  return { ...BASE_CONFIG, tenants: [{ useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }], ...tenant }, ...extra] };
+  return {
+    ...BASE_CONFIG,
+    tenants: [
+      { useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }], ...tenant },
+      ...extra,
+    ],
+  };
 }
 
 const call = (tenant: string, promptTokens: number, maxTokens: number) => ({
@@ -19,122 +32,170 @@ const call = (tenant: string, promptTokens: number, maxTokens: number) => ({
 });
 
 describe('admission modes', () => {
-  test('post admits while spent < limit and holds nothing: it overshoots', async ({ nc, redisUrl, iso }) => {
-    const config = tenantConfig({ id: 'team', mode: 'post', budgets: [{ window: 'day', limit: 1_000 }] });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      const calls = [call('team', 100, 900), call('team', 100, 900)];
-      for (const c of calls) expect(admissionOf(await h.client.admit(c))).toMatchObject({ heldTokens: 0 });
-      for (const c of calls) await h.client.settle({ reservationId: c.reservationId, tenant: 'team', usage: { promptTokens: 100, completionTokens: 900 } });
-      const refused = refusalOf(await h.client.admit(call('team', 1, 1)));
-      expect(refused.code).toBe('budget_exceeded');
-      expect(refused.windows[0]).toMatchObject({ used: 2_000, limit: 1_000 });
-    } finally {
-      await h.stop();
-    }
-  });
-
-  test('estimate charges the prompt at admission and the rest at settle', async ({ nc, redisUrl, iso }) => {
-    const config = tenantConfig({ id: 'team', mode: 'estimate', budgets: [{ window: 'day', limit: 1_000 }] });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      const c = call('team', 300, 1_000);
-      expect(admissionOf(await h.client.admit(c)).windows[0]).toMatchObject({ used: 300, held: 0 });
-      const s = await h.client.settle({ reservationId: c.reservationId, tenant: 'team', usage: { promptTokens: 300, completionTokens: 500 } });
-      expect(s.ok && s.value.windows[0]).toMatchObject({ used: 800, held: 0 });
-      // 800 + 300 > 1000: the next prompt does not fit.
-      expect(refusalOf(await h.client.admit(call('team', 300, 10))).code).toBe('budget_exceeded');
-      const events = await waitFor(async () => {
-        const e = await readEvents(nc, iso.names);
-        return e.some((x) => x.type === 'admission.refused') ? e : undefined;
+  test('post admits while spent < limit and holds nothing: it overshoots', async ({ start }) => {
+    const config = tenantConfig({
+      id: 'team',
+      mode: 'post',
+      budgets: [{ window: 'day', limit: 1_000 }],
+    });
+    const h = await start(config);
+    const calls = [call('team', 100, 900), call('team', 100, 900)];
+    for (const c of calls)
+      expect(admissionOf(await h.client.admit(c))).toMatchObject({ heldTokens: 0 });
+    for (const c of calls)
+      await h.client.settle({
+        reservationId: c.reservationId,
+        tenant: 'team',
+        usage: { promptTokens: 100, completionTokens: 900 },
       });
-      const created = events.find((e) => e.type === 'reservation.created');
-      const settled = events.find((e) => e.type === 'reservation.settled');
-      expect(created).toMatchObject({ chargedTokens: 300, heldTokens: 0 });
-      expect(settled).toMatchObject({ billedTokens: 800, chargedTokens: 500 });
-    } finally {
-      await h.stop();
-    }
+    const refused = refusalOf(await h.client.admit(call('team', 1, 1)));
+    expect(refused.code).toBe('budget_exceeded');
+    expect(refused.windows[0]).toMatchObject({ used: 2_000, limit: 1_000 });
   });
 
-  test('meter admits everything and bills after', async ({ nc, redisUrl, iso }) => {
-    const config = tenantConfig({ id: 'team', mode: 'meter', budgets: [{ window: 'day', limit: 10 }] });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      for (let i = 0; i < 3; i++) {
-        const c = call('team', 100, 100);
-        admissionOf(await h.client.admit(c));
-        await h.client.settle({ reservationId: c.reservationId, tenant: 'team', usage: { promptTokens: 100, completionTokens: 100 } });
-      }
-      const u = await h.client.usage({ tenant: 'team' });
-      expect(u.ok && u.value.tenants[0]?.windows[0]).toMatchObject({ used: 600, limit: 10 });
-    } finally {
-      await h.stop();
-    }
+  test('estimate charges the prompt at admission and the rest at settle', async ({
+    iso,
+    nc,
+    start,
+  }) => {
+    const config = tenantConfig({
+      id: 'team',
+      mode: 'estimate',
+      budgets: [{ window: 'day', limit: 1_000 }],
+    });
+    const h = await start(config);
+    const c = call('team', 300, 1_000);
+    expect(admissionOf(await h.client.admit(c)).windows[0]).toMatchObject({ used: 300, held: 0 });
+    const s = await h.client.settle({
+      reservationId: c.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 300, completionTokens: 500 },
+    });
+    expect(s.ok && s.value.windows[0]).toMatchObject({ used: 800, held: 0 });
+    // 800 + 300 > 1000: the next prompt does not fit.
+    expect(refusalOf(await h.client.admit(call('team', 300, 10))).code).toBe('budget_exceeded');
+    const events = await waitFor(async () => {
+      const e = await readEvents(nc, iso.names);
+      return e.some((x) => x.type === 'admission.refused') ? e : undefined;
+    });
+    const created = events.find((e) => e.type === 'reservation.created');
+    const settled = events.find((e) => e.type === 'reservation.settled');
+    expect(created).toMatchObject({ chargedTokens: 300, heldTokens: 0 });
+    expect(settled).toMatchObject({ billedTokens: 800, chargedTokens: 500 });
   });
 
-  test('usd budgets count integer micro-USD with input and output priced apart', async ({ nc, redisUrl, iso }) => {
+  test('meter admits everything and bills after', async ({ start }) => {
+    const config = tenantConfig({
+      id: 'team',
+      mode: 'meter',
+      budgets: [{ window: 'day', limit: 10 }],
+    });
+    const h = await start(config);
+    for (let i = 0; i < 3; i++) {
+      const c = call('team', 100, 100);
+      admissionOf(await h.client.admit(c));
+      await h.client.settle({
+        reservationId: c.reservationId,
+        tenant: 'team',
+        usage: { promptTokens: 100, completionTokens: 100 },
+      });
+    }
+    const u = await h.client.usage({ tenant: 'team' });
+    expect(u.ok && u.value.tenants[0]?.windows[0]).toMatchObject({ used: 600, limit: 10 });
+  });
+
+  test('usd budgets count integer micro-USD with input and output priced apart', async ({
+    start,
+  }) => {
     // $0.002 = 2,000 micro-USD. A call of 1,000 prompt + 1,000 output costs 150 + 600 = 750.
-    const config = tenantConfig({ id: 'team', budgets: [{ window: 'minute', limit: 0.002, unit: 'usd' }] });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      const a = admissionOf(await h.client.admit(call('team', 1_000, 1_000)));
-      expect(a).toMatchObject({ heldMicroUsd: 750, heldTokens: 2_000 });
-      admissionOf(await h.client.admit(call('team', 1_000, 1_000)));
-      const refused = refusalOf(await h.client.admit(call('team', 1_000, 1_000)));
-      expect(refused).toMatchObject({ code: 'budget_exceeded', budget: 'minute-usd', neededMicroUsd: 750 });
-      expect(refused.message).toBe(
-        'This call could cost up to $0.0008 and team team has $0.0005 left in its minute window; calls in flight hold another $0.0015. Lower max_tokens or raise the budget.',
-      );
-      // Cached prompt tokens are priced at the cached rate: 500 × 0.15 + 500 × 0.075 + 10 × 0.6 = 118.5 → 119.
-      const s = await h.client.settle({ reservationId: a.reservationId, tenant: 'team', usage: { promptTokens: 1_000, completionTokens: 10, cachedPromptTokens: 500 } });
-      expect(s).toMatchObject({ ok: true, value: { status: 'settled', costMicroUsd: 119, billedTokens: 1_010 } });
-    } finally {
-      await h.stop();
-    }
+    const config = tenantConfig({
+      id: 'team',
+      budgets: [{ window: 'minute', limit: 0.002, unit: 'usd' }],
+    });
+    const h = await start(config);
+    const a = admissionOf(await h.client.admit(call('team', 1_000, 1_000)));
+    expect(a).toMatchObject({ heldMicroUsd: 750, heldTokens: 2_000 });
+    admissionOf(await h.client.admit(call('team', 1_000, 1_000)));
+    const refused = refusalOf(await h.client.admit(call('team', 1_000, 1_000)));
+    expect(refused).toMatchObject({
+      code: 'budget_exceeded',
+      budget: 'minute-usd',
+      neededMicroUsd: 750,
+    });
+    expect(refused.message).toBe(
+      'This call could cost up to $0.0008 and team team has $0.0005 left in its minute window; calls in flight hold another $0.0015. Lower max_tokens or raise the budget.',
+    );
+    // Cached prompt tokens are priced at the cached rate: 500 × 0.15 + 500 × 0.075 + 10 × 0.6 = 118.5 → 119.
+    const s = await h.client.settle({
+      reservationId: a.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 1_000, completionTokens: 10, cachedPromptTokens: 500 },
+    });
+    expect(s).toMatchObject({
+      ok: true,
+      value: { status: 'settled', costMicroUsd: 119, billedTokens: 1_010 },
+    });
   });
 
-  test('an org budget above the team is checked and charged in the same step', async ({ nc, redisUrl, iso }) => {
-    const config = tenantConfig({ id: 'team-a', parent: 'acme', budgets: [{ window: 'day', limit: 10_000 }] }, [
-      { id: 'acme', budgets: [{ window: 'day', limit: 3_000 }], maxInFlight: 100 },
-      { id: 'team-b', parent: 'acme', budgets: [], useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }] },
+  test('an org budget above the team is checked and charged in the same step', async ({
+    start,
+  }) => {
+    const config = tenantConfig(
+      { id: 'team-a', parent: 'acme', budgets: [{ window: 'day', limit: 10_000 }] },
+      [
+        { id: 'acme', budgets: [{ window: 'day', limit: 3_000 }], maxInFlight: 100 },
+        {
+          id: 'team-b',
+          parent: 'acme',
+          budgets: [],
+          useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }],
+        },
+      ],
+    );
+    const h = await start(config);
+    const a = admissionOf(await h.client.admit(call('team-a', 500, 1_000)));
+    expect(a.windows.map((w) => [w.tenant, w.held])).toEqual([
+      ['team-a', 1_500],
+      ['acme', 1_500],
     ]);
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      const a = admissionOf(await h.client.admit(call('team-a', 500, 1_000)));
-      expect(a.windows.map((w) => [w.tenant, w.held])).toEqual([
-        ['team-a', 1_500],
-        ['acme', 1_500],
-      ]);
-      admissionOf(await h.client.admit(call('team-b', 500, 1_000)));
-      const refused = refusalOf(await h.client.admit(call('team-a', 500, 1_000)));
-      expect(refused).toMatchObject({ code: 'budget_exceeded', level: 'acme', budget: 'day-tokens' });
-      expect(refused.message).toContain('org acme (above team team-a) has 0 tokens left');
-      await h.client.settle({ reservationId: a.reservationId, tenant: 'team-a', usage: { promptTokens: 500, completionTokens: 100 } });
-      const u = await h.client.usage({});
-      const acme = u.ok ? u.value.tenants.find((t) => t.tenant === 'acme') : undefined;
-      expect(acme).toMatchObject({ billedTokens: 600, inFlight: 1 });
-      expect(acme?.windows[0]).toMatchObject({ used: 600, held: 1_500 });
-    } finally {
-      await h.stop();
-    }
+    admissionOf(await h.client.admit(call('team-b', 500, 1_000)));
+    const refused = refusalOf(await h.client.admit(call('team-a', 500, 1_000)));
+    expect(refused).toMatchObject({
+      code: 'budget_exceeded',
+      level: 'acme',
+      budget: 'day-tokens',
+    });
+    expect(refused.message).toContain('org acme (above team team-a) has 0 tokens left');
+    await h.client.settle({
+      reservationId: a.reservationId,
+      tenant: 'team-a',
+      usage: { promptTokens: 500, completionTokens: 100 },
+    });
+    const u = await h.client.usage({});
+    const acme = u.ok ? u.value.tenants.find((t) => t.tenant === 'acme') : undefined;
+    expect(acme).toMatchObject({ billedTokens: 600, inFlight: 1 });
+    expect(acme?.windows[0]).toMatchObject({ used: 600, held: 1_500 });
   });
 
-  test('shrink to fit lowers max_tokens to what the budget can pay for', async ({ nc, redisUrl, iso }) => {
-    const config = tenantConfig({ id: 'team', shrinkToFit: { minOutputTokens: 100 }, budgets: [{ window: 'day', limit: 1_500 }] });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      admissionOf(await h.client.admit(call('team', 200, 800)));
-      const shrunk = admissionOf(await h.client.admit(call('team', 200, 800)));
-      expect(shrunk).toMatchObject({ shrunk: true, maxTokens: 300, heldTokens: 500 });
-      // Less than prompt + the useful minimum is left: refused.
-      expect(refusalOf(await h.client.admit(call('team', 200, 800))).code).toBe('budget_exceeded');
-    } finally {
-      await h.stop();
-    }
+  test('shrink to fit lowers max_tokens to what the budget can pay for', async ({ start }) => {
+    const config = tenantConfig({
+      id: 'team',
+      shrinkToFit: { minOutputTokens: 100 },
+      budgets: [{ window: 'day', limit: 1_500 }],
+    });
+    const h = await start(config);
+    admissionOf(await h.client.admit(call('team', 200, 800)));
+    const shrunk = admissionOf(await h.client.admit(call('team', 200, 800)));
+    expect(shrunk).toMatchObject({ shrunk: true, maxTokens: 300, heldTokens: 500 });
+    // Less than prompt + the useful minimum is left: refused.
+    expect(refusalOf(await h.client.admit(call('team', 200, 800))).code).toBe('budget_exceeded');
   });
 
-  test('a shadow budget records the refusal it would make and admits the call', async ({ nc, redisUrl, iso }) => {
+  test('a shadow budget records the refusal it would make and admits the call', async ({
+    iso,
+    nc,
+    start,
+  }) => {
     const config = tenantConfig({
       id: 'team',
       budgets: [
@@ -142,37 +203,50 @@ describe('admission modes', () => {
         { window: 'minute', limit: 1_000, enforce: false },
       ],
     });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      admissionOf(await h.client.admit(call('team', 500, 1_000)));
-      const events = await waitFor(async () => {
-        const e = await readEvents(nc, iso.names);
-        return e.some((x) => x.type === 'reservation.created') ? e : undefined;
-      });
-      expect(events.find((e) => e.type === 'admission.refused')).toMatchObject({ shadow: true, budget: 'minute-tokens', code: 'budget_exceeded' });
-    } finally {
-      await h.stop();
-    }
+    const h = await start(config);
+    admissionOf(await h.client.admit(call('team', 500, 1_000)));
+    const events = await waitFor(async () => {
+      const e = await readEvents(nc, iso.names);
+      return e.some((x) => x.type === 'reservation.created') ? e : undefined;
+    });
+    expect(events.find((e) => e.type === 'admission.refused')).toMatchObject({
+      shadow: true,
+      budget: 'minute-tokens',
+      code: 'budget_exceeded',
+    });
   });
 
-  test('use case and model not registered are refused with an event; unknown tenants without one', async ({ nc, redisUrl, iso }) => {
+  test('use case and model not registered are refused with an event; unknown tenants without one', async ({
+    iso,
+    nc,
+    start,
+  }) => {
     const config = tenantConfig({ id: 'team', budgets: [{ window: 'day', limit: 100_000 }] });
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config });
-    try {
-      expect(refusalOf(await h.client.admit({ ...call('team', 1, 1), useCase: 'UC-999' }))).toMatchObject({
-        code: 'use_case_not_registered',
-        message: 'Use case "UC-999" is not registered for team team.',
-      });
-      expect(refusalOf(await h.client.admit({ ...call('team', 1, 1), model: 'gpt-4o' }))).toMatchObject({ code: 'model_not_allowed' });
-      expect(refusalOf(await h.client.admit({ ...call('team', 1, 1), model: 'no-such-model' }))).toMatchObject({ code: 'model_not_allowed' });
-      expect(refusalOf(await h.client.admit(call('nobody', 1, 1)))).toMatchObject({ code: 'unknown_tenant', message: 'Unknown team "nobody".' });
-      const events = await waitFor(async () => {
-        const e = (await readEvents(nc, iso.names)).filter((x) => x.type === 'admission.refused');
-        return e.length === 3 ? e : undefined;
-      });
-      expect(events.map((e) => e.type === 'admission.refused' && e.code)).toEqual(['use_case_not_registered', 'model_not_allowed', 'model_not_allowed']);
-    } finally {
-      await h.stop();
-    }
+    const h = await start(config);
+    expect(
+      refusalOf(await h.client.admit({ ...call('team', 1, 1), useCase: 'UC-999' })),
+    ).toMatchObject({
+      code: 'use_case_not_registered',
+      message: 'Use case "UC-999" is not registered for team team.',
+    });
+    expect(
+      refusalOf(await h.client.admit({ ...call('team', 1, 1), model: 'gpt-4o' })),
+    ).toMatchObject({ code: 'model_not_allowed' });
+    expect(
+      refusalOf(await h.client.admit({ ...call('team', 1, 1), model: 'no-such-model' })),
+    ).toMatchObject({ code: 'model_not_allowed' });
+    expect(refusalOf(await h.client.admit(call('nobody', 1, 1)))).toMatchObject({
+      code: 'unknown_tenant',
+      message: 'Unknown team "nobody".',
+    });
+    const events = await waitFor(async () => {
+      const e = (await readEvents(nc, iso.names)).filter((x) => x.type === 'admission.refused');
+      return e.length === 3 ? e : undefined;
+    });
+    expect(events.map((e) => e.type === 'admission.refused' && e.code)).toEqual([
+      'use_case_not_registered',
+      'model_not_allowed',
+      'model_not_allowed',
+    ]);
   });
 });

@@ -1,9 +1,8 @@
 import { ERROR_HEADER, ERROR_MESSAGE_HEADER } from '@holdfast/events';
 import { authoritySubject } from '@holdfast/runtime';
-import { infraTest as test } from '@holdfast/testkit';
 import type { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, newId, refusalOf, startAuthority } from './harness.js';
+import { admissionOf, BASE_CONFIG, newId, refusalOf, authorityTest as test } from './harness.js';
 
 const valid = () => ({
   reservationId: newId(),
@@ -17,11 +16,20 @@ const valid = () => ({
 
 /** Budget state: every key under the prefix except the outboxes, with its content. */
 async function snapshot(redis: Redis, prefix: string): Promise<Record<string, unknown>> {
-  const keys = (await redis.keys(`${prefix}:*`)).filter((k) => !k.endsWith(':outbox') && !k.endsWith(':relay')).sort();
+  const keys = (await redis.keys(`${prefix}:*`))
+    .filter((k) => !k.endsWith(':outbox') && !k.endsWith(':relay'))
+    .sort();
   const out: Record<string, unknown> = {};
   for (const k of keys) {
     const type = await redis.type(k);
-    out[k] = type === 'hash' ? await redis.hgetall(k) : type === 'zset' ? await redis.zrange(k, 0, -1, 'WITHSCORES') : type === 'set' ? (await redis.smembers(k)).sort() : await redis.get(k);
+    out[k] =
+      type === 'hash'
+        ? await redis.hgetall(k)
+        : type === 'zset'
+          ? await redis.zrange(k, 0, -1, 'WITHSCORES')
+          : type === 'set'
+            ? (await redis.smembers(k)).sort()
+            : await redis.get(k);
   }
   return out;
 }
@@ -58,84 +66,118 @@ const ADMIT_CASES: [string, unknown][] = [
 ];
 
 describe('bad input gets a coded error and changes nothing', () => {
-  test('malformed admit requests', async ({ nc, redis, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: BASE_CONFIG });
-    try {
-      admissionOf(await h.client.admit(valid()));
-      const before = await snapshot(redis, iso.keyPrefix);
-      const subject = authoritySubject(iso.names, 'admit');
-      const raw: [string, Uint8Array][] = [
-        ['not JSON', new TextEncoder().encode('{"tenant": ')],
-        ['binary', new Uint8Array([0xff, 0xfe, 0x00, 0x01])],
-        ['NaN literal', new TextEncoder().encode('{"promptTokens": NaN}')],
-        ...ADMIT_CASES.map(([name, body]): [string, Uint8Array] => [name, new TextEncoder().encode(JSON.stringify(body))]),
-      ];
-      for (const [name, body] of raw) {
-        const reply = await nc.request(subject, body, { timeout: 5_000 });
-        expect(reply.headers?.get(ERROR_HEADER), name).toBe('invalid_request');
-        expect(reply.headers?.get(ERROR_MESSAGE_HEADER), name).toBeTruthy();
-        expect(reply.data.length, name).toBe(0);
-      }
-      expect(await snapshot(redis, iso.keyPrefix)).toEqual(before);
-    } finally {
-      await h.stop();
+  test('malformed admit requests', async ({ iso, nc, redis, start }) => {
+    const h = await start(BASE_CONFIG);
+    admissionOf(await h.client.admit(valid()));
+    const before = await snapshot(redis, iso.keyPrefix);
+    const subject = authoritySubject(iso.names, 'admit');
+    const raw: [string, Uint8Array][] = [
+      ['not JSON', new TextEncoder().encode('{"tenant": ')],
+      ['binary', new Uint8Array([0xff, 0xfe, 0x00, 0x01])],
+      ['NaN literal', new TextEncoder().encode('{"promptTokens": NaN}')],
+      ...ADMIT_CASES.map(([name, body]): [string, Uint8Array] => [
+        name,
+        new TextEncoder().encode(JSON.stringify(body)),
+      ]),
+    ];
+    for (const [name, body] of raw) {
+      const reply = await nc.request(subject, body, { timeout: 5_000 });
+      expect(reply.headers?.get(ERROR_HEADER), name).toBe('invalid_request');
+      expect(reply.headers?.get(ERROR_MESSAGE_HEADER), name).toBeTruthy();
+      expect(reply.data.length, name).toBe(0);
     }
+    expect(await snapshot(redis, iso.keyPrefix)).toEqual(before);
   });
 
-  test('malformed settle, release, usage and suspend requests', async ({ nc, redis, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: BASE_CONFIG });
-    try {
-      const held = valid();
-      admissionOf(await h.client.admit(held));
-      const before = await snapshot(redis, iso.keyPrefix);
-      const base = { reservationId: held.reservationId, tenant: held.tenant };
-      const cases: [string, string, unknown][] = [
-        ['settle', 'negative completion', { ...base, usage: { promptTokens: 1, completionTokens: -5 } }],
-        ['settle', 'cached above prompt', { ...base, usage: { promptTokens: 1, completionTokens: 1, cachedPromptTokens: 2 } }],
-        ['settle', 'huge usage', { ...base, usage: { promptTokens: 1e20, completionTokens: 1 } }],
-        ['settle', 'usage as string', { ...base, usage: '100' }],
-        ['settle', 'unknown outcome', { ...base, usage: { promptTokens: 1, completionTokens: 1 }, outcome: 'whatever' }],
-        ['settle', 'unknown tenant', { ...base, tenant: 'nobody', usage: { promptTokens: 1, completionTokens: 1 } }],
-        ['release', 'unknown reason', { ...base, reason: 'because' }],
-        ['release', 'tenant wildcard', { ...base, tenant: '>', reason: 'timeout' }],
-        ['usage', 'tenant wildcard', { tenant: '*' }],
-        ['usage', 'unknown tenant', { tenant: 'nobody' }],
-        ['suspend', 'reason too long', { tenant: 'support-bot', reason: 'x'.repeat(501), by: 'admin' }],
-        ['suspend', 'unknown actor', { tenant: 'support-bot', reason: 'x', by: 'root' }],
-        ['resume', 'unknown tenant', { tenant: 'nobody', by: 'admin' }],
-      ];
-      for (const [op, name, body] of cases) {
-        const reply = await nc.request(authoritySubject(iso.names, op as 'settle'), JSON.stringify(body), { timeout: 5_000 });
-        expect(reply.headers?.get(ERROR_HEADER), `${op}: ${name}`).toBe('invalid_request');
-      }
-      expect(await snapshot(redis, iso.keyPrefix)).toEqual(before);
-    } finally {
-      await h.stop();
+  test('malformed settle, release, usage and suspend requests', async ({
+    iso,
+    nc,
+    redis,
+    start,
+  }) => {
+    const h = await start(BASE_CONFIG);
+    const held = valid();
+    admissionOf(await h.client.admit(held));
+    const before = await snapshot(redis, iso.keyPrefix);
+    const base = { reservationId: held.reservationId, tenant: held.tenant };
+    const cases: [string, string, unknown][] = [
+      [
+        'settle',
+        'negative completion',
+        { ...base, usage: { promptTokens: 1, completionTokens: -5 } },
+      ],
+      [
+        'settle',
+        'cached above prompt',
+        { ...base, usage: { promptTokens: 1, completionTokens: 1, cachedPromptTokens: 2 } },
+      ],
+      ['settle', 'huge usage', { ...base, usage: { promptTokens: 1e20, completionTokens: 1 } }],
+      ['settle', 'usage as string', { ...base, usage: '100' }],
+      [
+        'settle',
+        'unknown outcome',
+        { ...base, usage: { promptTokens: 1, completionTokens: 1 }, outcome: 'whatever' },
+      ],
+      [
+        'settle',
+        'unknown tenant',
+        { ...base, tenant: 'nobody', usage: { promptTokens: 1, completionTokens: 1 } },
+      ],
+      ['release', 'unknown reason', { ...base, reason: 'because' }],
+      ['release', 'tenant wildcard', { ...base, tenant: '>', reason: 'timeout' }],
+      ['usage', 'tenant wildcard', { tenant: '*' }],
+      ['usage', 'unknown tenant', { tenant: 'nobody' }],
+      [
+        'suspend',
+        'reason too long',
+        { tenant: 'support-bot', reason: 'x'.repeat(501), by: 'admin' },
+      ],
+      ['suspend', 'unknown actor', { tenant: 'support-bot', reason: 'x', by: 'root' }],
+      ['resume', 'unknown tenant', { tenant: 'nobody', by: 'admin' }],
+    ];
+    for (const [op, name, body] of cases) {
+      const reply = await nc.request(
+        authoritySubject(iso.names, op as 'settle'),
+        JSON.stringify(body),
+        { timeout: 5_000 },
+      );
+      expect(reply.headers?.get(ERROR_HEADER), `${op}: ${name}`).toBe('invalid_request');
     }
+    expect(await snapshot(redis, iso.keyPrefix)).toEqual(before);
   });
 
-  test('an invalid config is rejected with every bad field named and the old one kept', async ({ nc, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: BASE_CONFIG });
-    try {
-      const bad = {
-        ...BASE_CONFIG,
-        tenants: [
-          { id: 'Bad.Tenant', budgets: [] },
-          { id: 'ok', parent: 'missing', budgets: [{ window: 'week', limit: -1 }], useCases: [{ id: 'u', maxTokens: 10, models: ['nope'] }] },
-        ],
-      };
-      const r = await h.client.configApply({ document: bad });
-      expect(r.ok).toBe(false);
-      const message = r.ok ? '' : r.error.message;
-      expect(r.ok ? '' : r.error.code).toBe('invalid_config');
-      for (const field of ['tenants[0].id', 'tenants[1].budgets[0].window', 'tenants[1].budgets[0].limit']) expect(message).toContain(field);
-      const yaml = await h.client.configApply({ document: 'tenants: [ {id: ' });
-      expect(yaml.ok ? '' : yaml.error.message).toContain('not valid YAML');
-      // Still the old config: the teams are admitted.
-      admissionOf(await h.client.admit(valid()));
-      expect(refusalOf(await h.client.admit({ ...valid(), tenant: 'ok' })).code).toBe('unknown_tenant');
-    } finally {
-      await h.stop();
-    }
+  test('an invalid config is rejected with every bad field named and the old one kept', async ({
+    start,
+  }) => {
+    const h = await start(BASE_CONFIG);
+    const bad = {
+      ...BASE_CONFIG,
+      tenants: [
+        { id: 'Bad.Tenant', budgets: [] },
+        {
+          id: 'ok',
+          parent: 'missing',
+          budgets: [{ window: 'week', limit: -1 }],
+          useCases: [{ id: 'u', maxTokens: 10, models: ['nope'] }],
+        },
+      ],
+    };
+    const r = await h.client.configApply({ document: bad });
+    expect(r.ok).toBe(false);
+    const message = r.ok ? '' : r.error.message;
+    expect(r.ok ? '' : r.error.code).toBe('invalid_config');
+    for (const field of [
+      'tenants[0].id',
+      'tenants[1].budgets[0].window',
+      'tenants[1].budgets[0].limit',
+    ])
+      expect(message).toContain(field);
+    const yaml = await h.client.configApply({ document: 'tenants: [ {id: ' });
+    expect(yaml.ok ? '' : yaml.error.message).toContain('not valid YAML');
+    // Still the old config: the teams are admitted.
+    admissionOf(await h.client.admit(valid()));
+    expect(refusalOf(await h.client.admit({ ...valid(), tenant: 'ok' })).code).toBe(
+      'unknown_tenant',
+    );
   });
 });

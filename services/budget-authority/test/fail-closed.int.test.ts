@@ -3,14 +3,31 @@ import { Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { admissionOf, BASE_CONFIG, newId, startAuthority } from './harness.js';
 
-const call = () => ({ reservationId: newId(), tenant: 'support-bot', keyId: null, useCase: 'UC-101', model: 'gpt-4o-mini', promptTokens: 10, maxTokens: 10 });
+const call = () => ({
+  reservationId: newId(),
+  tenant: 'support-bot',
+  keyId: null,
+  useCase: 'UC-101',
+  model: 'gpt-4o-mini',
+  promptTokens: 10,
+  maxTokens: 10,
+});
 
-test('when Redis does not answer the authority refuses with a coded error, never admits blindly', async ({ nc, iso }) => {
+test('when Redis does not answer the authority refuses with a coded error, never admits blindly', async ({
+  nc,
+  iso,
+}) => {
   const bin = findBinary('redis-server');
   if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
   // A private Redis, so pausing and stopping it cannot disturb other tests.
   const server = await startRedisServer(bin);
-  const h = await startAuthority({ redisUrl: server.url, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: BASE_CONFIG });
+  const h = await startAuthority({
+    redisUrl: server.url,
+    nc,
+    names: iso.names,
+    keyPrefix: iso.keyPrefix,
+    config: BASE_CONFIG,
+  });
   const admin = new Redis(server.url);
   try {
     admissionOf(await h.client.admit(call()));
@@ -21,14 +38,23 @@ test('when Redis does not answer the authority refuses with a coded error, never
     expect(paused).toMatchObject({ ok: false, error: { code: 'budget_store_unavailable' } });
 
     // It recovers by itself once Redis answers again.
-    await waitFor(async () => (await h.client.admit(call())).ok, { timeoutMs: 10_000, what: 'admissions after the pause' });
+    await waitFor(async () => (await h.client.admit(call())).ok, {
+      timeoutMs: 10_000,
+      what: 'admissions after the pause',
+    });
 
     // Redis is gone: refused at once.
     admin.disconnect();
     await server.stop();
     const down = await h.client.admit(call());
     expect(down).toMatchObject({ ok: false, error: { code: 'budget_store_unavailable' } });
-    expect(await h.client.settle({ reservationId: newId(), tenant: 'support-bot', usage: { promptTokens: 1, completionTokens: 1 } })).toMatchObject({
+    expect(
+      await h.client.settle({
+        reservationId: newId(),
+        tenant: 'support-bot',
+        usage: { promptTokens: 1, completionTokens: 1 },
+      }),
+    ).toMatchObject({
       ok: false,
       error: { code: 'budget_store_unavailable' },
     });

@@ -5,6 +5,7 @@ import { AuthorityClient, createLogger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
+import { infraTest } from '@holdfast/testkit';
 import { Authority, createRedis } from '../src/index.js';
 
 export interface Harness {
@@ -31,12 +32,16 @@ export async function startAuthority(opts: {
     },
   };
   const redis = createRedis(opts.redisUrl);
+  redis.on('error', () => undefined);
   await redis.connect();
   const authority = new Authority({
     redis,
     nc: opts.nc,
     names: opts.names,
-    logger: createLogger({ name: 'authority-test', level: 'silent' }),
+    logger: createLogger({
+      name: 'authority-test',
+      level: (process.env.TEST_LOG_LEVEL) ?? 'silent',
+    }),
     registry: new Registry(),
     keyPrefix: opts.keyPrefix,
     clock: opts.clock === false ? Date.now : () => clock.now,
@@ -128,3 +133,25 @@ export function admissionOf(r: AdmitResult): Admitted {
     throw new Error(`expected an admission, got ${r.value.code}: ${r.value.message}`);
   return r.value;
 }
+
+/**
+ * infraTest plus `start(config)`: an in-process authority on the test's isolated names, with a
+ * movable clock, stopped after the test.
+ */
+export const authorityTest = infraTest.extend<{ start: (config: unknown) => Promise<Harness> }>({
+  start: async ({ nc, redisUrl, iso }, use) => {
+    const started: Harness[] = [];
+    await use(async (config) => {
+      const h = await startAuthority({
+        redisUrl,
+        nc,
+        names: iso.names,
+        keyPrefix: iso.keyPrefix,
+        config,
+      });
+      started.push(h);
+      return h;
+    });
+    await Promise.all(started.map((h) => h.stop()));
+  },
+});

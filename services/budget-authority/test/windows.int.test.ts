@@ -1,16 +1,40 @@
 import { describe, expect } from 'vitest';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { admissionOf, BASE_CONFIG, newId, readEvents, refusalOf, startAuthority, type Harness } from './harness.js';
+import { waitFor } from '@holdfast/testkit';
+import {
+  admissionOf,
+  BASE_CONFIG,
+  newId,
+  readEvents,
+  refusalOf,
+  authorityTest as test,
+  type Harness,
+} from './harness.js';
 
 const config = (budgets: Record<string, unknown>[]) => ({
   ...BASE_CONFIG,
-  tenants: [{ id: 'team', budgets, useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }] }],
+  tenants: [
+    { id: 'team', budgets, useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }] },
+  ],
 });
 
 async function spend(h: Harness, tokens: number): Promise<void> {
   const id = newId();
-  admissionOf(await h.client.admit({ reservationId: id, tenant: 'team', keyId: null, useCase: 'uc', model: 'gpt-4o-mini', promptTokens: tokens, maxTokens: 1 }));
-  await h.client.settle({ reservationId: id, tenant: 'team', usage: { promptTokens: tokens, completionTokens: 0 } });
+  admissionOf(
+    await h.client.admit({
+      reservationId: id,
+      tenant: 'team',
+      keyId: null,
+      useCase: 'uc',
+      model: 'gpt-4o-mini',
+      promptTokens: tokens,
+      maxTokens: 1,
+    }),
+  );
+  await h.client.settle({
+    reservationId: id,
+    tenant: 'team',
+    usage: { promptTokens: tokens, completionTokens: 0 },
+  });
 }
 
 async function used(h: Harness): Promise<number[]> {
@@ -20,98 +44,145 @@ async function used(h: Harness): Promise<number[]> {
 }
 
 describe('sliding windows (1 s buckets for a minute, 1 min for a day, 1 h for 30 days)', () => {
-  test('usage leaves the minute window 60 s after it was billed', async ({ nc, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: config([{ window: 'minute', limit: 1_000 }, { window: 'day', limit: 100_000 }]) });
-    try {
-      await spend(h, 600);
-      h.clock.advance(30_000);
-      await spend(h, 300);
-      expect(await used(h)).toEqual([900, 900]);
-      h.clock.advance(29_999);
-      expect(await used(h)).toEqual([900, 900]);
-      h.clock.advance(1);
-      expect(await used(h)).toEqual([300, 900]);
-      h.clock.advance(30_000);
-      expect(await used(h)).toEqual([0, 900]);
-      // The day window keeps it for 24 h.
-      h.clock.advance(24 * 3_600_000);
-      expect(await used(h)).toEqual([0, 0]);
-    } finally {
-      await h.stop();
-    }
+  test('usage leaves the minute window 60 s after it was billed', async ({ start }) => {
+    const h = await start(
+      config([
+        { window: 'minute', limit: 1_000 },
+        { window: 'day', limit: 100_000 },
+      ]),
+    );
+    await spend(h, 600);
+    h.clock.advance(30_000);
+    await spend(h, 300);
+    expect(await used(h)).toEqual([900, 900]);
+    h.clock.advance(29_999);
+    expect(await used(h)).toEqual([900, 900]);
+    h.clock.advance(1);
+    expect(await used(h)).toEqual([300, 900]);
+    h.clock.advance(30_000);
+    expect(await used(h)).toEqual([0, 900]);
+    // The day window keeps it for 24 h.
+    h.clock.advance(24 * 3_600_000);
+    expect(await used(h)).toEqual([0, 0]);
   });
 
-  test('Retry-After says when enough billed usage leaves the window', async ({ nc, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: config([{ window: 'minute', limit: 1_000 }]) });
-    try {
-      await spend(h, 400);
-      h.clock.advance(20_000);
-      await spend(h, 500);
-      // Needs 300: only when the first 400 leave (40 s from now) does it fit.
-      const r = refusalOf(await h.client.admit({ reservationId: newId(), tenant: 'team', keyId: null, useCase: 'uc', model: 'gpt-4o-mini', promptTokens: 299, maxTokens: 1 }));
-      expect(r.retryAfterSeconds).toBe(40);
-      h.clock.advance(40_000);
-      admissionOf(await h.client.admit({ reservationId: newId(), tenant: 'team', keyId: null, useCase: 'uc', model: 'gpt-4o-mini', promptTokens: 299, maxTokens: 1 }));
-    } finally {
-      await h.stop();
-    }
+  test('Retry-After says when enough billed usage leaves the window', async ({ start }) => {
+    const h = await start(config([{ window: 'minute', limit: 1_000 }]));
+    await spend(h, 400);
+    h.clock.advance(20_000);
+    await spend(h, 500);
+    // Needs 300: only when the first 400 leave (40 s from now) does it fit.
+    const r = refusalOf(
+      await h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        useCase: 'uc',
+        model: 'gpt-4o-mini',
+        promptTokens: 299,
+        maxTokens: 1,
+      }),
+    );
+    expect(r.retryAfterSeconds).toBe(40);
+    h.clock.advance(40_000);
+    admissionOf(
+      await h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        useCase: 'uc',
+        model: 'gpt-4o-mini',
+        promptTokens: 299,
+        maxTokens: 1,
+      }),
+    );
   });
 
-  test('a window idle for longer than itself starts empty', async ({ nc, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: config([{ window: 'month', limit: 100_000 }]) });
-    try {
-      await spend(h, 1_000);
-      h.clock.advance(29 * 86_400_000);
-      await spend(h, 10);
-      expect(await used(h)).toEqual([1_010]);
-      h.clock.advance(86_400_000);
-      expect(await used(h)).toEqual([10]);
-      h.clock.advance(365 * 86_400_000);
-      expect(await used(h)).toEqual([0]);
-    } finally {
-      await h.stop();
-    }
+  test('a window idle for longer than itself starts empty', async ({ start }) => {
+    const h = await start(config([{ window: 'month', limit: 100_000 }]));
+    await spend(h, 1_000);
+    h.clock.advance(29 * 86_400_000);
+    await spend(h, 10);
+    expect(await used(h)).toEqual([1_010]);
+    h.clock.advance(86_400_000);
+    expect(await used(h)).toEqual([10]);
+    h.clock.advance(365 * 86_400_000);
+    expect(await used(h)).toEqual([0]);
   });
 
-  test('a calendar month resets on the 1st (UTC)', async ({ nc, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: config([{ window: 'month', limit: 1_000, calendar: true }]) });
-    try {
-      h.clock.now = Date.UTC(2026, 10, 30, 23, 59, 0);
-      await spend(h, 999);
-      const r = refusalOf(await h.client.admit({ reservationId: newId(), tenant: 'team', keyId: null, useCase: 'uc', model: 'gpt-4o-mini', promptTokens: 10, maxTokens: 1 }));
-      expect(r.retryAfterSeconds).toBe(60);
-      h.clock.now = Date.UTC(2026, 11, 1, 0, 0, 0);
-      expect(await used(h)).toEqual([0]);
-    } finally {
-      await h.stop();
-    }
+  test('a calendar month resets on the 1st (UTC)', async ({ start }) => {
+    const h = await start(config([{ window: 'month', limit: 1_000, calendar: true }]));
+    h.clock.now = Date.UTC(2026, 10, 30, 23, 59, 0);
+    await spend(h, 999);
+    const r = refusalOf(
+      await h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        useCase: 'uc',
+        model: 'gpt-4o-mini',
+        promptTokens: 10,
+        maxTokens: 1,
+      }),
+    );
+    expect(r.retryAfterSeconds).toBe(60);
+    h.clock.now = Date.UTC(2026, 11, 1, 0, 0, 0);
+    expect(await used(h)).toEqual([0]);
   });
 });
 
 describe('leases', () => {
-  test('a hold never settled expires after its lease and is given back with an event', async ({ nc, redisUrl, iso }) => {
-    const h = await startAuthority({ redisUrl, nc, names: iso.names, keyPrefix: iso.keyPrefix, config: config([{ window: 'day', limit: 10_000 }]) });
-    try {
-      const id = newId();
-      admissionOf(await h.client.admit({ reservationId: id, tenant: 'team', keyId: null, useCase: 'uc', model: 'gpt-4o-mini', promptTokens: 100, maxTokens: 900, leaseMs: 60_000 }));
-      await waitFor(() => h.authority.relayedOrgs.includes('team'), { what: 'relay lease on the org' });
-      h.clock.advance(59_999);
-      expect(await h.authority.expireOverdue()).toBe(0);
-      h.clock.advance(1);
-      const expired = await waitFor(async () => (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.expired'));
-      expect(expired).toMatchObject({ reservationId: id, heldTokens: 1_000, leaseMs: 60_000 });
-      const u = await h.client.usage({ tenant: 'team' });
-      expect(u.ok && u.value.tenants[0]).toMatchObject({ inFlight: 0, windows: [{ held: 0, used: 0 }] });
-      // The call did finish after all: its usage is still billed, once.
-      const late = await h.client.settle({ reservationId: id, tenant: 'team', usage: { promptTokens: 100, completionTokens: 50 } });
-      expect(late).toMatchObject({ ok: true, value: { status: 'settled', billedTokens: 150 } });
-      expect(await h.client.settle({ reservationId: id, tenant: 'team', usage: { promptTokens: 100, completionTokens: 50 } })).toMatchObject({
-        ok: true,
-        value: { status: 'already_settled' },
-      });
-      expect(await used(h)).toEqual([150]);
-    } finally {
-      await h.stop();
-    }
+  test('a hold never settled expires after its lease and is given back with an event', async ({
+    iso,
+    nc,
+    start,
+  }) => {
+    const h = await start(config([{ window: 'day', limit: 10_000 }]));
+    const id = newId();
+    admissionOf(
+      await h.client.admit({
+        reservationId: id,
+        tenant: 'team',
+        keyId: null,
+        useCase: 'uc',
+        model: 'gpt-4o-mini',
+        promptTokens: 100,
+        maxTokens: 900,
+        leaseMs: 60_000,
+      }),
+    );
+    await waitFor(() => h.authority.relayedOrgs.includes('team'), {
+      what: 'relay lease on the org',
+    });
+    h.clock.advance(59_999);
+    expect(await h.authority.expireOverdue()).toBe(0);
+    h.clock.advance(1);
+    const expired = await waitFor(async () =>
+      (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.expired'),
+    );
+    expect(expired).toMatchObject({ reservationId: id, heldTokens: 1_000, leaseMs: 60_000 });
+    const u = await h.client.usage({ tenant: 'team' });
+    expect(u.ok && u.value.tenants[0]).toMatchObject({
+      inFlight: 0,
+      windows: [{ held: 0, used: 0 }],
+    });
+    // The call did finish after all: its usage is still billed, once.
+    const late = await h.client.settle({
+      reservationId: id,
+      tenant: 'team',
+      usage: { promptTokens: 100, completionTokens: 50 },
+    });
+    expect(late).toMatchObject({ ok: true, value: { status: 'settled', billedTokens: 150 } });
+    expect(
+      await h.client.settle({
+        reservationId: id,
+        tenant: 'team',
+        usage: { promptTokens: 100, completionTokens: 50 },
+      }),
+    ).toMatchObject({
+      ok: true,
+      value: { status: 'already_settled' },
+    });
+    expect(await used(h)).toEqual([150]);
   });
 });
