@@ -88,6 +88,8 @@ export class PullLoop {
     const consumer = this.#opts.durable.durable_name;
     while (!this.#stopped) {
       try {
+        // Again on every round: a consumer deleted under us is created anew.
+        await ensureDurable(this.#opts.jsm, stream, this.#opts.durable);
         const c = await js.consumers.get(stream, consumer);
         const messages = await c.consume({ max_messages: concurrency, idle_heartbeat: 5_000 });
         this.#messages = messages;
