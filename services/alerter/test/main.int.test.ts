@@ -77,7 +77,11 @@ test('the service process: ops endpoints, and no duplicate crossing after a kill
   };
   const first = settle(850);
   await publishEvents(nc, iso.names, [first]);
-  await waitFor(() => receiver.ids().size === 1, { what: 'the first crossing delivered' });
+  // Delivered and every event acked (a crash before an ack would only mean a redelivery
+  // after the 30-s ack wait, deduplicated, which this test does not wait for).
+  await waitFor(async () => receiver.ids().size === 1 && (await quiescent(nc, iso.names)), {
+    what: 'the first crossing delivered',
+  });
   const metrics = await (await fetch(`${ops}/metrics`)).text();
   expect(metrics).toMatch(
     /holdfast_alerter_webhook_deliveries_total\{[^}]*outcome="delivered"[^}]*\} 1/,
