@@ -42,15 +42,13 @@ export interface Alerter {
   stop(): Promise<void>;
 }
 
-/** Events whose `windows` are the authority's state after a change (what thresholds watch). */
-const WINDOW_EVENTS = new Set<HoldfastEvent['type']>([
-  'reservation.created',
-  'reservation.settled',
-  'reservation.released',
-  'reservation.expired',
-  'admission.refused',
-  'tenant.suspended',
-  'tenant.resumed',
+/**
+ * Events whose `windows` are the authority's state after a change: every event that carries
+ * windows except the alerter's own (which copy the windows of the event that caused them).
+ */
+const ALERTER_EVENTS = new Set<HoldfastEvent['type']>([
+  'threshold.crossed',
+  'budget.exhaustion_projected',
 ]);
 
 /**
@@ -125,7 +123,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     if (event.type === 'tenant.suspended' || event.type === 'tenant.resumed') {
       await suspension.record(event);
     }
-    if (!WINDOW_EVENTS.has(event.type) || !('windows' in event)) return;
+    if (ALERTER_EVENTS.has(event.type) || !('windows' in event)) return;
     const snapshots: Snapshot[] = event.windows.map((window) => ({
       window,
       position: { time: event.time, seq },
