@@ -169,3 +169,22 @@ describe('parseConfig', () => {
     expect(parseConfig(bomb).ok).toBe(false);
   });
 });
+
+describe('the example config of the stack', () => {
+  it('validates', async () => {
+    const { loadConfigFile } = await import('./load.js');
+    const cfg = await loadConfigFile(
+      new URL('../../../infra/config/holdfast.example.yaml', import.meta.url).pathname,
+    );
+    expect([...cfg.tenants.keys()]).toEqual([
+      'acme',
+      'batch-summariser',
+      'support-bot',
+      'finance-ops',
+    ]);
+    expect(cfg.tenants.get('batch-summariser')?.budgets[0]).toMatchObject({
+      id: 'month-tokens',
+      limit: 40_000,
+    });
+  });
+});
