@@ -14,6 +14,8 @@ export default defineConfig({
           name: 'unit',
           include: ['**/*.unit.test.ts'],
           exclude,
+          // Projects with different maxWorkers must run in different groups (vitest 4).
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -26,7 +28,6 @@ export default defineConfig({
           hookTimeout: 60_000,
           // Integration files start servers and child processes; two at a time fit 2 cores.
           maxWorkers: 2,
-          // vitest 4 refuses projects with different maxWorkers in one group: run this after unit.
           sequence: { groupOrder: 1 },
         },
       },

@@ -20,6 +20,8 @@ export interface CompiledBudget {
   grace: number;
   enforce: boolean;
   calendar: boolean;
+  /** adaptive mode: total overrun allowed to calls whose hold cannot grow (base units). */
+  debt: number;
 }
 
 export interface CompiledTenant extends Omit<TenantConfig, 'budgets' | 'useCases'> {
@@ -77,6 +79,7 @@ function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): Compil
       grace: b.grace,
       enforce: b.enforce,
       calendar: b.calendar,
+      debt: b.unit === 'usd' ? usdToMicro(b.debt) : Math.round(b.debt),
     })),
     useCases: new Map(useCases.map((u) => [u.id, u])),
   };

@@ -65,6 +65,11 @@ export const Budget = z.strictObject({
   enforce: z.boolean().default(true),
   /** month only: reset on the 1st (UTC) instead of a sliding 30 days. */
   calendar: z.boolean().default(false),
+  /**
+   * adaptive mode only: how far (tokens, or USD) calls whose hold cannot grow may overrun the
+   * limit in total. 0 (default): such calls are admitted only if their worst case fits.
+   */
+  debt: z.number().min(0).max(LIMITS.maxBudgetAmount).default(0),
 });
 
 export const UseCase = z.strictObject({
@@ -92,6 +97,16 @@ export const Tenant = z.strictObject({
   failOpen: z.boolean().default(false),
   /** Lease of a hold never settled, ms. */
   leaseMs: z.int().min(1_000).max(LIMITS.maxLeaseMs).default(1_800_000),
+  /** adaptive mode: hold prompt + this percentile of recent real output (per use case and model). */
+  adaptive: z
+    .strictObject({
+      percentile: z.number().gt(0).max(1).default(0.95),
+      /** Below this many samples the hold is the full max_tokens. */
+      minSamples: z.int().min(1).max(10_000).default(20),
+      /** How many recent completions the percentile is taken over. */
+      samples: z.int().min(1).max(10_000).default(200),
+    })
+    .default({ percentile: 0.95, minSamples: 20, samples: 200 }),
   /** Admit a call that does not fit with max_tokens lowered, down to this many tokens. */
   shrinkToFit: z.strictObject({ minOutputTokens: z.int().min(1) }).optional(),
   budgets: z.array(Budget).default([]),

@@ -4,6 +4,7 @@ import { SYSTEM_TENANT, TenantId, Uuid } from './ids.js';
 /** Every event type Holdfast emits (SPEC section 5): dotted, lowercase. */
 export const EVENT_TYPES = [
   'reservation.created',
+  'reservation.extended',
   'reservation.settled',
   'reservation.released',
   'reservation.expired',

@@ -11,6 +11,7 @@ import { ConfigChanged } from './v1/config.js';
 import {
   ReservationCreated,
   ReservationExpired,
+  ReservationExtended,
   ReservationReleased,
   ReservationSettled,
 } from './v1/reservation.js';
@@ -18,6 +19,7 @@ import {
 /** Every Holdfast event, discriminated on `type`. The one schema source for all services. */
 export const HoldfastEvent = z.discriminatedUnion('type', [
   ReservationCreated,
+  ReservationExtended,
   ReservationSettled,
   ReservationReleased,
   ReservationExpired,

@@ -3,11 +3,13 @@ import {
   CloseReply,
   ConfigApplyReply,
   ConfigGetReply,
+  ExtendReply,
   SuspensionReply,
   UsageReply,
   type AdmitRequest,
   type AuthorityOperation,
   type ConfigApplyRequest,
+  type ExtendRequest,
   type NatsNames,
   type ReleaseRequest,
   type ResumeRequest,
@@ -56,6 +58,9 @@ export class AuthorityClient {
 
   admit(req: AdmitRequest, timeoutMs?: number) {
     return this.#call('admit', req, AdmitReply, timeoutMs);
+  }
+  extend(req: ExtendRequest, timeoutMs?: number) {
+    return this.#call('extend', req, ExtendReply, timeoutMs);
   }
   settle(req: SettleRequest, timeoutMs?: number) {
     return this.#call('settle', req, CloseReply, timeoutMs);

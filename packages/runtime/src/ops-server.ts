@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 
@@ -52,7 +52,10 @@ export async function startOpsServer(
   opts: OpsServerOptions,
 ): Promise<{ app: FastifyInstance; port: number; stop: () => Promise<void> }> {
   const loggerInstance: FastifyBaseLogger = opts.logger.child({ component: 'ops-http' });
-  const app = Fastify({ loggerInstance, disableRequestLogging: true });
+  const app = Fastify({
+    loggerInstance,
+    logController: new LogController({ disableRequestLogging: true }),
+  });
   registerOpsRoutes(app, opts.registry, opts.checks);
   await app.listen({ host: opts.host ?? '0.0.0.0', port: opts.port });
   const address = app.server.address();

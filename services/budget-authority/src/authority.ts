@@ -5,6 +5,7 @@ import {
   AdmitRequest,
   ConfigApplyRequest,
   ConfigGetRequest,
+  ExtendRequest,
   ReleaseRequest,
   ResumeRequest,
   SettleRequest,
@@ -25,6 +26,7 @@ import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
 import { admit } from './handlers/admit.js';
 import { release, settle } from './handlers/close.js';
+import { extend } from './handlers/extend.js';
 import { setSuspension } from './handlers/suspension.js';
 import { usage } from './handlers/usage.js';
 import { Keys } from './keys.js';
@@ -78,7 +80,6 @@ export class Authority {
     this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock };
     this.#relay = new OutboxRelay({
       redis: opts.redis,
-      nc: opts.nc,
       js: jetstream(opts.nc),
       names: opts.names,
       keys,
@@ -103,6 +104,7 @@ export class Authority {
     if (this.#o.configFile) await this.reloadConfigFile();
     const ctx = this.ctx;
     this.#serve('admit', AdmitRequest, (req) => admit(ctx, req));
+    this.#serve('extend', ExtendRequest, (req) => extend(ctx, req));
     this.#serve('settle', SettleRequest, (req) => settle(ctx, req));
     this.#serve('release', ReleaseRequest, (req) => release(ctx, req));
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));

@@ -5,9 +5,12 @@
  *
  *   <p>:{<org>}:t:<tenant>:state         hash: suspended, billedT, billedU (lifetime)
  *   <p>:{<org>}:t:<tenant>:holds         zset: reservation id -> lease expiry (ms)
- *   <p>:{<org>}:t:<tenant>:w:<budget>    hash: s (billed in window), h (held), lo, b<bucket>
+ *   <p>:{<org>}:t:<tenant>:w:<budget>    hash: s (billed in window), h (held), p (overrun
+ *                                        adaptive calls could still make), lo, b<bucket>
+ *   <p>:{<org>}:t:<tenant>:out:<uc>:<m>  list: recent completion sizes (adaptive mode)
  *   <p>:{<org>}:r:<reservation>          hash: the hold record
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
+ *   <p>:{<org>}:outbox:dead              stream: entries that failed validation (a bug), kept
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
  *   <p>:config, <p>:config:version       the applied config document and its version
  *   <p>:orgs                             set: every org that ever had an outbox
@@ -26,6 +29,10 @@ export class Keys {
   }
   window(org: string, tenant: string, budgetId: string): string {
     return `${this.#org(org)}:t:${tenant}:w:${budgetId}`;
+  }
+  /** Recent completion sizes of one use case and model (adaptive mode). */
+  samples(org: string, tenant: string, useCase: string, model: string): string {
+    return `${this.#org(org)}:t:${tenant}:out:${useCase}:${model}`;
   }
   reservation(org: string, id: string): string {
     return `${this.#org(org)}:r:${id}`;

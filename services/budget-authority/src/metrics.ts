@@ -7,6 +7,7 @@ export class AuthorityMetrics {
   readonly latency: Histogram<'op'>;
   readonly admissions: Counter<'outcome' | 'code'>;
   readonly closes: Counter<'op' | 'status'>;
+  readonly extensions: Counter<'status'>;
   readonly published: Counter;
   readonly relayErrors: Counter;
   readonly holdsOutstanding: Gauge;
@@ -39,6 +40,12 @@ export class AuthorityMetrics {
       name: 'holdfast_authority_closes_total',
       help: 'Settle/release/expire results, by operation and status.',
       labelNames: ['op', 'status'],
+      registers: [registry],
+    });
+    this.extensions = new Counter({
+      name: 'holdfast_authority_extensions_total',
+      help: 'Hold extensions (adaptive mode), by status.',
+      labelNames: ['status'],
       registers: [registry],
     });
     this.published = new Counter({

@@ -1,6 +1,5 @@
-import { deadLetterSubject, eventSubject, type NatsNames } from '@holdfast/events';
+import { eventSubject, type NatsNames } from '@holdfast/events';
 import type { JetStreamClient } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { Redis } from 'ioredis';
 import type { Logger } from '@holdfast/runtime';
 import type { ConfigStore } from './config-store.js';
@@ -18,7 +17,6 @@ return 1`;
 
 export interface RelayOptions {
   redis: Redis;
-  nc: NatsConnection;
   js: JetStreamClient;
   names: NatsNames;
   keys: Keys;
@@ -146,9 +144,14 @@ export class OutboxRelay {
       try {
         event = decodeOutboxEntry(fields, config.current);
       } catch (err) {
-        // A bug, never input: keep the raw entry on a dead-letter subject and move on.
-        logger.error({ err, fields }, 'outbox entry does not validate; dead-lettered');
-        this.#o.nc.publish(deadLetterSubject(names, 'authority-outbox'), JSON.stringify(fields));
+        // A bug, never input. Park the raw entry in the org's dead-letter stream (durable,
+        // inspectable, replayable once fixed) and keep the rest of the outbox moving.
+        logger.error(
+          { err, fields },
+          'outbox entry does not validate; moved to the dead-letter stream',
+        );
+        this.#o.metrics.relayErrors.inc();
+        await this.#o.redis.xadd(`${key}:dead`, '*', 'error', String(err), ...fields);
         return;
       }
       await js.publish(eventSubject(names, event.tenant, event.type), JSON.stringify(event), {

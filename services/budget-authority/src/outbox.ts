@@ -1,56 +1,77 @@
-import { CURRENT_SCHEMA_VERSION, HoldfastEvent, SYSTEM_TENANT } from '@holdfast/events';
+import { CURRENT_SCHEMA_VERSION, HoldfastEvent, type RefusalCode } from '@holdfast/events';
 import type { CompiledConfig } from '@holdfast/config';
 import type { z } from 'zod';
 import { refusalMessage } from './messages.js';
 import { parseWindows } from './windows.js';
 
-/** Outbox fields that hold integers (the scripts write every value as a string). */
-const INTEGER_FIELDS = new Set([
-  'heldTokens',
-  'heldMicroUsd',
-  'promptTokens',
-  'maxTokens',
-  'requestedMaxTokens',
-  'chargedTokens',
-  'chargedMicroUsd',
-  'completionTokens',
-  'cachedPromptTokens',
-  'billedTokens',
-  'costMicroUsd',
-  'durationMs',
-  'leaseMs',
-  'neededTokens',
-  'neededMicroUsd',
-  'graceMs',
-  'version',
-  'tenants',
-  'inFlight',
-]);
-const NULL_IF_EMPTY = new Set(['keyId', 'budget', 'level']);
-const TIME_FIELDS = new Set(['time', 'expiresAt']);
+type Kind = 'number' | 'time' | 'boolean' | 'windows' | 'string';
+interface FieldKind {
+  kind: Kind;
+  nullable: boolean;
+}
+
+/**
+ * How to read each field of each event type from the outbox's flat strings, derived from the
+ * event schemas themselves so a new field cannot be forgotten here.
+ */
+const FIELD_KINDS: Map<string, Map<string, FieldKind>> = new Map(
+  HoldfastEvent.options.map((schema) => {
+    const fields = new Map<string, FieldKind>();
+    for (const [name, field] of Object.entries(schema.shape as Record<string, z.ZodType>)) {
+      let def = field._zod.def as { type: string; innerType?: z.ZodType; format?: string };
+      const nullable = def.type === 'nullable';
+      if (nullable && def.innerType) def = def.innerType._zod.def;
+      const kind: Kind =
+        def.type === 'number'
+          ? 'number'
+          : def.type === 'boolean'
+            ? 'boolean'
+            : def.type === 'array'
+              ? 'windows'
+              : def.format === 'datetime'
+                ? 'time'
+                : 'string';
+      fields.set(name, { kind, nullable });
+    }
+    return [String(schema.shape.type.value), fields];
+  }),
+);
+
+function decodeValue(value: string, f: FieldKind | undefined): unknown {
+  if (!f) return value;
+  // Scripts write '' for null, and -1 for a nullable count that has no value (retry-after).
+  if (f.nullable && (value === '' || (f.kind === 'number' && Number(value) < 0))) return null;
+  switch (f.kind) {
+    case 'number':
+      return Number(value);
+    case 'time':
+      return new Date(Number(value)).toISOString();
+    case 'boolean':
+      return value === '1';
+    case 'windows':
+      return parseWindows(value);
+    case 'string':
+      return value;
+  }
+}
 
 /**
  * Turns one outbox entry (flat field/value strings written by a Lua script) into an event of
  * the current schema. Throws when the entry does not validate: that is a bug, not input.
  */
 export function decodeOutboxEntry(flat: string[], config: CompiledConfig): HoldfastEvent {
+  const kinds = FIELD_KINDS.get(flat[flat.indexOf('type') + 1] ?? '');
   const raw: Record<string, unknown> = { schemaVersion: CURRENT_SCHEMA_VERSION };
   for (let i = 0; i + 1 < flat.length; i += 2) {
     const key = flat[i]!;
-    const value = flat[i + 1]!;
-    if (INTEGER_FIELDS.has(key)) raw[key] = Number(value);
-    else if (TIME_FIELDS.has(key)) raw[key] = new Date(Number(value)).toISOString();
-    else if (NULL_IF_EMPTY.has(key)) raw[key] = value === '' ? null : value;
-    else if (key === 'windows') raw[key] = parseWindows(value);
-    else if (key === 'shadow') raw[key] = value === '1';
-    else if (key === 'retryAfterSeconds') raw[key] = Number(value) < 0 ? null : Number(value);
-    else raw[key] = value;
+    raw[key] =
+      key === 'inFlight' ? Number(flat[i + 1]) : decodeValue(flat[i + 1]!, kinds?.get(key));
   }
   if (raw.type === 'admission.refused') {
     const windows = raw.windows as ReturnType<typeof parseWindows>;
     const tenant = raw.tenant as string;
     raw.message = refusalMessage({
-      code: raw.code as Parameters<typeof refusalMessage>[0]['code'],
+      code: raw.code as RefusalCode,
       tenant,
       useCase: raw.useCase as string,
       model: raw.model as string,
@@ -79,6 +100,3 @@ export function encodeOutboxFields(
   }
   return out;
 }
-
-export type EventInput = z.input<typeof HoldfastEvent>;
-export { SYSTEM_TENANT };

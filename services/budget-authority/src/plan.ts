@@ -13,6 +13,7 @@ export interface PlanBudget {
   limit: number;
   enforce: boolean;
   calendar: boolean;
+  debt: number;
   /** 1-based index into KEYS. */
   key: number;
 }
@@ -87,6 +88,7 @@ export function planFor(
     limit: b.limit,
     enforce: b.enforce,
     calendar: b.calendar,
+    debt: b.debt,
     key: add(keys.window(org, b.tenant, b.id)),
   }));
   return {

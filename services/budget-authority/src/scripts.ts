@@ -9,11 +9,12 @@ function source(name: string): string {
   return `${lib}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8')}`;
 }
 
-export const SCRIPTS = ['admit', 'close', 'suspension', 'usage'] as const;
+export const SCRIPTS = ['admit', 'extend', 'close', 'suspension', 'usage'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
 const COMMANDS = {
   admit: 'hfAdmit',
+  extend: 'hfExtend',
   close: 'hfClose',
   suspension: 'hfSuspension',
   usage: 'hfUsage',
@@ -23,6 +24,8 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** See lua/admit.lua. */
     hfAdmit(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/extend.lua. */
+    hfExtend(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/close.lua. */
     hfClose(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/suspension.lua. */
@@ -50,6 +53,8 @@ export function run(
   switch (name) {
     case 'admit':
       return redis.hfAdmit(keys.length, ...args);
+    case 'extend':
+      return redis.hfExtend(keys.length, ...args);
     case 'close':
       return redis.hfClose(keys.length, ...args);
     case 'suspension':

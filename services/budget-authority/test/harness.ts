@@ -38,7 +38,10 @@ export async function startAuthority(opts: {
     redis,
     nc: opts.nc,
     names: opts.names,
-    logger: createLogger({ name: 'authority-test', level: 'silent' }),
+    logger: createLogger({
+      name: 'authority-test',
+      level: process.env.TEST_LOG_LEVEL ?? 'silent',
+    }),
     registry: new Registry(),
     keyPrefix: opts.keyPrefix,
     clock: opts.clock === false ? Date.now : () => clock.now,

@@ -10,7 +10,12 @@ import { BASE_CONFIG, newId } from './harness.js';
 
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 
-test('the process serves health, readiness and metrics, and re-applies its config file without restart', async ({ nc, natsUrl, redisUrl, iso }) => {
+test('the process serves health, readiness and metrics, and re-applies its config file without restart', async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-authority-'));
   const file = join(dir, 'holdfast.yaml');
   await writeFile(file, JSON.stringify(BASE_CONFIG));
@@ -23,33 +28,72 @@ test('the process serves health, readiness and metrics, and re-applies its confi
     ...natsNamesToEnv(iso.names),
   });
   try {
-    const ready = JSON.parse(proc.lines.find((l) => l.includes('"msg":"ready"'))!) as { opsPort: number; configVersion: number };
+    const ready = JSON.parse(proc.lines.find((l) => l.includes('"msg":"ready"'))!) as {
+      opsPort: number;
+      configVersion: number;
+    };
     expect(ready.configVersion).toBe(1);
     const ops = `http://127.0.0.1:${ready.opsPort}`;
     expect(await (await fetch(`${ops}/healthz`)).json()).toEqual({ ok: true });
-    expect(await (await fetch(`${ops}/readyz`)).json()).toEqual({ ok: true, checks: { redis: true, nats: true } });
+    expect(await (await fetch(`${ops}/readyz`)).json()).toEqual({
+      ok: true,
+      checks: { redis: true, nats: true },
+    });
 
     const client = new AuthorityClient({ nc, names: iso.names });
-    await client.admit({ reservationId: newId(), tenant: 'support-bot', keyId: null, useCase: 'UC-101', model: 'gpt-4o-mini', promptTokens: 1, maxTokens: 1 });
+    await client.admit({
+      reservationId: newId(),
+      tenant: 'support-bot',
+      keyId: null,
+      useCase: 'UC-101',
+      model: 'gpt-4o-mini',
+      promptTokens: 1,
+      maxTokens: 1,
+    });
     const metrics = await (await fetch(`${ops}/metrics`)).text();
-    expect(metrics).toContain('holdfast_authority_admissions_total{outcome="admitted",code="",service="budget-authority"} 1');
+    expect(metrics).toContain(
+      'holdfast_authority_admissions_total{outcome="admitted",code="",service="budget-authority"} 1',
+    );
     expect(metrics).toContain('holdfast_authority_holds_outstanding{service="budget-authority"} 1');
     expect(metrics).toContain('holdfast_authority_request_duration_seconds_bucket');
 
     // Edit the file: a new team appears without a restart.
-    const next = { ...BASE_CONFIG, tenants: [...BASE_CONFIG.tenants, { id: 'new-team', useCases: [{ id: 'uc', maxTokens: 10, models: ['gpt-4o-mini'] }] }] };
+    const next = {
+      ...BASE_CONFIG,
+      tenants: [
+        ...BASE_CONFIG.tenants,
+        { id: 'new-team', useCases: [{ id: 'uc', maxTokens: 10, models: ['gpt-4o-mini'] }] },
+      ],
+    };
     await writeFile(file, JSON.stringify(next));
-    await waitFor(async () => {
-      const r = await client.configGet();
-      return r.ok && r.value.version === 2;
-    }, { timeoutMs: 10_000, what: 'config version 2' });
-    const admitted = await client.admit({ reservationId: newId(), tenant: 'new-team', keyId: null, useCase: 'uc', model: 'gpt-4o-mini', promptTokens: 1, maxTokens: 1 });
+    await waitFor(
+      async () => {
+        const r = await client.configGet();
+        return r.ok && r.value.version === 2;
+      },
+      { timeoutMs: 10_000, what: 'config version 2' },
+    );
+    const admitted = await client.admit({
+      reservationId: newId(),
+      tenant: 'new-team',
+      keyId: null,
+      useCase: 'uc',
+      model: 'gpt-4o-mini',
+      promptTokens: 1,
+      maxTokens: 1,
+    });
     expect(admitted).toMatchObject({ ok: true, value: { admitted: true } });
 
     // A broken file is refused and logged; the running config stays.
     await writeFile(file, 'tenants: [{ id: "Not Valid" }]');
-    await waitFor(() => proc.lines.some((l) => l.includes('config file rejected')), { timeoutMs: 10_000, what: 'the rejection log line' });
-    expect((await client.configGet()).ok && (await client.configGet())).toMatchObject({ ok: true, value: { version: 2 } });
+    await waitFor(() => proc.lines.some((l) => l.includes('config file rejected')), {
+      timeoutMs: 10_000,
+      what: 'the rejection log line',
+    });
+    expect((await client.configGet()).ok && (await client.configGet())).toMatchObject({
+      ok: true,
+      value: { version: 2 },
+    });
   } finally {
     await proc.stop();
   }

@@ -65,3 +65,44 @@ test('an event relayed twice (crash between publish and delete) is stored once',
   expect(after.filter((e) => e.id === created.id)).toHaveLength(1);
   expect(await redis.xlen(outbox)).toBe(0);
 });
+
+test('an outbox entry that does not validate is parked in the dead-letter stream and the relay moves on', async ({
+  nc,
+  redis,
+  iso,
+  start,
+}) => {
+  const h = await start(BASE_CONFIG);
+  const outbox = `${iso.keyPrefix}:{support-bot}:outbox`;
+  await redis.xadd(
+    outbox,
+    '*',
+    'type',
+    'reservation.created',
+    'id',
+    'not-a-uuid',
+    'tenant',
+    'support-bot',
+  );
+  const reservationId = newId();
+  admissionOf(
+    await h.client.admit({
+      reservationId,
+      tenant: 'support-bot',
+      keyId: null,
+      useCase: 'UC-101',
+      model: 'gpt-4o-mini',
+      promptTokens: 5,
+      maxTokens: 5,
+    }),
+  );
+  await waitFor(async () =>
+    (await readEvents(nc, iso.names)).some(
+      (e) => e.type === 'reservation.created' && e.reservationId === reservationId,
+    ),
+  );
+  const dead = await redis.xrange(`${outbox}:dead`, '-', '+');
+  expect(dead).toHaveLength(1);
+  expect(dead[0]![1]).toEqual(expect.arrayContaining(['id', 'not-a-uuid']));
+  expect(await redis.xlen(outbox)).toBe(0);
+});

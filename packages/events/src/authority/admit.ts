@@ -20,8 +20,13 @@ export const AdmitRequest = z.strictObject({
   leaseMs: z.int().min(1_000).max(LIMITS.maxLeaseMs).optional(),
   /** Shrink to fit: admit with a lower max_tokens, down to this many output tokens. */
   minOutputTokens: z.int().min(1).max(LIMITS.maxOutputTokens).optional(),
+  /**
+   * adaptive mode: true when the caller will grow the hold (`extend`) as output arrives, so the
+   * hold may start at the estimate with no debt. false: the overrun must fit the debt bound.
+   */
+  extensible: z.boolean().default(false),
 });
-export type AdmitRequest = z.infer<typeof AdmitRequest>;
+export type AdmitRequest = z.input<typeof AdmitRequest>;
 
 export const Admitted = z.object({
   admitted: z.literal(true),
@@ -35,6 +40,8 @@ export const Admitted = z.object({
   expiresAt: IsoTime,
   /** true when this reservation already existed (a retried admit). */
   duplicate: z.boolean(),
+  /** Output tokens the hold covers: maxTokens, or less in adaptive mode (grow it with extend). */
+  coveredOutputTokens: z.int().min(0),
   windows: z.array(WindowState),
 });
 
@@ -56,3 +63,21 @@ export const AdmitReply = z.discriminatedUnion('admitted', [Admitted, Refused]);
 export type AdmitReply = z.infer<typeof AdmitReply>;
 export type Admitted = z.infer<typeof Admitted>;
 export type Refused = z.infer<typeof Refused>;
+
+export const ExtendRequest = z.strictObject({
+  reservationId: Uuid,
+  tenant: TenantId,
+  /** The total output tokens the hold should cover (capped at the call's max_tokens). */
+  outputTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
+});
+export type ExtendRequest = z.infer<typeof ExtendRequest>;
+
+export const ExtendReply = z.object({
+  /** refused: a window has no room: end the call (finish_reason length). */
+  status: z.enum(['extended', 'unchanged', 'refused', 'closed', 'unknown']),
+  heldTokens: z.int().min(0),
+  heldMicroUsd: z.int().min(0),
+  coveredOutputTokens: z.int().min(0),
+  windows: z.array(WindowState),
+});
+export type ExtendReply = z.infer<typeof ExtendReply>;

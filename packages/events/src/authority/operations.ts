@@ -1,6 +1,7 @@
 /** The authority's request-reply operations; subject `<authorityPrefix>.<operation>`. */
 export const AUTHORITY_OPERATIONS = [
   'admit',
+  'extend',
   'settle',
   'release',
   'usage',

@@ -19,6 +19,20 @@ export const ReservationCreated = z.object({
   ...windowsField,
 });
 
+/** A live hold grew to cover more output (adaptive mode, "holds that grow"). */
+export const ReservationExtended = z.object({
+  ...envelopeFields,
+  type: z.literal('reservation.extended'),
+  ...callFields,
+  /** The hold after growing. */
+  ...holdFields,
+  addedTokens: count,
+  addedMicroUsd: count,
+  /** Output tokens the hold now covers. */
+  coveredOutputTokens: count,
+  ...windowsField,
+});
+
 export const SETTLE_OUTCOMES = [
   'completed',
   'client_disconnected',
@@ -100,5 +114,6 @@ export const ReservationExpired = z.object({
 
 export type ReservationCreated = z.infer<typeof ReservationCreated>;
 export type ReservationSettled = z.infer<typeof ReservationSettled>;
+export type ReservationExtended = z.infer<typeof ReservationExtended>;
 export type ReservationReleased = z.infer<typeof ReservationReleased>;
 export type ReservationExpired = z.infer<typeof ReservationExpired>;

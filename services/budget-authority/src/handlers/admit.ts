@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { AdmitReply, AdmitRequest, RefusalCode, WindowState } from '@holdfast/events';
+import type { z } from 'zod';
 import type { CompiledTenant } from '@holdfast/config';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
@@ -69,7 +70,10 @@ async function recordRefusal(
  * Admission: checks the register (tenant, use case, model), then runs admit.lua, which checks
  * every window of the tenant and its ancestors and records the hold in one atomic step.
  */
-export async function admit(ctx: HandlerContext, req: AdmitRequest): Promise<Reply> {
+export async function admit(
+  ctx: HandlerContext,
+  req: z.output<typeof AdmitRequest>,
+): Promise<Reply> {
   const cfg = ctx.config.current;
   const tenant = cfg.tenants.get(req.tenant);
   if (!tenant) {
@@ -133,6 +137,12 @@ export async function admit(ctx: HandlerContext, req: AdmitRequest): Promise<Rep
     price: [model.pricePico.input, model.pricePico.output, model.pricePico.cachedInput],
     eventId: randomUUID(),
     shadowEventId: randomUUID(),
+    extensible: req.extensible,
+    // adaptive: where recent output sizes of this use case and model are kept.
+    samplesKey: plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model)),
+    percentile: tenant.adaptive.percentile,
+    minSamples: tenant.adaptive.minSamples,
+    sampleWindow: tenant.adaptive.samples,
   };
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
@@ -151,6 +161,7 @@ export async function admit(ctx: HandlerContext, req: AdmitRequest): Promise<Rep
       shrunk: r[4] === '1',
       expiresAt: new Date(Number(r[5])).toISOString(),
       duplicate: r[6] === '1',
+      coveredOutputTokens: Number(r[8]),
       windows: parseWindows(r[7] ?? ''),
     });
   }

@@ -7,7 +7,8 @@
 --          (their indexes are in the spec)
 -- ARGV[1]  spec (JSON): now, bounds, levels, budgets, price, the call (see plan.ts)
 --
--- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows}
+-- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
+--          coveredOutputTokens}
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight}
 
@@ -16,10 +17,10 @@ local now = spec.now
 local resKey = KEYS[2]
 
 -- A retried admit with the same id answers what the first one decided.
-local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt')
+local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
 if prior[1] then
   if prior[1] == 'held' then
-    return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec)}
+    return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec), prior[6]}
   end
   return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
 end
@@ -89,29 +90,54 @@ for i, lv in ipairs(spec.levels) do
   end
 end
 
--- Slide every window once; keep sums and holds for the checks.
-local sums, helds = {}, {}
+-- Slide every window once; keep sums, holds and potential overruns for the checks.
+local sums, helds, pots = {}, {}, {}
 for i, b in ipairs(spec.budgets) do
   local bd = bounds(spec, b)
-  sums[i], helds[i] = slide(KEYS[b.key], bd[2], bd[3])
+  sums[i], helds[i], pots[i] = slide(KEYS[b.key], bd[2], bd[3])
 end
 
-local function amounts(maxTokens)
-  return spec.prompt + maxTokens, cost(spec.prompt, 0, maxTokens, spec.price)
+local function amounts(outputTokens)
+  return spec.prompt + outputTokens, cost(spec.prompt, 0, outputTokens, spec.price)
 end
 local promptT, promptU = spec.prompt, cost(spec.prompt, 0, 0, spec.price)
+
+-- adaptive: the hold covers a recent percentile of real output, not max_tokens.
+local covered = spec.max
+if spec.mode == 'adaptive' then
+  local recent = redis.call('LRANGE', KEYS[spec.samplesKey], 0, spec.sampleWindow - 1)
+  if #recent >= spec.minSamples then
+    local xs = {}
+    for i, v in ipairs(recent) do
+      xs[i] = tonumber(v)
+    end
+    table.sort(xs)
+    covered = math.min(spec.max, math.max(1, xs[math.max(1, math.ceil(#xs * spec.percentile))]))
+  end
+end
 
 -- Checks every budget for a max_tokens; returns the first enforced budget that does not fit
 -- (and its deficit), and the first shadow budget that does not fit.
 local function check(maxTokens)
-  local needT, needU = amounts(maxTokens)
+  local needT, needU = amounts(math.min(covered, maxTokens))
+  local worstT, worstU = amounts(maxTokens)
   local refusedAt, deficit, shadowAt = nil, 0, nil
   for i, b in ipairs(spec.budgets) do
     local need = (b.unit == 'usd') and needU or needT
+    local worst = (b.unit == 'usd') and worstU or worstT
     local promptNeed = (b.unit == 'usd') and promptU or promptT
     local s, h, d = sums[i], helds[i], 0
-    if spec.mode == 'reserve' or spec.mode == 'adaptive' then
+    if spec.mode == 'reserve' then
       d = s + h + need - b.limit
+    elseif spec.mode == 'adaptive' then
+      d = s + h + need - b.limit
+      if not spec.extensible then
+        -- Its hold cannot grow: every overrun still possible must fit in the debt bound.
+        local d2 = s + h + pots[i] + worst - b.limit - b.debt
+        if d2 > d then
+          d = d2
+        end
+      end
     elseif spec.mode == 'estimate' then
       d = s + promptNeed - b.limit
     elseif spec.mode == 'post' then
@@ -132,7 +158,7 @@ local maxTokens, shrunk = spec.max, false
 local refusedAt, deficit, shadowAt = check(maxTokens)
 
 -- Shrink to fit: lower max_tokens to what every enforced budget can still pay for.
-if refusedAt and spec.minOut > 0 and (spec.mode == 'reserve' or spec.mode == 'adaptive') then
+if refusedAt and spec.minOut > 0 and spec.mode == 'reserve' then
   local afford = maxTokens
   for i, b in ipairs(spec.budgets) do
     if b.enforce then
@@ -162,12 +188,14 @@ if refusedAt and spec.minOut > 0 and (spec.mode == 'reserve' or spec.mode == 'ad
   end
 end
 
-local needT, needU = amounts(maxTokens)
+covered = math.min(covered, maxTokens)
+local needT, needU = amounts(covered)
+local worstT, worstU = amounts(maxTokens)
 
 if refusedAt then
   local b = spec.budgets[refusedAt]
   local need = (b.unit == 'usd') and needU or needT
-  local retry = retryAfter(b, sums[refusedAt], helds[refusedAt], need, deficit)
+  local retry = retryAfter(b, sums[refusedAt], helds[refusedAt] + pots[refusedAt], need, deficit)
   return refuse('budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), inflight, false)
 end
 
@@ -176,12 +204,20 @@ if shadowAt then
   refuse('budget_exceeded', shadowAt, -1, needT, needU, windowStates(spec), inflight, true)
 end
 
--- Admit. reserve holds the worst case; estimate bills the prompt now; post/meter hold nothing.
-local heldT, heldU, chargedT, chargedU = 0, 0, 0, 0
+-- Admit. reserve holds the worst case; adaptive holds the estimate (and, when its hold cannot
+-- grow, records what it could still overrun); estimate bills the prompt now; post/meter hold
+-- nothing.
+local heldT, heldU, chargedT, chargedU, potT, potU = 0, 0, 0, 0, 0, 0
 if spec.mode == 'reserve' or spec.mode == 'adaptive' then
   heldT, heldU = needT, needU
+  if spec.mode == 'adaptive' and not spec.extensible then
+    potT, potU = worstT - needT, worstU - needU
+  end
 elseif spec.mode == 'estimate' then
   chargedT, chargedU = promptT, promptU
+end
+if spec.mode ~= 'reserve' and spec.mode ~= 'adaptive' then
+  covered = maxTokens
 end
 
 local states = {}
@@ -190,6 +226,7 @@ for i, b in ipairs(spec.budgets) do
   local amountHeld = (b.unit == 'usd') and heldU or heldT
   local amountCharged = (b.unit == 'usd') and chargedU or chargedT
   hold(KEYS[b.key], amountHeld)
+  hold(KEYS[b.key], (b.unit == 'usd') and potU or potT, 'p')
   bill(KEYS[b.key], bd[1], amountCharged)
   states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
 end
@@ -216,7 +253,9 @@ redis.call('HSET', resKey,
   'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT), 'chargedU', I(chargedU),
   'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]), 'priceCached', I(spec.price[3]),
   'createdAt', I(now), 'expiresAt', I(expiresAt), 'leaseMs', I(spec.leaseMs),
-  'levels', table.concat(levelKeys, ';'), 'holds', table.concat(holdKeys, ';'))
+  'levels', table.concat(levelKeys, ';'), 'holds', table.concat(holdKeys, ';'),
+  'cov', I(covered), 'potT', I(potT), 'potU', I(potU),
+  'samples', (spec.mode == 'adaptive') and KEYS[spec.samplesKey] or '', 'sampleN', I(spec.sampleWindow))
 redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
 
 emit({
@@ -229,4 +268,4 @@ emit({
   'expiresAt', I(expiresAt), 'windows', windows,
 })
 
-return {'ok', I(heldT), I(heldU), I(maxTokens), shrunk and '1' or '0', I(expiresAt), '0', windows}
+return {'ok', I(heldT), I(heldU), I(maxTokens), shrunk and '1' or '0', I(expiresAt), '0', windows, I(covered)}

@@ -19,7 +19,7 @@ local resKey = KEYS[2]
 local f = redis.call('HMGET', resKey,
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'chargedT',
   'chargedU', 'priceIn', 'priceOut', 'priceCached', 'createdAt', 'expiresAt', 'leaseMs',
-  'levels', 'holds', 'billedT', 'billedU')
+  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'samples', 'sampleN')
 local state, tenant = f[1], f[2]
 
 if not state then
@@ -51,9 +51,11 @@ local prechargedT, prechargedU = tonumber(f[9]), tonumber(f[10])
 
 if state == 'held' then
   -- Give the hold back on every window it was recorded against, and leave the in-flight sets.
+  local potT, potU = tonumber(f[21]) or 0, tonumber(f[22]) or 0
   for entry in string.gmatch(f[18] or '', '[^;]+') do
     local key, unit = string.match(entry, '^(.*)|(%a+)$')
     hold(key, (unit == 'usd') and -heldU or -heldT)
+    hold(key, (unit == 'usd') and -potU or -potT, 'p')
   end
   for entry in string.gmatch(f[17] or '', '[^;]+') do
     local holdsKey = string.match(entry, '^(.*)|')
@@ -81,6 +83,11 @@ if spec.op == 'settle' then
     local stateKey = string.match(entry, '|(.*)$')
     redis.call('HINCRBY', stateKey, 'billedT', I(chargeT))
     redis.call('HINCRBY', stateKey, 'billedU', I(chargeU))
+  end
+  if f[23] and f[23] ~= '' then
+    -- adaptive: remember the real output size for the next estimates.
+    redis.call('LPUSH', f[23], I(u.completion))
+    redis.call('LTRIM', f[23], 0, tonumber(f[24]) - 1)
   end
   closed, eventType = 'settled', 'reservation.settled'
 elseif spec.op == 'expire' then

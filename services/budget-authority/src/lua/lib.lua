@@ -8,26 +8,28 @@ local function I(n)
   return string.format('%d', n)
 end
 
--- Window hash layout: s = billed sum inside the window, h = held, lo = oldest live bucket,
--- b<index> = billed amount of one bucket.
+-- Window hash layout: s = billed sum inside the window, h = held, p = overrun that adaptive
+-- calls whose hold cannot grow could still make, lo = oldest live bucket, b<index> = billed
+-- amount of one bucket.
 --
 -- Slides a window to `start` (oldest bucket still inside it): drops older buckets and
--- subtracts them from the sum. Returns the sum and the held amount after sliding.
+-- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
 local function slide(key, start, nb)
-  local v = redis.call('HMGET', key, 's', 'h', 'lo')
+  local v = redis.call('HMGET', key, 's', 'h', 'lo', 'p')
   local s = tonumber(v[1]) or 0
   local h = tonumber(v[2]) or 0
   local lo = tonumber(v[3])
+  local p = tonumber(v[4]) or 0
   if lo == nil then
     redis.call('HSET', key, 'lo', I(start))
-    return s, h
+    return s, h, p
   end
   if lo < start then
     if start - lo >= nb then
       -- Idle longer than the window: every bucket has left it.
       redis.call('DEL', key)
       s = 0
-      redis.call('HSET', key, 'h', I(h), 's', '0')
+      redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p))
     else
       for b = lo, start - 1 do
         local f = 'b' .. I(b)
@@ -41,7 +43,7 @@ local function slide(key, start, nb)
     end
     redis.call('HSET', key, 'lo', I(start))
   end
-  return s, h
+  return s, h, p
 end
 
 -- Bills `amount` (may be negative) into the current bucket of a window.
@@ -52,12 +54,13 @@ local function bill(key, cur, amount)
   end
 end
 
--- Changes the held amount of a window, never below zero.
-local function hold(key, amount)
+-- Changes a window's held amount (field 'h') or potential overrun ('p'), never below zero.
+local function hold(key, amount, field)
+  field = field or 'h'
   if amount ~= 0 then
-    local h = redis.call('HINCRBY', key, 'h', I(amount))
+    local h = redis.call('HINCRBY', key, field, I(amount))
     if h < 0 then
-      redis.call('HSET', key, 'h', '0')
+      redis.call('HSET', key, field, '0')
     end
   end
 end

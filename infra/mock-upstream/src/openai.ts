@@ -1,0 +1,76 @@
+import type { FastifyReply } from 'fastify';
+
+/** OpenAI's error body. */
+export function errorBody(
+  message: string,
+  type: string,
+  code: string | null = null,
+  param: string | null = null,
+): { error: { message: string; type: string; param: string | null; code: string | null } } {
+  return { error: { message, type, param, code } };
+}
+
+export function sendInvalid(reply: FastifyReply, message: string, param: string | null = null) {
+  return reply.code(400).send(errorBody(message, 'invalid_request_error', null, param));
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details: { cached_tokens: number; audio_tokens: number };
+  completion_tokens_details: {
+    reasoning_tokens: number;
+    audio_tokens: number;
+    accepted_prediction_tokens: number;
+    rejected_prediction_tokens: number;
+  };
+}
+
+export function usage(promptTokens: number, completionTokens: number): Usage {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
+}
+
+export const SYSTEM_FINGERPRINT = 'fp_holdfast_mock';
+
+export type FinishReason = 'stop' | 'length';
+
+/** Builds the `chat.completion.chunk` objects of one streamed reply. */
+export function chunkFactory(id: string, model: string, includeUsage: boolean) {
+  const created = Math.floor(Date.now() / 1000);
+  const base = {
+    id,
+    object: 'chat.completion.chunk',
+    created,
+    model,
+    system_fingerprint: SYSTEM_FINGERPRINT,
+  };
+  // With include_usage every chunk carries `usage: null` and a last chunk carries the usage.
+  const tail = includeUsage ? { usage: null } : {};
+  const choice = (index: number, delta: object, finish: FinishReason | null) => ({
+    ...base,
+    choices: [{ index, delta, logprobs: null, finish_reason: finish }],
+    ...tail,
+  });
+  return {
+    role: (index: number) => choice(index, { role: 'assistant', content: '', refusal: null }, null),
+    content: (index: number, content: string) => choice(index, { content }, null),
+    finish: (index: number, reason: FinishReason) => choice(index, {}, reason),
+    usage: (u: Usage) => ({ ...base, choices: [], usage: u }),
+  };
+}
+
+export function sse(data: unknown): string {
+  return `data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
+}

@@ -1,0 +1,69 @@
+import { countEmbeddingInput, encodingForModel, loadTokenizer } from '@holdfast/tokenizer';
+import type { FastifyInstance } from 'fastify';
+import { ModelCall } from '../call.js';
+import { hash32, prng } from '../generate.js';
+import { sendInvalid } from '../openai.js';
+import { planRequest } from '../plan.js';
+import type { MockState } from '../state.js';
+import { describeIssue, EmbeddingsBody } from './schemas.js';
+
+/** `POST /v1/embeddings`: deterministic unit vectors, usage counted in the model's encoding. */
+export function registerEmbeddings(app: FastifyInstance, state: MockState): void {
+  app.post('/v1/embeddings', async (request, reply) => {
+    const parsed = EmbeddingsBody.safeParse(request.body);
+    if (!parsed.success) {
+      const { message, param } = describeIssue(parsed.error);
+      return sendInvalid(reply, message, param);
+    }
+    const planned = planRequest(request.headers, state);
+    if (!planned.ok) return sendInvalid(reply, planned.message);
+    const { model, input, encoding_format: format, dimensions } = parsed.data;
+
+    const promptTokens = countEmbeddingInput(input, await loadTokenizer(encodingForModel(model)));
+    const call = new ModelCall(
+      state,
+      reply,
+      {
+        route: 'embeddings',
+        model,
+        stream: false,
+        includeUsage: false,
+        maxTokens: null,
+        promptTokens,
+      },
+      planned.plan.failure,
+    );
+    if (await call.failBeforeResponse()) return reply;
+    if (!(await call.wait(planned.plan.firstTokenLatencyMs))) {
+      call.finish('aborted', 0, null, false);
+      reply.hijack();
+      return reply;
+    }
+
+    const items = typeof input === 'string' || typeof input[0] === 'number' ? [input] : input;
+    const dims = dimensions ?? state.behaviour.embeddingDimensions;
+    const data = items.map((item, index) => {
+      const vector = unitVector(hash32(JSON.stringify(item), state.behaviour.seed), dims);
+      return {
+        object: 'embedding',
+        index,
+        embedding:
+          format === 'base64' ? Buffer.from(vector.buffer).toString('base64') : Array.from(vector),
+      };
+    });
+    call.finish('completed', 0, null, true);
+    return reply.header('x-request-id', call.id).send({
+      object: 'list',
+      data,
+      model,
+      usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+    });
+  });
+}
+
+function unitVector(seed: number, dims: number): Float32Array {
+  const next = prng(seed);
+  const v = Float32Array.from({ length: dims }, () => next() * 2 - 1);
+  const norm = Math.hypot(...v) || 1;
+  return v.map((x) => x / norm);
+}

@@ -1,0 +1,190 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from './load.js';
+
+const base = {
+  upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1', apiKeyEnv: 'OPENAI_API_KEY' }],
+  models: [
+    {
+      id: 'gpt-4o-mini',
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      maxOutputTokens: 16_384,
+      price: { inputPerMTok: 0.15, outputPerMTok: 0.6, cachedInputPerMTok: 0.075 },
+    },
+  ],
+  tenants: [
+    {
+      id: 'batch-summariser',
+      parent: 'acme',
+      maxInFlight: 32,
+      budgets: [
+        { window: 'month', limit: 40_000, unit: 'tokens', soft: [0.8, 0.95], grace: 0 },
+        { window: 'minute', limit: 2.5, unit: 'usd' },
+      ],
+      useCases: [{ id: 'UC-112', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
+      keys: [{ id: 'batch-1', sha256: 'a'.repeat(64) }],
+    },
+    { id: 'acme', budgets: [{ window: 'day', limit: 1_000_000 }] },
+  ],
+  webhooks: [
+    {
+      id: 'finance',
+      url: 'https://example.test/hook',
+      secretEnv: 'HOOK_SECRET',
+      events: ['threshold.crossed'],
+    },
+  ],
+};
+
+function errorsOf(doc: unknown): string[] {
+  const r = parseConfig(doc);
+  if (r.ok) throw new Error('expected errors');
+  return r.errors;
+}
+
+describe('parseConfig', () => {
+  it('accepts the SPEC example and compiles limits to integer base units', () => {
+    const r = parseConfig(base);
+    if (!r.ok) throw new Error(r.errors.join('\n'));
+    const team = r.config.tenants.get('batch-summariser')!;
+    expect(team.org).toBe('acme');
+    expect(team.chain).toEqual(['batch-summariser', 'acme']);
+    expect(team.mode).toBe('reserve');
+    expect(team.budgets.map((b) => [b.id, b.limit])).toEqual([
+      ['month-tokens', 40_000],
+      ['minute-usd', 2_500_000],
+    ]);
+    expect(r.config.models.get('gpt-4o-mini')!.pricePico).toEqual({
+      input: 150_000,
+      output: 600_000,
+      cachedInput: 75_000,
+    });
+    expect(r.config.keysByHash.get('a'.repeat(64))).toEqual({
+      tenant: 'batch-summariser',
+      keyId: 'batch-1',
+      defaultUseCase: undefined,
+    });
+  });
+
+  it('reads YAML text, and JSON as YAML', () => {
+    expect(parseConfig('tenants:\n  - id: team\n').ok).toBe(true);
+    expect(parseConfig(JSON.stringify(base)).ok).toBe(true);
+  });
+
+  it('names every bad field', () => {
+    const errors = errorsOf({
+      ...base,
+      tenants: [
+        {
+          ...base.tenants[0],
+          id: 'Batch',
+          mode: 'yolo',
+          budgets: [{ window: 'week', limit: -5 }],
+          keys: [{ id: 'k', sha256: 'xyz' }],
+        },
+      ],
+    });
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^tenants\[0\]\.id: /),
+        expect.stringMatching(/^tenants\[0\]\.mode: /),
+        expect.stringMatching(/^tenants\[0\]\.budgets\[0\]\.window: /),
+        expect.stringMatching(/^tenants\[0\]\.budgets\[0\]\.limit: /),
+        'tenants[0].keys[0].sha256: must be 64 lowercase hex digits',
+      ]),
+    );
+  });
+
+  it('checks references, duplicates and the hierarchy', () => {
+    const errors = errorsOf({
+      ...base,
+      models: [{ ...base.models[0], upstream: 'nowhere' }],
+      tenants: [
+        {
+          id: 'a',
+          parent: 'b',
+          useCases: [{ id: 'u', maxTokens: 1, models: ['ghost'] }],
+          keys: [{ id: 'k', sha256: 'b'.repeat(64), defaultUseCase: 'nope' }],
+        },
+        {
+          id: 'b',
+          parent: 'a',
+          budgets: [
+            { window: 'day', limit: 1 },
+            { window: 'day', limit: 2 },
+          ],
+        },
+        { id: 'a', keys: [{ id: 'k', sha256: 'b'.repeat(64) }] },
+        {
+          id: 'c',
+          parent: 'missing',
+          budgets: [
+            { window: 'minute', limit: 1.5 },
+            { window: 'day', limit: 1, calendar: true },
+          ],
+        },
+      ],
+    });
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        'models[0].upstream: unknown upstream "nowhere"',
+        'tenants[2].id: duplicate tenant id "a"',
+        'tenants[0].useCases[0].models[0]: unknown model "ghost"',
+        'tenants[0].keys[0].defaultUseCase: unknown use case "nope"',
+        'tenants[2].keys[0].id: duplicate key id "k"',
+        'tenants[2].keys[0].sha256: duplicate key hash "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"',
+        'tenants[1].budgets[1]: duplicate budget window+unit "day-tokens"',
+        'tenants[3].parent: unknown tenant "missing"',
+        'tenants[3].budgets[0].limit: a tokens limit must be an integer',
+        'tenants[3].budgets[1].calendar: calendar applies to month windows only',
+      ]),
+    );
+    expect(errors.some((e) => e.includes('cycle'))).toBe(true);
+  });
+
+  it('rejects unknown fields, bad YAML and hostile values without throwing', () => {
+    expect(errorsOf({ ...base, surprise: 1 })[0]).toMatch(/^\(root\): /);
+    expect(errorsOf('tenants: [ {id: ')[0]).toMatch(/^\(document\): not valid YAML/);
+    expect(
+      errorsOf({ tenants: [{ id: 'x', budgets: [{ window: 'day', limit: 1e300 }] }] })[0],
+    ).toMatch(/^tenants\[0\]\.budgets\[0\]\.limit/);
+    expect(errorsOf({ upstreams: [{ id: 'u', baseUrl: 'file:///etc/passwd' }] })[0]).toMatch(
+      /^upstreams\[0\]\.baseUrl/,
+    );
+    expect(
+      errorsOf({
+        models: [{ id: 'gpt*', upstream: 'u', price: { inputPerMTok: 1, outputPerMTok: 1 } }],
+      })[0],
+    ).toMatch(/^models\[0\]\.id/);
+    // A YAML alias bomb is refused rather than expanded.
+    const bomb =
+      'a: &a ["x","x","x","x","x","x","x","x","x"]\n' +
+      Array.from(
+        { length: 9 },
+        (_, i) =>
+          `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(9)
+            .fill(`*${String.fromCharCode(97 + i)}`)
+            .join(',')}]`,
+      ).join('\n');
+    expect(parseConfig(bomb).ok).toBe(false);
+  });
+});
+
+describe('the example config of the stack', () => {
+  it('validates', async () => {
+    const { loadConfigFile } = await import('./load.js');
+    const cfg = await loadConfigFile(
+      new URL('../../../infra/config/holdfast.example.yaml', import.meta.url).pathname,
+    );
+    expect([...cfg.tenants.keys()]).toEqual([
+      'acme',
+      'batch-summariser',
+      'support-bot',
+      'finance-ops',
+    ]);
+    expect(cfg.tenants.get('batch-summariser')?.budgets[0]).toMatchObject({
+      id: 'month-tokens',
+      limit: 40_000,
+    });
+  });
+});

@@ -1,0 +1,6 @@
+/** The parts of the testkit that do not need vitest (benchmarks and scripts import these). */
+export * from './ports.js';
+export * from './wait-for.js';
+export * from './local-servers.js';
+export * from './resolve-infra.js';
+export * from './child.js';

@@ -1,0 +1,166 @@
+import type { CompiledConfig } from '@holdfast/config';
+import {
+  ensureEventsStream,
+  AuthorityClient,
+  type Logger,
+  type ReadinessCheck,
+} from '@holdfast/runtime';
+import type { HoldfastEvent, NatsNames } from '@holdfast/events';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Registry } from 'prom-client';
+import { BurnMonitor } from './burn-monitor.js';
+import { alerterNames, DEFAULT_SETTINGS, type AlerterSettings } from './config.js';
+import { EventConsumer } from './consumer.js';
+import { ConfigSource, missingSecrets } from './holdfast-config.js';
+import { createMetrics } from './metrics.js';
+import { EventPublisher } from './publisher.js';
+import { StateStore } from './state-store.js';
+import { SuspensionController } from './suspension.js';
+import { DeliveryWorker } from './webhook/deliver.js';
+import { DeliveryLog } from './webhook/log.js';
+import { ensureWebhookStreams, WebhookQueue } from './webhook/queue.js';
+import { WindowTracker, type Snapshot } from './window-tracker.js';
+
+export interface AlerterOptions {
+  nc: NatsConnection;
+  names: NatsNames;
+  /** The Holdfast config at start. */
+  config: CompiledConfig;
+  /** true: re-read the config from the authority after each `config.changed` event. */
+  configFromAuthority?: boolean;
+  logger: Logger;
+  /** Where metrics go; a private registry when absent. */
+  registry?: Registry;
+  settings?: Partial<AlerterSettings>;
+  /** Where webhook secrets are read (`secretEnv`); process.env by default. */
+  secrets?: NodeJS.ProcessEnv;
+}
+
+export interface Alerter {
+  checks: ReadinessCheck[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Events whose `windows` are the authority's state after a change: every event that carries
+ * windows except the alerter's own (which copy the windows of the event that caused them).
+ */
+const ALERTER_EVENTS = new Set<HoldfastEvent['type']>([
+  'threshold.crossed',
+  'budget.exhaustion_projected',
+]);
+
+/**
+ * Starts one alerter replica: webhook delivery first (so jobs queued by the consumer go out),
+ * then the burn monitor and the usage poller, then the events consumer. `stop()` runs in
+ * reverse: no new events, then the pollers flush, then deliveries in flight finish.
+ */
+export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
+  const { nc, names, logger } = opts;
+  const settings: AlerterSettings = { ...DEFAULT_SETTINGS, ...opts.settings };
+  const secrets = opts.secrets ?? process.env;
+  const missing = missingSecrets(opts.config, secrets);
+  if (missing.length > 0) {
+    throw new Error(
+      `webhook secrets missing from the environment: ${missing.map((m) => `${m.webhook} (${m.secretEnv})`).join(', ')}`,
+    );
+  }
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  const own = alerterNames(names);
+  await ensureEventsStream(jsm, names);
+  await ensureWebhookStreams(jsm, own);
+  const store = await StateStore.open(nc, own.stateBucket);
+  await store.mirror('win.');
+  const metrics = createMetrics(opts.registry ?? new Registry());
+  const authority = new AuthorityClient({ nc, names });
+  const config = new ConfigSource({
+    config: opts.config,
+    authority: opts.configFromAuthority ? authority : undefined,
+    logger,
+  });
+  const publisher = new EventPublisher({ js, names });
+  const suspension = new SuspensionController({
+    authority,
+    store,
+    logger,
+    metrics,
+    pollMs: settings.usagePollMs,
+  });
+  const tracker = new WindowTracker({
+    store,
+    sink: { publish: (e) => publisher.publish(e), suspend: (r) => suspension.suspend(r) },
+    config,
+    logger,
+    metrics,
+  });
+  const burn = new BurnMonitor({
+    store,
+    tracker,
+    config,
+    logger,
+    metrics,
+    lookbackMs: settings.burnLookbackMs,
+    flushMs: settings.burnFlushMs,
+  });
+  const queue = new WebhookQueue({ js, names: own, config });
+  const deliverer = new DeliveryWorker({
+    js,
+    jsm,
+    names: own,
+    config,
+    settings,
+    logger,
+    metrics,
+    log: new DeliveryLog({ js, names: own }),
+    secrets,
+  });
+
+  const handle = async (event: HoldfastEvent, seq: number): Promise<void> => {
+    await queue.enqueue(event);
+    if (event.type === 'config.changed') await config.reload();
+    if (event.type === 'tenant.suspended' || event.type === 'tenant.resumed') {
+      await suspension.record(event);
+    }
+    if (ALERTER_EVENTS.has(event.type) || !('windows' in event)) return;
+    const snapshots: Snapshot[] = event.windows.map((window) => ({
+      window,
+      position: { time: event.time, seq },
+      cause: { eventId: event.id, time: event.time, org: event.org, windows: event.windows },
+    }));
+    await Promise.all(snapshots.map((s) => tracker.observe(s)));
+    burn.add(event, snapshots);
+  };
+  const consumer = new EventConsumer({
+    nc,
+    js,
+    jsm,
+    names,
+    settings,
+    logger,
+    metrics,
+    handler: handle,
+  });
+
+  await deliverer.start();
+  burn.start();
+  suspension.start();
+  await consumer.start();
+  logger.info({ ...own, consumer: settings.consumer }, 'alerter started');
+
+  return {
+    checks: [
+      { name: 'nats', check: () => !nc.isClosed() },
+      { name: 'events-consumer', check: () => consumer.consuming },
+      { name: 'webhook-deliverer', check: () => deliverer.consuming },
+    ],
+    async stop() {
+      await consumer.stop();
+      await suspension.stop();
+      await burn.stop();
+      await deliverer.stop();
+      store.stop();
+    },
+  };
+}

@@ -1,0 +1,34 @@
+import { EnvError } from '@holdfast/config';
+import { namesWithPrefix } from '@holdfast/events';
+import { describe, expect, test } from 'vitest';
+import { alerterNames, loadEnv, settingsFromEnv } from './config.js';
+
+describe('alerter environment', () => {
+  test('defaults: ops port 9103, retries for 6 hours', () => {
+    const env = loadEnv({});
+    expect(env.ALERTER_OPS_PORT).toBe(9103);
+    expect(settingsFromEnv(env).retry).toEqual({
+      initialMs: 2_000,
+      maxMs: 600_000,
+      retryForMs: 21_600_000,
+    });
+  });
+
+  test('errors name the variable', () => {
+    expect(() => loadEnv({ ALERTER_OPS_PORT: 'x' })).toThrow(EnvError);
+    expect(() =>
+      loadEnv({ ALERTER_WEBHOOK_RETRY_INITIAL_MS: '5000', ALERTER_WEBHOOK_RETRY_MAX_MS: '1000' }),
+    ).toThrow(/ALERTER_WEBHOOK_RETRY_INITIAL_MS/);
+  });
+
+  test("the alerter's NATS names derive from the events names", () => {
+    expect(alerterNames(namesWithPrefix('t1a2b'))).toEqual({
+      stateBucket: 'T1A2B_ALERTER',
+      webhookStream: 'T1A2B_WEBHOOKS',
+      webhookSubjectPrefix: 't1a2b.webhooks.queue',
+      logStream: 'T1A2B_WEBHOOK_LOG',
+      logSubjectPrefix: 't1a2b.webhooks.log',
+      deadSubjectPrefix: 't1a2b.webhooks.dead',
+    });
+  });
+});

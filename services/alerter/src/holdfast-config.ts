@@ -1,0 +1,93 @@
+import {
+  budgetsInChain,
+  loadConfigFile,
+  parseConfig,
+  type CompiledBudget,
+  type CompiledConfig,
+} from '@holdfast/config';
+import type { WindowState } from '@holdfast/events';
+import type { AuthorityClient, Logger } from '@holdfast/runtime';
+
+/** What the alerter does with one budget window. */
+export interface WindowPolicy {
+  /** Soft thresholds, ascending fractions of the limit. */
+  soft: number[];
+  /** Suspend the window's tenant at 100% (an enforced budget with suspendAtHardLimit). */
+  hard: boolean;
+  /** Grace for calls in flight when suspending, ms. */
+  graceMs: number;
+  /** Calendar month window (resets on the 1st) rather than sliding. */
+  calendar: boolean;
+}
+
+const DEFAULT_SOFT = [0.8, 0.95];
+
+/**
+ * The Holdfast config as the alerter sees it: from a file (static), or from the authority
+ * (`config.get` at start, again after every `config.changed` event).
+ */
+export class ConfigSource {
+  #config: CompiledConfig;
+  readonly #authority: AuthorityClient | undefined;
+  readonly #logger: Logger;
+
+  constructor(opts: { config: CompiledConfig; authority?: AuthorityClient; logger: Logger }) {
+    this.#config = opts.config;
+    this.#authority = opts.authority;
+    this.#logger = opts.logger;
+  }
+
+  get current(): CompiledConfig {
+    return this.#config;
+  }
+
+  /** Re-reads the config from the authority (no-op for a file config). */
+  async reload(): Promise<void> {
+    if (!this.#authority) return;
+    const config = await fetchConfig(this.#authority);
+    missingSecrets(config).forEach((m) => this.#logger.error(m, 'webhook secret missing'));
+    this.#config = config;
+    this.#logger.info({ hash: config.hash }, 'config reloaded from the authority');
+  }
+
+  policy(w: Pick<WindowState, 'tenant' | 'budget' | 'enforce'>): WindowPolicy {
+    const cfg = this.#config;
+    const tenant = cfg.tenants.get(w.tenant);
+    const budget: CompiledBudget | undefined = tenant
+      ? budgetsInChain(cfg, tenant).find((b) => b.tenant === w.tenant && b.id === w.budget)
+      : undefined;
+    const enforce = budget?.enforce ?? w.enforce;
+    return {
+      soft: budget?.soft ?? DEFAULT_SOFT,
+      hard: enforce && cfg.raw.alerts.suspendAtHardLimit,
+      graceMs: budget?.grace ?? 0,
+      calendar: budget?.calendar ?? false,
+    };
+  }
+}
+
+export async function fetchConfig(authority: AuthorityClient): Promise<CompiledConfig> {
+  const reply = await authority.configGet();
+  if (!reply.ok) throw reply.error;
+  const parsed = parseConfig(reply.value.config);
+  if (!parsed.ok) throw new Error(`authority config is invalid:\n  ${parsed.errors.join('\n  ')}`);
+  return parsed.config;
+}
+
+/** Loads the config from HOLDFAST_CONFIG, else from the authority. */
+export async function loadHoldfastConfig(opts: {
+  path: string | undefined;
+  authority: AuthorityClient;
+}): Promise<CompiledConfig> {
+  return opts.path ? loadConfigFile(opts.path) : fetchConfig(opts.authority);
+}
+
+/** Webhooks whose signing secret is not in the environment: a startup error, never a no-op. */
+export function missingSecrets(
+  config: CompiledConfig,
+  source: NodeJS.ProcessEnv = process.env,
+): Array<{ webhook: string; secretEnv: string }> {
+  return config.raw.webhooks
+    .filter((w) => !source[w.secretEnv])
+    .map((w) => ({ webhook: w.id, secretEnv: w.secretEnv }));
+}

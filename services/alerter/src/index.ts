@@ -1,0 +1,13 @@
+export { startAlerter, type Alerter, type AlerterOptions } from './alerter.js';
+export {
+  alerterNames,
+  AlerterEnv,
+  DEFAULT_SETTINGS,
+  loadEnv,
+  type AlerterNames,
+  type AlerterSettings,
+  type RetryPolicy,
+} from './config.js';
+export { DeliveryLogRecord, DeadLetterRecord } from './webhook/log.js';
+export { signWebhook, webhookBody } from './webhook/sign.js';
+export { backoffMs, nextStep, schedule } from './webhook/retry.js';

@@ -1,0 +1,69 @@
+import { natsNamesToEnv } from '@holdfast/config';
+import {
+  AuthorityClient,
+  connectNats,
+  createLogger,
+  createRegistry,
+  errorMessage,
+  handleShutdown,
+  startOpsServer,
+} from '@holdfast/runtime';
+import { startAlerter } from './alerter.js';
+import { loadEnv, namesFromEnv, settingsFromEnv } from './config.js';
+import { loadHoldfastConfig } from './holdfast-config.js';
+
+/** How long to wait for the authority's config at start (it may start after us). */
+const CONFIG_WAIT_MS = 60_000;
+
+/** Composition root: env -> NATS -> config -> alerter -> ops server -> shutdown -> ready. */
+async function main(): Promise<void> {
+  const env = loadEnv();
+  const logger = createLogger({ name: 'alerter', level: env.LOG_LEVEL });
+  const names = namesFromEnv(env);
+  const nc = await connectNats({ url: env.NATS_URL, name: 'holdfast-alerter', logger });
+  const authority = new AuthorityClient({ nc, names });
+
+  const deadline = Date.now() + CONFIG_WAIT_MS;
+  let config;
+  for (;;) {
+    try {
+      config = await loadHoldfastConfig({ path: env.HOLDFAST_CONFIG, authority });
+      break;
+    } catch (err) {
+      // A bad file never gets better; an authority that is not up yet may.
+      if (env.HOLDFAST_CONFIG || Date.now() > deadline) throw err;
+      logger.warn({ err: errorMessage(err) }, 'waiting for the authority config');
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+  }
+
+  const registry = createRegistry('alerter');
+  const alerter = await startAlerter({
+    nc,
+    names,
+    config,
+    configFromAuthority: env.HOLDFAST_CONFIG === undefined,
+    logger,
+    registry,
+    settings: settingsFromEnv(env),
+  });
+  const ops = await startOpsServer({
+    port: env.ALERTER_OPS_PORT,
+    logger,
+    registry,
+    checks: alerter.checks,
+  });
+  // Stopped in reverse: the ops server, then the alerter, then NATS.
+  handleShutdown(logger, [
+    { name: 'nats', stop: () => nc.drain() },
+    { name: 'alerter', stop: () => alerter.stop() },
+    { name: 'ops', stop: () => ops.stop() },
+  ]);
+  logger.info({ names: natsNamesToEnv(names), opsPort: ops.port }, 'ready');
+}
+
+main().catch((err: unknown) => {
+  const logger = createLogger({ name: 'alerter' });
+  logger.fatal({ err }, 'alerter failed to start');
+  process.exit(1);
+});

@@ -1,0 +1,236 @@
+import { errorMessage, type Logger } from '@holdfast/runtime';
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import type { AlerterNames, AlerterSettings } from '../config.js';
+import type { ConfigSource } from '../holdfast-config.js';
+import type { AlerterMetrics } from '../metrics.js';
+import { PullLoop } from '../pull-loop.js';
+import type { DeliveryLog, DeliveryLogRecord } from './log.js';
+import { DeliveryJob } from './queue.js';
+import { nextStep } from './retry.js';
+import { signWebhook, webhookBody } from './sign.js';
+
+export const DELIVERER_CONSUMER = 'deliverer';
+
+interface AttemptResult {
+  ok: boolean;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export interface DeliveryWorkerOptions {
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  names: AlerterNames;
+  config: ConfigSource;
+  settings: AlerterSettings;
+  logger: Logger;
+  metrics: AlerterMetrics;
+  log: DeliveryLog;
+  secrets: NodeJS.ProcessEnv;
+}
+
+/**
+ * Delivers queued webhook jobs: POST the signed body, ack on 2xx; otherwise nak with the next
+ * backoff delay (JetStream redelivers it then, to whichever replica pulls first), and after
+ * `retryForMs` write a dead-letter record and ack. Every attempt is logged.
+ */
+export class DeliveryWorker {
+  readonly #o: DeliveryWorkerOptions;
+  readonly #logger: Logger;
+  #loop: PullLoop | undefined;
+
+  constructor(opts: DeliveryWorkerOptions) {
+    this.#o = opts;
+    this.#logger = opts.logger.child({ component: 'webhooks' });
+  }
+
+  get consuming(): boolean {
+    return this.#loop?.consuming ?? false;
+  }
+
+  async start(): Promise<void> {
+    this.#loop = new PullLoop({
+      js: this.#o.js,
+      jsm: this.#o.jsm,
+      stream: this.#o.names.webhookStream,
+      durable: {
+        durable_name: DELIVERER_CONSUMER,
+        // A work queue delivers everything it holds.
+        deliver_policy: DeliverPolicy.All,
+        // Longer than one attempt, so a slow receiver is not sent the same job twice at once.
+        ack_wait: nanos(this.#o.settings.webhookTimeoutMs + 30_000),
+        max_ack_pending: 10_000,
+      },
+      concurrency: this.#o.settings.webhookConcurrency,
+      logger: this.#logger,
+      handle: (m) => this.#handle(m),
+    });
+    await this.#loop.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.#loop?.stop();
+  }
+
+  async #handle(m: JsMsg): Promise<void> {
+    let raw: unknown;
+    try {
+      raw = m.json();
+    } catch {
+      raw = undefined;
+    }
+    const parsed = DeliveryJob.safeParse(raw);
+    if (!parsed.success) {
+      this.#logger.error({ seq: m.seq }, 'malformed delivery job; dropped');
+      this.#o.metrics.deliveries.inc({ outcome: 'dropped' });
+      m.term();
+      return;
+    }
+    const job = parsed.data;
+    const attempt = m.info.deliveryCount;
+    const base = {
+      deliveryId: job.event.id,
+      webhookId: job.webhookId,
+      eventType: job.event.type,
+      tenant: job.event.tenant,
+      attempt,
+    };
+    const hook = this.#o.config.current.raw.webhooks.find((w) => w.id === job.webhookId);
+    if (!hook) {
+      await this.#record(job, {
+        ...base,
+        outcome: 'dropped',
+        error: 'webhook removed from config',
+      });
+      m.ack();
+      return;
+    }
+    const secret = this.#o.secrets[hook.secretEnv];
+    if (!secret) {
+      await this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, emptyResult());
+      return;
+    }
+    const result = await this.#post(hook.url, secret, job);
+    if (result.ok) {
+      const latencyMs = Date.now() - Date.parse(job.event.time);
+      this.#o.metrics.deliveryLatency.observe(latencyMs / 1_000);
+      await this.#record(job, { ...base, outcome: 'delivered', ...result });
+      m.ack();
+      return;
+    }
+    const step = nextStep({
+      attempt,
+      enqueuedAtMs: Date.parse(job.enqueuedAt),
+      nowMs: Date.now(),
+      policy: this.#o.settings.retry,
+    });
+    if (step.kind === 'dead_letter') {
+      await this.#deadLetter(m, job, base, 'retries exhausted', result);
+      return;
+    }
+    await this.#record(job, {
+      ...base,
+      outcome: 'failed',
+      ...result,
+      nextAttemptAt: new Date(Date.now() + step.delayMs).toISOString(),
+    });
+    m.nak(step.delayMs);
+  }
+
+  async #post(url: string, secret: string, job: DeliveryJob): Promise<AttemptResult> {
+    const started = performance.now();
+    try {
+      const req = signWebhook({ secret, id: job.event.id, body: webhookBody(job.event) });
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: req.headers,
+        body: req.body,
+        redirect: 'manual',
+        signal: AbortSignal.timeout(this.#o.settings.webhookTimeoutMs),
+      });
+      await res.body?.cancel();
+      const ok = res.status >= 200 && res.status < 300;
+      return {
+        ok,
+        status: res.status,
+        error: ok ? null : `HTTP ${res.status}`,
+        durationMs: performance.now() - started,
+      };
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string } }).cause?.code;
+      return {
+        ok: false,
+        status: null,
+        error: cause ? `${errorMessage(err)} (${cause})` : errorMessage(err),
+        durationMs: performance.now() - started,
+      };
+    }
+  }
+
+  async #deadLetter(
+    m: JsMsg,
+    job: DeliveryJob,
+    base: Omit<Attempt, 'outcome'>,
+    reason: string,
+    result: AttemptResult,
+  ): Promise<void> {
+    try {
+      await this.#o.log.deadLetter({
+        ...logEntry({ ...base, outcome: 'dead_lettered', ...result }, job),
+        reason,
+        job,
+      });
+    } catch (err) {
+      // Keep the job until its dead-letter record is written.
+      this.#logger.error({ err: errorMessage(err) }, 'dead-letter write failed');
+      m.nak(this.#o.settings.retry.initialMs);
+      return;
+    }
+    this.#o.metrics.deliveries.inc({ outcome: 'dead_lettered' });
+    this.#logger.error({ ...base, reason, error: result.error }, 'webhook dead-lettered');
+    m.ack();
+  }
+
+  /** Counts and logs one attempt; a log write that fails never holds a delivery back. */
+  async #record(job: DeliveryJob, r: Attempt): Promise<void> {
+    this.#o.metrics.deliveries.inc({ outcome: r.outcome });
+    const entry = logEntry(r, job);
+    const level = r.outcome === 'delivered' ? 'info' : 'warn';
+    this.#logger[level]({ ...entry }, `webhook ${r.outcome}`);
+    try {
+      await this.#o.log.attempt(entry);
+    } catch (err) {
+      this.#logger.warn({ err: errorMessage(err) }, 'delivery log write failed');
+    }
+  }
+}
+
+type Attempt = Partial<DeliveryLogRecord> &
+  Pick<
+    DeliveryLogRecord,
+    'deliveryId' | 'webhookId' | 'eventType' | 'tenant' | 'attempt' | 'outcome'
+  >;
+
+function logEntry(r: Attempt, job: DeliveryJob): DeliveryLogRecord {
+  const now = Date.now();
+  return {
+    time: new Date(now).toISOString(),
+    status: null,
+    error: null,
+    durationMs: 0,
+    nextAttemptAt: null,
+    ...r,
+    latencyMs: now - Date.parse(job.event.time),
+  };
+}
+
+function emptyResult(): AttemptResult {
+  return { ok: false, status: null, error: null, durationMs: 0 };
+}

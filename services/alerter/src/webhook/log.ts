@@ -1,0 +1,59 @@
+import { IsoTime, PlainId } from '@holdfast/events';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import { z } from 'zod';
+import type { AlerterNames } from '../config.js';
+import { DELIVERY_OUTCOMES } from '../metrics.js';
+
+/**
+ * The delivery log: one record per attempt on `<prefix>.webhooks.log.<webhook>`, and one
+ * dead-letter record (with the whole job, so an operator can re-queue it) on
+ * `<prefix>.webhooks.dead.<webhook>`, both kept in the `<TOKEN>_WEBHOOK_LOG` stream (30 days).
+ * A NATS stream rather than a ClickHouse table: the alerter already depends on NATS only,
+ * the aggregator owns the ClickHouse schema, and `nats sub 'holdfast.webhooks.>'` shows it live.
+ */
+export const DeliveryLogRecord = z.object({
+  time: IsoTime,
+  /** The webhook-id header: the event id. */
+  deliveryId: z.string(),
+  webhookId: PlainId,
+  eventType: z.string(),
+  tenant: z.string(),
+  attempt: z.int().min(1),
+  outcome: z.enum(DELIVERY_OUTCOMES),
+  /** HTTP status of the receiver's answer; null when none came. */
+  status: z.int().nullable(),
+  error: z.string().nullable(),
+  durationMs: z.number().min(0),
+  /** From the event's time to this attempt's end. */
+  latencyMs: z.number(),
+  nextAttemptAt: IsoTime.nullable(),
+});
+export type DeliveryLogRecord = z.infer<typeof DeliveryLogRecord>;
+
+export const DeadLetterRecord = DeliveryLogRecord.extend({
+  reason: z.string(),
+  job: z.unknown(),
+});
+export type DeadLetterRecord = z.infer<typeof DeadLetterRecord>;
+
+export class DeliveryLog {
+  readonly #js: JetStreamClient;
+  readonly #names: AlerterNames;
+
+  constructor(opts: { js: JetStreamClient; names: AlerterNames }) {
+    this.#js = opts.js;
+    this.#names = opts.names;
+  }
+
+  async attempt(record: DeliveryLogRecord): Promise<void> {
+    const r = DeliveryLogRecord.parse(record);
+    await this.#js.publish(`${this.#names.logSubjectPrefix}.${r.webhookId}`, JSON.stringify(r));
+  }
+
+  async deadLetter(record: DeadLetterRecord): Promise<void> {
+    const r = DeadLetterRecord.parse(record);
+    await this.#js.publish(`${this.#names.deadSubjectPrefix}.${r.webhookId}`, JSON.stringify(r), {
+      msgID: `dead.${r.deliveryId}.${r.webhookId}`,
+    });
+  }
+}

@@ -1,0 +1,224 @@
+import { parseConfig } from '@holdfast/config';
+import {
+  CURRENT_SCHEMA_VERSION,
+  parseEvent,
+  type HoldfastEvent,
+  type NatsNames,
+  type ReservationSettled,
+  type WindowState,
+} from '@holdfast/events';
+import { createLogger } from '@holdfast/runtime';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { randomUUID } from 'node:crypto';
+import { Registry } from 'prom-client';
+import { afterEach } from 'vitest';
+import {
+  alerterNames,
+  DEFAULT_SETTINGS,
+  startAlerter,
+  type Alerter,
+  type AlerterSettings,
+} from '../src/index.js';
+
+export const SECRET = `whsec_${Buffer.from('holdfast alerter test secret 32b').toString('base64')}`;
+
+/** Registers cleanups that run after each test of the file, last registered first. */
+export function cleanupAfterEach(): (fn: () => Promise<void>) => void {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+  return (fn) => void cleanups.push(fn);
+}
+
+/** Settings that keep tests fast: quick retries, frequent flushes and polls. */
+export const FAST: Partial<AlerterSettings> = {
+  retry: { initialMs: 200, maxMs: 2_000, retryForMs: 600_000 },
+  burnFlushMs: 100,
+  usagePollMs: 200,
+  webhookTimeoutMs: 2_000,
+};
+
+export interface Replica {
+  alerter: Alerter;
+  nc: NatsConnection;
+  registry: Registry;
+  stop(): Promise<void>;
+}
+
+/** One alerter replica in this process, with its own NATS connection. */
+export async function startReplica(opts: {
+  natsUrl: string;
+  names: NatsNames;
+  config: unknown;
+  settings?: Partial<AlerterSettings>;
+}): Promise<Replica> {
+  const parsed = parseConfig(opts.config);
+  if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+  const nc = await connect({ servers: opts.natsUrl, name: 'alerter-test' });
+  const registry = new Registry();
+  const alerter = await startAlerter({
+    nc,
+    names: opts.names,
+    config: parsed.config,
+    logger: createLogger({ name: 'alerter-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
+    registry,
+    settings: { ...DEFAULT_SETTINGS, ...FAST, ...opts.settings },
+    secrets: { HOOK_SECRET: SECRET },
+  });
+  return {
+    alerter,
+    nc,
+    registry,
+    stop: async () => {
+      await alerter.stop();
+      await nc.drain();
+    },
+  };
+}
+
+/** Removes the alerter's own streams and bucket (the fixture removes the events stream). */
+export async function removeAlerterState(nc: NatsConnection, names: NatsNames): Promise<void> {
+  const own = alerterNames(names);
+  const jsm = await jetstreamManager(nc);
+  for (const s of [own.webhookStream, own.logStream, `KV_${own.stateBucket}`]) {
+    await jsm.streams.delete(s).catch(() => undefined);
+  }
+}
+
+/**
+ * Every message of a stream, parsed as JSON, in order; with `subjectPrefix`, only those whose
+ * subject starts with it (filtered here: NATS 2.9 has no `filter_subjects` on ordered consumers).
+ */
+export async function readStream<T = unknown>(
+  nc: NatsConnection,
+  stream: string,
+  subjectPrefix = '',
+): Promise<T[]> {
+  const jsm = await jetstreamManager(nc);
+  const info = await jsm.streams.info(stream);
+  if (info.state.messages === 0) return [];
+  const consumer = await jetstream(nc).consumers.get(stream, {
+    deliver_policy: DeliverPolicy.All,
+  });
+  const out: T[] = [];
+  for (;;) {
+    const m = await consumer.next({ expires: 1_000 });
+    if (!m) return out;
+    if (m.subject.startsWith(subjectPrefix)) out.push(m.json<T>());
+    if (m.info.pending === 0) return out;
+  }
+}
+
+export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
+  const raw = await readStream(nc, names.eventsStream);
+  return raw.map((r) => {
+    const p = parseEvent(JSON.stringify(r));
+    if (!p.ok) throw new Error(p.error);
+    return p.event;
+  });
+}
+
+/** true when every event was handled and every webhook job acked (nothing left to do). */
+export async function quiescent(nc: NatsConnection, names: NatsNames): Promise<boolean> {
+  const jsm = await jetstreamManager(nc);
+  const own = alerterNames(names);
+  const c = await jsm.consumers.info(names.eventsStream, DEFAULT_SETTINGS.consumer);
+  const queue = await jsm.streams.info(own.webhookStream);
+  return c.num_pending === 0 && c.num_ack_pending === 0 && queue.state.messages === 0;
+}
+
+/** The alerter's state bucket, to look at records in tests. */
+export async function stateBucket(nc: NatsConnection, names: NatsNames) {
+  return new Kvm(nc).open(alerterNames(names).stateBucket);
+}
+
+/** A window as the authority reports it. */
+export function window(
+  tenant: string,
+  limit: number,
+  used: number,
+  extra: Partial<WindowState> = {},
+): WindowState {
+  return {
+    tenant,
+    budget: 'month-tokens',
+    window: 'month',
+    unit: 'tokens',
+    limit,
+    used,
+    held: 0,
+    enforce: true,
+    ...extra,
+  };
+}
+
+/** An authority-shaped settlement: what the authority's outbox would publish. */
+export function settled(opts: {
+  tenant: string;
+  org?: string;
+  time: Date;
+  charged: number;
+  windows: WindowState[];
+}): ReservationSettled {
+  return {
+    id: randomUUID(),
+    schemaVersion: CURRENT_SCHEMA_VERSION,
+    time: opts.time.toISOString(),
+    tenant: opts.tenant,
+    org: opts.org ?? opts.tenant,
+    type: 'reservation.settled',
+    reservationId: randomUUID(),
+    keyId: null,
+    useCase: 'UC-1',
+    model: 'gpt-4o-mini',
+    mode: 'reserve',
+    heldTokens: opts.charged,
+    heldMicroUsd: 0,
+    promptTokens: Math.floor(opts.charged / 2),
+    completionTokens: opts.charged - Math.floor(opts.charged / 2),
+    cachedPromptTokens: 0,
+    billedTokens: opts.charged,
+    costMicroUsd: 0,
+    chargedTokens: opts.charged,
+    chargedMicroUsd: 0,
+    outcome: 'completed',
+    durationMs: 100,
+    windows: opts.windows,
+  };
+}
+
+/** Publishes events the way the authority's relay does (subject per tenant and type, msgID). */
+export async function publishEvents(
+  nc: NatsConnection,
+  names: NatsNames,
+  events: HoldfastEvent[],
+  concurrency = 1,
+): Promise<void> {
+  const js = jetstream(nc);
+  const queue = [...events];
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let e = queue.shift(); e; e = queue.shift()) {
+        await js.publish(`${names.eventsPrefix}.${e.tenant}.${e.type}`, JSON.stringify(e), {
+          msgID: e.id,
+        });
+      }
+    }),
+  );
+}
+
+/** Percentiles of a list of numbers (nearest rank). */
+export function percentiles(values: number[]): {
+  n: number;
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+} {
+  const s = [...values].sort((a, b) => a - b);
+  const at = (p: number) => s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] ?? NaN;
+  return { n: s.length, p50: at(50), p95: at(95), p99: at(99), max: s.at(-1) ?? NaN };
+}

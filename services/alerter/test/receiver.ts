@@ -1,0 +1,90 @@
+import { createServer, type Server } from 'node:http';
+import { freePort } from '@holdfast/testkit';
+import { Webhook } from 'standardwebhooks';
+
+export interface Received {
+  id: string;
+  timestamp: number;
+  receivedAt: number;
+  /** The verified payload: `{type, timestamp, data}`. */
+  payload: { type: string; timestamp: string; data: Record<string, unknown> };
+}
+
+/**
+ * A real webhook receiver on a free port. It verifies every request with the standardwebhooks
+ * library (400 on a bad signature, like a careful receiver) and can go down and come back up
+ * on the same port.
+ */
+export class Receiver {
+  readonly received: Received[] = [];
+  readonly rejected: string[] = [];
+  #server: Server | undefined;
+  #status = 204;
+
+  private constructor(
+    readonly port: number,
+    readonly secret: string,
+  ) {}
+
+  static async start(secret: string): Promise<Receiver> {
+    const r = new Receiver(await freePort(), secret);
+    await r.up();
+    return r;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}/hook`;
+  }
+
+  /** Distinct webhook-ids received (and verified). */
+  ids(): Set<string> {
+    return new Set(this.received.map((r) => r.id));
+  }
+
+  respondWith(status: number): void {
+    this.#status = status;
+  }
+
+  async up(): Promise<void> {
+    const verifier = new Webhook(this.secret);
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks).toString('utf8');
+        const headers = Object.fromEntries(
+          Object.entries(req.headers).map(([k, v]) => [k, String(v)]),
+        );
+        try {
+          const payload = verifier.verify(body, headers) as Received['payload'];
+          if (this.#status < 300) {
+            this.received.push({
+              id: headers['webhook-id']!,
+              timestamp: Number(headers['webhook-timestamp']),
+              receivedAt: Date.now(),
+              payload,
+            });
+          }
+          res.writeHead(this.#status).end();
+        } catch (err) {
+          this.rejected.push((err as Error).message);
+          res.writeHead(400).end();
+        }
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', () => resolve());
+    });
+    this.#server = server;
+  }
+
+  /** Stops listening and drops open connections: the next attempt gets ECONNREFUSED. */
+  async down(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    if (!server) return;
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,69 @@
+-- extend: grows a live hold so it covers more output ("holds that grow", adaptive mode). The
+-- edge asks before the streamed output passes what the hold covers; if every window still has
+-- room the hold grows, else the call must end (finish_reason length).
+--
+-- KEYS[1]  the org's outbox stream
+-- KEYS[2]  the reservation hash
+-- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes of the
+--          tenant's current plan (indexes in the spec; limits are checked against it)
+-- ARGV[1]  spec (JSON): now, bounds, budgets, resId, outputTokens (the total output the hold
+--          should cover), eventId
+--
+-- Returns {status ('extended' | 'unchanged' | 'refused' | 'closed' | 'unknown'), heldTokens,
+--          heldMicroUsd, coveredOutputTokens, windows}
+
+local spec = cjson.decode(ARGV[1])
+local now = spec.now
+local f = redis.call('HMGET', KEYS[2],
+  'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'prompt', 'max',
+  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds')
+if not f[1] or f[2] ~= spec.tenant then
+  return {'unknown', '0', '0', '0', windowStates(spec)}
+end
+local heldT, heldU, covered = tonumber(f[7]), tonumber(f[8]), tonumber(f[11])
+if f[1] ~= 'held' then
+  return {'closed', f[7], f[8], f[11] or '0', windowStates(spec)}
+end
+local want = math.min(spec.outputTokens, tonumber(f[10]))
+if want <= covered then
+  return {'unchanged', f[7], f[8], f[11], windowStates(spec)}
+end
+
+local prompt = tonumber(f[9])
+local price = {tonumber(f[12]), tonumber(f[13]), tonumber(f[14])}
+local addT = want - covered
+local addU = cost(prompt, 0, want, price) - cost(prompt, 0, covered, price)
+
+-- Every window the hold was recorded against must have room for the growth.
+local limits = {}
+for _, b in ipairs(spec.budgets) do
+  limits[KEYS[b.key]] = b
+end
+local targets = {}
+for entry in string.gmatch(f[15] or '', '[^;]+') do
+  local key, unit = string.match(entry, '^(.*)|(%a+)$')
+  local add = (unit == 'usd') and addU or addT
+  local b = limits[key]
+  if b then
+    local bd = bounds(spec, b)
+    local s, h, p = slide(key, bd[2], bd[3])
+    if b.enforce and s + h + p + add > b.limit then
+      return {'refused', f[7], f[8], f[11], windowStates(spec)}
+    end
+  end
+  targets[#targets + 1] = {key, add}
+end
+for _, t in ipairs(targets) do
+  hold(t[1], t[2])
+end
+heldT, heldU = heldT + addT, heldU + addU
+redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(want))
+
+local windows = windowStates(spec)
+emit({
+  'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
+  'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
+  'mode', f[6], 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU), 'addedTokens', I(addT),
+  'addedMicroUsd', I(addU), 'coveredOutputTokens', I(want), 'windows', windows,
+})
+return {'extended', I(heldT), I(heldU), I(want), windows}

@@ -1,0 +1,154 @@
+import { describe, expect } from 'vitest';
+import {
+  admissionOf,
+  authorityTest as test,
+  BASE_CONFIG,
+  newId,
+  readEvents,
+  refusalOf,
+  type Harness,
+} from './harness.js';
+import { waitFor } from '@holdfast/testkit';
+
+const config = (budget: Record<string, unknown>) => ({
+  ...BASE_CONFIG,
+  tenants: [
+    {
+      id: 'team',
+      mode: 'adaptive',
+      adaptive: { percentile: 0.95, minSamples: 5, samples: 50 },
+      budgets: [{ window: 'day', ...budget }],
+      useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }],
+    },
+  ],
+});
+
+const call = (extensible: boolean, maxTokens = 1_000) => ({
+  reservationId: newId(),
+  tenant: 'team',
+  keyId: null,
+  useCase: 'uc',
+  model: 'gpt-4o-mini',
+  promptTokens: 100,
+  maxTokens,
+  extensible,
+});
+
+/** Settles five calls of 100 prompt + `completion` output, so the estimate has samples. */
+async function learn(h: Harness, completion: number) {
+  for (let i = 0; i < 5; i++) {
+    const c = admissionOf(await h.client.admit(call(true)));
+    await h.client.settle({
+      reservationId: c.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 100, completionTokens: completion },
+    });
+  }
+}
+
+describe('adaptive mode', () => {
+  test('holds prompt + max_tokens until it has samples, then prompt + the recent p95 of real output', async ({
+    start,
+  }) => {
+    const h = await start(config({ limit: 100_000 }));
+    expect(admissionOf(await h.client.admit(call(true)))).toMatchObject({
+      heldTokens: 1_100,
+      coveredOutputTokens: 1_000,
+    });
+    await learn(h, 200);
+    expect(admissionOf(await h.client.admit(call(true)))).toMatchObject({
+      heldTokens: 300,
+      coveredOutputTokens: 200,
+      maxTokens: 1_000,
+    });
+  });
+
+  test('a hold grows as output arrives while the window has room, and is refused when it has not', async ({
+    start,
+    nc,
+    iso,
+  }) => {
+    const h = await start(config({ limit: 8_000 }));
+    await learn(h, 200); // 1,500 billed
+    const a = admissionOf(await h.client.admit(call(true)));
+    expect(a.heldTokens).toBe(300);
+    const grown = await h.client.extend({
+      reservationId: a.reservationId,
+      tenant: 'team',
+      outputTokens: 600,
+    });
+    expect(grown).toMatchObject({
+      ok: true,
+      value: { status: 'extended', heldTokens: 700, coveredOutputTokens: 600 },
+    });
+    expect(grown.ok && grown.value.windows[0]).toMatchObject({ used: 1_500, held: 700 });
+    // Asking again for what is covered changes nothing; asking past max_tokens is capped.
+    expect(
+      await h.client.extend({ reservationId: a.reservationId, tenant: 'team', outputTokens: 400 }),
+    ).toMatchObject({ ok: true, value: { status: 'unchanged' } });
+    expect(
+      await h.client.extend({
+        reservationId: a.reservationId,
+        tenant: 'team',
+        outputTokens: 5_000,
+      }),
+    ).toMatchObject({
+      ok: true,
+      value: { status: 'extended', coveredOutputTokens: 1_000, heldTokens: 1_100 },
+    });
+    // Fill the window with other holds: the next growth does not fit.
+    const others = [];
+    for (let i = 0; i < 17; i++) others.push(admissionOf(await h.client.admit(call(true)))); // 17 × 300 = 5,100
+    const b = admissionOf(await h.client.admit(call(true)));
+    expect(
+      await h.client.extend({ reservationId: b.reservationId, tenant: 'team', outputTokens: 600 }),
+    ).toMatchObject({ ok: true, value: { status: 'refused', heldTokens: 300 } });
+    // The call ends at what it was allowed; settle releases the whole grown hold.
+    const s = await h.client.settle({
+      reservationId: a.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 100, completionTokens: 900 },
+      outcome: 'budget_exhausted',
+    });
+    expect(s.ok && s.value.windows[0]).toMatchObject({ used: 2_500, held: 18 * 300 });
+    const extended = await waitFor(async () => {
+      const e = (await readEvents(nc, iso.names)).filter((x) => x.type === 'reservation.extended');
+      return e.length === 2 ? e : undefined;
+    });
+    expect(extended[0]).toMatchObject({
+      addedTokens: 400,
+      coveredOutputTokens: 600,
+      heldTokens: 700,
+    });
+    expect(
+      await h.client.extend({ reservationId: a.reservationId, tenant: 'team', outputTokens: 999 }),
+    ).toMatchObject({ ok: true, value: { status: 'closed' } });
+  });
+
+  test('calls whose hold cannot grow are admitted only while every possible overrun fits the debt bound', async ({
+    start,
+  }) => {
+    // limit 3,000 + debt 1,000. After learning, each call holds 300 and may overrun by 800.
+    const h = await start(config({ limit: 3_000, debt: 1_000 }));
+    await learn(h, 200); // used 1,500
+    // 1,500 + 300 + 800 = 2,600 ≤ 4,000: admitted; the second: 1,500 + 600 + 1,600 = 3,700: admitted.
+    const a = admissionOf(await h.client.admit(call(false)));
+    const b = admissionOf(await h.client.admit(call(false)));
+    expect([a.heldTokens, b.heldTokens]).toEqual([300, 300]);
+    // A third could overrun to 4,800: refused although its estimate alone would fit.
+    expect(refusalOf(await h.client.admit(call(false))).code).toBe('budget_exceeded');
+    // Both overrun to the full max_tokens: billed stays within limit + debt.
+    for (const c of [a, b])
+      await h.client.settle({
+        reservationId: c.reservationId,
+        tenant: 'team',
+        usage: { promptTokens: 100, completionTokens: 1_000 },
+      });
+    const u = await h.client.usage({ tenant: 'team' });
+    const w = u.ok ? u.value.tenants[0]!.windows[0]! : undefined;
+    expect(w).toMatchObject({ used: 3_700, held: 0 });
+    expect(w!.used).toBeLessThanOrEqual(3_000 + 1_000);
+    // The debt blocks the next admission until the window frees it.
+    expect(refusalOf(await h.client.admit(call(true, 10))).code).toBe('budget_exceeded');
+  });
+});
