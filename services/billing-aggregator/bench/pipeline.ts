@@ -25,7 +25,7 @@ import {
   startClickHouseServer,
   startNatsServer,
   type LocalServer,
-} from '@holdfast/testkit/local-servers';
+} from '@holdfast/testkit/infra';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { toEventRow } from '../src/rows.js';

@@ -1,5 +1,11 @@
-import { findBinary, freePort, infraTest as test, startService, waitFor } from '@holdfast/testkit';
-import { startRestartableClickHouseServer } from '@holdfast/testkit/local-servers';
+import {
+  findBinary,
+  freePort,
+  infraTest as test,
+  startRestartableClickHouseServer,
+  startService,
+  waitFor,
+} from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { publishEvents } from '../test/events.js';
 import {

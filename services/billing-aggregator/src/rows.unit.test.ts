@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { HoldfastEvent } from '@holdfast/events';
 import { describe, expect, it } from 'vitest';
 import { refusal, settledCall } from '../test/events.js';
 import { EventRow, rowProblem, toEventRow } from './rows.js';
@@ -46,5 +48,66 @@ describe('event rows', () => {
       expect(EventRow.safeParse(r).success).toBe(false);
       expect(rowProblem(r)).toBe(problem);
     }
+  });
+});
+
+describe('event rows for types without a call', () => {
+  it('keeps an extended hold and a threshold crossing whole (columns + extra)', () => {
+    const [created] = settledCall();
+    const base = { schemaVersion: 1, time: new Date().toISOString(), tenant: 't', org: 't' };
+    const extended = HoldfastEvent.parse({
+      ...base,
+      id: randomUUID(),
+      type: 'reservation.extended',
+      reservationId: created.reservationId,
+      keyId: null,
+      useCase: 'uc',
+      model: 'm',
+      mode: 'adaptive',
+      heldTokens: 900,
+      heldMicroUsd: 90,
+      addedTokens: 300,
+      addedMicroUsd: 30,
+      coveredOutputTokens: 800,
+      windows: [],
+    });
+    const crossed = HoldfastEvent.parse({
+      ...base,
+      id: randomUUID(),
+      type: 'threshold.crossed',
+      level: 't',
+      budget: 'month-tokens',
+      window: 'month',
+      unit: 'tokens',
+      threshold: 0.8,
+      utilisation: 0.81,
+      limit: 1000,
+      used: 810,
+      held: 0,
+      causeEventId: created.id,
+      windows: [],
+    });
+    for (const [event, rest] of [
+      [extended, { addedTokens: 300, addedMicroUsd: 30, coveredOutputTokens: 800 }],
+      [
+        crossed,
+        {
+          window: 'month',
+          unit: 'tokens',
+          threshold: 0.8,
+          utilisation: 0.81,
+          limit: 1000,
+          used: 810,
+          held: 0,
+          causeEventId: created.id,
+        },
+      ],
+    ] as const) {
+      const row = toEventRow(event, 1);
+      expect(rowProblem(row)).toBeUndefined();
+      expect(JSON.parse(row.extra)).toEqual(rest);
+    }
+    expect(toEventRow(extended, 1)).toMatchObject({ held_tokens: 900, charged_tokens: 0 });
+    expect(toEventRow(crossed, 1)).toMatchObject({ budget: 'month-tokens', level: 't' });
   });
 });
