@@ -28,9 +28,18 @@ export function allEventsSubject(names: NatsNames): string {
   return `${names.eventsPrefix}.>`;
 }
 
-/** Where poison messages go (not covered by the events stream's filter). */
+function deadLetterPrefix(names: NatsNames): string {
+  return `${names.eventsPrefix.replace(/\.events$/, '')}.deadletter`;
+}
+
+/** Where a consumer puts poison messages (kept by the dead-letter stream, not the events one). */
 export function deadLetterSubject(names: NatsNames, consumer: string): string {
-  return `${names.eventsPrefix.replace(/\.events$/, '')}.deadletter.${consumer}`;
+  return `${deadLetterPrefix(names)}.${consumer}`;
+}
+
+/** The stream that keeps every dead letter (`HOLDFAST_EVENTS_DEADLETTER`) and its subjects. */
+export function deadLetterStream(names: NatsNames): { name: string; subjects: string[] } {
+  return { name: `${names.eventsStream}_DEADLETTER`, subjects: [`${deadLetterPrefix(names)}.>`] };
 }
 
 /** Derives isolated names from a short token, for tests and parallel deployments. */

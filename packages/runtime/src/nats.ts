@@ -7,7 +7,7 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import type { NatsNames } from '@holdfast/events';
+import { deadLetterStream, type NatsNames } from '@holdfast/events';
 import type { Logger } from 'pino';
 
 export interface NatsConnectOptions {
@@ -44,26 +44,41 @@ export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnect
 export const EVENTS_DUPLICATE_WINDOW_MS = 10 * 60_000;
 
 /**
- * Creates the events stream, or updates it to the expected config. Idempotent, so every
- * service that depends on the stream calls it at start.
+ * Creates the events stream and the dead-letter stream, or updates them to the expected
+ * config. Idempotent, so every service that depends on them calls it at start.
  */
 export async function ensureEventsStream(
   jsm: JetStreamManager,
   names: NatsNames,
   opts: { maxAgeMs?: number; replicas?: number } = {},
 ): Promise<void> {
-  const config = {
-    name: names.eventsStream,
-    subjects: [`${names.eventsPrefix}.>`],
+  const common = {
     retention: RetentionPolicy.Limits,
     storage: StorageType.File,
     duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_MS),
-    max_age: nanos(opts.maxAgeMs ?? 0),
     num_replicas: opts.replicas ?? 1,
   };
+  await ensureStream(jsm, {
+    ...common,
+    name: names.eventsStream,
+    subjects: [`${names.eventsPrefix}.>`],
+    max_age: nanos(opts.maxAgeMs ?? 0),
+  });
+  // Dead letters are kept 30 days: long enough to look at and replay them.
+  await ensureStream(jsm, {
+    ...common,
+    ...deadLetterStream(names),
+    max_age: nanos(30 * 86_400_000),
+  });
+}
+
+async function ensureStream(
+  jsm: JetStreamManager,
+  config: Parameters<JetStreamManager['streams']['add']>[0] & { name: string },
+): Promise<void> {
   try {
-    await jsm.streams.info(names.eventsStream);
-    await jsm.streams.update(names.eventsStream, config);
+    await jsm.streams.info(config.name);
+    await jsm.streams.update(config.name, config);
   } catch (err) {
     if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
       throw err;

@@ -60,7 +60,9 @@ export const infraTest = base.extend<InfraFixtures>({
     const nc = await connect({ servers: natsUrl, name: `test-${iso.token}` });
     await use(nc);
     const jsm = await jetstreamManager(nc);
-    await jsm.streams.delete(iso.names.eventsStream).catch(() => undefined);
+    for (const stream of [iso.names.eventsStream, `${iso.names.eventsStream}_DEADLETTER`]) {
+      await jsm.streams.delete(stream).catch(() => undefined);
+    }
     await nc.drain();
   },
   redis: async ({ redisUrl, iso }, use) => {
