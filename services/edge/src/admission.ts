@@ -70,8 +70,11 @@ export async function admit(
     const { code } = reply.error;
     const unreachable = code === 'timeout' || code === 'no_responders';
     if (unreachable) {
-      // The admit may still land later: leave a tombstone, or give its hold back.
-      void deps.holds.close(reservationId, tenant, { how: 'release', reason: 'admit_abandoned' });
+      // A timed-out admit may still land later: leave a tombstone, or give its hold back.
+      // (With no responder at all, nothing can land.)
+      if (code === 'timeout') {
+        void deps.holds.close(reservationId, tenant, { how: 'release', reason: 'admit_abandoned' });
+      }
       if (caller.tenant.failOpen) {
         deps.metrics.unmetered.inc({ tenant });
         deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');

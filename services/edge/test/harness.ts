@@ -6,7 +6,7 @@ import { AuthorityClient, createLogger, type Logger } from '@holdfast/runtime';
 import { infraTest, waitFor } from '@holdfast/testkit';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import OpenAI from 'openai';
+import OpenAI, { APIError } from 'openai';
 import { Registry } from 'prom-client';
 import { sha256Hex, startEdge, type RunningEdge, type StartEdgeOptions } from '../src/index.js';
 
@@ -259,4 +259,14 @@ export function chat(words = 20, extra: Record<string, unknown> = {}) {
     messages: [{ role: 'user' as const, content: text }],
     ...extra,
   };
+}
+
+/** The error an official client call failed with (fails the test when it did not fail so). */
+export async function apiError(p: Promise<unknown>): Promise<APIError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof APIError)) throw new Error(`expected an APIError, got ${String(err)}`);
+  return err;
 }
