@@ -3,6 +3,7 @@ import type { NatsNames } from '@holdfast/events';
 import type { Logger } from '@holdfast/runtime';
 import type { TokenizerName } from '@holdfast/tokenizer';
 import type { NatsConnection } from '@nats-io/transport-node';
+import fp from 'fastify-plugin';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { EdgeOptions } from './config.js';
@@ -31,8 +32,11 @@ export interface EdgeDeps {
 /**
  * The edge as a fastify plugin: ops routes and metrics, the authority (config, holds), the
  * upstream client and token counter, suspension watching, then the OpenAI API under /v1.
+ * Not encapsulated, so the instance that registers it sees its decorations.
  */
-export async function edgeApp(app: FastifyInstance, deps: EdgeDeps): Promise<void> {
+export const edgeApp = fp(registerEdge, { name: 'holdfast-edge' });
+
+async function registerEdge(app: FastifyInstance, deps: EdgeDeps): Promise<void> {
   app.decorate('edgeOptions', deps.options);
   await app.register(errorsPlugin);
   await app.register(observabilityPlugin, {
