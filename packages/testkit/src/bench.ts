@@ -27,7 +27,11 @@ function summarise(latencies: number[], seconds: number, errors: number): LoadRe
 }
 
 /** `concurrency` callers, each issuing `op` back to back for `ms`. */
-export async function closedLoop(op: () => Promise<unknown>, concurrency: number, ms: number): Promise<LoadResult> {
+export async function closedLoop(
+  op: () => Promise<unknown>,
+  concurrency: number,
+  ms: number,
+): Promise<LoadResult> {
   const latencies: number[] = [];
   let errors = 0;
   const start = performance.now();
@@ -52,7 +56,11 @@ export async function closedLoop(op: () => Promise<unknown>, concurrency: number
  * `rate` operations a second for `ms`, each timed from when it was due (not when it was sent),
  * so a stall shows up in the latency instead of hiding (no coordinated omission).
  */
-export async function openLoop(op: () => Promise<unknown>, rate: number, ms: number): Promise<LoadResult> {
+export async function openLoop(
+  op: () => Promise<unknown>,
+  rate: number,
+  ms: number,
+): Promise<LoadResult> {
   const latencies: number[] = [];
   const pending: Promise<void>[] = [];
   let errors = 0;
