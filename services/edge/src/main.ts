@@ -7,7 +7,8 @@ async function main(): Promise<void> {
   const { env, names, options } = loadEnv();
   const logger = createLogger({ name: 'edge', level: env.LOG_LEVEL });
   const registry = createRegistry('edge');
-  const nc = await connectNats({ url: env.NATS_URL, name: 'edge', logger });
+  // One admit and one settle per call: skip the per-request stack capture of nats.js.
+  const nc = await connectNats({ url: env.NATS_URL, name: 'edge', logger, noAsyncTraces: true });
   const app = await buildEdge({
     nc,
     names,

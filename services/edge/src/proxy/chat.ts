@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import { PassThrough } from 'node:stream';
 import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
 import { loadTokenizer, type TokenizerName } from '@holdfast/tokenizer';
@@ -119,7 +118,7 @@ function take(run: Run, data: string) {
     return undefined;
   }
   run.acc.add(chunk);
-  if (run.acc.counted > run.limit) run.live.abort('output_limit');
+  if (run.acc.overLimit(run.limit)) run.live.abort('output_limit');
   return chunk;
 }
 
@@ -171,12 +170,17 @@ async function relay(run: Run): Promise<FastifyReply> {
   });
   void reply.send(pass);
   const wantsUsage = run.input.body.stream_options?.include_usage === true;
-  const end = await pump(run.opened, live, async (data) => {
-    const chunk = take(run, data);
-    if (!chunk) return;
-    if (!wantsUsage && chunk.usage && (chunk.choices ?? []).length === 0) return;
-    if (!pass.write(sseEvent(data))) await once(pass, 'drain', { signal: live.signal });
-  });
+  const end = await pump(
+    run.opened,
+    live,
+    (data) => {
+      const chunk = take(run, data);
+      if (!chunk) return;
+      if (!wantsUsage && chunk.usage && (chunk.choices ?? []).length === 0) return;
+      pass.write(sseEvent(data));
+    },
+    pass,
+  );
   const failure = endFailure(end, run.acc);
   settle(run, failure);
   const why = failure?.kind === 'aborted' ? failure.why : undefined;

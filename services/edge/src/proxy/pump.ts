@@ -1,3 +1,4 @@
+import type { Writable } from 'node:stream';
 import type { LiveCall } from '../calls.js';
 import type { ChatChunk } from '../stream/accumulator.js';
 import { classify, type Failure, type Opened } from '../upstream/client.js';
@@ -7,35 +8,56 @@ import { SseParser } from '../upstream/sse.js';
 export type PumpEnd = { ok: true; sawDone: boolean } | { ok: false; failure: Failure };
 
 /**
- * Feeds every SSE `data` payload of an upstream response to `onData`, in order, waiting for
- * each (so a slow client slows the upstream read). An upstream that answered plain JSON
- * instead of a stream is turned into one chunk. Errors (dropped socket, timeouts, the edge's
- * own aborts, a failed write to the client) end it as a classified failure, never a throw.
+ * Feeds every SSE `data` payload of an upstream response to `onData`, in order, as the bytes
+ * arrive (event-driven: a reply of a thousand chunks costs no promise per chunk). When `out`
+ * (the client's stream) is full, reading the upstream pauses until it drains, so a slow
+ * client slows the upstream. An upstream that answered plain JSON instead of a stream is
+ * turned into one chunk. Errors (dropped socket, timeouts, the edge's own aborts, a throwing
+ * `onData`) end it as a classified failure, never a throw.
  */
 export async function pump(
   opened: Opened,
   live: LiveCall,
-  onData: (data: string) => Promise<void> | void,
+  onData: (data: string) => void,
+  out?: Writable,
 ): Promise<PumpEnd> {
-  let sawDone = false;
-  const deliver = async (data: string) => {
-    if (data === '[DONE]') sawDone = true;
-    else await onData(data);
-  };
-  try {
-    const type = String(opened.headers['content-type'] ?? '');
-    if (!type.includes('text/event-stream')) {
-      await deliver(JSON.stringify(completionAsChunk(await opened.body.json())));
+  const failed = (err: unknown): PumpEnd => ({
+    ok: false,
+    failure: classify(err, live.signal, opened.signal),
+  });
+  const type = String(opened.headers['content-type'] ?? '');
+  if (!type.includes('text/event-stream')) {
+    try {
+      onData(JSON.stringify(completionAsChunk(await opened.body.json())));
       return { ok: true, sawDone: true };
+    } catch (err) {
+      return failed(err);
     }
-    const parser = new SseParser();
-    for await (const bytes of opened.body as AsyncIterable<Buffer>) {
-      for (const data of parser.push(bytes)) await deliver(data);
-    }
-    return { ok: true, sawDone };
-  } catch (err) {
-    return { ok: false, failure: classify(err, live.signal, opened.signal) };
   }
+  const { body } = opened;
+  const parser = new SseParser();
+  let sawDone = false;
+  return new Promise<PumpEnd>((resolve) => {
+    const onBytes = (bytes: Buffer) => {
+      try {
+        for (const data of parser.push(bytes)) {
+          if (live.signal.aborted) break;
+          if (data === '[DONE]') sawDone = true;
+          else onData(data);
+        }
+      } catch (err) {
+        body.destroy(err as Error);
+        return;
+      }
+      if (out?.writableNeedDrain) {
+        body.pause();
+        out.once('drain', () => body.resume());
+      }
+    };
+    body.on('data', onBytes);
+    body.once('end', () => resolve({ ok: true, sawDone }));
+    body.once('error', (err) => resolve(failed(err)));
+  });
 }
 
 /** A chunk as JSON, or undefined when the upstream sent something else. */

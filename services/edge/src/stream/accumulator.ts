@@ -45,6 +45,8 @@ function isCount(n: unknown): n is number {
 }
 
 interface ChoiceState {
+  /** Output text of this choice not counted yet. */
+  pending: string[];
   role: string;
   content: string[];
   refusal: string[];
@@ -60,8 +62,9 @@ interface ChoiceState {
  * client, assembles the `chat.completion` object OpenAI would have returned.
  */
 export class ChatAccumulator {
-  /** Output tokens counted so far (all choices). */
-  counted = 0;
+  #counted = 0;
+  /** Bytes of output text not counted yet: counting waits until it could matter (overLimit). */
+  #pendingBytes = 0;
   /** The provider's usage, when its final chunk arrived. */
   providerUsage: ProviderUsage | undefined;
   readonly #choices = new Map<number, ChoiceState>();
@@ -91,6 +94,7 @@ export class ChatAccumulator {
     let s = this.#choices.get(index);
     if (!s) {
       s = {
+        pending: [],
         role: 'assistant',
         content: [],
         refusal: [],
@@ -103,9 +107,9 @@ export class ChatAccumulator {
     }
     const d = c.delta ?? {};
     if (typeof d.role === 'string') s.role = d.role;
-    this.#text(d.content, s.content);
-    this.#text(d.refusal, s.refusal);
-    this.#text(d.reasoning_content, undefined);
+    this.#text(s, d.content, s.content);
+    this.#text(s, d.refusal, s.refusal);
+    this.#text(s, d.reasoning_content, undefined);
     for (const t of d.tool_calls ?? []) {
       const i = typeof t.index === 'number' ? t.index : 0;
       let call = s.toolCalls.get(i);
@@ -114,17 +118,17 @@ export class ChatAccumulator {
       if (t.type) call.type = t.type;
       if (typeof t.function?.name === 'string') {
         call.name += t.function.name;
-        this.counted += this.countText(t.function.name);
+        this.#text(s, t.function.name, undefined);
       }
-      this.#text(t.function?.arguments, call.args);
+      this.#text(s, t.function?.arguments, call.args);
     }
     if (d.function_call) {
       s.functionCall ??= { name: '', args: [] };
       if (typeof d.function_call.name === 'string') {
         s.functionCall.name += d.function_call.name;
-        this.counted += this.countText(d.function_call.name);
+        this.#text(s, d.function_call.name, undefined);
       }
-      this.#text(d.function_call.arguments, s.functionCall.args);
+      this.#text(s, d.function_call.arguments, s.functionCall.args);
     }
     if (this.assemble && c.logprobs) {
       s.logprobs ??= { content: [], refusal: [] };
@@ -134,10 +138,34 @@ export class ChatAccumulator {
     if (typeof c.finish_reason === 'string') s.finishReason = c.finish_reason;
   }
 
-  #text(text: unknown, into: string[] | undefined): void {
+  #text(s: ChoiceState, text: unknown, into: string[] | undefined): void {
     if (typeof text !== 'string' || text.length === 0) return;
-    this.counted += this.countText(text);
+    s.pending.push(text);
+    this.#pendingBytes += Buffer.byteLength(text);
     if (this.assemble) into?.push(text);
+  }
+
+  /** Output tokens so far (all choices): what was counted plus the pending text, counted now. */
+  get counted(): number {
+    if (this.#pendingBytes > 0) {
+      // Each choice's deltas are one text: count them joined, as the provider does.
+      for (const s of this.#choices.values()) {
+        if (s.pending.length > 0) this.#counted += this.countText(s.pending.join(''));
+        s.pending = [];
+      }
+      this.#pendingBytes = 0;
+    }
+    return this.#counted;
+  }
+
+  /**
+   * Whether the output has passed `limit` tokens. A token covers at least one UTF-8 byte, so
+   * text is only counted once the bytes not yet counted could reach the limit: a long reply is
+   * counted in a few batches instead of once per chunk.
+   */
+  overLimit(limit: number): boolean {
+    if (this.#counted + this.#pendingBytes <= limit) return false;
+    return this.counted > limit;
   }
 
   /** Choices that have not finished yet (for an early end: they get finish_reason `length`). */

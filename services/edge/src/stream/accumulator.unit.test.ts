@@ -42,7 +42,8 @@ describe('ChatAccumulator', () => {
       ],
     });
     acc.add({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
-    expect(acc.counted).toBe(2 + 1 + 1 + 1 + 1);
+    // Each choice's text is counted joined: "hello there" and 'higet{"a": 1}'.
+    expect(acc.counted).toBe(2 + 2);
     expect(acc.unfinished()).toEqual([1]);
     const c = acc.completion('fallback', 10, 'length');
     expect(c).toMatchObject({
@@ -62,7 +63,7 @@ describe('ChatAccumulator', () => {
           finish_reason: 'length',
         },
       ],
-      usage: { prompt_tokens: 10, completion_tokens: 6, total_tokens: 16 },
+      usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 },
     });
   });
 
@@ -81,5 +82,16 @@ describe('ChatAccumulator', () => {
     expect(acc.usage(7)).toEqual({ promptTokens: 8, completionTokens: 4, cachedPromptTokens: 8 });
     acc.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
     expect(acc.usage(7)).toEqual({ promptTokens: 7, completionTokens: 3, cachedPromptTokens: 0 });
+  });
+
+  test('output is counted in a few batches, only once it could pass the limit', () => {
+    let calls = 0;
+    const acc = new ChatAccumulator((t) => (calls++, words(t)), false);
+    for (let i = 0; i < 1_000; i++) {
+      acc.add({ choices: [{ index: 0, delta: { content: ' word' } }] });
+      if (acc.overLimit(600)) break;
+    }
+    expect(acc.counted).toBe(601);
+    expect(calls).toBeLessThan(40); // instead of 601, once per chunk
   });
 });

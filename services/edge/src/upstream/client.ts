@@ -158,13 +158,19 @@ export class UpstreamClient {
     target: UpstreamConfig,
   ): Promise<{ ok: true; opened: Opened } | { ok: false; failure: Failure; sent: boolean }> {
     const { logger, metrics, timeouts, env } = this.#o;
-    const deadline = new AbortController();
+    // This attempt's signal: aborted by the call's, or by the attempt's own deadline.
+    const attempt = new AbortController();
+    const onCallAbort = () => attempt.abort(call.signal.reason);
+    call.signal.addEventListener('abort', onCallAbort, { once: true });
     const timer = setTimeout(
-      () => deadline.abort(new DeadlineExceeded(target.timeoutMs)),
+      () => attempt.abort(new DeadlineExceeded(target.timeoutMs)),
       target.timeoutMs,
     );
-    const signal = AbortSignal.any([call.signal, deadline.signal]);
-    const done = () => clearTimeout(timer);
+    const signal = attempt.signal;
+    const done = () => {
+      clearTimeout(timer);
+      call.signal.removeEventListener('abort', onCallAbort);
+    };
     const url = `${target.baseUrl.replace(/\/+$/, '')}${call.path}`;
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -221,7 +227,7 @@ export class UpstreamClient {
       };
     } catch (err) {
       done();
-      const failure = classify(err, call.signal, deadline.signal);
+      const failure = classify(err, call.signal, signal);
       metrics.upstreamFirstByte.observe({ upstream: target.id, outcome: failure.kind }, seconds());
       logger.warn({ upstream: target.id, failure }, 'upstream attempt failed');
       return { ok: false, failure, sent: failure.kind !== 'connect' };
@@ -237,15 +243,18 @@ function abortedFailure(
   return { failure: { kind: 'aborted', why }, upstream };
 }
 
-/** What went wrong with an attempt, from the error and which signal (if any) fired. */
-export function classify(err: unknown, callSignal: AbortSignal, deadline: AbortSignal): Failure {
+/**
+ * What went wrong with an attempt, from the error and which signal (if any) fired: the call's
+ * (the edge ended it) or the attempt's (its deadline, when the call's did not fire).
+ */
+export function classify(err: unknown, callSignal: AbortSignal, attempt: AbortSignal): Failure {
   if (callSignal.aborted) {
     const why =
       callSignal.reason instanceof CallAborted ? callSignal.reason.why : 'client_disconnected';
     return { kind: 'aborted', why };
   }
   const message = err instanceof Error ? err.message : String(err);
-  if (deadline.aborted) return { kind: 'timeout', message: (deadline.reason as Error).message };
+  if (attempt.aborted) return { kind: 'timeout', message: (attempt.reason as Error).message };
   const code = errorCode(err);
   if (code !== undefined && CONNECT_CODES.has(code)) return { kind: 'connect', message };
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
