@@ -9,6 +9,8 @@ export interface ConfigSnapshotOptions {
   names: NatsNames;
   logger: Logger;
   pollMs: number;
+  /** Called with each config loaded (e.g. to load the encodings its models use). */
+  onLoad?: (config: CompiledConfig) => void;
 }
 
 /**
@@ -71,6 +73,7 @@ export class ConfigSnapshot {
     this.#current = parsed.config;
     this.#version = version;
     logger.info({ version, hash }, 'config loaded');
+    this.#o.onLoad?.(parsed.config);
     return true;
   }
 

@@ -16,6 +16,7 @@ test('a non-streaming call through the official client is admitted, answered, se
 
   const h = response.headers;
   expect(h.get('x-holdfast-reservation-id')).toMatch(/^[0-9a-f-]{36}$/);
+  expect(h.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
   expect(h.get('x-holdfast-prompt-tokens')).toBe('27');
   expect(h.get('x-holdfast-held')).toBe(String(27 + 100));
   expect(h.get('x-holdfast-max-tokens')).toBe('100; requested=100; ceiling=512');

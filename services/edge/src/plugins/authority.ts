@@ -4,6 +4,8 @@ import { AuthorityClient, type Logger } from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { CompiledConfig } from '@holdfast/config';
+import { loadTokenizer } from '@holdfast/tokenizer';
 import { ConfigSnapshot } from '../config-snapshot.js';
 import { Holds } from '../holds.js';
 
@@ -32,6 +34,7 @@ export const authorityPlugin = fp(
       names: opts.names,
       logger: opts.logger.child({ component: 'config' }),
       pollMs: o.configPollMs,
+      onLoad: (cfg) => warmEncodings(cfg, opts.logger),
     });
     const holds = new Holds({
       authority,
@@ -54,3 +57,18 @@ export const authorityPlugin = fp(
   },
   { name: 'holdfast-authority', dependencies: ['holdfast-observability', 'holdfast-suspension'] },
 );
+
+/**
+ * Loads the encodings the configured models use, so no request pays for loading one (about
+ * half a second of blocked event loop each, FACTS.md).
+ */
+function warmEncodings(cfg: CompiledConfig, logger: Logger): void {
+  const names = new Set([...cfg.models.values()].map((m) => m.tokenizer));
+  for (const name of names) {
+    if (name === 'o200k_base' || name === 'cl100k_base') {
+      loadTokenizer(name).catch((err: unknown) =>
+        logger.error({ err, name }, 'encoding failed to load'),
+      );
+    }
+  }
+}

@@ -2,6 +2,7 @@ import { registerOpsRoutes } from '@holdfast/runtime';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
+import { H } from '../headers.js';
 import { EdgeMetrics } from '../metrics.js';
 import type { Audit } from '../types.js';
 
@@ -37,8 +38,9 @@ export const observabilityPlugin = fp(
     app.decorateRequest('caller', null);
     // Set per request in onRequest below (a shared default object would leak between requests).
     app.decorateRequest('audit', null as unknown as Audit);
-    app.addHook('onRequest', (request, _reply, done) => {
+    app.addHook('onRequest', (request, reply, done) => {
       request.audit = {};
+      reply.header(H.requestId, request.id);
       done();
     });
     app.addHook('onResponse', (request, reply, done) => {

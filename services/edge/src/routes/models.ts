@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { printable } from '../auth.js';
 import { EdgeError } from '../errors.js';
 import { sendError } from '../plugins/errors.js';
 
@@ -20,7 +21,7 @@ export function registerModels(app: FastifyInstance): void {
       reply,
       new EdgeError({
         code: 'not_found',
-        message: `The model "${id}" does not exist.`,
+        message: `The model "${printable(id)}" does not exist.`,
         param: 'model',
       }),
     );
