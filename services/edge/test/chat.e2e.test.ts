@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { chat, edgeTest as test, KEYS } from './harness.js';
+import { chat, edgeTest as test, entry, KEYS } from './harness.js';
 
 test('a non-streaming call through the official client is admitted, answered, settled to its usage', async ({
   stack,
@@ -94,6 +94,38 @@ test('max_tokens 4096 is clamped to the use case ceiling of 512, visibly', async
     .withResponse();
   expect(r3.headers.get('x-holdfast-max-tokens')).toBe('512; requested=none; ceiling=512');
   expect(s.upstream.stats().recent[2]?.maxTokens).toBe(512);
+  await s.settled('support-bot');
+});
+
+test('shrink to fit: a call that does not fit is admitted with a lower max_tokens, visibly', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      const batch = entry(c.tenants, 'batch-summariser');
+      batch.budgets = [{ window: 'month', limit: 1_100 }];
+      batch.shrinkToFit = { minOutputTokens: 100 };
+    },
+  });
+  await s.openai(KEYS.batch).chat.completions.create(chat(20));
+  await s.settled('batch-summariser');
+  // 1,100 - 77 billed = 1,023 left; the prompt takes 27, so 996 output tokens fit.
+  const { response } = await s.openai(KEYS.batch).chat.completions.create(chat(20)).withResponse();
+  expect(response.headers.get('x-holdfast-shrink-to-fit')).toBe('996; from=1024');
+  expect(response.headers.get('x-holdfast-max-tokens')).toBe('996; requested=none; ceiling=1024');
+  expect(s.upstream.stats().recent[1]?.maxTokens).toBe(996);
+  await s.settled('batch-summariser');
+});
+
+test('a long prompt is counted in the worker pool, exactly', async ({ stack }) => {
+  const s = await stack();
+  const { data, response } = await s
+    .openai(KEYS.support)
+    .chat.completions.create(chat(12_000, { max_tokens: 10 }))
+    .withResponse();
+  expect(s.edge.app.counter.stats().pooled).toBe(1);
+  expect(response.headers.get('x-holdfast-prompt-tokens')).toBe(String(data.usage?.prompt_tokens));
+  expect(data.usage?.prompt_tokens).toBe(12_007);
   await s.settled('support-bot');
 });
 
