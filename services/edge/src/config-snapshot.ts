@@ -24,6 +24,8 @@ export class ConfigSnapshot {
   #version = -1;
   #sub: Subscription | undefined;
   #timer: NodeJS.Timeout | undefined;
+  #retry: NodeJS.Timeout | undefined;
+  #stopped = false;
   #refreshing: Promise<boolean> | undefined;
 
   constructor(opts: ConfigSnapshotOptions) {
@@ -46,7 +48,23 @@ export class ConfigSnapshot {
     });
     this.#timer = setInterval(() => void this.refresh(), this.#o.pollMs);
     this.#timer.unref();
-    if (!(await this.refresh())) logger.warn('no config from the authority yet; not ready');
+    if (!(await this.refresh())) {
+      logger.warn('no config from the authority yet; not ready');
+      this.#untilLoaded();
+    }
+  }
+
+  /** Until a first config arrives, ask often (not ready means every call is refused). */
+  #untilLoaded(): void {
+    this.#retry = setTimeout(
+      () => {
+        void this.refresh().then((loaded) => {
+          if (!loaded && !this.#stopped) this.#untilLoaded();
+        });
+      },
+      Math.min(500, this.#o.pollMs),
+    );
+    this.#retry.unref();
   }
 
   /** Fetches the config when the authority has a newer version; true when one is loaded. */
@@ -78,7 +96,9 @@ export class ConfigSnapshot {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#retry);
     await this.#sub?.drain().catch(() => undefined);
     await this.#refreshing?.catch(() => undefined);
   }

@@ -35,12 +35,13 @@ export function testConfig(upstreamUrl: string, patch: (c: TestConfig) => void =
 }
 
 /** The config document, loosely typed so tests can patch any field. */
-export interface TestConfig {
+// A type alias (not an interface), so it is assignable to the authority's document type.
+export type TestConfig = {
   auth: { trustHeaders: boolean };
   upstreams: Array<Record<string, unknown> & { id: string }>;
   models: Array<Record<string, unknown> & { id: string }>;
   tenants: Array<Record<string, unknown> & { id: string }>;
-}
+};
 
 /** The part of the config about one entry (`entry(c.tenants, 'support-bot').mode = 'post'`). */
 export function entry<T extends { id: string }>(list: T[], id: string): T {
@@ -130,6 +131,8 @@ export interface Stack {
   events(until?: (events: HoldfastEvent[]) => boolean): Promise<HoldfastEvent[]>;
   /** Stops the authority (its subscriptions go away; the edge then gets no_responders). */
   stopAuthority(): Promise<void>;
+  /** Applies the test config through the authority's API (which announces it on NATS). */
+  applyConfig(): Promise<void>;
 }
 
 export interface StackOptions {
@@ -137,6 +140,8 @@ export interface StackOptions {
   behaviour?: BehaviourPatch;
   edge?: Partial<Pick<StartEdgeOptions, 'options' | 'env' | 'logger'>>;
   upstreamApiKey?: string;
+  /** false: start the edge before any config is applied (call `applyConfig()` later). */
+  configured?: boolean;
 }
 
 async function startStack(
@@ -176,8 +181,12 @@ async function startStack(
     await stopAuthority();
     redis.disconnect();
   });
-  const applied = await authority.ctx.config.apply(testConfig(upstream.url, opts.patch), 'test');
-  if (!applied.ok) throw new Error(applied.error.message);
+  const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
+  const applyConfig = async () => {
+    const r = await client.configApply({ document: testConfig(upstream.url, opts.patch) });
+    if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
+  };
+  if (opts.configured !== false) await applyConfig();
   const edge = await startEdge({
     nc,
     names: iso.names,
@@ -189,7 +198,6 @@ async function startStack(
     },
   });
   cleanup.push(() => edge.stop());
-  const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
   const usage = async (tenant: string) => {
     const r = await client.usage({ tenant });
     if (!r.ok) throw new Error(`usage failed: ${r.error.code}`);
@@ -221,6 +229,7 @@ async function startStack(
         { what: 'events' },
       ),
     stopAuthority,
+    applyConfig,
   };
 }
 
