@@ -15,6 +15,11 @@ export interface NatsConnectOptions {
   /** Client name, shown by `nats server report connections`. */
   name: string;
   logger: Logger;
+  /**
+   * Skip the stack capture nats.js does for every request (an Error built per call, so a
+   * timeout shows the caller's stack). Hot request paths (the edge's admit) turn it off.
+   */
+  noAsyncTraces?: boolean;
 }
 
 /**
@@ -28,6 +33,7 @@ export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnect
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     pingInterval: 10_000,
+    noAsyncTraces: opts.noAsyncTraces ?? false,
   });
   opts.logger.info({ server: nc.getServer() }, 'connected to NATS');
   void (async () => {

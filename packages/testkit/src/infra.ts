@@ -4,3 +4,4 @@ export * from './wait-for.js';
 export * from './local-servers.js';
 export * from './resolve-infra.js';
 export * from './child.js';
+export * from './bench.js';

@@ -17,7 +17,7 @@ import { AuthorityClient } from '@holdfast/runtime';
 import { requireUrl, resolveInfra } from '@holdfast/testkit/infra';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
-import { closedLoop, median, openLoop, type LoadResult } from './load.js';
+import { closedLoop, median, openLoop, type LoadResult } from '@holdfast/testkit/infra';
 import { RAW_LUA, rawKeys } from './raw.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);

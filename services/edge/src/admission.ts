@@ -1,0 +1,116 @@
+import { randomUUID } from 'node:crypto';
+import { LIMITS, type Admitted, type Refused } from '@holdfast/events';
+import { Err, Ok, type AuthorityClient, type Logger, type Result } from '@holdfast/runtime';
+import type { Caller } from './auth.js';
+import { EdgeError, type EdgeErrorCode } from './errors.js';
+import { windowHeaders } from './headers.js';
+import type { Hold, Holds } from './holds.js';
+import type { EdgeMetrics } from './metrics.js';
+
+export interface AdmissionDeps {
+  authority: AuthorityClient;
+  holds: Holds;
+  metrics: EdgeMetrics;
+  logger: Pick<Logger, 'warn' | 'error'>;
+  timeoutMs: number;
+}
+
+export interface AdmissionRequest {
+  caller: Caller;
+  model: string;
+  promptTokens: number;
+  maxTokens: number;
+}
+
+/** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
+export type Admission =
+  { metered: true; admitted: Admitted; hold: Hold } | { metered: false; reservationId: string };
+
+/** Clients that honour Retry-After (the openai SDK waits for any value) should not wait longer. */
+const MAX_CLIENT_RETRY_WAIT_S = 60;
+
+/**
+ * Asks the authority to admit a call. A refusal becomes the edge error of the same code; an
+ * admit that gets no answer is abandoned (a release that leaves a tombstone, so a late admit
+ * is refused) and the call fails closed, unless the tenant chose failOpen.
+ */
+export async function admit(
+  deps: AdmissionDeps,
+  req: AdmissionRequest,
+): Promise<Result<Admission, EdgeError>> {
+  const { caller } = req;
+  const tenant = caller.tenant.id;
+  if (req.promptTokens > LIMITS.maxPromptTokens) {
+    return Err(
+      new EdgeError({
+        code: 'invalid_request',
+        message: `The prompt has ${req.promptTokens.toLocaleString('en-US')} tokens; the limit is ${LIMITS.maxPromptTokens.toLocaleString('en-US')}.`,
+        param: 'messages',
+      }),
+    );
+  }
+  const reservationId = randomUUID();
+  const started = performance.now();
+  const reply = await deps.authority.admit(
+    {
+      reservationId,
+      tenant,
+      keyId: caller.keyId,
+      useCase: caller.useCase,
+      model: req.model,
+      promptTokens: req.promptTokens,
+      maxTokens: req.maxTokens,
+    },
+    deps.timeoutMs,
+  );
+  const seconds = (performance.now() - started) / 1_000;
+
+  if (!reply.ok) {
+    deps.metrics.admission.observe({ outcome: reply.error.code }, seconds);
+    const { code } = reply.error;
+    const unreachable = code === 'timeout' || code === 'no_responders';
+    if (unreachable) {
+      // A timed-out admit may still land later: leave a tombstone, or give its hold back.
+      // (With no responder at all, nothing can land.)
+      if (code === 'timeout') {
+        void deps.holds.close(reservationId, tenant, { how: 'release', reason: 'admit_abandoned' });
+      }
+      if (caller.tenant.failOpen) {
+        deps.metrics.unmetered.inc({ tenant });
+        deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');
+        return Ok({ metered: false, reservationId });
+      }
+    }
+    if (!unreachable && code !== 'budget_store_unavailable') {
+      deps.logger.error({ tenant, code, err: reply.error }, 'admit rejected by the authority');
+      return Err(new EdgeError({ code: 'internal', message: 'admit failed', cause: reply.error }));
+    }
+    return Err(
+      new EdgeError({
+        code: 'budget_authority_unavailable',
+        message:
+          'The budget authority is unavailable, so the call was not admitted. Retry shortly.',
+        headers: { 'retry-after': '1' },
+      }),
+    );
+  }
+
+  const decision = reply.value;
+  deps.metrics.admission.observe(
+    { outcome: decision.admitted ? 'admitted' : decision.code },
+    seconds,
+  );
+  if (!decision.admitted) return Err(refusalError(decision, tenant));
+  return Ok({ metered: true, admitted: decision, hold: deps.holds.open(reservationId, tenant) });
+}
+
+function refusalError(r: Refused, tenant: string): EdgeError {
+  const headers = windowHeaders(r.windows, tenant);
+  if (r.retryAfterSeconds !== null) headers['retry-after'] = String(r.retryAfterSeconds);
+  // The openai SDK sleeps for any Retry-After it gets; tell it not to when waiting is long.
+  if (r.retryAfterSeconds === null || r.retryAfterSeconds > MAX_CLIENT_RETRY_WAIT_S) {
+    headers['x-should-retry'] = 'false';
+  }
+  const code: EdgeErrorCode = r.code === 'reservation_closed' ? 'internal' : r.code;
+  return new EdgeError({ code, message: r.message, headers, context: { budget: r.budget } });
+}

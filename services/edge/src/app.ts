@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import type { NatsNames } from '@holdfast/events';
+import type { Logger } from '@holdfast/runtime';
+import type { TokenizerName } from '@holdfast/tokenizer';
+import type { NatsConnection } from '@nats-io/transport-node';
+import fp from 'fastify-plugin';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import type { EdgeOptions } from './config.js';
+import { authorityPlugin } from './plugins/authority.js';
+import { errorsPlugin } from './plugins/errors.js';
+import { observabilityPlugin } from './plugins/observability.js';
+import { suspensionPlugin } from './plugins/suspension.js';
+import { upstreamPlugin } from './plugins/upstream.js';
+import { v1Routes } from './routes/v1.js';
+import { zodValidatorCompiler } from './schemas/validate.js';
+import './types.js';
+
+export interface EdgeDeps {
+  /** Borrowed: the caller (main.ts, a test) owns and drains it. */
+  nc: NatsConnection;
+  names: NatsNames;
+  logger: Logger;
+  registry: Registry;
+  options: EdgeOptions;
+  /** Where upstream API keys are read (`apiKeyEnv`); process.env by default. */
+  env?: NodeJS.ProcessEnv;
+  /** Encodings to load into the counting workers at start (default: none, loaded on use). */
+  warmPool?: readonly TokenizerName[];
+}
+
+/**
+ * The edge as a fastify plugin: ops routes and metrics, the authority (config, holds), the
+ * upstream client and token counter, suspension watching, then the OpenAI API under /v1.
+ * Not encapsulated, so the instance that registers it sees its decorations.
+ */
+export const edgeApp = fp(registerEdge, { name: 'holdfast-edge' });
+
+async function registerEdge(app: FastifyInstance, deps: EdgeDeps): Promise<void> {
+  app.decorate('edgeOptions', deps.options);
+  await app.register(errorsPlugin);
+  await app.register(observabilityPlugin, {
+    registry: deps.registry,
+    ready: () => app.configSnapshot.current !== undefined && !deps.nc.isClosed(),
+  });
+  await app.register(upstreamPlugin, {
+    logger: deps.logger,
+    env: deps.env ?? process.env,
+    warmPool: deps.warmPool ?? [],
+  });
+  await app.register(suspensionPlugin, { nc: deps.nc, names: deps.names, logger: deps.logger });
+  await app.register(authorityPlugin, { nc: deps.nc, names: deps.names, logger: deps.logger });
+  await app.register(v1Routes);
+}
+
+/** A fastify instance with the edge registered and ready (not listening). */
+export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
+  const loggerInstance: FastifyBaseLogger = deps.logger;
+  const app = Fastify({
+    loggerInstance,
+    // One summary line per request is written by the observability plugin instead.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: deps.options.bodyLimitBytes,
+    // Open streams must not keep close() waiting; their holds are settled as aborted.
+    forceCloseConnections: true,
+    requestIdHeader: false,
+    genReqId: () => randomUUID(),
+  });
+  app.setValidatorCompiler(zodValidatorCompiler);
+  await app.register(edgeApp, deps);
+  await app.ready();
+  return app;
+}

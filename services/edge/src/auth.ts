@@ -1,0 +1,90 @@
+import { createHash } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
+import { TenantId, UseCaseId } from '@holdfast/events';
+import { EdgeError } from './errors.js';
+
+/** Who is calling: the tenant (team), the virtual key (null in trustHeaders mode), the use case. */
+export interface Caller {
+  tenant: CompiledTenant;
+  keyId: string | null;
+  /** The use case id, well-formed but not necessarily registered (the authority decides). */
+  useCase: string;
+}
+
+const BEARER = /^Bearer +(\S+) *$/i;
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value.join(', ') : value;
+}
+
+export function sha256Hex(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * Authenticates a request from its headers alone, before its body is read:
+ * `Authorization: Bearer <virtual key>` (sha256 looked up in the config), or `x-team` when
+ * the deployment trusts headers. The use case is `x-use-case`, else the key's default, else
+ * the tenant's only one. Ids that are not even well-formed are refused here; registered ones
+ * are the authority's call, so that its refusals are recorded as events.
+ */
+export function authenticate(
+  headers: IncomingHttpHeaders,
+  cfg: CompiledConfig,
+): { ok: true; caller: Caller } | { ok: false; error: EdgeError } {
+  let tenant: CompiledTenant | undefined;
+  let keyId: string | null = null;
+  let defaultUseCase: string | undefined;
+
+  if (cfg.raw.auth.trustHeaders) {
+    const team = single(headers['x-team']);
+    if (team === undefined || team === '') {
+      return fail('unknown_tenant', 'No team: send the x-team header.');
+    }
+    tenant = TenantId.safeParse(team).success ? cfg.tenants.get(team) : undefined;
+    if (!tenant) return fail('unknown_tenant', `Unknown team "${printable(team)}".`);
+  } else {
+    const authorization = single(headers.authorization);
+    if (!authorization) {
+      return fail(
+        'invalid_api_key',
+        'Missing API key: send Authorization: Bearer <your Holdfast key>.',
+      );
+    }
+    const secret = BEARER.exec(authorization)?.[1];
+    const key = secret === undefined ? undefined : cfg.keysByHash.get(sha256Hex(secret));
+    const owner = key && cfg.tenants.get(key.tenant);
+    if (!key || !owner) return fail('invalid_api_key', 'Incorrect API key provided.');
+    tenant = owner;
+    keyId = key.keyId;
+    defaultUseCase = key.defaultUseCase;
+  }
+
+  const header = single(headers['x-use-case']);
+  const only = tenant.useCases.size === 1 ? [...tenant.useCases.keys()][0] : undefined;
+  const useCase = header ?? defaultUseCase ?? only;
+  if (useCase === undefined) {
+    return fail(
+      'use_case_not_registered',
+      `Team ${tenant.id} has ${tenant.useCases.size} use cases: send the x-use-case header.`,
+    );
+  }
+  if (!UseCaseId.safeParse(useCase).success) {
+    return fail(
+      'use_case_not_registered',
+      `Use case "${printable(useCase)}" is not registered for team ${tenant.id}.`,
+    );
+  }
+  return { ok: true, caller: { tenant, keyId, useCase } };
+}
+
+function fail(code: EdgeError['code'], message: string): { ok: false; error: EdgeError } {
+  return { ok: false, error: new EdgeError({ code, message }) };
+}
+
+/** A header value as it may appear in a message: printable ASCII, at most 64 characters. */
+export function printable(value: string): string {
+  const clean = value.replace(/[^\x20-\x7e]/g, '?');
+  return clean.length > 64 ? `${clean.slice(0, 64)}...` : clean;
+}

@@ -1,0 +1,91 @@
+import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
+import type { NatsNames } from '@holdfast/events';
+import { z } from 'zod';
+
+/** The edge's environment. Every outbound call has a timeout here or in the config file. */
+export const EdgeEnv = z.object({
+  /** HTTP port of the OpenAI-compatible API and of /healthz, /readyz, /metrics. */
+  EDGE_PORT: env.port(8080),
+  EDGE_HOST: env.string('0.0.0.0'),
+  /** NATS server(s), comma-separated. */
+  NATS_URL: env.url('nats://127.0.0.1:4222'),
+  /** Largest request body, bytes; larger ones get 413 invalid_request. */
+  EDGE_BODY_LIMIT_BYTES: env.int(10 * 1024 * 1024, 1_024, 512 * 1024 * 1024),
+  /** How long an admission may take before the call fails closed (503) or open (failOpen). */
+  EDGE_ADMIT_TIMEOUT_MS: env.int(1_000, 10, 60_000),
+  /** Timeout of one settle/release request; they are retried with backoff. */
+  EDGE_SETTLE_TIMEOUT_MS: env.int(2_000, 10, 60_000),
+  /** Attempts of a settle/release before the hold is left to its lease. */
+  EDGE_SETTLE_ATTEMPTS: env.int(8, 1, 100),
+  /** How often to poll the authority for a new config (a NATS notice usually comes first). */
+  EDGE_CONFIG_POLL_MS: env.int(5_000, 50, 600_000),
+  /** TCP connect timeout towards an upstream. */
+  EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: env.int(5_000, 10, 600_000),
+  /** Time from sending a request to the upstream's response headers. */
+  EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS: env.int(60_000, 10, 3_600_000),
+  /** Longest silence between two chunks of an upstream stream. */
+  EDGE_UPSTREAM_IDLE_TIMEOUT_MS: env.int(60_000, 10, 3_600_000),
+  /** First retry backoff; doubles each attempt, with full jitter. */
+  EDGE_RETRY_BASE_MS: env.int(250, 0, 60_000),
+  /** Largest backoff between two attempts. */
+  EDGE_RETRY_MAX_MS: env.int(4_000, 0, 600_000),
+  /** A Retry-After longer than this is not waited for: next upstream, or 429 to the client. */
+  EDGE_RETRY_AFTER_CAP_MS: env.int(10_000, 0, 600_000),
+  LOG_LEVEL: env.logLevel(),
+  ...natsNamesEnv,
+});
+export type EdgeEnv = z.infer<typeof EdgeEnv>;
+
+/** The tunables the app reads, derived from the environment (tests build them directly). */
+export interface EdgeOptions {
+  bodyLimitBytes: number;
+  admitTimeoutMs: number;
+  settleTimeoutMs: number;
+  settleAttempts: number;
+  configPollMs: number;
+  upstream: UpstreamTimeouts & RetryPolicy;
+}
+
+export interface UpstreamTimeouts {
+  connectTimeoutMs: number;
+  firstByteTimeoutMs: number;
+  idleTimeoutMs: number;
+}
+
+export interface RetryPolicy {
+  retryBaseMs: number;
+  retryMaxMs: number;
+  retryAfterCapMs: number;
+}
+
+export const DEFAULT_OPTIONS: EdgeOptions = optionsFromEnv(EdgeEnv.parse({}));
+
+export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
+  return {
+    bodyLimitBytes: e.EDGE_BODY_LIMIT_BYTES,
+    admitTimeoutMs: e.EDGE_ADMIT_TIMEOUT_MS,
+    settleTimeoutMs: e.EDGE_SETTLE_TIMEOUT_MS,
+    settleAttempts: e.EDGE_SETTLE_ATTEMPTS,
+    configPollMs: e.EDGE_CONFIG_POLL_MS,
+    upstream: {
+      connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
+      firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,
+      idleTimeoutMs: e.EDGE_UPSTREAM_IDLE_TIMEOUT_MS,
+      retryBaseMs: e.EDGE_RETRY_BASE_MS,
+      retryMaxMs: e.EDGE_RETRY_MAX_MS,
+      retryAfterCapMs: e.EDGE_RETRY_AFTER_CAP_MS,
+    },
+  };
+}
+
+export interface LoadedEnv {
+  env: EdgeEnv;
+  names: NatsNames;
+  options: EdgeOptions;
+}
+
+/** Parses the environment; throws an EnvError that names each bad variable. */
+export function loadEnv(source: NodeJS.ProcessEnv = process.env): LoadedEnv {
+  const e = parseEnv(EdgeEnv, source);
+  return { env: e, names: natsNames(e), options: optionsFromEnv(e) };
+}

@@ -1,0 +1,104 @@
+import { BaseError } from '@holdfast/runtime';
+
+/**
+ * Every error the edge answers with (SPEC section 2). One closed list; `httpError` maps each to
+ * its status through an exhaustive switch.
+ */
+export const EDGE_ERROR_CODES = [
+  'invalid_api_key',
+  'unknown_tenant',
+  'use_case_not_registered',
+  'model_not_allowed',
+  'tenant_suspended',
+  'budget_exceeded',
+  'concurrency_limit',
+  'upstream_rate_limited',
+  'budget_authority_unavailable',
+  'invalid_request',
+  /** Sent as `invalid_request` with status 413. */
+  'request_too_large',
+  'not_found',
+  /** The upstream failed (5xx, bad gateway, dropped before answering). */
+  'upstream_error',
+  /** The upstream did not answer in time. */
+  'upstream_timeout',
+  /** A bug; details are in the log, never in the response. */
+  'internal',
+] as const;
+export type EdgeErrorCode = (typeof EDGE_ERROR_CODES)[number];
+
+type ErrorType =
+  | 'invalid_request_error'
+  | 'permission_error'
+  | 'rate_limit_error'
+  | 'insufficient_quota'
+  | 'server_error';
+
+export interface HttpError {
+  status: number;
+  /** OpenAI's `error.type`. */
+  type: ErrorType;
+  /** OpenAI's `error.code` as sent on the wire. */
+  code: string;
+}
+
+export function httpError(code: EdgeErrorCode): HttpError {
+  switch (code) {
+    case 'invalid_api_key':
+      return { status: 401, type: 'invalid_request_error', code };
+    case 'unknown_tenant':
+    case 'use_case_not_registered':
+    case 'model_not_allowed':
+    case 'tenant_suspended':
+      return { status: 403, type: 'permission_error', code };
+    case 'budget_exceeded':
+      return { status: 429, type: 'insufficient_quota', code };
+    case 'concurrency_limit':
+    case 'upstream_rate_limited':
+      return { status: 429, type: 'rate_limit_error', code };
+    case 'budget_authority_unavailable':
+      return { status: 503, type: 'server_error', code };
+    case 'invalid_request':
+      return { status: 400, type: 'invalid_request_error', code };
+    case 'request_too_large':
+      return { status: 413, type: 'invalid_request_error', code: 'invalid_request' };
+    case 'not_found':
+      return { status: 404, type: 'invalid_request_error', code };
+    case 'upstream_error':
+      return { status: 502, type: 'server_error', code };
+    case 'upstream_timeout':
+      return { status: 504, type: 'server_error', code };
+    case 'internal':
+      return { status: 500, type: 'server_error', code };
+  }
+}
+
+/** An expected failure the edge answers with; `headers` go on the response (Retry-After, ...). */
+export class EdgeError extends BaseError<EdgeErrorCode> {
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+
+  constructor(opts: {
+    code: EdgeErrorCode;
+    message: string;
+    param?: string | null;
+    headers?: Record<string, string>;
+    cause?: unknown;
+    context?: Record<string, unknown>;
+  }) {
+    super(opts);
+    this.param = opts.param ?? null;
+    this.headers = opts.headers ?? {};
+  }
+}
+
+export interface ErrorBody {
+  error: { message: string; type: string; code: string; param: string | null };
+}
+
+/** OpenAI's error body. 5xx messages are generic; the details stay in the log. */
+export function errorBody(err: EdgeError, requestId: string): ErrorBody {
+  const spec = httpError(err.code);
+  const message = err.code === 'internal' ? `Internal error (request ${requestId}).` : err.message;
+  return { error: { message, type: spec.type, code: spec.code, param: err.param } };
+}

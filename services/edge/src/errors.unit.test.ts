@@ -1,0 +1,36 @@
+import { expect, test } from 'vitest';
+import { EDGE_ERROR_CODES, EdgeError, errorBody, httpError } from './errors.js';
+
+test('every edge error code has the status of the SPEC table', () => {
+  const statuses = Object.fromEntries(EDGE_ERROR_CODES.map((c) => [c, httpError(c).status]));
+  expect(statuses).toEqual({
+    invalid_api_key: 401,
+    unknown_tenant: 403,
+    use_case_not_registered: 403,
+    model_not_allowed: 403,
+    tenant_suspended: 403,
+    budget_exceeded: 429,
+    concurrency_limit: 429,
+    upstream_rate_limited: 429,
+    budget_authority_unavailable: 503,
+    invalid_request: 400,
+    request_too_large: 413,
+    not_found: 404,
+    upstream_error: 502,
+    upstream_timeout: 504,
+    internal: 500,
+  });
+  expect(httpError('request_too_large').code).toBe('invalid_request');
+});
+
+test('the body is OpenAI-shaped and hides the details of a bug', () => {
+  const err = new EdgeError({ code: 'internal', message: 'redis exploded at 10.0.0.3' });
+  expect(errorBody(err, 'req-1')).toEqual({
+    error: {
+      message: 'Internal error (request req-1).',
+      type: 'server_error',
+      code: 'internal',
+      param: null,
+    },
+  });
+});

@@ -1,0 +1,42 @@
+import type { WindowState } from '@holdfast/events';
+import { expect, test } from 'vitest';
+import { windowHeaders } from './headers.js';
+
+const w = (over: Partial<WindowState>): WindowState => ({
+  tenant: 'team',
+  budget: 'month-tokens',
+  window: 'month',
+  unit: 'tokens',
+  limit: 40_000,
+  used: 1_000,
+  held: 1_394,
+  enforce: true,
+  ...over,
+});
+
+test('remaining budget and RateLimit headers per enforced window, an org above the team included', () => {
+  const h = windowHeaders(
+    [
+      w({}),
+      w({
+        budget: 'minute-usd',
+        window: 'minute',
+        unit: 'usd',
+        limit: 2_500_000,
+        used: 100_000,
+        held: 400_000,
+      }),
+      w({ tenant: 'acme', budget: 'day-tokens', window: 'day', limit: 100, used: 150, held: 0 }),
+      w({ budget: 'day-tokens', window: 'day', enforce: false }),
+    ],
+    'team',
+  );
+  expect(h).toEqual({
+    'x-holdfast-remaining-month-tokens': '37606',
+    'x-holdfast-remaining-minute-usd': '2.000000',
+    'x-holdfast-remaining-acme-day-tokens': '0',
+    'ratelimit-policy':
+      '"month-tokens";q=40000;w=2592000;qu="tokens", "minute-usd";q=2500000;w=60;qu="microusd", "acme/day-tokens";q=100;w=86400;qu="tokens"',
+    ratelimit: '"month-tokens";r=37606, "minute-usd";r=2000000, "acme/day-tokens";r=0',
+  });
+});

@@ -1,0 +1,82 @@
+import { LATENCY_BUCKETS } from '@holdfast/runtime';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** The edge's Prometheus metrics (GET /metrics on the edge port). */
+export class EdgeMetrics {
+  readonly requests: Counter<'route' | 'status' | 'code'>;
+  readonly admission: Histogram<'outcome'>;
+  readonly upstreamFirstByte: Histogram<'upstream' | 'outcome'>;
+  readonly upstreamDuration: Histogram<'upstream' | 'outcome'>;
+  readonly upstreamRetries: Counter<'upstream' | 'reason'>;
+  readonly tokens: Counter<'kind' | 'model'>;
+  readonly holdsClosed: Counter<'how' | 'outcome'>;
+  readonly holdCloseFailures: Counter<'how'>;
+  readonly inFlight: Gauge;
+  readonly unmetered: Counter<'tenant'>;
+
+  constructor(registry: Registry) {
+    const registers = [registry];
+    this.requests = new Counter({
+      name: 'edge_http_requests_total',
+      help: 'HTTP requests by route, status and error code ("" when none)',
+      labelNames: ['route', 'status', 'code'],
+      registers,
+    });
+    this.admission = new Histogram({
+      name: 'edge_admission_seconds',
+      help: 'Time of the admit request to the authority, by outcome',
+      labelNames: ['outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.upstreamFirstByte = new Histogram({
+      name: 'edge_upstream_first_byte_seconds',
+      help: 'Time from sending a request upstream to its response headers',
+      labelNames: ['upstream', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.upstreamDuration = new Histogram({
+      name: 'edge_upstream_duration_seconds',
+      help: 'Time to an upstream answer over all attempts and fallbacks, by final outcome',
+      labelNames: ['upstream', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.upstreamRetries = new Counter({
+      name: 'edge_upstream_retries_total',
+      help: 'Upstream attempts retried, by reason (429, 5xx, connect)',
+      labelNames: ['upstream', 'reason'],
+      registers,
+    });
+    this.tokens = new Counter({
+      name: 'edge_tokens_total',
+      help: 'Tokens settled by the edge, by kind (prompt, completion) and model',
+      labelNames: ['kind', 'model'],
+      registers,
+    });
+    this.holdsClosed = new Counter({
+      name: 'edge_holds_closed_total',
+      help: 'Holds settled or released, by outcome or reason',
+      labelNames: ['how', 'outcome'],
+      registers,
+    });
+    this.holdCloseFailures = new Counter({
+      name: 'edge_hold_close_failures_total',
+      help: 'Settles/releases that never got an answer (the lease gives the hold back)',
+      labelNames: ['how'],
+      registers,
+    });
+    this.inFlight = new Gauge({
+      name: 'edge_calls_in_flight',
+      help: 'Admitted calls not yet settled or released',
+      registers,
+    });
+    this.unmetered = new Counter({
+      name: 'edge_unmetered_calls_total',
+      help: 'Calls served without a reservation (failOpen tenant, authority unreachable)',
+      labelNames: ['tenant'],
+      registers,
+    });
+  }
+}

@@ -1,0 +1,74 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { NatsNames } from '@holdfast/events';
+import { AuthorityClient, type Logger } from '@holdfast/runtime';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { CompiledConfig } from '@holdfast/config';
+import { loadTokenizer } from '@holdfast/tokenizer';
+import { ConfigSnapshot } from '../config-snapshot.js';
+import { Holds } from '../holds.js';
+
+export interface AuthorityPluginOptions {
+  nc: NatsConnection;
+  names: NatsNames;
+  logger: Logger;
+}
+
+/**
+ * The budget authority as the edge sees it: the typed NATS client, the config snapshot (kept
+ * fresh by notices and polling) and the hold closer. On close the snapshot stops and every
+ * settle/release still running is waited for.
+ */
+export const authorityPlugin = fp(
+  async (app: FastifyInstance, opts: AuthorityPluginOptions) => {
+    const o = app.edgeOptions;
+    const authority = new AuthorityClient({
+      nc: opts.nc,
+      names: opts.names,
+      timeoutMs: o.admitTimeoutMs,
+    });
+    const snapshot = new ConfigSnapshot({
+      authority,
+      nc: opts.nc,
+      names: opts.names,
+      logger: opts.logger.child({ component: 'config' }),
+      pollMs: o.configPollMs,
+      onLoad: (cfg) => warmEncodings(cfg, opts.logger),
+    });
+    const holds = new Holds({
+      authority,
+      logger: opts.logger.child({ component: 'holds' }),
+      metrics: app.metrics,
+      timeoutMs: o.settleTimeoutMs,
+      attempts: o.settleAttempts,
+    });
+    app.decorate('authority', authority);
+    app.decorate('configSnapshot', snapshot);
+    app.decorate('holds', holds);
+    app.addHook('onClose', async () => {
+      await snapshot.stop();
+      // Calls cut by the close settle what they used; wait for them, then for those settles.
+      const deadline = Date.now() + 5_000;
+      while (app.calls.count() > 0 && Date.now() < deadline) await sleep(10);
+      await holds.drain();
+    });
+    await snapshot.start();
+  },
+  { name: 'holdfast-authority', dependencies: ['holdfast-observability', 'holdfast-suspension'] },
+);
+
+/**
+ * Loads the encodings the configured models use, so no request pays for loading one (about
+ * half a second of blocked event loop each, FACTS.md).
+ */
+function warmEncodings(cfg: CompiledConfig, logger: Logger): void {
+  const names = new Set([...cfg.models.values()].map((m) => m.tokenizer));
+  for (const name of names) {
+    if (name === 'o200k_base' || name === 'cl100k_base') {
+      loadTokenizer(name).catch((err: unknown) =>
+        logger.error({ err, name }, 'encoding failed to load'),
+      );
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { printable } from '../auth.js';
+import { EdgeError, errorBody, httpError } from '../errors.js';
+
+/** Answers an edge error: status, headers (Retry-After, ...), OpenAI's error body. */
+export function sendError(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  err: EdgeError,
+): FastifyReply {
+  const spec = httpError(err.code);
+  // Framework errors can come before the onRequest hook that creates the audit record.
+  (request.audit ??= {}).code = err.code;
+  if (spec.status >= 500) {
+    request.log.error({ err, code: err.code, context: err.context }, 'request failed');
+  }
+  return reply.code(spec.status).headers(err.headers).send(errorBody(err, request.id));
+}
+
+/** Framework errors (bad JSON, body too large, wrong content type) as edge errors. */
+export function toEdgeError(err: Error & { statusCode?: number; code?: string }): EdgeError {
+  if (err instanceof EdgeError) return err;
+  const status = err.statusCode ?? 500;
+  if (status === 413) {
+    return new EdgeError({ code: 'request_too_large', message: 'The request body is too large.' });
+  }
+  if (status === 415) {
+    return new EdgeError({
+      code: 'invalid_request',
+      message: 'Send the request body as JSON (Content-Type: application/json).',
+    });
+  }
+  if (status >= 400 && status < 500) {
+    return new EdgeError({ code: 'invalid_request', message: `Invalid request: ${err.message}` });
+  }
+  return new EdgeError({ code: 'internal', message: err.message, cause: err });
+}
+
+/** One error handler and one 404 for the whole edge, both answering OpenAI's error body. */
+export const errorsPlugin = fp(
+  (app: FastifyInstance) => {
+    app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) =>
+      sendError(request, reply, toEdgeError(err)),
+    );
+    app.setNotFoundHandler((request, reply) =>
+      sendError(
+        request,
+        reply,
+        new EdgeError({
+          code: 'not_found',
+          message: `Unknown request URL: ${request.method} ${printable(request.url.split('?', 1)[0] ?? '')}.`,
+        }),
+      ),
+    );
+  },
+  { name: 'holdfast-errors' },
+);

@@ -1,0 +1,53 @@
+import { registerOpsRoutes } from '@holdfast/runtime';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Registry } from 'prom-client';
+import { H } from '../headers.js';
+import { EdgeMetrics } from '../metrics.js';
+import type { Audit } from '../types.js';
+
+/**
+ * Counts a finished request and writes its summary line. Runs from onResponse, and directly
+ * for a client that left before its response finished (status 499, as nginx logs it).
+ */
+export function recordRequest(request: FastifyRequest, status: number, ms: number): void {
+  const route = request.routeOptions.url ?? 'unmatched';
+  const code = request.audit.code ?? '';
+  request.server.metrics.requests.inc({ route, status: String(status), code });
+  if (!route.startsWith('/v1/')) return;
+  request.log.info(
+    { method: request.method, route, status, ms: Math.round(ms * 100) / 100, ...request.audit },
+    'request',
+  );
+}
+
+export interface ObservabilityOptions {
+  registry: Registry;
+  /** /readyz is 200 only when this says so (a config is loaded, NATS is up). */
+  ready: () => boolean;
+}
+
+/**
+ * Metrics, /healthz, /readyz, /metrics, and one summary log line per request (secrets never
+ * appear: the line carries ids, not headers, and the logger redacts authorization anyway).
+ */
+export const observabilityPlugin = fp(
+  (app: FastifyInstance, opts: ObservabilityOptions) => {
+    const metrics = new EdgeMetrics(opts.registry);
+    app.decorate('metrics', metrics);
+    app.decorateRequest('caller', null);
+    // Set per request in onRequest below (a shared default object would leak between requests).
+    app.decorateRequest('audit', null as unknown as Audit);
+    app.addHook('onRequest', (request, reply, done) => {
+      request.audit = {};
+      reply.header(H.requestId, request.id);
+      done();
+    });
+    app.addHook('onResponse', (request, reply, done) => {
+      recordRequest(request, reply.statusCode, reply.elapsedTime);
+      done();
+    });
+    registerOpsRoutes(app, opts.registry, [{ name: 'config', check: opts.ready }]);
+  },
+  { name: 'holdfast-observability' },
+);

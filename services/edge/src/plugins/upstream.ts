@@ -1,0 +1,39 @@
+import type { Logger } from '@holdfast/runtime';
+import { TokenCounter, type TokenizerName } from '@holdfast/tokenizer';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import { UpstreamClient } from '../upstream/client.js';
+
+export interface UpstreamPluginOptions {
+  logger: Logger;
+  /** Where upstream API keys are read (`apiKeyEnv`). */
+  env: NodeJS.ProcessEnv;
+  /** Encodings loaded in the worker pool at start (empty: loaded on first long prompt). */
+  warmPool: readonly TokenizerName[];
+}
+
+/**
+ * The model side: the undici agent towards upstreams, and the token counter (worker pool for
+ * long prompts). Both are closed with the app.
+ */
+export const upstreamPlugin = fp(
+  async (app: FastifyInstance, opts: UpstreamPluginOptions) => {
+    const o = app.edgeOptions;
+    const upstream = new UpstreamClient({
+      logger: opts.logger.child({ component: 'upstream' }),
+      metrics: app.metrics,
+      timeouts: o.upstream,
+      retry: o.upstream,
+      env: opts.env,
+    });
+    const counter = new TokenCounter();
+    app.decorate('upstream', upstream);
+    app.decorate('counter', counter);
+    app.addHook('onClose', async () => {
+      await upstream.close();
+      await counter.close();
+    });
+    if (opts.warmPool.length > 0) await counter.warmUp(opts.warmPool);
+  },
+  { name: 'holdfast-upstream', dependencies: ['holdfast-observability'] },
+);

@@ -1,0 +1,116 @@
+import { EdgeError } from '../errors.js';
+import type { Hold } from '../holds.js';
+import type { AbortWhy, Failure } from '../upstream/client.js';
+
+const MAX_CLIENT_RETRY_WAIT_MS = 60_000;
+
+/** The error a client gets when the upstream call failed (undefined: the client is gone). */
+export function upstreamError(f: Failure): EdgeError | undefined {
+  switch (f.kind) {
+    case 'status':
+      return statusError(f);
+    case 'connect':
+      return new EdgeError({
+        code: 'upstream_error',
+        message: 'The model upstream could not be reached.',
+      });
+    case 'timeout':
+      return new EdgeError({
+        code: 'upstream_timeout',
+        message: 'The model upstream did not answer in time.',
+      });
+    case 'dropped':
+      return new EdgeError({
+        code: 'upstream_error',
+        message: 'The connection to the model upstream was lost.',
+      });
+    case 'aborted':
+      return abortError(f.why);
+  }
+}
+
+function statusError(f: Extract<Failure, { kind: 'status' }>): EdgeError {
+  if (f.status === 429) {
+    const headers: Record<string, string> = {};
+    if (f.retryAfterMs !== undefined) {
+      headers['retry-after'] = String(Math.max(1, Math.ceil(f.retryAfterMs / 1_000)));
+      if (f.retryAfterMs > MAX_CLIENT_RETRY_WAIT_MS) headers['x-should-retry'] = 'false';
+    }
+    return new EdgeError({
+      code: 'upstream_rate_limited',
+      message:
+        'The model upstream is rate limiting this deployment (429), also after the edge retried. This is not your Holdfast budget; retry later.',
+      headers,
+    });
+  }
+  if (f.status === 413) {
+    return new EdgeError({
+      code: 'request_too_large',
+      message: `The upstream rejected the request as too large: ${f.message}`,
+    });
+  }
+  if (f.status === 400 || f.status === 422) {
+    return new EdgeError({
+      code: 'invalid_request',
+      message: `The upstream rejected the request: ${f.message}`,
+    });
+  }
+  return new EdgeError({
+    code: 'upstream_error',
+    message: `The model upstream failed (${f.status}).`,
+  });
+}
+
+function abortError(why: AbortWhy): EdgeError | undefined {
+  switch (why) {
+    case 'client_disconnected':
+      return undefined;
+    case 'suspended':
+      return new EdgeError({
+        code: 'tenant_suspended',
+        message: 'The team was suspended while this call was in flight; the call was ended.',
+      });
+    case 'output_limit':
+      return new EdgeError({
+        code: 'upstream_error',
+        message: 'The upstream exceeded max_tokens.',
+      });
+  }
+}
+
+/**
+ * Closes the hold of a call whose upstream never answered 2xx. If the provider may have read
+ * the prompt (the request went out and then timed out, dropped, or was aborted), the prompt is
+ * settled; otherwise nothing was used and the hold is released.
+ */
+export function closeFailedOpen(hold: Hold, f: Failure, sent: boolean, promptTokens: number): void {
+  const why = f.kind === 'aborted' ? f.why : undefined;
+  if (!sent) {
+    hold.release(
+      why === 'client_disconnected'
+        ? 'client_disconnected'
+        : why === 'suspended'
+          ? 'not_forwarded'
+          : 'upstream_error',
+    );
+    return;
+  }
+  const usage = { promptTokens, completionTokens: 0, cachedPromptTokens: 0 };
+  hold.settle(usage, settleOutcome(f));
+}
+
+/** The settle outcome of a call that ended with this failure (or abort). */
+export function settleOutcome(
+  f: Failure,
+): 'client_disconnected' | 'upstream_error' | 'timeout' | 'budget_exhausted' | 'completed' {
+  if (f.kind === 'timeout') return 'timeout';
+  if (f.kind !== 'aborted') return 'upstream_error';
+  switch (f.why) {
+    case 'client_disconnected':
+      return 'client_disconnected';
+    case 'suspended':
+      return 'budget_exhausted';
+    case 'output_limit':
+      return 'completed';
+  }
+}

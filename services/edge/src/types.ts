@@ -1,0 +1,42 @@
+import type { AuthorityClient } from '@holdfast/runtime';
+import type { TokenCounter } from '@holdfast/tokenizer';
+import type { Caller } from './auth.js';
+import type { Calls } from './calls.js';
+import type { EdgeOptions } from './config.js';
+import type { ConfigSnapshot } from './config-snapshot.js';
+import type { Holds } from './holds.js';
+import type { EdgeMetrics } from './metrics.js';
+import type { UpstreamClient } from './upstream/client.js';
+
+/** Fields of a request's one summary log line (and its metrics labels). */
+export interface Audit {
+  tenant?: string;
+  keyId?: string | null;
+  useCase?: string;
+  model?: string;
+  reservationId?: string;
+  promptTokens?: number;
+  maxTokens?: number;
+  completionTokens?: number;
+  outcome?: string;
+  /** The error code answered, if any. */
+  code?: string;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    edgeOptions: EdgeOptions;
+    metrics: EdgeMetrics;
+    authority: AuthorityClient;
+    configSnapshot: ConfigSnapshot;
+    holds: Holds;
+    calls: Calls;
+    counter: TokenCounter;
+    upstream: UpstreamClient;
+  }
+  interface FastifyRequest {
+    /** Set by the auth hook on /v1 routes. */
+    caller: Caller | null;
+    audit: Audit;
+  }
+}

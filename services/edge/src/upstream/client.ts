@@ -1,0 +1,276 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { UpstreamConfig } from '@holdfast/config';
+import type { Logger } from '@holdfast/runtime';
+import { Agent, request, type Dispatcher } from 'undici';
+import type { RetryPolicy, UpstreamTimeouts } from '../config.js';
+import type { EdgeMetrics } from '../metrics.js';
+import { isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
+
+/** Why the edge itself ended a call early. */
+export type AbortWhy = 'client_disconnected' | 'suspended' | 'output_limit';
+
+/** The reason an edge-side abort carries. */
+export class CallAborted extends Error {
+  constructor(readonly why: AbortWhy) {
+    super(`call aborted: ${why}`);
+    this.name = 'CallAborted';
+  }
+}
+
+/** One attempt's whole-call deadline (the upstream's `timeoutMs`). */
+export class DeadlineExceeded extends Error {
+  constructor(readonly ms: number) {
+    super(`upstream call took longer than ${ms} ms`);
+    this.name = 'DeadlineExceeded';
+  }
+}
+
+/**
+ * How an upstream call failed. `status` and `connect` failures cost nothing (the provider
+ * refused or never got the request); after `timeout` and `dropped` the provider may have read
+ * the prompt, so the edge never retries those and settles what may have been used.
+ */
+export type Failure =
+  | { kind: 'status'; status: number; message: string; retryAfterMs: number | undefined }
+  | { kind: 'connect'; message: string }
+  | { kind: 'timeout'; message: string }
+  | { kind: 'dropped'; message: string }
+  | { kind: 'aborted'; why: AbortWhy };
+
+export interface Opened {
+  upstream: UpstreamConfig;
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Dispatcher.ResponseData['body'];
+  /** Aborted when this attempt's deadline passes (or the call is aborted). */
+  signal: AbortSignal;
+  /** Stops this attempt's deadline timer; call once the body is consumed. */
+  done(): void;
+}
+
+export type OpenResult =
+  | { ok: true; opened: Opened; attempts: number }
+  | { ok: false; failure: Failure; sent: boolean; attempts: number; upstream: string };
+
+export interface UpstreamCall {
+  path: '/chat/completions' | '/embeddings';
+  body: Record<string, unknown>;
+  /** The model's upstream, then its fallbacks. */
+  targets: readonly UpstreamConfig[];
+  /** Aborted by the edge (client gone, tenant suspended, output limit). */
+  signal: AbortSignal;
+  stream: boolean;
+}
+
+export interface UpstreamClientOptions {
+  logger: Logger;
+  metrics: EdgeMetrics;
+  timeouts: UpstreamTimeouts;
+  retry: RetryPolicy;
+  /** Where upstream API keys are read (`apiKeyEnv`); process.env in production. */
+  env: NodeJS.ProcessEnv;
+}
+
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+function errorCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; cause?: { code?: unknown } };
+  const code = typeof e.code === 'string' ? e.code : e.cause?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** OpenAI-compatible upstreams over one undici agent: timeouts, retries, fallbacks. */
+export class UpstreamClient {
+  readonly #o: UpstreamClientOptions;
+  readonly #agent: Agent;
+
+  constructor(opts: UpstreamClientOptions) {
+    this.#o = opts;
+    this.#agent = new Agent({
+      connect: { timeout: opts.timeouts.connectTimeoutMs },
+      keepAliveTimeout: 10_000,
+      connections: 256,
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#agent.close();
+  }
+
+  /**
+   * Sends the call to its upstream until one answers 2xx: each upstream gets 1 + maxRetries
+   * attempts on 429/5xx/connect failures, with backoff and jitter, waiting at least what a
+   * Retry-After asks (one longer than the cap moves on to the next upstream at once).
+   */
+  async open(call: UpstreamCall): Promise<OpenResult> {
+    const started = performance.now();
+    const result = await this.#open(call);
+    const upstream = result.ok ? result.opened.upstream.id : result.upstream;
+    const outcome = result.ok ? 'ok' : result.failure.kind;
+    const seconds = (performance.now() - started) / 1_000;
+    this.#o.metrics.upstreamDuration.observe({ upstream, outcome }, seconds);
+    return result;
+  }
+
+  async #open(call: UpstreamCall): Promise<OpenResult> {
+    let attempts = 0;
+    let last: { failure: Failure; upstream: string } | undefined;
+    for (const target of call.targets) {
+      for (let retry = 0; retry <= target.maxRetries; retry++) {
+        attempts++;
+        const result = await this.#attempt(call, target);
+        if (result.ok) return { ok: true, opened: result.opened, attempts };
+        last = { failure: result.failure, upstream: target.id };
+        if (result.sent || result.failure.kind === 'aborted') {
+          return { ok: false, ...last, sent: result.sent, attempts };
+        }
+        const f = result.failure;
+        if (f.kind === 'status' && !isRetryableStatus(f.status)) {
+          return { ok: false, ...last, sent: false, attempts };
+        }
+        if (retry === target.maxRetries) break;
+        const asked = f.kind === 'status' ? f.retryAfterMs : undefined;
+        const delay = retryDelayMs(retry, asked, this.#o.retry);
+        if (delay === undefined) break;
+        const reason = f.kind === 'status' ? String(f.status) : 'connect';
+        this.#o.metrics.upstreamRetries.inc({ upstream: target.id, reason });
+        try {
+          await sleep(delay, undefined, { signal: call.signal });
+        } catch {
+          return { ok: false, ...abortedFailure(call.signal, target.id), sent: false, attempts };
+        }
+      }
+    }
+    if (!last) throw new Error('model has no upstream');
+    return { ok: false, ...last, sent: false, attempts };
+  }
+
+  async #attempt(
+    call: UpstreamCall,
+    target: UpstreamConfig,
+  ): Promise<{ ok: true; opened: Opened } | { ok: false; failure: Failure; sent: boolean }> {
+    const { logger, metrics, timeouts, env } = this.#o;
+    // This attempt's signal: aborted by the call's, or by the attempt's own deadline.
+    const attempt = new AbortController();
+    const onCallAbort = () => attempt.abort(call.signal.reason);
+    call.signal.addEventListener('abort', onCallAbort, { once: true });
+    const timer = setTimeout(
+      () => attempt.abort(new DeadlineExceeded(target.timeoutMs)),
+      target.timeoutMs,
+    );
+    const signal = attempt.signal;
+    const done = () => {
+      clearTimeout(timer);
+      call.signal.removeEventListener('abort', onCallAbort);
+    };
+    const url = `${target.baseUrl.replace(/\/+$/, '')}${call.path}`;
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: call.stream ? 'text/event-stream' : 'application/json',
+      'user-agent': 'holdfast-edge',
+    };
+    const apiKey = target.apiKeyEnv ? env[target.apiKeyEnv] : undefined;
+    if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+    logger.debug({ upstream: target.id, url, headers }, 'upstream request');
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1_000;
+    try {
+      const res = await request(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(call.body),
+        signal,
+        dispatcher: this.#agent,
+        headersTimeout: timeouts.firstByteTimeoutMs,
+        bodyTimeout: timeouts.idleTimeoutMs,
+      });
+      metrics.upstreamFirstByte.observe(
+        { upstream: target.id, outcome: String(res.statusCode) },
+        seconds(),
+      );
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        return {
+          ok: true,
+          opened: {
+            upstream: target,
+            status: res.statusCode,
+            headers: res.headers,
+            body: res.body,
+            signal,
+            done,
+          },
+        };
+      }
+      const message = await errorMessage(res.body);
+      done();
+      logger.warn(
+        { upstream: target.id, status: res.statusCode, message },
+        'upstream refused the call',
+      );
+      return {
+        ok: false,
+        sent: false,
+        failure: {
+          kind: 'status',
+          status: res.statusCode,
+          message,
+          retryAfterMs: retryAfterMs(res.headers),
+        },
+      };
+    } catch (err) {
+      done();
+      const failure = classify(err, call.signal, signal);
+      metrics.upstreamFirstByte.observe({ upstream: target.id, outcome: failure.kind }, seconds());
+      logger.warn({ upstream: target.id, failure }, 'upstream attempt failed');
+      return { ok: false, failure, sent: failure.kind !== 'connect' };
+    }
+  }
+}
+
+function abortedFailure(
+  signal: AbortSignal,
+  upstream: string,
+): { failure: Failure; upstream: string } {
+  const why = signal.reason instanceof CallAborted ? signal.reason.why : 'client_disconnected';
+  return { failure: { kind: 'aborted', why }, upstream };
+}
+
+/**
+ * What went wrong with an attempt, from the error and which signal (if any) fired: the call's
+ * (the edge ended it) or the attempt's (its deadline, when the call's did not fire).
+ */
+export function classify(err: unknown, callSignal: AbortSignal, attempt: AbortSignal): Failure {
+  if (callSignal.aborted) {
+    const why =
+      callSignal.reason instanceof CallAborted ? callSignal.reason.why : 'client_disconnected';
+    return { kind: 'aborted', why };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  if (attempt.aborted) return { kind: 'timeout', message: (attempt.reason as Error).message };
+  const code = errorCode(err);
+  if (code !== undefined && CONNECT_CODES.has(code)) return { kind: 'connect', message };
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return { kind: 'timeout', message };
+  }
+  return { kind: 'dropped', message };
+}
+
+/** The `error.message` of an upstream error body (at most 64 KiB read). */
+async function errorMessage(body: Dispatcher.ResponseData['body']): Promise<string> {
+  try {
+    const text = (await body.text()).slice(0, 65_536);
+    const parsed = JSON.parse(text) as { error?: { message?: unknown } };
+    const message = parsed.error?.message;
+    return typeof message === 'string' ? message.slice(0, 1_000) : text.slice(0, 1_000);
+  } catch {
+    return '';
+  }
+}

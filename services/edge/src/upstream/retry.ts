@@ -1,0 +1,47 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { RetryPolicy } from '../config.js';
+
+/** Statuses worth another attempt: rate limited, or the upstream failed on its side. */
+export function isRetryableStatus(status: number): boolean {
+  return status === 429 || status === 408 || status >= 500;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/**
+ * How long the upstream asked us to wait: `retry-after-ms` (OpenAI), else `Retry-After` in
+ * seconds or as an HTTP date. undefined when it did not say (or said nonsense).
+ */
+export function retryAfterMs(headers: IncomingHttpHeaders, now = Date.now()): number | undefined {
+  const ms = Number(header(headers, 'retry-after-ms'));
+  if (header(headers, 'retry-after-ms') !== undefined && Number.isFinite(ms) && ms >= 0) return ms;
+  const raw = header(headers, 'retry-after')?.trim();
+  if (!raw) return undefined;
+  if (/^\d+(\.\d+)?$/.test(raw)) return Number(raw) * 1_000;
+  const date = Date.parse(raw);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** Exponential backoff with full jitter: uniform in [0, min(max, base * 2^retry)]. */
+export function backoffMs(retry: number, policy: RetryPolicy, random = Math.random): number {
+  const ceiling = Math.min(policy.retryMaxMs, policy.retryBaseMs * 2 ** retry);
+  return Math.round(random() * ceiling);
+}
+
+/**
+ * The wait before retry number `retry` (0-based) on the same upstream: at least what the
+ * upstream asked for, or `undefined` when that is longer than we are willing to wait (then the
+ * caller moves to the next upstream, or gives up).
+ */
+export function retryDelayMs(
+  retry: number,
+  askedMs: number | undefined,
+  policy: RetryPolicy,
+  random = Math.random,
+): number | undefined {
+  if (askedMs !== undefined && askedMs > policy.retryAfterCapMs) return undefined;
+  return Math.max(askedMs ?? 0, backoffMs(retry, policy, random));
+}

@@ -1,0 +1,36 @@
+import { describe, expect, test } from 'vitest';
+import { backoffMs, isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
+
+const policy = { retryBaseMs: 100, retryMaxMs: 1_000, retryAfterCapMs: 5_000 };
+
+describe('upstream retry policy', () => {
+  test('429, 408 and 5xx are retried; other 4xx are not', () => {
+    expect([429, 408, 500, 502, 503, 529].every(isRetryableStatus)).toBe(true);
+    expect([400, 401, 403, 404, 413, 422].some(isRetryableStatus)).toBe(false);
+  });
+
+  test('Retry-After: retry-after-ms first, then seconds, then an HTTP date', () => {
+    expect(retryAfterMs({ 'retry-after-ms': '250', 'retry-after': '9' })).toBe(250);
+    expect(retryAfterMs({ 'retry-after': '2' })).toBe(2_000);
+    expect(retryAfterMs({ 'retry-after': '1.5' })).toBe(1_500);
+    const now = Date.UTC(2026, 0, 1, 0, 0, 0);
+    expect(retryAfterMs({ 'retry-after': 'Thu, 01 Jan 2026 00:00:30 GMT' }, now)).toBe(30_000);
+    expect(retryAfterMs({ 'retry-after': 'soon' })).toBeUndefined();
+    expect(retryAfterMs({})).toBeUndefined();
+  });
+
+  test('backoff doubles per retry under a cap, with full jitter', () => {
+    expect(backoffMs(0, policy, () => 1)).toBe(100);
+    expect(backoffMs(2, policy, () => 1)).toBe(400);
+    expect(backoffMs(9, policy, () => 1)).toBe(1_000);
+    expect(backoffMs(3, policy, () => 0)).toBe(0);
+    expect(backoffMs(3, policy, () => 0.5)).toBe(400);
+  });
+
+  test('waits at least what the upstream asked, and not at all when it asks too much', () => {
+    expect(retryDelayMs(0, 3_000, policy, () => 1)).toBe(3_000);
+    expect(retryDelayMs(3, 10, policy, () => 1)).toBe(800);
+    expect(retryDelayMs(0, 5_001, policy)).toBeUndefined();
+    expect(retryDelayMs(1, undefined, policy, () => 0.5)).toBe(100);
+  });
+});

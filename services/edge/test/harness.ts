@@ -1,0 +1,281 @@
+import { Authority, createRedis } from '@holdfast/budget-authority';
+import type { HoldfastEvent, NatsNames, TenantUsage } from '@holdfast/events';
+import { parseEvent } from '@holdfast/events';
+import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
+import { AuthorityClient, createLogger, type Logger } from '@holdfast/runtime';
+import { infraTest, waitFor } from '@holdfast/testkit';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import OpenAI, { APIError } from 'openai';
+import { Registry } from 'prom-client';
+import { sha256Hex, startEdge, type RunningEdge, type StartEdgeOptions } from '../src/index.js';
+
+/** Virtual keys of the test config; their sha256 is what the config stores. */
+export const KEYS = {
+  batch: 'sk-hf-batch-summariser-1',
+  support: 'sk-hf-support-bot-1',
+  finance: 'sk-hf-finance-ops-1',
+  multi: 'sk-hf-multi-1',
+} as const;
+
+/** Short upstream timeouts and backoff, so failure paths take milliseconds. */
+export const FAST = {
+  upstream: { retryBaseMs: 1, retryMaxMs: 5, retryAfterCapMs: 2_000 },
+} as const;
+
+/**
+ * The experiment's teams (seeds/000): batch-summariser (40,000 tokens a month, cap 1,024),
+ * support-bot (60,000, cap 512), finance-ops (20,000, cap 512); plus a failOpen team and one
+ * with two use cases. `patch` edits the document before it is applied.
+ */
+export function testConfig(upstreamUrl: string, patch: (c: TestConfig) => void = () => {}) {
+  const config = baseConfig(upstreamUrl);
+  patch(config);
+  return config;
+}
+
+/** The config document, loosely typed so tests can patch any field. */
+// A type alias (not an interface), so it is assignable to the authority's document type.
+export type TestConfig = {
+  auth: { trustHeaders: boolean };
+  upstreams: Array<Record<string, unknown> & { id: string }>;
+  models: Array<Record<string, unknown> & { id: string }>;
+  tenants: Array<Record<string, unknown> & { id: string }>;
+};
+
+/** The part of the config about one entry (`entry(c.tenants, 'support-bot').mode = 'post'`). */
+export function entry<T extends { id: string }>(list: T[], id: string): T {
+  const found = list.find((x) => x.id === id);
+  if (!found) throw new Error(`no ${id} in the test config`);
+  return found;
+}
+
+function baseConfig(upstreamUrl: string): TestConfig {
+  return {
+    auth: { trustHeaders: false },
+    upstreams: [
+      { id: 'default', baseUrl: upstreamUrl, timeoutMs: 5_000, maxRetries: 2 },
+      { id: 'backup', baseUrl: upstreamUrl, timeoutMs: 5_000, maxRetries: 0 },
+    ],
+    models: [
+      {
+        id: 'gpt-4o-mini',
+        upstream: 'default',
+        fallbackUpstreams: [] as string[],
+        tokenizer: 'o200k_base',
+        maxOutputTokens: 16_384,
+        price: { inputPerMTok: 0.15, outputPerMTok: 0.6, cachedInputPerMTok: 0.075 },
+      },
+      {
+        id: 'text-embedding-3-small',
+        upstream: 'default',
+        tokenizer: 'cl100k_base',
+        price: { inputPerMTok: 0.02, outputPerMTok: 0 },
+      },
+    ],
+    tenants: [
+      {
+        id: 'batch-summariser',
+        mode: 'reserve',
+        maxInFlight: 32,
+        failOpen: false,
+        budgets: [{ window: 'month', limit: 40_000, unit: 'tokens' }],
+        useCases: [{ id: 'UC-112', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
+        keys: [{ id: 'batch-1', sha256: sha256Hex(KEYS.batch) }],
+      },
+      {
+        id: 'support-bot',
+        mode: 'reserve',
+        budgets: [
+          { window: 'month', limit: 60_000, unit: 'tokens' },
+          { window: 'day', limit: 5, unit: 'usd' },
+        ],
+        useCases: [
+          { id: 'UC-101', maxTokens: 512, models: ['gpt-4o-mini', 'text-embedding-3-small'] },
+        ],
+        keys: [{ id: 'support-1', sha256: sha256Hex(KEYS.support) }],
+      },
+      {
+        id: 'finance-ops',
+        mode: 'reserve',
+        failOpen: true,
+        budgets: [{ window: 'month', limit: 20_000, unit: 'tokens' }],
+        useCases: [{ id: 'UC-087', maxTokens: 512, models: ['gpt-4o-mini'] }],
+        keys: [{ id: 'finance-1', sha256: sha256Hex(KEYS.finance) }],
+      },
+      {
+        id: 'multi',
+        budgets: [{ window: 'month', limit: 1_000_000, unit: 'tokens' }],
+        useCases: [
+          { id: 'UC-1', maxTokens: 256, models: ['gpt-4o-mini'] },
+          { id: 'UC-2', maxTokens: 128, models: ['gpt-4o-mini'] },
+        ],
+        keys: [{ id: 'multi-1', sha256: sha256Hex(KEYS.multi), defaultUseCase: 'UC-2' }],
+      },
+    ],
+  };
+}
+
+export interface Stack {
+  upstream: MockUpstream;
+  authority: Authority;
+  /** A client of the authority, for reading usage. */
+  client: AuthorityClient;
+  edge: RunningEdge;
+  /** The official client pointed at the edge (no SDK retries unless asked). */
+  openai(key: string, opts?: ConstructorParameters<typeof OpenAI>[0]): OpenAI;
+  usage(tenant: string): Promise<TenantUsage>;
+  /** Waits until the tenant has no call in flight and holds nothing; returns its usage. */
+  settled(tenant: string): Promise<TenantUsage>;
+  /** The events on the stream once `until` holds for them (the outbox relay is asynchronous). */
+  events(until?: (events: HoldfastEvent[]) => boolean): Promise<HoldfastEvent[]>;
+  /** Stops the authority (its subscriptions go away; the edge then gets no_responders). */
+  stopAuthority(): Promise<void>;
+  /** Applies the test config through the authority's API (which announces it on NATS). */
+  applyConfig(): Promise<void>;
+}
+
+export interface StackOptions {
+  patch?: (c: TestConfig) => void;
+  behaviour?: BehaviourPatch;
+  edge?: Partial<Pick<StartEdgeOptions, 'options' | 'env' | 'logger'>>;
+  upstreamApiKey?: string;
+  /** false: start the edge before any config is applied (call `applyConfig()` later). */
+  configured?: boolean;
+}
+
+async function startStack(
+  fx: { nc: NatsConnection; redisUrl: string; iso: { names: NatsNames; keyPrefix: string } },
+  opts: StackOptions,
+  cleanup: Array<() => Promise<void>>,
+): Promise<Stack> {
+  const { nc, iso } = fx;
+  const upstream = await startMockUpstream({
+    port: 0,
+    behaviour: opts.behaviour,
+    ...(opts.upstreamApiKey ? { apiKey: opts.upstreamApiKey } : {}),
+  });
+  cleanup.push(() => upstream.stop());
+  const redis = createRedis(fx.redisUrl);
+  redis.on('error', () => undefined);
+  await redis.connect();
+  const logger: Logger = createLogger({ name: 'authority-test', level: 'silent' });
+  const authority = new Authority({
+    redis,
+    nc,
+    names: iso.names,
+    logger,
+    registry: new Registry(),
+    keyPrefix: iso.keyPrefix,
+    sweepIntervalMs: 100,
+    relayLeaseMs: 1_000,
+  });
+  await authority.start();
+  let authorityUp = true;
+  const stopAuthority = async () => {
+    if (!authorityUp) return;
+    authorityUp = false;
+    await authority.stop();
+  };
+  cleanup.push(async () => {
+    await stopAuthority();
+    redis.disconnect();
+  });
+  const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
+  const applyConfig = async () => {
+    const r = await client.configApply({ document: testConfig(upstream.url, opts.patch) });
+    if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
+  };
+  if (opts.configured !== false) await applyConfig();
+  const edge = await startEdge({
+    nc,
+    names: iso.names,
+    ...opts.edge,
+    options: {
+      ...FAST,
+      ...opts.edge?.options,
+      upstream: { ...FAST.upstream, ...opts.edge?.options?.upstream },
+    },
+  });
+  cleanup.push(() => edge.stop());
+  const usage = async (tenant: string) => {
+    const r = await client.usage({ tenant });
+    if (!r.ok) throw new Error(`usage failed: ${r.error.code}`);
+    const t = r.value.tenants[0];
+    if (!t) throw new Error(`no usage for ${tenant}`);
+    return t;
+  };
+  return {
+    upstream,
+    authority,
+    client,
+    edge,
+    openai: (key, o) => new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: key, maxRetries: 0, ...o }),
+    usage,
+    settled: (tenant) =>
+      waitFor(
+        async () => {
+          const u = await usage(tenant);
+          return u.inFlight === 0 && u.windows.every((w) => w.held === 0) ? u : undefined;
+        },
+        { what: `${tenant} to hold nothing` },
+      ),
+    events: (until = () => true) =>
+      waitFor(
+        async () => {
+          const events = await readEvents(nc, iso.names);
+          return until(events) ? events : undefined;
+        },
+        { what: 'events' },
+      ),
+    stopAuthority,
+    applyConfig,
+  };
+}
+
+/** infraTest plus `stack(opts)`: mock upstream, in-process authority, edge; stopped after. */
+export const edgeTest = infraTest.extend<{ stack: (opts?: StackOptions) => Promise<Stack> }>({
+  stack: async ({ nc, redisUrl, iso }, use) => {
+    const cleanup: Array<() => Promise<void>> = [];
+    await use((opts = {}) => startStack({ nc, redisUrl, iso }, opts, cleanup));
+    for (const stop of cleanup.reverse()) await stop();
+  },
+});
+
+/** Every event on the test's stream so far, in stream order. */
+export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
+  const jsm = await jetstreamManager(nc);
+  const total = (await jsm.streams.info(names.eventsStream)).state.messages;
+  if (total === 0) return [];
+  const consumer = await jetstream(nc).consumers.get(names.eventsStream, {
+    deliver_policy: DeliverPolicy.All,
+  });
+  const events: HoldfastEvent[] = [];
+  for await (const m of await consumer.fetch({ max_messages: total, expires: 5_000 })) {
+    const parsed = parseEvent(m.data);
+    if (!parsed.ok) throw new Error(parsed.error);
+    events.push(parsed.event);
+    if (events.length === total) break;
+  }
+  return events;
+}
+
+/** A chat body of about `words` prompt tokens (each word one o200k token). */
+export function chat(words = 20, extra: Record<string, unknown> = {}) {
+  const text = Array.from({ length: words }, (_, i) => (i % 2 ? 'budget' : 'report')).join(' ');
+  return {
+    model: 'gpt-4o-mini',
+    messages: [{ role: 'user' as const, content: text }],
+    ...extra,
+  };
+}
+
+/** The error an official client call failed with (fails the test when it did not fail so). */
+export async function apiError(p: Promise<unknown>): Promise<APIError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof APIError)) throw new Error(`expected an APIError, got ${String(err)}`);
+  return err;
+}
