@@ -52,6 +52,8 @@ export interface AuthorityOptions {
   configPollMs?: number;
   sweepIntervalMs?: number;
   relayLeaseMs?: number;
+  /** Pause after a relay round smaller than a batch, ms. */
+  relayPauseMs?: number;
 }
 
 /**
@@ -88,6 +90,7 @@ export class Authority {
       metrics,
       replicaId: opts.replicaId ?? randomUUID(),
       leaseMs: opts.relayLeaseMs,
+      pauseMs: opts.relayPauseMs,
     });
     this.#sweeper = new ExpirySweeper(
       this.ctx,

@@ -27,53 +27,45 @@ export interface PlanLevel {
 
 /**
  * What a script needs to touch a tenant's tree: its keys (KEYS[1] outbox, KEYS[2] the
- * reservation or state hash, then the rest) and, in the spec, where each key sits.
+ * reservation or state hash, then the rest) and, in the spec, where each key sits. `json(extra)`
+ * is the spec as the script's ARGV[1], with the call's own fields added.
  */
 export interface Plan {
   keys: string[];
   spec: {
     now: number;
-    bounds: Record<'minute' | 'day' | 'month' | 'calmonth', Bounds>;
-    nextMonthMs: number;
     levels: PlanLevel[];
     budgets: PlanBudget[];
     tenant: string;
     org: string;
-    keepMs: number;
   };
+  json(extra?: Record<string, unknown>): string;
 }
 
-function boundsAt(now: number): Plan['spec']['bounds'] {
-  const b = (w: BudgetWindow, calendar = false): Bounds => {
-    const x = windowBounds(w, now, calendar);
-    const span = x.currentBucket - x.startBucket + 1;
-    return [x.currentBucket, x.startBucket, span, x.bucketMs];
-  };
-  return { minute: b('minute'), day: b('day'), month: b('month'), calmonth: b('month', true) };
-}
-
-function nextMonthStart(now: number): number {
-  const d = new Date(now);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+/** The part of a tenant's plan that only changes with the config: built once per config. */
+interface Template {
+  keys: string[];
+  levels: PlanLevel[];
+  budgets: PlanBudget[];
+  /** JSON of levels, budgets, tenant, org and keepMs, without the braces. */
+  json: string;
 }
 
 /** How long a closed reservation's record is kept, so a late duplicate is recognised. */
 export const KEEP_CLOSED_MS = 24 * 3_600_000;
 
-/**
- * Builds the keys and spec of one tenant's tree. `second` is KEYS[2]: the reservation hash for
- * admit/close, the tenant's state hash for suspension/usage.
- */
-export function planFor(
-  cfg: CompiledConfig,
-  tenant: CompiledTenant,
-  keys: Keys,
-  now: number,
-  second: string,
-): Plan {
+const templates = new WeakMap<CompiledConfig, Map<string, Template>>();
+
+function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Template {
+  let perConfig = templates.get(cfg);
+  if (!perConfig) templates.set(cfg, (perConfig = new Map<string, Template>()));
+  const cacheKey = `${keys.prefix}\u0000${tenant.id}`;
+  const cached = perConfig.get(cacheKey);
+  if (cached) return cached;
   const org = tenant.org;
-  const list = [keys.outbox(org), second];
-  const add = (k: string): number => list.push(k);
+  // KEYS[1] and KEYS[2] are the outbox and the per-call hash; the rest start at 3.
+  const list: string[] = [];
+  const add = (k: string): number => list.push(k) + 2;
   const levels: PlanLevel[] = tenant.chain.map((id) => ({
     tenant: id,
     state: add(keys.state(org, id)),
@@ -91,17 +83,66 @@ export function planFor(
     debt: b.debt,
     key: add(keys.window(org, b.tenant, b.id)),
   }));
+  const json = JSON.stringify({
+    kp: keys.prefix,
+    levels,
+    budgets,
+    tenant: tenant.id,
+    org,
+    keepMs: KEEP_CLOSED_MS,
+  }).slice(1, -1);
+  const t = { keys: [keys.outbox(org), '', ...list], levels, budgets, json };
+  perConfig.set(cacheKey, t);
+  return t;
+}
+
+/** Window bounds change at most once a second (the finest bucket): computed once per second. */
+let boundsCache = { second: NaN, json: '' };
+
+function boundsJson(now: number): string {
+  const second = Math.floor(now / 1_000);
+  if (boundsCache.second !== second) {
+    const b = (w: BudgetWindow, calendar = false): Bounds => {
+      const x = windowBounds(w, now, calendar);
+      return [x.currentBucket, x.startBucket, x.currentBucket - x.startBucket + 1, x.bucketMs];
+    };
+    const d = new Date(now);
+    const bounds = {
+      minute: b('minute'),
+      day: b('day'),
+      month: b('month'),
+      calmonth: b('month', true),
+    };
+    const nextMonthMs = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+    boundsCache = {
+      second,
+      json: `"bounds":${JSON.stringify(bounds)},"nextMonthMs":${nextMonthMs}`,
+    };
+  }
+  return boundsCache.json;
+}
+
+/**
+ * Builds the keys and spec of one tenant's tree. `second` is KEYS[2]: the reservation hash for
+ * admit/close, the tenant's state hash for suspension/usage.
+ */
+export function planFor(
+  cfg: CompiledConfig,
+  tenant: CompiledTenant,
+  keys: Keys,
+  now: number,
+  second: string,
+): Plan {
+  const t = template(cfg, tenant, keys);
+  const list = t.keys.slice();
+  list[1] = second;
+  const fixed = `{${t.json},"now":${now},${boundsJson(now)}`;
   return {
     keys: list,
-    spec: {
-      now,
-      bounds: boundsAt(now),
-      nextMonthMs: nextMonthStart(now),
-      levels,
-      budgets,
-      tenant: tenant.id,
-      org,
-      keepMs: KEEP_CLOSED_MS,
+    spec: { now, levels: t.levels, budgets: t.budgets, tenant: tenant.id, org: tenant.org },
+    json: (extra) => {
+      const rest = extra ? JSON.stringify(extra).slice(1, -1) : '';
+      return rest ? `${fixed},${rest}}` : `${fixed}}`;
     },
   };
 }

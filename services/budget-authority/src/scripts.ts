@@ -42,14 +42,14 @@ export function defineScripts(redis: Redis): void {
   }
 }
 
-/** Runs a script with its keys and JSON spec. */
+/** Runs a script with its keys and its spec (JSON text: ARGV[1]). */
 export function run(
   redis: Redis,
   name: ScriptName,
   keys: string[],
-  spec: unknown,
+  spec: string,
 ): Promise<string[]> {
-  const args = [...keys, JSON.stringify(spec)];
+  const args = [...keys, spec];
   switch (name) {
     case 'admit':
       return redis.hfAdmit(keys.length, ...args);

@@ -123,8 +123,7 @@ export async function admit(
   );
   // The authority enforces the ceilings too; the edge has already clamped to them.
   const max = Math.min(req.maxTokens, useCase.maxTokens, model.maxOutputTokens);
-  const spec = {
-    ...plan.spec,
+  const spec = plan.json({
     resId: req.reservationId,
     keyId: req.keyId ?? '',
     useCase: req.useCase,
@@ -143,7 +142,7 @@ export async function admit(
     percentile: tenant.adaptive.percentile,
     minSamples: tenant.adaptive.minSamples,
     sampleWindow: tenant.adaptive.samples,
-  };
+  });
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
   );

@@ -33,8 +33,7 @@ export async function closeReservation(
   }
   const now = ctx.clock();
   const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.reservation(tenant.org, reservationId));
-  const spec = {
-    ...plan.spec,
+  const spec = plan.json({
     resId: reservationId,
     eventId: randomUUID(),
     op: what.op,
@@ -48,7 +47,7 @@ export async function closeReservation(
         : { prompt: 0, completion: 0, cached: 0 },
     outcome: what.op === 'settle' ? what.outcome : '',
     reason: what.op === 'release' ? what.reason : '',
-  };
+  });
   const result = await withStore(ctx.logger, what.op, () =>
     run(ctx.redis, 'close', plan.keys, spec),
   );

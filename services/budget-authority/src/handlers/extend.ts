@@ -25,12 +25,11 @@ export async function extend(
     ctx.clock(),
     ctx.keys.reservation(tenant.org, req.reservationId),
   );
-  const spec = {
-    ...plan.spec,
+  const spec = plan.json({
     resId: req.reservationId,
     outputTokens: req.outputTokens,
     eventId: randomUUID(),
-  };
+  });
   const result = await withStore(ctx.logger, 'extend', () =>
     run(ctx.redis, 'extend', plan.keys, spec),
   );

@@ -22,15 +22,14 @@ export async function setSuspension(
       new RpcError({ code: 'invalid_request', message: `unknown tenant "${what.req.tenant}"` }),
     );
   const plan = planFor(cfg, tenant, ctx.keys, ctx.clock(), ctx.keys.state(tenant.org, tenant.id));
-  const spec = {
-    ...plan.spec,
+  const spec = plan.json({
     op: what.op,
     by: what.req.by,
     eventId: randomUUID(),
     reason: what.op === 'suspend' ? what.req.reason : '',
     budget: what.op === 'suspend' ? (what.req.budget ?? '') : '',
     graceMs: what.op === 'suspend' ? what.req.graceMs : 0,
-  };
+  });
   const result = await withStore(ctx.logger, what.op, () =>
     run(ctx.redis, 'suspension', plan.keys, spec),
   );

@@ -18,7 +18,7 @@ async function tenantUsage(
     ctx.redis,
     'usage',
     plan.keys,
-    plan.spec,
+    plan.json(),
   );
   const thresholds: Record<string, number[]> = {};
   for (const level of tenant.chain) {

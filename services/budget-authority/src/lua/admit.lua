@@ -233,18 +233,19 @@ end
 local windows = table.concat(states, ';')
 
 local expiresAt = now + spec.leaseMs
-local levelKeys = {}
+local levelNames, levelIndex = {}, {}
 for i, lv in ipairs(spec.levels) do
   redis.call('ZADD', KEYS[lv.holds], I(expiresAt), spec.resId)
   if chargedT ~= 0 then
     redis.call('HINCRBY', KEYS[lv.state], 'billedT', I(chargedT))
     redis.call('HINCRBY', KEYS[lv.state], 'billedU', I(chargedU))
   end
-  levelKeys[i] = KEYS[lv.holds] .. '|' .. KEYS[lv.state]
+  levelNames[i] = lv.tenant
+  levelIndex[lv.tenant] = i - 1
 end
-local holdKeys = {}
+local holdCodes = {}
 for i, b in ipairs(spec.budgets) do
-  holdKeys[i] = KEYS[b.key] .. '|' .. b.unit
+  holdCodes[i] = levelIndex[b.tenant] .. WINDOW_CODE[b.window] .. UNIT_CODE[b.unit]
 end
 
 redis.call('HSET', resKey,
@@ -253,9 +254,9 @@ redis.call('HSET', resKey,
   'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT), 'chargedU', I(chargedU),
   'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]), 'priceCached', I(spec.price[3]),
   'createdAt', I(now), 'expiresAt', I(expiresAt), 'leaseMs', I(spec.leaseMs),
-  'levels', table.concat(levelKeys, ';'), 'holds', table.concat(holdKeys, ';'),
+  'levels', table.concat(levelNames, ';'), 'holds', table.concat(holdCodes, ';'),
   'cov', I(covered), 'potT', I(potT), 'potU', I(potU),
-  'samples', (spec.mode == 'adaptive') and KEYS[spec.samplesKey] or '', 'sampleN', I(spec.sampleWindow))
+  'sampleN', (spec.mode == 'adaptive') and I(spec.sampleWindow) or '0')
 redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
 
 emit({

@@ -19,7 +19,7 @@ local resKey = KEYS[2]
 local f = redis.call('HMGET', resKey,
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'chargedT',
   'chargedU', 'priceIn', 'priceOut', 'priceCached', 'createdAt', 'expiresAt', 'leaseMs',
-  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'samples', 'sampleN')
+  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'sampleN')
 local state, tenant = f[1], f[2]
 
 if not state then
@@ -47,19 +47,18 @@ if spec.op == 'expire' and tonumber(f[15]) > now then
 end
 
 local heldT, heldU = tonumber(f[7]), tonumber(f[8])
+local levels = recordLevels(f[17])
 local prechargedT, prechargedU = tonumber(f[9]), tonumber(f[10])
 
 if state == 'held' then
   -- Give the hold back on every window it was recorded against, and leave the in-flight sets.
   local potT, potU = tonumber(f[21]) or 0, tonumber(f[22]) or 0
-  for entry in string.gmatch(f[18] or '', '[^;]+') do
-    local key, unit = string.match(entry, '^(.*)|(%a+)$')
-    hold(key, (unit == 'usd') and -heldU or -heldT)
-    hold(key, (unit == 'usd') and -potU or -potT, 'p')
+  for _, h in ipairs(recordHolds(spec, levels, f[18])) do
+    hold(h[1], (h[2] == 'usd') and -heldU or -heldT)
+    hold(h[1], (h[2] == 'usd') and -potU or -potT, 'p')
   end
-  for entry in string.gmatch(f[17] or '', '[^;]+') do
-    local holdsKey = string.match(entry, '^(.*)|')
-    redis.call('ZREM', holdsKey, spec.resId)
+  for _, level in ipairs(levels) do
+    redis.call('ZREM', tenantKey(spec, level, ':holds'), spec.resId)
   end
 else
   -- A settle after the lease expired: the hold was already given back; bill the usage.
@@ -79,15 +78,17 @@ if spec.op == 'settle' then
     slide(KEYS[b.key], bd[2], bd[3])
     bill(KEYS[b.key], bd[1], (b.unit == 'usd') and chargeU or chargeT)
   end
-  for entry in string.gmatch(f[17] or '', '[^;]+') do
-    local stateKey = string.match(entry, '|(.*)$')
+  for _, level in ipairs(levels) do
+    local stateKey = tenantKey(spec, level, ':state')
     redis.call('HINCRBY', stateKey, 'billedT', I(chargeT))
     redis.call('HINCRBY', stateKey, 'billedU', I(chargeU))
   end
-  if f[23] and f[23] ~= '' then
+  local sampleN = tonumber(f[23]) or 0
+  if sampleN > 0 then
     -- adaptive: remember the real output size for the next estimates.
-    redis.call('LPUSH', f[23], I(u.completion))
-    redis.call('LTRIM', f[23], 0, tonumber(f[24]) - 1)
+    local samples = tenantKey(spec, tenant, ':out:' .. f[4] .. ':' .. f[5])
+    redis.call('LPUSH', samples, I(u.completion))
+    redis.call('LTRIM', samples, 0, sampleN - 1)
   end
   closed, eventType = 'settled', 'reservation.settled'
 elseif spec.op == 'expire' then

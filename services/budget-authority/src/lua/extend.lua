@@ -16,7 +16,7 @@ local spec = cjson.decode(ARGV[1])
 local now = spec.now
 local f = redis.call('HMGET', KEYS[2],
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'prompt', 'max',
-  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds')
+  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds', 'levels')
 if not f[1] or f[2] ~= spec.tenant then
   return {'unknown', '0', '0', '0', windowStates(spec)}
 end
@@ -40,8 +40,8 @@ for _, b in ipairs(spec.budgets) do
   limits[KEYS[b.key]] = b
 end
 local targets = {}
-for entry in string.gmatch(f[15] or '', '[^;]+') do
-  local key, unit = string.match(entry, '^(.*)|(%a+)$')
+for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15])) do
+  local key, unit = h[1], h[2]
   local add = (unit == 'usd') and addU or addT
   local b = limits[key]
   if b then

@@ -104,3 +104,36 @@ end
 local function emit(fields)
   redis.call('XADD', KEYS[1], '*', unpack(fields))
 end
+
+-- Reservation records name the windows they hold on compactly, so the record stays a small
+-- listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
+-- ("0Mt" = level 0's month-tokens window). Keys are rebuilt from the prefix and the org.
+local WINDOW_CODE = {minute = 'm', day = 'd', month = 'M'}
+local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month'}
+local UNIT_CODE = {tokens = 't', usd = 'u'}
+local UNIT_NAME = {t = 'tokens', u = 'usd'}
+
+local function tenantKey(spec, tenant, suffix)
+  return spec.kp .. ':{' .. spec.org .. '}:t:' .. tenant .. suffix
+end
+
+-- The record's levels: list of tenant ids, leaf first.
+local function recordLevels(text)
+  local out = {}
+  for t in string.gmatch(text or '', '[^;]+') do
+    out[#out + 1] = t
+  end
+  return out
+end
+
+-- The record's holds: list of {window key, unit}.
+local function recordHolds(spec, levels, text)
+  local out = {}
+  for code in string.gmatch(text or '', '[^;]+') do
+    local level = levels[tonumber(string.sub(code, 1, -3)) + 1]
+    local window = WINDOW_NAME[string.sub(code, -2, -2)]
+    local unit = UNIT_NAME[string.sub(code, -1)]
+    out[#out + 1] = {tenantKey(spec, level, ':w:' .. window .. '-' .. unit), unit}
+  end
+  return out
+end
