@@ -125,6 +125,33 @@ describe('adaptive mode', () => {
     ).toMatchObject({ ok: true, value: { status: 'closed' } });
   });
 
+  test('a growth only part of which fits is granted in part', async ({ start }) => {
+    const h = await start(config({ limit: 100_000 }));
+    await learn(h, 200); // 1,500 billed, the estimate is 200
+    expect((await h.client.configApply({ document: config({ limit: 2_000 }) })).ok).toBe(true);
+    const a = admissionOf(await h.client.admit(call(true))); // holds 300: 200 tokens of room left
+    expect(
+      await h.client.extend({
+        reservationId: a.reservationId,
+        tenant: 'team',
+        outputTokens: 1_000,
+      }),
+    ).toMatchObject({
+      ok: true,
+      value: { status: 'extended', coveredOutputTokens: 400, heldTokens: 500 },
+    });
+    expect(
+      await h.client.extend({
+        reservationId: a.reservationId,
+        tenant: 'team',
+        outputTokens: 1_000,
+      }),
+    ).toMatchObject({
+      ok: true,
+      value: { status: 'refused', coveredOutputTokens: 400 },
+    });
+  });
+
   test('calls whose hold cannot grow are admitted only while every possible overrun fits the debt bound', async ({
     start,
   }) => {

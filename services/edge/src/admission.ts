@@ -20,6 +20,8 @@ export interface AdmissionRequest {
   model: string;
   promptTokens: number;
   maxTokens: number;
+  /** true: the edge grows the hold as output arrives (chat), so adaptive mode needs no debt. */
+  extensible: boolean;
 }
 
 /** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
@@ -60,6 +62,7 @@ export async function admit(
       model: req.model,
       promptTokens: req.promptTokens,
       maxTokens: req.maxTokens,
+      extensible: req.extensible,
     },
     deps.timeoutMs,
   );

@@ -13,9 +13,16 @@ export class EdgeMetrics {
   readonly holdCloseFailures: Counter<'how'>;
   readonly inFlight: Gauge;
   readonly unmetered: Counter<'tenant'>;
+  readonly extensions: Counter<'status'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
+    this.extensions = new Counter({
+      name: 'edge_hold_extensions_total',
+      help: 'Hold extensions asked of the authority (adaptive mode), by answer',
+      labelNames: ['status'],
+      registers,
+    });
     this.requests = new Counter({
       name: 'edge_http_requests_total',
       help: 'HTTP requests by route, status and error code ("" when none)',

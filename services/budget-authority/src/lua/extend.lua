@@ -1,6 +1,7 @@
 -- extend: grows a live hold so it covers more output ("holds that grow", adaptive mode). The
--- edge asks before the streamed output passes what the hold covers; if every window still has
--- room the hold grows, else the call must end (finish_reason length).
+-- edge asks before the streamed output passes what the hold covers; the hold grows by as much
+-- of the ask as every window can still pay for; with no room at all the call must end
+-- (finish_reason length).
 --
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
@@ -31,10 +32,11 @@ end
 
 local prompt = tonumber(f[9])
 local price = {tonumber(f[12]), tonumber(f[13]), tonumber(f[14])}
-local addT = want - covered
-local addU = cost(prompt, 0, want, price) - cost(prompt, 0, covered, price)
+local function growth(out)
+  return out - covered, cost(prompt, 0, out, price) - cost(prompt, 0, covered, price)
+end
 
--- Every window the hold was recorded against must have room for the growth.
+-- The windows the hold was recorded against, with their room now.
 local limits = {}
 for _, b in ipairs(spec.budgets) do
   limits[KEYS[b.key]] = b
@@ -42,28 +44,56 @@ end
 local targets = {}
 for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15])) do
   local key, unit = h[1], h[2]
-  local add = (unit == 'usd') and addU or addT
   local b = limits[key]
-  if b then
+  local room = nil
+  if b and b.enforce then
     local bd = bounds(spec, b)
-    local s, h, p = slide(key, bd[2], bd[3])
-    if b.enforce and s + h + p + add > b.limit then
-      return {'refused', f[7], f[8], f[11], windowStates(spec)}
+    local s, held, p = slide(key, bd[2], bd[3])
+    room = b.limit - s - held - p
+  end
+  targets[#targets + 1] = {key = key, unit = unit, room = room}
+end
+
+-- Grant as much of the growth as every window can pay for (rounding of costs can leave the
+-- first bound a token too high: step down until it fits).
+local grant = want
+for _, t in ipairs(targets) do
+  if t.room then
+    if t.unit == 'tokens' then
+      grant = math.min(grant, covered + t.room)
+    elseif price[2] > 0 then
+      grant = math.min(grant, covered + math.floor(t.room * 1000000 / price[2]))
     end
   end
-  targets[#targets + 1] = {key, add}
+end
+local addT, addU = 0, 0
+while grant > covered do
+  addT, addU = growth(grant)
+  local fits = true
+  for _, t in ipairs(targets) do
+    if t.room and ((t.unit == 'usd') and addU or addT) > t.room then
+      fits = false
+    end
+  end
+  if fits then
+    break
+  end
+  grant = grant - 1
+end
+if grant <= covered then
+  return {'refused', f[7], f[8], f[11], windowStates(spec)}
 end
 for _, t in ipairs(targets) do
-  hold(t[1], t[2])
+  hold(t.key, (t.unit == 'usd') and addU or addT)
 end
 heldT, heldU = heldT + addT, heldU + addU
-redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(want))
+redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(grant))
 
 local windows = windowStates(spec)
 emit({
   'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
   'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
   'mode', f[6], 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU), 'addedTokens', I(addT),
-  'addedMicroUsd', I(addU), 'coveredOutputTokens', I(want), 'windows', windows,
+  'addedMicroUsd', I(addU), 'coveredOutputTokens', I(grant), 'windows', windows,
 })
-return {'extended', I(heldT), I(heldU), I(want), windows}
+return {'extended', I(heldT), I(heldU), I(grant), windows}

@@ -13,6 +13,7 @@ import { ChatAccumulator } from '../stream/accumulator.js';
 import type { Failure, Opened } from '../upstream/client.js';
 import { sseEvent } from '../upstream/sse.js';
 import { closeFailedOpen, settleOutcome, upstreamError } from './failure.js';
+import { HoldGrowth } from './growth.js';
 import { parseChunk, pump, type PumpEnd } from './pump.js';
 
 export interface ChatProxyInput {
@@ -56,6 +57,8 @@ interface Run {
   acc: ChatAccumulator;
   /** Output the call may produce; past it the edge stops the upstream (exact tokenizers). */
   limit: number;
+  /** adaptive mode: the hold covers less than max_tokens and grows as output arrives. */
+  growth: HoldGrowth | undefined;
 }
 
 /**
@@ -95,6 +98,7 @@ export async function proxyChat(
       live,
       acc: new ChatAccumulator((t) => counter.countText(t), body.stream !== true),
       limit: input.tokenizer === 'estimate' ? Infinity : call.maxTokens,
+      growth: growthOf(app, call),
     };
     try {
       return body.stream === true ? await relay(run) : await collect(run);
@@ -108,6 +112,27 @@ export async function proxyChat(
       call.hold.release('upstream_error');
     }
   }
+}
+
+/** A growing hold for an adaptive call whose hold covers less than its max_tokens. */
+function growthOf(app: FastifyInstance, call: AdmittedCall): HoldGrowth | undefined {
+  const covered = call.admitted?.coveredOutputTokens;
+  if (covered === undefined || covered >= call.maxTokens) return undefined;
+  return new HoldGrowth({
+    authority: app.authority,
+    metrics: app.metrics,
+    logger: app.log,
+    reservationId: call.hold.reservationId,
+    tenant: call.hold.tenant,
+    covered,
+    maxTokens: call.maxTokens,
+    timeoutMs: app.edgeOptions.admitTimeoutMs,
+  });
+}
+
+/** The pump's handler, gated by the growing hold when there is one. */
+function gated(run: Run, handle: (data: string) => void): (data: string) => void {
+  return run.growth ? run.growth.wrap(handle, run.acc, run.opened.body, run.live) : handle;
 }
 
 /** Adds a chunk to the count; stops the upstream once it writes past the call's max. */
@@ -144,16 +169,21 @@ function settle(run: Run, failure: Failure | undefined): void {
 
 /** Non-streaming client: read the whole upstream stream, answer one chat.completion. */
 async function collect(run: Run): Promise<FastifyReply> {
-  const end = await pump(run.opened, run.live, (data) => void take(run, data));
+  const end = await pump(
+    run.opened,
+    run.live,
+    gated(run, (data) => void take(run, data)),
+  );
   const failure = endFailure(end, run.acc);
   settle(run, failure);
   const { request, reply } = run;
   const why = failure?.kind === 'aborted' ? failure.why : undefined;
-  if (failure && why !== 'output_limit' && why !== 'suspended') {
+  if (failure && why !== 'output_limit' && why !== 'suspended' && why !== 'budget_exhausted') {
     return answerFailure(request, reply, failure);
   }
   // Ended early by the edge: what was generated, marked as cut at the length limit.
   if (why === 'suspended') reply.header('x-holdfast-ended', 'tenant_suspended');
+  if (why === 'budget_exhausted') reply.header('x-holdfast-ended', 'budget_exhausted');
   const finish = why ? 'length' : null;
   return reply.send(run.acc.completion(run.input.body.model, run.input.promptTokens, finish));
 }
@@ -173,12 +203,12 @@ async function relay(run: Run): Promise<FastifyReply> {
   const end = await pump(
     run.opened,
     live,
-    (data) => {
+    gated(run, (data) => {
       const chunk = take(run, data);
       if (!chunk) return;
       if (!wantsUsage && chunk.usage && (chunk.choices ?? []).length === 0) return;
       pass.write(sseEvent(data));
-    },
+    }),
     pass,
   );
   const failure = endFailure(end, run.acc);
@@ -190,7 +220,13 @@ async function relay(run: Run): Promise<FastifyReply> {
     return reply;
   }
   if (why === 'output_limit') closeAtLength(run, pass, wantsUsage);
-  else if (failure) {
+  else if (why === 'budget_exhausted') {
+    // The hold could not grow: end at length, then say why in a final error event.
+    closeAtLength(run, pass, wantsUsage, false);
+    const err = upstreamError(failure!);
+    if (err) pass.write(sseEvent(JSON.stringify(errorBody(err, run.request.id))));
+    run.request.audit.code = err?.code;
+  } else if (failure) {
     const err = upstreamError(failure);
     if (err) pass.write(sseEvent(JSON.stringify(errorBody(err, run.request.id))));
     run.request.audit.code = err?.code;
@@ -200,7 +236,7 @@ async function relay(run: Run): Promise<FastifyReply> {
 }
 
 /** Ends a stream the edge cut at max_tokens the way a provider would: finish_reason length. */
-function closeAtLength(run: Run, pass: PassThrough, wantsUsage: boolean): void {
+function closeAtLength(run: Run, pass: PassThrough, wantsUsage: boolean, done = true): void {
   const base = {
     id: 'chatcmpl-holdfast',
     object: 'chat.completion.chunk',
@@ -219,7 +255,7 @@ function closeAtLength(run: Run, pass: PassThrough, wantsUsage: boolean): void {
     };
     pass.write(sseEvent(JSON.stringify({ ...base, choices: [], usage })));
   }
-  pass.write(sseEvent('[DONE]'));
+  if (done) pass.write(sseEvent('[DONE]'));
 }
 
 /** Answers a failure before any byte reached the client (nothing, when the client is gone). */

@@ -75,6 +75,12 @@ function abortError(why: AbortWhy): EdgeError | undefined {
         code: 'upstream_error',
         message: 'The upstream exceeded max_tokens.',
       });
+    case 'budget_exhausted':
+      return new EdgeError({
+        code: 'budget_exceeded',
+        message:
+          'The budget could not cover more output, so the call was ended (finish_reason length).',
+      });
   }
 }
 
@@ -109,6 +115,7 @@ export function settleOutcome(
     case 'client_disconnected':
       return 'client_disconnected';
     case 'suspended':
+    case 'budget_exhausted':
       return 'budget_exhausted';
     case 'output_limit':
       return 'completed';

@@ -48,7 +48,14 @@ export async function admitCall(
   app: FastifyInstance,
   request: FastifyRequest,
   reply: FastifyReply,
-  call: { model: string; config: CompiledModel | undefined; promptTokens: number; clamp: Clamp },
+  call: {
+    model: string;
+    config: CompiledModel | undefined;
+    promptTokens: number;
+    clamp: Clamp;
+    /** The edge will grow the hold as output arrives (streamed chat). */
+    extensible: boolean;
+  },
 ): Promise<Result<AdmittedCall, EdgeError>> {
   const caller = request.caller!;
   Object.assign(request.audit, {
@@ -64,7 +71,13 @@ export async function admitCall(
       logger: request.log,
       timeoutMs: app.edgeOptions.admitTimeoutMs,
     },
-    { caller, model: call.model, promptTokens: call.promptTokens, maxTokens: call.clamp.maxTokens },
+    {
+      caller,
+      model: call.model,
+      promptTokens: call.promptTokens,
+      maxTokens: call.clamp.maxTokens,
+      extensible: call.extensible,
+    },
   );
   if (!result.ok) return result;
   const a = result.value;

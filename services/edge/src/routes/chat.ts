@@ -37,6 +37,7 @@ export function registerChat(app: FastifyInstance): void {
       config: model.value,
       promptTokens,
       clamp,
+      extensible: true,
     });
     if (!admitted.ok) return sendError(request, reply, admitted.error);
     return proxyChat(app, request, reply, {

@@ -30,6 +30,7 @@ export function registerEmbeddings(app: FastifyInstance): void {
       config: model.value,
       promptTokens,
       clamp,
+      extensible: false,
     });
     if (!admitted.ok) return sendError(request, reply, admitted.error);
     const { hold, model: config } = admitted.value;

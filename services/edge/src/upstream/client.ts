@@ -8,7 +8,7 @@ import type { EdgeMetrics } from '../metrics.js';
 import { isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
 
 /** Why the edge itself ended a call early. */
-export type AbortWhy = 'client_disconnected' | 'suspended' | 'output_limit';
+export type AbortWhy = 'client_disconnected' | 'suspended' | 'output_limit' | 'budget_exhausted';
 
 /** The reason an edge-side abort carries. */
 export class CallAborted extends Error {
