@@ -6,6 +6,7 @@ import { errorBody } from './openai.js';
 import { registerAdmin } from './routes/admin.js';
 import { registerChat } from './routes/chat.js';
 import { registerEmbeddings } from './routes/embeddings.js';
+import { registerLlama } from './routes/llama.js';
 import { registerModels } from './routes/models.js';
 import type { MockState } from './state.js';
 
@@ -79,6 +80,7 @@ export function buildApp({ state, logger, registry, apiKey }: AppDeps): FastifyI
   registerChat(app, state);
   registerEmbeddings(app, state);
   registerModels(app, state);
+  registerLlama(app);
   registerAdmin(app, state);
   return app;
 }

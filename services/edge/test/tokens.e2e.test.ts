@@ -42,3 +42,67 @@ test('x-holdfast-prompt-tokens equals the prompt_tokens OpenAI reported for ever
   }
   await s.settled('multi');
 });
+
+/**
+ * tokenizer `upstream` (SPEC section 3): a self-hosted model is counted with its server's own
+ * chat template and tokenizer (llama-server's /apply-template + /tokenize, which the mock
+ * implements), so the edge's count equals the prompt_tokens the upstream then reports; an
+ * upstream that cannot count falls back to the pessimistic estimate.
+ */
+test('tokenizer upstream: the edge counts with the upstream template and tokenizer, else estimates', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      const base = String(c.upstreams[0]!.baseUrl);
+      const broken = {
+        ...c.upstreams[0]!,
+        id: 'no-tokenizer',
+        baseUrl: base.replace(/\/v1$/, '/elsewhere/v1'),
+      };
+      c.upstreams.push(broken);
+      const price = { inputPerMTok: 0.1, outputPerMTok: 0.1 };
+      c.models.push({
+        id: 'smollm2-135m-instruct',
+        upstream: 'default',
+        tokenizer: 'upstream',
+        price,
+      });
+      c.models.push({
+        id: 'llama-elsewhere',
+        upstream: 'no-tokenizer',
+        tokenizer: 'upstream',
+        price,
+      });
+      entry(c.tenants, 'multi').useCases = [
+        { id: 'UC-2', maxTokens: 64, models: ['smollm2-135m-instruct', 'llama-elsewhere'] },
+      ];
+    },
+  });
+  const messages = [
+    { role: 'system' as const, content: 'You write weekly account digests.' },
+    {
+      role: 'user' as const,
+      content: 'Summarise: revenue up 4%, churn flat, two escalations closed.',
+    },
+  ];
+  const { data, response } = await s
+    .openai(KEYS.multi)
+    .chat.completions.create({ model: 'smollm2-135m-instruct', messages, max_tokens: 16 })
+    .withResponse();
+  expect(Number(response.headers.get('x-holdfast-prompt-tokens'))).toBe(data.usage?.prompt_tokens);
+
+  // The second model's server has no /apply-template: 3 characters a token of every text.
+  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.multi}` },
+    body: JSON.stringify({ model: 'llama-elsewhere', messages, max_tokens: 16 }),
+  });
+  expect(res.status).toBe(502);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.created').length === 2,
+  );
+  const created = events.filter((e) => e.type === 'reservation.created');
+  const estimate = await s.edge.app.counter.countChat({ model: 'x', messages }, 'estimate');
+  expect(created[1]).toMatchObject({ model: 'llama-elsewhere', promptTokens: estimate });
+});

@@ -1,4 +1,5 @@
 import { countChatPrompt, encodingForModel, loadTokenizer } from '@holdfast/tokenizer';
+import { applyTemplate, countTemplateTokens, TEMPLATE_MODEL } from '../template.js';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { ModelCall } from '../call.js';
 import { completionPieces, hash32, wantedTokens } from '../generate.js';
@@ -32,7 +33,10 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
     const body = parsed.data;
     const { plan } = planned;
 
-    const promptTokens = countChatPrompt(body, await loadTokenizer(encodingForModel(body.model)));
+    // Self-hosted models are counted as llama-server counts them: the rendered chat template.
+    const promptTokens = TEMPLATE_MODEL.test(body.model)
+      ? await countTemplateTokens(applyTemplate(body.messages))
+      : countChatPrompt(body, await loadTokenizer(encodingForModel(body.model)));
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
     const cap = maxTokens ?? state.behaviour.maxOutputTokens;
     const stream = body.stream === true;

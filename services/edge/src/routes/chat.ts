@@ -4,7 +4,29 @@ import { EdgeError } from '../errors.js';
 import { sendError } from '../plugins/errors.js';
 import { proxyChat } from '../proxy/chat.js';
 import { ChatRequest } from '../schemas/chat.js';
+import type { CompiledModel } from '@holdfast/config';
+import type { TokenizerName } from '@holdfast/tokenizer';
+import { targetsOf } from '../proxy/chat.js';
 import { admitCall, resolveModel, tokenizerOf } from './admit-call.js';
+
+/**
+ * The prompt in the model's tokens: the exact encoding for OpenAI models; for a model whose
+ * tokenizer is `upstream` (llama-server), its own template and tokenizer; else (or when the
+ * upstream cannot say) the pessimistic estimate.
+ */
+async function countPrompt(
+  app: FastifyInstance,
+  body: ChatRequest,
+  model: CompiledModel | undefined,
+  tokenizer: TokenizerName,
+): Promise<number> {
+  if (model?.tokenizer === 'upstream') {
+    const target = targetsOf(app, model)[0];
+    const counted = target ? await app.upstream.countPrompt(target, body.messages) : undefined;
+    if (counted !== undefined) return counted;
+  }
+  return app.counter.countChat(body, tokenizer);
+}
 
 /**
  * `POST /v1/chat/completions`: validate (schema), count the prompt in the model's encoding,
@@ -31,7 +53,7 @@ export function registerChat(app: FastifyInstance): void {
       );
     }
     const tokenizer = tokenizerOf(model.value);
-    const promptTokens = await app.counter.countChat(body, tokenizer);
+    const promptTokens = await countPrompt(app, body, model.value, tokenizer);
     const admitted = await admitCall(app, request, reply, {
       model: body.model,
       config: model.value,

@@ -106,6 +106,49 @@ export class UpstreamClient {
   }
 
   /**
+   * Counts a chat prompt the way a llama-server upstream does (tokenizer `upstream`): render
+   * its chat template with `POST /apply-template`, then `POST /tokenize` the result (both at
+   * the server root, beside /v1). undefined when the upstream cannot say (the caller then
+   * counts pessimistically).
+   */
+  async countPrompt(
+    target: UpstreamConfig,
+    messages: unknown,
+    timeoutMs = 2_000,
+  ): Promise<number | undefined> {
+    const root = target.baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    const apiKey = target.apiKeyEnv ? this.#o.env[target.apiKeyEnv] : undefined;
+    if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+    const post = async (path: string, body: unknown): Promise<unknown> => {
+      const res = await request(`${root}${path}`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+        dispatcher: this.#agent,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      if (res.statusCode !== 200) {
+        await res.body.dump();
+        throw new Error(`${path} answered ${res.statusCode}`);
+      }
+      return res.body.json();
+    };
+    try {
+      const { prompt } = (await post('/apply-template', { messages })) as { prompt?: unknown };
+      if (typeof prompt !== 'string') return undefined;
+      const { tokens } = (await post('/tokenize', { content: prompt })) as { tokens?: unknown };
+      return Array.isArray(tokens) ? tokens.length : undefined;
+    } catch (err) {
+      this.#o.logger.warn(
+        { upstream: target.id, err: (err as Error).message },
+        'upstream tokenizer failed',
+      );
+      return undefined;
+    }
+  }
+
+  /**
    * Sends the call to its upstream until one answers 2xx: each upstream gets 1 + maxRetries
    * attempts on 429/5xx/connect failures, with backoff and jitter, waiting at least what a
    * Retry-After asks (one longer than the cap moves on to the next upstream at once).
