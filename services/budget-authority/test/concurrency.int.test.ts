@@ -5,7 +5,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { describe, expect } from 'vitest';
 import { Authority, createRedis } from '../src/index.js';
-import { newId, readEvents } from './harness.js';
+import { newId, quiescent, readEvents } from './harness.js';
 
 /**
  * The invariant that matters (SPEC section 4): in reserve mode, for every window, billed usage
@@ -172,29 +172,7 @@ describe('concurrency', () => {
       expect(inFlight.peak).toBeGreaterThanOrEqual(256);
 
       // Abandoned holds expire after their lease; then nothing is held anywhere.
-      const final = await waitFor(
-        async () => {
-          const u = await client.usage({});
-          return u.ok &&
-            u.value.tenants.every((t) => t.inFlight === 0 && t.windows.every((w) => w.held === 0))
-            ? u.value
-            : undefined;
-        },
-        { timeoutMs: 20_000, what: 'every hold settled, released or expired' },
-      );
-      // ...and the outboxes drain to JetStream.
-      await waitFor(
-        async () =>
-          (await redis.keys(`${iso.keyPrefix}:*:outbox`)).length === 0 ||
-          (
-            await Promise.all(
-              (await redis.keys(`${iso.keyPrefix}:*:outbox`)).map((k) => redis.xlen(k)),
-            )
-          ).every((n) => n === 0),
-        {
-          what: 'outboxes drained',
-        },
-      );
+      const final = await quiescent(client, redis, iso.keyPrefix);
       const events = await readEvents(nc, iso.names);
 
       for (const tenant of tenants) {

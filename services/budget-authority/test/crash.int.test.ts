@@ -6,7 +6,7 @@ import { natsNamesToEnv } from '@holdfast/config';
 import { AuthorityClient } from '@holdfast/runtime';
 import { infraTest as test, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { newId, readEvents } from './harness.js';
+import { newId, quiescent, readEvents } from './harness.js';
 
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 const TENANTS = ['team-a', 'team-b'];
@@ -116,27 +116,7 @@ test('an authority replica killed with kill -9 mid-load loses no event and leave
     stop = true;
     await load;
 
-    const usage = await waitFor(
-      async () => {
-        const u = await client.usage({});
-        return u.ok &&
-          u.value.tenants.every((t) => t.inFlight === 0 && t.windows.every((x) => x.held === 0))
-          ? u.value
-          : undefined;
-      },
-      { timeoutMs: 20_000, what: 'no hold left' },
-    );
-    await waitFor(
-      async () =>
-        (
-          await Promise.all(
-            (await redis.keys(`${iso.keyPrefix}:*:outbox`)).map((k) => redis.xlen(k)),
-          )
-        ).every((n) => n === 0),
-      {
-        what: 'outboxes drained',
-      },
-    );
+    const usage = await quiescent(client, redis, iso.keyPrefix);
     const events = await readEvents(nc, iso.names);
 
     expect(new Set(events.map((e) => e.id)).size).toBe(events.length);

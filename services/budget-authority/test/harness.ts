@@ -1,11 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { HoldfastEvent } from '@holdfast/events';
-import { parseEvent, type Admitted, type NatsNames, type Refused } from '@holdfast/events';
+import {
+  parseEvent,
+  type Admitted,
+  type UsageReply,
+  type NatsNames,
+  type Refused,
+} from '@holdfast/events';
 import { AuthorityClient, createLogger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
-import { infraTest } from '@holdfast/testkit';
+import { infraTest, waitFor, type Redis } from '@holdfast/testkit';
 import { Authority, createRedis } from '../src/index.js';
 
 export interface Harness {
@@ -155,3 +161,33 @@ export const authorityTest = infraTest.extend<{ start: (config: unknown) => Prom
     await Promise.all(started.map((h) => h.stop()));
   },
 });
+
+/**
+ * Waits until nothing is held anywhere (every hold settled, released or expired) and every
+ * outbox under the prefix has drained to JetStream; returns the usage of every tenant then.
+ */
+export async function quiescent(
+  client: AuthorityClient,
+  redis: Redis,
+  keyPrefix: string,
+): Promise<UsageReply> {
+  const usage = await waitFor(
+    async () => {
+      const u = await client.usage({});
+      return u.ok &&
+        u.value.tenants.every((t) => t.inFlight === 0 && t.windows.every((w) => w.held === 0))
+        ? u.value
+        : undefined;
+    },
+    { timeoutMs: 20_000, what: 'every hold settled, released or expired' },
+  );
+  await waitFor(
+    async () => {
+      const outboxes = await redis.keys(`${keyPrefix}:*:outbox`);
+      const lengths = await Promise.all(outboxes.map((k) => redis.xlen(k)));
+      return lengths.every((n) => n === 0);
+    },
+    { what: 'outboxes drained' },
+  );
+  return usage;
+}

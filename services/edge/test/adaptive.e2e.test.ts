@@ -5,6 +5,7 @@ import {
   edgeTest as test,
   entry,
   KEYS,
+  testConfig,
   type Stack,
   type TestConfig,
 } from './harness.js';
@@ -28,6 +29,24 @@ async function learn(s: Stack) {
     await s.openai(KEYS.batch).chat.completions.create({ ...chat(20), max_tokens: 1_024 });
   }
   await s.settled('batch-summariser');
+}
+
+/**
+ * Learns an estimate of 50, then lowers the budget so that only `room` more output tokens fit
+ * after the next call's prompt, and makes the model write 900; returns what was billed so far
+ * and the prompt size.
+ */
+async function squeeze(s: Stack, room: number) {
+  await learn(s);
+  const learned = (await s.usage('batch-summariser')).billedTokens;
+  const prompt = learned / 3 - 50;
+  const applied = await s.client.configApply({
+    document: testConfig(s.upstream.url, adaptive(learned + prompt + room)),
+  });
+  expect(applied.ok).toBe(true);
+  await s.edge.app.configSnapshot.refresh();
+  s.upstream.configure({ completion: { mode: 'fixed', tokens: 900 } });
+  return { learned, prompt };
 }
 
 test('a hold starts at the estimate and grows with the output; the call bills what it wrote', async ({
@@ -62,17 +81,7 @@ test('when the budget cannot cover more output the call ends at length, within i
 }) => {
   // 3 × (prompt + 50) learned; room left for roughly 300 more output tokens.
   const s = await stack({ patch: adaptive(40_000) });
-  await learn(s);
-  const learned = (await s.usage('batch-summariser')).billedTokens;
-  const prompt = learned / 3 - 50;
-  await s.client.configApply({
-    document: (await import('./harness.js')).testConfig(
-      s.upstream.url,
-      adaptive(learned + prompt + 300),
-    ),
-  });
-  await s.edge.app.configSnapshot.refresh();
-  s.upstream.configure({ completion: { mode: 'fixed', tokens: 900 } });
+  const { learned, prompt } = await squeeze(s, 300);
   const { data, response } = await s
     .openai(KEYS.batch)
     .chat.completions.create({ ...chat(20), max_tokens: 1_024 })
@@ -97,17 +106,7 @@ test('a streaming client gets finish_reason length and a final error event when 
   stack,
 }) => {
   const s = await stack({ patch: adaptive(40_000) });
-  await learn(s);
-  const learned = (await s.usage('batch-summariser')).billedTokens;
-  const prompt = learned / 3 - 50;
-  await s.client.configApply({
-    document: (await import('./harness.js')).testConfig(
-      s.upstream.url,
-      adaptive(learned + prompt + 200),
-    ),
-  });
-  await s.edge.app.configSnapshot.refresh();
-  s.upstream.configure({ completion: { mode: 'fixed', tokens: 900 } });
+  await squeeze(s, 200);
   const stream = await s
     .openai(KEYS.batch)
     .chat.completions.create({ ...chat(20), max_tokens: 1_024, stream: true });
