@@ -123,7 +123,7 @@ export class Authority {
       ),
     );
     this.#serve('config.apply', ConfigApplyRequest, async (req) => {
-      const r = await ctx.config.apply(req.document, req.source);
+      const r = await ctx.config.apply(req.document, req.source, req.expectedVersion);
       if (r.ok && r.value.changed) this.#announceConfig();
       return r;
     });
