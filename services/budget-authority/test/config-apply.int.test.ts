@@ -1,5 +1,5 @@
-import { expect } from 'vitest';
-import { BASE_CONFIG, authorityTest as test } from './harness.js';
+import { expect, onTestFinished } from 'vitest';
+import { BASE_CONFIG, startAuthority, authorityTest as test } from './harness.js';
 
 const withLimit = (limit: number) => ({
   ...BASE_CONFIG,
@@ -69,4 +69,30 @@ test('concurrent applies without expectedVersion all succeed, one version each',
   );
   const versions = results.map((r) => (r.ok ? r.value.version : r.error.code)).sort();
   expect(versions).toEqual([v + 1, v + 2, v + 3, v + 4]);
+});
+
+test('config.get answers the stored version on every replica, even before its notice', async ({
+  start,
+  redisUrl,
+  nc,
+  iso,
+}) => {
+  const a = await start(BASE_CONFIG);
+  const b = await startAuthority({
+    redisUrl,
+    nc,
+    names: iso.names,
+    keyPrefix: iso.keyPrefix,
+    config: BASE_CONFIG,
+  });
+  onTestFinished(() => b.stop());
+  // Applied on replica a without the config.changed notice: b has not heard of it.
+  const applied = await a.authority.ctx.config.apply(withLimit(7_000), 'test');
+  const version = applied.ok ? applied.value.version : -1;
+  expect(b.authority.ctx.config.version).toBe(version - 1);
+  // The queue group spreads these over both replicas; every answer is the new version.
+  const answers = await Promise.all(Array.from({ length: 20 }, () => a.client.configGet()));
+  expect(new Set(answers.map((r) => (r.ok ? r.value.version : r.error.code)))).toEqual(
+    new Set([version]),
+  );
 });
