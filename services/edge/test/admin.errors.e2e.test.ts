@@ -79,6 +79,13 @@ test('bad input is refused with a code naming the field, and changes nothing', a
     404,
     'not_found',
   );
+  // A model id with a slash travels URL-encoded.
+  await expectError(
+    call('PUT', '/admin/models/Qwen%2FQwen2.5-7B/price', { inputPerMTok: 1, outputPerMTok: 2 }),
+    404,
+    'not_found',
+    ['"Qwen/Qwen2.5-7B"'],
+  );
 
   // Ids that cannot be valid, and bodies of the wrong shape.
   const badId = await expectError(call('GET', '/admin/tenants/Bad.Tenant'), 400, 'invalid_request');
