@@ -9,7 +9,7 @@ import type { ConfigEditor } from './editor.js';
 import { KeyBody, KeyParams, KeysQuery, TenantParams, VersionQuery } from './schemas.js';
 
 /** A new virtual key: 256 random bits, recognisable by its prefix (secret scanners, logs). */
-export function newSecret(): string {
+function newSecret(): string {
   return `sk-hf-${randomBytes(32).toString('base64url')}`;
 }
 
