@@ -113,17 +113,18 @@ export class Authority {
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
-    this.#serve('config.get', ConfigGetRequest, () =>
-      Promise.resolve(
-        Ok({
-          version: ctx.config.version,
-          hash: ctx.config.current.hash,
-          config: ctx.config.current.raw,
-        }),
-      ),
-    );
+    // Always the stored version, not this replica's cache: a read-modify-write (admin API)
+    // must start from the latest document or its apply is refused as stale.
+    this.#serve('config.get', ConfigGetRequest, async () => {
+      await ctx.config.refresh();
+      return Ok({
+        version: ctx.config.version,
+        hash: ctx.config.current.hash,
+        config: ctx.config.current.raw,
+      });
+    });
     this.#serve('config.apply', ConfigApplyRequest, async (req) => {
-      const r = await ctx.config.apply(req.document, req.source);
+      const r = await ctx.config.apply(req.document, req.source, req.expectedVersion);
       if (r.ok && r.value.changed) this.#announceConfig();
       return r;
     });

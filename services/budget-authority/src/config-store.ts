@@ -84,11 +84,14 @@ export class ConfigStore {
 
   /**
    * Validates and applies a config document. Unchanged documents change nothing. The write,
-   * the version bump and the config.changed event go in one MULTI.
+   * the version bump and the config.changed event go in one MULTI. With `expectedVersion`, a
+   * config that moved past that version is refused (`version_conflict`), even when unchanged.
    */
   async apply(
     document: unknown,
     source: string,
+    expectedVersion?: number,
+    attempt = 0,
   ): Promise<Result<{ version: number; hash: string; changed: boolean }, RpcError>> {
     const parsed = parseConfig(document);
     if (!parsed.ok) {
@@ -96,6 +99,14 @@ export class ConfigStore {
     }
     const cfg = parsed.config;
     await this.refresh();
+    if (expectedVersion !== undefined && expectedVersion !== this.#version) {
+      return Err(
+        new RpcError({
+          code: 'version_conflict',
+          message: `the config is at version ${this.#version}, not the expected ${expectedVersion}: read it again and reapply the change`,
+        }),
+      );
+    }
     if (cfg.hash === this.#config.hash && this.#version > 0) {
       return Ok({ version: this.#version, hash: cfg.hash, changed: false });
     }
@@ -125,9 +136,13 @@ export class ConfigStore {
       JSON.stringify(orgs),
     );
     if (applied !== 1) {
-      // Another replica applied a version in between: reload and try once more on top of it.
-      if (await this.refresh()) return this.apply(document, source);
-      return Err(new RpcError({ code: 'internal', message: 'config version moved during apply' }));
+      // Another apply (another replica's, or a concurrent one here) wrote a version in between:
+      // reload and try again on top of it. With an expected version, that answers a conflict.
+      await this.refresh();
+      if (attempt >= 5) {
+        return Err(new RpcError({ code: 'internal', message: 'config version kept moving' }));
+      }
+      return this.apply(document, source, expectedVersion, attempt + 1);
     }
     this.#config = cfg;
     this.#version = version;

@@ -6,6 +6,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import fp from 'fastify-plugin';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { adminRoutes } from './admin/plugin.js';
 import type { EdgeOptions } from './config.js';
 import { authorityPlugin } from './plugins/authority.js';
 import { errorsPlugin } from './plugins/errors.js';
@@ -14,6 +15,7 @@ import { suspensionPlugin } from './plugins/suspension.js';
 import { upstreamPlugin } from './plugins/upstream.js';
 import { v1Routes } from './routes/v1.js';
 import { zodValidatorCompiler } from './schemas/validate.js';
+import { statusRoutes } from './status/routes.js';
 import './types.js';
 
 export interface EdgeDeps {
@@ -31,7 +33,8 @@ export interface EdgeDeps {
 
 /**
  * The edge as a fastify plugin: ops routes and metrics, the authority (config, holds), the
- * upstream client and token counter, suspension watching, then the OpenAI API under /v1.
+ * upstream client and token counter, suspension watching, then the OpenAI API under /v1, the
+ * budgets (status page and /v1/budgets) and the admin API under /admin.
  * Not encapsulated, so the instance that registers it sees its decorations.
  */
 export const edgeApp = fp(registerEdge, { name: 'holdfast-edge' });
@@ -51,6 +54,8 @@ async function registerEdge(app: FastifyInstance, deps: EdgeDeps): Promise<void>
   await app.register(suspensionPlugin, { nc: deps.nc, names: deps.names, logger: deps.logger });
   await app.register(authorityPlugin, { nc: deps.nc, names: deps.names, logger: deps.logger });
   await app.register(v1Routes);
+  await app.register(statusRoutes);
+  await app.register(adminRoutes, { prefix: '/admin', logger: deps.logger });
 }
 
 /** A fastify instance with the edge registered and ready (not listening). */

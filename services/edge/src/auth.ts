@@ -18,6 +18,12 @@ function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
+/** The token of an `Authorization: Bearer <token>` header, if the header has that form. */
+export function bearerToken(authorization: string | string[] | undefined): string | undefined {
+  const value = single(authorization);
+  return value === undefined ? undefined : BEARER.exec(value)?.[1];
+}
+
 export function sha256Hex(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
@@ -52,7 +58,7 @@ export function authenticate(
         'Missing API key: send Authorization: Bearer <your Holdfast key>.',
       );
     }
-    const secret = BEARER.exec(authorization)?.[1];
+    const secret = bearerToken(authorization);
     const key = secret === undefined ? undefined : cfg.keysByHash.get(sha256Hex(secret));
     const owner = key && cfg.tenants.get(key.tenant);
     if (!key || !owner) return fail('invalid_api_key', 'Incorrect API key provided.');

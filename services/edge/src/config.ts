@@ -31,6 +31,22 @@ export const EdgeEnv = z.object({
   EDGE_RETRY_MAX_MS: env.int(4_000, 0, 600_000),
   /** A Retry-After longer than this is not waited for: next upstream, or 429 to the client. */
   EDGE_RETRY_AFTER_CAP_MS: env.int(10_000, 0, 600_000),
+  /**
+   * Bearer token of the admin API (`/admin`) and of the status page for admins. Unset: the
+   * admin API answers 404 admin_disabled. At least 16 printable characters.
+   */
+  EDGE_ADMIN_TOKEN: z
+    .string()
+    .regex(/^[\x21-\x7e]{16,512}$/, 'must be 16 to 512 printable characters, no spaces')
+    .optional(),
+  /**
+   * Who may see `GET /budgets` and `GET /v1/budgets`: `token` (the admin token sees every
+   * tenant, a virtual key its own) or `open` (anyone who reaches the edge sees every tenant;
+   * for internal networks). A virtual key is always limited to its own tenant.
+   */
+  EDGE_STATUS_PAGE: z.enum(['token', 'open']).default('token'),
+  /** How often the status page refreshes its bars, ms. */
+  EDGE_STATUS_REFRESH_MS: env.int(2_000, 100, 600_000),
   LOG_LEVEL: env.logLevel(),
   ...natsNamesEnv,
 });
@@ -43,6 +59,10 @@ export interface EdgeOptions {
   settleTimeoutMs: number;
   settleAttempts: number;
   configPollMs: number;
+  /** The admin API's bearer token; undefined: the admin API is disabled. */
+  adminToken: string | undefined;
+  statusAccess: 'token' | 'open';
+  statusRefreshMs: number;
   upstream: UpstreamTimeouts & RetryPolicy;
 }
 
@@ -67,6 +87,9 @@ export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     settleTimeoutMs: e.EDGE_SETTLE_TIMEOUT_MS,
     settleAttempts: e.EDGE_SETTLE_ATTEMPTS,
     configPollMs: e.EDGE_CONFIG_POLL_MS,
+    adminToken: e.EDGE_ADMIN_TOKEN,
+    statusAccess: e.EDGE_STATUS_PAGE,
+    statusRefreshMs: e.EDGE_STATUS_REFRESH_MS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,

@@ -24,6 +24,18 @@ export const EDGE_ERROR_CODES = [
   'upstream_timeout',
   /** A bug; details are in the log, never in the response. */
   'internal',
+  /** Admin API: no `Authorization: Bearer <admin token>`. */
+  'admin_token_required',
+  /** Admin API: a token that is not the admin token. */
+  'admin_token_invalid',
+  /** Admin API: the edge has no EDGE_ADMIN_TOKEN, so the admin API is off. */
+  'admin_disabled',
+  /** The config document (or the edit) was rejected; the message names every field. */
+  'invalid_config',
+  /** The config moved past the `expectedVersion` the edit was based on. */
+  'version_conflict',
+  /** Creating something whose id is taken. */
+  'already_exists',
 ] as const;
 export type EdgeErrorCode = (typeof EDGE_ERROR_CODES)[number];
 
@@ -45,7 +57,17 @@ export interface HttpError {
 export function httpError(code: EdgeErrorCode): HttpError {
   switch (code) {
     case 'invalid_api_key':
+    case 'admin_token_required':
       return { status: 401, type: 'invalid_request_error', code };
+    case 'admin_token_invalid':
+      return { status: 403, type: 'permission_error', code };
+    case 'admin_disabled':
+      return { status: 404, type: 'invalid_request_error', code };
+    case 'invalid_config':
+      return { status: 400, type: 'invalid_request_error', code };
+    case 'version_conflict':
+    case 'already_exists':
+      return { status: 409, type: 'invalid_request_error', code };
     case 'unknown_tenant':
     case 'use_case_not_registered':
     case 'model_not_allowed':

@@ -19,6 +19,12 @@ test('every edge error code has the status of the SPEC table', () => {
     upstream_error: 502,
     upstream_timeout: 504,
     internal: 500,
+    admin_token_required: 401,
+    admin_token_invalid: 403,
+    admin_disabled: 404,
+    invalid_config: 400,
+    version_conflict: 409,
+    already_exists: 409,
   });
   expect(httpError('request_too_large').code).toBe('invalid_request');
 });

@@ -68,6 +68,11 @@ export const ConfigApplyRequest = z.strictObject({
   /** The raw document (YAML text or an already-parsed object). */
   document: z.union([z.string().max(5_000_000), z.record(z.string(), z.unknown())]),
   source: z.string().max(200).default('api'),
+  /**
+   * Optimistic concurrency: apply only if the stored config is still at this version (0: none
+   * applied yet); otherwise the reply is a `version_conflict` error and nothing changes.
+   */
+  expectedVersion: z.int().min(0).optional(),
 });
 export type ConfigApplyRequest = z.input<typeof ConfigApplyRequest>;
 

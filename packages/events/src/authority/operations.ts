@@ -29,6 +29,8 @@ export const AUTHORITY_ERROR_CODES = [
   'budget_store_unavailable',
   /** The config document was rejected; the message names the fields. */
   'invalid_config',
+  /** config.apply with an `expectedVersion` that is no longer the stored one. Nothing changed. */
+  'version_conflict',
   /** A bug; details are in the authority's log. */
   'internal',
 ] as const;

@@ -1,0 +1,60 @@
+import { CliError } from './client.js';
+import { apply } from './commands/apply.js';
+import { keys } from './commands/keys.js';
+import { suspension } from './commands/tenants.js';
+import { usage } from './commands/usage.js';
+import { DEFAULT_URL, type Io } from './context.js';
+import { EXIT } from './exit.js';
+
+export const USAGE = `holdfast: manage a Holdfast gateway through its edge's admin API
+
+Usage:
+  holdfast apply FILE [--expected-version N] [--dry-run]
+                                  validate a config file (YAML or JSON), then apply it whole
+  holdfast keys create --tenant T --id ID [--use-case UC]
+                                  create a virtual key; prints its secret once, on stdout
+  holdfast keys list [--tenant T]  list keys (ids only; secrets are never shown again)
+  holdfast keys delete --tenant T --id ID
+  holdfast suspend TENANT [--reason TEXT] [--grace-ms N]
+  holdfast resume TENANT
+  holdfast usage [TENANT]          budget windows: used, held, limit
+
+Every command takes --url URL (default: $HOLDFAST_URL, else ${DEFAULT_URL}) and --json.
+The admin token is read from $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN).
+
+Exit codes: 0 ok, 1 failed, 2 usage, 3 invalid config or request, 4 no or wrong admin token,
+5 not found, 6 conflict (stale --expected-version, id taken), 7 edge or authority unavailable.
+`;
+
+/** Runs one command line; returns the exit code (never exits the process itself). */
+export async function run(argv: string[], io: Io): Promise<number> {
+  const [command, ...args] = argv;
+  try {
+    if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+      io.stdout(USAGE);
+      return command === undefined ? EXIT.usage : EXIT.ok;
+    }
+    if (args.includes('--help') || args.includes('-h')) {
+      io.stdout(USAGE);
+      return EXIT.ok;
+    }
+    switch (command) {
+      case 'apply':
+        return await apply(args, io);
+      case 'keys':
+        return await keys(args, io);
+      case 'suspend':
+      case 'resume':
+        return await suspension(command, args, io);
+      case 'usage':
+        return await usage(args, io);
+      default:
+        throw new CliError(`unknown command "${command}"`, EXIT.usage);
+    }
+  } catch (err) {
+    if (!(err instanceof CliError)) throw err;
+    io.stderr(`holdfast: ${err.message}\n`);
+    if (err.exit === EXIT.usage) io.stderr('run holdfast --help for usage\n');
+    return err.exit;
+  }
+}

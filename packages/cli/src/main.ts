@@ -1,0 +1,15 @@
+#!/usr/bin/env node
+import { readFile } from 'node:fs/promises';
+import { run } from './cli.js';
+
+/** The `holdfast` binary: one command, its exit code, nothing left running. */
+const code = await run(process.argv.slice(2), {
+  env: process.env,
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  readFile: (path) => readFile(path, 'utf8'),
+}).catch((err: unknown) => {
+  process.stderr.write(`holdfast: unexpected error: ${String(err)}\n`);
+  return 1;
+});
+process.exitCode = code;

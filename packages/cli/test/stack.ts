@@ -1,0 +1,92 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { Authority, createRedis } from '@holdfast/budget-authority';
+import { sha256Hex, startEdge } from '@holdfast/edge';
+import { startMockUpstream } from '@holdfast/mock-upstream';
+import { AuthorityClient, createLogger, createRegistry } from '@holdfast/runtime';
+import { infraTest } from '@holdfast/testkit';
+
+export const ADMIN_TOKEN = 'hf-cli-test-admin-token-93ad';
+export const TEAM_KEY = 'sk-hf-cli-team-key';
+const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+
+/** A config document: one team with a budget, a use case and a key. */
+export function teamConfig(upstreamUrl: string, limit = 40_000) {
+  return {
+    upstreams: [{ id: 'default', baseUrl: upstreamUrl }],
+    models: [
+      {
+        id: 'gpt-4o-mini',
+        upstream: 'default',
+        tokenizer: 'o200k_base',
+        price: { inputPerMTok: 0.15, outputPerMTok: 0.6 },
+      },
+    ],
+    tenants: [
+      {
+        id: 'team',
+        budgets: [{ window: 'month', limit }],
+        useCases: [{ id: 'UC-1', maxTokens: 64, models: ['gpt-4o-mini'] }],
+        keys: [{ id: 'team-1', sha256: sha256Hex(TEAM_KEY) }],
+      },
+    ],
+  };
+}
+
+export interface CliStack {
+  url: string;
+  upstreamUrl: string;
+  authority: AuthorityClient;
+}
+
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the built `holdfast` binary as a child process. */
+export function holdfast(args: string[], env: Record<string, string>): Promise<CliRun> {
+  return new Promise((resolve) => {
+    const clean = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('HOLDFAST_')),
+    );
+    execFile(
+      process.execPath,
+      [MAIN, ...args],
+      { env: { ...clean, ...env } },
+      (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** infraTest plus a real edge (admin API on) and authority, on the test's isolated names. */
+export const cliTest = infraTest.extend<{ stack: CliStack }>({
+  stack: async ({ nc, redisUrl, iso }, use) => {
+    const upstream = await startMockUpstream({ port: 0 });
+    const redis = createRedis(redisUrl);
+    redis.on('error', () => undefined);
+    await redis.connect();
+    const authority = new Authority({
+      redis,
+      nc,
+      names: iso.names,
+      logger: createLogger({ name: 'authority', level: 'silent' }),
+      registry: createRegistry('authority'),
+      keyPrefix: iso.keyPrefix,
+    });
+    await authority.start();
+    const applied = await authority.ctx.config.apply(teamConfig(upstream.url), 'test');
+    if (!applied.ok) throw new Error(applied.error.message);
+    const edge = await startEdge({ nc, names: iso.names, options: { adminToken: ADMIN_TOKEN } });
+    await use({
+      url: edge.url,
+      upstreamUrl: upstream.url,
+      authority: new AuthorityClient({ nc, names: iso.names }),
+    });
+    await edge.stop();
+    await authority.stop();
+    redis.disconnect();
+    await upstream.stop();
+  },
+});

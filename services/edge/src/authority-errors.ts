@@ -1,0 +1,28 @@
+import type { RpcError } from '@holdfast/runtime';
+import { EdgeError } from './errors.js';
+
+/**
+ * An error of an authority request (usage, suspend, config) as the edge answers it. Admission
+ * has its own mapping (admission.ts), with failOpen; these requests always fail closed.
+ */
+export function fromAuthority(err: RpcError): EdgeError {
+  switch (err.code) {
+    case 'invalid_config':
+      return new EdgeError({ code: 'invalid_config', message: `Invalid config: ${err.message}` });
+    case 'version_conflict':
+      return new EdgeError({ code: 'version_conflict', message: `Conflict: ${err.message}.` });
+    case 'invalid_request':
+      return new EdgeError({ code: 'invalid_request', message: `Invalid request: ${err.message}` });
+    case 'timeout':
+    case 'no_responders':
+    case 'budget_store_unavailable':
+      return new EdgeError({
+        code: 'budget_authority_unavailable',
+        message: 'The budget authority is unavailable. Retry shortly.',
+        headers: { 'retry-after': '1' },
+        cause: err,
+      });
+    case 'internal':
+      return new EdgeError({ code: 'internal', message: err.message, cause: err });
+  }
+}

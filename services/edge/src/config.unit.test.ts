@@ -1,0 +1,28 @@
+import { expect, test } from 'vitest';
+import { loadEnv } from './config.js';
+
+test('the admin API and the status page are off / token-only unless configured', () => {
+  const { options } = loadEnv({});
+  expect(options).toMatchObject({
+    adminToken: undefined,
+    statusAccess: 'token',
+    statusRefreshMs: 2_000,
+  });
+  const on = loadEnv({
+    EDGE_ADMIN_TOKEN: 'a-long-enough-admin-token',
+    EDGE_STATUS_PAGE: 'open',
+    EDGE_STATUS_REFRESH_MS: '500',
+  }).options;
+  expect(on).toMatchObject({
+    adminToken: 'a-long-enough-admin-token',
+    statusAccess: 'open',
+    statusRefreshMs: 500,
+  });
+});
+
+test('a weak or malformed admin token stops the edge at startup, naming the variable', () => {
+  for (const token of ['short', 'has spaces in the admin token', 'tab\tin-the-admin-token']) {
+    expect(() => loadEnv({ EDGE_ADMIN_TOKEN: token })).toThrow(/EDGE_ADMIN_TOKEN/);
+  }
+  expect(() => loadEnv({ EDGE_STATUS_PAGE: 'public' })).toThrow(/EDGE_STATUS_PAGE/);
+});
