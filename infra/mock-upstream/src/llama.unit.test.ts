@@ -18,13 +18,11 @@ describe('llama-server tokenizer endpoints', () => {
     const tokens = await call(mock.upstream(), 'POST', '/tokenize', { content: prompt });
     const count = (tokens.json as { tokens: number[] }).tokens.length;
     expect(count).toBeGreaterThan(20);
-    const res = await mock
-      .client()
-      .chat.completions.create({
-        model: 'smollm2-135m-instruct',
-        messages: messages as never,
-        max_tokens: 4,
-      });
+    const res = await mock.client().chat.completions.create({
+      model: 'smollm2-135m-instruct',
+      messages: messages as never,
+      max_tokens: 4,
+    });
     expect(res.usage?.prompt_tokens).toBe(count);
   });
 
