@@ -81,8 +81,9 @@ export class ConfigSnapshot {
       return this.#current !== undefined;
     }
     const { version, hash, config } = reply.value;
-    // Version 0: nothing was ever applied, so there is nothing to serve.
-    if (version === 0 || version === this.#version) return this.#current !== undefined;
+    // Version 0: nothing was ever applied, so there is nothing to serve. Versions only move
+    // forward: an older answer (a replica that has not reloaded yet) is ignored.
+    if (version === 0 || version <= this.#version) return this.#current !== undefined;
     const parsed = parseConfig(config);
     if (!parsed.ok) {
       logger.error({ version, errors: parsed.errors }, 'authority config rejected; keeping ours');
