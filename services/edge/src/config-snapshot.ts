@@ -73,6 +73,9 @@ export class ConfigSnapshot {
     return this.#refreshing;
   }
 
+  /** Consecutive answers older than the version loaded. */
+  #older = 0;
+
   async #fetch(): Promise<boolean> {
     const { authority, logger } = this.#o;
     const reply = await authority.configGet();
@@ -81,9 +84,12 @@ export class ConfigSnapshot {
       return this.#current !== undefined;
     }
     const { version, hash, config } = reply.value;
-    // Version 0: nothing was ever applied, so there is nothing to serve. Versions only move
-    // forward: an older answer (a replica that has not reloaded yet) is ignored.
-    if (version === 0 || version <= this.#version) return this.#current !== undefined;
+    // Version 0: nothing was ever applied, so there is nothing to serve. Versions move forward:
+    // an older answer (a replica that has not reloaded yet) is ignored, unless the authority
+    // keeps answering it (its Redis was reset and the config applied anew).
+    if (version === 0 || version === this.#version) return this.#current !== undefined;
+    if (version < this.#version && ++this.#older < 3) return this.#current !== undefined;
+    this.#older = 0;
     const parsed = parseConfig(config);
     if (!parsed.ok) {
       logger.error({ version, errors: parsed.errors }, 'authority config rejected; keeping ours');
