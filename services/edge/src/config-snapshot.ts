@@ -87,8 +87,9 @@ export class ConfigSnapshot {
     // Version 0: nothing was ever applied, so there is nothing to serve. Versions move forward:
     // an older answer (a replica that has not reloaded yet) is ignored, unless the authority
     // keeps answering it (its Redis was reset and the config applied anew).
+    this.#older = version < this.#version ? this.#older + 1 : 0;
     if (version === 0 || version === this.#version) return this.#current !== undefined;
-    if (version < this.#version && ++this.#older < 3) return this.#current !== undefined;
+    if (version < this.#version && this.#older < 3) return this.#current !== undefined;
     this.#older = 0;
     const parsed = parseConfig(config);
     if (!parsed.ok) {
