@@ -138,7 +138,7 @@ export function controlsSummary(runs: RunResult[]): string[] {
   const mismatched = runs.filter((r) => r.billed !== r.providerBilled);
   const lines = [
     `- Billing cross-check: the authority's settled total equals what the provider (mock) billed in ${runs.length - mismatched.length} of ${runs.length} runs${mismatched.map((r) => `; ${r.runId}: ${n(r.billed)} vs ${n(r.providerBilled)}`).join('')}.`,
-    `- Digest prompt as Holdfast counted it: median ${median(prompts)} tokens; ${atCap} of ${digestsServed.length} served digests (${((atCap / Math.max(1, digestsServed.length)) * 100).toFixed(0)}%) used the full 1,024-token allowance.`,
+    `- Digest prompt as Holdfast counted it: median ${median(prompts)} tokens; ${n(atCap)} of ${n(digestsServed.length)} served digests (${((atCap / Math.max(1, digestsServed.length)) * 100).toFixed(0)}%) used the full 1,024-token allowance.`,
   ];
   if (full.length > 0) {
     const triage = full.map((r) => r.triage!);
@@ -147,12 +147,18 @@ export function controlsSummary(runs: RunResult[]): string[] {
     const codes = (pick: (r: RunResult) => Record<string, number>) =>
       [...new Set(full.flatMap((r) => Object.keys(pick(r))))].join(', ');
     lines.push(
-      `- support-bot (asks for 4,096, cap 512): served ${Math.min(...triage.map((t) => t.served))}-${Math.max(...triage.map((t) => t.served))} of 24 in every run; the model received max_tokens ${[...new Set(caps)].join(', ')} on all ${caps.length} calls; median reply ${median(replies)} tokens, ${replies.filter((c) => c >= 512).length} of ${replies.length} reached 512.`,
+      `- support-bot (asks for 4,096, cap 512): served ${range(triage.map((t) => t.served))} of 24 in every run; the model received max_tokens ${[...new Set(caps)].join(', ')} on all ${n(caps.length)} calls; median reply ${median(replies)} tokens, ${replies.filter((c) => c >= 512).length} of ${n(replies.length)} reached 512.`,
       `- Unregistered use case (finance-ops, x-use-case UC-999): ${sum(full, (r) => total(r.unregistered!.refused))} of ${full.length * 6} refused (${codes((r) => r.unregistered!.refused)}), ${sum(full, (r) => r.unregistered!.reachedModel)} reached the model.`,
       `- Unknown team (a key no tenant has): ${sum(full, (r) => total(r.unknownTeam!.refused))} of ${full.length * 6} refused (${codes((r) => r.unknownTeam!.refused)}), ${sum(full, (r) => r.unknownTeam!.reachedModel)} reached the model.`,
     );
   }
   return lines;
+}
+
+/** `24`, or `22-24` when the runs differ. */
+function range(xs: number[]): string {
+  const [lo, hi] = [Math.min(...xs), Math.max(...xs)];
+  return lo === hi ? String(lo) : `${lo}-${hi}`;
 }
 
 function sum(runs: RunResult[], f: (r: RunResult) => number): number {
