@@ -7,7 +7,7 @@ import { startClickHouse, startNats, startRedis, type InfraContext } from './inf
 import { StartError, type ProcessGroup } from './process.js';
 import { portIsFree } from './ports.js';
 import { serviceSpec, type ServiceInputs, type ServicePorts } from './services.js';
-import { readStackState, writeStackState, type StackState } from './state.js';
+import { isAlive, readStackStateFile, writeStackState, type StackState } from './state.js';
 import { chooseUpstream, type UpstreamChoice } from './upstream.js';
 
 /** A piece of infra: the URL given, or a server the stack started (with a note). */
@@ -56,10 +56,17 @@ export async function startStack(
   group: ProcessGroup,
 ): Promise<RunningStack> {
   const { env, dir } = settings;
-  const previous = readStackState(dir);
-  if (previous) {
+  const previous = readStackStateFile(dir);
+  if (previous && isAlive(previous.pid)) {
     throw new StartError(
       `a stack already runs from ${dir} (runner pid ${previous.pid}): stop it, or set HOLDFAST_STACK_DIR`,
+    );
+  }
+  // A runner that was killed (kill -9) could not stop its children: say which are left.
+  const left = previous?.processes.filter((p) => isAlive(p.pid)) ?? [];
+  if (left.length > 0) {
+    throw new StartError(
+      `the last stack from ${dir} was killed and left ${left.map((p) => `${p.name} (pid ${p.pid})`).join(', ')} running: stop them (kill ${left.map((p) => p.pid).join(' ')}) and start again`,
     );
   }
   const config = await loadConfigFile(settings.configPath);

@@ -42,8 +42,8 @@ export async function removeStackState(dir: string): Promise<void> {
   await rm(stateFile(dir), { force: true });
 }
 
-/** The state of a stack whose runner is still alive, or undefined. */
-export function readStackState(dir: string): StackState | undefined {
+/** The last state written in `dir` (its runner may be gone), or undefined. */
+export function readStackStateFile(dir: string): StackState | undefined {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(stateFile(dir), 'utf8'));
@@ -51,8 +51,13 @@ export function readStackState(dir: string): StackState | undefined {
     return undefined;
   }
   const parsed = StackState.safeParse(raw);
-  if (!parsed.success || !isAlive(parsed.data.pid)) return undefined;
-  return parsed.data;
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** The state of a stack whose runner is still alive, or undefined. */
+export function readStackState(dir: string): StackState | undefined {
+  const state = readStackStateFile(dir);
+  return state && isAlive(state.pid) ? state : undefined;
 }
 
 export function isAlive(pid: number): boolean {
