@@ -26,6 +26,11 @@ export const Upstream = z.strictObject({
   id: PlainId,
   /** OpenAI-compatible base URL, ending in /v1. */
   baseUrl: z.url({ protocol: /^https?$/ }),
+  /**
+   * Name of an environment variable of the edge that, when it holds an http(s) URL, is used
+   * instead of `baseUrl` (one config file for a local mock, compose and a real provider).
+   */
+  baseUrlEnv: EnvName.optional(),
   /** Name of the environment variable that holds the provider key (never the key itself). */
   apiKeyEnv: EnvName.optional(),
   /** Whole-call timeout for one upstream attempt. */

@@ -214,7 +214,7 @@ export class UpstreamClient {
       clearTimeout(timer);
       call.signal.removeEventListener('abort', onCallAbort);
     };
-    const url = `${target.baseUrl.replace(/\/+$/, '')}${call.path}`;
+    const url = `${upstreamBaseUrl(target, env).replace(/\/+$/, '')}${call.path}`;
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: call.stream ? 'text/event-stream' : 'application/json',
@@ -316,4 +316,10 @@ async function errorMessage(body: Dispatcher.ResponseData['body']): Promise<stri
   } catch {
     return '';
   }
+}
+
+/** The upstream's base URL: the value of its `baseUrlEnv` when that is an http(s) URL. */
+export function upstreamBaseUrl(target: UpstreamConfig, env: NodeJS.ProcessEnv): string {
+  const fromEnv = target.baseUrlEnv ? env[target.baseUrlEnv] : undefined;
+  return fromEnv && /^https?:\/\/[^\s]+$/.test(fromEnv) ? fromEnv : target.baseUrl;
 }

@@ -1,0 +1,17 @@
+import { describe, expect, it } from 'vitest';
+import { chooseUpstream, OPENAI_API_URL } from './upstream.js';
+
+describe('chooseUpstream', () => {
+  const mock = 'http://127.0.0.1:8089/v1';
+  it('uses the mock when no provider is configured', () => {
+    expect(chooseUpstream({}, mock).baseUrl).toBe(mock);
+  });
+  it('uses OpenAI when only its key is set', () => {
+    expect(chooseUpstream({ OPENAI_API_KEY: 'sk-x' }, mock).baseUrl).toBe(OPENAI_API_URL);
+  });
+  it('uses OPENAI_BASE_URL when it is set, with or without a key', () => {
+    const base = 'http://llm.internal:8000/v1';
+    expect(chooseUpstream({ OPENAI_BASE_URL: base }, mock).baseUrl).toBe(base);
+    expect(chooseUpstream({ OPENAI_BASE_URL: base, OPENAI_API_KEY: 'k' }, mock).baseUrl).toBe(base);
+  });
+});

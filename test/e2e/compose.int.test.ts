@@ -1,0 +1,137 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { REPO_ROOT } from '@holdfast/stack';
+import { findBinary } from '@holdfast/testkit';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { dockerfile } from './dockerfile.js';
+
+interface ComposeService {
+  image?: string;
+  build?: { context: string; dockerfile: string; args?: Record<string, string> };
+  command?: string[];
+  environment?: Record<string, string>;
+  ports?: string[];
+  volumes?: string[];
+  healthcheck?: { test: string[] };
+  depends_on?: Record<string, { condition: string }>;
+}
+
+/** `docker-compose config`: what Docker would run, validated and with variables filled in. */
+function composeConfig(env: Record<string, string> = {}): Record<string, ComposeService> {
+  const bin = findBinary('docker-compose');
+  if (!bin) {
+    throw new Error(
+      'docker-compose is not installed: apt-get install -y docker-compose (it validates docker-compose.yml without a Docker engine)',
+    );
+  }
+  const run = spawnSync(bin, ['-f', 'docker-compose.yml', 'config'], {
+    cwd: REPO_ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
+  if (run.status !== 0) throw new Error(`docker-compose config failed:\n${run.stderr}`);
+  return (parse(run.stdout) as { services: Record<string, ComposeService> }).services;
+}
+
+const HOLDFAST = {
+  'mock-upstream': { dir: 'infra/mock-upstream', port: '8089', portVar: 'MOCK_UPSTREAM_PORT' },
+  'budget-authority': {
+    dir: 'services/budget-authority',
+    port: '9101',
+    portVar: 'AUTHORITY_OPS_PORT',
+  },
+  'billing-aggregator': {
+    dir: 'services/billing-aggregator',
+    port: '9102',
+    portVar: 'BILLING_AGGREGATOR_OPS_PORT',
+  },
+  alerter: { dir: 'services/alerter', port: '9103', portVar: 'ALERTER_OPS_PORT' },
+  edge: { dir: 'services/edge', port: '8080', portVar: 'EDGE_PORT' },
+} as const;
+
+describe('docker-compose.yml', () => {
+  const services = composeConfig();
+
+  it('runs NATS, Redis, ClickHouse, the mock, the four services and Grafana', () => {
+    expect(Object.keys(services).sort()).toEqual(
+      ['nats', 'redis', 'clickhouse', 'grafana', ...Object.keys(HOLDFAST)].sort(),
+    );
+    expect(services.nats?.image).toBe('nats:2.10-alpine');
+    expect(services.nats?.command).toContain('--jetstream');
+    expect(services.redis?.image).toMatch(/^redis:7/);
+    expect(services.clickhouse?.image).toMatch(/^clickhouse\/clickhouse-server:/);
+  });
+
+  it('builds every Holdfast process from the one Dockerfile, with its ops port published on loopback', () => {
+    for (const [name, s] of Object.entries(HOLDFAST)) {
+      const svc = services[name]!;
+      expect(svc.build?.dockerfile, name).toBe('infra/docker/Dockerfile');
+      expect(svc.build?.args, name).toEqual({ SERVICE: s.dir, HEALTH_PORT: s.port });
+      expect(existsSync(resolve(REPO_ROOT, s.dir, 'tsconfig.src.json')), name).toBe(true);
+      expect(svc.environment?.HEALTH_PORT, name).toBe(s.port);
+      expect(svc.environment?.[s.portVar], name).toBe(s.port);
+      expect(svc.ports, name).toEqual([`127.0.0.1:${s.port}:${s.port}/tcp`]);
+    }
+    expect(services.grafana?.ports).toEqual(['127.0.0.1:3000:3000/tcp']);
+  });
+
+  it('has a healthcheck on every service; the Holdfast ones are the image HEALTHCHECK', () => {
+    for (const [name, svc] of Object.entries(services)) {
+      expect(svc.healthcheck?.test?.[0], name).toBe('CMD');
+    }
+    for (const name of Object.keys(HOLDFAST)) {
+      expect(services[name]?.healthcheck?.test, name).toEqual(dockerfile().healthcheck);
+    }
+  });
+
+  it('starts each service after what it needs is healthy', () => {
+    const needs = (name: string) =>
+      Object.entries(services[name]?.depends_on ?? {}).map(([dep, d]) => {
+        expect(d.condition, `${name} -> ${dep}`).toBe('service_healthy');
+        return dep;
+      });
+    expect(needs('budget-authority').sort()).toEqual(['nats', 'redis']);
+    expect(needs('billing-aggregator').sort()).toEqual(['budget-authority', 'clickhouse', 'nats']);
+    expect(needs('alerter').sort()).toEqual(['budget-authority', 'nats']);
+    expect(needs('edge').sort()).toEqual(['budget-authority', 'mock-upstream', 'nats']);
+    expect(needs('grafana').sort()).toEqual(['billing-aggregator', 'clickhouse']);
+  });
+
+  it('mounts files that exist: the example config, the Grafana provisioning and dashboards', () => {
+    const mounts = ['budget-authority', 'grafana'].flatMap((name) =>
+      (services[name]?.volumes ?? []).filter((v) => v.startsWith('/')).map((v) => v.split(':')[0]!),
+    );
+    expect(mounts.map((m) => m.slice(REPO_ROOT.length))).toEqual([
+      'infra/config/holdfast.example.yaml',
+      'infra/grafana/provisioning',
+      'infra/grafana/dashboards',
+    ]);
+    for (const m of mounts) expect(existsSync(m), m).toBe(true);
+    expect(services['budget-authority']?.environment?.HOLDFAST_CONFIG).toBe(
+      '/etc/holdfast/holdfast.yaml',
+    );
+  });
+
+  it('sends the edge to the mock, to OpenAI when only the key is set, or to OPENAI_BASE_URL', () => {
+    // Run the edge's command in a shell with `exec node` replaced by printing the choice.
+    const upstream = (env: Record<string, string>) => {
+      const edge = composeConfig(env).edge!;
+      const script = edge
+        .command![2]!.replaceAll('$$', '$')
+        .replace('exec node dist/main.js', 'echo "$OPENAI_BASE_URL"');
+      const run = spawnSync('sh', ['-c', script], { env: edge.environment, encoding: 'utf8' });
+      return run.stdout.trim();
+    };
+    expect(upstream({ OPENAI_API_KEY: '', OPENAI_BASE_URL: '' })).toBe(
+      'http://mock-upstream:8089/v1',
+    );
+    expect(upstream({ OPENAI_API_KEY: 'sk-test', OPENAI_BASE_URL: '' })).toBe(
+      'https://api.openai.com/v1',
+    );
+    expect(upstream({ OPENAI_API_KEY: '', OPENAI_BASE_URL: 'http://vllm:8000/v1' })).toBe(
+      'http://vllm:8000/v1',
+    );
+  });
+});
