@@ -23,7 +23,7 @@ until pnpm --filter "./${package}" deploy --prod "$out" >"$log" 2>&1; do
 done
 rm -f "$log"
 cd "$out"
-rm -rf test bench .tsbuild tsconfig.json tsconfig.src.json tsconfig.test.json \
+rm -rf test bench scripts .tsbuild tsconfig.json tsconfig.src.json tsconfig.test.json \
   pnpm-lock.yaml pnpm-workspace.yaml README.md
 if [ -d src ]; then
   find src -name '*.ts' -type f -delete
