@@ -55,6 +55,7 @@ export async function startAuthority(opts: {
     relayLeaseMs: 1_000,
   });
   await authority.start();
+  let stopped = false;
   const applied = await authority.ctx.config.apply(opts.config, 'test');
   if (!applied.ok) throw new Error(applied.error.message);
   return {
@@ -62,6 +63,8 @@ export async function startAuthority(opts: {
     client: new AuthorityClient({ nc: opts.nc, names: opts.names, timeoutMs: 5_000 }),
     clock,
     stop: async () => {
+      if (stopped) return;
+      stopped = true;
       await authority.stop();
       redis.disconnect();
     },

@@ -1,0 +1,354 @@
+import {
+  parseEvent,
+  windowBounds,
+  type BudgetWindow,
+  type HoldfastEvent,
+  type NatsNames,
+  type WindowState,
+} from '@holdfast/events';
+import type { CompiledConfig } from '@holdfast/config';
+import type { Logger } from '@holdfast/runtime';
+import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Redis } from 'ioredis';
+import { KEEP_CLOSED_MS } from './plan.js';
+import type { Keys } from './keys.js';
+
+/**
+ * Rebuilds the authority's Redis state from the event stream (SPEC section 5: "Redis state can
+ * be rebuilt by replaying the stream"). Every event that moved a window says by how much and
+ * when (`charged*` at `time`), every hold says what it held, so replaying them in order gives
+ * back each window's buckets, the holds of calls still in flight, lifetime totals, suspensions
+ * and the adaptive samples. What is not rebuilt: records of reservations already closed (a late
+ * duplicate settle of one answers `unknown` instead of `already_settled`; either way nothing
+ * changes) and the possible-overrun field of adaptive calls that cannot grow (rebuilt as 0).
+ */
+
+export interface RebuildOptions {
+  redis: Redis;
+  nc: NatsConnection;
+  names: NatsNames;
+  keys: Keys;
+  config: CompiledConfig;
+  logger: Logger;
+  /** The instant the windows are rebuilt for (epoch ms); buckets older than a window drop. */
+  now?: number;
+}
+
+export interface RebuildSummary {
+  events: number;
+  windows: number;
+  liveHolds: number;
+  tenants: number;
+}
+
+interface WindowAcc {
+  tenant: string;
+  budget: string;
+  window: BudgetWindow;
+  unit: 'tokens' | 'usd';
+  buckets: Map<number, number>;
+  held: number;
+}
+
+interface LiveHold {
+  created: Extract<HoldfastEvent, { type: 'reservation.created' }>;
+  heldT: number;
+  heldU: number;
+  covered: number;
+  windows: { tenant: string; budget: string; unit: 'tokens' | 'usd' }[];
+}
+
+const WINDOW_CODE = { minute: 'm', day: 'd', month: 'M' } as const;
+const UNIT_CODE = { tokens: 't', usd: 'u' } as const;
+
+/** Keys under the prefix that hold budget state (everything but the config and the orgs). */
+export async function stateKeys(redis: Redis, keys: Keys): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:{*`, 'COUNT', 1_000);
+    cursor = next;
+    out.push(...batch);
+  } while (cursor !== '0');
+  return out;
+}
+
+export class Rebuilder {
+  readonly #o: RebuildOptions;
+  readonly #windows = new Map<string, WindowAcc>();
+  readonly #live = new Map<string, LiveHold>();
+  readonly #billed = new Map<string, { t: number; u: number }>();
+  readonly #suspended = new Map<string, boolean>();
+  readonly #samples = new Map<string, number[]>();
+
+  constructor(opts: RebuildOptions) {
+    this.#o = opts;
+  }
+
+  /** Replays the whole stream and writes the state. Redis must hold no state under the prefix. */
+  async run(): Promise<RebuildSummary> {
+    const existing = await stateKeys(this.#o.redis, this.#o.keys);
+    if (existing.length > 0) {
+      throw new Error(
+        `Redis already holds ${existing.length} state keys under ${this.#o.keys.prefix}; rebuild refuses to mix (use --force to delete them first)`,
+      );
+    }
+    const events = await this.#replay();
+    await this.#write();
+    return {
+      events,
+      windows: this.#windows.size,
+      liveHolds: this.#live.size,
+      tenants: this.#billed.size,
+    };
+  }
+
+  async #replay(): Promise<number> {
+    const { nc, names, logger } = this.#o;
+    const jsm = await jetstreamManager(nc);
+    const total = (await jsm.streams.info(names.eventsStream)).state.last_seq;
+    if (total === 0) return 0;
+    const consumer = await jetstream(nc).consumers.get(names.eventsStream, {
+      deliver_policy: DeliverPolicy.All,
+    });
+    let seen = 0;
+    let last = 0;
+    while (last < total) {
+      // Ask for exactly what is left, so the last batch does not wait out its expiry.
+      const batch = await consumer.fetch({
+        max_messages: Math.min(1_000, total - last),
+        expires: 5_000,
+      });
+      let got = 0;
+      for await (const m of batch) {
+        got++;
+        last = m.seq;
+        const parsed = parseEvent(m.data);
+        if (!parsed.ok) {
+          logger.warn({ seq: m.seq, error: parsed.error }, 'event skipped: it does not validate');
+          continue;
+        }
+        this.#apply(parsed.event);
+        seen++;
+      }
+      if (got === 0) break;
+    }
+    return seen;
+  }
+
+  #window(tenant: string, w: Pick<WindowState, 'budget' | 'window' | 'unit'>): WindowAcc {
+    const key = this.#o.keys.window(this.#org(tenant), tenant, w.budget);
+    let acc = this.#windows.get(key);
+    if (!acc) {
+      acc = {
+        tenant,
+        budget: w.budget,
+        window: w.window,
+        unit: w.unit,
+        buckets: new Map(),
+        held: 0,
+      };
+      this.#windows.set(key, acc);
+    }
+    return acc;
+  }
+
+  #org(tenant: string): string {
+    return this.#o.config.tenants.get(tenant)?.org ?? tenant;
+  }
+
+  #calendar(tenant: string, budget: string): boolean {
+    return (
+      this.#o.config.tenants.get(tenant)?.budgets.find((b) => b.id === budget)?.calendar ?? false
+    );
+  }
+
+  /** Adds `t` tokens / `u` micro-USD at `time` to the windows an event lists. */
+  #bill(windows: readonly WindowState[], time: string, t: number, u: number): void {
+    if (t === 0 && u === 0) return;
+    const ms = Date.parse(time);
+    for (const w of windows) {
+      const acc = this.#window(w.tenant, w);
+      const bucket = windowBounds(w.window, ms, this.#calendar(w.tenant, w.budget)).currentBucket;
+      acc.buckets.set(bucket, (acc.buckets.get(bucket) ?? 0) + (w.unit === 'usd' ? u : t));
+    }
+  }
+
+  #hold(windows: LiveHold['windows'], t: number, u: number): void {
+    for (const w of windows) {
+      const acc = this.#window(w.tenant, {
+        budget: w.budget,
+        window: w.budget.split('-')[0] as BudgetWindow,
+        unit: w.unit,
+      });
+      acc.held = Math.max(0, acc.held + (w.unit === 'usd' ? u : t));
+    }
+  }
+
+  #lifetime(e: HoldfastEvent, t: number, u: number): void {
+    if (t === 0 && u === 0) return;
+    const chain = this.#o.config.tenants.get(e.tenant)?.chain ?? [e.tenant];
+    for (const level of chain) {
+      const b = this.#billed.get(level) ?? { t: 0, u: 0 };
+      this.#billed.set(level, { t: b.t + t, u: b.u + u });
+    }
+  }
+
+  #apply(e: HoldfastEvent): void {
+    switch (e.type) {
+      case 'reservation.created': {
+        const windows = e.windows.map((w) => ({
+          tenant: w.tenant,
+          budget: w.budget,
+          unit: w.unit,
+        }));
+        this.#hold(windows, e.heldTokens, e.heldMicroUsd);
+        this.#bill(e.windows, e.time, e.chargedTokens, e.chargedMicroUsd);
+        this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
+        const covered = e.heldTokens > 0 ? Math.max(0, e.heldTokens - e.promptTokens) : e.maxTokens;
+        this.#live.set(e.reservationId, {
+          created: e,
+          heldT: e.heldTokens,
+          heldU: e.heldMicroUsd,
+          covered,
+          windows,
+        });
+        return;
+      }
+      case 'reservation.extended': {
+        const live = this.#live.get(e.reservationId);
+        if (!live) return;
+        this.#hold(live.windows, e.addedTokens, e.addedMicroUsd);
+        Object.assign(live, {
+          heldT: e.heldTokens,
+          heldU: e.heldMicroUsd,
+          covered: e.coveredOutputTokens,
+        });
+        return;
+      }
+      case 'reservation.settled':
+      case 'reservation.released':
+      case 'reservation.expired': {
+        const live = this.#live.get(e.reservationId);
+        const windows =
+          live?.windows ??
+          e.windows.map((w) => ({ tenant: w.tenant, budget: w.budget, unit: w.unit }));
+        this.#hold(windows, -e.heldTokens, -e.heldMicroUsd);
+        this.#live.delete(e.reservationId);
+        this.#bill(e.windows, e.time, e.chargedTokens, e.chargedMicroUsd);
+        this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
+        if (
+          e.type === 'reservation.settled' &&
+          this.#o.config.tenants.get(e.tenant)?.mode === 'adaptive'
+        ) {
+          const key = this.#o.keys.samples(this.#org(e.tenant), e.tenant, e.useCase, e.model);
+          const list = this.#samples.get(key) ?? [];
+          list.unshift(e.completionTokens);
+          list.length = Math.min(
+            list.length,
+            this.#o.config.tenants.get(e.tenant)!.adaptive.samples,
+          );
+          this.#samples.set(key, list);
+        }
+        return;
+      }
+      case 'tenant.suspended':
+      case 'tenant.resumed':
+        this.#suspended.set(e.tenant, e.type === 'tenant.suspended');
+        return;
+      default:
+        return;
+    }
+  }
+
+  async #write(): Promise<void> {
+    const { redis, keys, config } = this.#o;
+    const now = this.#o.now ?? Date.now();
+    const multi = redis.pipeline();
+    for (const [key, acc] of this.#windows) {
+      const calendar = this.#calendar(acc.tenant, acc.budget);
+      const { startBucket } = windowBounds(acc.window, now, calendar);
+      const fields: Record<string, string> = { h: String(acc.held), lo: String(startBucket) };
+      let sum = 0;
+      for (const [bucket, amount] of acc.buckets) {
+        if (bucket < startBucket || amount === 0) continue;
+        fields[`b${bucket}`] = String(amount);
+        sum += amount;
+      }
+      fields.s = String(sum);
+      multi.hset(key, fields);
+    }
+    for (const [tenant, b] of this.#billed) {
+      multi.hset(keys.state(this.#org(tenant), tenant), {
+        billedT: String(b.t),
+        billedU: String(b.u),
+      });
+    }
+    for (const [tenant, suspended] of this.#suspended) {
+      multi.hset(keys.state(this.#org(tenant), tenant), {
+        suspended: suspended ? '1' : '0',
+        suspendedBy: 'rebuild',
+      });
+    }
+    for (const [key, list] of this.#samples) multi.rpush(key, ...list.map(String));
+    for (const [id, live] of this.#live) this.#writeHold(multi, config, id, live);
+    await multi.exec();
+    // Orgs whose outboxes the relay watches.
+    const orgs = [...new Set([...config.tenants.values()].map((t) => t.org))];
+    if (orgs.length > 0) await redis.sadd(keys.orgs, ...orgs);
+  }
+
+  /** The record admit.lua writes for a hold (see its HSET), and the in-flight set entries. */
+  #writeHold(
+    multi: ReturnType<Redis['pipeline']>,
+    config: CompiledConfig,
+    id: string,
+    live: LiveHold,
+  ): void {
+    const c = live.created;
+    const org = this.#org(c.tenant);
+    const chain = config.tenants.get(c.tenant)?.chain ?? [c.tenant];
+    const levelIndex = new Map(chain.map((t, i) => [t, i]));
+    const holds = live.windows
+      .filter((w) => levelIndex.has(w.tenant))
+      .map(
+        (w) =>
+          `${levelIndex.get(w.tenant)}${WINDOW_CODE[w.budget.split('-')[0] as BudgetWindow]}${UNIT_CODE[w.unit]}`,
+      );
+    const price = config.models.get(c.model)?.pricePico ?? { input: 0, output: 0, cachedInput: 0 };
+    const expiresAt = Date.parse(c.expiresAt);
+    const leaseMs = expiresAt - Date.parse(c.time);
+    const tenant = config.tenants.get(c.tenant);
+    const { keys } = this.#o;
+    const key = keys.reservation(org, id);
+    multi.hset(key, {
+      state: 'held',
+      tenant: c.tenant,
+      keyId: c.keyId ?? '',
+      useCase: c.useCase,
+      model: c.model,
+      mode: c.mode,
+      prompt: String(c.promptTokens),
+      max: String(c.maxTokens),
+      heldT: String(live.heldT),
+      heldU: String(live.heldU),
+      chargedT: String(c.chargedTokens),
+      chargedU: String(c.chargedMicroUsd),
+      priceIn: String(price.input),
+      priceOut: String(price.output),
+      priceCached: String(price.cachedInput),
+      createdAt: String(Date.parse(c.time)),
+      expiresAt: String(expiresAt),
+      leaseMs: String(leaseMs),
+      levels: chain.join(';'),
+      holds: holds.join(';'),
+      cov: String(live.covered),
+      potT: '0',
+      potU: '0',
+      sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
+    });
+    multi.pexpire(key, Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS);
+    for (const level of chain) multi.zadd(keys.holds(org, level), expiresAt, id);
+  }
+}
