@@ -21,3 +21,20 @@ test('ensureEventsStream creates the events and dead-letter streams, idempotentl
   const info = await jsm.streams.info(iso.names.eventsStream);
   expect(info.config.duplicate_window).toBe(600_000_000_000);
 });
+
+test('ensureEventsStream leaves an operator-tuned stream alone (replicas, age) and adds what is missing', async ({
+  nc,
+  iso,
+}) => {
+  const jsm = await jetstreamManager(nc);
+  await jsm.streams.add({
+    name: iso.names.eventsStream,
+    subjects: [`${iso.names.eventsPrefix}.>`],
+    max_age: 3_600_000_000_000,
+    duplicate_window: 60_000_000_000,
+  });
+  await ensureEventsStream(jsm, iso.names);
+  const info = await jsm.streams.info(iso.names.eventsStream);
+  expect(info.config.max_age).toBe(3_600_000_000_000);
+  expect(info.config.duplicate_window).toBe(600_000_000_000);
+});

@@ -78,18 +78,29 @@ export async function ensureEventsStream(
   });
 }
 
+/**
+ * Creates a stream, or makes an existing one cover our subjects and dedupe window. Settings an
+ * operator chose for an existing stream (replicas, retention, limits) are left alone, so a
+ * service start never turns an R3 stream back into R1.
+ */
 async function ensureStream(
   jsm: JetStreamManager,
-  config: Parameters<JetStreamManager['streams']['add']>[0] & { name: string },
+  config: Parameters<JetStreamManager['streams']['add']>[0] & { name: string; subjects: string[] },
 ): Promise<void> {
+  let current;
   try {
-    await jsm.streams.info(config.name);
-    await jsm.streams.update(config.name, config);
+    current = (await jsm.streams.info(config.name)).config;
   } catch (err) {
     if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
       throw err;
     }
     await jsm.streams.add(config);
+    return;
+  }
+  const subjects = [...new Set([...current.subjects, ...config.subjects])];
+  const window = Math.max(current.duplicate_window, config.duplicate_window ?? 0);
+  if (subjects.length !== current.subjects.length || window !== current.duplicate_window) {
+    await jsm.streams.update(config.name, { ...current, subjects, duplicate_window: window });
   }
 }
 
