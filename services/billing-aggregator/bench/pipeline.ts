@@ -126,6 +126,55 @@ async function rawInsert(clickhouseUrl: string, n: number, batch: number): Promi
   return rate;
 }
 
+/**
+ * Both halves together, with no Holdfast in between: consume from JetStream, insert each
+ * payload as one String column in batches, ack after the insert. The floor of what any
+ * JetStream -> ClickHouse process can do on this machine while both servers share its cores.
+ */
+async function rawPipeline(
+  nc: NatsConnection,
+  names: NatsNames,
+  clickhouseUrl: string,
+  n: number,
+  batch: number,
+): Promise<number> {
+  const jsm = await jetstreamManager(nc);
+  await jsm.consumers.add(names.eventsStream, {
+    durable_name: 'bench-pipe',
+    ack_policy: AckPolicy.Explicit,
+    max_ack_pending: batch * 2,
+  });
+  const ch = testClickHouse(clickhouseUrl);
+  const database = `bench_pipe_${Date.now().toString(36)}`;
+  await ch.command(sql`CREATE DATABASE ${ident(database)}`);
+  const table = qualified(database, 'raw');
+  await ch.command(sql`CREATE TABLE ${table} (payload String) ENGINE = MergeTree ORDER BY tuple()`);
+  const consumer = await jetstream(nc).consumers.get(names.eventsStream, 'bench-pipe');
+  const decoder = new TextDecoder();
+  const started = performance.now();
+  const messages = await consumer.consume({ max_messages: batch });
+  let pending: { payload: string }[] = [];
+  let acks: (() => void)[] = [];
+  let seen = 0;
+  for await (const m of messages) {
+    pending.push({ payload: decoder.decode(m.data) });
+    acks.push(() => m.ack());
+    seen++;
+    if (pending.length >= batch || seen >= n) {
+      await ch.insert(table, pending);
+      for (const ack of acks) ack();
+      pending = [];
+      acks = [];
+    }
+    if (seen >= n) break;
+  }
+  const rate = n / ((performance.now() - started) / 1000);
+  await jsm.consumers.delete(names.eventsStream, 'bench-pipe');
+  await ch.command(sql`DROP DATABASE ${ident(database)}`);
+  await ch.close();
+  return rate;
+}
+
 /** The service as a real process; resolves when it logs "ready". */
 async function startAggregatorProcess(env: Record<string, string>): Promise<ChildProcess> {
   // BENCH_CPU_PROF=<dir>: write a V8 CPU profile of the aggregator there.
@@ -177,6 +226,9 @@ async function main(): Promise<void> {
     );
     console.log(
       `  raw ClickHouse insert        ${fmt(await rawInsert(clickhouseUrl, RAW_SAMPLE, batchSize))} rows/s (batches of ${fmt(batchSize)})`,
+    );
+    console.log(
+      `  raw pipeline (both halves)   ${fmt(await rawPipeline(nc, names, clickhouseUrl, RAW_SAMPLE, batchSize))} events/s (consume, insert the payload as a String, ack)`,
     );
 
     t = performance.now();
