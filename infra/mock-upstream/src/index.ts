@@ -16,3 +16,4 @@ export {
 } from './behaviour.js';
 export type { MockStats, Outcome, RequestRecord } from './state.js';
 export { loadConfig } from './config.js';
+export { prng } from './generate.js';

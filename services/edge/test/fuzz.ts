@@ -13,17 +13,8 @@ export interface FuzzCase {
   defects: string[];
 }
 
-/** mulberry32. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+/** The mock upstream's seeded PRNG (mulberry32), so a failing case can be replayed. */
+export { prng } from '@holdfast/mock-upstream';
 
 const ODD = [
   '\u0000',
