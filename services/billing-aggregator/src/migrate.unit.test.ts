@@ -58,6 +58,7 @@ describe('migrations', () => {
       query: <T>() =>
         Promise.resolve([{ version: 1, name: '001_create_t_v1', checksum: 'old' }] as T[]),
       insert: () => Promise.resolve(),
+      insertRowBinary: () => Promise.resolve(),
       ping: () => Promise.resolve(true),
       close: () => Promise.resolve(),
     };
@@ -81,6 +82,7 @@ describe('migrations', () => {
       },
       query: <T>() => Promise.resolve([] as T[]),
       insert: () => Promise.resolve(),
+      insertRowBinary: () => Promise.resolve(),
       ping: () => Promise.resolve(true),
       close: () => Promise.resolve(),
     };

@@ -1,5 +1,6 @@
 import type { HoldfastEvent } from '@holdfast/events';
 import { z } from 'zod';
+import { compileRowWriter, type Column } from './rowbinary.js';
 
 const u32 = z.int().min(0).max(4_294_967_295);
 const u64 = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
@@ -58,6 +59,59 @@ export const EventRow = z.strictObject({
   ingested_at: u32,
 });
 export type EventRow = z.infer<typeof EventRow>;
+
+/**
+ * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
+ * body carries. A unit test holds it equal to migration 001's CREATE TABLE.
+ */
+export const EVENTS_RAW_COLUMNS: readonly Column[] = [
+  ['id', 'String'],
+  ['type', 'String'],
+  ['schema_version', 'UInt8'],
+  ['ts', "DateTime('UTC')"],
+  ['time_ms', 'UInt64'],
+  ['tenant', 'String'],
+  ['org', 'String'],
+  ['reservation_id', 'String'],
+  ['key_id', 'String'],
+  ['use_case', 'String'],
+  ['model', 'String'],
+  ['mode', 'String'],
+  ['prompt_tokens', 'UInt32'],
+  ['completion_tokens', 'UInt32'],
+  ['cached_prompt_tokens', 'UInt32'],
+  ['max_tokens', 'UInt32'],
+  ['requested_max_tokens', 'UInt32'],
+  ['held_tokens', 'UInt64'],
+  ['held_micro_usd', 'UInt64'],
+  ['billed_tokens', 'UInt64'],
+  ['cost_micro_usd', 'UInt64'],
+  ['charged_tokens', 'Int64'],
+  ['charged_micro_usd', 'Int64'],
+  ['needed_tokens', 'UInt64'],
+  ['needed_micro_usd', 'UInt64'],
+  ['outcome', 'String'],
+  ['reason', 'String'],
+  ['code', 'String'],
+  ['shadow', 'UInt8'],
+  ['budget', 'String'],
+  ['level', 'String'],
+  ['duration_ms', 'UInt32'],
+  ['w_level', 'Array(String)'],
+  ['w_budget', 'Array(String)'],
+  ['w_window', 'Array(String)'],
+  ['w_unit', 'Array(String)'],
+  ['w_limit', 'Array(Int64)'],
+  ['w_used', 'Array(Int64)'],
+  ['w_held', 'Array(Int64)'],
+  ['w_enforce', 'Array(UInt8)'],
+  ['extra', 'String'],
+  ['stream_seq', 'UInt64'],
+  ['ingested_at', "DateTime('UTC')"],
+];
+
+/** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
+export const writeEventRow = compileRowWriter<EventRow>(EVENTS_RAW_COLUMNS);
 
 type Check = (v: unknown) => boolean;
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chdbExecutor } from '../test/chdb.js';
-import { runSchemaContract } from '../test/schema-contract.js';
+import { runRowBinaryContract, runSchemaContract } from '../test/schema-contract.js';
 import type { SqlExecutor } from './clickhouse.js';
 import { sql } from './sql.js';
 
@@ -18,5 +18,9 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('applies every migration idempotently, every view answers, a re-inserted batch counts once, hostile strings round-trip', async () => {
     await runSchemaContract(ch, 'holdfast');
+  });
+
+  it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {
+    await runRowBinaryContract(ch, 'rowbinary');
   });
 });

@@ -5,13 +5,19 @@ import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '@holdfast/runtime';
 import type { HealthGate } from './health-gate.js';
 import type { AggregatorMetrics } from './metrics.js';
-import { rowProblem, toEventRow, type EventRow } from './rows.js';
+import { RowBinaryEncoder } from './rowbinary.js';
+import { rowProblem, toEventRow, writeEventRow } from './rows.js';
 import type { EventsWriter } from './writer.js';
 
 /** A message that parsed into a row and waits in a batch. */
 export interface Pending {
   msg: JsMsg;
-  row: EventRow;
+  /** The event id (a batch may hold the same event twice). */
+  id: string;
+  /** The event's time, ms since epoch (the lag metric). */
+  timeMs: number;
+  /** The row of events_raw_v1, RowBinary-encoded. */
+  bytes: Uint8Array;
 }
 
 export const CONSUMER_NAME = 'billing-aggregator';
@@ -49,6 +55,7 @@ export interface EventSinkOptions {
 export class EventSink {
   readonly #o: EventSinkOptions;
   readonly #deadLetter: string;
+  readonly #encoder = new RowBinaryEncoder();
 
   constructor(opts: EventSinkOptions) {
     this.#o = opts;
@@ -68,7 +75,7 @@ export class EventSink {
       this.deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
       return undefined;
     }
-    return { msg, row };
+    return { msg, id: row.id, timeMs: row.time_ms, bytes: writeEventRow(this.#encoder, row) };
   }
 
   /** Publishes the message to the dead-letter subject, logs it, then terminates it. */
@@ -93,12 +100,12 @@ export class EventSink {
     // The same event may sit twice in one batch (redelivered while its first copy waited).
     const byId = new Map<string, Pending[]>();
     for (const p of batch) {
-      const same = byId.get(p.row.id);
+      const same = byId.get(p.id);
       if (same) same.push(p);
-      else byId.set(p.row.id, [p]);
+      else byId.set(p.id, [p]);
     }
     const groups = [...byId.values()];
-    const rows = groups.map((g) => g[0]!.row);
+    const rows = groups.map((g) => g[0]!.bytes);
 
     const outcome = await this.#withWorking(batch, () => this.#o.writer.write(rows));
     if (!outcome.ok) {
@@ -122,7 +129,7 @@ export class EventSink {
         if (error !== undefined) this.deadLetter(p.msg, `ClickHouse rejected the row: ${error}`);
         else p.msg.ack();
       }
-      if (error === undefined) newestMs = Math.max(newestMs, group[0]!.row.time_ms);
+      if (error === undefined) newestMs = Math.max(newestMs, group[0]!.timeMs);
     });
     const inserted = rows.length - rejected.size;
     metrics.events.inc({ outcome: 'inserted' }, inserted);

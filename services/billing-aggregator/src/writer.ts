@@ -1,6 +1,6 @@
 import { errorMessage } from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
-import type { EventRow } from './rows.js';
+import { EVENTS_RAW_COLUMNS } from './rows.js';
 import { qualified } from './sql.js';
 
 /**
@@ -13,6 +13,7 @@ const DATA_ERROR_CODES = new Set([
   '26', // CANNOT_PARSE_QUOTED_STRING
   '27', // CANNOT_PARSE_INPUT_ASSERTION_FAILED
   '32', // ATTEMPT_TO_READ_AFTER_EOF
+  '33', // CANNOT_READ_ALL_DATA
   '38', // CANNOT_PARSE_DATE
   '41', // CANNOT_PARSE_DATETIME
   '53', // TYPE_MISMATCH
@@ -36,12 +37,15 @@ export type WriteOutcome =
   | { ok: false; error: unknown };
 
 export interface EventsWriter {
-  write(rows: readonly EventRow[]): Promise<WriteOutcome>;
+  /** `rows`: each one row of events_raw_v1 encoded as RowBinary (`RowBinaryEncoder`). */
+  write(rows: readonly Uint8Array[]): Promise<WriteOutcome>;
 }
+
+const COLUMN_NAMES = EVENTS_RAW_COLUMNS.map(([name]) => name);
 
 /**
  * The writer of `events_raw_v1` (one writer per table; the other tables are filled by
- * projecting materialized views). A batch is one INSERT. When ClickHouse rejects the data,
+ * projecting materialized views). A batch is one INSERT, its rows' bytes in one body. When ClickHouse rejects the data,
  * the batch is split in halves until the offending rows are found: those come back as
  * `rejected`, every other row is persisted. Inserting a row twice is harmless (the table
  * collapses equal ids), so a half that went in before a later failure may be sent again.
@@ -49,10 +53,10 @@ export interface EventsWriter {
 export function createEventsWriter(opts: { ch: SqlExecutor; database: string }): EventsWriter {
   const table = qualified(opts.database, 'events_raw_v1');
 
-  async function write(rows: readonly EventRow[], offset: number): Promise<WriteOutcome> {
+  async function write(rows: readonly Uint8Array[], offset: number): Promise<WriteOutcome> {
     if (rows.length === 0) return { ok: true, rejected: [] };
     try {
-      await opts.ch.insert(table, rows);
+      await opts.ch.insertRowBinary(table, COLUMN_NAMES, Buffer.concat(rows));
       return { ok: true, rejected: [] };
     } catch (err) {
       if (!isDataError(err)) return { ok: false, error: err };

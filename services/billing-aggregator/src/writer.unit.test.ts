@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { settledCall } from '../test/events.js';
 import type { SqlExecutor } from './clickhouse.js';
-import { toEventRow, type EventRow } from './rows.js';
+import { RowBinaryEncoder } from './rowbinary.js';
+import { EVENTS_RAW_COLUMNS, toEventRow, writeEventRow } from './rows.js';
 import { createEventsWriter, isDataError } from './writer.js';
 
 class FakeChError extends Error {
@@ -10,17 +11,23 @@ class FakeChError extends Error {
   }
 }
 
-function fakeClickHouse(fail: (rows: readonly EventRow[]) => Error | undefined) {
-  const stored: EventRow[] = [];
+/** Event ids of the rows made by `rows()`, found in a RowBinary body by their bytes. */
+const ids: string[] = [];
+const idsIn = (body: Uint8Array) => ids.filter((id) => Buffer.from(body).includes(id));
+
+function fakeClickHouse(fail: (ids: string[]) => Error | undefined) {
+  const stored: string[] = [];
   let inserts = 0;
   const ch: SqlExecutor = {
     command: () => Promise.resolve(),
     query: () => Promise.resolve([]),
-    insert: (_table, rows) => {
+    insert: () => Promise.reject(new Error('the writer sends RowBinary')),
+    insertRowBinary: (_table, columns, body) => {
       inserts++;
-      const err = fail(rows as EventRow[]);
+      expect(columns).toEqual(EVENTS_RAW_COLUMNS.map(([c]) => c));
+      const err = fail(idsIn(body));
       if (err) return Promise.reject(err);
-      stored.push(...(rows as EventRow[]));
+      stored.push(...idsIn(body));
       return Promise.resolve();
     },
     ping: () => Promise.resolve(true),
@@ -29,14 +36,20 @@ function fakeClickHouse(fail: (rows: readonly EventRow[]) => Error | undefined) 
   return { ch, stored, inserts: () => inserts };
 }
 
+const encoder = new RowBinaryEncoder();
 const rows = (n: number) =>
-  Array.from({ length: n }, (_, i) => toEventRow(settledCall()[1], i + 1));
+  Array.from({ length: n }, (_, i) => {
+    const row = toEventRow(settledCall()[1], i + 1);
+    ids.push(row.id);
+    return { id: row.id, bytes: writeEventRow(encoder, row) };
+  });
+const bytes = (rs: ReturnType<typeof rows>) => rs.map((r) => r.bytes);
 
 describe('events writer', () => {
   it('inserts a batch in one insert', async () => {
     const f = fakeClickHouse(() => undefined);
     const w = createEventsWriter({ ch: f.ch, database: 'holdfast' });
-    expect(await w.write(rows(10))).toEqual({ ok: true, rejected: [] });
+    expect(await w.write(bytes(rows(10)))).toEqual({ ok: true, rejected: [] });
     expect(f.inserts()).toBe(1);
     expect(f.stored).toHaveLength(10);
   });
@@ -45,10 +58,10 @@ describe('events writer', () => {
     const batch = rows(16);
     const poison = new Set([batch[3]!.id, batch[12]!.id]);
     const f = fakeClickHouse((rs) =>
-      rs.some((r) => poison.has(r.id)) ? new FakeChError('27') : undefined,
+      rs.some((id) => poison.has(id)) ? new FakeChError('27') : undefined,
     );
     const w = createEventsWriter({ ch: f.ch, database: 'holdfast' });
-    const out = await w.write(batch);
+    const out = await w.write(bytes(batch));
     expect(out.ok && out.rejected.map((r) => r.index)).toEqual([3, 12]);
     expect(f.stored).toHaveLength(14);
     expect(f.inserts()).toBeLessThan(16);
@@ -59,7 +72,7 @@ describe('events writer', () => {
       Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
     );
     const w = createEventsWriter({ ch: f.ch, database: 'holdfast' });
-    const out = await w.write(rows(8));
+    const out = await w.write(bytes(rows(8)));
     expect(out.ok).toBe(false);
     expect(f.inserts()).toBe(1);
   });

@@ -4,7 +4,8 @@ import { expect } from 'vitest';
 import { clickhouseSums } from '../src/audit.js';
 import type { SqlExecutor } from '../src/clickhouse.js';
 import { migrate } from '../src/migrate.js';
-import { toEventRow } from '../src/rows.js';
+import { RowBinaryEncoder } from '../src/rowbinary.js';
+import { EVENTS_RAW_COLUMNS, rowProblem, toEventRow, writeEventRow } from '../src/rows.js';
 import { qualified, sql, type Sql } from '../src/sql.js';
 import { refusal, settledCall } from './events.js';
 
@@ -150,4 +151,53 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
     sql`SELECT extra FROM ${t('events_raw_v1')} WHERE id = ${'hostile'} AND tenant = ${HOSTILE_STRINGS[1]!}`,
   );
   expect(back?.extra).toBe(HOSTILE_STRINGS.join('|'));
+}
+
+/**
+ * RowBinary (the aggregator's insert body) stores exactly what JSONEachRow stores: the same
+ * rows through both into two tables of the same schema, read back equal. The rows reach the
+ * encoder's edges: hostile and multi-byte strings, strings over 127 bytes (two-byte lengths),
+ * negative Int64, UInt64 up to 2^53 - 1, empty and long arrays.
+ */
+export async function runRowBinaryContract(ch: SqlExecutor, database: string): Promise<void> {
+  const logger = createLogger({ name: 'test', level: 'silent' });
+  await migrate({ ch, database, logger });
+  const json = qualified(database, 'events_raw_v1');
+  const binary = qualified(database, 'events_rowbinary_check');
+  await ch.command(sql`CREATE TABLE IF NOT EXISTS ${binary} AS ${json}`);
+
+  const rows = contractEvents().map((e, i) => toEventRow(e, i + 1));
+  const edges = HOSTILE_STRINGS.map((s, i) => ({
+    ...rows[i % rows.length]!,
+    id: `edge-${i}`,
+    reason: s,
+    extra: `${s}|${'é'.repeat(100)}|${'x'.repeat(300)}`,
+    model: s.slice(0, 20),
+    charged_tokens: -(2 ** 53 - 1) + i,
+    charged_micro_usd: -1,
+    held_micro_usd: 2 ** 53 - 1,
+    time_ms: 2 ** 40 + i,
+    w_level: Array.from({ length: i * 20 }, (_, k) => `${s}${k}`),
+    w_budget: Array.from({ length: i * 20 }, () => 'month-tokens'),
+    w_window: Array.from({ length: i * 20 }, () => 'month'),
+    w_unit: Array.from({ length: i * 20 }, () => 'tokens'),
+    w_limit: Array.from({ length: i * 20 }, (_, k) => 2 ** 32 + k),
+    w_used: Array.from({ length: i * 20 }, (_, k) => -k),
+    w_held: Array.from({ length: i * 20 }, (_, k) => k),
+    w_enforce: Array.from({ length: i * 20 }, (_, k) => k % 2),
+  }));
+  const all = [...rows, ...edges];
+  for (const row of all) expect(rowProblem(row)).toBeUndefined();
+
+  await ch.insert(json, all);
+  const encoder = new RowBinaryEncoder();
+  await ch.insertRowBinary(
+    binary,
+    EVENTS_RAW_COLUMNS.map(([c]) => c),
+    Buffer.concat(all.map((r) => writeEventRow(encoder, r))),
+  );
+  const read = (t: Sql) => ch.query(sql`SELECT * FROM ${t} ORDER BY id`);
+  const [viaJson, viaBinary] = [await read(json), await read(binary)];
+  expect(viaBinary).toHaveLength(all.length);
+  expect(viaBinary).toEqual(viaJson);
 }
