@@ -63,8 +63,10 @@ async function main(): Promise<void> {
     {},
     'ready',
   );
+  // BENCH_CPU_PROF=<dir>: a V8 CPU profile of the authority process is written there.
+  const prof = process.env.BENCH_CPU_PROF;
   const authority = await child(
-    [here('../dist/main.js')],
+    [...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []), here('../dist/main.js')],
     {
       NATS_URL: natsUrl,
       REDIS_URL: redisUrl,
