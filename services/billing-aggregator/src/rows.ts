@@ -113,40 +113,50 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
 export const writeEventRow = compileRowWriter<EventRow>(EVENTS_RAW_COLUMNS);
 
-type Check = (v: unknown) => boolean;
-
-function columnCheck(t: z.ZodType, column: string): Check {
+/** The check of one column as an expression over `v`, from its zod type (numbers as literals). */
+function checkCode(t: z.ZodType, column: string, v: string): string {
   if (t instanceof z.ZodNumber) {
-    const [min, max, int] = [t.minValue ?? -Infinity, t.maxValue ?? Infinity, t.isInt];
-    return (v) => typeof v === 'number' && v >= min && v <= max && (!int || Number.isInteger(v));
+    const [min, max] = [t.minValue ?? -Infinity, t.maxValue ?? Infinity];
+    return `(typeof ${v} === 'number' && ${v} >= ${min} && ${v} <= ${max}${t.isInt ? ` && Number.isInteger(${v})` : ''})`;
   }
   if (t instanceof z.ZodString) {
-    const max = t.maxLength ?? Infinity;
-    return (v) => typeof v === 'string' && v.length <= max;
+    return `(typeof ${v} === 'string' && ${v}.length <= ${t.maxLength ?? Infinity})`;
   }
   if (t instanceof z.ZodArray) {
-    const element = columnCheck(t.element as z.ZodType, column);
-    return (v) => Array.isArray(v) && v.every(element);
+    return `(Array.isArray(${v}) && ${v}.every((x) => ${checkCode(t.element as z.ZodType, column, 'x')}))`;
   }
   throw new Error(`EventRow column ${column}: no fast check for this type`);
 }
 
-const COLUMN_CHECKS = Object.entries(EventRow.shape).map(
-  ([column, t]) => [column, columnCheck(t as z.ZodType, column)] as const,
-);
+const COLUMNS = Object.keys(EventRow.shape);
+
+/**
+ * `rowProblem`'s column checks compiled from `EventRow`'s zod types into one straight-line
+ * function (as the RowBinary writer is): named property reads, bounds as literals. Column
+ * names are the schema's own identifiers.
+ */
+const firstBadColumn = (() => {
+  const lines = Object.entries(EventRow.shape).map(([column, t]) => {
+    if (!/^[a-z_][a-z0-9_]*$/.test(column)) throw new Error(`not a column name: ${column}`);
+    return `if (!${checkCode(t as z.ZodType, column, `r.${column}`)}) return '${column}';`;
+  });
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- generated from EventRow's own shape, names checked above
+  return new Function('r', `${lines.join('\n')}\nreturn undefined;`) as (
+    row: Record<string, unknown>,
+  ) => string | undefined;
+})();
 
 /**
  * `EventRow.safeParse` in the hot path, derived from the same schema: exactly its columns,
  * each within its type and bounds (a number out of a UInt32's range would wrap silently in
- * ClickHouse). Returns the first offending column, or undefined. About 20x cheaper than zod
- * here, where it runs once per event (measured: zod's copy of every row cost ~6 µs and GC).
+ * ClickHouse). Returns the first offending column, or undefined. Far cheaper than zod here,
+ * where it runs once per event (zod's copy of every row cost ~6 µs and GC, measured).
  */
 export function rowProblem(row: Record<string, unknown>): string | undefined {
   let keys = 0;
   for (const _ in row) keys++;
-  if (keys !== COLUMN_CHECKS.length) return 'columns do not match events_raw_v1';
-  for (const [column, check] of COLUMN_CHECKS) if (!check(row[column])) return column;
-  return undefined;
+  if (keys !== COLUMNS.length) return 'columns do not match events_raw_v1';
+  return firstBadColumn(row);
 }
 
 /** Event field -> value, 0 / '' when this type does not have it. */
@@ -224,6 +234,28 @@ function extra(e: HoldfastEvent): string {
 export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now()): EventRow {
   const timeMs = Date.parse(e.time);
   const windows = 'windows' in e ? e.windows : [];
+  const n = windows.length;
+  const w = {
+    level: new Array<string>(n),
+    budget: new Array<string>(n),
+    window: new Array<string>(n),
+    unit: new Array<string>(n),
+    limit: new Array<number>(n),
+    used: new Array<number>(n),
+    held: new Array<number>(n),
+    enforce: new Array<number>(n),
+  };
+  for (let i = 0; i < n; i++) {
+    const x = windows[i]!;
+    w.level[i] = x.tenant;
+    w.budget[i] = x.budget;
+    w.window[i] = x.window;
+    w.unit[i] = x.unit;
+    w.limit[i] = x.limit;
+    w.used[i] = x.used;
+    w.held[i] = x.held;
+    w.enforce[i] = x.enforce ? 1 : 0;
+  }
   const row: EventRow = {
     id: e.id,
     type: e.type,
@@ -257,14 +289,14 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     budget: text(e, 'budget'),
     level: text(e, 'level'),
     duration_ms: duration(e),
-    w_level: windows.map((w) => w.tenant),
-    w_budget: windows.map((w) => w.budget),
-    w_window: windows.map((w) => w.window),
-    w_unit: windows.map((w) => w.unit),
-    w_limit: windows.map((w) => w.limit),
-    w_used: windows.map((w) => w.used),
-    w_held: windows.map((w) => w.held),
-    w_enforce: windows.map((w) => (w.enforce ? 1 : 0)),
+    w_level: w.level,
+    w_budget: w.budget,
+    w_window: w.window,
+    w_unit: w.unit,
+    w_limit: w.limit,
+    w_used: w.used,
+    w_held: w.held,
+    w_enforce: w.enforce,
     extra: extra(e),
     stream_seq: streamSeq,
     ingested_at: Math.floor(nowMs / 1000),
