@@ -54,7 +54,10 @@ function closeObjects(node: unknown): void {
  * both verdicts and outputs equal; an event ajv refuses goes through zod for the error
  * message (and zod's verdict wins).
  */
-const fastChecks = (() => {
+let fastChecks: Map<string, (v: unknown) => boolean> | undefined;
+
+/** Compiled on first use (~0.1 s): processes that never parse an event do not pay for it. */
+function compileFastChecks(): Map<string, (v: unknown) => boolean> {
   const ajv = new Ajv({
     removeAdditional: true,
     unicodeRegExp: false,
@@ -74,7 +77,7 @@ const fastChecks = (() => {
     byType.set(option.shape.type.value, ajv.compile(schema));
   }
   return byType;
-})();
+}
 
 export type ParseResult = { ok: true; event: HoldfastEvent } | { ok: false; error: string };
 
@@ -91,6 +94,7 @@ export function parseEvent(data: string | Uint8Array): ParseResult {
   }
   const upcasted = upcast(raw);
   if (!upcasted.ok) return upcasted;
+  fastChecks ??= compileFastChecks();
   const check = fastChecks.get(upcasted.value.type as string);
   if (check?.(upcasted.value)) return { ok: true, event: upcasted.value as HoldfastEvent };
   const parsed = HoldfastEvent.safeParse(upcasted.value);
