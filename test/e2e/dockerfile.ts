@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { REPO_ROOT } from '@holdfast/stack';
 
-export const DOCKERFILE = resolve(REPO_ROOT, 'infra/docker/Dockerfile');
+const DOCKERFILE = resolve(REPO_ROOT, 'infra/docker/Dockerfile');
 
 export interface ParsedDockerfile {
   /** Instructions with continuation lines joined, comments dropped. */

@@ -6,7 +6,7 @@ import { createInterface } from 'node:readline';
 import { readStackState, REPO_ROOT, type StackState } from '@holdfast/stack';
 import { freePort, waitFor } from '@holdfast/testkit';
 
-export const STACK_MAIN = resolve(REPO_ROOT, 'infra/stack/dist/main.js');
+const STACK_MAIN = resolve(REPO_ROOT, 'infra/stack/dist/main.js');
 
 /** Variables of the caller that would change what the stack starts or calls. */
 const STRIPPED = ['NATS_URL', 'REDIS_URL', 'CLICKHOUSE_URL', 'OPENAI_API_KEY', 'OPENAI_BASE_URL'];

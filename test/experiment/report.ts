@@ -2,7 +2,7 @@ import type { Mode } from './run-config.js';
 import type { RunResult } from './run.js';
 import { total } from './workload.js';
 
-export const MODE_LABELS: Record<Mode, string> = {
+const MODE_LABELS: Record<Mode, string> = {
   meter: 'meter only (`meter`)',
   post: 'check, bill after (`post`)',
   estimate: 'estimate prompt (`estimate`)',

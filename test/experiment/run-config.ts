@@ -10,7 +10,7 @@ export const TEAMS = {
   support: { team: 'support-bot', useCase: 'UC-101', cap: 512, budget: 60_000 },
   finance: { team: 'finance-ops', useCase: 'UC-087', cap: 512, budget: 20_000 },
 } as const;
-export type Team = keyof typeof TEAMS;
+type Team = keyof typeof TEAMS;
 
 /** One run's tenants and keys: fresh ids, so every run starts from an empty budget. */
 export interface RunIdentity {
@@ -32,7 +32,7 @@ export function newRunIdentity(): RunIdentity {
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-export const EXPERIMENT_UPSTREAM = 'holdfast-experiment';
+const EXPERIMENT_UPSTREAM = 'holdfast-experiment';
 
 /**
  * The document applied for one run: the stack's own config (so its tenants keep working)

@@ -19,8 +19,8 @@ import {
  * the digests (the others end between 100 and 1,023 tokens, so reserve mode has some held
  * room to give back); uniform 20-92 has a median of 56.
  */
-export const DIGEST_LENGTH: CompletionLength = { mode: 'uniform', min: 100, max: 15_000 };
-export const TRIAGE_LENGTH: CompletionLength = { mode: 'uniform', min: 20, max: 92 };
+const DIGEST_LENGTH: CompletionLength = { mode: 'uniform', min: 100, max: 15_000 };
+const TRIAGE_LENGTH: CompletionLength = { mode: 'uniform', min: 20, max: 92 };
 
 export interface Target {
   edgeUrl: string;
@@ -44,7 +44,7 @@ export interface RunSpec {
   honourRetryAfter: boolean;
 }
 
-export interface SideCalls {
+interface SideCalls {
   served: number;
   refused: Record<string, number>;
   /** Model requests the mock received for these calls. */
@@ -137,7 +137,7 @@ async function applyRunConfig(t: Target, run: RunIdentity, spec: RunSpec): Promi
 }
 
 /** The tenant's usage once nothing is in flight or held (settles run after the response). */
-export function settled(authority: AuthorityClient, tenant: string): Promise<TenantUsage> {
+function settled(authority: AuthorityClient, tenant: string): Promise<TenantUsage> {
   return waitFor(
     async () => {
       const r = await authority.usage({ tenant });

@@ -11,15 +11,8 @@ import {
 
 export type Route = 'chat.completions' | 'embeddings';
 
-export const OUTCOMES = [
-  'completed',
-  'aborted',
-  'dropped',
-  'error_500',
-  'error_429',
-  'invalid',
-] as const;
-export type Outcome = (typeof OUTCOMES)[number];
+/** How a model request ended, as the mock's stats count it. */
+export type Outcome = 'completed' | 'aborted' | 'dropped' | 'error_500' | 'error_429' | 'invalid';
 
 /** One model request as the mock saw it; the last 200 are kept for tests. */
 export interface RequestRecord {

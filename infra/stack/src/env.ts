@@ -16,7 +16,7 @@ export const EXAMPLE_CONFIG = resolve(REPO_ROOT, 'infra/config/holdfast.example.
  * `pnpm stack`'s environment. Every service variable (EDGE_PORT, LOG_LEVEL, the NATS names,
  * ...) is also passed through to the processes, so the services read them as usual.
  */
-export const StackEnv = z.object({
+const StackEnv = z.object({
   /** Data of the infra the stack starts (JetStream store, Redis AOF, ClickHouse) and stack.json. */
   HOLDFAST_STACK_DIR: z.string().min(1).optional(),
   /** Config file applied by the authority. */
@@ -38,7 +38,7 @@ export const StackEnv = z.object({
   /** Colours in the prefixes (default: when stdout is a terminal). */
   NO_COLOR: z.string().optional(),
 });
-export type StackEnv = z.infer<typeof StackEnv>;
+type StackEnv = z.infer<typeof StackEnv>;
 
 export interface StackSettings {
   env: StackEnv;

@@ -4,7 +4,7 @@ import { REPO_ROOT } from './env.js';
 import { StartError, type ProcessSpec } from './process.js';
 
 /** Where the stack's infra is, as the services get it. */
-export interface InfraUrls {
+interface InfraUrls {
   nats: string;
   redis: string;
   clickhouse: string;

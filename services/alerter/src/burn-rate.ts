@@ -8,7 +8,7 @@ import { z } from 'zod';
  * trailing lookback, per second. Samples are kept in `BURN_BUCKETS` buckets of lookback/10
  * so the shared record stays small; every replica adds its own samples to it.
  */
-export const BURN_BUCKETS = 10;
+const BURN_BUCKETS = 10;
 
 /** `[bucketStartMs, amount]` pairs, oldest first. */
 export const BurnRecord = z.object({ buckets: z.array(z.tuple([z.number(), z.number()])) });
@@ -48,7 +48,7 @@ export function burnPerSecond(rec: BurnRecord, nowMs: number, lookbackMs: number
   return Math.max(0, total) / (spanMs / 1_000);
 }
 
-export function windowLengthMs(window: BudgetWindow): number {
+function windowLengthMs(window: BudgetWindow): number {
   const g = WINDOW_GRANULARITY[window];
   return g.bucketMs * g.buckets;
 }

@@ -14,7 +14,7 @@ import type { AlerterMetrics } from './metrics.js';
 import { PullLoop } from './pull-loop.js';
 
 /** Handles one event; throwing means "try again later" (the message is nak'd). */
-export type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void>;
+type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void>;
 
 /** A failed event is redelivered after this long. */
 const RETRY_DELAY_MS = 2_000;

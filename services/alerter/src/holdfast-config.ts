@@ -66,7 +66,7 @@ export class ConfigSource {
   }
 }
 
-export async function fetchConfig(authority: AuthorityClient): Promise<CompiledConfig> {
+async function fetchConfig(authority: AuthorityClient): Promise<CompiledConfig> {
   const reply = await authority.configGet();
   if (!reply.ok) throw reply.error;
   const parsed = parseConfig(reply.value.config);

@@ -2,7 +2,6 @@ import { Counter, Histogram, type Registry } from 'prom-client';
 
 /** Webhook delivery outcomes, as logged and counted. */
 export const DELIVERY_OUTCOMES = ['delivered', 'failed', 'dead_lettered', 'dropped'] as const;
-export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
 
 export interface AlerterMetrics {
   events: Counter<'type' | 'result'>;

@@ -12,7 +12,7 @@ import {
 import { errorMessage, type Logger } from '@holdfast/runtime';
 
 /** Creates a durable pull consumer unless it exists (every replica calls this at start). */
-export async function ensureDurable(
+async function ensureDurable(
   jsm: JetStreamManager,
   stream: string,
   config: Partial<ConsumerConfig> & { durable_name: string },

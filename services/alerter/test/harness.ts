@@ -34,7 +34,7 @@ export function cleanupAfterEach(): (fn: () => Promise<void>) => void {
 }
 
 /** Settings that keep tests fast: quick retries, frequent flushes and polls. */
-export const FAST: Partial<AlerterSettings> = {
+const FAST: Partial<AlerterSettings> = {
   retry: { initialMs: 200, maxMs: 2_000, retryForMs: 600_000 },
   burnFlushMs: 100,
   usagePollMs: 200,

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { isIdentifier } from './sql.js';
 
 /** The aggregator's environment. One schema; parsed by `loadConfig()` from main, never at import. */
-export const AggregatorEnv = z
+const AggregatorEnv = z
   .object({
     /** NATS servers, comma-separated. */
     NATS_URL: env.string('nats://127.0.0.1:4222'),

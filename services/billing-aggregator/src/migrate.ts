@@ -5,7 +5,7 @@ import type { SqlExecutor } from './clickhouse.js';
 import { ident, qualified, raw, sql } from './sql.js';
 
 /** Where the .sql files live: `migrations/` beside `src/` and `dist/`. */
-export const MIGRATIONS_DIR = new URL('../migrations/', import.meta.url);
+const MIGRATIONS_DIR = new URL('../migrations/', import.meta.url);
 
 /** `NNN_verb_table_vN.sql`, e.g. `001_create_events_raw_v1.sql`. */
 const FILE_NAME = /^(\d{3})_(create|alter|add|drop|rename)_([a-z0-9_]+)_v(\d+)\.sql$/;

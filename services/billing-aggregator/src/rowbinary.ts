@@ -11,7 +11,7 @@
  */
 
 /** The column types the events table uses (and so the ones this encoder writes). */
-export type ColumnType =
+type ColumnType =
   | 'String'
   | 'UInt8'
   | 'UInt32'

@@ -30,7 +30,7 @@ export function isDataError(err: unknown): boolean {
   return typeof code === 'string' && DATA_ERROR_CODES.has(code);
 }
 
-export type WriteOutcome =
+type WriteOutcome =
   /** Every row not listed in `rejected` is persisted. */
   | { ok: true; rejected: Array<{ index: number; error: string }> }
   /** ClickHouse is unavailable (or failed in a way a retry may fix); nothing is known persisted. */

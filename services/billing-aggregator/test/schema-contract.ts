@@ -34,7 +34,7 @@ export const HOSTILE_STRINGS = [
 
 const HOUR_MS = 3_600_000;
 
-export function contractEvents(): HoldfastEvent[] {
+function contractEvents(): HoldfastEvent[] {
   // Two hours apart so hourly views show two buckets; tokens are distinct per call.
   const t0 = Date.UTC(2026, 10, 30, 9, 15);
   return [

@@ -5,7 +5,7 @@ import type { Keys } from './keys.js';
 /** [current bucket, oldest bucket in the window, buckets per window, bucket length ms] */
 type Bounds = [number, number, number, number];
 
-export interface PlanBudget {
+interface PlanBudget {
   tenant: string;
   id: string;
   window: BudgetWindow;
@@ -18,7 +18,7 @@ export interface PlanBudget {
   key: number;
 }
 
-export interface PlanLevel {
+interface PlanLevel {
   tenant: string;
   state: number;
   holds: number;

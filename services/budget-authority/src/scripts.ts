@@ -9,7 +9,7 @@ function source(name: string): string {
   return `${lib}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8')}`;
 }
 
-export const SCRIPTS = ['admit', 'extend', 'close', 'suspension', 'usage'] as const;
+const SCRIPTS = ['admit', 'extend', 'close', 'suspension', 'usage'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
 const COMMANDS = {

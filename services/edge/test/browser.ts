@@ -7,8 +7,8 @@ import { chromium, type BrowserContext } from 'playwright-core';
  * Debian's Chromium (`apt-get install -y chromium`), never a browser download. The flags keep
  * it off the network: on a closed network its background connections are refused otherwise.
  */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-export const CHROMIUM_FLAGS = [
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM_FLAGS = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',

@@ -19,7 +19,7 @@ export const KEYS = {
 } as const;
 
 /** Short upstream timeouts and backoff, so failure paths take milliseconds. */
-export const FAST = {
+const FAST = {
   upstream: { retryBaseMs: 1, retryMaxMs: 5, retryAfterCapMs: 2_000 },
 } as const;
 
@@ -243,7 +243,7 @@ export const edgeTest = infraTest.extend<{ stack: (opts?: StackOptions) => Promi
 });
 
 /** Every event on the test's stream so far, in stream order. */
-export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
+async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
   const jsm = await jetstreamManager(nc);
   const total = (await jsm.streams.info(names.eventsStream)).state.messages;
   if (total === 0) return [];

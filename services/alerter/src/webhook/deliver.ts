@@ -15,7 +15,7 @@ import { DeliveryJob } from './queue.js';
 import { nextStep } from './retry.js';
 import { signWebhook, webhookBody } from './sign.js';
 
-export const DELIVERER_CONSUMER = 'deliverer';
+const DELIVERER_CONSUMER = 'deliverer';
 
 interface AttemptResult {
   ok: boolean;

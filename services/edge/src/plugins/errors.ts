@@ -19,7 +19,7 @@ export function sendError(
 }
 
 /** Framework errors (bad JSON, body too large, wrong content type) as edge errors. */
-export function toEdgeError(err: Error & { statusCode?: number; code?: string }): EdgeError {
+function toEdgeError(err: Error & { statusCode?: number; code?: string }): EdgeError {
   if (err instanceof EdgeError) return err;
   const status = err.statusCode ?? 500;
   if (status === 413) {

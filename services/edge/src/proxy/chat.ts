@@ -25,7 +25,7 @@ export interface ChatProxyInput {
 }
 
 /** What the edge sends upstream: the client's body, always streamed, with the granted max. */
-export function upstreamBody(
+function upstreamBody(
   body: ChatRequest,
   model: CompiledModel,
   n: number,

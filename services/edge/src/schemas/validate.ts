@@ -3,7 +3,7 @@ import type { z } from 'zod';
 import { EdgeError } from '../errors.js';
 
 /** The first issue as an OpenAI-style message and `param` (`messages.0.content`). */
-export function describeIssue(error: z.ZodError): { message: string; param: string | null } {
+function describeIssue(error: z.ZodError): { message: string; param: string | null } {
   const issue = error.issues[0];
   const param = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : null;
   const where = param ?? 'body';

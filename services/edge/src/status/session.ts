@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
 /** The status page's session cookie: the token the viewer signed in with (admin or key). */
-export const SESSION_COOKIE = 'holdfast_token';
+const SESSION_COOKIE = 'holdfast_token';
 
 /** The session token from the Cookie header, if any. */
 export function sessionToken(headers: IncomingHttpHeaders): string | undefined {

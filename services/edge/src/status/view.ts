@@ -27,7 +27,7 @@ export interface BudgetsView {
   tenants: TenantView[];
 }
 
-export function toView(reply: UsageReply, viewer: Viewer): BudgetsView {
+function toView(reply: UsageReply, viewer: Viewer): BudgetsView {
   return {
     object: 'budgets',
     time: reply.time,

@@ -19,7 +19,7 @@ export class CallAborted extends Error {
 }
 
 /** One attempt's whole-call deadline (the upstream's `timeoutMs`). */
-export class DeadlineExceeded extends Error {
+class DeadlineExceeded extends Error {
   constructor(readonly ms: number) {
     super(`upstream call took longer than ${ms} ms`);
     this.name = 'DeadlineExceeded';
@@ -319,7 +319,7 @@ async function errorMessage(body: Dispatcher.ResponseData['body']): Promise<stri
 }
 
 /** The upstream's base URL: the value of its `baseUrlEnv` when that is an http(s) URL. */
-export function upstreamBaseUrl(target: UpstreamConfig, env: NodeJS.ProcessEnv): string {
+function upstreamBaseUrl(target: UpstreamConfig, env: NodeJS.ProcessEnv): string {
   const fromEnv = target.baseUrlEnv ? env[target.baseUrlEnv] : undefined;
   return fromEnv && /^https?:\/\/[^\s]+$/.test(fromEnv) ? fromEnv : target.baseUrl;
 }
