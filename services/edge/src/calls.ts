@@ -5,10 +5,14 @@ import { CallAborted, type AbortWhy } from './upstream/client.js';
 export class LiveCall {
   readonly #controller = new AbortController();
 
-  /** `chain`: the tenant, then its parent, ..., then the org. */
+  /**
+   * `chain`: the tenant, then its parent, ..., then the org. `startedAtMs`: when the call
+   * was admitted (a suspension only ends calls admitted before it).
+   */
   constructor(
     readonly tenant: string,
     readonly chain: readonly string[],
+    readonly startedAtMs: number = Date.now(),
   ) {}
 
   get signal(): AbortSignal {
@@ -32,15 +36,20 @@ export class LiveCall {
  */
 export class Calls {
   readonly #byTenant = new Map<string, Set<LiveCall>>();
-  readonly #timers = new Set<NodeJS.Timeout>();
+  /** Pending grace ends by suspended tenant (a resume cancels them). */
+  readonly #timers = new Map<string, Set<NodeJS.Timeout>>();
   readonly #detach = new Map<LiveCall, () => void>();
 
   /**
    * Starts tracking a call. With the client's response, the call is aborted when the client
    * goes away before the response has finished.
    */
-  start(tenant: { id: string; chain: readonly string[] }, res?: ServerResponse): LiveCall {
-    const call = new LiveCall(tenant.id, tenant.chain);
+  start(
+    tenant: { id: string; chain: readonly string[] },
+    res?: ServerResponse,
+    nowMs = Date.now(),
+  ): LiveCall {
+    const call = new LiveCall(tenant.id, tenant.chain, nowMs);
     let set = this.#byTenant.get(tenant.id);
     if (!set) this.#byTenant.set(tenant.id, (set = new Set()));
     set.add(call);
@@ -78,28 +87,41 @@ export class Calls {
 
   /**
    * Ends the calls in flight of a tenant (and of the teams below it) once `graceMs` has
-   * passed; returns how many are live now.
+   * passed; returns how many are live now. Only calls admitted before `suspendedAtMs` (the
+   * event's time) are ended: a notice that arrives late, after a resume, must not end the
+   * calls admitted since.
    */
-  suspend(tenant: string, graceMs: number): number {
-    const live = this.#under(tenant).length;
+  suspend(tenant: string, graceMs: number, suspendedAtMs = Date.now()): number {
+    const admittedBefore = () => this.#under(tenant).filter((c) => c.startedAtMs <= suspendedAtMs);
+    const live = admittedBefore().length;
     const end = () => {
-      for (const call of this.#under(tenant)) call.abort('suspended');
+      for (const call of admittedBefore()) call.abort('suspended');
     };
     if (graceMs <= 0) {
       end();
       return live;
     }
+    let pending = this.#timers.get(tenant);
+    if (!pending) this.#timers.set(tenant, (pending = new Set()));
     const timer = setTimeout(() => {
-      this.#timers.delete(timer);
+      pending.delete(timer);
       end();
     }, graceMs);
     timer.unref();
-    this.#timers.add(timer);
+    pending.add(timer);
     return live;
   }
 
+  /** A resume cancels the grace ends still pending for that tenant; returns how many. */
+  resume(tenant: string): number {
+    const pending = this.#timers.get(tenant);
+    this.#timers.delete(tenant);
+    for (const t of pending ?? []) clearTimeout(t);
+    return pending?.size ?? 0;
+  }
+
   close(): void {
-    for (const t of this.#timers) clearTimeout(t);
+    for (const pending of this.#timers.values()) for (const t of pending) clearTimeout(t);
     this.#timers.clear();
   }
 }

@@ -1,4 +1,4 @@
-import { expect, test } from 'vitest';
+import { expect, test, vi } from 'vitest';
 import { Calls } from './calls.js';
 
 test('a suspension ends the calls of the tenant and of teams below it, not of others', () => {
@@ -18,4 +18,37 @@ test('a suspension ends the calls of the tenant and of teams below it, not of ot
   for (const c of [team, sibling, other]) calls.end(c);
   expect(calls.count()).toBe(0);
   calls.close();
+});
+
+test('a late suspension notice ends only the calls admitted before the suspension', () => {
+  const calls = new Calls();
+  const before = calls.start({ id: 'team', chain: ['team'] }, undefined, 1_000);
+  const afterResume = calls.start({ id: 'team', chain: ['team'] }, undefined, 3_000);
+  // Suspended at t=2,000, resumed since; the notice arrives now, with the second call live.
+  expect(calls.suspend('team', 0, 2_000)).toBe(1);
+  expect([before.abortedBy, afterResume.abortedBy]).toEqual(['suspended', undefined]);
+  calls.close();
+});
+
+test('a resume cancels the grace end still pending, and the grace spares later calls', () => {
+  vi.useFakeTimers({ now: 10_000 });
+  try {
+    const calls = new Calls();
+    const first = calls.start({ id: 'team', chain: ['team'] });
+    expect(calls.suspend('team', 5_000)).toBe(1);
+    vi.advanceTimersByTime(1_000);
+    expect(calls.resume('team')).toBe(1);
+    vi.advanceTimersByTime(10_000);
+    expect(first.abortedBy).toBeUndefined();
+
+    calls.suspend('team', 5_000);
+    vi.advanceTimersByTime(1_000);
+    const later = calls.start({ id: 'team', chain: ['team'] });
+    vi.advanceTimersByTime(5_000);
+    expect([first.abortedBy, later.abortedBy]).toEqual(['suspended', undefined]);
+    expect(calls.resume('team')).toBe(0);
+    calls.close();
+  } finally {
+    vi.useRealTimers();
+  }
 });

@@ -46,3 +46,19 @@ test('a suspension ends the tenant calls in flight after its grace: settled as b
     .map((e) => (e.type === 'reservation.settled' ? e.outcome : ''));
   expect(outcomes).toEqual(['budget_exhausted', 'budget_exhausted']);
 });
+
+test('a resume within the grace lets the calls in flight finish', async ({ stack }) => {
+  const s = await stack({
+    behaviour: { tokenDelayMs: 5, completion: { mode: 'fixed', tokens: 200 } },
+  });
+  const whole = s.openai(KEYS.support).chat.completions.create(chat(5)).withResponse();
+  await waitFor(() => s.upstream.stats().inFlight === 1);
+
+  await s.client.suspend({ tenant: 'support-bot', reason: 'test', by: 'admin', graceMs: 500 });
+  await s.client.resume({ tenant: 'support-bot', by: 'admin' });
+
+  const { data, response } = await whole;
+  expect(response.headers.get('x-holdfast-ended')).toBeNull();
+  expect(data.choices[0]?.finish_reason).toBe('stop');
+  expect(data.usage?.completion_tokens).toBe(200);
+});

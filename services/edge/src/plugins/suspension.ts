@@ -12,24 +12,34 @@ export interface SuspensionPluginOptions {
 }
 
 /**
- * Suspension grace (SPEC section 7): listens to `<eventsPrefix>.*.tenant.suspended` (core
- * NATS: every replica sees every notice) and ends that tenant's calls in flight, and its
- * children's, once the event's `graceMs` has passed.
+ * Suspension grace (SPEC section 7): listens to `<eventsPrefix>.*.tenant.suspended` and
+ * `.tenant.resumed` (core NATS: every replica sees every notice). A suspension ends that
+ * tenant's calls in flight, and its children's, once the event's `graceMs` has passed; only
+ * calls admitted before the event's time, so a late notice never ends calls admitted after a
+ * resume. A resume cancels the grace ends still pending.
  */
 export const suspensionPlugin = fp(
   (app: FastifyInstance, opts: SuspensionPluginOptions) => {
     const calls = new Calls();
     const logger = opts.logger.child({ component: 'suspension' });
-    const sub = opts.nc.subscribe(`${opts.names.eventsPrefix}.*.tenant.suspended`, {
+    const sub = opts.nc.subscribe(`${opts.names.eventsPrefix}.*.tenant.*`, {
       callback: (err, msg) => {
         if (err) return logger.warn({ err }, 'suspension subscription error');
         const parsed = parseEvent(msg.data);
-        if (!parsed.ok || parsed.event.type !== 'tenant.suspended') {
+        if (!parsed.ok) {
           return logger.warn({ subject: msg.subject }, 'unreadable suspension event ignored');
         }
-        const { tenant, graceMs } = parsed.event;
-        const live = calls.suspend(tenant, graceMs);
-        logger.info({ tenant, graceMs, live }, 'tenant suspended: calls end after the grace');
+        const e = parsed.event;
+        if (e.type === 'tenant.suspended') {
+          const live = calls.suspend(e.tenant, e.graceMs, Date.parse(e.time));
+          logger.info(
+            { tenant: e.tenant, graceMs: e.graceMs, live },
+            'tenant suspended: calls end after the grace',
+          );
+        } else if (e.type === 'tenant.resumed') {
+          const cancelled = calls.resume(e.tenant);
+          if (cancelled > 0) logger.info({ tenant: e.tenant, cancelled }, 'tenant resumed');
+        }
       },
     });
     app.decorate('calls', calls);
