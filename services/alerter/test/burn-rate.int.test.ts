@@ -56,7 +56,7 @@ test('a fast burn projects exhaustion within the horizon once per window period,
   iso,
 }) => {
   const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.down());
+  cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [{ id: 'team-e', budgets: [{ window: 'month', limit: LIMIT, soft: [0.9] }] }],

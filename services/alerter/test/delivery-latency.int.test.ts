@@ -38,7 +38,7 @@ test('delivery latency from crossing to receiver under event load (prints figure
   iso,
 }) => {
   const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.down());
+  cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
   const tenants = Array.from({ length: CROSSINGS }, (_, i) => `t${i}`);
   const config = {

@@ -26,7 +26,7 @@ test('the service process: ops endpoints, and no duplicate crossing after a kill
   iso,
 }) => {
   const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.down());
+  cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
   const dir = await mkdtemp(join(tmpdir(), 'alerter-'));
   cleanup(() => rm(dir, { recursive: true, force: true }));

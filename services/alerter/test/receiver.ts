@@ -13,12 +13,15 @@ export interface Received {
 /**
  * A real webhook receiver on a free port. It verifies every request with the standardwebhooks
  * library (400 on a bad signature, like a careful receiver) and can go down and come back up
- * on the same port.
+ * on the same port. Down, it keeps the port bound and resets every connection: a closed port
+ * could be taken by another test's server meanwhile (seen once in CI, under load), and the
+ * alerter would then get that server's HTTP answers instead of a network error.
  */
 export class Receiver {
   readonly received: Received[] = [];
   readonly rejected: string[] = [];
   #server: Server | undefined;
+  #down = false;
   #status = 204;
 
   private constructor(
@@ -28,7 +31,7 @@ export class Receiver {
 
   static async start(secret: string): Promise<Receiver> {
     const r = new Receiver(await freePort(), secret);
-    await r.up();
+    await r.#listen();
     return r;
   }
 
@@ -45,7 +48,20 @@ export class Receiver {
     this.#status = status;
   }
 
-  async up(): Promise<void> {
+  /** Takes requests again (after `down()`). */
+  up(): Promise<void> {
+    this.#down = false;
+    return Promise.resolve();
+  }
+
+  /** Resets every connection, open or new: the alerter's next attempt fails with a network error. */
+  down(): Promise<void> {
+    this.#down = true;
+    this.#server?.closeAllConnections();
+    return Promise.resolve();
+  }
+
+  async #listen(): Promise<void> {
     const verifier = new Webhook(this.secret);
     const server = createServer((req, res) => {
       const chunks: Buffer[] = [];
@@ -72,6 +88,9 @@ export class Receiver {
         }
       });
     });
+    server.on('connection', (socket) => {
+      if (this.#down) socket.destroy();
+    });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.port, '127.0.0.1', () => resolve());
@@ -79,8 +98,8 @@ export class Receiver {
     this.#server = server;
   }
 
-  /** Stops listening and drops open connections: the next attempt gets ECONNREFUSED. */
-  async down(): Promise<void> {
+  /** Stops listening for good and drops open connections. */
+  async stop(): Promise<void> {
     const server = this.#server;
     this.#server = undefined;
     if (!server) return;

@@ -45,7 +45,7 @@ test('two replicas fire each threshold once per upward crossing under concurrent
   iso,
 }) => {
   const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.down());
+  cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [

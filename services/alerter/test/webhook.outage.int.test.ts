@@ -41,7 +41,7 @@ test('a receiver down for 30 s gets every webhook once when it is back, same web
   const receiver = await Receiver.start(SECRET);
   await receiver.down();
   const downAt = Date.now();
-  cleanup(() => receiver.down());
+  cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
   for (let i = 0; i < 2; i++) {
     const r = await startReplica({
@@ -103,7 +103,7 @@ test('a delivery still failing after retryFor is dead-lettered with its job, and
 }) => {
   const receiver = await Receiver.start(SECRET);
   receiver.respondWith(503);
-  cleanup(() => receiver.down());
+  cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
   const r = await startReplica({
     natsUrl,
