@@ -10,6 +10,8 @@
  * UTF-8 bytes, Array(T) as a LEB128 element count and the elements. No separators, no escaping.
  */
 
+import { isIdentifier } from './sql.js';
+
 /** The column types the events table uses (and so the ones this encoder writes). */
 type ColumnType =
   | 'String'
@@ -136,8 +138,6 @@ const WRITE: Record<ColumnType, (v: string) => string> = {
 /** Writes one row into the encoder and returns its bytes. */
 export type RowWriter<R> = (encoder: RowBinaryEncoder, row: R) => Buffer;
 
-const COLUMN_NAME = /^[a-z_][a-z0-9_]*$/;
-
 /**
  * Compiles the writer of rows with these columns: straight-line code reading each column as a
  * named property, so V8 sees one row shape and no keyed lookups (a loop over the column list
@@ -145,7 +145,7 @@ const COLUMN_NAME = /^[a-z_][a-z0-9_]*$/;
  */
 export function compileRowWriter<R>(columns: readonly Column[]): RowWriter<R> {
   const body = columns.map(([name, type]) => {
-    if (!COLUMN_NAME.test(name)) throw new Error(`not a column name: ${JSON.stringify(name)}`);
+    if (!isIdentifier(name)) throw new Error(`not a column name: ${JSON.stringify(name)}`);
     return WRITE[type](`r.${name}`);
   });
   // eslint-disable-next-line @typescript-eslint/no-implied-eval -- code generated from the checked column list above

@@ -1,6 +1,7 @@
 import type { HoldfastEvent } from '@holdfast/events';
 import { z } from 'zod';
 import { compileRowWriter, type Column } from './rowbinary.js';
+import { isIdentifier } from './sql.js';
 
 const u32 = z.int().min(0).max(4_294_967_295);
 const u64 = z.int().min(0).max(Number.MAX_SAFE_INTEGER);
@@ -137,7 +138,7 @@ const COLUMNS = Object.keys(EventRow.shape);
  */
 const firstBadColumn = (() => {
   const lines = Object.entries(EventRow.shape).map(([column, t]) => {
-    if (!/^[a-z_][a-z0-9_]*$/.test(column)) throw new Error(`not a column name: ${column}`);
+    if (!isIdentifier(column)) throw new Error(`not a column name: ${column}`);
     return `if (!${checkCode(t as z.ZodType, column, `r.${column}`)}) return '${column}';`;
   });
   // eslint-disable-next-line @typescript-eslint/no-implied-eval -- generated from EventRow's own shape, names checked above
