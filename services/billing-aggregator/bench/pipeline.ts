@@ -9,10 +9,12 @@
  * local nats-server and clickhouse-server are started on free ports), BENCH_CPU_PROF=<dir>
  * (a V8 CPU profile of the aggregator), BENCH_NODE_ARGS (extra node flags for it).
  *
- * It prints, from the same run: the raw JetStream consume+ack rate and the raw ClickHouse
- * insert rate (the two halves of the path), then the aggregator's end-to-end rate and peak RSS.
+ * It prints, from the same run: the raw JetStream consume+ack rates (three ways of acking) and
+ * the raw ClickHouse insert rate (the two halves of the path), then the aggregator's end-to-end
+ * rate, the CPU each process spent per event while it drained (aggregator, ClickHouse, NATS,
+ * and how busy the whole machine was: on 2 shared cores the sum is the ceiling), and its peak RSS.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { readFile } from 'node:fs/promises';
@@ -26,7 +28,7 @@ import {
   startNatsServer,
   type LocalServer,
 } from '@holdfast/testkit/infra';
-import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { toEventRow } from '../src/rows.js';
 import { migrate } from '../src/migrate.js';
@@ -89,24 +91,44 @@ async function publishBacklog(nc: NatsConnection, names: NatsNames, n: number): 
   await Promise.all(inFlight);
 }
 
-/** The JetStream half alone: consume and ack `n` messages, doing nothing else. */
-async function rawConsume(nc: NatsConnection, names: NatsNames, n: number): Promise<number> {
+/**
+ * The JetStream half alone: consume and ack `n` messages, doing nothing else. `acks`:
+ * - 'each': one explicit ack per message as it arrives (one socket write per ack);
+ * - 'batched': explicit acks of 2,000 messages in one loop (what the aggregator does);
+ * - 'all': AckPolicy.All, one ack per 2,000 (cheapest, but unsafe with replicas sharing the
+ *   consumer and incompatible with a nak; measured for docs/benchmarks.md, not used).
+ */
+async function rawConsume(
+  nc: NatsConnection,
+  names: NatsNames,
+  n: number,
+  acks: 'each' | 'batched' | 'all',
+): Promise<number> {
   const jsm = await jetstreamManager(nc);
+  const durable = `bench-raw-${acks}`;
   await jsm.consumers.add(names.eventsStream, {
-    durable_name: 'bench-raw',
-    ack_policy: AckPolicy.Explicit,
+    durable_name: durable,
+    ack_policy: acks === 'all' ? AckPolicy.All : AckPolicy.Explicit,
     max_ack_pending: 50_000,
   });
-  const consumer = await jetstream(nc).consumers.get(names.eventsStream, 'bench-raw');
+  const consumer = await jetstream(nc).consumers.get(names.eventsStream, durable);
   const started = performance.now();
   const messages = await consumer.consume({ max_messages: 2_000 });
+  let held: JsMsg[] = [];
   let seen = 0;
   for await (const m of messages) {
-    m.ack();
-    if (++seen >= n) break;
+    seen++;
+    if (acks === 'each') m.ack();
+    else held.push(m);
+    if (held.length === 2_000 || seen >= n) {
+      if (acks === 'all') held.at(-1)?.ack();
+      else for (const h of held) h.ack();
+      held = [];
+    }
+    if (seen >= n) break;
   }
   const rate = n / ((performance.now() - started) / 1000);
-  await jsm.consumers.delete(names.eventsStream, 'bench-raw');
+  await jsm.consumers.delete(names.eventsStream, durable);
   return rate;
 }
 
@@ -198,6 +220,39 @@ async function startAggregatorProcess(env: Record<string, string>): Promise<Chil
   return child;
 }
 
+/** The pid of the process listening on a local TCP port (`ss -ltnp`), or undefined. */
+function pidListeningOn(url: string): number | undefined {
+  const port = new URL(url).port;
+  const out = spawnSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' }).stdout ?? '';
+  const pid = /pid=(\d+)/.exec(out)?.[1];
+  return pid === undefined ? undefined : Number(pid);
+}
+
+/** CPU time (user + system) a process has used so far, in µs; 0 if it is gone. */
+async function cpuMicros(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0;
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+}
+
+/** Busy and total CPU time of the whole machine so far (/proc/stat), in ticks. */
+async function machineTicks(): Promise<{ busy: number; total: number }> {
+  const line = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!;
+  const t = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = t.reduce((a, b) => a + b, 0);
+  return { busy: total - t[3]! - t[4]!, total };
+}
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+
+interface CpuSnapshot {
+  at: number;
+  rows: number;
+  procs: number[];
+  machine: { busy: number; total: number };
+}
+
 async function rssOf(pid: number): Promise<{ rss: number; hwm: number }> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
@@ -221,9 +276,16 @@ async function main(): Promise<void> {
     );
 
     const batchSize = Number(BATCH ?? 10_000);
-    console.log(
-      `  raw JetStream consume+ack    ${fmt(await rawConsume(nc, names, RAW_SAMPLE))} msgs/s (${fmt(RAW_SAMPLE)} msgs)`,
-    );
+    const consumeAck = [
+      ['each', 'one ack per message'],
+      ['batched', 'acks of 2,000 in one loop'],
+      ['all', 'AckPolicy.All, one ack per 2,000'],
+    ] as const;
+    for (const [acks, how] of consumeAck) {
+      console.log(
+        `  raw JetStream consume+ack    ${fmt(await rawConsume(nc, names, RAW_SAMPLE, acks))} msgs/s (${fmt(RAW_SAMPLE)} msgs, ${how})`,
+      );
+    }
     console.log(
       `  raw ClickHouse insert        ${fmt(await rawInsert(clickhouseUrl, RAW_SAMPLE, batchSize))} rows/s (batches of ${fmt(batchSize)})`,
     );
@@ -242,20 +304,30 @@ async function main(): Promise<void> {
       ...natsNamesToEnv(names),
     });
     const pid = service.pid!;
+    // Who spends the CPU while draining: the aggregator and the two servers (when this bench
+    // started them; a server given by URL may be elsewhere, its share is then not counted).
+    const pids = [pid, pidListeningOn(clickhouseUrl), pidListeningOn(natsUrl)];
+    const snapshot = async (rows: number): Promise<CpuSnapshot> => ({
+      at: performance.now(),
+      rows,
+      procs: await Promise.all(pids.map(cpuMicros)),
+      machine: await machineTicks(),
+    });
     let peakRss = 0;
     const table = qualified(database, 'events_raw_v1');
     // Steady state: from the first poll that sees rows to the one that sees them all.
-    let first: { at: number; rows: number } | undefined;
+    let first: CpuSnapshot | undefined;
     let rows = 0;
     for (;;) {
       peakRss = Math.max(peakRss, (await rssOf(pid)).rss);
       const [row] = await ch.query<{ n: string }>(sql`SELECT count() AS n FROM ${table}`);
       rows = Number(row?.n ?? 0);
-      if (rows > 0) first ??= { at: performance.now(), rows };
+      if (rows > 0) first ??= await snapshot(rows);
       if (rows >= EVENTS) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    const now = performance.now();
+    const last = await snapshot(rows);
+    const now = last.at;
     const elapsed = (now - t) / 1000;
     const steady = first ? (rows - first.rows) / ((now - first.at) / 1000) : NaN;
     const { hwm } = await rssOf(pid);
@@ -268,6 +340,16 @@ async function main(): Promise<void> {
     console.log(
       `  aggregator JetStream->ClickHouse ${fmt(EVENTS / elapsed)} events/s (${fmt(EVENTS)} events in ${elapsed.toFixed(1)} s, start included; ${fmt(Number(final?.n))} rows after FINAL)`,
     );
+    if (first) {
+      const n = rows - first.rows;
+      const per = (i: number) =>
+        pids[i] === undefined ? 'n/a' : `${((last.procs[i]! - first.procs[i]!) / n).toFixed(1)} µs`;
+      const busy =
+        (last.machine.busy - first.machine.busy) / (last.machine.total - first.machine.total);
+      console.log(
+        `  CPU per event while draining aggregator ${per(0)}, ClickHouse ${per(1)}, NATS ${per(2)}; machine ${(busy * 100).toFixed(0)}% busy`,
+      );
+    }
     console.log(
       `  aggregator peak RSS          ${mb(Math.max(hwm, peakRss))} (VmHWM) draining ${fmt(EVENTS)} events`,
     );

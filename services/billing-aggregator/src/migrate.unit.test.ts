@@ -17,12 +17,15 @@ import {
 const logger = createLogger({ name: 'test', level: 'silent' });
 
 describe('migrations', () => {
-  it('are named NNN_verb_table_vN.sql, numbered without gaps, and only use {{db}} names', async () => {
+  it('are named NNN_verb_table_vN.sql, numbered without gaps, re-runnable, and only use {{db}} names', async () => {
     const ms = await loadMigrations();
     expect(ms.map((m) => m.version)).toEqual(ms.map((_, i) => i + 1));
     for (const m of ms) {
       for (const s of m.statements) {
-        expect(s).toMatch(/^CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS \{\{db\}\}\./);
+        // Every statement can run twice: created if absent, dropped if present.
+        expect(s).toMatch(
+          /^(CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS|DROP TABLE IF EXISTS) \{\{db\}\}\./,
+        );
         // Every table reference is qualified: no FROM/TO/JOIN without {{db}}.
         for (const ref of s.matchAll(/\b(FROM|TO|(?<!ARRAY )JOIN)\s+([^\s(]+)/g)) {
           expect(ref[2]).toMatch(/^\{\{db\}\}\./);

@@ -74,7 +74,7 @@ test('every event lands once: a forced redelivery of the whole stream and republ
     );
     expect(Number(daily[0]?.tokens)).toBe([...expected.values()].reduce((a, b) => a + b));
     const decisions = await ch.query<{ decision: string; n: string }>(
-      sql`SELECT decision, count() AS n FROM ${t('decisions_v1')} FINAL GROUP BY decision ORDER BY decision`,
+      sql`SELECT decision, count() AS n FROM ${t('decisions_v2')} GROUP BY decision ORDER BY decision`,
     );
     expect(decisions.map((r) => [r.decision, Number(r.n)])).toEqual([
       ['admit', 30],
@@ -89,7 +89,7 @@ test('every event lands once: a forced redelivery of the whole stream and republ
     );
     expect(spenders.map((r) => Number(r.calls))).toEqual([20, 10]);
     const states = await ch.query<{ n: string }>(
-      sql`SELECT count() AS n FROM ${t('window_states_v1')} FINAL`,
+      sql`SELECT count() AS n FROM ${t('window_states_v2')}`,
     );
     expect(Number(states[0]?.n)).toBe(events.length);
 

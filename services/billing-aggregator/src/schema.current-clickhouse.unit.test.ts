@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chdbExecutor } from '../test/chdb.js';
-import { runRowBinaryContract, runSchemaContract } from '../test/schema-contract.js';
+import {
+  runRowBinaryContract,
+  runSchemaContract,
+  runViewsUpgradeContract,
+} from '../test/schema-contract.js';
 import type { SqlExecutor } from './clickhouse.js';
 import { sql } from './sql.js';
 
@@ -18,6 +22,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('applies every migration idempotently, every view answers, a re-inserted batch counts once, hostile strings round-trip', async () => {
     await runSchemaContract(ch, 'holdfast');
+  });
+
+  it('upgrades to the decisions and window-state views (009) with the same rows as the tables before', async () => {
+    await runViewsUpgradeContract(ch, 'upgrade');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

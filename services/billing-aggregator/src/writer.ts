@@ -44,9 +44,9 @@ export interface EventsWriter {
 const COLUMN_NAMES = EVENTS_RAW_COLUMNS.map(([name]) => name);
 
 /**
- * The writer of `events_raw_v1` (one writer per table; the other tables are filled by
- * projecting materialized views). A batch is one INSERT, its rows' bytes in one body. When ClickHouse rejects the data,
- * the batch is split in halves until the offending rows are found: those come back as
+ * The writer of `events_raw_v1`, the only table the aggregator fills (every other relation is
+ * a view over it). A batch is one INSERT, its rows' bytes in one body. When ClickHouse rejects
+ * the data, the batch is split in halves until the offending rows are found: those come back as
  * `rejected`, every other row is persisted. Inserting a row twice is harmless (the table
  * collapses equal ids), so a half that went in before a later failure may be sent again.
  */

@@ -1,3 +1,7 @@
+import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { HoldfastEvent } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { expect } from 'vitest';
@@ -6,7 +10,7 @@ import type { SqlExecutor } from '../src/clickhouse.js';
 import { migrate } from '../src/migrate.js';
 import { RowBinaryEncoder } from '../src/rowbinary.js';
 import { EVENTS_RAW_COLUMNS, rowProblem, toEventRow, writeEventRow } from '../src/rows.js';
-import { qualified, sql, type Sql } from '../src/sql.js';
+import { qualified, sql, tuple, type Sql } from '../src/sql.js';
 import { refusal, settledCall } from './events.js';
 
 /**
@@ -62,11 +66,13 @@ function contractEvents(): HoldfastEvent[] {
 }
 
 const num = (v: unknown) => Number(v);
+/** Rows in one order, whatever order they came in. */
+const sorted = (rows: unknown[][]) => rows.map((r) => JSON.stringify(r)).sort();
 
 export async function runSchemaContract(ch: SqlExecutor, database: string): Promise<void> {
   const logger = createLogger({ name: 'test', level: 'silent' });
   const first = await migrate({ ch, database, logger });
-  expect(first.applied.length).toBeGreaterThanOrEqual(8);
+  expect(first.applied.length).toBeGreaterThanOrEqual(9);
   expect((await migrate({ ch, database, logger })).applied).toEqual([]);
 
   const t = (name: string): Sql => qualified(database, name);
@@ -96,12 +102,23 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
   expect(daily.map((r) => [num(r.tokens), num(r.calls), num(r.groups)])).toEqual([[660, 3, 2]]);
 
   const decisions = await ch.query(
-    sql`SELECT decision, count() AS n FROM ${t('decisions_v1')} FINAL GROUP BY decision ORDER BY decision`,
+    sql`SELECT decision, count() AS n FROM ${t('decisions_v2')} GROUP BY decision ORDER BY decision`,
   );
   expect(decisions.map((r) => [r.decision, num(r.n)])).toEqual([
     ['admit', 3],
     ['refuse', 3],
   ]);
+  // One decision per admit or refusal event, by id, with the refusal code as the reason.
+  const decided = await ch.query(
+    sql`SELECT event_id, decision, reason, shadow FROM ${t('decisions_v2')}`,
+  );
+  expect(sorted(decided.map((r) => [r.event_id, r.decision, r.reason, num(r.shadow)]))).toEqual(
+    sorted(
+      rows
+        .filter((r) => r.type === 'reservation.created' || r.type === 'admission.refused')
+        .map((r) => [r.id, r.type === 'admission.refused' ? 'refuse' : 'admit', r.code, r.shadow]),
+    ),
+  );
   const refusals = await ch.query(
     sql`SELECT reason, shadow, sum(refusals) AS n FROM ${t('refusals_by_reason_v1')} GROUP BY reason, shadow ORDER BY reason, shadow`,
   );
@@ -111,10 +128,35 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
     ['concurrency_limit', 0, 1],
   ]);
 
+  // One state per (event, window), the window's figures as the event carried them.
   const states = await ch.query(
-    sql`SELECT count() AS n, sum(used) AS used FROM ${t('window_states_v1')} FINAL`,
+    sql`SELECT event_id, level, budget, used, held, budget_limit FROM ${t('window_states_v2')}`,
   );
-  expect(num(states[0]?.n)).toBe(events.length);
+  expect(
+    sorted(
+      states.map((r) => [
+        r.event_id,
+        r.level,
+        r.budget,
+        num(r.used),
+        num(r.held),
+        num(r.budget_limit),
+      ]),
+    ),
+  ).toEqual(
+    sorted(
+      rows.flatMap((r) =>
+        r.w_level.map((level, i) => [
+          r.id,
+          level,
+          r.w_budget[i],
+          r.w_used[i],
+          r.w_held[i],
+          r.w_limit[i],
+        ]),
+      ),
+    ),
+  );
   const util = await ch.query(
     sql`SELECT level, budget, used_now, held_now, limit_now, utilisation FROM ${t('budget_utilisation_v1')} ORDER BY level`,
   );
@@ -200,4 +242,71 @@ export async function runRowBinaryContract(ch: SqlExecutor, database: string): P
   const [viaJson, viaBinary] = [await read(json), await read(binary)];
   expect(viaBinary).toHaveLength(all.length);
   expect(viaBinary).toEqual(viaJson);
+}
+
+const MIGRATIONS = new URL('../migrations/', import.meta.url);
+
+/** Every row of a table or view, as sorted JSON (an order-free comparison). */
+async function snapshot(ch: SqlExecutor, from: Sql): Promise<string[]> {
+  return sorted((await ch.query(sql`SELECT * FROM ${from}`)).map((r) => Object.values(r)));
+}
+
+/**
+ * The upgrade to migration 009 on a database that ran 001-008 and holds events: the
+ * decisions and window states read from the new views equal what the old tables (fed by
+ * materialized views at insert) held, the views built on them answer the same, the old
+ * tables and materialized views are gone, and events inserted afterwards show up.
+ */
+export async function runViewsUpgradeContract(ch: SqlExecutor, database: string): Promise<void> {
+  const logger = createLogger({ name: 'test', level: 'silent' });
+  const old = await mkdtemp(join(tmpdir(), 'holdfast-migrations-'));
+  try {
+    for (const f of (await readdir(MIGRATIONS)).filter((f) => f < '009')) {
+      await copyFile(new URL(f, MIGRATIONS), join(old, f));
+    }
+    await migrate({ ch, database, logger, dir: pathToFileURL(`${old}/`) });
+  } finally {
+    await rm(old, { recursive: true, force: true });
+  }
+  const t = (name: string): Sql => qualified(database, name);
+  const rows = contractEvents().map((e, i) => toEventRow(e, i + 1));
+  await ch.insert(t('events_raw_v1'), rows);
+  await ch.insert(t('events_raw_v1'), rows);
+  const before = {
+    decisions: await snapshot(ch, sql`${t('decisions_v1')} FINAL`),
+    states: await snapshot(ch, sql`${t('window_states_v1')} FINAL`),
+    refusals: await snapshot(ch, t('refusals_by_reason_v1')),
+    utilisation: await snapshot(ch, t('budget_utilisation_v1')),
+    hourly: await snapshot(ch, t('budget_utilisation_hourly_v1')),
+  };
+  expect(before.decisions.length).toBeGreaterThan(0);
+  expect(before.states.length).toBeGreaterThan(0);
+
+  const upgrade = await migrate({ ch, database, logger });
+  expect(upgrade.applied).toEqual(['009_create_decisions_and_window_states_views_v2']);
+  expect({
+    decisions: await snapshot(ch, t('decisions_v2')),
+    states: await snapshot(ch, t('window_states_v2')),
+    refusals: await snapshot(ch, t('refusals_by_reason_v1')),
+    utilisation: await snapshot(ch, t('budget_utilisation_v1')),
+    hourly: await snapshot(ch, t('budget_utilisation_hourly_v1')),
+  }).toEqual(before);
+
+  const gone = await ch.query(
+    sql`SELECT name FROM system.tables WHERE database = ${database} AND name IN ${tuple([
+      'decisions_v1',
+      'window_states_v1',
+      'decisions_mv_v1',
+      'window_states_mv_v1',
+    ])}`,
+  );
+  expect(gone).toEqual([]);
+
+  // After the upgrade an insert reaches the views with no materialized view in between.
+  const [later] = contractEvents().filter((e) => e.type === 'admission.refused');
+  await ch.insert(t('events_raw_v1'), [{ ...toEventRow(later!, 99), id: 'evt_after_upgrade' }]);
+  const [n] = await ch.query(
+    sql`SELECT count() AS n FROM ${t('decisions_v2')} WHERE event_id = 'evt_after_upgrade'`,
+  );
+  expect(num(n?.n)).toBe(1);
 }
