@@ -1,0 +1,136 @@
+/**
+ * Benchmark: how long the dashboard views take to read with 1,000,000 events stored, on the
+ * current schema and on the schema as of migration 008 (decisions and window states still
+ * tables fed by materialized views at insert). Migration 009 moved that work from every
+ * insert to every read; this prints what the reads pay.
+ *
+ *   pnpm --filter @holdfast/billing-aggregator bench:views   (also the second half of its `bench`)
+ *
+ * Env: BENCH_EVENTS (default 1,000,000; half reservation.created, half reservation.settled,
+ * 20 tenants, spread over three days), CLICKHOUSE_URL (else a local clickhouse-server is
+ * started on a free port). Each query runs three times; all three times are printed.
+ */
+import { randomUUID } from 'node:crypto';
+import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { createLogger } from '@holdfast/runtime';
+import { findBinary, startClickHouseServer, type LocalServer } from '@holdfast/testkit/infra';
+import type { SqlExecutor } from '../src/clickhouse.js';
+import { migrate } from '../src/migrate.js';
+import { RowBinaryEncoder } from '../src/rowbinary.js';
+import { toEventRow, writeEventRow } from '../src/rows.js';
+import { ident, qualified, sql, type Sql } from '../src/sql.js';
+import { createEventsWriter } from '../src/writer.js';
+import { settledCall } from '../test/events.js';
+import { testClickHouse } from '../test/harness.js';
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
+const BATCH = 25_000;
+const MIGRATIONS = new URL('../migrations/', import.meta.url);
+const logger = createLogger({ name: 'bench', level: 'warn' });
+
+/** Applies the migrations numbered below `before` only (the schema as it was then). */
+async function migrateUpTo(ch: SqlExecutor, database: string, before: string): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-migrations-'));
+  try {
+    for (const f of (await readdir(MIGRATIONS)).filter((f) => f < before)) {
+      await copyFile(new URL(f, MIGRATIONS), join(dir, f));
+    }
+    await migrate({ ch, database, logger, dir: pathToFileURL(`${dir}/`) });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Stores `n` events (created + settled pairs) through the aggregator's own writer. */
+async function fill(ch: SqlExecutor, database: string, n: number): Promise<void> {
+  const writer = createEventsWriter({ ch, database });
+  const encoder = new RowBinaryEncoder();
+  const start = Date.now() - 3 * 86_400_000;
+  for (let done = 0; done < n; done += BATCH) {
+    const rows: Uint8Array[] = [];
+    for (let i = done; i < Math.min(done + BATCH, n); i += 2) {
+      const call = settledCall({ tenant: `team-${(i / 2) % 20}`, atMs: start + i * 250 });
+      for (const e of call)
+        rows.push(writeEventRow(encoder, { ...toEventRow(e, i), id: randomUUID() }));
+    }
+    const out = await writer.write(rows);
+    if (!out.ok) throw out.error;
+  }
+}
+
+async function timed(ch: SqlExecutor, q: Sql): Promise<string> {
+  const ms: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const t = performance.now();
+    await ch.query(q);
+    ms.push(performance.now() - t);
+  }
+  return ms.map((m) => `${m.toFixed(0)}`).join(' / ') + ' ms';
+}
+
+async function main(): Promise<void> {
+  let server: LocalServer | undefined;
+  let url = process.env.CLICKHOUSE_URL;
+  if (!url) {
+    const bin = findBinary('clickhouse-server') ?? findBinary('clickhouse');
+    if (!bin) throw new Error('CLICKHOUSE_URL is not set and clickhouse-server is not on PATH');
+    server = await startClickHouseServer(bin);
+    url = server.url;
+  }
+  const ch = testClickHouse(url);
+  const tag = Date.now().toString(36);
+  const before = `bench_views_008_${tag}`;
+  const now = `bench_views_${tag}`;
+  try {
+    await migrateUpTo(ch, before, '009');
+    await migrate({ ch, database: now, logger });
+    await fill(ch, before, EVENTS);
+    await fill(ch, now, EVENTS);
+    const b = (t: string) => qualified(before, t);
+    const c = (t: string) => qualified(now, t);
+    const admitsPerHour = (from: Sql) =>
+      sql`SELECT toStartOfHour(ts) AS h, countIf(decision = 'admit') AS admits FROM ${from} GROUP BY h`;
+    console.log(`billing-aggregator views bench: ${EVENTS.toLocaleString('en-US')} events stored`);
+    const rows: Array<[string, Sql, Sql]> = [
+      [
+        'admits per hour',
+        admitsPerHour(sql`${b('decisions_v1')} FINAL`),
+        admitsPerHour(c('decisions_v2')),
+      ],
+      [
+        'budget_utilisation_v1',
+        sql`SELECT * FROM ${b('budget_utilisation_v1')}`,
+        sql`SELECT * FROM ${c('budget_utilisation_v1')}`,
+      ],
+      [
+        'budget_utilisation_hourly_v1',
+        sql`SELECT * FROM ${b('budget_utilisation_hourly_v1')}`,
+        sql`SELECT * FROM ${c('budget_utilisation_hourly_v1')}`,
+      ],
+      [
+        'refusals_by_reason_v1',
+        sql`SELECT * FROM ${b('refusals_by_reason_v1')}`,
+        sql`SELECT * FROM ${c('refusals_by_reason_v1')}`,
+      ],
+    ];
+    for (const [name, old, current] of rows) {
+      console.log(
+        `  ${name.padEnd(30)} as of 008 ${await timed(ch, old)}; now ${await timed(ch, current)}`,
+      );
+    }
+    for (const view of ['usage_hourly_v1', 'usage_daily_v1', 'top_spenders_v1']) {
+      console.log(
+        `  ${view.padEnd(30)} ${await timed(ch, sql`SELECT * FROM ${c(view)}`)} (unchanged by 009)`,
+      );
+    }
+  } finally {
+    for (const db of [before, now]) await ch.command(sql`DROP DATABASE IF EXISTS ${ident(db)}`);
+    await ch.close();
+    await server?.stop();
+  }
+}
+
+await main();
