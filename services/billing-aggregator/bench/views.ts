@@ -11,10 +11,6 @@
  * started on a free port). Each query runs three times; all three times are printed.
  */
 import { randomUUID } from 'node:crypto';
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { createLogger } from '@holdfast/runtime';
 import { findBinary, startClickHouseServer, type LocalServer } from '@holdfast/testkit/infra';
 import type { SqlExecutor } from '../src/clickhouse.js';
@@ -24,25 +20,11 @@ import { toEventRow, writeEventRow } from '../src/rows.js';
 import { ident, qualified, sql, type Sql } from '../src/sql.js';
 import { createEventsWriter } from '../src/writer.js';
 import { settledCall } from '../test/events.js';
-import { testClickHouse } from '../test/harness.js';
+import { migrateUpTo, testClickHouse } from '../test/harness.js';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 25_000;
-const MIGRATIONS = new URL('../migrations/', import.meta.url);
 const logger = createLogger({ name: 'bench', level: 'warn' });
-
-/** Applies the migrations numbered below `before` only (the schema as it was then). */
-async function migrateUpTo(ch: SqlExecutor, database: string, before: string): Promise<void> {
-  const dir = await mkdtemp(join(tmpdir(), 'holdfast-migrations-'));
-  try {
-    for (const f of (await readdir(MIGRATIONS)).filter((f) => f < before)) {
-      await copyFile(new URL(f, MIGRATIONS), join(dir, f));
-    }
-    await migrate({ ch, database, logger, dir: pathToFileURL(`${dir}/`) });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
 
 /** Stores `n` events (created + settled pairs) through the aggregator's own writer. */
 async function fill(ch: SqlExecutor, database: string, n: number): Promise<void> {

@@ -1,10 +1,14 @@
-import { fileURLToPath } from 'node:url';
+import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
 import type { HoldfastEvent, NatsNames } from '@holdfast/events';
 import { createLogger, type Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import { createClickHouse, type SqlExecutor } from '../src/clickhouse.js';
 import { loadConfig, type AggregatorConfig } from '../src/config.js';
+import { migrate } from '../src/migrate.js';
 import { qualified, sql } from '../src/sql.js';
 import { settledCall } from './events.js';
 
@@ -85,4 +89,23 @@ export async function viewTokens(ch: SqlExecutor, database: string): Promise<num
     sql`SELECT sum(tokens) AS t FROM ${qualified(database, 'usage_hourly_v1')}`,
   );
   return Number(row?.t ?? 0);
+}
+
+const MIGRATIONS = new URL('../migrations/', import.meta.url);
+
+/** Applies only the migrations whose file names sort below `before` (the schema as it was then). */
+export async function migrateUpTo(
+  ch: SqlExecutor,
+  database: string,
+  before: string,
+): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-migrations-'));
+  try {
+    for (const f of (await readdir(MIGRATIONS)).filter((f) => f < before)) {
+      await copyFile(new URL(f, MIGRATIONS), join(dir, f));
+    }
+    await migrate({ ch, database, logger: silent, dir: pathToFileURL(`${dir}/`) });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }

@@ -1,7 +1,3 @@
-import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { HoldfastEvent } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { expect } from 'vitest';
@@ -12,6 +8,7 @@ import { RowBinaryEncoder } from '../src/rowbinary.js';
 import { EVENTS_RAW_COLUMNS, rowProblem, toEventRow, writeEventRow } from '../src/rows.js';
 import { qualified, sql, tuple, type Sql } from '../src/sql.js';
 import { refusal, settledCall } from './events.js';
+import { migrateUpTo } from './harness.js';
 
 /**
  * One contract, run on ClickHouse 18.16 (the Debian server, *.int.test.ts) and on current
@@ -244,8 +241,6 @@ export async function runRowBinaryContract(ch: SqlExecutor, database: string): P
   expect(viaBinary).toEqual(viaJson);
 }
 
-const MIGRATIONS = new URL('../migrations/', import.meta.url);
-
 /** Every row of a table or view, as sorted JSON (an order-free comparison). */
 async function snapshot(ch: SqlExecutor, from: Sql): Promise<string[]> {
   return sorted((await ch.query(sql`SELECT * FROM ${from}`)).map((r) => Object.values(r)));
@@ -259,15 +254,7 @@ async function snapshot(ch: SqlExecutor, from: Sql): Promise<string[]> {
  */
 export async function runViewsUpgradeContract(ch: SqlExecutor, database: string): Promise<void> {
   const logger = createLogger({ name: 'test', level: 'silent' });
-  const old = await mkdtemp(join(tmpdir(), 'holdfast-migrations-'));
-  try {
-    for (const f of (await readdir(MIGRATIONS)).filter((f) => f < '009')) {
-      await copyFile(new URL(f, MIGRATIONS), join(old, f));
-    }
-    await migrate({ ch, database, logger, dir: pathToFileURL(`${old}/`) });
-  } finally {
-    await rm(old, { recursive: true, force: true });
-  }
+  await migrateUpTo(ch, database, '009');
   const t = (name: string): Sql => qualified(database, name);
   const rows = contractEvents().map((e, i) => toEventRow(e, i + 1));
   await ch.insert(t('events_raw_v1'), rows);
