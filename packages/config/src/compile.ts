@@ -24,7 +24,9 @@ export interface CompiledBudget {
   debt: number;
 }
 
-export interface CompiledTenant extends Omit<TenantConfig, 'budgets' | 'useCases'> {
+export interface CompiledTenant extends Omit<TenantConfig, 'budgets' | 'useCases' | 'onExpiry'> {
+  /** What expiry does with a hold nobody closed (the mode's default applied). */
+  onExpiry: 'bill' | 'release';
   /** The root of the hierarchy; its id is the Redis hash tag of every key of the tree. */
   org: string;
   /** This tenant, then its parent, ..., then the org. */
@@ -64,9 +66,10 @@ export function configHash(cfg: HoldfastConfig): string {
 function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): CompiledTenant {
   const chain = [t.id];
   for (let p = t.parent; p !== undefined; p = byId.get(p)?.parent) chain.push(p);
-  const { budgets, useCases, ...rest } = t;
+  const { budgets, useCases, onExpiry, ...rest } = t;
   return {
     ...rest,
+    onExpiry: onExpiry ?? (t.mode === 'reserve' || t.mode === 'adaptive' ? 'bill' : 'release'),
     org: chain[chain.length - 1]!,
     chain,
     budgets: budgets.map((b) => ({

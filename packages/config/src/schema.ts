@@ -100,8 +100,17 @@ export const Tenant = z.strictObject({
   maxInFlight: z.int().min(1).max(100_000).optional(),
   /** true: admit when the authority does not answer (the default fails closed). */
   failOpen: z.boolean().default(false),
-  /** Lease of a hold never settled, ms. */
+  /** Lease of a hold never settled, ms (the edge renews it while a call runs). */
   leaseMs: z.int().min(1_000).max(LIMITS.maxLeaseMs).default(1_800_000),
+  /**
+   * A hold whose lease ran out (its edge died mid-call: nobody knows what the model billed):
+   * `bill` charges its worst case, so the books never show less than was spent (a settle that
+   * arrives later corrects it to the real usage); `release` gives it back. Default: `bill` in
+   * reserve and adaptive modes, `release` otherwise.
+   */
+  onExpiry: z.enum(['bill', 'release']).optional(),
+  /** Refusal events written in full per second; refusals beyond are summarised with a count. */
+  refusalEventsPerSecond: z.int().min(1).max(100_000).default(20),
   /** adaptive mode: hold prompt + this percentile of recent real output (per use case and model). */
   adaptive: z
     .strictObject({

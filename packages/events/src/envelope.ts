@@ -8,6 +8,7 @@ export const EVENT_TYPES = [
   'reservation.settled',
   'reservation.released',
   'reservation.expired',
+  'reservation.overrun',
   'admission.refused',
   'threshold.crossed',
   'tenant.suspended',

@@ -13,6 +13,7 @@ import {
   ReservationCreated,
   ReservationExpired,
   ReservationExtended,
+  ReservationOverrun,
   ReservationReleased,
   ReservationSettled,
 } from './v1/reservation.js';
@@ -24,6 +25,7 @@ export const HoldfastEvent = z.discriminatedUnion('type', [
   ReservationSettled,
   ReservationReleased,
   ReservationExpired,
+  ReservationOverrun,
   AdmissionRefused,
   ThresholdCrossed,
   TenantSuspended,

@@ -92,6 +92,15 @@ const EXAMPLES: Record<(typeof EVENT_TYPES)[number], Record<string, unknown>> = 
     leaseMs: 1_800_000,
     windows: [window],
   },
+  'reservation.overrun': {
+    ...envelope('reservation.overrun'),
+    ...call,
+    billedTokens: 1_500,
+    costMicroUsd: 700,
+    overrunTokens: 106,
+    overrunMicroUsd: 30,
+    windows: [window],
+  },
   'admission.refused': {
     ...envelope('admission.refused'),
     reservationId: randomUUID(),

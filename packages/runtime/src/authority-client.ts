@@ -4,6 +4,7 @@ import {
   ConfigApplyReply,
   ConfigGetReply,
   ExtendReply,
+  RenewReply,
   SuspensionReply,
   UsageReply,
   type AdmitRequest,
@@ -12,6 +13,7 @@ import {
   type ExtendRequest,
   type NatsNames,
   type ReleaseRequest,
+  type RenewRequest,
   type ResumeRequest,
   type SettleRequest,
   type SuspendRequest,
@@ -61,6 +63,9 @@ export class AuthorityClient {
   }
   extend(req: ExtendRequest, timeoutMs?: number) {
     return this.#call('extend', req, ExtendReply, timeoutMs);
+  }
+  renew(req: RenewRequest, timeoutMs?: number) {
+    return this.#call('renew', req, RenewReply, timeoutMs);
   }
   settle(req: SettleRequest, timeoutMs?: number) {
     return this.#call('settle', req, CloseReply, timeoutMs);

@@ -21,6 +21,8 @@ function tenant(
     parent,
     mode: 'reserve' as const,
     suspended: false,
+    suspendedBy: [],
+    overruns: { count: 0, tokens: 0, microUsd: 0, lastAt: null },
     inFlight: 0,
     maxInFlight: null,
     billedTokens: billed,

@@ -7,6 +7,7 @@ import {
   ConfigGetRequest,
   ExtendRequest,
   ReleaseRequest,
+  RenewRequest,
   ResumeRequest,
   SettleRequest,
   SuspendRequest,
@@ -26,7 +27,7 @@ import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
 import { admit } from './handlers/admit.js';
 import { release, settle } from './handlers/close.js';
-import { extend } from './handlers/extend.js';
+import { extend, renew } from './handlers/extend.js';
 import { setSuspension } from './handlers/suspension.js';
 import { usage } from './handlers/usage.js';
 import { Keys } from './keys.js';
@@ -43,7 +44,10 @@ export interface AuthorityOptions {
   registry: Registry;
   /** Redis key prefix (default `hf`). */
   keyPrefix?: string;
-  /** Epoch ms; tests inject one to move time. */
+  /**
+   * Epoch ms; tests inject one to move time. Without one, every Lua script reads Redis's
+   * own clock (TIME), so replicas on skewed hosts still decide windows against one time.
+   */
   clock?: () => number;
   replicaId?: string;
   /** Applied at start and whenever the file changes (and on SIGHUP, via `reloadConfigFile`). */
@@ -73,13 +77,15 @@ export class Authority {
     this.#o = opts;
     const keys = new Keys(opts.keyPrefix ?? 'hf');
     const clock = opts.clock ?? Date.now;
+    const injected = opts.clock;
+    const scriptNow = injected ? () => injected() : () => undefined;
     const config = new ConfigStore({ redis: opts.redis, keys, logger: opts.logger, clock });
     const metrics = new AuthorityMetrics(opts.registry, {
       holds: () => this.#countHolds(),
       outbox: () => this.#countOutbox(),
     });
     defineScripts(opts.redis);
-    this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock };
+    this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock, scriptNow };
     this.#relay = new OutboxRelay({
       redis: opts.redis,
       js: jetstream(opts.nc),
@@ -108,6 +114,7 @@ export class Authority {
     const ctx = this.ctx;
     this.#serve('admit', AdmitRequest, (req) => admit(ctx, req));
     this.#serve('extend', ExtendRequest, (req) => extend(ctx, req));
+    this.#serve('renew', RenewRequest, (req) => renew(ctx, req));
     this.#serve('settle', SettleRequest, (req) => settle(ctx, req));
     this.#serve('release', ReleaseRequest, (req) => release(ctx, req));
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));

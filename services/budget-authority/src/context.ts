@@ -13,4 +13,9 @@ export interface HandlerContext {
   metrics: AuthorityMetrics;
   /** Epoch ms; injectable so tests move time instead of sleeping. */
   clock: () => number;
+  /**
+   * The `now` scripts are given: undefined in production, where every script reads Redis's
+   * own clock (one time source for every replica); the test clock when one is injected.
+   */
+  scriptNow: () => number | undefined;
 }

@@ -9,6 +9,9 @@
  *                                        adaptive calls could still make), lo, b<bucket>
  *   <p>:{<org>}:t:<tenant>:out:<uc>:<m>  list: recent completion sizes (adaptive mode)
  *   <p>:{<org>}:r:<reservation>          hash: the hold record
+ *   <p>:{<org>}:leases                   zset: every live hold of the org -> lease expiry (ms),
+ *                                        whatever tenant it belongs to now (the sweeper's index)
+ *   <p>:{<org>}:refusals                 hash: rate-limited refusals by kind, not yet evented
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
  *   <p>:{<org>}:outbox:dead              stream: entries that failed validation (a bug), kept
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
@@ -36,6 +39,14 @@ export class Keys {
   }
   reservation(org: string, id: string): string {
     return `${this.#org(org)}:r:${id}`;
+  }
+  /** Every live hold of the org by lease expiry, so expiry finds holds of removed tenants. */
+  leases(org: string): string {
+    return `${this.#org(org)}:leases`;
+  }
+  /** Refusals an admission rate-limited, counted by kind until the sweeper events them. */
+  refusals(org: string): string {
+    return `${this.#org(org)}:refusals`;
   }
   outbox(org: string): string {
     return `${this.#org(org)}:outbox`;

@@ -8,6 +8,9 @@ export class AuthorityMetrics {
   readonly admissions: Counter<'outcome' | 'code'>;
   readonly closes: Counter<'op' | 'status'>;
   readonly extensions: Counter<'status'>;
+  readonly overruns: Counter;
+  readonly overrunTokens: Counter;
+  readonly refusalsSummarised: Counter;
   readonly published: Counter;
   readonly relayErrors: Counter;
   readonly holdsOutstanding: Gauge;
@@ -46,6 +49,21 @@ export class AuthorityMetrics {
       name: 'holdfast_authority_extensions_total',
       help: 'Hold extensions (adaptive mode), by status.',
       labelNames: ['status'],
+      registers: [registry],
+    });
+    this.overruns = new Counter({
+      name: 'holdfast_authority_overruns_total',
+      help: 'Settlements that billed more than their hold (reservation.overrun events).',
+      registers: [registry],
+    });
+    this.overrunTokens = new Counter({
+      name: 'holdfast_authority_overrun_tokens_total',
+      help: 'Tokens billed above their holds, summed over every overrun.',
+      registers: [registry],
+    });
+    this.refusalsSummarised = new Counter({
+      name: 'holdfast_authority_refusal_summaries_total',
+      help: 'Summary admission.refused events written for refusals past the event rate.',
       registers: [registry],
     });
     this.published = new Counter({

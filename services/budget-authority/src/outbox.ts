@@ -19,6 +19,10 @@ const FIELD_KINDS: Map<string, Map<string, FieldKind>> = new Map(
     const fields = new Map<string, FieldKind>();
     for (const [name, field] of Object.entries(schema.shape as Record<string, z.ZodType>)) {
       let def = field._zod.def as { type: string; innerType?: z.ZodType; format?: string };
+      // A field with a default (added to a v1 event later) is read as its inner type.
+      while ((def.type === 'default' || def.type === 'optional') && def.innerType) {
+        def = def.innerType._zod.def;
+      }
       const nullable = def.type === 'nullable';
       if (nullable && def.innerType) def = def.innerType._zod.def;
       const kind: Kind =

@@ -1,9 +1,6 @@
-import { windowBounds, type BudgetWindow } from '@holdfast/events';
+import type { BudgetWindow } from '@holdfast/events';
 import { budgetsInChain, type CompiledConfig, type CompiledTenant } from '@holdfast/config';
 import type { Keys } from './keys.js';
-
-/** [current bucket, oldest bucket in the window, buckets per window, bucket length ms] */
-type Bounds = [number, number, number, number];
 
 interface PlanBudget {
   tenant: string;
@@ -26,14 +23,14 @@ interface PlanLevel {
 }
 
 /**
- * What a script needs to touch a tenant's tree: its keys (KEYS[1] outbox, KEYS[2] the
- * reservation or state hash, then the rest) and, in the spec, where each key sits. `json(extra)`
- * is the spec as the script's ARGV[1], with the call's own fields added.
+ * What a script needs to touch a tenant's tree: its keys (KEYS[1] the org's outbox, KEYS[2]
+ * the reservation or state hash, KEYS[3] the org's lease index, KEYS[4] its refusal summaries,
+ * then the rest) and, in the spec, where each key sits. `json(extra)` is the spec as the
+ * script's ARGV[1], with the call's own fields added.
  */
 export interface Plan {
   keys: string[];
   spec: {
-    now: number;
     levels: PlanLevel[];
     budgets: PlanBudget[];
     tenant: string;
@@ -47,12 +44,18 @@ interface Template {
   keys: string[];
   levels: PlanLevel[];
   budgets: PlanBudget[];
-  /** JSON of levels, budgets, tenant, org and keepMs, without the braces. */
+  /** JSON of kp, levels, budgets, tenant, org and keepMs, without the braces. */
   json: string;
 }
 
 /** How long a closed reservation's record is kept, so a late duplicate is recognised. */
 export const KEEP_CLOSED_MS = 24 * 3_600_000;
+
+/** The keys every script takes first, in this order (see the scripts' headers). */
+function fixedKeys(keys: Keys, org: string, second: string): string[] {
+  return [keys.outbox(org), second, keys.leases(org), keys.refusals(org)];
+}
+const FIXED_KEYS = 4;
 
 const templates = new WeakMap<CompiledConfig, Map<string, Template>>();
 
@@ -63,9 +66,8 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
   const cached = perConfig.get(cacheKey);
   if (cached) return cached;
   const org = tenant.org;
-  // KEYS[1] and KEYS[2] are the outbox and the per-call hash; the rest start at 3.
   const list: string[] = [];
-  const add = (k: string): number => list.push(k) + 2;
+  const add = (k: string): number => list.push(k) + FIXED_KEYS;
   const levels: PlanLevel[] = tenant.chain.map((id) => ({
     tenant: id,
     state: add(keys.state(org, id)),
@@ -91,58 +93,63 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
     org,
     keepMs: KEEP_CLOSED_MS,
   }).slice(1, -1);
-  const t = { keys: [keys.outbox(org), '', ...list], levels, budgets, json };
+  const t = { keys: [...fixedKeys(keys, org, ''), ...list], levels, budgets, json };
   perConfig.set(cacheKey, t);
   return t;
 }
 
-/** Window bounds change at most once a second (the finest bucket): computed once per second. */
-let boundsCache = { second: NaN, json: '' };
-
-function boundsJson(now: number): string {
-  const second = Math.floor(now / 1_000);
-  if (boundsCache.second !== second) {
-    const b = (w: BudgetWindow, calendar = false): Bounds => {
-      const x = windowBounds(w, now, calendar);
-      return [x.currentBucket, x.startBucket, x.currentBucket - x.startBucket + 1, x.bucketMs];
-    };
-    const d = new Date(now);
-    const bounds = {
-      minute: b('minute'),
-      day: b('day'),
-      month: b('month'),
-      calmonth: b('month', true),
-    };
-    const nextMonthMs = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
-    boundsCache = {
-      second,
-      json: `"bounds":${JSON.stringify(bounds)},"nextMonthMs":${nextMonthMs}`,
-    };
-  }
-  return boundsCache.json;
+function assemble(fixed: string): Plan['json'] {
+  return (extra) => {
+    const rest = extra ? JSON.stringify(extra).slice(1, -1) : '';
+    return rest ? `{${fixed},${rest}}` : `{${fixed}}`;
+  };
 }
 
 /**
  * Builds the keys and spec of one tenant's tree. `second` is KEYS[2]: the reservation hash for
- * admit/close, the tenant's state hash for suspension/usage.
+ * admit/close, the tenant's state hash for suspension/usage. `now` is set only under a test
+ * clock: otherwise each script reads Redis's own clock (TIME), the one time source of every
+ * window decision whatever the skew between authority replicas.
  */
 export function planFor(
   cfg: CompiledConfig,
   tenant: CompiledTenant,
   keys: Keys,
-  now: number,
+  now: number | undefined,
   second: string,
 ): Plan {
   const t = template(cfg, tenant, keys);
   const list = t.keys.slice();
   list[1] = second;
-  const fixed = `{${t.json},"now":${now},${boundsJson(now)}`;
   return {
     keys: list,
-    spec: { now, levels: t.levels, budgets: t.budgets, tenant: tenant.id, org: tenant.org },
-    json: (extra) => {
-      const rest = extra ? JSON.stringify(extra).slice(1, -1) : '';
-      return rest ? `${fixed},${rest}}` : `${fixed}}`;
-    },
+    spec: { levels: t.levels, budgets: t.budgets, tenant: tenant.id, org: tenant.org },
+    json: assemble(now === undefined ? t.json : `${t.json},"now":${now}`),
+  };
+}
+
+/**
+ * The plan of a reservation whose tenant has no tree in `org` any more (it moved to another
+ * org or left the config): the org's fixed keys only. close.lua then works from the record.
+ */
+export function orphanPlan(
+  keys: Keys,
+  org: string,
+  tenant: string,
+  now: number | undefined,
+  second: string,
+): Plan {
+  const base = JSON.stringify({
+    kp: keys.prefix,
+    levels: [],
+    budgets: [],
+    tenant,
+    org,
+    keepMs: KEEP_CLOSED_MS,
+  }).slice(1, -1);
+  return {
+    keys: fixedKeys(keys, org, second),
+    spec: { levels: [], budgets: [], tenant, org },
+    json: assemble(now === undefined ? base : `${base},"now":${now}`),
   };
 }

@@ -79,7 +79,9 @@ export class Rebuilder {
   readonly #windows = new Map<string, WindowAcc>();
   readonly #live = new Map<string, LiveHold>();
   readonly #billed = new Map<string, { t: number; u: number }>();
-  readonly #suspended = new Map<string, boolean>();
+  /** Who holds each tenant's suspension (empty: not suspended). */
+  readonly #suspended = new Map<string, Set<'alerter' | 'admin'>>();
+  readonly #overruns = new Map<string, { n: number; t: number; u: number; at: number }>();
   readonly #samples = new Map<string, number[]>();
 
   constructor(opts: RebuildOptions) {
@@ -253,9 +255,25 @@ export class Rebuilder {
         }
         return;
       }
-      case 'tenant.suspended':
+      case 'reservation.overrun': {
+        const o = this.#overruns.get(e.tenant) ?? { n: 0, t: 0, u: 0, at: 0 };
+        this.#overruns.set(e.tenant, {
+          n: o.n + 1,
+          t: o.t + e.overrunTokens,
+          u: o.u + e.overrunMicroUsd,
+          at: Date.parse(e.time),
+        });
+        return;
+      }
+      case 'tenant.suspended': {
+        const owners = this.#suspended.get(e.tenant) ?? new Set();
+        owners.add(e.by);
+        this.#suspended.set(e.tenant, owners);
+        return;
+      }
       case 'tenant.resumed':
-        this.#suspended.set(e.tenant, e.type === 'tenant.suspended');
+        // Emitted only once no owner holds the suspension any more.
+        this.#suspended.set(e.tenant, new Set());
         return;
       default:
         return;
@@ -285,10 +303,20 @@ export class Rebuilder {
         billedU: String(b.u),
       });
     }
-    for (const [tenant, suspended] of this.#suspended) {
-      multi.hset(keys.state(this.#org(tenant), tenant), {
-        suspended: suspended ? '1' : '0',
+    for (const [tenant, owners] of this.#suspended) {
+      const fields: Record<string, string> = {
+        suspended: owners.size > 0 ? '1' : '0',
         suspendedBy: 'rebuild',
+      };
+      for (const o of owners) fields[`so:${o}`] = '1';
+      multi.hset(keys.state(this.#org(tenant), tenant), fields);
+    }
+    for (const [tenant, o] of this.#overruns) {
+      multi.hset(keys.state(this.#org(tenant), tenant), {
+        overN: String(o.n),
+        overT: String(o.t),
+        overU: String(o.u),
+        overAt: String(o.at),
       });
     }
     for (const [key, list] of this.#samples) multi.rpush(key, ...list.map(String));
@@ -312,10 +340,11 @@ export class Rebuilder {
     const levelIndex = new Map(chain.map((t, i) => [t, i]));
     const holds = live.windows
       .filter((w) => levelIndex.has(w.tenant))
-      .map(
-        (w) =>
-          `${levelIndex.get(w.tenant)}${WINDOW_CODE[w.budget.split('-')[0] as BudgetWindow]}${UNIT_CODE[w.unit]}`,
-      );
+      .map((w) => {
+        const window = w.budget.split('-')[0] as BudgetWindow;
+        const code = this.#calendar(w.tenant, w.budget) ? 'C' : WINDOW_CODE[window];
+        return `${levelIndex.get(w.tenant)}${code}${UNIT_CODE[w.unit]}`;
+      });
     const price = config.models.get(c.model)?.pricePico ?? { input: 0, output: 0, cachedInput: 0 };
     const expiresAt = Date.parse(c.expiresAt);
     const leaseMs = expiresAt - Date.parse(c.time);
@@ -325,6 +354,8 @@ export class Rebuilder {
     multi.hset(key, {
       state: 'held',
       tenant: c.tenant,
+      org,
+      expB: tenant?.onExpiry === 'bill' ? '1' : '0',
       keyId: c.keyId ?? '',
       useCase: c.useCase,
       model: c.model,
@@ -350,5 +381,6 @@ export class Rebuilder {
     });
     multi.pexpire(key, Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS);
     for (const level of chain) multi.zadd(keys.holds(org, level), expiresAt, id);
+    multi.zadd(keys.leases(org), expiresAt, id);
   }
 }

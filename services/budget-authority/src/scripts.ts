@@ -9,15 +9,17 @@ function source(name: string): string {
   return `${lib}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8')}`;
 }
 
-const SCRIPTS = ['admit', 'extend', 'close', 'suspension', 'usage'] as const;
+const SCRIPTS = ['admit', 'extend', 'close', 'renew', 'suspension', 'usage', 'refusals'] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
 const COMMANDS = {
   admit: 'hfAdmit',
   extend: 'hfExtend',
   close: 'hfClose',
+  renew: 'hfRenew',
   suspension: 'hfSuspension',
   usage: 'hfUsage',
+  refusals: 'hfRefusals',
 } as const satisfies Record<ScriptName, string>;
 
 declare module 'ioredis' {
@@ -28,6 +30,10 @@ declare module 'ioredis' {
     hfExtend(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/close.lua. */
     hfClose(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/renew.lua. */
+    hfRenew(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/refusals.lua. */
+    hfRefusals(numKeys: number, ...keysAndIds: string[]): Result<number, Context>;
     /** See lua/suspension.lua. */
     hfSuspension(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/usage.lua. */
@@ -45,7 +51,7 @@ export function defineScripts(redis: Redis): void {
 /** Runs a script with its keys and its spec (JSON text: ARGV[1]). */
 export function run(
   redis: Redis,
-  name: ScriptName,
+  name: Exclude<ScriptName, 'refusals'>,
   keys: string[],
   spec: string,
 ): Promise<string[]> {
@@ -57,9 +63,21 @@ export function run(
       return redis.hfExtend(keys.length, ...args);
     case 'close':
       return redis.hfClose(keys.length, ...args);
+    case 'renew':
+      return redis.hfRenew(keys.length, ...args);
     case 'suspension':
       return redis.hfSuspension(keys.length, ...args);
     case 'usage':
       return redis.hfUsage(keys.length, ...args);
   }
+}
+
+/** Writes up to `eventIds.length` kinds of rate-limited refusals of an org; returns how many. */
+export function flushRefusals(
+  redis: Redis,
+  outbox: string,
+  summaries: string,
+  eventIds: string[],
+): Promise<number> {
+  return redis.hfRefusals(2, outbox, summaries, ...eventIds);
 }

@@ -140,10 +140,14 @@ async function runLoad(
   await Promise.all(Array.from({ length: WORKERS }, worker));
 }
 
+/** Events of a tenant and type; a summarised refusal stands for `count` refusals. */
 function count(events: HoldfastEvent[], tenant: string, type: HoldfastEvent['type']) {
-  return events.filter(
-    (e) => e.tenant === tenant && e.type === type && !(e.type === 'admission.refused' && e.shadow),
-  ).length;
+  return events
+    .filter(
+      (e) =>
+        e.tenant === tenant && e.type === type && !(e.type === 'admission.refused' && e.shadow),
+    )
+    .reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 1), 0);
 }
 
 describe('concurrency', () => {
@@ -215,7 +219,8 @@ describe('concurrency', () => {
           checked++;
         }
       }
-      expect(checked).toBeGreaterThan(10_000);
+      // Refusals past 20 a second per tenant are summarised, so most states come from holds.
+      expect(checked).toBeGreaterThan(4_000);
       for (const t of final.tenants.filter(
         (x) => x.tenant.startsWith('reserve') || x.tenant === 'org',
       )) {

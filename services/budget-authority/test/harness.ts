@@ -186,7 +186,11 @@ export async function quiescent(
   );
   await waitFor(
     async () => {
+      // Rate-limited refusals wait in these until the sweeper writes their summary events.
+      const summaries = await redis.keys(`${keyPrefix}:*:refusals`);
+      const pending = await Promise.all(summaries.map((k) => redis.hlen(k)));
       const outboxes = await redis.keys(`${keyPrefix}:*:outbox`);
+      if (pending.some((n) => n > 0)) return false;
       const lengths = await Promise.all(outboxes.map((k) => redis.xlen(k)));
       return lengths.every((n) => n === 0);
     },

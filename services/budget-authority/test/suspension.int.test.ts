@@ -39,8 +39,8 @@ test('a suspended tenant is refused new calls while calls in flight still settle
     value: { suspended: true, changed: true },
   });
   expect(
-    await h.client.suspend({ tenant: 'support-bot', reason: 'again', by: 'admin' }),
-  ).toMatchObject({ ok: true, value: { changed: false } });
+    await h.client.suspend({ tenant: 'support-bot', reason: 'again', by: 'alerter' }),
+  ).toMatchObject({ ok: true, value: { changed: false, suspendedBy: ['alerter'] } });
   expect(refusalOf(await h.client.admit(call()))).toMatchObject({
     code: 'tenant_suspended',
     retryAfterSeconds: null,

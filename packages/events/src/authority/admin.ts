@@ -12,6 +12,17 @@ export const TenantUsage = z.object({
   parent: TenantId.nullable(),
   mode: AdmissionMode,
   suspended: z.boolean(),
+  /** Who holds the suspension (the alerter at a hard limit, an admin); empty when not. */
+  suspendedBy: z.array(z.enum(['alerter', 'admin'])).default([]),
+  /** Settlements that billed more than their hold (lifetime): see `reservation.overrun`. */
+  overruns: z
+    .object({
+      count: z.int().min(0),
+      tokens: z.int().min(0),
+      microUsd: z.int().min(0),
+      lastAt: z.iso.datetime().nullable(),
+    })
+    .default({ count: 0, tokens: 0, microUsd: 0, lastAt: null }),
   inFlight: z.int().min(0),
   maxInFlight: z.int().min(0).nullable(),
   /** Lifetime totals billed by the authority (the drift audit compares these). */
@@ -50,8 +61,10 @@ export type ResumeRequest = z.infer<typeof ResumeRequest>;
 export const SuspensionReply = z.object({
   tenant: TenantId,
   suspended: z.boolean(),
-  /** false when the tenant already was in the requested state (nothing emitted). */
+  /** false when nothing changed (the owner already held it, or held none). */
   changed: z.boolean(),
+  /** Who holds the suspension after this request. */
+  suspendedBy: z.array(z.enum(['alerter', 'admin'])).default([]),
 });
 export type SuspensionReply = z.infer<typeof SuspensionReply>;
 

@@ -31,6 +31,8 @@ export type AdmitRequest = z.input<typeof AdmitRequest>;
 export const Admitted = z.object({
   admitted: z.literal(true),
   reservationId: Uuid,
+  /** The org the reservation lives in: closes name it, so they work after the tenant moved. */
+  org: TenantId.optional(),
   mode: AdmissionMode,
   heldTokens: z.int().min(0),
   heldMicroUsd: z.int().min(0),
@@ -67,6 +69,8 @@ export type Refused = z.infer<typeof Refused>;
 export const ExtendRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
+  /** The org of the reservation (the admission's `org`); the tenant's current org if absent. */
+  org: TenantId.optional(),
   /** The total output tokens the hold should cover (capped at the call's max_tokens). */
   outputTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
 });
@@ -81,3 +85,17 @@ export const ExtendReply = z.object({
   windows: z.array(WindowState),
 });
 export type ExtendReply = z.infer<typeof ExtendReply>;
+
+/** Extends a live hold's lease (a call still running when half its lease has passed). */
+export const RenewRequest = z.strictObject({
+  reservationId: Uuid,
+  tenant: TenantId,
+  org: TenantId.optional(),
+});
+export type RenewRequest = z.infer<typeof RenewRequest>;
+
+export const RenewReply = z.object({
+  status: z.enum(['renewed', 'closed', 'unknown']),
+  expiresAt: IsoTime.nullable(),
+});
+export type RenewReply = z.infer<typeof RenewReply>;

@@ -2,6 +2,7 @@
 export const AUTHORITY_OPERATIONS = [
   'admit',
   'extend',
+  'renew',
   'settle',
   'release',
   'usage',

@@ -25,6 +25,8 @@ export type Usage = z.infer<typeof Usage>;
 export const SettleRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
+  /** The org of the reservation (the admission's `org`); the tenant's current org if absent. */
+  org: TenantId.optional(),
   usage: Usage,
   outcome: SettleOutcome.default('completed'),
 });
@@ -33,6 +35,7 @@ export type SettleRequest = z.input<typeof SettleRequest>;
 export const ReleaseRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
+  org: TenantId.optional(),
   reason: ReleaseReason,
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
@@ -57,5 +60,8 @@ export const CloseReply = z.object({
   billedTokens: z.int().min(0),
   costMicroUsd: z.int().min(0),
   windows: z.array(WindowState),
+  /** What the settlement billed above the hold (a `reservation.overrun` was recorded). */
+  overrunTokens: z.int().min(0).default(0),
+  overrunMicroUsd: z.int().min(0).default(0),
 });
 export type CloseReply = z.infer<typeof CloseReply>;

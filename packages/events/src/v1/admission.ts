@@ -40,6 +40,11 @@ export const AdmissionRefused = z.object({
   retryAfterSeconds: z.number().int().min(0).nullable(),
   /** true: a shadow budget (enforce: false) would have refused; the call was admitted. */
   shadow: z.boolean(),
+  /**
+   * How many refusals this event stands for: 1, or more when the tenant was refused faster
+   * than its refusal event rate and these were summarised (the fields are the last one's).
+   */
+  count: z.int().min(1).default(1),
   ...windowsField,
 });
 

@@ -112,6 +112,28 @@ export const ReservationExpired = z.object({
   ...windowsField,
 });
 
+/**
+ * The provider reported more usage than the hold paid for (a tokenizer that undercounted, an
+ * upstream that ignored max_tokens). The truth was billed by the settlement this follows; this
+ * event records the excess so it is never silent, and the tenant's windows carry it until they
+ * free it (its next admissions pay it back before any new hold fits).
+ */
+export const ReservationOverrun = z.object({
+  ...envelopeFields,
+  type: z.literal('reservation.overrun'),
+  ...callFields,
+  /** What the hold (and any admission-time charge) covered. */
+  ...holdFields,
+  /** What the settlement billed. */
+  billedTokens: count,
+  costMicroUsd: count,
+  /** billed - held, where positive (tokens and micro-USD separately). */
+  overrunTokens: count,
+  overrunMicroUsd: count,
+  ...windowsField,
+});
+
+export type ReservationOverrun = z.infer<typeof ReservationOverrun>;
 export type ReservationCreated = z.infer<typeof ReservationCreated>;
 export type ReservationSettled = z.infer<typeof ReservationSettled>;
 export type ReservationExtended = z.infer<typeof ReservationExtended>;

@@ -113,12 +113,11 @@ export async function admit(
     return refused(c, message);
   }
 
-  const now = ctx.clock();
   const plan = planFor(
     cfg,
     tenant,
     ctx.keys,
-    now,
+    ctx.scriptNow(),
     ctx.keys.reservation(tenant.org, req.reservationId),
   );
   // The authority enforces the ceilings too; the edge has already clamped to them.
@@ -142,6 +141,8 @@ export async function admit(
     percentile: tenant.adaptive.percentile,
     minSamples: tenant.adaptive.minSamples,
     sampleWindow: tenant.adaptive.samples,
+    expiryBills: tenant.onExpiry === 'bill',
+    refusalsPerSecond: tenant.refusalEventsPerSecond,
   });
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
@@ -153,6 +154,7 @@ export async function admit(
     return Ok({
       admitted: true,
       reservationId: req.reservationId,
+      org: tenant.org,
       mode: tenant.mode,
       heldTokens: Number(r[1]),
       heldMicroUsd: Number(r[2]),

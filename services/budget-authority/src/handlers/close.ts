@@ -9,7 +9,7 @@ import type {
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { planFor } from '../plan.js';
+import { orphanPlan, planFor } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
@@ -19,23 +19,37 @@ type CloseOp =
   | { op: 'release'; reason: string }
   | { op: 'expire' };
 
-/** Runs close.lua for one reservation of a tenant. */
+export type CloseResult = CloseReply & { status: CloseStatus | 'expired' | 'not_due' };
+
+/**
+ * Runs close.lua for one reservation. `org` is where the reservation lives (the admission
+ * said so); the tenant's current plan is passed along only when the tenant still lives in
+ * that org, else the record alone closes it. `tenant` '' (expiry) closes whoever holds it.
+ */
 export async function closeReservation(
   ctx: HandlerContext,
-  tenantId: string,
-  reservationId: string,
+  target: { tenant: string; org?: string | undefined; reservationId: string },
   what: CloseOp,
-): Promise<Result<CloseReply & { status: CloseStatus | 'expired' | 'not_due' }, RpcError>> {
+): Promise<Result<CloseResult, RpcError>> {
   const cfg = ctx.config.current;
-  const tenant = cfg.tenants.get(tenantId);
-  if (!tenant) {
-    return Err(new RpcError({ code: 'invalid_request', message: `unknown tenant "${tenantId}"` }));
+  const tenant = target.tenant === '' ? undefined : cfg.tenants.get(target.tenant);
+  if (!tenant && target.tenant !== '' && target.org === undefined) {
+    // Without its org, a reservation of a tenant the config does not have cannot be found.
+    return Err(
+      new RpcError({ code: 'invalid_request', message: `unknown tenant "${target.tenant}"` }),
+    );
   }
-  const now = ctx.clock();
-  const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.reservation(tenant.org, reservationId));
+  const org = target.org ?? tenant?.org ?? target.tenant;
+  const resKey = ctx.keys.reservation(org, target.reservationId);
+  const now = ctx.scriptNow();
+  const plan =
+    tenant && tenant.org === org
+      ? planFor(cfg, tenant, ctx.keys, now, resKey)
+      : orphanPlan(ctx.keys, org, target.tenant, now, resKey);
   const spec = plan.json({
-    resId: reservationId,
+    resId: target.reservationId,
     eventId: randomUUID(),
+    overrunEventId: randomUUID(),
     op: what.op,
     usage:
       what.op === 'settle'
@@ -52,30 +66,45 @@ export async function closeReservation(
     run(ctx.redis, 'close', plan.keys, spec),
   );
   if (!result.ok) return result;
-  const [status = 'unknown', billed = '0', cost = '0', windows = ''] = result.value;
+  const [status = 'unknown', billed = '0', cost = '0', windows = '', overT = '0', overU = '0'] =
+    result.value;
   return Ok({
     status: status as CloseStatus,
     billedTokens: Number(billed),
     costMicroUsd: Number(cost),
     windows: parseWindows(windows),
+    overrunTokens: Number(overT),
+    overrunMicroUsd: Number(overU),
   });
 }
 
 export async function settle(ctx: HandlerContext, req: z.output<typeof SettleRequest>) {
-  const r = await closeReservation(ctx, req.tenant, req.reservationId, {
+  const r = await closeReservation(ctx, req, {
     op: 'settle',
     usage: req.usage,
     outcome: req.outcome,
   });
-  if (r.ok) ctx.metrics.closes.inc({ op: 'settle', status: r.value.status });
+  if (r.ok) {
+    ctx.metrics.closes.inc({ op: 'settle', status: r.value.status });
+    if (r.value.overrunTokens > 0 || r.value.overrunMicroUsd > 0) {
+      ctx.metrics.overruns.inc();
+      ctx.metrics.overrunTokens.inc(r.value.overrunTokens);
+      ctx.logger.warn(
+        {
+          tenant: req.tenant,
+          reservationId: req.reservationId,
+          overrunTokens: r.value.overrunTokens,
+          overrunMicroUsd: r.value.overrunMicroUsd,
+        },
+        'settlement billed more than its hold',
+      );
+    }
+  }
   return r;
 }
 
 export async function release(ctx: HandlerContext, req: ReleaseRequest) {
-  const r = await closeReservation(ctx, req.tenant, req.reservationId, {
-    op: 'release',
-    reason: req.reason,
-  });
+  const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
   return r;
 }

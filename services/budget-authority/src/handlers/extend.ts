@@ -1,28 +1,39 @@
 import { randomUUID } from 'node:crypto';
-import type { ExtendReply, ExtendRequest } from '@holdfast/events';
-import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
+import type { ExtendReply, ExtendRequest, RenewReply, RenewRequest } from '@holdfast/events';
+import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { planFor } from '../plan.js';
+import { planFor, orphanPlan } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
 
-/** Grows a live hold to cover more output, if every window still has room (extend.lua). */
+/**
+ * Grows a live hold to cover more output, if every window still has room (extend.lua). A hold
+ * whose tenant left its org (moved, or removed from the config) cannot be checked against
+ * limits any more: it does not grow, and the call ends at what the hold covers.
+ */
 export async function extend(
   ctx: HandlerContext,
   req: ExtendRequest,
 ): Promise<Result<ExtendReply, RpcError>> {
   const cfg = ctx.config.current;
   const tenant = cfg.tenants.get(req.tenant);
-  if (!tenant)
-    return Err(
-      new RpcError({ code: 'invalid_request', message: `unknown tenant "${req.tenant}"` }),
-    );
+  const org = req.org ?? tenant?.org;
+  if (!tenant || tenant.org !== org) {
+    ctx.metrics.extensions.inc({ status: 'refused' });
+    return Ok({
+      status: 'refused',
+      heldTokens: 0,
+      heldMicroUsd: 0,
+      coveredOutputTokens: 0,
+      windows: [],
+    });
+  }
   const plan = planFor(
     cfg,
     tenant,
     ctx.keys,
-    ctx.clock(),
+    ctx.scriptNow(),
     ctx.keys.reservation(tenant.org, req.reservationId),
   );
   const spec = plan.json({
@@ -42,5 +53,29 @@ export async function extend(
     heldMicroUsd: Number(heldU),
     coveredOutputTokens: Number(covered),
     windows: parseWindows(windows ?? ''),
+  });
+}
+
+/** Extends a live hold's lease by its lease length from now (renew.lua). */
+export async function renew(
+  ctx: HandlerContext,
+  req: RenewRequest,
+): Promise<Result<RenewReply, RpcError>> {
+  const org = req.org ?? ctx.config.current.tenants.get(req.tenant)?.org ?? req.tenant;
+  const plan = orphanPlan(
+    ctx.keys,
+    org,
+    req.tenant,
+    ctx.scriptNow(),
+    ctx.keys.reservation(org, req.reservationId),
+  );
+  const result = await withStore(ctx.logger, 'renew', () =>
+    run(ctx.redis, 'renew', plan.keys, plan.json({ resId: req.reservationId })),
+  );
+  if (!result.ok) return result;
+  const [status = 'unknown', expiresAt = '0'] = result.value;
+  return Ok({
+    status: status as RenewReply['status'],
+    expiresAt: status === 'unknown' ? null : new Date(Number(expiresAt)).toISOString(),
   });
 }

@@ -21,7 +21,13 @@ export async function setSuspension(
     return Err(
       new RpcError({ code: 'invalid_request', message: `unknown tenant "${what.req.tenant}"` }),
     );
-  const plan = planFor(cfg, tenant, ctx.keys, ctx.clock(), ctx.keys.state(tenant.org, tenant.id));
+  const plan = planFor(
+    cfg,
+    tenant,
+    ctx.keys,
+    ctx.scriptNow(),
+    ctx.keys.state(tenant.org, tenant.id),
+  );
   const spec = plan.json({
     op: what.op,
     by: what.req.by,
@@ -34,8 +40,17 @@ export async function setSuspension(
     run(ctx.redis, 'suspension', plan.keys, spec),
   );
   if (!result.ok) return result;
-  const [changed, suspended] = result.value;
+  const [changed, suspended, owners = ''] = result.value;
+  const suspendedBy = owners.split(';').filter((o): o is 'alerter' | 'admin' => o !== '');
   if (changed === '1')
-    ctx.logger.info({ tenant: tenant.id, op: what.op, by: what.req.by }, `tenant ${what.op}ed`);
-  return Ok({ tenant: tenant.id, suspended: suspended === '1', changed: changed === '1' });
+    ctx.logger.info(
+      { tenant: tenant.id, op: what.op, by: what.req.by, suspendedBy },
+      `tenant ${what.op}ed`,
+    );
+  return Ok({
+    tenant: tenant.id,
+    suspended: suspended === '1',
+    changed: changed === '1',
+    suspendedBy,
+  });
 }

@@ -10,16 +10,22 @@ import { withStore } from './store-error.js';
 async function tenantUsage(
   ctx: HandlerContext,
   tenant: CompiledTenant,
-  now: number,
+  now: number | undefined,
 ): Promise<TenantUsage> {
   const cfg = ctx.config.current;
   const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id));
-  const [suspended, inFlight, billedT, billedU, windows] = await run(
-    ctx.redis,
-    'usage',
-    plan.keys,
-    plan.json(),
-  );
+  const [
+    suspended,
+    inFlight,
+    billedT,
+    billedU,
+    windows,
+    owners = '',
+    overN = '0',
+    overT = '0',
+    overU = '0',
+    overAt = '0',
+  ] = await run(ctx.redis, 'usage', plan.keys, plan.json());
   const thresholds: Record<string, number[]> = {};
   for (const level of tenant.chain) {
     for (const b of cfg.tenants.get(level)?.budgets ?? []) thresholds[`${level}/${b.id}`] = b.soft;
@@ -29,6 +35,13 @@ async function tenantUsage(
     parent: tenant.parent ?? null,
     mode: tenant.mode,
     suspended: suspended === '1',
+    suspendedBy: owners.split(';').filter((o): o is 'alerter' | 'admin' => o !== ''),
+    overruns: {
+      count: Number(overN),
+      tokens: Number(overT),
+      microUsd: Number(overU),
+      lastAt: Number(overAt) > 0 ? new Date(Number(overAt)).toISOString() : null,
+    },
     inFlight: Number(inFlight),
     maxInFlight: tenant.maxInFlight ?? null,
     billedTokens: Number(billedT),
@@ -55,10 +68,10 @@ export async function usage(
   } else {
     tenants = [...cfg.tenants.values()];
   }
-  const now = ctx.clock();
+  const now = ctx.scriptNow();
   const result = await withStore(ctx.logger, 'usage', () =>
     Promise.all(tenants.map((t) => tenantUsage(ctx, t, now))),
   );
   if (!result.ok) return result;
-  return Ok({ time: new Date(now).toISOString(), tenants: result.value });
+  return Ok({ time: new Date(now ?? ctx.clock()).toISOString(), tenants: result.value });
 }

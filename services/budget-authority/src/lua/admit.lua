@@ -3,9 +3,12 @@
 --
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
+-- KEYS[3]  the org's lease index (zset: reservation id -> lease expiry), read by the sweeper
+-- KEYS[4]  the org's refusal summaries (hash), flushed by the sweeper
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
 --          (their indexes are in the spec)
--- ARGV[1]  spec (JSON): now, bounds, levels, budgets, price, the call (see plan.ts)
+-- ARGV[1]  spec (JSON): levels, budgets, price, the call (see plan.ts); `now` only under a
+--          test clock (else Redis TIME)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -13,6 +16,7 @@
 --          neededMicroUsd, windows, inFlight}
 
 local spec = cjson.decode(ARGV[1])
+spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
@@ -25,9 +29,32 @@ if prior[1] then
   return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
 end
 
+-- Refusal events are rate limited per tenant: the first `refusalsPerSecond` of each second
+-- are written in full, the rest are counted in the org's summary hash by kind and written as
+-- one event with a count when the sweeper flushes it (within about a second). Every refusal
+-- is still answered, counted in metrics and, summarised, in ClickHouse.
+local function refusalWritten(fields)
+  local st = KEYS[spec.levels[1].state]
+  local sec = math.floor(now / 1000)
+  local v = redis.call('HMGET', st, 'rfS', 'rfN')
+  if tonumber(v[1]) ~= sec then
+    redis.call('HSET', st, 'rfS', I(sec), 'rfN', '1')
+    return true
+  end
+  if (tonumber(v[2]) or 0) < spec.refusalsPerSecond then
+    redis.call('HINCRBY', st, 'rfN', 1)
+    return true
+  end
+  local kind = table.concat({spec.tenant, fields.code, fields.budget, fields.level,
+    spec.useCase, spec.model, spec.keyId, fields.shadow}, '|')
+  redis.call('HINCRBY', KEYS[4], kind, 1)
+  redis.call('HSET', KEYS[4], kind .. '|last', cjson.encode(fields.list))
+  return false
+end
+
 local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
   local b = spec.budgets[bi]
-  emit({
+  local list = {
     'type', 'admission.refused', 'id', shadow and spec.shadowEventId or spec.eventId,
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
     'reservationId', spec.resId, 'keyId', spec.keyId, 'useCase', spec.useCase,
@@ -37,7 +64,12 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
     'budget', b and b.id or '', 'level', b and b.tenant or '',
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
     'windows', windows,
-  })
+  }
+  local fields = {code = code, budget = b and b.id or '', level = b and b.tenant or '',
+    shadow = shadow and '1' or '0', list = list}
+  if refusalWritten(fields) then
+    emit(list)
+  end
   return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight)}
 end
 
@@ -52,7 +84,7 @@ local function retryAfter(b, s, h, need, deficit)
   end
   local bd = bounds(spec, b)
   if b.window == 'month' and b.calendar then
-    return math.ceil((spec.nextMonthMs - now) / 1000)
+    return math.ceil((nextMonthMs(now) - now) / 1000)
   end
   local target = deficit - h
   local raw = redis.call('HGETALL', KEYS[b.key])
@@ -157,7 +189,11 @@ end
 local maxTokens, shrunk = spec.max, false
 local refusedAt, deficit, shadowAt = check(maxTokens)
 
--- Shrink to fit: lower max_tokens to what every enforced budget can still pay for.
+-- Shrink to fit: lower max_tokens to the most output every enforced budget can still pay for,
+-- in closed form (no search: a call costs the same whatever its max_tokens and prices). A
+-- usd window charges ceil((prompt * in + out * out_price) / 1e6) micro-USD, which is at most
+-- `room` exactly when prompt * in + out * out_price <= room * 1e6; an output price of 0 makes
+-- any output affordable once the prompt is.
 if refusedAt and spec.minOut > 0 and spec.mode == 'reserve' then
   local afford = maxTokens
   for i, b in ipairs(spec.budgets) do
@@ -168,23 +204,20 @@ if refusedAt and spec.minOut > 0 and spec.mode == 'reserve' then
         out = room - spec.prompt
       elseif spec.price[2] > 0 then
         out = math.floor((room * 1000000 - spec.prompt * spec.price[1]) / spec.price[2])
-      else
+      elseif promptU <= room then
         out = afford
+      else
+        out = -1
       end
       afford = math.min(afford, out)
     end
   end
-  -- Rounding of costs can leave the bound one token too high; step down until it fits.
-  while afford >= spec.minOut do
-    local r = check(afford)
-    if r == nil then
-      break
-    end
-    afford = afford - 1
-  end
   if afford >= spec.minOut then
-    maxTokens, shrunk = afford, true
-    refusedAt, deficit, shadowAt = check(maxTokens)
+    local r, d, sh = check(afford)
+    if r == nil then
+      maxTokens, shrunk = afford, true
+      refusedAt, deficit, shadowAt = r, d, sh
+    end
   end
 end
 
@@ -243,20 +276,24 @@ for i, lv in ipairs(spec.levels) do
   levelNames[i] = lv.tenant
   levelIndex[lv.tenant] = i - 1
 end
+redis.call('ZADD', KEYS[3], I(expiresAt), spec.resId)
 local holdCodes = {}
 for i, b in ipairs(spec.budgets) do
-  holdCodes[i] = levelIndex[b.tenant] .. WINDOW_CODE[b.window] .. UNIT_CODE[b.unit]
+  holdCodes[i] = holdCode(levelIndex[b.tenant], b)
 end
 
+-- The record carries everything its close needs (org, levels, windows, prices, what expiry
+-- bills), so it can be closed after the tenant moved to another org or left the config.
 redis.call('HSET', resKey,
-  'state', 'held', 'tenant', spec.tenant, 'keyId', spec.keyId, 'useCase', spec.useCase,
-  'model', spec.model, 'mode', spec.mode, 'prompt', I(spec.prompt), 'max', I(maxTokens),
-  'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT), 'chargedU', I(chargedU),
-  'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]), 'priceCached', I(spec.price[3]),
-  'createdAt', I(now), 'expiresAt', I(expiresAt), 'leaseMs', I(spec.leaseMs),
-  'levels', table.concat(levelNames, ';'), 'holds', table.concat(holdCodes, ';'),
-  'cov', I(covered), 'potT', I(potT), 'potU', I(potU),
-  'sampleN', (spec.mode == 'adaptive') and I(spec.sampleWindow) or '0')
+  'state', 'held', 'tenant', spec.tenant, 'org', spec.org, 'keyId', spec.keyId,
+  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'prompt', I(spec.prompt),
+  'max', I(maxTokens), 'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT),
+  'chargedU', I(chargedU), 'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]),
+  'priceCached', I(spec.price[3]), 'createdAt', I(now), 'expiresAt', I(expiresAt),
+  'leaseMs', I(spec.leaseMs), 'levels', table.concat(levelNames, ';'),
+  'holds', table.concat(holdCodes, ';'), 'cov', I(covered), 'potT', I(potT), 'potU', I(potU),
+  'sampleN', (spec.mode == 'adaptive') and I(spec.sampleWindow) or '0',
+  'expB', spec.expiryBills and '1' or '0')
 redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
 
 emit({

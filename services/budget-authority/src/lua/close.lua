@@ -1,25 +1,35 @@
 -- close: settles, releases or expires a reservation in one atomic step. Idempotent: a second
 -- close changes nothing and says what happened first.
 --
+-- The reservation record carries what its close needs: the levels and windows it held on
+-- (keys are rebuilt from the record's org), its prices and what expiry bills. So a hold is
+-- closed the same way after its tenant moved to another org or left the config. The usage is
+-- billed to the windows the hold was admitted against, and also to the windows of the
+-- tenant's current plan when they live in the same org (budgets added since admission).
+--
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
--- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes of the
---          tenant's current plan (indexes in the spec). The keys the hold was recorded
---          against are read from the reservation itself (same hash slot: the org's tag).
--- ARGV[1]  spec (JSON): now, bounds, levels, budgets, op ('settle' | 'release' | 'expire'),
---          usage {prompt, completion, cached}, outcome, reason, eventId
+-- KEYS[3]  the org's lease index
+-- KEYS[4]  unused (the refusal summaries, for a uniform key layout)
+-- KEYS[n]  the levels' state hashes and holds sorted sets and the budgets' window hashes of
+--          the tenant's current plan, when it has one in this org (indexes in the spec)
+-- ARGV[1]  spec (JSON): kp, org, tenant ('' with expire: whoever holds it), levels, budgets,
+--          op ('settle' | 'release' | 'expire'), usage {prompt, completion, cached}, outcome,
+--          reason, eventId, overrunEventId, keepMs; `now` only under a test clock
 --
--- Returns {status, billedTokens, costMicroUsd, windows}; status is one of settled, released,
--- expired, already_settled, already_released, already_expired, unknown, not_due.
+-- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
+-- status is one of settled, released, expired, already_settled, already_released,
+-- already_expired, unknown, not_due.
 
 local spec = cjson.decode(ARGV[1])
+spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
 local f = redis.call('HMGET', resKey,
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'chargedT',
   'chargedU', 'priceIn', 'priceOut', 'priceCached', 'createdAt', 'expiresAt', 'leaseMs',
-  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'sampleN')
+  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'sampleN', 'expB', 'expT', 'expU')
 local state, tenant = f[1], f[2]
 
 if not state then
@@ -28,60 +38,86 @@ if not state then
     redis.call('HSET', resKey, 'state', 'released', 'tenant', spec.tenant)
     redis.call('PEXPIRE', resKey, spec.keepMs)
   end
-  return {'unknown', '0', '0', windowStates(spec)}
+  return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
-if tenant ~= spec.tenant then
-  return {'unknown', '0', '0', windowStates(spec)}
+if spec.tenant ~= '' and tenant ~= spec.tenant then
+  return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 if state == 'settled' then
-  return {'already_settled', f[19] or '0', f[20] or '0', windowStates(spec)}
+  return {'already_settled', f[19] or '0', f[20] or '0', windowStates(spec), '0', '0'}
 end
 if state == 'released' then
-  return {'already_released', '0', '0', windowStates(spec)}
+  return {'already_released', '0', '0', windowStates(spec), '0', '0'}
 end
 if state == 'expired' and spec.op ~= 'settle' then
-  return {'already_expired', '0', '0', windowStates(spec)}
+  return {'already_expired', '0', '0', windowStates(spec), '0', '0'}
 end
 if spec.op == 'expire' and tonumber(f[15]) > now then
-  return {'not_due', '0', '0', windowStates(spec)}
+  return {'not_due', '0', '0', windowStates(spec), '0', '0'}
 end
 
 local heldT, heldU = tonumber(f[7]), tonumber(f[8])
 local levels = recordLevels(f[17])
+local recorded = recordHolds(spec, levels, f[18])
 local prechargedT, prechargedU = tonumber(f[9]), tonumber(f[10])
+-- What an expiry already billed (worst case, see below); a late settle corrects it.
+local expiredT, expiredU = tonumber(f[25]) or 0, tonumber(f[26]) or 0
+
+-- The windows to bill: the recorded ones, then the current plan's not among them.
+local targets, seen = {}, {}
+for _, h in ipairs(recorded) do
+  targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3]}
+  seen[h[1]] = true
+end
+for _, b in ipairs(spec.budgets) do
+  local key = KEYS[b.key]
+  if not seen[key] then
+    targets[#targets + 1] = {key = key, unit = b.unit, b = b}
+    seen[key] = true
+  end
+end
+local function billAll(amountT, amountU)
+  for _, t in ipairs(targets) do
+    local bd = bounds(spec, t.b)
+    slide(t.key, bd[2], bd[3])
+    bill(t.key, bd[1], (t.unit == 'usd') and amountU or amountT)
+  end
+  for _, level in ipairs(levels) do
+    local stateKey = tenantKey(spec, level, ':state')
+    redis.call('HINCRBY', stateKey, 'billedT', I(amountT))
+    redis.call('HINCRBY', stateKey, 'billedU', I(amountU))
+  end
+end
 
 if state == 'held' then
   -- Give the hold back on every window it was recorded against, and leave the in-flight sets.
   local potT, potU = tonumber(f[21]) or 0, tonumber(f[22]) or 0
-  for _, h in ipairs(recordHolds(spec, levels, f[18])) do
+  for _, h in ipairs(recorded) do
     hold(h[1], (h[2] == 'usd') and -heldU or -heldT)
     hold(h[1], (h[2] == 'usd') and -potU or -potT, 'p')
   end
   for _, level in ipairs(levels) do
     redis.call('ZREM', tenantKey(spec, level, ':holds'), spec.resId)
   end
-else
-  -- A settle after the lease expired: the hold was already given back; bill the usage.
-  heldT, heldU = 0, 0
+  redis.call('ZREM', KEYS[3], spec.resId)
 end
 
 local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
+local overT, overU = 0, 0
 local closed, eventType = 'released', 'reservation.released'
 if spec.op == 'settle' then
   local u = spec.usage
   local price = {tonumber(f[11]), tonumber(f[12]), tonumber(f[13])}
   billedT = u.prompt + u.completion
   costU = cost(u.prompt, u.cached, u.completion, price)
-  chargeT, chargeU = billedT - prechargedT, costU - prechargedU
-  for _, b in ipairs(spec.budgets) do
-    local bd = bounds(spec, b)
-    slide(KEYS[b.key], bd[2], bd[3])
-    bill(KEYS[b.key], bd[1], (b.unit == 'usd') and chargeU or chargeT)
-  end
-  for _, level in ipairs(levels) do
-    local stateKey = tenantKey(spec, level, ':state')
-    redis.call('HINCRBY', stateKey, 'billedT', I(chargeT))
-    redis.call('HINCRBY', stateKey, 'billedU', I(chargeU))
+  chargeT = billedT - prechargedT - expiredT
+  chargeU = costU - prechargedU - expiredU
+  billAll(chargeT, chargeU)
+  -- An overrun: the provider reported more than the hold paid for. The truth is billed (above)
+  -- and the excess recorded, so it is never silent.
+  if f[6] == 'reserve' or f[6] == 'adaptive' then
+    overT = math.max(0, billedT - prechargedT - heldT)
+    overU = math.max(0, costU - prechargedU - heldU)
   end
   local sampleN = tonumber(f[23]) or 0
   if sampleN > 0 then
@@ -92,10 +128,20 @@ if spec.op == 'settle' then
   end
   closed, eventType = 'settled', 'reservation.settled'
 elseif spec.op == 'expire' then
+  -- Nobody knows how this call ended (its edge died mid-call). With `expB` (reserve's
+  -- default) it is billed at its worst case, so the books never show less than the model may
+  -- have billed; a settle that arrives later corrects it to the real usage.
+  if f[24] == '1' then
+    chargeT, chargeU = heldT, heldU
+    billAll(chargeT, chargeU)
+  end
   closed, eventType = 'expired', 'reservation.expired'
 end
 
 redis.call('HSET', resKey, 'state', closed, 'closedAt', I(now), 'billedT', I(billedT), 'billedU', I(costU))
+if spec.op == 'expire' then
+  redis.call('HSET', resKey, 'expT', I(chargeT), 'expU', I(chargeU))
+end
 redis.call('PEXPIRE', resKey, spec.keepMs)
 
 local windows = windowStates(spec)
@@ -125,4 +171,20 @@ else
 end
 emit(fields)
 
-return {closed, I(billedT), I(costU), windows}
+if overT > 0 or overU > 0 then
+  local leaf = tenantKey(spec, tenant, ':state')
+  redis.call('HINCRBY', leaf, 'overN', 1)
+  redis.call('HINCRBY', leaf, 'overT', I(overT))
+  redis.call('HINCRBY', leaf, 'overU', I(overU))
+  redis.call('HSET', leaf, 'overAt', I(now))
+  emit({
+    'type', 'reservation.overrun', 'id', spec.overrunEventId, 'time', I(now),
+    'tenant', tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3],
+    'useCase', f[4], 'model', f[5], 'mode', f[6],
+    'heldTokens', I(heldT + prechargedT), 'heldMicroUsd', I(heldU + prechargedU),
+    'billedTokens', I(billedT), 'costMicroUsd', I(costU),
+    'overrunTokens', I(overT), 'overrunMicroUsd', I(overU), 'windows', windows,
+  })
+end
+
+return {closed, I(billedT), I(costU), windows, I(overT), I(overU)}

@@ -7,13 +7,14 @@
 -- KEYS[2]  the reservation hash
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes of the
 --          tenant's current plan (indexes in the spec; limits are checked against it)
--- ARGV[1]  spec (JSON): now, bounds, budgets, resId, outputTokens (the total output the hold
---          should cover), eventId
+-- ARGV[1]  spec (JSON): budgets, resId, outputTokens (the total output the hold should
+--          cover), eventId; `now` only under a test clock
 --
 -- Returns {status ('extended' | 'unchanged' | 'refused' | 'closed' | 'unknown'), heldTokens,
 --          heldMicroUsd, coveredOutputTokens, windows}
 
 local spec = cjson.decode(ARGV[1])
+spec.now = clockNow(spec)
 local now = spec.now
 local f = redis.call('HMGET', KEYS[2],
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'prompt', 'max',
@@ -54,35 +55,28 @@ for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15])) do
   targets[#targets + 1] = {key = key, unit = unit, room = room}
 end
 
--- Grant as much of the growth as every window can pay for (rounding of costs can leave the
--- first bound a token too high: step down until it fits).
+-- Grant as much of the growth as every window can pay for, in closed form: a tokens window
+-- pays for `room` more output; a usd window for output whose total cost stays within the
+-- room plus what the covered output already costs (costs round up per call, so the bound
+-- compares pico-USD before rounding, exactly).
 local grant = want
+local coveredU = cost(prompt, 0, covered, price)
 for _, t in ipairs(targets) do
   if t.room then
     if t.unit == 'tokens' then
       grant = math.min(grant, covered + t.room)
     elseif price[2] > 0 then
-      grant = math.min(grant, covered + math.floor(t.room * 1000000 / price[2]))
+      local pico = (t.room + coveredU) * 1000000 - prompt * price[1]
+      grant = math.min(grant, math.floor(pico / price[2]))
+    elseif t.room < 0 then
+      grant = covered
     end
   end
-end
-local addT, addU = 0, 0
-while grant > covered do
-  addT, addU = growth(grant)
-  local fits = true
-  for _, t in ipairs(targets) do
-    if t.room and ((t.unit == 'usd') and addU or addT) > t.room then
-      fits = false
-    end
-  end
-  if fits then
-    break
-  end
-  grant = grant - 1
 end
 if grant <= covered then
   return {'refused', f[7], f[8], f[11], windowStates(spec)}
 end
+local addT, addU = growth(grant)
 for _, t in ipairs(targets) do
   hold(t.key, (t.unit == 'usd') and addU or addT)
 end

@@ -65,13 +65,84 @@ local function hold(key, amount, field)
   end
 end
 
--- Bounds of a budget's window, from the table the caller computed for `now`.
-local function bounds(spec, b)
-  local kind = b.window
-  if kind == 'month' and b.calendar then
-    kind = 'calmonth'
+-- The instant of this call (epoch ms): Redis's own clock, so every authority replica decides
+-- every window against one time source whatever the skew between their hosts. A spec `now`
+-- (a test's movable clock) takes its place.
+local function clockNow(spec)
+  if spec.now then
+    return spec.now
   end
-  return spec.bounds[kind]
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Sliding windows: buckets of `ms`, `n` of them (the same table as WINDOW_GRANULARITY in
+-- @holdfast/events).
+local GRANULARITY = {minute = {1000, 60}, day = {60000, 1440}, month = {3600000, 720}}
+
+-- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
+local function civil(days)
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = (mp < 10) and (mp + 3) or (mp - 9)
+  local y = yoe + era * 400
+  if m <= 2 then
+    y = y + 1
+  end
+  return y, m
+end
+
+-- Days since 1970-01-01 of the first of a month (days_from_civil).
+local function monthStartDays(y, m)
+  if m <= 2 then
+    y = y - 1
+  end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m > 2) and (m - 3) or (m + 9)
+  local doy = math.floor((153 * mp + 2) / 5)
+  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+end
+
+-- {current bucket, oldest bucket in the window, buckets per window, bucket length ms} of a
+-- window at `now`; a calendar month is one bucket, the month's index (year * 12 + month - 1).
+local function windowBounds(now, window, calendar)
+  if window == 'month' and calendar then
+    local y, m = civil(math.floor(now / 86400000))
+    local index = y * 12 + m - 1
+    return {index, index, 1, 0}
+  end
+  local g = GRANULARITY[window]
+  local cur = math.floor(now / g[1])
+  return {cur, cur - g[2] + 1, g[2], g[1]}
+end
+
+-- The first instant of the next calendar month (UTC), ms.
+local function nextMonthMs(now)
+  local y, m = civil(math.floor(now / 86400000))
+  if m == 12 then
+    y, m = y + 1, 1
+  else
+    m = m + 1
+  end
+  return monthStartDays(y, m) * 86400000
+end
+
+-- Bounds of a budget's window at the spec's `now`, computed once per window kind.
+local function bounds(spec, b)
+  local calendar = b.window == 'month' and b.calendar
+  local kind = calendar and 'calmonth' or b.window
+  spec.bounds = spec.bounds or {}
+  local bd = spec.bounds[kind]
+  if not bd then
+    bd = windowBounds(spec.now, b.window, calendar)
+    spec.bounds[kind] = bd
+  end
+  return bd
 end
 
 -- Cost in micro-USD (rounded up) of tokens at integer pico-USD per token prices.
@@ -107,11 +178,17 @@ end
 
 -- Reservation records name the windows they hold on compactly, so the record stays a small
 -- listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
--- ("0Mt" = level 0's month-tokens window). Keys are rebuilt from the prefix and the org.
+-- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window). Keys
+-- are rebuilt from the prefix and the record's org.
 local WINDOW_CODE = {minute = 'm', day = 'd', month = 'M'}
-local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month'}
+local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
 local UNIT_CODE = {tokens = 't', usd = 'u'}
 local UNIT_NAME = {t = 'tokens', u = 'usd'}
+
+local function holdCode(levelIndex, b)
+  local w = (b.window == 'month' and b.calendar) and 'C' or WINDOW_CODE[b.window]
+  return levelIndex .. w .. UNIT_CODE[b.unit]
+end
 
 local function tenantKey(spec, tenant, suffix)
   return spec.kp .. ':{' .. spec.org .. '}:t:' .. tenant .. suffix
@@ -126,14 +203,18 @@ local function recordLevels(text)
   return out
 end
 
--- The record's holds: list of {window key, unit}.
+-- The record's holds: list of {window key, unit, budget (window, calendar, tenant)}.
 local function recordHolds(spec, levels, text)
   local out = {}
   for code in string.gmatch(text or '', '[^;]+') do
     local level = levels[tonumber(string.sub(code, 1, -3)) + 1]
-    local window = WINDOW_NAME[string.sub(code, -2, -2)]
+    local w = string.sub(code, -2, -2)
+    local window = WINDOW_NAME[w]
     local unit = UNIT_NAME[string.sub(code, -1)]
-    out[#out + 1] = {tenantKey(spec, level, ':w:' .. window .. '-' .. unit), unit}
+    out[#out + 1] = {
+      tenantKey(spec, level, ':w:' .. window .. '-' .. unit), unit,
+      {window = window, calendar = (w == 'C'), tenant = level},
+    }
   end
   return out
 end

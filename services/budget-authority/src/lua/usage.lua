@@ -5,11 +5,25 @@
 -- KEYS[2]  the tenant's state hash
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes of the
 --          tenant's plan (indexes in the spec)
--- ARGV[1]  spec (JSON): now, bounds, levels, budgets
+-- ARGV[1]  spec (JSON): levels, budgets; `now` only under a test clock
 --
--- Returns {suspended, inFlight, billedTokens, billedMicroUsd, windows}
+-- Returns {suspended, inFlight, billedTokens, billedMicroUsd, windows, suspension owners,
+--          overruns: count, tokens, micro-USD, last time (ms)}
 
 local spec = cjson.decode(ARGV[1])
-local st = redis.call('HMGET', KEYS[2], 'suspended', 'billedT', 'billedU')
+spec.now = clockNow(spec)
+local st = redis.call('HMGET', KEYS[2], 'suspended', 'billedT', 'billedU', 'so:alerter',
+  'so:admin', 'suspendedBy', 'overN', 'overT', 'overU', 'overAt')
 local inflight = redis.call('ZCARD', KEYS[spec.levels[1].holds])
-return {st[1] or '0', I(inflight), st[2] or '0', st[3] or '0', windowStates(spec)}
+local owners = {}
+if st[4] == '1' then
+  owners[#owners + 1] = 'alerter'
+end
+if st[5] == '1' then
+  owners[#owners + 1] = 'admin'
+end
+if st[1] == '1' and #owners == 0 then
+  owners[1] = (st[6] == 'alerter') and 'alerter' or 'admin'
+end
+return {st[1] or '0', I(inflight), st[2] or '0', st[3] or '0', windowStates(spec),
+  table.concat(owners, ';'), st[7] or '0', st[8] or '0', st[9] or '0', st[10] or '0'}

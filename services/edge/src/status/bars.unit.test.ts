@@ -22,6 +22,8 @@ const tenant = (id: string, windows: WindowView[], over: Partial<TenantView> = {
   parent: null,
   mode: 'reserve',
   suspended: false,
+  suspendedBy: [],
+  overruns: { count: 0, tokens: 0, microUsd: 0, lastAt: null },
   inFlight: 0,
   maxInFlight: null,
   billedTokens: 0,

@@ -1,0 +1,28 @@
+-- renew: extends the lease of a live hold, so a call that runs longer than its lease is not
+-- expired (and billed at its worst case) while its edge is still streaming it. The edge renews
+-- a call once half its lease has passed. Changes nothing else; no event (the hold is the same).
+--
+-- KEYS[1]  unused (the org's outbox, for a uniform key layout)
+-- KEYS[2]  the reservation hash
+-- KEYS[3]  the org's lease index
+-- ARGV[1]  spec (JSON): kp, org, tenant, resId, keepMs; `now` only under a test clock
+--
+-- Returns {status ('renewed' | 'closed' | 'unknown'), expiresAt}
+
+local spec = cjson.decode(ARGV[1])
+spec.now = clockNow(spec)
+local f = redis.call('HMGET', KEYS[2], 'state', 'tenant', 'leaseMs', 'levels', 'expiresAt')
+if not f[1] or f[2] ~= spec.tenant then
+  return {'unknown', '0'}
+end
+if f[1] ~= 'held' then
+  return {'closed', f[5] or '0'}
+end
+local expiresAt = spec.now + tonumber(f[3])
+for _, level in ipairs(recordLevels(f[4])) do
+  redis.call('ZADD', tenantKey(spec, level, ':holds'), 'XX', I(expiresAt), spec.resId)
+end
+redis.call('ZADD', KEYS[3], 'XX', I(expiresAt), spec.resId)
+redis.call('HSET', KEYS[2], 'expiresAt', I(expiresAt))
+redis.call('PEXPIRE', KEYS[2], tonumber(f[3]) + spec.keepMs)
+return {'renewed', I(expiresAt)}
