@@ -11,6 +11,7 @@ import {
   UseCaseId,
 } from '@holdfast/events';
 import { z } from 'zod';
+import { isControlledField } from './fields.js';
 
 /**
  * The declarative configuration (SPEC section 3). Field names are the contract; every field
@@ -37,6 +38,23 @@ export const Upstream = z.strictObject({
   timeoutMs: z.int().min(100).max(3_600_000).default(600_000),
   /** Retries on 429/5xx before the edge gives up. */
   maxRetries: z.int().min(0).max(10).default(2),
+  /**
+   * Request fields forwarded as the client sent them beyond the OpenAI ones the edge knows
+   * (`top_k`, `repetition_penalty`, `guided_json`, ... of a self-hosted server). Everything
+   * else is dropped. Length and count fields (`n_predict`, `max_new_tokens`, `best_of`, ...)
+   * can never be listed: the edge always sets or removes them (see fields.ts).
+   */
+  passThrough: z
+    .array(
+      z
+        .string()
+        .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, 'must be a top-level field name')
+        .refine((f) => !isControlledField(f), {
+          message: 'is a length or count field: the edge always sets or removes it',
+        }),
+    )
+    .max(100)
+    .default([]),
 });
 
 export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'estimate', 'upstream'] as const;

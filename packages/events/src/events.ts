@@ -62,6 +62,8 @@ let fastChecks: Map<string, (v: unknown) => boolean> | undefined;
 function compileFastChecks(): Map<string, (v: unknown) => boolean> {
   const ajv = new Ajv({
     removeAdditional: true,
+    // Fields added to a version later carry defaults (zod applies them; so must this).
+    useDefaults: true,
     unicodeRegExp: false,
     validateFormats: false,
     allErrors: false,

@@ -42,6 +42,19 @@ export function deadLetterStream(names: NatsNames): { name: string; subjects: st
   return { name: `${names.eventsStream}_DEADLETTER`, subjects: [`${deadLetterPrefix(names)}.>`] };
 }
 
+/**
+ * Where an edge leaves a settle or release the authority could not take when it was made
+ * (authority down, Redis down): a work-queue stream the authority drains once it is back, so
+ * real usage is billed late instead of lost. Subjects `<authorityPrefix>.closes.<org>`.
+ */
+export function closesStream(names: NatsNames): { name: string; subjects: string[] } {
+  return { name: `${names.eventsStream}_CLOSES`, subjects: [`${names.authorityPrefix}.closes.>`] };
+}
+
+export function closeSubject(names: NatsNames, org: string): string {
+  return `${names.authorityPrefix}.closes.${org}`;
+}
+
 /** Derives isolated names from a short token, for tests and parallel deployments. */
 export function namesWithPrefix(token: string): NatsNames {
   return {

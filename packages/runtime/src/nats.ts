@@ -7,7 +7,7 @@ import {
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import { deadLetterStream, type NatsNames } from '@holdfast/events';
+import { closesStream, deadLetterStream, type NatsNames } from '@holdfast/events';
 import type { Logger } from 'pino';
 
 export interface NatsConnectOptions {
@@ -75,6 +75,25 @@ export async function ensureEventsStream(
     ...common,
     ...deadLetterStream(names),
     max_age: nanos(30 * 86_400_000),
+  });
+}
+
+/**
+ * Creates the closes stream (settles and releases waiting for the authority): a work queue,
+ * so each one is removed once the authority applied it. Idempotent; the edge and the
+ * authority both call it at start.
+ */
+export async function ensureClosesStream(
+  jsm: JetStreamManager,
+  names: NatsNames,
+  opts: { replicas?: number } = {},
+): Promise<void> {
+  await ensureStream(jsm, {
+    ...closesStream(names),
+    retention: RetentionPolicy.Workqueue,
+    storage: StorageType.File,
+    duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_MS),
+    num_replicas: opts.replicas ?? 1,
   });
 }
 

@@ -28,7 +28,7 @@ describe('event rows', () => {
     const r = refusal({ shadow: true, code: 'concurrency_limit' });
     const row = toEventRow(r, 1);
     expect(row).toMatchObject({ code: 'concurrency_limit', shadow: 1, needed_tokens: 1394 });
-    expect(JSON.parse(row.extra)).toEqual({ message: r.message, retryAfterSeconds: 60 });
+    expect(JSON.parse(row.extra)).toEqual({ message: r.message, retryAfterSeconds: 60, count: 1 });
   });
 
   it('refuses a row that does not fit its columns, with zod and with the hot-path check', () => {

@@ -22,6 +22,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
+import { ClosesConsumer } from './closes-consumer.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
@@ -70,6 +71,7 @@ export class Authority {
   readonly #o: AuthorityOptions;
   readonly #relay: OutboxRelay;
   readonly #sweeper: ExpirySweeper;
+  #closes: ClosesConsumer | undefined;
   readonly #subs: Subscription[] = [];
   #configTimer: NodeJS.Timeout | undefined;
 
@@ -155,6 +157,14 @@ export class Authority {
     }
     this.#relay.start();
     this.#sweeper.start();
+    this.#closes = new ClosesConsumer(
+      this.ctx,
+      jetstream(nc),
+      await jetstreamManager(nc),
+      names,
+      logger.child({ component: 'closes' }),
+    );
+    await this.#closes.start();
   }
 
   /** Applies the config file again (file change, SIGHUP). Invalid files are logged and ignored. */
@@ -179,6 +189,7 @@ export class Authority {
     clearInterval(this.#configTimer);
     if (this.#o.configFile) unwatchFile(this.#o.configFile);
     await Promise.all(this.#subs.map((s) => s.drain().catch(() => undefined)));
+    await this.#closes?.stop();
     await this.#sweeper.stop();
     await this.#relay.stop();
   }

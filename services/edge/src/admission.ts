@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { LIMITS, type Admitted, type Refused } from '@holdfast/events';
-import { Err, Ok, type AuthorityClient, type Logger, type Result } from '@holdfast/runtime';
+import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import type { Caller } from './auth.js';
+import type { AuthorityPort } from './call/ports.js';
 import { EdgeError, type EdgeErrorCode } from './errors.js';
 import { windowHeaders } from './headers.js';
 import type { Hold, Holds } from './holds.js';
 import type { EdgeMetrics } from './metrics.js';
 
 export interface AdmissionDeps {
-  authority: AuthorityClient;
+  authority: AuthorityPort;
   holds: Holds;
   metrics: EdgeMetrics;
   logger: Pick<Logger, 'warn' | 'error'>;
@@ -32,9 +33,12 @@ export type Admission =
 const MAX_CLIENT_RETRY_WAIT_S = 60;
 
 /**
- * Asks the authority to admit a call. A refusal becomes the edge error of the same code; an
- * admit that gets no answer is abandoned (a release that leaves a tombstone, so a late admit
- * is refused) and the call fails closed, unless the tenant chose failOpen.
+ * Asks the authority to admit a call. A refusal becomes the edge error of the same code. An
+ * admit that ends without a definitive answer (a timeout, the authority's Redis failing, an
+ * internal error, a reply that does not parse) may still have created its hold: its
+ * reservation id is released (a release that leaves a tombstone, so a late admit is refused
+ * too), and the call fails closed, unless the tenant chose failOpen. Only `no_responders`
+ * needs no release: no authority received the request.
  */
 export async function admit(
   deps: AdmissionDeps,
@@ -52,6 +56,7 @@ export async function admit(
     );
   }
   const reservationId = randomUUID();
+  const ref = { reservationId, tenant, org: caller.tenant.org };
   const started = performance.now();
   const reply = await deps.authority.admit(
     {
@@ -71,18 +76,14 @@ export async function admit(
   if (!reply.ok) {
     deps.metrics.admission.observe({ outcome: reply.error.code }, seconds);
     const { code } = reply.error;
+    if (code !== 'no_responders') {
+      void deps.holds.close(ref, { how: 'release', reason: 'admit_abandoned' });
+    }
     const unreachable = code === 'timeout' || code === 'no_responders';
-    if (unreachable) {
-      // A timed-out admit may still land later: leave a tombstone, or give its hold back.
-      // (With no responder at all, nothing can land.)
-      if (code === 'timeout') {
-        void deps.holds.close(reservationId, tenant, { how: 'release', reason: 'admit_abandoned' });
-      }
-      if (caller.tenant.failOpen) {
-        deps.metrics.unmetered.inc({ tenant });
-        deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');
-        return Ok({ metered: false, reservationId });
-      }
+    if (unreachable && caller.tenant.failOpen) {
+      deps.metrics.unmetered.inc({ tenant });
+      deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');
+      return Ok({ metered: false, reservationId });
     }
     if (!unreachable && code !== 'budget_store_unavailable') {
       deps.logger.error({ tenant, code, err: reply.error }, 'admit rejected by the authority');
@@ -104,7 +105,8 @@ export async function admit(
     seconds,
   );
   if (!decision.admitted) return Err(refusalError(decision, tenant));
-  return Ok({ metered: true, admitted: decision, hold: deps.holds.open(reservationId, tenant) });
+  const hold = deps.holds.open({ ...ref, org: decision.org ?? ref.org });
+  return Ok({ metered: true, admitted: decision, hold });
 }
 
 function refusalError(r: Refused, tenant: string): EdgeError {

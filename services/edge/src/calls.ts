@@ -57,6 +57,9 @@ export class Calls {
       const onClose = () => {
         if (!res.writableFinished) call.abort('client_disconnected');
       };
+      // A client that left before the call started (while its body was read or its prompt
+      // counted) has no close event left to fire: its call is aborted from the start.
+      if (res.destroyed || res.socket?.destroyed !== false) call.abort('client_disconnected');
       res.on('close', onClose);
       this.#detach.set(call, () => res.off('close', onClose));
     }

@@ -1,52 +1,77 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { ReleaseReason, SettleOutcome, Usage } from '@holdfast/events';
+import {
+  closeSubject,
+  type DeferredClose,
+  type NatsNames,
+  type ReleaseReason,
+  type SettleOutcome,
+  type Usage,
+} from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
+import type { JetStreamClient } from '@nats-io/jetstream';
 import type { EdgeMetrics } from './metrics.js';
 
 export type Close =
   | { how: 'settle'; usage: Usage; outcome: SettleOutcome }
   | { how: 'release'; reason: ReleaseReason };
 
+/** Where a reservation lives: its id, its tenant and the org it was admitted under. */
+export interface HoldRef {
+  reservationId: string;
+  tenant: string;
+  org: string;
+}
+
 export interface HoldsOptions {
   authority: AuthorityClient;
+  /** The closes stream: where a close the authority could not take waits for it. */
+  js: JetStreamClient;
+  names: NatsNames;
   logger: Logger;
   metrics: EdgeMetrics;
   /** Timeout of one settle/release request. */
   timeoutMs: number;
-  /** Attempts before the hold is left to its lease. */
+  /** Request-reply attempts before the close is handed to the closes stream. */
   attempts: number;
   /** First backoff between attempts; doubles, capped at 5 s. */
   backoffMs?: number;
+  /** How long `drain()` keeps trying to hand closes over before it gives up on them. */
+  drainTimeoutMs?: number;
 }
 
 /** Errors after which the same settle/release may succeed later. */
 const RETRYABLE = new Set(['timeout', 'no_responders', 'budget_store_unavailable']);
 
 /**
- * Closes reservations: every settle or release runs in the background with retries (the
- * authority makes both idempotent), so the client's response never waits for it. `drain()`
- * waits for the ones still running, at shutdown.
+ * Closes reservations: every settle or release runs in the background (the authority makes
+ * both idempotent), so the client's response never waits for it. A close the authority does
+ * not take after a few attempts (it is down, or its Redis is) is not given up: it is published
+ * to the closes stream, a JetStream work queue the authority drains when it is back, so the
+ * real usage is billed late rather than lost, across a restart of this edge too. Publishing
+ * is retried until JetStream takes it; only `drain()` at shutdown gives up, after its timeout
+ * (the hold's lease then expires it, billed at its worst case in reserve mode).
  */
 export class Holds {
   readonly #o: HoldsOptions;
   readonly #pending = new Set<Promise<void>>();
+  #draining = false;
 
   constructor(opts: HoldsOptions) {
     this.#o = opts;
   }
 
   /** A hold for an admitted reservation; closing it twice is a no-op. */
-  open(reservationId: string, tenant: string): Hold {
+  open(ref: HoldRef): Hold {
     this.#o.metrics.inFlight.inc();
-    return new Hold(reservationId, tenant, (close) => {
+    return new Hold(ref, (close) => {
       this.#o.metrics.inFlight.dec();
-      return this.close(reservationId, tenant, close);
+      return this.close(ref, close);
     });
   }
 
-  /** Runs one close in the background, tracked until it is answered or given up. */
-  close(reservationId: string, tenant: string, close: Close): Promise<void> {
-    const run = this.#run(reservationId, tenant, close).finally(() => this.#pending.delete(run));
+  /** Runs one close in the background, tracked until it is answered or handed over. */
+  close(ref: HoldRef, close: Close): Promise<void> {
+    const run = this.#run(ref, close).finally(() => this.#pending.delete(run));
     this.#pending.add(run);
     return run;
   }
@@ -55,39 +80,81 @@ export class Holds {
     return this.#pending.size;
   }
 
+  /** Waits for the closes still running; after the drain timeout, stops retrying them. */
   async drain(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+    this.#draining = true;
+    const deadline = Date.now() + (this.#o.drainTimeoutMs ?? 10_000);
+    while (this.#pending.size > 0 && Date.now() < deadline) {
+      await Promise.race([Promise.all([...this.#pending]), sleep(deadline - Date.now())]);
+    }
+    if (this.#pending.size > 0) {
+      this.#o.logger.error(
+        { pending: this.#pending.size },
+        'closes still undelivered at shutdown: their leases will expire them',
+      );
+    }
   }
 
-  async #run(reservationId: string, tenant: string, close: Close): Promise<void> {
+  async #run(ref: HoldRef, close: Close): Promise<void> {
     const { authority, logger, metrics, timeoutMs, attempts } = this.#o;
     const label = close.how === 'settle' ? close.outcome : close.reason;
+    const request = { reservationId: ref.reservationId, tenant: ref.tenant, org: ref.org };
     for (let attempt = 1; ; attempt++) {
       const reply =
         close.how === 'settle'
           ? await authority.settle(
-              { reservationId, tenant, usage: close.usage, outcome: close.outcome },
+              { ...request, usage: close.usage, outcome: close.outcome },
               timeoutMs,
             )
-          : await authority.release({ reservationId, tenant, reason: close.reason }, timeoutMs);
+          : await authority.release({ ...request, reason: close.reason }, timeoutMs);
       if (reply.ok) {
         metrics.holdsClosed.inc({ how: close.how, outcome: label });
         const { status } = reply.value;
         if (status === 'already_expired' || (status === 'unknown' && close.how === 'settle')) {
-          logger.warn({ reservationId, tenant, status, close }, 'hold closed too late');
+          logger.warn({ ...request, status, close }, 'hold closed too late');
         }
         return;
       }
       const { code } = reply.error;
-      if (!RETRYABLE.has(code) || attempt >= attempts) {
+      if (!RETRYABLE.has(code)) {
         metrics.holdCloseFailures.inc({ how: close.how });
-        logger.error(
-          { reservationId, tenant, code, attempt, close },
-          `${close.how} failed; the hold's lease will give it back`,
-        );
+        logger.error({ ...request, code, attempt, close }, `${close.how} refused by the authority`);
         return;
       }
+      if (attempt >= attempts) break;
       await sleep(Math.min(5_000, (this.#o.backoffMs ?? 100) * 2 ** (attempt - 1)));
+    }
+    await this.#handOver(ref, close);
+  }
+
+  /** Publishes the close to the closes stream, retrying until JetStream acknowledges it. */
+  async #handOver(ref: HoldRef, close: Close): Promise<void> {
+    const { js, names, logger, metrics } = this.#o;
+    const request = { reservationId: ref.reservationId, tenant: ref.tenant, org: ref.org };
+    const deferred: DeferredClose =
+      close.how === 'settle'
+        ? { op: 'settle', request: { ...request, usage: close.usage, outcome: close.outcome } }
+        : { op: 'release', request: { ...request, reason: close.reason } };
+    const body = JSON.stringify(deferred);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // One close per reservation: the msgID makes a republish (or a second edge) a no-op.
+        await js.publish(closeSubject(names, ref.org), body, {
+          msgID: `close-${ref.reservationId}`,
+          timeout: this.#o.timeoutMs,
+        });
+        metrics.holdsDeferred.inc({ how: close.how });
+        logger.warn({ ...request, how: close.how }, 'authority unavailable: close deferred');
+        return;
+      } catch (err) {
+        if (this.#draining && attempt > 3) {
+          metrics.holdCloseFailures.inc({ how: close.how });
+          logger.error({ ...request, err, close }, 'close lost at shutdown');
+          return;
+        }
+        if (attempt === 1) logger.warn({ ...request, err }, 'closes stream unavailable; retrying');
+        await sleep(Math.min(5_000, 100 * 2 ** Math.min(attempt - 1, 6)));
+      }
     }
   }
 }
@@ -97,14 +164,21 @@ export class Hold {
   #closed = false;
 
   constructor(
-    readonly reservationId: string,
-    readonly tenant: string,
+    readonly ref: HoldRef,
     private readonly onClose: (close: Close) => Promise<void>,
   ) {}
 
   /** A call served without a reservation (failOpen, authority unreachable): nothing to close. */
-  static unmetered(reservationId: string, tenant: string): Hold {
-    return new Hold(reservationId, tenant, () => Promise.resolve());
+  static unmetered(ref: HoldRef): Hold {
+    return new Hold(ref, () => Promise.resolve());
+  }
+
+  get reservationId(): string {
+    return this.ref.reservationId;
+  }
+
+  get tenant(): string {
+    return this.ref.tenant;
   }
 
   get closed(): boolean {

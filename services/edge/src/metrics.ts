@@ -11,6 +11,9 @@ export class EdgeMetrics {
   readonly tokens: Counter<'kind' | 'model'>;
   readonly holdsClosed: Counter<'how' | 'outcome'>;
   readonly holdCloseFailures: Counter<'how'>;
+  readonly holdsDeferred: Counter<'how'>;
+  readonly outputCuts: Counter<'model' | 'why'>;
+  readonly earlyRefusals: Counter<'code'>;
   readonly inFlight: Gauge;
   readonly unmetered: Counter<'tenant'>;
   readonly extensions: Counter<'status'>;
@@ -70,8 +73,26 @@ export class EdgeMetrics {
     });
     this.holdCloseFailures = new Counter({
       name: 'edge_hold_close_failures_total',
-      help: 'Settles/releases that never got an answer (the lease gives the hold back)',
+      help: 'Settles/releases refused by the authority or lost at shutdown (the lease expires them)',
       labelNames: ['how'],
+      registers,
+    });
+    this.holdsDeferred = new Counter({
+      name: 'edge_holds_deferred_total',
+      help: 'Settles/releases the authority did not take, left in the closes stream for it',
+      labelNames: ['how'],
+      registers,
+    });
+    this.outputCuts = new Counter({
+      name: 'edge_output_cuts_total',
+      help: 'Calls the edge ended at their admitted output (the upstream wrote past it), by model',
+      labelNames: ['model', 'why'],
+      registers,
+    });
+    this.earlyRefusals = new Counter({
+      name: 'edge_early_refusals_total',
+      help: 'Calls refused by the edge before counting (its own in-flight cap), by code',
+      labelNames: ['code'],
       registers,
     });
     this.inFlight = new Gauge({

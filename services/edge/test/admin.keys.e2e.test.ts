@@ -43,7 +43,12 @@ test('suspend: the tenant calls get 403 tenant_suspended, others go on; resume l
     reason: 'invoice review',
   });
   expect(suspended.status).toBe(200);
-  expect(suspended.body.data).toEqual({ tenant: 'support-bot', suspended: true, changed: true });
+  expect(suspended.body.data).toEqual({
+    tenant: 'support-bot',
+    suspended: true,
+    changed: true,
+    suspendedBy: ['admin'],
+  });
   // Suspending twice changes nothing.
   expect((await call('POST', '/admin/tenants/support-bot/suspend')).body.data.changed).toBe(false);
 
@@ -55,7 +60,12 @@ test('suspend: the tenant calls get 403 tenant_suspended, others go on; resume l
   expect(other.choices).toHaveLength(1);
 
   const resumed = await call('POST', '/admin/tenants/support-bot/resume');
-  expect(resumed.body.data).toEqual({ tenant: 'support-bot', suspended: false, changed: true });
+  expect(resumed.body.data).toEqual({
+    tenant: 'support-bot',
+    suspended: false,
+    changed: true,
+    suspendedBy: [],
+  });
   const served = await s.openai(KEYS.support).chat.completions.create(chat(5, { max_tokens: 3 }));
   expect(served.choices).toHaveLength(1);
 

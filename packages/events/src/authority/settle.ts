@@ -40,6 +40,13 @@ export const ReleaseRequest = z.strictObject({
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
 
+/** A settle or release left in the closes stream (`closesStream`) for the authority. */
+export const DeferredClose = z.discriminatedUnion('op', [
+  z.strictObject({ op: z.literal('settle'), request: SettleRequest }),
+  z.strictObject({ op: z.literal('release'), request: ReleaseRequest }),
+]);
+export type DeferredClose = z.input<typeof DeferredClose>;
+
 /**
  * What happened to the reservation. A second settle or release changes nothing and says why;
  * a release of an unknown id leaves a tombstone so a late admit with that id is refused.

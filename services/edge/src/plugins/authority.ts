@@ -6,6 +6,8 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { CompiledConfig } from '@holdfast/config';
 import { loadTokenizer } from '@holdfast/tokenizer';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { ensureClosesStream } from '@holdfast/runtime';
 import { ConfigSnapshot } from '../config-snapshot.js';
 import { Holds } from '../holds.js';
 
@@ -38,6 +40,8 @@ export const authorityPlugin = fp(
     });
     const holds = new Holds({
       authority,
+      js: jetstream(opts.nc),
+      names: opts.names,
       logger: opts.logger.child({ component: 'holds' }),
       metrics: app.metrics,
       timeoutMs: o.settleTimeoutMs,
@@ -54,6 +58,10 @@ export const authorityPlugin = fp(
       await holds.drain();
     });
     await snapshot.start();
+    // Closes the authority cannot take wait in this stream; make sure it exists (idempotent).
+    await ensureClosesStream(await jetstreamManager(opts.nc), opts.names).catch((err: unknown) =>
+      opts.logger.warn({ err }, 'closes stream not ensured; deferred closes will retry'),
+    );
   },
   { name: 'holdfast-authority', dependencies: ['holdfast-observability', 'holdfast-suspension'] },
 );

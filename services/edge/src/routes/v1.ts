@@ -1,14 +1,19 @@
 import type { FastifyInstance } from 'fastify';
 import { authenticate } from '../auth.js';
+import { callDeps } from '../call/deps.js';
+import { runCall } from '../call/pipeline.js';
 import { EdgeError } from '../errors.js';
 import { sendError } from '../plugins/errors.js';
-import { registerChat } from './chat.js';
-import { registerEmbeddings } from './embeddings.js';
+import { chatAdapter } from '../surfaces/chat/adapter.js';
+import { ChatRequest } from '../surfaces/chat/schema.js';
+import { embeddingsAdapter } from '../surfaces/embeddings/adapter.js';
+import { EmbeddingsRequest } from '../surfaces/embeddings/schema.js';
 import { registerModels } from './models.js';
 
 /**
  * The OpenAI-compatible API. Every request is authenticated from its headers before its body
- * is read, so an unknown key never costs a body parse, a token count or an admission.
+ * is read, so an unknown key never costs a body parse, a token count or an admission. Each
+ * surface is an adapter over one call pipeline (call/pipeline.ts).
  */
 export function v1Routes(app: FastifyInstance): void {
   app.addHook('onRequest', async (request, reply) => {
@@ -35,7 +40,12 @@ export function v1Routes(app: FastifyInstance): void {
     });
     return undefined;
   });
-  registerChat(app);
-  registerEmbeddings(app);
+  const deps = callDeps(app);
+  app.post('/v1/chat/completions', { schema: { body: ChatRequest } }, (request, reply) =>
+    runCall(deps, request, reply, chatAdapter, request.body as ChatRequest),
+  );
+  app.post('/v1/embeddings', { schema: { body: EmbeddingsRequest } }, (request, reply) =>
+    runCall(deps, request, reply, embeddingsAdapter, request.body as EmbeddingsRequest),
+  );
   registerModels(app);
 }

@@ -54,7 +54,7 @@ export type OpenResult =
   | { ok: false; failure: Failure; sent: boolean; attempts: number; upstream: string };
 
 export interface UpstreamCall {
-  path: '/chat/completions' | '/embeddings';
+  path: string;
   body: Record<string, unknown>;
   /** The model's upstream, then its fallbacks. */
   targets: readonly UpstreamConfig[];
@@ -107,20 +107,52 @@ export class UpstreamClient {
 
   /**
    * Counts a chat prompt the way a llama-server upstream does (tokenizer `upstream`): render
-   * its chat template with `POST /apply-template`, then `POST /tokenize` the result (both at
-   * the server root, beside /v1). undefined when the upstream cannot say (the caller then
-   * counts pessimistically).
+   * its chat template with `POST /apply-template` over the request body (messages, and the
+   * tools and response format the template renders too), then `POST /tokenize` the result
+   * (both at the server root, beside /v1). undefined when the upstream cannot say (the caller
+   * then counts with the proven upper bound).
    */
   async countPrompt(
     target: UpstreamConfig,
-    messages: unknown,
+    body: Record<string, unknown>,
     timeoutMs = 2_000,
   ): Promise<number | undefined> {
+    const { stream: _s, stream_options: _o, ...rendered } = body;
+    const prompt = await this.#llama(target, '/apply-template', rendered, timeoutMs);
+    const text = (prompt as { prompt?: unknown } | undefined)?.prompt;
+    return typeof text === 'string' ? this.tokenize(target, text, timeoutMs) : undefined;
+  }
+
+  /**
+   * Tokens of a text by the upstream's own tokenizer (llama-server `POST /tokenize`), for
+   * output counted without a local tokenizer. undefined when the upstream cannot say.
+   */
+  async tokenize(
+    target: UpstreamConfig,
+    text: string,
+    timeoutMs = 2_000,
+  ): Promise<number | undefined> {
+    const reply = await this.#llama(
+      target,
+      '/tokenize',
+      { content: text, add_special: false },
+      timeoutMs,
+    );
+    const tokens = (reply as { tokens?: unknown } | undefined)?.tokens;
+    return Array.isArray(tokens) ? tokens.length : undefined;
+  }
+
+  async #llama(
+    target: UpstreamConfig,
+    path: string,
+    body: unknown,
+    timeoutMs: number,
+  ): Promise<unknown> {
     const root = target.baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     const apiKey = target.apiKeyEnv ? this.#o.env[target.apiKeyEnv] : undefined;
     if (apiKey) headers.authorization = `Bearer ${apiKey}`;
-    const post = async (path: string, body: unknown): Promise<unknown> => {
+    try {
       const res = await request(`${root}${path}`, {
         method: 'POST',
         headers,
@@ -132,13 +164,7 @@ export class UpstreamClient {
         await res.body.dump();
         throw new Error(`${path} answered ${res.statusCode}`);
       }
-      return res.body.json();
-    };
-    try {
-      const { prompt } = (await post('/apply-template', { messages })) as { prompt?: unknown };
-      if (typeof prompt !== 'string') return undefined;
-      const { tokens } = (await post('/tokenize', { content: prompt })) as { tokens?: unknown };
-      return Array.isArray(tokens) ? tokens.length : undefined;
+      return await res.body.json();
     } catch (err) {
       this.#o.logger.warn(
         { upstream: target.id, err: (err as Error).message },

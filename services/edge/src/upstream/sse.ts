@@ -1,19 +1,26 @@
 /** Largest line the parser buffers; an upstream sending more without a newline is broken. */
 const MAX_LINE_CHARS = 16 * 1024 * 1024;
 
+/** One Server-Sent Event: its `event` name (Anthropic and Responses streams name them) and data. */
+export interface SseEvent {
+  event: string | undefined;
+  data: string;
+}
+
 /**
- * Incremental Server-Sent Events parser for OpenAI streams: feed it bytes as they arrive, get
- * the `data` payload of every complete event. Comments and other fields are skipped; an event
- * cut off by the end of the stream is dropped (it never completed).
+ * Incremental Server-Sent Events parser: feed it bytes as they arrive, get every complete
+ * event. Comments and other fields are skipped; an event cut off by the end of the stream is
+ * dropped (it never completed).
  */
 export class SseParser {
   readonly #decoder = new TextDecoder();
   #buffer = '';
   #data: string[] = [];
+  #event: string | undefined;
 
-  push(chunk: Uint8Array): string[] {
+  push(chunk: Uint8Array): SseEvent[] {
     this.#buffer += this.#decoder.decode(chunk, { stream: true });
-    const events: string[] = [];
+    const events: SseEvent[] = [];
     let start = 0;
     for (let nl = this.#buffer.indexOf('\n'); nl >= 0; nl = this.#buffer.indexOf('\n', start)) {
       const end = nl > start && this.#buffer.charCodeAt(nl - 1) === 13 ? nl - 1 : nl;
@@ -27,19 +34,22 @@ export class SseParser {
     return events;
   }
 
-  #line(line: string, events: string[]): void {
+  #line(line: string, events: SseEvent[]): void {
     if (line === '') {
-      if (this.#data.length > 0) events.push(this.#data.join('\n'));
+      if (this.#data.length > 0) events.push({ event: this.#event, data: this.#data.join('\n') });
       this.#data = [];
+      this.#event = undefined;
       return;
     }
     if (line.startsWith('data:')) {
       this.#data.push(line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5));
+    } else if (line.startsWith('event:')) {
+      this.#event = line.charCodeAt(6) === 32 ? line.slice(7) : line.slice(6);
     }
   }
 }
 
-/** One SSE event carrying JSON (or `[DONE]`). */
-export function sseEvent(data: string): string {
-  return `data: ${data}\n\n`;
+/** One SSE event carrying JSON (or `[DONE]`), with its event name when it has one. */
+export function sseEvent(data: string, event?: string): string {
+  return event === undefined ? `data: ${data}\n\n` : `event: ${event}\ndata: ${data}\n\n`;
 }

@@ -1,4 +1,9 @@
 import type { Usage } from '@holdfast/events';
+import type { Accepted, Transcript } from '../../call/adapter.js';
+import { parseObject } from '../../call/pump.js';
+import { errorBody, type EdgeError } from '../../errors.js';
+import { sseEvent, type SseEvent } from '../../upstream/sse.js';
+import { usageCount } from '../usage.js';
 
 /** The parts of a `chat.completion.chunk` the edge reads; the rest passes through untouched. */
 export interface ChatChunk {
@@ -19,6 +24,7 @@ interface ChunkChoice {
     content?: string | null;
     refusal?: string | null;
     reasoning_content?: string | null;
+    reasoning?: string | null;
     tool_calls?: ToolCallDelta[] | null;
     function_call?: { name?: string; arguments?: string } | null;
   };
@@ -39,14 +45,7 @@ export interface ProviderUsage {
   prompt_tokens_details?: { cached_tokens?: number } | null;
 }
 
-/** Usage figures the authority accepts: non-negative integers within its limits. */
-function isCount(n: unknown): n is number {
-  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 && n <= 4_000_000;
-}
-
 interface ChoiceState {
-  /** Output text of this choice not counted yet. */
-  pending: string[];
   role: string;
   content: string[];
   refusal: string[];
@@ -57,25 +56,38 @@ interface ChoiceState {
 }
 
 /**
- * Reads an upstream chat stream chunk by chunk: counts output tokens as they pass (every text
- * a delta carries), keeps the provider's usage when it arrives, and, for a non-streaming
- * client, assembles the `chat.completion` object OpenAI would have returned.
+ * Reads an upstream Chat Completions stream chunk by chunk: hands the output text of every
+ * delta (content, refusal, reasoning, tool calls) to the pipeline's meter, keeps the
+ * provider's usage when it arrives, and, for a non-streaming client, assembles the
+ * `chat.completion` object OpenAI would have returned.
  */
-export class ChatAccumulator {
-  #counted = 0;
-  /** Bytes of output text not counted yet: counting waits until it could matter (overLimit). */
-  #pendingBytes = 0;
+export class ChatTranscript implements Transcript {
   /** The provider's usage, when its final chunk arrived. */
   providerUsage: ProviderUsage | undefined;
   readonly #choices = new Map<number, ChoiceState>();
   #meta: Pick<ChatChunk, 'id' | 'created' | 'model' | 'system_fingerprint' | 'service_tier'> = {};
 
   constructor(
-    private readonly countText: (text: string) => number,
-    private readonly assemble: boolean,
+    private readonly opts: {
+      /** Assemble the completion (a non-streaming client). */
+      assemble: boolean;
+      /** The client asked for the usage chunk (`stream_options.include_usage`). */
+      wantsUsage: boolean;
+      /** The model name the client sent (the id of the assembled completion). */
+      model: string;
+    },
   ) {}
 
-  add(chunk: ChatChunk): void {
+  accept(event: SseEvent): Accepted | undefined {
+    const chunk = parseObject(event.data) as ChatChunk | undefined;
+    if (!chunk) return undefined;
+    const texts = this.add(chunk);
+    const usageOnly = chunk.usage && (chunk.choices ?? []).length === 0;
+    return { texts, forward: usageOnly && !this.opts.wantsUsage ? null : sseEvent(event.data) };
+  }
+
+  /** Reads one chunk; returns the output text it carries, by choice. */
+  add(chunk: ChatChunk): Accepted['texts'] {
     if (this.#meta.id === undefined && chunk.id !== undefined) {
       this.#meta = {
         id: chunk.id,
@@ -86,15 +98,16 @@ export class ChatAccumulator {
       };
     }
     if (chunk.usage) this.providerUsage = chunk.usage;
-    for (const c of chunk.choices ?? []) this.#choice(c);
+    const texts: Accepted['texts'] = [];
+    for (const c of chunk.choices ?? []) this.#choice(c, texts);
+    return texts;
   }
 
-  #choice(c: ChunkChoice): void {
+  #choice(c: ChunkChoice, texts: Accepted['texts']): void {
     const index = typeof c.index === 'number' ? c.index : 0;
     let s = this.#choices.get(index);
     if (!s) {
       s = {
-        pending: [],
         role: 'assistant',
         content: [],
         refusal: [],
@@ -105,11 +118,17 @@ export class ChatAccumulator {
       };
       this.#choices.set(index, s);
     }
+    const text = (t: unknown, into: string[] | undefined) => {
+      if (typeof t !== 'string' || t.length === 0) return;
+      texts.push({ choice: index, text: t });
+      if (this.opts.assemble) into?.push(t);
+    };
     const d = c.delta ?? {};
     if (typeof d.role === 'string') s.role = d.role;
-    this.#text(s, d.content, s.content);
-    this.#text(s, d.refusal, s.refusal);
-    this.#text(s, d.reasoning_content, undefined);
+    text(d.content, s.content);
+    text(d.refusal, s.refusal);
+    text(d.reasoning_content, undefined);
+    text(d.reasoning, undefined);
     for (const t of d.tool_calls ?? []) {
       const i = typeof t.index === 'number' ? t.index : 0;
       let call = s.toolCalls.get(i);
@@ -118,19 +137,19 @@ export class ChatAccumulator {
       if (t.type) call.type = t.type;
       if (typeof t.function?.name === 'string') {
         call.name += t.function.name;
-        this.#text(s, t.function.name, undefined);
+        text(t.function.name, undefined);
       }
-      this.#text(s, t.function?.arguments, call.args);
+      text(t.function?.arguments, call.args);
     }
     if (d.function_call) {
       s.functionCall ??= { name: '', args: [] };
       if (typeof d.function_call.name === 'string') {
         s.functionCall.name += d.function_call.name;
-        this.#text(s, d.function_call.name, undefined);
+        text(d.function_call.name, undefined);
       }
-      this.#text(s, d.function_call.arguments, s.functionCall.args);
+      text(d.function_call.arguments, s.functionCall.args);
     }
-    if (this.assemble && c.logprobs) {
+    if (this.opts.assemble && c.logprobs) {
       s.logprobs ??= { content: [], refusal: [] };
       s.logprobs.content.push(...(c.logprobs.content ?? []));
       s.logprobs.refusal.push(...(c.logprobs.refusal ?? []));
@@ -138,62 +157,64 @@ export class ChatAccumulator {
     if (typeof c.finish_reason === 'string') s.finishReason = c.finish_reason;
   }
 
-  #text(s: ChoiceState, text: unknown, into: string[] | undefined): void {
-    if (typeof text !== 'string' || text.length === 0) return;
-    s.pending.push(text);
-    this.#pendingBytes += Buffer.byteLength(text);
-    if (this.assemble) into?.push(text);
-  }
-
-  /** Output tokens so far (all choices): what was counted plus the pending text, counted now. */
-  get counted(): number {
-    if (this.#pendingBytes > 0) {
-      // Each choice's deltas are one text: count them joined, as the provider does.
-      for (const s of this.#choices.values()) {
-        if (s.pending.length > 0) this.#counted += this.countText(s.pending.join(''));
-        s.pending = [];
-      }
-      this.#pendingBytes = 0;
-    }
-    return this.#counted;
-  }
-
-  /**
-   * Whether the output has passed `limit` tokens. A token covers at least one UTF-8 byte, so
-   * text is only counted once the bytes not yet counted could reach the limit: a long reply is
-   * counted in a few batches instead of once per chunk.
-   */
-  overLimit(limit: number): boolean {
-    if (this.#counted + this.#pendingBytes <= limit) return false;
-    return this.counted > limit;
-  }
-
   /** Choices that have not finished yet (for an early end: they get finish_reason `length`). */
   unfinished(): number[] {
     return [...this.#choices].filter(([, s]) => s.finishReason === null).map(([i]) => i);
   }
 
-  /** The usage to settle: the provider's when it reported one, else the edge's own count. */
-  usage(promptTokens: number): Usage {
+  finished(): boolean {
+    return this.#choices.size > 0 && this.unfinished().length === 0;
+  }
+
+  /** The provider's usage when it reported a well-formed one. */
+  usage(): Usage | undefined {
     const u = this.providerUsage;
-    const prompt = u?.prompt_tokens;
-    const completion = u?.completion_tokens;
-    if (isCount(prompt) && isCount(completion)) {
-      const cached = u?.prompt_tokens_details?.cached_tokens;
-      return {
-        promptTokens: prompt,
-        completionTokens: completion,
-        cachedPromptTokens: isCount(cached) ? Math.min(cached, prompt) : 0,
-      };
+    const prompt = usageCount(u?.prompt_tokens);
+    const completion = usageCount(u?.completion_tokens);
+    if (prompt === undefined || completion === undefined) return undefined;
+    const cached = usageCount(u?.prompt_tokens_details?.cached_tokens) ?? 0;
+    return {
+      promptTokens: prompt,
+      completionTokens: completion,
+      cachedPromptTokens: Math.min(cached, prompt),
+    };
+  }
+
+  /** Ends a stream the edge cut the way a provider would: finish_reason length. */
+  endAtLength(usage: Usage): string {
+    const base = { id: this.#meta.id ?? 'chatcmpl-holdfast', object: 'chat.completion.chunk' };
+    const chunk = { ...base, model: this.#meta.model ?? this.opts.model };
+    let out = '';
+    for (const index of this.unfinished()) {
+      const c = { ...chunk, choices: [{ index, delta: {}, finish_reason: 'length' }] };
+      out += sseEvent(JSON.stringify(c));
     }
-    return { promptTokens, completionTokens: this.counted, cachedPromptTokens: 0 };
+    if (this.opts.wantsUsage) {
+      const u = {
+        prompt_tokens: usage.promptTokens,
+        completion_tokens: usage.completionTokens,
+        total_tokens: usage.promptTokens + usage.completionTokens,
+      };
+      out += sseEvent(JSON.stringify({ ...chunk, choices: [], usage: u }));
+    }
+    return out;
+  }
+
+  errorEvent(err: EdgeError, requestId: string): string {
+    return sseEvent(JSON.stringify(errorBody(err, requestId)));
+  }
+
+  doneEvent(): string {
+    return sseEvent('[DONE]');
   }
 
   /**
-   * The assembled `chat.completion` (non-streaming clients). `finish` is the finish_reason of
-   * choices the stream never finished; `usage` is the provider's, else the edge's count.
+   * The assembled `chat.completion` (non-streaming clients). Choices the stream never
+   * finished get finish_reason `length` when the edge cut the call; `usage` is what was
+   * settled (the provider's when it reported one).
    */
-  completion(fallbackModel: string, promptTokens: number, finish: string | null = null) {
+  assemble(cut: boolean, usage: Usage) {
+    const finish = cut ? 'length' : null;
     const choices = [...this.#choices.entries()]
       .sort(([a], [b]) => a - b)
       .map(([index, s]) => {
@@ -224,17 +245,16 @@ export class ChatAccumulator {
           finish_reason: s.finishReason ?? finish,
         };
       });
-    const u = this.usage(promptTokens);
     return {
       id: this.#meta.id ?? 'chatcmpl-holdfast',
       object: 'chat.completion',
       created: this.#meta.created ?? Math.floor(Date.now() / 1_000),
-      model: this.#meta.model ?? fallbackModel,
+      model: this.#meta.model ?? this.opts.model,
       choices,
       usage: this.providerUsage ?? {
-        prompt_tokens: u.promptTokens,
-        completion_tokens: u.completionTokens,
-        total_tokens: u.promptTokens + u.completionTokens,
+        prompt_tokens: usage.promptTokens,
+        completion_tokens: usage.completionTokens,
+        total_tokens: usage.promptTokens + usage.completionTokens,
       },
       ...(this.#meta.system_fingerprint !== undefined
         ? { system_fingerprint: this.#meta.system_fingerprint }

@@ -1,0 +1,39 @@
+import type { CompiledConfig } from '@holdfast/config';
+import type { TokenCounter } from '@holdfast/tokenizer';
+import type { FastifyInstance } from 'fastify';
+import type { Calls } from '../calls.js';
+import type { EdgeOptions } from '../config.js';
+import type { Holds } from '../holds.js';
+import type { EdgeMetrics } from '../metrics.js';
+import type { UpstreamClient } from '../upstream/client.js';
+import type { AuthorityPort } from './ports.js';
+
+/** Everything the call pipeline uses, passed explicitly (tests build their own). */
+export interface CallDeps {
+  authority: AuthorityPort;
+  holds: Holds;
+  calls: Calls;
+  upstream: Pick<UpstreamClient, 'open' | 'countPrompt' | 'tokenize'>;
+  counter: Pick<TokenCounter, 'countChat' | 'count'>;
+  metrics: EdgeMetrics;
+  options: EdgeOptions;
+  /** The applied config (undefined until the first one is loaded). */
+  config: () => CompiledConfig | undefined;
+  /** Fetches the config again (a model the authority knows but this copy does not). */
+  refreshConfig: () => Promise<unknown>;
+}
+
+/** The pipeline's dependencies from the edge app's decorations. */
+export function callDeps(app: FastifyInstance): CallDeps {
+  return {
+    authority: app.authority,
+    holds: app.holds,
+    calls: app.calls,
+    upstream: app.upstream,
+    counter: app.counter,
+    metrics: app.metrics,
+    options: app.edgeOptions,
+    config: () => app.configSnapshot.current,
+    refreshConfig: () => app.configSnapshot.refresh(),
+  };
+}

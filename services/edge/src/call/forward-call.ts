@@ -1,0 +1,293 @@
+import { PassThrough } from 'node:stream';
+import type { CompiledModel } from '@holdfast/config';
+import type { Admitted, Usage } from '@holdfast/events';
+import type { Result } from '@holdfast/runtime';
+import { loadTokenizer } from '@holdfast/tokenizer';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { LiveCall } from '../calls.js';
+import type { EdgeError } from '../errors.js';
+import type { Hold } from '../holds.js';
+import { recordRequest } from '../plugins/observability.js';
+import { closeFailedOpen, settleOutcome, upstreamError } from './failure.js';
+import type { Failure, Opened } from '../upstream/client.js';
+import type { SseEvent } from '../upstream/sse.js';
+import type { Asked, Grant, SurfaceAdapter, Transcript } from './adapter.js';
+import type { CallDeps } from './deps.js';
+import { HoldGrowth } from './growth.js';
+import { LeaseKeeper } from './lease.js';
+import { OutputMeter } from './output-meter.js';
+import { targetsOf, tokenizerOf } from './pipeline.js';
+import { pump, type PumpEnd } from './pump.js';
+
+export interface AdmittedCall {
+  hold: Hold;
+  /** The output the call may use in all (after the clamp and shrink-to-fit). */
+  maxOutput: number;
+  /** null when served unmetered (failOpen). */
+  admitted: Admitted | null;
+  model: CompiledModel;
+}
+
+export type Admission = Result<AdmittedCall, EdgeError>;
+
+interface Run {
+  deps: CallDeps;
+  request: FastifyRequest;
+  reply: FastifyReply;
+  adapter: SurfaceAdapter<unknown>;
+  call: AdmittedCall & { live: LiveCall; asked: Asked; promptTokens: number };
+  grant: Grant;
+  opened: Opened;
+  transcript: Transcript;
+  meter: OutputMeter;
+  growth: HoldGrowth | undefined;
+}
+
+/**
+ * Forwards an admitted call and closes its hold on every path: settle on a finished, cut or
+ * abandoned stream (provider usage when reported, else the edge's count), release when the
+ * upstream never took the call. The edge always streams from the upstream and counts the
+ * output as it passes; past the admitted output it ends the call, whatever the upstream does.
+ */
+export async function forwardCall<B>(
+  deps: CallDeps,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  adapter: SurfaceAdapter<B>,
+  body: B,
+  call: AdmittedCall & { live: LiveCall; asked: Asked; promptTokens: number },
+): Promise<FastifyReply> {
+  const targets = targetsOf(deps, call.model);
+  const grant: Grant = {
+    model: call.model,
+    upstream: targets[0]!,
+    maxOutput: call.maxOutput,
+    choices: call.asked.choices,
+    promptTokens: call.promptTokens,
+  };
+  const forwarded = adapter.upstreamBody(body, grant);
+  if (forwarded.dropped.length > 0) {
+    reply.header('x-holdfast-dropped-fields', forwarded.dropped.slice(0, 20).join(', '));
+  }
+  const lease = call.admitted
+    ? new LeaseKeeper(deps.authority, call.hold, request.log).start(
+        Date.parse(call.admitted.expiresAt),
+        Date.parse(call.admitted.expiresAt) - Date.now(),
+      )
+    : undefined;
+  try {
+    const result = await deps.upstream.open({
+      path: adapter.path,
+      body: forwarded.body,
+      targets,
+      signal: call.live.signal,
+      stream: adapter.streamUpstream,
+    });
+    if (!result.ok) {
+      closeFailedOpen(call.hold, result.failure, result.sent, call.promptTokens);
+      request.audit.outcome = result.failure.kind;
+      return await answerFailure(request, reply, adapter, result.failure);
+    }
+    const run: Run = {
+      deps,
+      request,
+      reply,
+      adapter: adapter,
+      call,
+      grant: { ...grant, upstream: result.opened.upstream },
+      opened: result.opened,
+      transcript: adapter.transcript(body, { ...grant, upstream: result.opened.upstream }),
+      meter: await meterFor(deps, call.model, result.opened),
+      growth: growthOf(deps, request, call),
+    };
+    try {
+      return call.asked.stream ? await relay(run) : await collect(run);
+    } finally {
+      result.opened.done();
+    }
+  } finally {
+    lease?.stop();
+  }
+}
+
+/** How a model's output is counted: see OutputMeter. */
+async function meterFor(deps: CallDeps, model: CompiledModel, opened: Opened) {
+  const t = tokenizerOf(model);
+  const own = t === 'upstream' || t === 'estimate' ? undefined : await loadTokenizer(t);
+  return new OutputMeter({
+    cut: own ?? (await loadTokenizer('o200k_base')),
+    exact: own !== undefined,
+    bill: own ?? (await loadTokenizer('estimate')),
+    remote: t === 'upstream' ? (text) => deps.upstream.tokenize(opened.upstream, text) : undefined,
+  });
+}
+
+/** A growing hold for an adaptive call whose hold covers less than its output. */
+function growthOf(deps: CallDeps, request: FastifyRequest, call: Run['call']) {
+  const covered = call.admitted?.coveredOutputTokens;
+  if (covered === undefined || covered >= call.maxOutput) return undefined;
+  return new HoldGrowth({
+    authority: deps.authority,
+    metrics: deps.metrics,
+    logger: request.log,
+    hold: call.hold.ref,
+    covered,
+    maxTokens: call.maxOutput,
+    timeoutMs: deps.options.admitTimeoutMs,
+  });
+}
+
+/**
+ * The pump's handler: reads the event, counts its output, and lets it through only while the
+ * call is within what it was admitted for (and what its growing hold covers). Past the
+ * admitted output the call is ended (`output_limit`); a model counted without its own
+ * tokenizer asks the upstream's count first, holding the stream meanwhile.
+ */
+function handler(run: Run, write: (forward: string) => void) {
+  const { meter, call, transcript, growth } = run;
+  const limit = call.maxOutput;
+  const over = (): boolean | Promise<boolean> => {
+    if (!meter.overLimit(limit)) return false;
+    return meter.verifiable ? meter.confirmOver(limit) : true;
+  };
+  const pass = (forward: string | null): void | Promise<void> => {
+    const gate = growth?.gate(meter, call.live);
+    if (!gate) {
+      if (forward) write(forward);
+      return;
+    }
+    return gate.then(() => {
+      if (!call.live.signal.aborted && forward) write(forward);
+    });
+  };
+  return (event: SseEvent): void | Promise<void> => {
+    const accepted = transcript.accept(event);
+    if (!accepted) {
+      run.request.log.warn({ data: event.data.slice(0, 200) }, 'unreadable upstream event');
+      return;
+    }
+    for (const t of accepted.texts) meter.add(t.choice, t.text);
+    const cut = over();
+    const end = () => {
+      run.deps.metrics.outputCuts.inc({ model: call.model.id, why: 'output_limit' });
+      call.live.abort('output_limit');
+    };
+    if (cut === false) return pass(accepted.forward);
+    if (cut === true) {
+      // The event that crossed the limit is passed on: what the client gets is what is billed.
+      if (accepted.forward) write(accepted.forward);
+      return end();
+    }
+    return cut.then((isOver) => {
+      if (accepted.forward) write(accepted.forward);
+      if (isOver) end();
+    });
+  };
+}
+
+/** The failure of a stream that ran to its end but did not finish (no terminal event). */
+function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
+  if (!end.ok) return end.failure;
+  if (end.sawDone || transcript.finished() || transcript.usage()) return undefined;
+  return { kind: 'dropped', message: 'the upstream stream ended before it finished' };
+}
+
+/** Settles what the call used; returns the usage settled. */
+async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
+  const usage = run.transcript.usage() ?? {
+    promptTokens: run.call.promptTokens,
+    completionTokens: await run.meter.billable(),
+    cachedPromptTokens: 0,
+  };
+  const outcome = failure ? settleOutcome(failure) : 'completed';
+  run.call.hold.settle(usage, outcome);
+  Object.assign(run.request.audit, {
+    completionTokens: usage.completionTokens,
+    outcome: failure?.kind === 'aborted' ? failure.why : outcome,
+  });
+  const model = run.call.model.id;
+  run.deps.metrics.tokens.inc({ kind: 'prompt', model }, usage.promptTokens);
+  run.deps.metrics.tokens.inc({ kind: 'completion', model }, usage.completionTokens);
+  return usage;
+}
+
+/** Why the edge ended the call early, when it did and the client should get what was made. */
+function edgeCut(
+  failure: Failure | undefined,
+): 'output_limit' | 'suspended' | 'budget_exhausted' | undefined {
+  const why = failure?.kind === 'aborted' ? failure.why : undefined;
+  return why === 'output_limit' || why === 'suspended' || why === 'budget_exhausted'
+    ? why
+    : undefined;
+}
+
+/** Non-streaming client: read the whole upstream stream, answer the assembled response. */
+async function collect(run: Run): Promise<FastifyReply> {
+  const end = await pump(
+    run.opened,
+    run.call.live,
+    handler(run, () => undefined),
+    { asJson: (json) => run.adapter.asEvents(json) },
+  );
+  const failure = endFailure(end, run.transcript);
+  const usage = await settle(run, failure);
+  const { request, reply } = run;
+  const cut = edgeCut(failure);
+  if (failure && !cut) return answerFailure(request, reply, run.adapter, failure);
+  if (cut === 'suspended') reply.header('x-holdfast-ended', 'tenant_suspended');
+  if (cut === 'budget_exhausted') reply.header('x-holdfast-ended', 'budget_exhausted');
+  if (cut === 'output_limit') reply.header('x-holdfast-ended', 'output_limit');
+  return reply.send(run.transcript.assemble(cut !== undefined, usage));
+}
+
+/** Streaming client: pass each event on as it arrives. */
+async function relay(run: Run): Promise<FastifyReply> {
+  const { reply, call } = run;
+  const pass = new PassThrough();
+  pass.on('error', () => undefined);
+  reply.code(200).headers({
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'x-accel-buffering': 'no',
+  });
+  void reply.send(pass);
+  const end = await pump(
+    run.opened,
+    call.live,
+    handler(run, (forward) => pass.write(forward)),
+    { out: pass, asJson: (json) => run.adapter.asEvents(json) },
+  );
+  const failure = endFailure(end, run.transcript);
+  const usage = await settle(run, failure);
+  const cut = edgeCut(failure);
+  if (failure?.kind === 'aborted' && failure.why === 'client_disconnected') {
+    recordRequest(run.request, 499, reply.elapsedTime);
+    pass.destroy();
+    return reply;
+  }
+  if (cut === 'output_limit' || cut === 'budget_exhausted') {
+    pass.write(run.transcript.endAtLength(usage));
+    if (cut === 'output_limit') run.request.audit.code = 'output_limit';
+  }
+  const err = failure && cut !== 'output_limit' ? upstreamError(failure) : undefined;
+  if (err) {
+    pass.write(run.transcript.errorEvent(err, run.request.id));
+    run.request.audit.code = err.code;
+  } else if (!failure || cut === 'output_limit') pass.write(run.transcript.doneEvent());
+  pass.end();
+  return reply;
+}
+
+/** Answers a failure before any byte reached the client (nothing, when the client is gone). */
+function answerFailure(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  adapter: Pick<SurfaceAdapter<unknown>, 'sendError'>,
+  failure: Failure,
+): FastifyReply {
+  const err = upstreamError(failure);
+  if (err) return adapter.sendError(request, reply, err);
+  recordRequest(request, 499, reply.elapsedTime);
+  reply.hijack();
+  return reply;
+}

@@ -1,0 +1,85 @@
+import type { AuthorityPort } from './ports.js';
+import type { LiveCall } from '../calls.js';
+import type { EdgeMetrics } from '../metrics.js';
+import type { HoldRef } from '../holds.js';
+import type { OutputMeter } from './output-meter.js';
+
+export interface GrowthOptions {
+  authority: AuthorityPort;
+  metrics: EdgeMetrics;
+  logger: { warn(obj: object, msg: string): void };
+  hold: HoldRef;
+  /** Output tokens the hold covers now (the admission's coveredOutputTokens). */
+  covered: number;
+  /** The call's max output: the hold never needs to cover more. */
+  maxTokens: number;
+  timeoutMs: number;
+}
+
+/** Stop passing output this many tokens before the hold's cover ends, until it grows. */
+const STOP_BEFORE = 16;
+
+/**
+ * Holds that grow (adaptive mode): the hold starts at prompt + an estimate of the output, and
+ * the edge asks the authority to extend it before the streamed output reaches what it covers
+ * (a quarter of the cover ahead, at least 64 tokens). Output is only passed on while it is
+ * covered: near the end of the cover `gate` holds the stream until the extension answers. If
+ * the budget cannot pay for more, the call is ended with `budget_exhausted` (finish_reason
+ * length), so the call never bills more than its hold.
+ */
+export class HoldGrowth {
+  readonly #o: GrowthOptions;
+  #covered: number;
+  #asking: Promise<void> | undefined;
+
+  constructor(opts: GrowthOptions) {
+    this.#o = opts;
+    this.#covered = opts.covered;
+  }
+
+  get covered(): number {
+    return this.#covered;
+  }
+
+  /** After output was added to the meter: undefined to go on, or a promise to wait for. */
+  gate(meter: OutputMeter, live: LiveCall): Promise<void> | undefined {
+    if (this.#covered >= this.#o.maxTokens || live.signal.aborted) return undefined;
+    const ahead = Math.max(64, Math.floor(this.#covered / 4));
+    if (!this.#asking && meter.overLimit(this.#covered - ahead)) this.#ask(meter, live);
+    if (!this.#nearEnd(meter)) return undefined;
+    return this.#wait(meter, live);
+  }
+
+  #nearEnd(meter: OutputMeter): boolean {
+    return this.#covered < this.#o.maxTokens && meter.overLimit(this.#covered - STOP_BEFORE);
+  }
+
+  async #wait(meter: OutputMeter, live: LiveCall): Promise<void> {
+    while (!live.signal.aborted && this.#nearEnd(meter)) {
+      if (!this.#asking) this.#ask(meter, live);
+      await this.#asking;
+    }
+  }
+
+  #ask(meter: OutputMeter, live: LiveCall): void {
+    const want = Math.min(this.#o.maxTokens, Math.max(this.#covered * 2, meter.counted + 256));
+    const { authority, hold, timeoutMs, metrics, logger } = this.#o;
+    const asking = authority
+      .extend({ ...hold, outputTokens: want }, timeoutMs)
+      .then((r) => {
+        const status = r.ok ? r.value.status : r.error.code;
+        metrics.extensions.inc({ status });
+        if (r.ok && (r.value.status === 'extended' || r.value.status === 'unchanged')) {
+          this.#covered = Math.max(this.#covered, r.value.coveredOutputTokens);
+          return;
+        }
+        if (!r.ok) logger.warn({ ...hold, code: r.error.code }, 'hold extension failed');
+        // No room (or no answer): the call ends at what its hold covers.
+        live.abort('budget_exhausted');
+      })
+      .finally(() => {
+        if (this.#asking === asking) this.#asking = undefined;
+      });
+    this.#asking = asking;
+  }
+}

@@ -1,0 +1,127 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { CountContext, Grant, SurfaceAdapter } from '../../call/adapter.js';
+import { forwardedBody } from '../../call/forward.js';
+import type { EdgeError } from '../../errors.js';
+import { sendError } from '../../plugins/errors.js';
+import type { SseEvent } from '../../upstream/sse.js';
+import type { ChatRequest } from './schema.js';
+import { ChatTranscript, type ChatChunk } from './transcript.js';
+
+/** The Chat Completions fields the edge forwards as sent (length and count fields it sets). */
+const CHAT_FIELDS: ReadonlySet<string> = new Set([
+  'model',
+  'messages',
+  'temperature',
+  'top_p',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'stop',
+  'seed',
+  'user',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'functions',
+  'function_call',
+  'response_format',
+  'metadata',
+  'store',
+  'service_tier',
+  'reasoning_effort',
+  'modalities',
+  'audio',
+  'verbosity',
+  'safety_identifier',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+]);
+
+/**
+ * The prompt in the model's tokens: its own tokenizer when the edge has it; for `tokenizer:
+ * upstream` (llama-server), the server's own template and tokenizer over everything it renders
+ * (tools, response_format: the forwarded body itself); else, or when the upstream cannot say,
+ * the proven upper bound. Images are priced for the model the upstream runs.
+ */
+async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<number> {
+  const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
+  if (ctx.target) {
+    const rendered = forwardedBody(body, {
+      known: CHAT_FIELDS,
+      passThrough: ctx.target.passThrough,
+      set: {},
+    }).body;
+    const counted = await ctx.deps.upstream.countPrompt(ctx.target, rendered);
+    if (counted !== undefined) return counted;
+  }
+  return ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer);
+}
+
+/** What goes upstream: the known fields, always streamed, with the granted output per choice. */
+function upstreamBody(body: ChatRequest, grant: Grant) {
+  const perChoice = Math.max(1, Math.floor(grant.maxOutput / grant.choices));
+  // o-series models take only max_completion_tokens; the client's choice of field is kept.
+  const field = body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+  return forwardedBody(body, {
+    known: CHAT_FIELDS,
+    passThrough: grant.upstream.passThrough,
+    set: {
+      model: grant.model.upstreamModel ?? grant.model.id,
+      [field]: perChoice,
+      n: grant.choices > 1 ? grant.choices : undefined,
+      stream: true,
+      stream_options: { ...body.stream_options, include_usage: true },
+    },
+  });
+}
+
+/** A whole `chat.completion` as the single chunk a stream of it would add up to. */
+function asEvents(json: unknown): SseEvent[] {
+  const c = (json ?? {}) as Omit<ChatChunk, 'choices'> & {
+    choices?: { index?: number; message?: Record<string, unknown>; finish_reason?: string }[];
+  };
+  const chunk: ChatChunk = {
+    ...c,
+    object: 'chat.completion.chunk',
+    choices: (c.choices ?? []).map((choice) => {
+      const message = choice.message ?? {};
+      const toolCalls = Array.isArray(message.tool_calls)
+        ? (message.tool_calls as object[]).map((t, index) => ({ ...t, index }))
+        : undefined;
+      return {
+        index: choice.index,
+        delta: { ...message, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
+        finish_reason: choice.finish_reason ?? null,
+      };
+    }),
+  };
+  return [{ event: undefined, data: JSON.stringify(chunk) }];
+}
+
+/** `POST /v1/chat/completions`. */
+export const chatAdapter: SurfaceAdapter<ChatRequest> = {
+  name: 'chat',
+  path: '/chat/completions',
+  extensible: true,
+  streamUpstream: true,
+  asked: (body) => ({
+    model: body.model,
+    maxOutput: body.max_completion_tokens ?? body.max_tokens ?? null,
+    choices: body.n ?? 1,
+    stream: body.stream === true,
+    endUser: body.user ?? null,
+  }),
+  countPrompt,
+  upstreamBody,
+  transcript: (body) =>
+    new ChatTranscript({
+      assemble: body.stream !== true,
+      wantsUsage: body.stream_options?.include_usage === true,
+      model: body.model,
+    }),
+  asEvents,
+  sendError: (request: FastifyRequest, reply: FastifyReply, err: EdgeError) =>
+    sendError(request, reply, err),
+};

@@ -1,0 +1,163 @@
+import { loadTokenizer } from '@holdfast/tokenizer';
+import { describe, expect, test } from 'vitest';
+import { OutputMeter } from '../../call/output-meter.js';
+import { ChatTranscript, type ChatChunk } from './transcript.js';
+
+/** One token per whitespace-separated word, for readable expectations. */
+const words = {
+  name: 'estimate' as const,
+  countText: (t: string) => t.split(/\s+/).filter(Boolean).length,
+};
+
+const feed = (tr: ChatTranscript, meter: OutputMeter, chunk: ChatChunk) => {
+  for (const t of tr.add(chunk)) meter.add(t.choice, t.text);
+};
+
+describe('ChatTranscript', () => {
+  test('assembles content, tool calls and finish reasons per choice; the meter counts each choice joined', () => {
+    const tr = new ChatTranscript({ assemble: true, wantsUsage: false, model: 'fallback' });
+    const meter = new OutputMeter({ cut: words, exact: true, bill: words });
+    feed(tr, meter, {
+      id: 'c1',
+      created: 1,
+      model: 'm',
+      choices: [{ index: 0, delta: { role: 'assistant', content: '' } }],
+    });
+    feed(tr, meter, {
+      choices: [
+        { index: 0, delta: { content: 'hello there' } },
+        { index: 1, delta: { content: 'hi' } },
+      ],
+    });
+    feed(tr, meter, {
+      choices: [
+        {
+          index: 1,
+          delta: {
+            tool_calls: [
+              {
+                index: 0,
+                id: 't1',
+                type: 'function',
+                function: { name: 'get', arguments: '{"a":' },
+              },
+            ],
+          },
+        },
+      ],
+    });
+    feed(tr, meter, {
+      choices: [
+        { index: 1, delta: { tool_calls: [{ index: 0, function: { arguments: ' 1}' } }] } },
+      ],
+    });
+    feed(tr, meter, { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+    // Each choice's text is counted joined: "hello there" and 'higet{"a": 1}'.
+    expect(meter.counted).toBe(2 + 2);
+    expect(tr.unfinished()).toEqual([1]);
+    const c = tr.assemble(true, { promptTokens: 10, completionTokens: 4, cachedPromptTokens: 0 });
+    expect(c).toMatchObject({
+      id: 'c1',
+      object: 'chat.completion',
+      model: 'm',
+      choices: [
+        { index: 0, message: { role: 'assistant', content: 'hello there' }, finish_reason: 'stop' },
+        {
+          index: 1,
+          message: {
+            content: 'hi',
+            tool_calls: [
+              { id: 't1', type: 'function', function: { name: 'get', arguments: '{"a": 1}' } },
+            ],
+          },
+          finish_reason: 'length',
+        },
+      ],
+      usage: { prompt_tokens: 10, completion_tokens: 4, total_tokens: 14 },
+    });
+  });
+
+  test("the provider's usage counts only when it is well-formed", () => {
+    const tr = new ChatTranscript({ assemble: false, wantsUsage: false, model: 'm' });
+    tr.add({ choices: [{ index: 0, delta: { content: 'a b c' } }] });
+    expect(tr.usage()).toBeUndefined();
+    tr.add({
+      choices: [],
+      usage: {
+        prompt_tokens: 8,
+        completion_tokens: 4,
+        prompt_tokens_details: { cached_tokens: 99 },
+      },
+    });
+    expect(tr.usage()).toEqual({ promptTokens: 8, completionTokens: 4, cachedPromptTokens: 8 });
+    tr.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
+    expect(tr.usage()).toBeUndefined();
+  });
+
+  test('a usage-only chunk is forwarded only to a client that asked for it', () => {
+    const usage = {
+      event: undefined,
+      data: '{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}',
+    };
+    expect(
+      new ChatTranscript({ assemble: false, wantsUsage: false, model: 'm' }).accept(usage)?.forward,
+    ).toBeNull();
+    expect(
+      new ChatTranscript({ assemble: false, wantsUsage: true, model: 'm' }).accept(usage)?.forward,
+    ).toContain('usage');
+    expect(
+      new ChatTranscript({ assemble: false, wantsUsage: true, model: 'm' }).accept({
+        event: undefined,
+        data: 'nope',
+      }),
+    ).toBeUndefined();
+  });
+});
+
+describe('OutputMeter', () => {
+  test('output is counted in a few batches, only once it could pass the limit', () => {
+    let calls = 0;
+    const counting = {
+      name: 'estimate' as const,
+      countText: (t: string) => (calls++, words.countText(t)),
+    };
+    const meter = new OutputMeter({ cut: counting, exact: true, bill: counting });
+    for (let i = 0; i < 1_000; i++) {
+      meter.add(0, ' word');
+      if (meter.overLimit(600)) break;
+    }
+    expect(meter.counted).toBe(601);
+    expect(calls).toBeLessThan(40); // instead of 601, once per chunk
+  });
+
+  test('without the model tokenizer: cut by o200k, billed by the proven bound, never less than the cut count', async () => {
+    const o200k = await loadTokenizer('o200k_base');
+    const bound = await loadTokenizer('estimate');
+    const meter = new OutputMeter({ cut: o200k, exact: false, bill: bound });
+    meter.add(0, '漢字とかな交じり文 🎉🎉 hello');
+    expect(meter.counted).toBe(o200k.countText('漢字とかな交じり文 🎉🎉 hello'));
+    expect(await meter.billable()).toBeGreaterThanOrEqual(meter.counted);
+  });
+
+  test("with the upstream's count: a cut waits for it, and a count within the limit lets the call go on", async () => {
+    const o200k = await loadTokenizer('o200k_base');
+    let asked = 0;
+    const meter = new OutputMeter({
+      cut: o200k,
+      exact: false,
+      bill: o200k,
+      remote: (text) => {
+        asked++;
+        return Promise.resolve(Math.floor(o200k.countText(text) / 2));
+      },
+    });
+    for (let i = 0; i < 20; i++) meter.add(0, ' word');
+    expect(meter.overLimit(15)).toBe(true);
+    expect(meter.verifiable).toBe(true);
+    expect(await meter.confirmOver(15)).toBe(false);
+    expect(meter.counted).toBe(10);
+    for (let i = 0; i < 20; i++) meter.add(0, ' word');
+    expect(await meter.confirmOver(15)).toBe(true);
+    expect(asked).toBe(2);
+  });
+});
