@@ -18,10 +18,10 @@
  */
 
 /** Matches any character NFC or NFKC could change (everything outside ASCII). */
-const NON_ASCII = /[^\u0000-\u007f]/;
+const NON_ASCII = /[^\p{ASCII}]/u;
 
 /** The most UTF-8 bytes the text can have after an NFC or NFKC normalizer. */
-export function normalizedBytes(text: string): number {
+function normalizedBytes(text: string): number {
   const raw = Buffer.byteLength(text, 'utf8');
   if (!NON_ASCII.test(text)) return raw;
   return Math.max(
@@ -73,8 +73,8 @@ export function jsonBound(value: unknown, depth = 0): number {
     }
     return total;
   }
-  // A function or symbol cannot come from parsed JSON; count its text anyway.
-  return stringBound(String(value));
+  // A function or symbol cannot come from parsed JSON; count it as its (absent) JSON.
+  return 0;
 }
 
 /** The value a server parses from a JSON string (tool-call arguments), or the string itself. */

@@ -83,8 +83,8 @@ async function loadFamilyTokenizer(name: FamilyName): Promise<Tokenizer> {
   const family = loadFamily(name);
   return {
     name,
-    countText: family.countText,
-    countChat: family.countChat,
+    countText: (text) => family.countText(text),
+    countChat: (request) => family.countChat(request),
     inputSpecials: family.inputSpecials,
   };
 }

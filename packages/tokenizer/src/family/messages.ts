@@ -1,6 +1,12 @@
 import { parseJsonOrSelf } from '../bound.js';
 import { ESTIMATE_IMAGE_TOKENS } from '../estimate.js';
-import type { ChatPromptRequest, PromptMessage, PromptTool, PromptToolCall } from '../types.js';
+import type {
+  ChatPromptRequest,
+  PromptContentPart,
+  PromptMessage,
+  PromptTool,
+  PromptToolCall,
+} from '../types.js';
 
 /** What a chat template is rendered with, shaped the way vLLM hands an OpenAI request to it. */
 export interface TemplateInput {
@@ -49,7 +55,7 @@ function templateMessage(message: PromptMessage, input: TemplateInput): Record<s
   const texts: string[] = [];
   if (typeof content === 'string') texts.push(content);
   else if (Array.isArray(content)) {
-    for (const part of content) {
+    for (const part of content as readonly PromptContentPart[]) {
       if (part.type === 'text' && typeof part.text === 'string') texts.push(part.text);
       else if (part.type === 'refusal' && typeof part.refusal === 'string')
         texts.push(part.refusal);

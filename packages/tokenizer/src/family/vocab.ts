@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { TokenizerLoader, type NSTokenizerConfig, type NSTokenizerJSON } from '@lenml/tokenizers';
 
 type LenmlTokenizer = ReturnType<typeof TokenizerLoader.fromPreTrained>;
@@ -28,20 +28,21 @@ export interface Vocab {
   readonly inputSpecials: number;
 }
 
-const require = createRequire(import.meta.url);
-
 function readJson<T>(path: string): T {
-  return JSON.parse(readFileSync(require.resolve(path), 'utf8')) as T;
+  return JSON.parse(readFileSync(path, 'utf8')) as T;
 }
 
 /**
- * Loads a vocabulary from its package's JSON files. Reading the JSON (rather than importing the
+ * Loads a vocabulary from a package's `models/tokenizer.json` and the `tokenizer_config.json`
+ * beside it. Reading the JSON (rather than importing the
  * package, which embeds it as a JavaScript object literal) loads about 25% faster and keeps
  * 40-150 MB less resident (bench/family-load.ts).
  */
-export function loadVocab(pkg: string): Vocab {
-  const tokenizerJSON = readJson<NSTokenizerJSON.Root>(`${pkg}/models/tokenizer.json`);
-  const config = readJson<NSTokenizerConfig.Root>(`${pkg}/models/tokenizer_config.json`);
+export function loadVocab(tokenizerJsonPath: string): Vocab {
+  const tokenizerJSON = readJson<NSTokenizerJSON.Root>(tokenizerJsonPath);
+  const config = readJson<NSTokenizerConfig.Root>(
+    join(dirname(tokenizerJsonPath), 'tokenizer_config.json'),
+  );
   const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON, tokenizerConfig: config });
   const special = new Set(tok.added_tokens.filter((t) => t.special).map((t) => t.content));
   const plain = plainCounter(tok);
