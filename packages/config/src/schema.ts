@@ -57,7 +57,25 @@ export const Upstream = z.strictObject({
     .default([]),
 });
 
-export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'estimate', 'upstream'] as const;
+/**
+ * `upstream` asks the upstream server to count (the edge resolves it); the rest are
+ * @holdfast/tokenizer's names: OpenAI encodings, open-weight families counted with their chat
+ * templates, and `estimate`, a proven upper bound for any other model.
+ */
+export const TOKENIZERS = [
+  'o200k_base',
+  'cl100k_base',
+  'llama3',
+  'llama3_1',
+  'llama3_2',
+  'qwen3',
+  'qwen2_5',
+  'gemma3',
+  'deepseek_v3',
+  'mistral_nemo',
+  'estimate',
+  'upstream',
+] as const;
 
 export const Model = z.strictObject({
   id: ModelId,

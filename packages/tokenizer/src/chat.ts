@@ -12,9 +12,6 @@ import type { Tokenizer } from './tokenizers.js';
 import type { ChatPromptRequest, PromptMessage, PromptToolCall } from './types.js';
 import { imageTokens } from './vision.js';
 
-/** What one image costs with the `estimate` tokenizer (SPEC section 4). */
-export const ESTIMATE_IMAGE_TOKENS = 1600;
-
 type Count = (text: string) => number;
 
 /**
@@ -27,8 +24,12 @@ type Count = (text: string) => number;
  * Images follow the vision cost formula (`vision.ts`), or a flat 1,600 with `estimate`.
  * Parts whose cost OpenAI does not document (audio, files, non-function tools, a JSON schema
  * response format) count as their JSON text: an overestimate rather than a miss.
+ *
+ * Tokenizers that frame chats themselves (open-weight chat templates, the `estimate` bound)
+ * count the request their own way.
  */
 export function countChatPrompt(request: ChatPromptRequest, tokenizer: Tokenizer): number {
+  if (tokenizer.countChat) return tokenizer.countChat(request);
   const count: Count = (text) => tokenizer.countText(text);
   let extra = 0;
   const messages = request.messages.map((message): ChatMessage => {
@@ -83,10 +84,7 @@ function flattenContent(
       if (part.type === 'text' && typeof part.text === 'string') text += part.text;
       else if (part.type === 'refusal' && typeof part.refusal === 'string') text += part.refusal;
       else if (part.type === 'image_url' && typeof part.image_url?.url === 'string') {
-        extraTokens +=
-          tokenizer.name === 'estimate'
-            ? ESTIMATE_IMAGE_TOKENS
-            : imageTokens(model, part.image_url.url, part.image_url.detail);
+        extraTokens += imageTokens(model, part.image_url.url, part.image_url.detail);
       } else extraTokens += tokenizer.countText(JSON.stringify(part));
     }
   }

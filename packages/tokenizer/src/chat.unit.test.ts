@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { pngDataUrl } from '../test/images.js';
-import { countChatPrompt, ESTIMATE_IMAGE_TOKENS } from './chat.js';
+import { countChatPrompt } from './chat.js';
+import { ESTIMATE_IMAGE_TOKENS } from './estimate.js';
 import { encodingForModel, loadTokenizer, type Tokenizer } from './tokenizers.js';
 import type { ChatPromptRequest } from './types.js';
 
@@ -143,16 +144,22 @@ describe('countChatPrompt images', () => {
   });
 
   it('charges a flat 1,600 per image with the estimate tokenizer', () => {
-    const request = image(pngDataUrl(64, 64), 'low');
-    expect(countChatPrompt(request, estimate)).toBe(
-      3 + 3 + estimate.countText('user') + ESTIMATE_IMAGE_TOKENS,
+    const one = image(pngDataUrl(64, 64), 'low');
+    const two = user([
+      { type: 'image_url', image_url: { url: pngDataUrl(64, 64), detail: 'low' } },
+      { type: 'image_url', image_url: { url: 'https://example.test/cat.png' } },
+    ]);
+    expect(countChatPrompt(two, estimate) - countChatPrompt(one, estimate)).toBe(
+      ESTIMATE_IMAGE_TOKENS,
     );
+    expect(countChatPrompt(one, estimate)).toBe(countChatPrompt(user([]), estimate) + 1600);
   });
 });
 
 describe('estimate tokenizer', () => {
-  it('counts 3 characters a token, rounding up, and is never below the BPE count for prose', () => {
-    expect(estimate.countText('abcdefg')).toBe(3);
+  it('counts a token per UTF-8 byte plus one, and is never below the BPE count for prose', () => {
+    expect(estimate.countText('abcdefg')).toBe(8);
+    expect(estimate.countText('')).toBe(0);
     const prose =
       'The quarterly digest summarises incidents, spend and open risks for each team. '.repeat(40);
     const request = user(prose);

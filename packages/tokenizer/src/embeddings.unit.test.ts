@@ -13,8 +13,8 @@ describe('countEmbeddingInput', () => {
     expect(countEmbeddingInput('<|endoftext|>', cl100k)).toBeGreaterThan(1);
   });
 
-  it('estimates 3 characters a token per text', async () => {
+  it('bounds each text by its UTF-8 bytes, a dummy prefix and two special tokens', async () => {
     const estimate = await loadTokenizer('estimate');
-    expect(countEmbeddingInput(['abcd', 'ab'], estimate)).toBe(2 + 1);
+    expect(countEmbeddingInput(['abcd', 'ab'], estimate)).toBe(4 + 1 + 2 + (2 + 1 + 2));
   });
 });

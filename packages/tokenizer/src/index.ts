@@ -1,7 +1,6 @@
 export * from './types.js';
 export {
   TOKENIZER_NAMES,
-  ESTIMATE_CHARS_PER_TOKEN,
   encodingForModel,
   isTokenizerName,
   loadTokenizer,
@@ -9,7 +8,10 @@ export {
   type Tokenizer,
   type TokenizerName,
 } from './tokenizers.js';
-export { countChatPrompt, ESTIMATE_IMAGE_TOKENS } from './chat.js';
+export { countChatPrompt } from './chat.js';
+export { estimateChatPrompt, ESTIMATE_FRAMING, ESTIMATE_IMAGE_TOKENS } from './estimate.js';
+export { textBound } from './bound.js';
+export { FAMILY_NAMES, type FamilyName } from './family/index.js';
 export { countEmbeddingInput } from './embeddings.js';
 export { chatPromptChars, embeddingInputChars } from './size.js';
 export { imageTokens, visionCostFor, type VisionCost } from './vision.js';

@@ -1,15 +1,28 @@
-/** The tokenizers a model can be configured with (SPEC section 3, minus `upstream`). */
-export const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate'] as const;
-export type TokenizerName = (typeof TOKENIZER_NAMES)[number];
-export type EncodingName = Exclude<TokenizerName, 'estimate'>;
+import { estimateChatPrompt, ESTIMATE_INPUT_SPECIALS } from './estimate.js';
+import { textBound } from './bound.js';
+import { FAMILY_NAMES, loadFamily, type FamilyName } from './family/index.js';
+import type { ChatPromptRequest } from './types.js';
 
-/** Characters per token of the pessimistic `estimate` tokenizer (SPEC section 4). */
-export const ESTIMATE_CHARS_PER_TOKEN = 3;
+/** The tokenizers a model can be configured with (SPEC section 3, minus `upstream`). */
+export const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate', ...FAMILY_NAMES] as const;
+export type TokenizerName = (typeof TOKENIZER_NAMES)[number];
+export type EncodingName = 'o200k_base' | 'cl100k_base';
 
 export interface Tokenizer {
   readonly name: TokenizerName;
-  /** Tokens in a plain text. Text that looks like a special token (`<|endoftext|>`) is plain text. */
+  /**
+   * Tokens in a plain text, with no BOS or other special token added. Text that looks like a
+   * special token (`<|endoftext|>`, `<|eot_id|>`) is plain text.
+   */
   countText(text: string): number;
+  /**
+   * Prompt tokens of a whole chat request, for tokenizers that frame chats themselves (a
+   * model's chat template, the `estimate` bound). Absent for OpenAI encodings: chat.ts frames
+   * those the way the OpenAI API does.
+   */
+  readonly countChat?: (request: ChatPromptRequest) => number;
+  /** Special tokens a server adds around each embeddings input (BOS, EOS). */
+  readonly inputSpecials: number;
 }
 
 interface EncodingApi {
@@ -25,29 +38,59 @@ const LOADERS: Record<EncodingName, () => Promise<{ default: EncodingApi }>> = {
 /** Count special-token text as ordinary text, the way the API bills it, instead of throwing. */
 const PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
+/**
+ * An upper bound on every shipped tokenizer (and OpenAI's), for models with no known
+ * tokenizer: a token per UTF-8 byte (bound.ts has the proof) plus the framing of every chat
+ * template (estimate.ts).
+ */
 const estimate: Tokenizer = {
   name: 'estimate',
-  countText: (text) => Math.ceil(text.length / ESTIMATE_CHARS_PER_TOKEN),
+  countText: textBound,
+  countChat: estimateChatPrompt,
+  inputSpecials: ESTIMATE_INPUT_SPECIALS,
 };
 
-const loaded = new Map<TokenizerName, Promise<Tokenizer>>([
-  ['estimate', Promise.resolve(estimate)],
-]);
+const loaded = new Map<TokenizerName, Promise<Tokenizer>>();
 
-/** The tokenizer of that name, loading its encoding once per process (per worker thread). */
+/**
+ * The tokenizer of that name, loading its vocabulary once per process (per worker thread).
+ * Open-weight families take 0.4-1.4 s and 100-240 MB each to load (bench/family-load.ts).
+ */
 export function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
   let tokenizer = loaded.get(name);
   if (!tokenizer) {
-    const encoding = name as EncodingName;
-    tokenizer = LOADERS[encoding]().then(({ default: api }) => ({
-      name: encoding,
-      countText: (text: string) => (text.length === 0 ? 0 : api.countTokens(text, PLAIN_TEXT)),
-    }));
+    if (name === 'estimate') tokenizer = Promise.resolve(estimate);
+    else tokenizer = isEncodingName(name) ? loadEncoding(name) : loadFamilyTokenizer(name);
     // A failed load is not cached, so the next call retries it.
     tokenizer.catch(() => loaded.delete(name));
     loaded.set(name, tokenizer);
   }
   return tokenizer;
+}
+
+async function loadEncoding(name: EncodingName): Promise<Tokenizer> {
+  const { default: api } = await LOADERS[name]();
+  return {
+    name,
+    countText: (text) => (text.length === 0 ? 0 : api.countTokens(text, PLAIN_TEXT)),
+    inputSpecials: 0,
+  };
+}
+
+async function loadFamilyTokenizer(name: FamilyName): Promise<Tokenizer> {
+  // Yield once so that a caller's synchronous work runs before the (blocking) load.
+  await Promise.resolve();
+  const family = loadFamily(name);
+  return {
+    name,
+    countText: (text) => family.countText(text),
+    countChat: (request) => family.countChat(request),
+    inputSpecials: family.inputSpecials,
+  };
+}
+
+function isEncodingName(name: TokenizerName): name is EncodingName {
+  return name === 'o200k_base' || name === 'cl100k_base';
 }
 
 export function isTokenizerName(value: string): value is TokenizerName {

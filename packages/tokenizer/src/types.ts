@@ -25,6 +25,8 @@ export interface PromptTool {
 }
 
 export interface PromptToolCall {
+  /** Rendered by some templates (Mistral checks it is 9 characters). */
+  id?: string;
   type?: string;
   function?: { name?: string; arguments?: string };
 }
@@ -35,6 +37,8 @@ export interface PromptMessage {
   name?: string | null;
   refusal?: string | null;
   tool_calls?: readonly PromptToolCall[] | null;
+  /** On `tool` messages; rendered by some templates (Mistral's `call_id`). */
+  tool_call_id?: string | null;
   function_call?: { name?: string; arguments?: string } | null;
 }
 
