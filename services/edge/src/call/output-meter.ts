@@ -1,4 +1,6 @@
-import type { Tokenizer } from '@holdfast/tokenizer';
+import type { Tokenizer as FullTokenizer } from '@holdfast/tokenizer';
+
+type Tokenizer = Pick<FullTokenizer, 'countText'>;
 
 /** Counts a text exactly somewhere else (the upstream's own tokenizer); undefined: cannot. */
 type RemoteCount = (text: string) => Promise<number | undefined>;

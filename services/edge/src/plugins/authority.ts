@@ -72,11 +72,12 @@ export const authorityPlugin = fp(
  */
 function warmEncodings(cfg: CompiledConfig, logger: Logger): void {
   const names = new Set([...cfg.models.values()].map((m) => m.tokenizer));
+  // Output of models counted without their own tokenizer is cut by o200k's count.
+  names.add('o200k_base');
   for (const name of names) {
-    if (name === 'o200k_base' || name === 'cl100k_base') {
-      loadTokenizer(name).catch((err: unknown) =>
-        logger.error({ err, name }, 'encoding failed to load'),
-      );
-    }
+    if (name === 'upstream' || name === 'estimate') continue;
+    loadTokenizer(name).catch((err: unknown) =>
+      logger.error({ err, name }, 'tokenizer failed to load'),
+    );
   }
 }
