@@ -270,7 +270,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
   expect(before.states.length).toBeGreaterThan(0);
 
   const upgrade = await migrate({ ch, database, logger });
-  expect(upgrade.applied).toEqual(['009_create_decisions_and_window_states_views_v2']);
+  expect(upgrade.applied[0]).toBe('009_create_decisions_and_window_states_views_v2');
   expect({
     decisions: await snapshot(ch, t('decisions_v2')),
     states: await snapshot(ch, t('window_states_v2')),
