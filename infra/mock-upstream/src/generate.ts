@@ -57,3 +57,12 @@ export function wantedTokens(spec: CompletionLength, cap: number, seed: number):
       return spec.min + Math.floor(prng(seed)() * (spec.max - spec.min + 1));
   }
 }
+
+/** Reasoning effort as a multiple of the configured `medium` amount. */
+const EFFORT = { none: 0, minimal: 0.25, low: 0.5, medium: 1, high: 2, xhigh: 4 } as const;
+
+/** Reasoning tokens for a requested effort; 0 when the request asks for none. */
+export function reasoningFor(effort: unknown, medium: number): number {
+  if (typeof effort !== 'string' || !(effort in EFFORT)) return 0;
+  return Math.round(medium * EFFORT[effort as keyof typeof EFFORT]);
+}

@@ -31,17 +31,18 @@ export function useMockUpstream(opts: MockUpstreamOptions = {}): {
   };
 }
 
-/** POST/PUT/GET JSON against the mock's own routes (/_mock, /healthz...). */
+/** POST/PUT/GET JSON against any route of the mock, with bodies no client would build. */
 export async function call(
   upstream: MockUpstream,
   method: string,
   path: string,
   body?: unknown,
-): Promise<{ status: number; json: unknown; text: string }> {
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: unknown; text: string; headers: Headers }> {
   const origin = upstream.url.replace(/\/v1$/, '');
   const res = await fetch(`${origin}${path}`, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -51,5 +52,5 @@ export async function call(
   } catch {
     json = undefined;
   }
-  return { status: res.status, json, text };
+  return { status: res.status, json, text, headers: res.headers };
 }

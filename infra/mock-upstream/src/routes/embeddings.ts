@@ -1,10 +1,12 @@
 import { countEmbeddingInput, encodingForModel, loadTokenizer } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
-import { ModelCall } from '../call.js';
+import { startCall } from '../call.js';
 import { hash32, prng } from '../generate.js';
 import { sendInvalid } from '../openai.js';
 import { planRequest } from '../plan.js';
 import type { MockState } from '../state.js';
+import { OPENAI } from '../surface.js';
+import { uncachedPrompt } from '../usage.js';
 import { describeIssue, EmbeddingsBody } from './schemas.js';
 
 /** `POST /v1/embeddings`: deterministic unit vectors, usage counted in the model's encoding. */
@@ -20,20 +22,26 @@ export function registerEmbeddings(app: FastifyInstance, state: MockState): void
     const { model, input, encoding_format: format, dimensions } = parsed.data;
 
     const promptTokens = countEmbeddingInput(input, await loadTokenizer(encodingForModel(model)));
-    const call = new ModelCall(
+    const call = startCall(
       state,
       reply,
+      OPENAI,
       {
         route: 'embeddings',
         model,
         stream: false,
         includeUsage: false,
         maxTokens: null,
-        promptTokens,
+        outputCap: 0,
+        vendorFields: {},
+        choices: 1,
+        candidates: 1,
+        endUser: typeof parsed.data.user === 'string' ? parsed.data.user : null,
+        prompt: uncachedPrompt(promptTokens),
       },
-      planned.plan.failure,
+      planned.plan,
     );
-    if (await call.failBeforeResponse()) return reply;
+    if (!call || (await call.failBeforeResponse())) return reply;
     if (!(await call.wait(planned.plan.firstTokenLatencyMs))) {
       call.finish('aborted', 0, null, false);
       reply.hijack();
@@ -52,7 +60,7 @@ export function registerEmbeddings(app: FastifyInstance, state: MockState): void
       };
     });
     call.finish('completed', 0, null, true);
-    return reply.header('x-request-id', call.id).send({
+    return reply.headers({ ...call.headers, 'x-request-id': call.id }).send({
       object: 'list',
       data,
       model,
