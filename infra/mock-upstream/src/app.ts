@@ -7,6 +7,7 @@ import { registerChat } from './routes/chat.js';
 import { registerEmbeddings } from './routes/embeddings.js';
 import { registerLlama } from './routes/llama.js';
 import { registerModels } from './routes/models.js';
+import { registerResponses } from './routes/responses.js';
 import type { CountedRoute, MockState } from './state.js';
 import { ANTHROPIC, OPENAI, sendError, type Surface } from './surface.js';
 
@@ -88,6 +89,7 @@ export function buildApp({ state, logger, registry, apiKey }: AppDeps): FastifyI
   registerChat(app, state);
   registerEmbeddings(app, state);
   registerModels(app, state);
+  registerResponses(app, state);
   registerLlama(app);
   registerAdmin(app, state);
   return app;

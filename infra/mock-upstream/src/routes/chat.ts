@@ -1,16 +1,16 @@
-import { countChatPrompt, encodingForModel, loadTokenizer } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
 import { startCall, type ModelCall } from '../call.js';
 import { completionPieces, hash32, reasoningFor } from '../generate.js';
 import { chunkFactory, sendInvalid, sse, SYSTEM_FINGERPRINT, usage } from '../openai.js';
-import { planRequest, type Plan } from '../plan.js';
+import type { Plan } from '../plan.js';
+import { countPrompt } from '../prompt.js';
+import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { TokenStream } from '../stream.js';
 import { OPENAI } from '../surface.js';
-import { applyTemplate, countTemplateTokens, TEMPLATE_MODEL } from '../template.js';
 import { uncachedPrompt } from '../usage.js';
 import { candidateLength, replyShape } from '../vendor.js';
-import { ChatBody, describeIssue } from './schemas.js';
+import { ChatBody } from './schemas.js';
 
 interface Candidate {
   pieces: string[];
@@ -24,15 +24,9 @@ interface Candidate {
  */
 export function registerChat(app: FastifyInstance, state: MockState): void {
   app.post('/v1/chat/completions', async (request, reply) => {
-    const parsed = ChatBody.safeParse(request.body);
-    if (!parsed.success) {
-      const { message, param } = describeIssue(parsed.error);
-      return sendInvalid(reply, message, param);
-    }
-    const planned = planRequest(request.headers, state);
-    if (!planned.ok) return sendInvalid(reply, planned.message);
-    const body = parsed.data;
-    const { plan } = planned;
+    const read = readRequest(ChatBody, request, reply, state);
+    if (!read) return reply;
+    const { body, plan } = read;
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
     const shaped = replyShape({
       body,
@@ -45,10 +39,7 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
     if (!shaped.ok) return sendInvalid(reply, shaped.message, shaped.param);
     const { shape } = shaped;
 
-    // Self-hosted models are counted as llama-server counts them: the rendered chat template.
-    const promptTokens = TEMPLATE_MODEL.test(body.model)
-      ? await countTemplateTokens(applyTemplate(body))
-      : countChatPrompt(body, await loadTokenizer(encodingForModel(body.model)));
+    const promptTokens = await countPrompt(body);
     const stream = body.stream === true;
     const call = startCall(
       state,
