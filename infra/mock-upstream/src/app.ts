@@ -6,6 +6,7 @@ import { registerAdmin } from './routes/admin.js';
 import { registerChat } from './routes/chat.js';
 import { registerEmbeddings } from './routes/embeddings.js';
 import { registerLlama } from './routes/llama.js';
+import { registerMessages } from './routes/messages.js';
 import { registerModels } from './routes/models.js';
 import { registerResponses } from './routes/responses.js';
 import type { CountedRoute, MockState } from './state.js';
@@ -90,6 +91,7 @@ export function buildApp({ state, logger, registry, apiKey }: AppDeps): FastifyI
   registerEmbeddings(app, state);
   registerModels(app, state);
   registerResponses(app, state);
+  registerMessages(app, state);
   registerLlama(app);
   registerAdmin(app, state);
   return app;

@@ -13,6 +13,7 @@ import type { Plan } from './plan.js';
 export class TokenStream {
   /** Content tokens written so far, all choices. */
   sent = 0;
+  private streamedReasoning = 0;
   private upfrontSent = { reasoning: 0, hidden: 0 };
   private readonly cutAt: number;
 
@@ -42,12 +43,16 @@ export class TokenStream {
     return true;
   }
 
-  /** One content token (or a chunk worth `tokens` of them). */
-  async token(data: string, tokens = 1): Promise<boolean> {
+  /**
+   * One content token (or a chunk worth `tokens` of them); `reasoning` for streamed thinking
+   * (Anthropic), which is output billed as reasoning.
+   */
+  async token(data: string, tokens = 1, reasoning = false): Promise<boolean> {
     if (!(await this.checkpoint())) return false;
     if (this.sent > 0 && !(await this.call.wait(this.plan.tokenDelayMs))) return this.aborted();
     if (!(await this.call.write(data))) return this.aborted();
     this.sent += tokens;
+    if (reasoning) this.streamedReasoning += tokens;
     return true;
   }
 
@@ -76,7 +81,10 @@ export class TokenStream {
   /** All output that counts as written so far (streamed and upfront), and its reasoning part. */
   get written(): { output: number; reasoning: number } {
     const { reasoning, hidden } = this.upfrontSent;
-    return { output: this.sent + reasoning + hidden, reasoning };
+    return {
+      output: this.sent + reasoning + hidden,
+      reasoning: reasoning + this.streamedReasoning,
+    };
   }
 
   private end(): void {

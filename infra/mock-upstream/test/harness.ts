@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeEach } from 'vitest';
 import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../src/index.js';
@@ -53,4 +54,17 @@ export async function call(
     json = undefined;
   }
   return { status: res.status, json, text, headers: res.headers };
+}
+
+/** The official Anthropic client, unchanged: baseURL without /v1, the key sent as x-api-key. */
+export function anthropicClient(
+  upstream: MockUpstream,
+  options: ConstructorParameters<typeof Anthropic>[0] = {},
+): Anthropic {
+  return new Anthropic({
+    baseURL: upstream.url.replace(/\/v1$/, ''),
+    apiKey: 'sk-ant-test',
+    maxRetries: 0,
+    ...options,
+  });
 }
