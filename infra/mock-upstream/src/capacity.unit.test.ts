@@ -2,6 +2,7 @@ import { RateLimitError } from 'openai';
 import { describe, expect, it } from 'vitest';
 import { call, useMockUpstream } from '../test/harness.js';
 import { CapacityLimiter } from './capacity.js';
+import { loadConfig } from './config.js';
 import { formatReset } from './surface.js';
 
 describe('CapacityLimiter (sliding 60 s)', () => {
@@ -114,5 +115,16 @@ describe('the account limit over HTTP', () => {
     expect(mock.upstream().stats().capacity.window.requests).toBe(1);
     mock.upstream().reset();
     expect(mock.upstream().stats().capacity.window.requests).toBe(0);
+  });
+});
+
+describe('MOCK_UPSTREAM_TPM / MOCK_UPSTREAM_RPM', () => {
+  it('set the account limit from the environment', () => {
+    expect(loadConfig({ MOCK_UPSTREAM_TPM: '20000' }).options.behaviour?.capacity).toEqual({
+      tokensPerMinute: 20_000,
+      requestsPerMinute: null,
+      count: 'requested',
+    });
+    expect(loadConfig({}).options.behaviour?.capacity).toBeNull();
   });
 });
