@@ -23,9 +23,9 @@ export type CompletionLength = z.infer<typeof CompletionLength>;
  * prompt tokens are uncached ones; cached, cache-write and reasoning counts stay true.
  */
 export const OverReport = z.strictObject({
-  promptTokens: z.int().min(0).max(100_000_000),
-  completionTokens: z.int().min(0).max(100_000_000),
-  factor: z.number().min(0).max(1_000),
+  promptTokens: z.int().min(0).max(100_000_000).default(0),
+  completionTokens: z.int().min(0).max(100_000_000).default(0),
+  factor: z.number().min(0).max(1_000).default(1),
 });
 export type OverReport = z.infer<typeof OverReport>;
 

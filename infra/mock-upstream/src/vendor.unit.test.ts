@@ -120,8 +120,8 @@ describe('a misbehaving upstream', () => {
     const { json } = await chat({ max_tokens: 10 }, { 'x-mock-ignore-max-tokens': '250' });
     expect(json.usage.completion_tokens).toBe(250);
     expect(json.choices[0]!.finish_reason).toBe('stop');
-    mock.upstream().configure({ ignoreMaxTokens: 33 });
-    expect((await chat({ max_tokens: 1, n_predict: 2 })).json.usage.completion_tokens).toBe(33);
+    mock.upstream().configure({ ignoreMaxTokens: 33, overReport: { completionTokens: 1 } });
+    expect((await chat({ max_tokens: 1, n_predict: 2 })).json.usage.completion_tokens).toBe(34);
   });
 
   it('over-reports usage and bills what it reports; the log keeps the truth', async () => {

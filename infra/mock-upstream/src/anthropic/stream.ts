@@ -24,7 +24,8 @@ export async function streamMessage(
   const pump = new TokenStream(call, plan, output, () =>
     ev('error', { error: { type: 'overloaded_error', message: 'Overloaded (mock)' } }),
   );
-  const start = anthropicUsage(call.usage(1, 0), false);
+  // As Anthropic does: the input counts up front, output_tokens 1 until message_delta.
+  const start = { ...anthropicUsage(call.usage(0, 0), false), output_tokens: 1 };
   const message = messageObject(call.id, model, [], null, start);
   if (!(await pump.event(ev('message_start', { message })))) return;
   if (!(await pump.begin())) return;
