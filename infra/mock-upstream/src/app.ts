@@ -2,13 +2,15 @@ import { loadTokenizer } from '@holdfast/tokenizer';
 import { registerOpsRoutes, type Logger } from '@holdfast/runtime';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import { errorBody } from './openai.js';
 import { registerAdmin } from './routes/admin.js';
 import { registerChat } from './routes/chat.js';
 import { registerEmbeddings } from './routes/embeddings.js';
 import { registerLlama } from './routes/llama.js';
+import { registerMessages } from './routes/messages.js';
 import { registerModels } from './routes/models.js';
-import type { MockState } from './state.js';
+import { registerResponses } from './routes/responses.js';
+import type { CountedRoute, MockState } from './state.js';
+import { ANTHROPIC, OPENAI, sendError, type Surface } from './surface.js';
 
 export interface AppDeps {
   state: MockState;
@@ -22,7 +24,14 @@ const COUNTED = {
   'POST /v1/chat/completions': 'chat.completions',
   'POST /v1/embeddings': 'embeddings',
   'GET /v1/models': 'models',
-} as const;
+  'POST /v1/responses': 'responses',
+  'POST /v1/responses/input_tokens': 'responses.input_tokens',
+  'POST /v1/messages': 'messages',
+  'POST /v1/messages/count_tokens': 'messages.count_tokens',
+} as const satisfies Record<string, CountedRoute>;
+
+/** Anthropic's routes answer in Anthropic's error shape; everything else in OpenAI's. */
+const surfaceOf = (url: string): Surface => (url.startsWith('/v1/messages') ? ANTHROPIC : OPENAI);
 
 /** The mock's HTTP app: OpenAI routes under /v1, test controls under /_mock, ops routes. */
 export function buildApp({ state, logger, registry, apiKey }: AppDeps): FastifyInstance {
@@ -40,38 +49,39 @@ export function buildApp({ state, logger, registry, apiKey }: AppDeps): FastifyI
     const path = request.url.split('?', 1)[0] ?? '';
     const route = COUNTED[`${request.method} ${path}` as keyof typeof COUNTED];
     if (route) state.received(route);
-    if (apiKey && path.startsWith('/v1/') && request.headers.authorization !== `Bearer ${apiKey}`) {
-      return reply
-        .code(401)
-        .send(
-          errorBody(
-            'Incorrect API key provided (mock).',
-            'invalid_request_error',
-            'invalid_api_key',
-          ),
-        );
+    if (!apiKey || !path.startsWith('/v1/')) return undefined;
+    const surface = surfaceOf(path);
+    // The Anthropic client sends its key as x-api-key; Bearer works there too.
+    const bearer = request.headers.authorization === `Bearer ${apiKey}`;
+    if (bearer || (surface === ANTHROPIC && request.headers['x-api-key'] === apiKey)) {
+      return undefined;
     }
-    return undefined;
+    const message =
+      surface === ANTHROPIC ? 'invalid x-api-key (mock)' : 'Incorrect API key provided (mock).';
+    return sendError(reply, surface, 'auth', message);
   });
 
   app.setErrorHandler((err: Error & { statusCode?: number }, request, reply) => {
     const status = err.statusCode ?? 500;
+    const surface = surfaceOf(request.url);
     if (status < 500) {
-      return reply.code(status).send(errorBody(err.message, 'invalid_request_error'));
+      const kind = status === 404 ? 'not_found' : status === 401 ? 'auth' : 'invalid';
+      // The status stays the framework's own (400 for bad JSON, 413 for a large body, ...).
+      return reply.code(status).send(surface.error(kind, err.message).body);
     }
     request.log.error({ err }, 'mock upstream handler failed');
-    return reply.code(500).send(errorBody('mock upstream internal error', 'server_error'));
+    return sendError(reply, surface, 'server', 'mock upstream internal error');
   });
   app.setNotFoundHandler((request, reply) =>
-    reply
-      .code(404)
-      .send(
-        errorBody(
-          `Unknown request URL: ${request.method} ${request.url}`,
-          'invalid_request_error',
-          'unknown_url',
-        ),
-      ),
+    sendError(
+      reply,
+      surfaceOf(request.url),
+      'not_found',
+      `Unknown request URL: ${request.method} ${request.url}`,
+      {
+        code: 'unknown_url',
+      },
+    ),
   );
 
   registerOpsRoutes(app, registry, [
@@ -80,6 +90,8 @@ export function buildApp({ state, logger, registry, apiKey }: AppDeps): FastifyI
   registerChat(app, state);
   registerEmbeddings(app, state);
   registerModels(app, state);
+  registerResponses(app, state);
+  registerMessages(app, state);
   registerLlama(app);
   registerAdmin(app, state);
   return app;

@@ -18,6 +18,30 @@ export const CompletionLength = z.discriminatedUnion('mode', [
 ]);
 export type CompletionLength = z.infer<typeof CompletionLength>;
 
+/**
+ * Usage inflation: a reported (and billed) count is `ceil(actual * factor) + extra`. The extra
+ * prompt tokens are uncached ones; cached, cache-write and reasoning counts stay true.
+ */
+export const OverReport = z.strictObject({
+  promptTokens: z.int().min(0).max(100_000_000).default(0),
+  completionTokens: z.int().min(0).max(100_000_000).default(0),
+  factor: z.number().min(0).max(1_000).default(1),
+});
+export type OverReport = z.infer<typeof OverReport>;
+
+/**
+ * An account limit as a provider enforces it, over a sliding 60 s window. `count` says what a
+ * request costs: `requested` (OpenAI's documented rule: the prompt plus the output it may ask
+ * for, `max_tokens` x choices, charged on arrival) or `usage` (the prompt on arrival, the
+ * output actually written when the call ends).
+ */
+export const Capacity = z.strictObject({
+  tokensPerMinute: z.int().min(1).nullable().default(null),
+  requestsPerMinute: z.int().min(1).nullable().default(null),
+  count: z.enum(['requested', 'usage']).default('requested'),
+});
+export type Capacity = z.infer<typeof Capacity>;
+
 /** Runtime behaviour: set at startup, changed by `PUT /_mock/config`, restored by reset. */
 export const Behaviour = z.strictObject({
   /** Before the first content token (streaming) or before the whole response. */
@@ -32,11 +56,30 @@ export const Behaviour = z.strictObject({
   /** What `GET /v1/models` lists. Any model name is served. */
   models: z.array(z.string().min(1)).min(1),
   embeddingDimensions: z.int().min(1).max(8_192),
+  /**
+   * A broken upstream: every reply (each choice) is this many tokens, whatever max_tokens or a
+   * vendor length field says. Null: caps are obeyed. Header: `x-mock-ignore-max-tokens`.
+   */
+  ignoreMaxTokens: z.int().min(0).max(1_000_000).nullable(),
+  /** A provider whose usage (and bill) says more than it generated; see `OverReport`. */
+  overReport: OverReport,
+  /** The account's rate limit; null: unlimited. See capacity.ts. */
+  capacity: Capacity.nullable(),
+  /**
+   * Reasoning tokens a request that asks for reasoning spends at `medium` effort (Responses
+   * `reasoning`, chat `reasoning_effort`, Anthropic `thinking`); other efforts scale it.
+   */
+  reasoningTokens: z.int().min(0).max(1_000_000),
+  /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
+  promptCacheMinTokens: z.int().min(1).max(1_000_000),
+  /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
+  logLimit: z.int().min(1).max(1_000_000),
 });
 export type Behaviour = z.infer<typeof Behaviour>;
 
 export const BehaviourPatch = Behaviour.partial();
-export type BehaviourPatch = z.infer<typeof BehaviourPatch>;
+// The input type: nested objects may leave out fields that have defaults.
+export type BehaviourPatch = z.input<typeof BehaviourPatch>;
 
 export const DEFAULT_BEHAVIOUR: Behaviour = {
   firstTokenLatencyMs: 0,
@@ -46,6 +89,12 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   seed: 0,
   models: ['gpt-4o-mini', 'gpt-4o', 'gpt-4', 'gpt-3.5-turbo', 'text-embedding-3-small'],
   embeddingDimensions: 1536,
+  ignoreMaxTokens: null,
+  overReport: { promptTokens: 0, completionTokens: 0, factor: 1 },
+  capacity: null,
+  reasoningTokens: 128,
+  promptCacheMinTokens: 1024,
+  logLimit: 10_000,
 };
 
 /** `fixed:64`, `fraction:0.5` or `uniform:16-512`, the env/CLI form of a CompletionLength. */
@@ -64,7 +113,12 @@ export function parseCompletionSpec(spec: string): CompletionLength | undefined 
   return parsed.success ? parsed.data : undefined;
 }
 
-export const FAILURES = ['500', '429', 'hang', 'drop'] as const;
+/**
+ * Injected failures. `overloaded` answers 529 overloaded_error on the Anthropic surface and 503
+ * on the OpenAI ones; `error` is a stream that breaks off with the surface's error event after
+ * `afterTokens` tokens (a 500 for a JSON reply).
+ */
+export const FAILURES = ['500', '429', 'overloaded', 'error', 'hang', 'drop'] as const;
 export type FailureKind = (typeof FAILURES)[number];
 
 export interface Failure {
@@ -77,7 +131,7 @@ export interface Failure {
 
 /** Body of `POST /_mock/fail-next`: the next `count` model requests fail this way. */
 export const FailNext = z.strictObject({
-  status: z.union([z.literal(500), z.literal(429), z.enum(FAILURES)]),
+  status: z.union([z.literal(500), z.literal(429), z.literal(529), z.enum(FAILURES)]),
   count: z.int().min(1).max(1_000_000).default(1),
   retryAfter: z.number().min(0).max(3_600).default(1),
   afterTokens: z.int().min(0).max(1_000_000).default(0),
@@ -86,7 +140,7 @@ export type FailNextInput = z.input<typeof FailNext>;
 
 export function toFailure(spec: z.infer<typeof FailNext>): Failure {
   return {
-    kind: String(spec.status) as FailureKind,
+    kind: spec.status === 529 ? 'overloaded' : (String(spec.status) as FailureKind),
     retryAfterS: spec.retryAfter,
     afterTokens: spec.afterTokens,
   };

@@ -1,14 +1,107 @@
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyReply } from 'fastify';
-import type { Failure } from './behaviour.js';
-import { errorBody, type FinishReason } from './openai.js';
-import type { MockState, Outcome, RequestRecord } from './state.js';
+import type { Failure, OverReport } from './behaviour.js';
+import type { Plan } from './plan.js';
+import type { MockState, Outcome, RequestRecord, Route } from './state.js';
+import { sendError, type Surface } from './surface.js';
+import { bill, NOTHING, type Billed, type PromptCount } from './usage.js';
 
-type CallInfo = Pick<
+/** What a route knows about a call before it starts. */
+export interface CallInfo extends Pick<
   RequestRecord,
-  'route' | 'model' | 'stream' | 'includeUsage' | 'maxTokens' | 'promptTokens'
->;
+  | 'model'
+  | 'stream'
+  | 'includeUsage'
+  | 'maxTokens'
+  | 'outputCap'
+  | 'vendorFields'
+  | 'choices'
+  | 'candidates'
+  | 'endUser'
+> {
+  route: Route;
+  prompt: PromptCount;
+}
+
+const BILLED: readonly Outcome[] = ['completed', 'aborted', 'dropped', 'error_stream'];
+
+function record(
+  id: string,
+  info: CallInfo,
+  outcome: Outcome,
+  billed: Billed,
+  actualCompletion: number,
+  failure: Failure | undefined,
+  finishReason: string | null,
+): Omit<RequestRecord, 'seq'> {
+  const { prompt, ...rest } = info;
+  return {
+    id,
+    ...rest,
+    ...billed,
+    actual: { promptTokens: prompt.tokens, completionTokens: actualCompletion },
+    outcome,
+    failure: failure?.kind ?? null,
+    finishReason,
+    at: new Date().toISOString(),
+  };
+}
+
+/**
+ * Admits a call against the account limit and starts it; or answers 429 in the surface's
+ * shape (logged as `rate_limited`, nothing billed) and returns undefined. A request costs what
+ * the limit counts (capacity.ts): the prompt, plus its output cap x candidates when it counts
+ * `requested`. The call takes a queued failure only once it is admitted.
+ */
+export function startCall(
+  state: MockState,
+  reply: FastifyReply,
+  surface: Surface,
+  info: CallInfo,
+  plan: Plan,
+): ModelCall | undefined {
+  const requested = state.capacity.counting === 'requested';
+  const cost = info.prompt.tokens + (requested ? info.outputCap * info.candidates : 0);
+  const admission = state.capacity.admit(cost);
+  const headers = surface.rateLimitHeaders(admission.view);
+  if (admission.ok) {
+    return new ModelCall(
+      state,
+      reply,
+      info,
+      plan.failure ?? state.takeFailure(),
+      surface,
+      plan.overReport,
+      headers,
+    );
+  }
+  const limit = admission.limit === 'tokens' ? 'tokens per min (TPM)' : 'requests per min (RPM)';
+  const seconds = admission.retryAfterMs / 1000;
+  const cap =
+    admission.limit === 'tokens' ? admission.view.limitTokens : admission.view.limitRequests;
+  const message =
+    `Rate limit reached for ${info.model} (mock account) on ${limit}: Limit ${cap}, ` +
+    `Used ${admission.used}, Requested ${admission.limit === 'tokens' ? admission.requested : 1}. ` +
+    `Please try again in ${seconds.toFixed(3)}s.`;
+  void sendError(
+    reply.headers({
+      ...headers,
+      'retry-after': String(Math.ceil(seconds)),
+      'retry-after-ms': String(Math.ceil(admission.retryAfterMs)),
+    }),
+    surface,
+    'rate_limit',
+    message,
+    { type: admission.limit },
+  );
+  state.finished(
+    record(state.requestId(), info, 'rate_limited', NOTHING, 0, undefined, null),
+    false,
+    false,
+  );
+  return undefined;
+}
 
 /**
  * One model request in flight: watches for the client going away, applies injected failures,
@@ -25,9 +118,13 @@ export class ModelCall {
 
   constructor(
     private readonly state: MockState,
-    private readonly reply: FastifyReply,
-    private readonly info: CallInfo,
+    readonly reply: FastifyReply,
+    readonly info: CallInfo,
     readonly failure: Failure | undefined,
+    readonly surface: Surface,
+    private readonly overReport: OverReport,
+    /** Sent with every response of the call (the account's rate-limit state). */
+    readonly headers: Record<string, string>,
   ) {
     this.id = state.requestId();
     state.started(failure);
@@ -41,8 +138,9 @@ export class ModelCall {
     });
   }
 
-  get promptTokens(): number {
-    return this.info.promptTokens;
+  /** The usage a provider reports (and bills) for this much output. */
+  usage(completionTokens: number, reasoningTokens = 0): Billed {
+    return bill(this.info.prompt, completionTokens, reasoningTokens, this.overReport);
   }
 
   /** Waits; false when the client left meanwhile. */
@@ -61,37 +159,57 @@ export class ModelCall {
     return !this.aborted;
   }
 
+  /** Starts an SSE response with the call's headers. */
+  openStream(extra: Record<string, string> = {}): void {
+    this.reply.hijack();
+    this.reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      ...this.headers,
+      ...extra,
+    });
+  }
+
   /**
-   * Answers an injected 500 or 429, or starts a hang (never answers) or drop (destroys the
-   * socket) that happens before any byte. Returns false when the request goes on normally.
+   * Answers an injected 500, 429 or overload in the surface's shape, or starts a hang (never
+   * answers) or drop (destroys the socket) that happens before any byte. Returns false when the
+   * request goes on normally (a stream breaks later, after its headers).
    */
   async failBeforeResponse(): Promise<boolean> {
     const f = this.failure;
     if (!f) return false;
-    if (f.kind === '500') {
-      await this.reply
-        .code(500)
-        .send(
-          errorBody(
-            'The server had an error while processing your request. (mock)',
-            'server_error',
-          ),
-        );
+    const surface = this.surface;
+    if (f.kind === '500' || (f.kind === 'error' && !this.info.stream)) {
+      await sendError(
+        this.reply.headers(this.headers),
+        surface,
+        'server',
+        'The server had an error while processing your request. (mock)',
+      );
       this.finish('error_500', 0, null, false);
       return true;
     }
+    if (f.kind === 'overloaded') {
+      await sendError(this.reply.headers(this.headers), surface, 'overloaded', 'Overloaded (mock)');
+      this.finish('error_overloaded', 0, null, false);
+      return true;
+    }
     if (f.kind === '429') {
-      await this.reply
-        .code(429)
-        .header('retry-after', String(Math.ceil(f.retryAfterS)))
-        .header('retry-after-ms', String(Math.round(f.retryAfterS * 1000)))
-        .send(
-          errorBody('Rate limit reached for requests (mock)', 'requests', 'rate_limit_exceeded'),
-        );
+      await sendError(
+        this.reply.headers({
+          ...this.headers,
+          'retry-after': String(Math.ceil(f.retryAfterS)),
+          'retry-after-ms': String(Math.round(f.retryAfterS * 1000)),
+        }),
+        surface,
+        'rate_limit',
+        'Rate limit reached for requests (mock)',
+      );
       this.finish('error_429', 0, null, false);
       return true;
     }
-    if (this.info.stream && f.kind !== 'hang') return false; // a stream drops after its headers
+    if (this.info.stream && f.kind !== 'hang') return false; // a stream breaks after its headers
     if (this.info.stream && f.afterTokens > 0) return false; // ... or hangs midway
     this.reply.hijack();
     if (f.kind === 'hang') await this.hang(0);
@@ -100,18 +218,24 @@ export class ModelCall {
   }
 
   /** Never answers; records the abort when the client gives up. */
-  async hang(completionTokens: number): Promise<void> {
+  async hang(completionTokens: number, reasoningTokens = 0): Promise<void> {
     await this.closed;
-    this.finish(this.aborted ? 'aborted' : 'dropped', completionTokens, null, false);
+    this.finish(
+      this.aborted ? 'aborted' : 'dropped',
+      completionTokens,
+      null,
+      false,
+      reasoningTokens,
+    );
   }
 
   /**
    * Destroys the socket, as a provider whose connection breaks: after what was already written
    * has reached the client (an empty socket write calls back once earlier writes are flushed).
    */
-  drop(completionTokens: number): void {
+  drop(completionTokens: number, reasoningTokens = 0): void {
     this.dropped = true;
-    this.finish('dropped', completionTokens, null, false);
+    this.finish('dropped', completionTokens, null, false, reasoningTokens);
     const socket = this.reply.raw.socket;
     if (!socket || socket.destroyed) return;
     socket.write(Buffer.alloc(0), () => socket.destroy());
@@ -121,22 +245,26 @@ export class ModelCall {
   finish(
     outcome: Outcome,
     completionTokens: number,
-    finishReason: FinishReason | null,
+    finishReason: string | null,
     reported: boolean,
+    reasoningTokens = 0,
   ): void {
     if (this.done) return;
     this.done = true;
-    const billed = outcome === 'completed' || outcome === 'aborted' || outcome === 'dropped';
+    const billed = BILLED.includes(outcome);
+    const usage = billed ? this.usage(completionTokens, reasoningTokens) : NOTHING;
+    if (billed && this.state.capacity.counting === 'usage')
+      this.state.capacity.addOutput(usage.completionTokens);
     this.state.finished(
-      {
-        id: this.id,
-        ...this.info,
-        completionTokens,
+      record(
+        this.id,
+        this.info,
         outcome,
-        failure: this.failure?.kind ?? null,
+        usage,
+        billed ? completionTokens : 0,
+        this.failure,
         finishReason,
-        at: new Date().toISOString(),
-      },
+      ),
       billed,
       reported,
     );

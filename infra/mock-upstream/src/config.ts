@@ -29,6 +29,10 @@ const EnvSchema = z.object({
   MOCK_UPSTREAM_SEED: env.int(0),
   /** Comma-separated model ids for GET /v1/models. */
   MOCK_UPSTREAM_MODELS: z.string().default(DEFAULT_BEHAVIOUR.models.join(',')),
+  /** The account's tokens per minute (sliding 60 s), answered with 429 past it; 0: none. */
+  MOCK_UPSTREAM_TPM: env.int(0),
+  /** The account's requests per minute; 0: none. */
+  MOCK_UPSTREAM_RPM: env.int(0),
   LOG_LEVEL: env.logLevel(),
 });
 
@@ -54,6 +58,14 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): MockUpstrea
         models: e.MOCK_UPSTREAM_MODELS.split(',')
           .map((m) => m.trim())
           .filter(Boolean),
+        capacity:
+          e.MOCK_UPSTREAM_TPM || e.MOCK_UPSTREAM_RPM
+            ? {
+                tokensPerMinute: e.MOCK_UPSTREAM_TPM || null,
+                requestsPerMinute: e.MOCK_UPSTREAM_RPM || null,
+                count: 'requested',
+              }
+            : null,
       },
     },
   };

@@ -21,7 +21,7 @@ describe('error injection', () => {
     expect((err as APIError).type).toBe('server_error');
     const stats = mock.upstream().stats();
     expect(stats.errorsInjected['500']).toBe(1);
-    expect(stats.billed).toEqual({ promptTokens: 0, completionTokens: 0 });
+    expect(stats.billed).toMatchObject({ promptTokens: 0, completionTokens: 0 });
     expect(stats.recent[0]).toMatchObject({ outcome: 'error_500', failure: '500' });
   });
 

@@ -57,3 +57,43 @@ export function wantedTokens(spec: CompletionLength, cap: number, seed: number):
       return spec.min + Math.floor(prng(seed)() * (spec.max - spec.min + 1));
   }
 }
+
+/** Reasoning effort as a multiple of the configured `medium` amount. */
+const EFFORT = { none: 0, minimal: 0.25, low: 0.5, medium: 1, high: 2, xhigh: 4 } as const;
+
+/** Reasoning tokens for a requested effort; 0 when the request asks for none. */
+export function reasoningFor(effort: unknown, medium: number): number {
+  if (typeof effort !== 'string' || !(effort in EFFORT)) return 0;
+  return Math.round(medium * EFFORT[effort as keyof typeof EFFORT]);
+}
+
+/**
+ * Deterministic tool-call arguments, `{"input":"Word word ..."}`, of at most `maxTokens`
+ * tokens, in stream pieces that carry their share of the count: one per word, the rest of the
+ * whole text's count on the opening piece. So the pieces add up to the bill and a cut stream
+ * bills what it sent. Empty when not even the braces fit.
+ */
+export function toolArguments(
+  seed: number,
+  maxTokens: number,
+  count: (text: string) => number,
+): { json: string; pieces: { text: string; tokens: number }[]; tokens: number } {
+  const build = (words: number) => {
+    const texts = completionPieces(seed, words);
+    const json = `{"input":"${texts.join('')}"}`;
+    const frame = Math.max(0, count(json) - words);
+    const pieces = [
+      { text: '{"input":"', tokens: frame },
+      ...texts.map((text) => ({ text, tokens: 1 })),
+      { text: '"}', tokens: 0 },
+    ];
+    return { json, pieces, tokens: frame + words };
+  };
+  let words = Math.max(0, maxTokens - count('{"input":""}'));
+  let args = build(words);
+  while (args.tokens > maxTokens && words > 0) {
+    words = Math.max(0, words - (args.tokens - maxTokens));
+    args = build(words);
+  }
+  return args.tokens > maxTokens ? { json: '', pieces: [], tokens: 0 } : args;
+}

@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import type { Billed } from './usage.js';
 
 /** OpenAI's error body. */
 export function errorBody(
@@ -27,14 +28,15 @@ export interface Usage {
   };
 }
 
-export function usage(promptTokens: number, completionTokens: number): Usage {
+/** Chat Completions `usage` for a bill. */
+export function usage(b: Billed): Usage {
   return {
-    prompt_tokens: promptTokens,
-    completion_tokens: completionTokens,
-    total_tokens: promptTokens + completionTokens,
-    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    prompt_tokens: b.promptTokens,
+    completion_tokens: b.completionTokens,
+    total_tokens: b.promptTokens + b.completionTokens,
+    prompt_tokens_details: { cached_tokens: b.cachedTokens, audio_tokens: 0 },
     completion_tokens_details: {
-      reasoning_tokens: 0,
+      reasoning_tokens: b.reasoningTokens,
       audio_tokens: 0,
       accepted_prediction_tokens: 0,
       rejected_prediction_tokens: 0,

@@ -5,6 +5,7 @@ import {
   type CompletionLength,
   type Failure,
   type FailureKind,
+  type OverReport,
 } from './behaviour.js';
 import type { MockState } from './state.js';
 
@@ -13,36 +14,56 @@ export interface Plan {
   firstTokenLatencyMs: number;
   tokenDelayMs: number;
   completion: CompletionLength;
+  /** From `x-mock-fail`; without it the call takes a queued failure when it starts. */
   failure: Failure | undefined;
+  ignoreMaxTokens: number | null;
+  overReport: OverReport;
+  /** OpenAI surfaces: prompt tokens reported as served from the prompt cache. */
+  cachedTokens: number;
+  /** Reasoning tokens at `medium` effort, for requests that ask for reasoning. */
+  reasoningTokens: number;
 }
 
 /**
  * Per-request overrides, for clients that can set headers but not odd bodies (the official
- * `openai` client: `create(body, { headers })`):
+ * clients: `create(body, { headers })`):
  * - `x-mock-latency-ms`: first-token latency; `x-mock-token-delay-ms`: delay between tokens;
  * - `x-mock-completion-tokens`: reply length before the max_tokens cap;
- * - `x-mock-fail: 500|429|hang|drop`, with `x-mock-fail-after-tokens` (drop/hang a stream after
- *   that many content tokens) and `x-mock-retry-after` (seconds, 429).
- * Without `x-mock-fail`, a failure queued by `POST /_mock/fail-next` applies.
+ * - `x-mock-fail: 500|429|overloaded|error|hang|drop`, with `x-mock-fail-after-tokens` (a stream
+ *   breaks after that many content tokens) and `x-mock-retry-after` (seconds, 429);
+ * - `x-mock-ignore-max-tokens: N`: write N tokens per choice whatever the caps say;
+ * - `x-mock-overreport-prompt`, `x-mock-overreport-completion` (extra tokens) and
+ *   `x-mock-overreport-factor` (a multiplier): usage reports and bills more than was generated;
+ * - `x-mock-cached-tokens`: OpenAI surfaces report that many prompt tokens as cached;
+ * - `x-mock-reasoning-tokens`: reasoning tokens at medium effort.
+ * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
   headers: IncomingHttpHeaders,
   state: MockState,
 ): { ok: true; plan: Plan } | { ok: false; message: string } {
   const errors: string[] = [];
-  const int = (name: string): number | undefined => {
+  const number = (name: string, integer: boolean): number | undefined => {
     const raw = headers[name];
     if (raw === undefined) return undefined;
     const value = Number(raw);
-    if (typeof raw === 'string' && Number.isInteger(value) && value >= 0) return value;
-    errors.push(`${name} must be a non-negative integer`);
+    const valid = typeof raw === 'string' && raw.trim() !== '' && value >= 0;
+    if (valid && (integer ? Number.isInteger(value) : Number.isFinite(value))) return value;
+    errors.push(`${name} must be a non-negative ${integer ? 'integer' : 'number'}`);
     return undefined;
   };
+  const int = (name: string) => number(name, true);
   const latency = int('x-mock-latency-ms');
   const delay = int('x-mock-token-delay-ms');
   const tokens = int('x-mock-completion-tokens');
   const afterTokens = int('x-mock-fail-after-tokens') ?? 0;
   const retryAfterS = int('x-mock-retry-after') ?? 1;
+  const ignoreMaxTokens = int('x-mock-ignore-max-tokens');
+  const extraPrompt = int('x-mock-overreport-prompt');
+  const extraCompletion = int('x-mock-overreport-completion');
+  const factor = number('x-mock-overreport-factor', false);
+  const cachedTokens = int('x-mock-cached-tokens');
+  const reasoningTokens = int('x-mock-reasoning-tokens');
   const fail = headers['x-mock-fail'];
   if (fail !== undefined && !(typeof fail === 'string' && isFailure(fail))) {
     errors.push(`x-mock-fail must be one of ${FAILURES.join(', ')}`);
@@ -59,7 +80,15 @@ export function planRequest(
       failure:
         typeof fail === 'string' && isFailure(fail)
           ? { kind: fail, retryAfterS, afterTokens }
-          : state.takeFailure(),
+          : undefined,
+      ignoreMaxTokens: ignoreMaxTokens ?? b.ignoreMaxTokens,
+      overReport: {
+        promptTokens: extraPrompt ?? b.overReport.promptTokens,
+        completionTokens: extraCompletion ?? b.overReport.completionTokens,
+        factor: factor ?? b.overReport.factor,
+      },
+      cachedTokens: cachedTokens ?? 0,
+      reasoningTokens: reasoningTokens ?? b.reasoningTokens,
     },
   };
 }

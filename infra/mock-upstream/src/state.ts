@@ -2,84 +2,165 @@ import { Counter, type Registry } from 'prom-client';
 import {
   Behaviour,
   FailNext,
+  FAILURES,
   toFailure,
   type BehaviourPatch,
   type Failure,
   type FailNextInput,
   type FailureKind,
 } from './behaviour.js';
+import { CapacityLimiter, type CapacityStats } from './capacity.js';
+import { PromptCache } from './anthropic/cache.js';
+import { ResponseStore } from './responses/store.js';
+import type { Billed } from './usage.js';
 
-export type Route = 'chat.completions' | 'embeddings';
+/** The model routes: every call on them is logged. */
+export type Route = 'chat.completions' | 'embeddings' | 'responses' | 'messages';
+
+/** Every route the stats count on arrival (before auth and validation). */
+const REQUEST_COUNTERS = {
+  'chat.completions': 'chatCompletions',
+  embeddings: 'embeddings',
+  models: 'models',
+  responses: 'responses',
+  'responses.input_tokens': 'responsesInputTokens',
+  messages: 'messages',
+  'messages.count_tokens': 'messagesCountTokens',
+} as const;
+export type CountedRoute = keyof typeof REQUEST_COUNTERS;
+type RequestCounts = Record<(typeof REQUEST_COUNTERS)[CountedRoute], number>;
 
 /** How a model request ended, as the mock's stats count it. */
-export type Outcome = 'completed' | 'aborted' | 'dropped' | 'error_500' | 'error_429' | 'invalid';
+export type Outcome =
+  | 'completed'
+  | 'aborted'
+  | 'dropped'
+  | 'error_500'
+  | 'error_429'
+  | 'error_overloaded'
+  | 'error_stream'
+  | 'rate_limited'
+  | 'invalid';
 
-/** One model request as the mock saw it; the last 200 are kept for tests. */
-export interface RequestRecord {
+/**
+ * One model call as the mock saw it and billed it: the ground truth a test compares a
+ * gateway's books against. Token fields are what the provider billed (= the usage it reported,
+ * over-reporting included), OpenAI-style: `promptTokens` is all input with the cache counts as
+ * parts of it, `completionTokens` all output with `reasoningTokens` as part of it. `actual` is
+ * what was really processed and written.
+ */
+export interface RequestRecord extends Billed {
+  /** 1, 2, ... in the order calls ended; `GET /_mock/log?after=seq` pages on it. */
+  seq: number;
   id: string;
   route: Route;
   model: string;
   stream: boolean;
   includeUsage: boolean;
-  /** max_completion_tokens ?? max_tokens as received, null when absent. */
+  /** The surface's own length field as received (max_completion_tokens ?? max_tokens, max_output_tokens, max_tokens), null when absent. */
   maxTokens: number | null;
-  promptTokens: number;
-  /** Content tokens actually sent (all choices). */
-  completionTokens: number;
+  /** The output each candidate was allowed, after vendor fields (see vendor.ts). */
+  outputCap: number;
+  /** Vendor length/count fields the request carried (`n_predict`, `options.num_predict`, ...). */
+  vendorFields: Record<string, unknown>;
+  choices: number;
+  /** Candidates generated and billed (`best_of`), >= choices. */
+  candidates: number;
+  /** OpenAI `user`, Anthropic `metadata.user_id`. */
+  endUser: string | null;
+  actual: { promptTokens: number; completionTokens: number };
   outcome: Outcome;
   failure: FailureKind | null;
-  finishReason: 'stop' | 'length' | null;
+  /** The surface's own: stop/length, completed/incomplete, end_turn/max_tokens/tool_use... */
+  finishReason: string | null;
   at: string;
 }
 
+type Totals = Omit<Billed, 'cacheWrite5mTokens' | 'cacheWrite1hTokens'> & {
+  cacheWriteTokens: number;
+};
+
 export interface MockStats {
   /** Requests received, by route (before auth and validation). */
-  requests: { chatCompletions: number; embeddings: number; models: number };
+  requests: RequestCounts;
   inFlight: number;
   /** Model requests answered in full (a 200 with the whole body or stream). */
   completed: number;
   /** The client closed the connection before the response was complete. */
   abortedByClient: number;
   errorsInjected: Record<FailureKind, number>;
-  /** Sum of the `usage` objects sent (bodies, and stream usage chunks when asked for). */
-  usage: { promptTokens: number; completionTokens: number; totalTokens: number };
+  /** Sum of the `usage` objects sent (bodies, and stream usage events when sent). */
+  usage: Totals & { totalTokens: number };
   /**
-   * What a provider would charge: the prompt and every token sent, also for streams that were
-   * aborted or dropped midway and streams without a usage chunk. Non-streaming replies whose
-   * client left are charged in full (the model finished them). Errors are free.
+   * What a provider would charge: the prompt and every token written, also for streams that
+   * were aborted or dropped midway and streams without a usage chunk. Non-streaming replies
+   * whose client left are charged in full (the model finished them). Errors are free.
    */
-  billed: { promptTokens: number; completionTokens: number };
+  billed: Totals;
+  billedByRoute: Record<Route, Totals & { calls: number }>;
+  /** The account limit: arrivals per minute, the peak of any 60 s, 429s sent. */
+  capacity: CapacityStats;
+  /** The call log, oldest first (the last `logLimit` calls). */
   recent: RequestRecord[];
 }
 
-const RECENT = 200;
+const zeroTotals = (): Totals => ({
+  promptTokens: 0,
+  completionTokens: 0,
+  cachedTokens: 0,
+  cacheWriteTokens: 0,
+  reasoningTokens: 0,
+});
 
-function emptyStats(): MockStats {
+function emptyStats(capacity: CapacityStats): MockStats {
   return {
-    requests: { chatCompletions: 0, embeddings: 0, models: 0 },
+    requests: Object.fromEntries(
+      Object.values(REQUEST_COUNTERS).map((k) => [k, 0]),
+    ) as RequestCounts,
     inFlight: 0,
     completed: 0,
     abortedByClient: 0,
-    errorsInjected: { '500': 0, '429': 0, hang: 0, drop: 0 },
-    usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
-    billed: { promptTokens: 0, completionTokens: 0 },
+    errorsInjected: Object.fromEntries(FAILURES.map((f) => [f, 0])) as Record<FailureKind, number>,
+    usage: { ...zeroTotals(), totalTokens: 0 },
+    billed: zeroTotals(),
+    billedByRoute: {
+      'chat.completions': { ...zeroTotals(), calls: 0 },
+      embeddings: { ...zeroTotals(), calls: 0 },
+      responses: { ...zeroTotals(), calls: 0 },
+      messages: { ...zeroTotals(), calls: 0 },
+    },
+    capacity,
     recent: [],
   };
 }
 
-/** The mock's mutable state: behaviour, queued failures and statistics. */
+function add(into: Totals, b: Billed): void {
+  into.promptTokens += b.promptTokens;
+  into.completionTokens += b.completionTokens;
+  into.cachedTokens += b.cachedTokens;
+  into.cacheWriteTokens += b.cacheWrite5mTokens + b.cacheWrite1hTokens;
+  into.reasoningTokens += b.reasoningTokens;
+}
+
+/** The mock's mutable state: behaviour, queued failures, stores, the call log and statistics. */
 export class MockState {
   behaviour: Behaviour;
+  readonly capacity = new CapacityLimiter();
+  readonly responses = new ResponseStore();
+  readonly promptCache = new PromptCache();
   private readonly initial: Behaviour;
   private queue: { failure: Failure; remaining: number }[] = [];
-  private stats = emptyStats();
+  private stats: MockStats;
   private nextId = 1;
+  private nextSeq = 1;
   private readonly outcomes: Counter<'route' | 'outcome'>;
   private readonly tokens: Counter<'kind'>;
 
   constructor(initial: Behaviour, registry: Registry) {
     this.initial = Behaviour.parse(initial);
     this.behaviour = this.initial;
+    this.capacity.configure(this.behaviour.capacity);
+    this.stats = emptyStats(this.capacity.snapshot());
     this.outcomes = new Counter({
       name: 'mock_upstream_requests_total',
       help: 'Model requests by route and outcome',
@@ -96,6 +177,7 @@ export class MockState {
 
   configure(patch: BehaviourPatch): Behaviour {
     this.behaviour = Behaviour.parse({ ...this.behaviour, ...patch });
+    this.capacity.configure(this.behaviour.capacity);
     return this.behaviour;
   }
 
@@ -114,12 +196,16 @@ export class MockState {
     return head.failure;
   }
 
-  /** Startup behaviour back, no queued failures, zeroed statistics. */
+  /** Startup behaviour back; no queued failures, stored responses, cache or statistics. */
   reset(): void {
     this.behaviour = this.initial;
+    this.capacity.configure(this.behaviour.capacity);
+    this.capacity.reset();
+    this.responses.clear();
+    this.promptCache.clear();
     this.queue = [];
     const inFlight = this.stats.inFlight;
-    this.stats = emptyStats();
+    this.stats = emptyStats(this.capacity.snapshot());
     this.stats.inFlight = inFlight;
   }
 
@@ -127,9 +213,8 @@ export class MockState {
     return `mock-${this.nextId++}`;
   }
 
-  received(route: Route | 'models'): void {
-    const key = route === 'chat.completions' ? 'chatCompletions' : route;
-    this.stats.requests[key] += 1;
+  received(route: CountedRoute): void {
+    this.stats.requests[REQUEST_COUNTERS[route]] += 1;
   }
 
   started(failure: Failure | undefined): void {
@@ -137,29 +222,39 @@ export class MockState {
     if (failure) this.stats.errorsInjected[failure.kind] += 1;
   }
 
-  /** Records how a model request ended; `reported` is the usage object sent, if one was. */
-  finished(record: RequestRecord, billed: boolean, reported: boolean): void {
+  /**
+   * Records how a model call ended. `billed`: a provider charges it (it reached the model);
+   * `reported`: its usage object was sent. A call refused before it started (`rate_limited`)
+   * was never `started`.
+   */
+  finished(record: Omit<RequestRecord, 'seq'>, billed: boolean, reported: boolean): void {
     const s = this.stats;
-    s.inFlight = Math.max(0, s.inFlight - 1);
+    if (record.outcome !== 'rate_limited') s.inFlight = Math.max(0, s.inFlight - 1);
     if (record.outcome === 'completed') s.completed += 1;
     if (record.outcome === 'aborted') s.abortedByClient += 1;
     if (billed) {
-      s.billed.promptTokens += record.promptTokens;
-      s.billed.completionTokens += record.completionTokens;
+      add(s.billed, record);
+      const byRoute = s.billedByRoute[record.route];
+      add(byRoute, record);
+      byRoute.calls += 1;
       this.tokens.inc({ kind: 'prompt' }, record.promptTokens);
       this.tokens.inc({ kind: 'completion' }, record.completionTokens);
     }
     if (reported) {
-      s.usage.promptTokens += record.promptTokens;
-      s.usage.completionTokens += record.completionTokens;
+      add(s.usage, record);
       s.usage.totalTokens += record.promptTokens + record.completionTokens;
     }
-    s.recent.push(record);
-    if (s.recent.length > RECENT) s.recent.shift();
+    s.recent.push({ seq: this.nextSeq++, ...record });
+    if (s.recent.length > this.behaviour.logLimit) s.recent.shift();
     this.outcomes.inc({ route: record.route, outcome: record.outcome });
   }
 
   snapshot(): MockStats {
-    return structuredClone(this.stats);
+    return structuredClone({ ...this.stats, capacity: this.capacity.snapshot() });
+  }
+
+  /** Call records after `seq`, oldest first. */
+  log(after: number): RequestRecord[] {
+    return structuredClone(this.stats.recent.filter((r) => r.seq > after));
   }
 }

@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeEach } from 'vitest';
 import { startMockUpstream, type MockUpstream, type MockUpstreamOptions } from '../src/index.js';
@@ -31,17 +32,18 @@ export function useMockUpstream(opts: MockUpstreamOptions = {}): {
   };
 }
 
-/** POST/PUT/GET JSON against the mock's own routes (/_mock, /healthz...). */
+/** POST/PUT/GET JSON against any route of the mock, with bodies no client would build. */
 export async function call(
   upstream: MockUpstream,
   method: string,
   path: string,
   body?: unknown,
-): Promise<{ status: number; json: unknown; text: string }> {
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: unknown; text: string; headers: Headers }> {
   const origin = upstream.url.replace(/\/v1$/, '');
   const res = await fetch(`${origin}${path}`, {
     method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -51,5 +53,18 @@ export async function call(
   } catch {
     json = undefined;
   }
-  return { status: res.status, json, text };
+  return { status: res.status, json, text, headers: res.headers };
+}
+
+/** The official Anthropic client, unchanged: baseURL without /v1, the key sent as x-api-key. */
+export function anthropicClient(
+  upstream: MockUpstream,
+  options: ConstructorParameters<typeof Anthropic>[0] = {},
+): Anthropic {
+  return new Anthropic({
+    baseURL: upstream.url.replace(/\/v1$/, ''),
+    apiKey: 'sk-ant-test',
+    maxRetries: 0,
+    ...options,
+  });
 }

@@ -10,6 +10,15 @@ import { describeIssue } from './schemas.js';
  */
 export function registerAdmin(app: FastifyInstance, state: MockState): void {
   app.get('/_mock/stats', () => state.snapshot());
+  // The call log page by page: `?after=<seq>` gives the calls recorded since that one.
+  app.get<{ Querystring: { after?: string } }>('/_mock/log', (request, reply) => {
+    const after = Number(request.query.after ?? 0);
+    if (!Number.isInteger(after) || after < 0) {
+      return sendInvalid(reply, 'after: a non-negative integer (a record seq)');
+    }
+    return { records: state.log(after) };
+  });
+  app.get('/_mock/capacity', () => state.capacity.snapshot());
   app.post('/_mock/reset', (_request, reply) => {
     state.reset();
     return reply.code(204).send();

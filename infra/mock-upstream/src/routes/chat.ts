@@ -1,98 +1,110 @@
-import { countChatPrompt, encodingForModel, loadTokenizer } from '@holdfast/tokenizer';
-import { applyTemplate, countTemplateTokens, TEMPLATE_MODEL } from '../template.js';
-import type { FastifyInstance, FastifyReply } from 'fastify';
-import { ModelCall } from '../call.js';
-import { completionPieces, hash32, wantedTokens } from '../generate.js';
-import {
-  chunkFactory,
-  sendInvalid,
-  sse,
-  SYSTEM_FINGERPRINT,
-  usage,
-  type FinishReason,
-} from '../openai.js';
-import { planRequest, type Plan } from '../plan.js';
+import type { FastifyInstance } from 'fastify';
+import { startCall, type ModelCall } from '../call.js';
+import { completionPieces, hash32, reasoningFor } from '../generate.js';
+import { chunkFactory, sendInvalid, sse, SYSTEM_FINGERPRINT, usage } from '../openai.js';
+import type { Plan } from '../plan.js';
+import { countPrompt } from '../prompt.js';
+import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
-import { ChatBody, describeIssue } from './schemas.js';
+import { TokenStream } from '../stream.js';
+import { OPENAI } from '../surface.js';
+import { uncachedPrompt } from '../usage.js';
+import { candidateLength, replyShape } from '../vendor.js';
+import { ChatBody } from './schemas.js';
 
-interface Choice {
+interface Candidate {
   pieces: string[];
-  finish: FinishReason;
+  reasoning: number;
+  finish: 'stop' | 'length';
 }
 
-/** `POST /v1/chat/completions`, JSON or SSE, with exact usage. */
+/**
+ * `POST /v1/chat/completions`, JSON or SSE, with exact usage. Vendor length and count fields
+ * are obeyed (vendor.ts); `reasoning_effort` spends reasoning tokens inside the cap.
+ */
 export function registerChat(app: FastifyInstance, state: MockState): void {
   app.post('/v1/chat/completions', async (request, reply) => {
-    const parsed = ChatBody.safeParse(request.body);
-    if (!parsed.success) {
-      const { message, param } = describeIssue(parsed.error);
-      return sendInvalid(reply, message, param);
-    }
-    const planned = planRequest(request.headers, state);
-    if (!planned.ok) return sendInvalid(reply, planned.message);
-    const body = parsed.data;
-    const { plan } = planned;
-
-    // Self-hosted models are counted as llama-server counts them: the rendered chat template.
-    const promptTokens = TEMPLATE_MODEL.test(body.model)
-      ? await countTemplateTokens(applyTemplate(body.messages))
-      : countChatPrompt(body, await loadTokenizer(encodingForModel(body.model)));
+    const read = readRequest(ChatBody, request, reply, state);
+    if (!read) return reply;
+    const { body, plan } = read;
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-    const cap = maxTokens ?? state.behaviour.maxOutputTokens;
+    const shaped = replyShape({
+      body,
+      surfaceMax: maxTokens,
+      surfaceField: body.max_completion_tokens == null ? 'max_tokens' : 'max_completion_tokens',
+      n: body.n ?? 1,
+      counts: true,
+      serverMax: state.behaviour.maxOutputTokens,
+    });
+    if (!shaped.ok) return sendInvalid(reply, shaped.message, shaped.param);
+    const { shape } = shaped;
+
+    const promptTokens = await countPrompt(body);
     const stream = body.stream === true;
-    const includeUsage = stream && body.stream_options?.include_usage === true;
-    const call = new ModelCall(
+    const call = startCall(
       state,
       reply,
+      OPENAI,
       {
         route: 'chat.completions',
         model: body.model,
         stream,
-        includeUsage,
+        includeUsage: stream && body.stream_options?.include_usage === true,
         maxTokens,
-        promptTokens,
+        outputCap: shape.cap,
+        vendorFields: shape.vendorFields,
+        choices: shape.choices,
+        candidates: shape.candidates,
+        endUser: body.user ?? null,
+        prompt: {
+          ...uncachedPrompt(promptTokens),
+          cached: Math.min(plan.cachedTokens, promptTokens),
+        },
       },
-      plan.failure,
+      plan,
     );
-    if (await call.failBeforeResponse()) return reply;
+    if (!call || (await call.failBeforeResponse())) return reply;
 
     const seed = hash32(`${body.model}\n${JSON.stringify(body.messages)}`, state.behaviour.seed);
-    const choices = Array.from({ length: body.n ?? 1 }, (_, index): Choice => {
+    const budget = reasoningFor(body.reasoning_effort, plan.reasoningTokens);
+    const candidates = Array.from({ length: shape.candidates }, (_, index): Candidate => {
       const choiceSeed = hash32(String(index), seed);
-      const wanted = wantedTokens(plan.completion, cap, choiceSeed);
-      const tokens = Math.min(wanted, cap);
-      return {
-        pieces: completionPieces(choiceSeed, tokens),
-        finish: wanted >= cap ? 'length' : 'stop',
-      };
+      const { tokens, reasoning, finish } = candidateLength(shape, plan, choiceSeed, budget);
+      return { pieces: completionPieces(choiceSeed, tokens), reasoning, finish };
     });
     if (stream) {
-      reply.hijack();
-      await streamChoices(call, reply, body.model, choices, plan, includeUsage);
+      await streamChoices(call, body.model, candidates, shape.choices, plan);
       return reply;
     }
-    return sendChoices(call, reply, body.model, choices, plan, promptTokens);
+    return sendChoices(call, body.model, candidates, shape.choices, plan);
   });
+}
+
+/** All output of the candidates (the returned ones and the hidden `best_of` ones). */
+function totals(candidates: readonly Candidate[]): { output: number; reasoning: number } {
+  const reasoning = candidates.reduce((n, c) => n + c.reasoning, 0);
+  return { output: reasoning + candidates.reduce((n, c) => n + c.pieces.length, 0), reasoning };
 }
 
 async function sendChoices(
   call: ModelCall,
-  reply: FastifyReply,
   model: string,
-  choices: Choice[],
+  candidates: Candidate[],
+  returned: number,
   plan: Plan,
-  promptTokens: number,
 ) {
-  const tokens = choices.reduce((n, c) => n + c.pieces.length, 0);
-  const longest = Math.max(...choices.map((c) => c.pieces.length));
+  const { output, reasoning } = totals(candidates);
+  const longest = Math.max(...candidates.map((c) => c.pieces.length + c.reasoning));
+  const reply = call.reply;
   if (!(await call.wait(plan.firstTokenLatencyMs + plan.tokenDelayMs * longest))) {
     // The model finished the reply anyway, so a provider bills all of it.
-    call.finish('aborted', tokens, null, false);
+    call.finish('aborted', output, null, false, reasoning);
     reply.hijack();
     return reply;
   }
-  call.finish('completed', tokens, choices[0]?.finish ?? 'stop', true);
-  return reply.header('x-request-id', call.id).send({
+  const choices = candidates.slice(0, returned);
+  call.finish('completed', output, choices[0]?.finish ?? 'stop', true, reasoning);
+  return reply.headers({ ...call.headers, 'x-request-id': call.id }).send({
     id: `chatcmpl-${call.id}`,
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
@@ -109,59 +121,55 @@ async function sendChoices(
       logprobs: null,
       finish_reason: choice.finish,
     })),
-    usage: usage(promptTokens, tokens),
+    usage: usage(call.usage(output, reasoning)),
   });
 }
 
 /**
  * SSE as OpenAI sends it: a role chunk, one chunk per token, a finish chunk per choice, the
- * usage chunk when asked for, then `[DONE]`. An injected drop or hang cuts in after
- * `afterTokens` content tokens.
+ * usage chunk when asked for, then `[DONE]`. An injected break cuts in after `afterTokens`
+ * content tokens.
  */
 async function streamChoices(
   call: ModelCall,
-  reply: FastifyReply,
   model: string,
-  choices: Choice[],
+  candidates: Candidate[],
+  returned: number,
   plan: Plan,
-  includeUsage: boolean,
 ): Promise<void> {
-  const res = reply.raw;
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-    'x-request-id': call.id,
-  });
-  const chunks = chunkFactory(`chatcmpl-${call.id}`, model, includeUsage);
-  const cut =
-    call.failure?.kind === 'drop' || call.failure?.kind === 'hang' ? call.failure : undefined;
-  // A cut never waits for more tokens than the reply has: it then comes before the finish chunk.
-  const total = choices.reduce((n, c) => n + c.pieces.length, 0);
-  const cutAt = cut ? Math.min(cut.afterTokens, total) : -1;
-  let sent = 0;
-  const interrupt = () => (cut?.kind === 'drop' ? call.drop(sent) : call.hang(sent));
-  const aborted = () => call.finish('aborted', sent, null, false);
-
-  if (!(await call.write(sse(chunks.role(0)))) || !(await call.wait(plan.firstTokenLatencyMs))) {
-    return aborted();
-  }
+  call.openStream({ 'x-request-id': call.id });
+  const choices = candidates.slice(0, returned);
+  const chunks = chunkFactory(`chatcmpl-${call.id}`, model, call.info.includeUsage);
+  const visible = choices.reduce((n, c) => n + c.pieces.length, 0);
+  const { output, reasoning } = totals(candidates);
+  const out = new TokenStream(
+    call,
+    plan,
+    visible,
+    () =>
+      sse({
+        error: {
+          message: 'The server had an error while processing your request. (mock)',
+          type: 'server_error',
+          param: null,
+          code: null,
+        },
+      }),
+    { reasoning, hidden: output - reasoning - visible },
+  );
+  if (!(await out.event(sse(chunks.role(0)))) || !(await out.begin())) return;
   for (const [index, choice] of choices.entries()) {
-    if (index > 0 && !(await call.write(sse(chunks.role(index))))) return aborted();
+    if (index > 0 && !(await out.event(sse(chunks.role(index))))) return;
     for (const piece of choice.pieces) {
-      if (sent === cutAt) return interrupt();
-      if (sent > 0 && !(await call.wait(plan.tokenDelayMs))) return aborted();
-      if (!(await call.write(sse(chunks.content(index, piece))))) return aborted();
-      sent += 1;
+      if (!(await out.token(sse(chunks.content(index, piece))))) return;
     }
-    if (sent === cutAt) return interrupt();
-    if (!(await call.write(sse(chunks.finish(index, choice.finish))))) return aborted();
+    if (!(await out.checkpoint())) return;
+    if (!(await out.event(sse(chunks.finish(index, choice.finish))))) return;
   }
-  const promptTokens = call.promptTokens;
-  if (includeUsage && !(await call.write(sse(chunks.usage(usage(promptTokens, sent)))))) {
-    return aborted();
+  const { includeUsage } = call.info;
+  if (includeUsage && !(await out.event(sse(chunks.usage(usage(call.usage(output, reasoning))))))) {
+    return;
   }
-  if (!(await call.write(sse('[DONE]')))) return aborted();
-  res.end();
-  call.finish('completed', sent, choices[0]?.finish ?? 'stop', includeUsage);
+  if (!(await out.event(sse('[DONE]')))) return;
+  out.complete(choices[0]?.finish ?? 'stop', includeUsage);
 }

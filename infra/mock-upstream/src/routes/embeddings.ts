@@ -1,40 +1,42 @@
 import { countEmbeddingInput, encodingForModel, loadTokenizer } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
-import { ModelCall } from '../call.js';
+import { startCall } from '../call.js';
 import { hash32, prng } from '../generate.js';
-import { sendInvalid } from '../openai.js';
-import { planRequest } from '../plan.js';
+import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
-import { describeIssue, EmbeddingsBody } from './schemas.js';
+import { OPENAI } from '../surface.js';
+import { uncachedPrompt } from '../usage.js';
+import { EmbeddingsBody } from './schemas.js';
 
 /** `POST /v1/embeddings`: deterministic unit vectors, usage counted in the model's encoding. */
 export function registerEmbeddings(app: FastifyInstance, state: MockState): void {
   app.post('/v1/embeddings', async (request, reply) => {
-    const parsed = EmbeddingsBody.safeParse(request.body);
-    if (!parsed.success) {
-      const { message, param } = describeIssue(parsed.error);
-      return sendInvalid(reply, message, param);
-    }
-    const planned = planRequest(request.headers, state);
-    if (!planned.ok) return sendInvalid(reply, planned.message);
-    const { model, input, encoding_format: format, dimensions } = parsed.data;
+    const read = readRequest(EmbeddingsBody, request, reply, state);
+    if (!read) return reply;
+    const { model, input, encoding_format: format, dimensions } = read.body;
 
     const promptTokens = countEmbeddingInput(input, await loadTokenizer(encodingForModel(model)));
-    const call = new ModelCall(
+    const call = startCall(
       state,
       reply,
+      OPENAI,
       {
         route: 'embeddings',
         model,
         stream: false,
         includeUsage: false,
         maxTokens: null,
-        promptTokens,
+        outputCap: 0,
+        vendorFields: {},
+        choices: 1,
+        candidates: 1,
+        endUser: typeof read.body.user === 'string' ? read.body.user : null,
+        prompt: uncachedPrompt(promptTokens),
       },
-      planned.plan.failure,
+      read.plan,
     );
-    if (await call.failBeforeResponse()) return reply;
-    if (!(await call.wait(planned.plan.firstTokenLatencyMs))) {
+    if (!call || (await call.failBeforeResponse())) return reply;
+    if (!(await call.wait(read.plan.firstTokenLatencyMs))) {
       call.finish('aborted', 0, null, false);
       reply.hijack();
       return reply;
@@ -52,7 +54,7 @@ export function registerEmbeddings(app: FastifyInstance, state: MockState): void
       };
     });
     call.finish('completed', 0, null, true);
-    return reply.header('x-request-id', call.id).send({
+    return reply.headers({ ...call.headers, 'x-request-id': call.id }).send({
       object: 'list',
       data,
       model,

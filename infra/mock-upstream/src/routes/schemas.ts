@@ -49,7 +49,8 @@ export const ChatBody = z.looseObject({
   response_format: z.unknown().optional(),
   max_tokens: MaxTokens,
   max_completion_tokens: MaxTokens,
-  n: z.int().min(1).max(16).nullish(),
+  n: z.int().min(1).max(128).nullish(),
+  user: z.string().nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
 });

@@ -1,0 +1,203 @@
+import type { PromptMessage } from '@holdfast/tokenizer';
+import { loadTokenizer } from '@holdfast/tokenizer';
+import type { FastifyInstance } from 'fastify';
+import { startCall, type ModelCall } from '../call.js';
+import { completionPieces, hash32, reasoningFor, toolArguments } from '../generate.js';
+import { sendInvalid } from '../openai.js';
+import type { Plan } from '../plan.js';
+import { readRequest } from '../request.js';
+import { countInput, type CountedInput } from '../responses/input.js';
+import {
+  outputItems,
+  responseObject,
+  responsesUsage,
+  visibleTokens,
+  type ResponsesOutput,
+} from '../responses/objects.js';
+import { InputTokensBody, ResponsesBody } from '../responses/schema.js';
+import { streamResponse } from '../responses/stream.js';
+import type { MockState } from '../state.js';
+import { OPENAI, sendError } from '../surface.js';
+import { uncachedPrompt } from '../usage.js';
+import { candidateLength, replyShape, type ReplyShape } from '../vendor.js';
+import { describeIssue } from './schemas.js';
+
+/**
+ * OpenAI's Responses API: `POST /v1/responses` (JSON or typed SSE events), the input token
+ * count `POST /v1/responses/input_tokens` (exactly the input a create with the same body is
+ * billed), and `GET`/`DELETE /v1/responses/:id` for stored responses. Responses are stored in
+ * memory unless `store: false`, so `previous_response_id` bills the prior conversation as input.
+ */
+export function registerResponses(app: FastifyInstance, state: MockState): void {
+  app.post('/v1/responses', async (request, reply) => {
+    const read = readRequest(ResponsesBody, request, reply, state);
+    if (!read) return reply;
+    const { body, plan } = read;
+    const shaped = replyShape({
+      body,
+      surfaceMax: body.max_output_tokens ?? null,
+      surfaceField: 'max_output_tokens',
+      n: 1,
+      counts: false,
+      serverMax: state.behaviour.maxOutputTokens,
+    });
+    if (!shaped.ok) return sendInvalid(reply, shaped.message, shaped.param);
+    const counted = await countInput(body, state.responses);
+    if (!counted.ok) return refuse(reply, counted);
+
+    const stream = body.stream === true;
+    const call = startCall(
+      state,
+      reply,
+      OPENAI,
+      {
+        route: 'responses',
+        model: body.model,
+        stream,
+        includeUsage: true,
+        maxTokens: body.max_output_tokens ?? null,
+        outputCap: shaped.shape.cap,
+        vendorFields: shaped.shape.vendorFields,
+        choices: 1,
+        candidates: 1,
+        endUser: body.user ?? body.safety_identifier ?? null,
+        prompt: {
+          ...uncachedPrompt(counted.tokens),
+          cached: Math.min(plan.cachedTokens, counted.tokens),
+        },
+      },
+      plan,
+    );
+    if (!call || (await call.failBeforeResponse())) return reply;
+
+    const out = await generate(call, state, body, shaped.shape, plan);
+    const createdAt = Math.floor(Date.now() / 1000);
+    const finalize = () => {
+      const output = visibleTokens(out) + out.reasoning;
+      const response = responseObject(call.id, body, createdAt, {
+        status: out.incomplete ? 'incomplete' : 'completed',
+        output: outputItems(call.id, out),
+        usage: responsesUsage(call.usage(output, out.reasoning)),
+      });
+      if (body.store !== false) {
+        state.responses.put(response.id, {
+          response,
+          conversation: [...counted.conversation, ...asMessages(out)],
+        });
+      }
+      return response;
+    };
+    if (stream) {
+      await streamResponse(call, plan, body, out, createdAt, finalize);
+      return reply;
+    }
+    const output = visibleTokens(out) + out.reasoning;
+    if (!(await call.wait(plan.firstTokenLatencyMs + plan.tokenDelayMs * output))) {
+      // The model finished the response anyway, so a provider bills all of it.
+      call.finish('aborted', output, null, false, out.reasoning);
+      reply.hijack();
+      return reply;
+    }
+    const response = finalize();
+    call.finish('completed', output, response.status, true, out.reasoning);
+    return reply.headers({ ...call.headers, 'x-request-id': call.id }).send(response);
+  });
+
+  app.post('/v1/responses/input_tokens', async (request, reply) => {
+    const parsed = InputTokensBody.safeParse(request.body ?? {});
+    if (!parsed.success) {
+      const { message, param } = describeIssue(parsed.error);
+      return sendInvalid(reply, message, param);
+    }
+    const counted = await countInput(parsed.data, state.responses);
+    if (!counted.ok) return refuse(reply, counted);
+    return { object: 'response.input_tokens', input_tokens: counted.tokens };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/responses/:id', (request, reply) => {
+    const stored = state.responses.get(request.params.id);
+    if (stored) return stored.response;
+    return sendError(
+      reply,
+      OPENAI,
+      'not_found',
+      `No response found with id '${request.params.id}'.`,
+    );
+  });
+  app.delete<{ Params: { id: string } }>('/v1/responses/:id', (request, reply) => {
+    const { id } = request.params;
+    if (state.responses.delete(id)) return { id, object: 'response.deleted', deleted: true };
+    return sendError(reply, OPENAI, 'not_found', `No response found with id '${id}'.`);
+  });
+}
+
+function refuse(
+  reply: Parameters<typeof sendInvalid>[0],
+  counted: Extract<CountedInput, { ok: false }>,
+) {
+  return sendError(reply, OPENAI, 'invalid', counted.message, {
+    param: counted.param,
+    code: counted.code,
+  });
+}
+
+/** The function `tool_choice` forces (`required`, or one named), if any. */
+function forcedFunction(body: ResponsesBody): string | null {
+  const functions = (body.tools ?? []).filter((t) => t.type === 'function' && t.name);
+  const choice = body.tool_choice as { type?: unknown; name?: unknown } | string | undefined;
+  if (choice === 'required') return functions[0]?.name ?? null;
+  if (
+    typeof choice === 'object' &&
+    choice?.type === 'function' &&
+    typeof choice.name === 'string'
+  ) {
+    return choice.name;
+  }
+  return null;
+}
+
+async function generate(
+  call: ModelCall,
+  state: MockState,
+  body: ResponsesBody,
+  shape: ReplyShape,
+  plan: Plan,
+): Promise<ResponsesOutput> {
+  const seed = hash32(
+    `${body.model}\n${JSON.stringify(body.input ?? '')}\n${body.previous_response_id ?? ''}`,
+    state.behaviour.seed,
+  );
+  const budget = body.reasoning
+    ? reasoningFor(body.reasoning.effort ?? 'medium', plan.reasoningTokens)
+    : 0;
+  const { tokens, reasoning, finish } = candidateLength(shape, plan, seed, budget);
+  const incomplete = finish === 'length';
+  const name = forcedFunction(body);
+  if (name) {
+    const tokenizer = await loadTokenizer('o200k_base');
+    const args = toolArguments(seed, tokens, (t) => tokenizer.countText(t));
+    return {
+      reasoning,
+      call: { name, callId: `call_${call.id}` },
+      pieces: args.pieces,
+      incomplete,
+    };
+  }
+  const pieces = completionPieces(seed, tokens).map((text) => ({ text, tokens: 1 }));
+  return { reasoning, call: null, pieces, incomplete };
+}
+
+/** This response's output as the chat messages a later call is billed for. */
+function asMessages(out: ResponsesOutput): PromptMessage[] {
+  const text = out.pieces.map((p) => p.text).join('');
+  if (out.call) {
+    return [
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ type: 'function', function: { name: out.call.name, arguments: text } }],
+      },
+    ];
+  }
+  return text ? [{ role: 'assistant', content: text }] : [];
+}

@@ -1,0 +1,63 @@
+import type { OverReport } from './behaviour.js';
+
+/** The prompt side of one call, true counts. The cache counts are parts of `tokens`. */
+export interface PromptCount {
+  tokens: number;
+  /** Read from a prompt cache. */
+  cached: number;
+  /** Written to Anthropic's 5-minute and 1-hour caches. */
+  cacheWrite5m: number;
+  cacheWrite1h: number;
+}
+
+export const uncachedPrompt = (tokens: number): PromptCount => ({
+  tokens,
+  cached: 0,
+  cacheWrite5m: 0,
+  cacheWrite1h: 0,
+});
+
+/**
+ * What a provider reports and bills for one call, OpenAI-style: `promptTokens` is all input
+ * (cached and cache writes included), `completionTokens` all output (reasoning included).
+ */
+export interface Billed {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+  cacheWrite5mTokens: number;
+  cacheWrite1hTokens: number;
+  reasoningTokens: number;
+}
+
+/**
+ * The bill for the true counts, inflated as `over` says. The extra prompt tokens are uncached
+ * ones, so cache and reasoning parts stay true (and the totals never fall below them).
+ */
+export function bill(
+  prompt: PromptCount,
+  completion: number,
+  reasoning: number,
+  over: OverReport,
+): Billed {
+  const inflate = (n: number, extra: number) => Math.ceil(n * over.factor) + extra;
+  const cacheParts = prompt.cached + prompt.cacheWrite5m + prompt.cacheWrite1h;
+  return {
+    promptTokens: Math.max(cacheParts, inflate(prompt.tokens, over.promptTokens)),
+    completionTokens: Math.max(reasoning, inflate(completion, over.completionTokens)),
+    cachedTokens: prompt.cached,
+    cacheWrite5mTokens: prompt.cacheWrite5m,
+    cacheWrite1hTokens: prompt.cacheWrite1h,
+    reasoningTokens: reasoning,
+  };
+}
+
+/** The bill of a call that never reached the model (an error, a refusal). */
+export const NOTHING: Billed = {
+  promptTokens: 0,
+  completionTokens: 0,
+  cachedTokens: 0,
+  cacheWrite5mTokens: 0,
+  cacheWrite1hTokens: 0,
+  reasoningTokens: 0,
+};
