@@ -10,7 +10,6 @@
  *   <p>:{<org>}:t:<tenant>:out:<uc>:<m>  list: recent completion sizes (adaptive mode)
  *   <p>:{<org>}:r:<reservation>          hash: the hold record
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
- *   <p>:{<org>}:outbox:dead              stream: entries that failed validation (a bug), kept
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
  *   <p>:config, <p>:config:version       the applied config document and its version
  *   <p>:orgs                             set: every org that ever had an outbox
