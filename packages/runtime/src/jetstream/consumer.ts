@@ -86,6 +86,8 @@ export class DurableConsumer {
     this.#working = setInterval(() => {
       for (const m of this.#inflight.values()) m.working();
     }, workingEveryMs(ackWaitMs));
+    // The connection keeps the process alive, not this timer.
+    this.#working.unref();
     this.#loop = this.#run();
   }
 
