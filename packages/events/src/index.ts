@@ -5,6 +5,7 @@ export * from './envelope.js';
 export * from './events.js';
 export * from './upcast.js';
 export * from './subjects.js';
+export * from './dead-letter.js';
 export * from './v1/reservation.js';
 export * from './v1/admission.js';
 export * from './v1/alerts.js';

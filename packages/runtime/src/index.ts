@@ -6,3 +6,8 @@ export * from './rpc.js';
 export * from './authority-client.js';
 export * from './metrics.js';
 export * from './ops-server.js';
+export { ensureDurable, type DurableConfig } from './jetstream/durable.js';
+export { DurableConsumer, type DurableConsumerOptions } from './jetstream/consumer.js';
+export { DeadLetters, type DeadLettersOptions } from './jetstream/dead-letters.js';
+export { keepWorking, nakLater } from './jetstream/messages.js';
+export { readDeadLetters, type StoredDeadLetter } from './jetstream/read-dead-letters.js';

@@ -1,3 +1,5 @@
+import { retry } from '@holdfast/retry';
+
 /**
  * Polls `probe` until it returns a truthy value or the deadline passes. Use instead of sleeps:
  * it returns as soon as the condition holds and says what it waited for when it does not.
@@ -6,22 +8,27 @@ export async function waitFor<T>(
   probe: () => T | Promise<T>,
   opts: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<NonNullable<T>> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 10_000);
+  const timeoutMs = opts.timeoutMs ?? 10_000;
+  const intervalMs = opts.intervalMs ?? 25;
   let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-      last = value;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) {
-      const detail = last instanceof Error ? last.message : JSON.stringify(last);
-      throw new Error(
-        `timed out after ${opts.timeoutMs ?? 10_000} ms waiting for ${opts.what ?? 'condition'} (last: ${detail})`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 25));
-  }
+  const value = await retry(
+    async () => {
+      try {
+        last = await probe();
+        return last as T;
+      } catch (err) {
+        last = err;
+        return undefined;
+      }
+    },
+    {
+      policy: { initialMs: intervalMs, maxMs: intervalMs, factor: 1, retryForMs: timeoutMs },
+      retryIf: (v) => !v,
+    },
+  );
+  if (value) return value;
+  const detail = last instanceof Error ? last.message : JSON.stringify(last);
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${opts.what ?? 'condition'} (last: ${detail})`,
+  );
 }

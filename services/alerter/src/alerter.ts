@@ -2,6 +2,7 @@ import type { CompiledConfig } from '@holdfast/config';
 import {
   ensureEventsStream,
   AuthorityClient,
+  DeadLetters,
   type Logger,
   type ReadinessCheck,
 } from '@holdfast/runtime';
@@ -114,6 +115,13 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     logger,
     metrics,
     log: new DeliveryLog({ js, names: own }),
+    deadLetters: new DeadLetters({
+      js,
+      names,
+      service: 'alerter',
+      source: 'alerter-webhooks',
+      logger,
+    }),
     secrets,
   });
 
@@ -133,7 +141,6 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     burn.add(event, snapshots);
   };
   const consumer = new EventConsumer({
-    nc,
     js,
     jsm,
     names,

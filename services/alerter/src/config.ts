@@ -1,5 +1,6 @@
 import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
+import type { RetryPolicy } from '@holdfast/retry';
 import { z } from 'zod';
 
 /** The alerter's environment. Every variable has a default a local run can use. */
@@ -52,18 +53,18 @@ export interface AlerterSettings {
   eventConcurrency: number;
   webhookConcurrency: number;
   webhookTimeoutMs: number;
-  retry: RetryPolicy;
+  retry: WebhookRetryPolicy;
   usagePollMs: number;
   burnLookbackMs: number;
   burnFlushMs: number;
 }
 
-export interface RetryPolicy {
-  initialMs: number;
-  maxMs: number;
-  /** Give up (dead-letter) when the next attempt would be later than this after queueing. */
-  retryForMs: number;
-}
+/**
+ * Webhook retries: the shared policy (equal jitter unless it says otherwise, see
+ * webhook/retry.ts) that always has a time limit: give up (dead-letter) when the next attempt
+ * would be later than `retryForMs` after queueing.
+ */
+export type WebhookRetryPolicy = RetryPolicy & { retryForMs: number };
 
 export const DEFAULT_SETTINGS: AlerterSettings = settingsFromEnv(AlerterEnv.parse({}));
 

@@ -1,26 +1,32 @@
+import { allEventsSubject, parseEvent, type HoldfastEvent, type NatsNames } from '@holdfast/events';
+import type { RetryPolicy } from '@holdfast/retry';
 import {
-  allEventsSubject,
-  deadLetterSubject,
-  parseEvent,
-  type HoldfastEvent,
-  type NatsNames,
-} from '@holdfast/events';
-import { errorMessage, type Logger } from '@holdfast/runtime';
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import { headers, nanos, type NatsConnection } from '@nats-io/transport-node';
+  DeadLetters,
+  DurableConsumer,
+  errorMessage,
+  nakLater,
+  type Logger,
+} from '@holdfast/runtime';
+import {
+  DeliverPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
 import type { AlerterSettings } from './config.js';
 import { KeyedSerial } from './keyed-serial.js';
 import type { AlerterMetrics } from './metrics.js';
-import { PullLoop } from './pull-loop.js';
 
 /** Handles one event; throwing means "try again later" (the message is nak'd). */
 type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void>;
 
-/** A failed event is redelivered after this long. */
-const RETRY_DELAY_MS = 2_000;
+/** A failed event comes back 2 s later, every time: alerts are due within 5 s of a crossing. */
+const RETRY: RetryPolicy = { initialMs: 2_000, maxMs: 2_000, factor: 1 };
+/** The alerter's readers start a lost consume again 1 s later, every time. */
+export const RESTART: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1 };
 
 export interface EventConsumerOptions {
-  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   names: NatsNames;
@@ -32,60 +38,69 @@ export interface EventConsumerOptions {
 
 /**
  * The alerter's durable consumer on the events stream, shared by every replica (each message
- * goes to one of them). Events of one org are handled in order within a replica; across
- * replicas the window state is protected by compare-and-set (see thresholds.ts). Acks come
- * after the handler's side effects (webhook jobs queued, state written, events published).
+ * goes to one of them), on the shared loop (packages/runtime). Events of one org are handled
+ * in order within a replica; across replicas the window state is protected by compare-and-set
+ * (see thresholds.ts). Acks come after the handler's side effects (webhook jobs queued, state
+ * written, events published). Only new events: a new alerter does not alert on history.
  */
 export class EventConsumer {
   readonly #o: EventConsumerOptions;
   readonly #logger: Logger;
   readonly #serial = new KeyedSerial();
-  #loop: PullLoop | undefined;
+  readonly #letters: DeadLetters;
+  readonly #loop: DurableConsumer;
 
   constructor(opts: EventConsumerOptions) {
     this.#o = opts;
     this.#logger = opts.logger.child({ component: 'events' });
-  }
-
-  get consuming(): boolean {
-    return this.#loop?.consuming ?? false;
-  }
-
-  async start(): Promise<void> {
-    this.#loop = new PullLoop({
-      js: this.#o.js,
-      jsm: this.#o.jsm,
-      stream: this.#o.names.eventsStream,
+    const { js, jsm, names, settings } = opts;
+    this.#letters = new DeadLetters({
+      js,
+      names,
+      service: 'alerter',
+      source: settings.consumer,
+      logger: this.#logger,
+      redeliver: RETRY,
+    });
+    this.#loop = new DurableConsumer({
+      js,
+      jsm,
+      stream: names.eventsStream,
       durable: {
-        durable_name: this.#o.settings.consumer,
-        filter_subject: allEventsSubject(this.#o.names),
+        durable_name: settings.consumer,
+        deliver_policy: DeliverPolicy.New,
+        filter_subject: allEventsSubject(names),
         ack_wait: nanos(30_000),
         max_ack_pending: 10_000,
       },
-      concurrency: this.#o.settings.eventConcurrency,
+      pullSize: settings.eventConcurrency,
+      concurrency: settings.eventConcurrency,
+      onMessage: (m) => this.#handle(m),
+      restart: RESTART,
+      redeliver: RETRY,
+      maxMissedHeartbeats: 3,
       logger: this.#logger,
-      handle: (m) => this.#handle(m),
     });
-    await this.#loop.start();
   }
 
-  async stop(): Promise<void> {
-    await this.#loop?.stop();
+  get consuming(): boolean {
+    return this.#loop.consuming;
+  }
+
+  start(): Promise<void> {
+    return this.#loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 
   async #handle(m: JsMsg): Promise<void> {
     const parsed = parseEvent(m.data);
     if (!parsed.ok) {
-      // A poison message: park it where an operator can see it, never retry it.
-      const h = headers();
-      h.set('Holdfast-Error', parsed.error.replace(/[\r\n]+/g, ' ').slice(0, 1_000));
-      h.set('Holdfast-Stream-Seq', String(m.seq));
-      this.#o.nc.publish(deadLetterSubject(this.#o.names, this.#o.settings.consumer), m.data, {
-        headers: h,
-      });
-      this.#logger.error({ seq: m.seq, subject: m.subject, error: parsed.error }, 'poison event');
-      this.#o.metrics.events.inc({ type: 'unknown', result: 'poison' });
-      m.term();
+      // A poison message: parked where an operator looks (docs/events.md), never retried.
+      const parked = await this.#letters.term(m, parsed.error);
+      this.#o.metrics.events.inc({ type: 'unknown', result: parked ? 'poison' : 'retry' });
       return;
     }
     const event = parsed.event;
@@ -99,7 +114,7 @@ export class EventConsumer {
         'event handling failed; will retry',
       );
       this.#o.metrics.events.inc({ type: event.type, result: 'retry' });
-      m.nak(RETRY_DELAY_MS);
+      nakLater(m, RETRY);
     }
   }
 }

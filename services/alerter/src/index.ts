@@ -6,7 +6,7 @@ export {
   loadEnv,
   type AlerterNames,
   type AlerterSettings,
-  type RetryPolicy,
+  type WebhookRetryPolicy,
 } from './config.js';
 export { DeliveryLogRecord, DeadLetterRecord } from './webhook/log.js';
 export { signWebhook, webhookBody } from './webhook/sign.js';

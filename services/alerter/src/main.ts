@@ -1,4 +1,5 @@
 import { natsNamesToEnv } from '@holdfast/config';
+import { retry, type RetryPolicy } from '@holdfast/retry';
 import {
   AuthorityClient,
   connectNats,
@@ -12,8 +13,8 @@ import { startAlerter } from './alerter.js';
 import { loadEnv, namesFromEnv, settingsFromEnv } from './config.js';
 import { loadHoldfastConfig } from './holdfast-config.js';
 
-/** How long to wait for the authority's config at start (it may start after us). */
-const CONFIG_WAIT_MS = 60_000;
+/** Asks for the authority's config every second for a minute at start (it may start after us). */
+const CONFIG_WAIT: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1, retryForMs: 60_000 };
 
 /** Composition root: env -> NATS -> config -> alerter -> ops server -> shutdown -> ready. */
 async function main(): Promise<void> {
@@ -23,19 +24,16 @@ async function main(): Promise<void> {
   const nc = await connectNats({ url: env.NATS_URL, name: 'holdfast-alerter', logger });
   const authority = new AuthorityClient({ nc, names });
 
-  const deadline = Date.now() + CONFIG_WAIT_MS;
-  let config;
-  for (;;) {
-    try {
-      config = await loadHoldfastConfig({ path: env.HOLDFAST_CONFIG, authority });
-      break;
-    } catch (err) {
-      // A bad file never gets better; an authority that is not up yet may.
-      if (env.HOLDFAST_CONFIG || Date.now() > deadline) throw err;
-      logger.warn({ err: errorMessage(err) }, 'waiting for the authority config');
-      await new Promise((r) => setTimeout(r, 1_000));
-    }
-  }
+  const config = await retry(() => loadHoldfastConfig({ path: env.HOLDFAST_CONFIG, authority }), {
+    policy: CONFIG_WAIT,
+    // A bad file never gets better; an authority that is not up yet may.
+    retryable: () => env.HOLDFAST_CONFIG === undefined,
+    onRetry: ({ outcome }) => {
+      if (!outcome.ok) {
+        logger.warn({ err: errorMessage(outcome.error) }, 'waiting for the authority config');
+      }
+    },
+  });
 
   const registry = createRegistry('alerter');
   const alerter = await startAlerter({

@@ -1,4 +1,5 @@
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { retry } from '@holdfast/retry';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import type { QueuedIterator } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -146,15 +147,21 @@ export const stateKeys = {
   suspension: (tenant: string) => `susp.${tenant}`,
 } as const;
 
-/** Retries a compare-and-set step until it applies or decides nothing is to be done. */
+/**
+ * Retries a compare-and-set step until it applies or decides nothing is to be done, at once:
+ * a conflict means another replica just wrote, so the next read sees the new revision.
+ */
 export async function casLoop<T>(
   step: () => Promise<{ done: true; result: T } | { done: false }>,
   what: string,
   maxAttempts = 50,
 ): Promise<T> {
-  for (let i = 0; i < maxAttempts; i++) {
-    const r = await step();
-    if (r.done) return r.result;
-  }
+  const r = await retry(step, {
+    policy: { initialMs: 0, maxMs: 0, maxAttempts },
+    retryIf: (v) => !v.done,
+    // An error is not a conflict: it goes to the caller at once.
+    retryable: () => false,
+  });
+  if (r.done) return r.result;
   throw new Error(`${what}: still conflicting after ${maxAttempts} compare-and-set attempts`);
 }

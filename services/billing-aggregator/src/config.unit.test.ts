@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from './config.js';
-import { nakDelayMs } from './sink.js';
+import { backoffDelay } from '@holdfast/retry';
+import { REDELIVER } from './consumer.js';
 
 describe('config', () => {
   it('has defaults for every variable (SPEC: database holdfast, 5 s batches, port 9102)', () => {
@@ -25,7 +26,7 @@ describe('config', () => {
 
 describe('nak delay', () => {
   it('doubles from 500 ms and stops at 10 s', () => {
-    expect([1, 2, 3, 4, 5, 6, 50].map(nakDelayMs)).toEqual([
+    expect([1, 2, 3, 4, 5, 6, 50].map((n) => backoffDelay(REDELIVER, n))).toEqual([
       500, 1_000, 2_000, 4_000, 8_000, 10_000, 10_000,
     ]);
   });

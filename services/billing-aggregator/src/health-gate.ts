@@ -1,4 +1,8 @@
+import { retry, type RetryPolicy } from '@holdfast/retry';
 import type { Logger } from '@holdfast/runtime';
+
+/** Pings ClickHouse 250 ms after the failed insert, then ever less often, up to every 5 s. */
+const PROBE: RetryPolicy = { initialMs: 250, maxMs: 5_000 };
 
 /**
  * Holds the consume loop while ClickHouse is down, so a long outage neither spins on failing
@@ -11,7 +15,7 @@ export class HealthGate {
   readonly #onChange: (up: boolean) => void;
   #open = true;
   #probing: Promise<void> | undefined;
-  #stopped = false;
+  readonly #stop = new AbortController();
 
   constructor(opts: {
     probe: () => Promise<boolean>;
@@ -36,28 +40,28 @@ export class HealthGate {
 
   /** Stops probing; a waiting caller is released (the service is shutting down). */
   stop(): void {
-    this.#stopped = true;
+    this.#stop.abort();
   }
 
   async wait(): Promise<void> {
-    if (this.#open || this.#stopped) return;
+    if (this.#open || this.#stop.signal.aborted) return;
     this.#probing ??= this.#probeUntilUp().finally(() => (this.#probing = undefined));
     await this.#probing;
   }
 
   async #probeUntilUp(): Promise<void> {
-    let delayMs = 250;
     const since = Date.now();
-    while (!this.#stopped) {
-      const up = await this.#probe().catch(() => false);
-      if (up) {
-        this.#open = true;
-        this.#onChange(true);
-        this.#logger.info({ downMs: Date.now() - since }, 'ClickHouse answers again: resuming');
-        return;
-      }
-      await new Promise((r) => setTimeout(r, delayMs));
-      delayMs = Math.min(delayMs * 2, 5_000);
+    try {
+      await retry(() => this.#probe().catch(() => false), {
+        policy: PROBE,
+        retryIf: (up) => !up,
+        signal: this.#stop.signal,
+      });
+    } catch {
+      return; // stopped: the service is shutting down
     }
+    this.#open = true;
+    this.#onChange(true);
+    this.#logger.info({ downMs: Date.now() - since }, 'ClickHouse answers again: resuming');
   }
 }

@@ -2,6 +2,7 @@ import {
   AuthorityClient,
   connectNats,
   createRegistry,
+  DeadLetters,
   ensureEventsStream,
   startOpsServer,
   stopAll,
@@ -14,12 +15,12 @@ import { startAuditJob } from './audit-job.js';
 import { Batcher } from './batcher.js';
 import { createClickHouse } from './clickhouse.js';
 import type { AggregatorConfig } from './config.js';
-import { EventConsumer, ensureConsumer } from './consumer.js';
+import { createEventConsumer, ensureConsumer, REDELIVER } from './consumer.js';
 import { HealthGate } from './health-gate.js';
 import { startLagPoller } from './lag.js';
 import { createMetrics } from './metrics.js';
 import { migrateWhenReachable } from './migrate.js';
-import { EventSink, type Pending } from './sink.js';
+import { CONSUMER_NAME, EventSink, type Pending } from './sink.js';
 import { createEventsWriter } from './writer.js';
 
 export { loadConfig, type AggregatorConfig } from './config.js';
@@ -28,7 +29,7 @@ export { createClickHouse, type SqlExecutor } from './clickhouse.js';
 export { runAudit, compare, exceeds, type AuditReport, type DriftRow } from './audit.js';
 export { toEventRow, EventRow } from './rows.js';
 export { sql, lit, ident, qualified, raw, tuple, Sql, SqlError } from './sql.js';
-export { CONSUMER_NAME, DEAD_LETTER_HEADERS } from './sink.js';
+export { CONSUMER_NAME } from './sink.js';
 
 export interface AggregatorOptions {
   config: AggregatorConfig;
@@ -60,6 +61,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
     const nc = await connectNats({ url: config.natsUrl, name: 'billing-aggregator', logger });
     components.push({ name: 'nats', stop: () => nc.drain() });
     const jsm = await jetstreamManager(nc);
+    const js = jetstream(nc);
     await ensureEventsStream(jsm, config.names);
     const settings = config.consumer;
     await ensureConsumer(jsm, config.names, settings);
@@ -75,8 +77,14 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
       onChange: (up) => metrics.clickhouseUp.set(up ? 1 : 0),
     });
     const sink = new EventSink({
-      nc,
-      names: config.names,
+      deadLetters: new DeadLetters({
+        js,
+        names: config.names,
+        service: 'billing-aggregator',
+        source: CONSUMER_NAME,
+        logger,
+        redeliver: REDELIVER,
+      }),
       writer: createEventsWriter({ ch, database }),
       gate,
       metrics,
@@ -89,15 +97,15 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
       flush: (items) => sink.flush(items),
       logger,
     });
-    const consumer = new EventConsumer({
-      js: jetstream(nc),
+    const consumer = createEventConsumer({
+      js,
       jsm,
       names: config.names,
       settings,
       logger,
       onMessage: (msg) => {
         const pending = sink.accept(msg);
-        if (!pending) return undefined;
+        if (pending instanceof Promise) return pending;
         if (!gate.isOpen) return gate.wait().then(() => batcher.add(pending));
         return batcher.add(pending);
       },
@@ -110,7 +118,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
         await batcher.drain();
       },
     });
-    consumer.start();
+    await consumer.start();
 
     const ops = await startOpsServer({
       port: config.opsPort,
@@ -119,7 +127,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
       checks: [
         { name: 'nats', check: () => !nc.isClosed() },
         { name: 'clickhouse', check: () => ch.ping() },
-        { name: 'consumer', check: () => consumer.running },
+        { name: 'consumer', check: () => consumer.consuming },
       ],
     });
     components.push({ name: 'ops', stop: ops.stop });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
+import { retry } from '@holdfast/retry';
 import type { Logger } from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
 import { ident, qualified, raw, sql } from './sql.js';
@@ -129,14 +130,12 @@ export async function migrate(opts: {
 export async function migrateWhenReachable(
   opts: Parameters<typeof migrate>[0] & { timeoutMs?: number },
 ): Promise<{ applied: string[] }> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 120_000);
-  for (let delayMs = 250; ; delayMs = Math.min(delayMs * 2, 5_000)) {
-    try {
-      return await migrate(opts);
-    } catch (err) {
-      if (err instanceof MigrationError || Date.now() + delayMs > deadline) throw err;
+  return retry(() => migrate(opts), {
+    policy: { initialMs: 250, maxMs: 5_000, retryForMs: opts.timeoutMs ?? 120_000 },
+    retryable: (err) => !(err instanceof MigrationError),
+    onRetry: ({ delayMs, outcome }) => {
+      const err = outcome.ok ? undefined : outcome.error;
       opts.logger.warn({ err, delayMs }, 'ClickHouse not ready for migrations: retrying');
-      await new Promise((r) => setTimeout(r, delayMs));
-    }
-  }
+    },
+  });
 }

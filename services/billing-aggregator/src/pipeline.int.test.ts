@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { deadLetterSubject, type HoldfastEvent } from '@holdfast/events';
+import { DEAD_LETTER_HEADERS, deadLetterSubject, type HoldfastEvent } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { aggregatorTest as test } from '../test/fixture.js';
 import { jetstreamManager } from '@nats-io/jetstream';
@@ -15,7 +15,7 @@ import {
   viewTokens,
 } from '../test/harness.js';
 import { startAggregator } from './index.js';
-import { DEAD_LETTER_HEADERS } from './sink.js';
+
 import { qualified, sql } from './sql.js';
 
 test('every event lands once: a forced redelivery of the whole stream and republished copies are not double counted', async ({

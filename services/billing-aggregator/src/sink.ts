@@ -1,8 +1,8 @@
-import { deadLetterSubject, parseEvent, type NatsNames } from '@holdfast/events';
-import { errorMessage } from '@holdfast/runtime';
+import { parseEvent } from '@holdfast/events';
+import { errorMessage, keepWorking, nakLater, type DeadLetters } from '@holdfast/runtime';
 import type { JsMsg } from '@nats-io/jetstream';
-import { headers, type NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '@holdfast/runtime';
+import { REDELIVER } from './consumer.js';
 import type { HealthGate } from './health-gate.js';
 import type { AggregatorMetrics } from './metrics.js';
 import { RowBinaryEncoder } from './rowbinary.js';
@@ -20,23 +20,11 @@ export interface Pending {
   bytes: Uint8Array;
 }
 
+/** The dead letters' source: `holdfast.deadletter.billing-aggregator`. */
 export const CONSUMER_NAME = 'billing-aggregator';
 
-/** Headers on a dead-lettered message (its data is the original bytes). */
-export const DEAD_LETTER_HEADERS = {
-  reason: 'Holdfast-Dead-Letter-Reason',
-  subject: 'Holdfast-Original-Subject',
-  streamSeq: 'Holdfast-Stream-Seq',
-} as const;
-
-/** Redelivery delay after a failed insert: 500 ms doubling per delivery, at most 10 s. */
-export function nakDelayMs(deliveryCount: number): number {
-  return Math.min(500 * 2 ** Math.max(0, Math.min(deliveryCount - 1, 10)), 10_000);
-}
-
 export interface EventSinkOptions {
-  nc: NatsConnection;
-  names: NatsNames;
+  deadLetters: DeadLetters;
   writer: EventsWriter;
   gate: HealthGate;
   metrics: AggregatorMetrics;
@@ -54,44 +42,31 @@ export interface EventSinkOptions {
  */
 export class EventSink {
   readonly #o: EventSinkOptions;
-  readonly #deadLetter: string;
   readonly #encoder = new RowBinaryEncoder();
 
   constructor(opts: EventSinkOptions) {
     this.#o = opts;
-    this.#deadLetter = deadLetterSubject(opts.names, CONSUMER_NAME);
   }
 
-  /** Parses a message. A poison message is dead-lettered here and `undefined` returned. */
-  accept(msg: JsMsg): Pending | undefined {
+  /**
+   * Parses a message into a row for the batch. A poison message is dead-lettered instead: the
+   * promise returned then is the consume loop's to wait for (poison is rare, order is kept).
+   */
+  accept(msg: JsMsg): Pending | Promise<void> {
     const parsed = parseEvent(msg.data);
-    if (!parsed.ok) {
-      this.deadLetter(msg, parsed.error);
-      return undefined;
-    }
+    if (!parsed.ok) return this.#deadLetter(msg, parsed.error);
     const row = toEventRow(parsed.event, msg.seq);
     const problem = rowProblem(row);
     if (problem !== undefined) {
-      this.deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
-      return undefined;
+      return this.#deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
     }
     return { msg, id: row.id, timeMs: row.time_ms, bytes: writeEventRow(this.#encoder, row) };
   }
 
-  /** Publishes the message to the dead-letter subject, logs it, then terminates it. */
-  deadLetter(msg: JsMsg, reason: string): void {
-    const h = headers();
-    h.set(DEAD_LETTER_HEADERS.reason, reason.replace(/[\r\n]+/g, ' ').slice(0, 1_000));
-    h.set(DEAD_LETTER_HEADERS.subject, msg.subject);
-    h.set(DEAD_LETTER_HEADERS.streamSeq, String(msg.seq));
-    this.#o.nc.publish(this.#deadLetter, msg.data, { headers: h });
-    this.#o.logger.error(
-      { streamSeq: msg.seq, subject: msg.subject, reason, deadLetter: this.#deadLetter },
-      'poison message dead-lettered',
-    );
-    // No reason argument: nats-server 2.9 does not parse `+TERM <reason>` and would leave it pending.
-    msg.term();
-    this.#o.metrics.events.inc({ outcome: 'dead_lettered' });
+  /** The dead letter, stored, then the term; or a nak when it could not be stored. */
+  async #deadLetter(msg: JsMsg, reason: string): Promise<void> {
+    const parked = await this.#o.deadLetters.term(msg, reason);
+    this.#o.metrics.events.inc({ outcome: parked ? 'dead_lettered' : 'nacked' });
   }
 
   async flush(batch: Pending[]): Promise<void> {
@@ -107,10 +82,15 @@ export class EventSink {
     const groups = [...byId.values()];
     const rows = groups.map((g) => g[0]!.bytes);
 
-    const outcome = await this.#withWorking(batch, () => this.#o.writer.write(rows));
+    // A long insert tells JetStream the batch is in progress, so it is not redelivered meanwhile.
+    const outcome = await keepWorking(
+      () => batch.map((p) => p.msg),
+      this.#o.ackWaitMs,
+      () => this.#write(rows),
+    );
     if (!outcome.ok) {
       // Transient: hand every message back with a delay and pause until ClickHouse answers.
-      for (const p of batch) p.msg.nak(nakDelayMs(p.msg.info.deliveryCount));
+      for (const p of batch) nakLater(p.msg, REDELIVER);
       metrics.flushFailures.inc();
       metrics.events.inc({ outcome: 'nacked' }, batch.length);
       this.#o.gate.close();
@@ -123,14 +103,17 @@ export class EventSink {
     // Persisted: now ack. Rejected rows (ClickHouse refused their data) are dead-lettered.
     const rejected = new Map(outcome.rejected.map((r) => [r.index, r.error]));
     let newestMs = 0;
+    const parking: Promise<void>[] = [];
     groups.forEach((group, i) => {
       const error = rejected.get(i);
       for (const p of group) {
-        if (error !== undefined) this.deadLetter(p.msg, `ClickHouse rejected the row: ${error}`);
-        else p.msg.ack();
+        if (error !== undefined) {
+          parking.push(this.#deadLetter(p.msg, `ClickHouse rejected the row: ${error}`));
+        } else p.msg.ack();
       }
       if (error === undefined) newestMs = Math.max(newestMs, group[0]!.timeMs);
     });
+    await Promise.all(parking);
     const inserted = rows.length - rejected.size;
     metrics.events.inc({ outcome: 'inserted' }, inserted);
     metrics.events.inc({ outcome: 'duplicate_in_batch' }, batch.length - rows.length);
@@ -141,21 +124,12 @@ export class EventSink {
     logger.debug({ inserted, rejected: rejected.size }, 'batch flushed');
   }
 
-  /** Runs `work`, telling JetStream the batch is in progress if it takes long. */
-  async #withWorking<T>(batch: Pending[], work: () => Promise<T>): Promise<T> {
-    const timer = setInterval(
-      () => {
-        for (const p of batch) p.msg.working();
-      },
-      Math.max(500, Math.floor(this.#o.ackWaitMs / 3)),
-    );
+  async #write(rows: Uint8Array[]): ReturnType<EventsWriter['write']> {
     try {
-      return await work();
+      return await this.#o.writer.write(rows);
     } catch (err) {
       this.#o.logger.error({ err: errorMessage(err) }, 'writer threw');
       throw err;
-    } finally {
-      clearInterval(timer);
     }
   }
 }

@@ -13,7 +13,6 @@
  *                                        whatever tenant it belongs to now (the sweeper's index)
  *   <p>:{<org>}:refusals                 hash: rate-limited refusals by kind, not yet evented
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
- *   <p>:{<org>}:outbox:dead              stream: entries that failed validation (a bug), kept
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
  *   <p>:config, <p>:config:version       the applied config document and its version
  *   <p>:orgs                             set: every org that ever had an outbox

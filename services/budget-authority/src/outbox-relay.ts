@@ -1,7 +1,8 @@
-import { eventSubject, type NatsNames } from '@holdfast/events';
+import { eventSubject, type EventType, type NatsNames } from '@holdfast/events';
+import { Backoff, sleep, type RetryPolicy } from '@holdfast/retry';
+import { DeadLetters, errorMessage, type Logger } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { Redis } from 'ioredis';
-import type { Logger } from '@holdfast/runtime';
 import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
@@ -14,6 +15,9 @@ if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
 if owner then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`;
+
+/** Between two failed rounds: 50 ms doubling to 2 s, back to 50 ms after a round that worked. */
+const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 2_000 };
 
 export interface RelayOptions {
   redis: Redis;
@@ -36,7 +40,9 @@ export interface RelayOptions {
  * Publishes outbox entries to JetStream, in order, with `Nats-Msg-Id` = event id, and deletes
  * them once JetStream acknowledged them. One replica relays an org at a time (a lease in
  * Redis). A crash between publish and delete republishes on restart; JetStream's duplicate
- * window drops the copy, so nothing is lost and nothing is doubled.
+ * window drops the copy, so nothing is lost and nothing is doubled. An entry that does not
+ * validate (a bug) becomes a dead letter in the one dead-letter stream and leaves the outbox
+ * only once JetStream has stored it.
  */
 export class OutboxRelay {
   readonly #o: RelayOptions;
@@ -44,6 +50,7 @@ export class OutboxRelay {
   readonly #leaseMs: number;
   readonly #batch: number;
   readonly #pauseMs: number;
+  readonly #letters: DeadLetters;
   #owned: string[] = [];
   #claimedAt = 0;
   #running = false;
@@ -54,6 +61,13 @@ export class OutboxRelay {
     this.#leaseMs = opts.leaseMs ?? 5_000;
     this.#batch = opts.batch ?? 1_000;
     this.#pauseMs = opts.pauseMs ?? 5;
+    this.#letters = new DeadLetters({
+      js: opts.js,
+      names: opts.names,
+      service: 'budget-authority',
+      source: 'outbox-relay',
+      logger: opts.logger,
+    });
     // XREAD BLOCK holds its connection; give it its own.
     this.#blocking = opts.redis.duplicate({ enableOfflineQueue: true });
     this.#blocking.on('error', (err: Error) =>
@@ -108,7 +122,7 @@ export class OutboxRelay {
   }
 
   async #run(): Promise<void> {
-    let backoff = 50;
+    const backoff = new Backoff(ROUND_RETRY);
     while (this.#running) {
       try {
         if (Date.now() - this.#claimedAt > this.#leaseMs / 3) await this.#claim();
@@ -117,7 +131,7 @@ export class OutboxRelay {
           continue;
         }
         const relayed = await this.#relayOnce(200);
-        backoff = 50;
+        backoff.reset();
         // Under a trickle of events, wait a moment so the next round carries a batch: one
         // XREAD, one pipelined publish and one XDEL for many events instead of one each.
         if (relayed > 0 && relayed < this.#batch) await sleep(this.#pauseMs);
@@ -125,8 +139,7 @@ export class OutboxRelay {
         if (!this.#running) break;
         this.#o.metrics.relayErrors.inc();
         this.#o.logger.warn({ err }, 'outbox relay round failed; retrying');
-        await sleep(backoff);
-        backoff = Math.min(backoff * 2, 2_000);
+        await sleep(backoff.next());
       }
     }
   }
@@ -152,34 +165,66 @@ export class OutboxRelay {
     return relayed;
   }
 
+  /**
+   * Publishes one outbox's entries and deletes those JetStream stored. The events go all or
+   * none (a failed publish keeps every entry, so the order holds on the next round); an
+   * invalid entry whose dead letter was not stored stays behind and fails the round, so the
+   * relay backs off and tries it again.
+   */
   async #publish(key: string, entries: [string, string[]][]): Promise<void> {
-    const { js, names, logger, config } = this.#o;
-    const acks = entries.map(async ([, fields]) => {
-      let event;
-      try {
-        event = decodeOutboxEntry(fields, config.current);
-      } catch (err) {
-        // A bug, never input. Park the raw entry in the org's dead-letter stream (durable,
-        // inspectable, replayable once fixed) and keep the rest of the outbox moving.
-        logger.error(
-          { err, fields },
-          'outbox entry does not validate; moved to the dead-letter stream',
-        );
-        this.#o.metrics.relayErrors.inc();
-        await this.#o.redis.xadd(`${key}:dead`, '*', 'error', String(err), ...fields);
-        return;
-      }
-      await js.publish(eventSubject(names, event.tenant, event.type), JSON.stringify(event), {
-        msgID: event.id,
-      });
-    });
+    const { js, names, config } = this.#o;
     // Publishes are pipelined on one connection, so JetStream stores them in outbox order.
-    await Promise.all(acks);
-    await this.#o.redis.xdel(key, ...entries.map(([id]) => id));
-    this.#o.metrics.published.inc(entries.length);
+    const stored = await Promise.all(
+      entries.map(async ([id, fields]) => {
+        let event;
+        try {
+          event = decodeOutboxEntry(fields, config.current);
+        } catch (err) {
+          return this.#park(key, id, fields, err);
+        }
+        await js.publish(eventSubject(names, event.tenant, event.type), JSON.stringify(event), {
+          msgID: event.id,
+        });
+        return 'published' as const;
+      }),
+    );
+    const done = entries.filter((_, i) => stored[i] !== 'kept').map(([id]) => id);
+    if (done.length > 0) await this.#o.redis.xdel(key, ...done);
+    this.#o.metrics.published.inc(stored.filter((s) => s === 'published').length);
+    if (done.length < entries.length) {
+      throw new Error(`${key}: a dead letter was not stored; its entry stays in the outbox`);
+    }
   }
-}
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+  /** A bug, never input: the raw entry becomes a dead letter (inspectable, replayable once fixed). */
+  async #park(key: string, id: string, fields: string[], err: unknown) {
+    const entry: Record<string, string> = {};
+    for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
+    const { tenant, type } = entry;
+    this.#o.metrics.relayErrors.inc();
+    try {
+      await this.#letters.publish(
+        JSON.stringify(entry),
+        {
+          reason: `outbox entry does not validate: ${errorMessage(err)}`,
+          // The subject it was meant for, as far as the entry tells (the type may be the bug).
+          subject:
+            tenant && type ? eventSubject(this.#o.names, tenant, type as EventType) : undefined,
+          outboxEntry: `${key} ${id}`,
+        },
+        `outbox-relay.${key}.${id}`,
+      );
+    } catch (publishErr) {
+      this.#o.logger.error(
+        { err: errorMessage(publishErr), entry, key, id },
+        'outbox entry does not validate and its dead letter was not stored; kept in the outbox',
+      );
+      return 'kept' as const;
+    }
+    this.#o.logger.error(
+      { err: errorMessage(err), entry, key, id, deadLetter: this.#letters.subject },
+      'outbox entry does not validate; moved to the dead-letter stream',
+    );
+    return 'parked' as const;
+  }
 }

@@ -1,7 +1,16 @@
+import { deadLetterStream, type NatsNames } from '@holdfast/events';
+import { ensureEventsStream, readDeadLetters } from '@holdfast/runtime';
+import { waitFor, type NatsConnection, type Redis } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, newId, readEvents, authorityTest as test } from './harness.js';
+import {
+  admissionOf,
+  BASE_CONFIG,
+  newId,
+  readEvents,
+  authorityTest as test,
+  type Harness,
+} from './harness.js';
 
 test('an event relayed twice (crash between publish and delete) is stored once', async ({
   iso,
@@ -66,15 +75,9 @@ test('an event relayed twice (crash between publish and delete) is stored once',
   expect(await redis.xlen(outbox)).toBe(0);
 });
 
-test('an outbox entry that does not validate is parked in the dead-letter stream and the relay moves on', async ({
-  nc,
-  redis,
-  iso,
-  start,
-}) => {
-  const h = await start(BASE_CONFIG);
-  const outbox = `${iso.keyPrefix}:{support-bot}:outbox`;
-  await redis.xadd(
+/** Puts an entry no event schema accepts into the org's outbox (what a buggy script would write). */
+async function addInvalidEntry(redis: Redis, outbox: string): Promise<string> {
+  return (await redis.xadd(
     outbox,
     '*',
     'type',
@@ -83,7 +86,11 @@ test('an outbox entry that does not validate is parked in the dead-letter stream
     'not-a-uuid',
     'tenant',
     'support-bot',
-  );
+  ))!;
+}
+
+/** Admits one call and waits until its reservation.created event is in the stream. */
+async function admitAndSeeEvent(h: Harness, nc: NatsConnection, names: NatsNames) {
   const reservationId = newId();
   admissionOf(
     await h.client.admit({
@@ -97,12 +104,61 @@ test('an outbox entry that does not validate is parked in the dead-letter stream
     }),
   );
   await waitFor(async () =>
-    (await readEvents(nc, iso.names)).some(
+    (await readEvents(nc, names)).some(
       (e) => e.type === 'reservation.created' && e.reservationId === reservationId,
     ),
   );
-  const dead = await redis.xrange(`${outbox}:dead`, '-', '+');
-  expect(dead).toHaveLength(1);
-  expect(dead[0]![1]).toEqual(expect.arrayContaining(['id', 'not-a-uuid']));
+}
+
+test('an outbox entry that does not validate becomes a dead letter in the dead-letter stream and the relay moves on', async ({
+  nc,
+  redis,
+  iso,
+  start,
+}) => {
+  const h = await start(BASE_CONFIG);
+  const outbox = `${iso.keyPrefix}:{support-bot}:outbox`;
+  const entryId = await addInvalidEntry(redis, outbox);
+  await admitAndSeeEvent(h, nc, iso.names);
+  const jsm = await jetstreamManager(nc);
+  const [letter, ...more] = await waitFor(async () => {
+    const letters = await readDeadLetters(jsm, deadLetterStream(iso.names).name);
+    return letters.length > 0 ? letters : undefined;
+  });
+  expect(more).toEqual([]);
+  expect(letter).toMatchObject({
+    service: 'budget-authority',
+    subject: `${iso.names.eventsPrefix}.support-bot.reservation.created`,
+    outboxEntry: `${outbox} ${entryId}`,
+    deadLetterSubject: `${iso.token}.deadletter.outbox-relay`,
+  });
+  expect(letter!.reason).toMatch(/^outbox entry does not validate/);
+  expect(JSON.parse(new TextDecoder().decode(letter!.data))).toMatchObject({ id: 'not-a-uuid' });
   expect(await redis.xlen(outbox)).toBe(0);
+  expect(await redis.exists(`${outbox}:dead`)).toBe(0);
+});
+
+test('with the dead-letter stream unavailable an invalid entry stays in the outbox, events still flow, and it is parked once the stream is back', async ({
+  nc,
+  redis,
+  iso,
+  start,
+}) => {
+  const h = await start(BASE_CONFIG);
+  const jsm = await jetstreamManager(nc);
+  const dead = deadLetterStream(iso.names).name;
+  await jsm.streams.delete(dead);
+  const outbox = `${iso.keyPrefix}:{support-bot}:outbox`;
+  const entryId = await addInvalidEntry(redis, outbox);
+  await admitAndSeeEvent(h, nc, iso.names);
+  // Not lost: the entry waits in the outbox while its dead letter cannot be stored.
+  expect(await redis.xrange(outbox, '-', '+')).toEqual([[entryId, expect.any(Array)]]);
+
+  await ensureEventsStream(jsm, iso.names);
+  await waitFor(async () => (await redis.xlen(outbox)) === 0, {
+    what: 'the entry parked once the stream is back',
+  });
+  const letters = await readDeadLetters(jsm, dead);
+  expect(letters.map((l) => l.outboxEntry)).toEqual([`${outbox} ${entryId}`]);
+  expect(letters[0]!.reason).toMatch(/^outbox entry does not validate/);
 });

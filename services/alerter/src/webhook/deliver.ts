@@ -1,4 +1,4 @@
-import { errorMessage, type Logger } from '@holdfast/runtime';
+import { DurableConsumer, errorMessage, type DeadLetters, type Logger } from '@holdfast/runtime';
 import {
   DeliverPolicy,
   type JetStreamClient,
@@ -7,9 +7,9 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import type { AlerterNames, AlerterSettings } from '../config.js';
+import { RESTART } from '../consumer.js';
 import type { ConfigSource } from '../holdfast-config.js';
 import type { AlerterMetrics } from '../metrics.js';
-import { PullLoop } from '../pull-loop.js';
 import type { DeliveryLog, DeliveryLogRecord } from './log.js';
 import { DeliveryJob } from './queue.js';
 import { nextStep } from './retry.js';
@@ -33,6 +33,8 @@ export interface DeliveryWorkerOptions {
   logger: Logger;
   metrics: AlerterMetrics;
   log: DeliveryLog;
+  /** Where a job that does not parse goes (source `alerter-webhooks`). */
+  deadLetters: DeadLetters;
   secrets: NodeJS.ProcessEnv;
 }
 
@@ -44,7 +46,7 @@ export interface DeliveryWorkerOptions {
 export class DeliveryWorker {
   readonly #o: DeliveryWorkerOptions;
   readonly #logger: Logger;
-  #loop: PullLoop | undefined;
+  #loop: DurableConsumer | undefined;
 
   constructor(opts: DeliveryWorkerOptions) {
     this.#o = opts;
@@ -56,7 +58,8 @@ export class DeliveryWorker {
   }
 
   async start(): Promise<void> {
-    this.#loop = new PullLoop({
+    const { webhookConcurrency, webhookTimeoutMs } = this.#o.settings;
+    this.#loop = new DurableConsumer({
       js: this.#o.js,
       jsm: this.#o.jsm,
       stream: this.#o.names.webhookStream,
@@ -65,12 +68,16 @@ export class DeliveryWorker {
         // A work queue delivers everything it holds.
         deliver_policy: DeliverPolicy.All,
         // Longer than one attempt, so a slow receiver is not sent the same job twice at once.
-        ack_wait: nanos(this.#o.settings.webhookTimeoutMs + 30_000),
+        ack_wait: nanos(webhookTimeoutMs + 30_000),
         max_ack_pending: 10_000,
       },
-      concurrency: this.#o.settings.webhookConcurrency,
+      pullSize: webhookConcurrency,
+      concurrency: webhookConcurrency,
+      onMessage: (m) => this.#handle(m),
+      restart: RESTART,
+      redeliver: RESTART,
+      maxMissedHeartbeats: 3,
       logger: this.#logger,
-      handle: (m) => this.#handle(m),
     });
     await this.#loop.start();
   }
@@ -88,9 +95,11 @@ export class DeliveryWorker {
     }
     const parsed = DeliveryJob.safeParse(raw);
     if (!parsed.success) {
-      this.#logger.error({ seq: m.seq }, 'malformed delivery job; dropped');
-      this.#o.metrics.deliveries.inc({ outcome: 'dropped' });
-      m.term();
+      // Never deliverable: parked with its bytes, and no delivery is attempted.
+      const reason = `malformed delivery job: ${parsed.error.issues[0]?.message ?? 'not JSON'}`;
+      if (await this.#o.deadLetters.term(m, reason)) {
+        this.#o.metrics.deliveries.inc({ outcome: 'dropped' });
+      }
       return;
     }
     const job = parsed.data;
@@ -182,11 +191,10 @@ export class DeliveryWorker {
     result: AttemptResult,
   ): Promise<void> {
     try {
-      await this.#o.log.deadLetter({
-        ...logEntry({ ...base, outcome: 'dead_lettered', ...result }, job),
-        reason,
-        job,
-      });
+      await this.#o.log.deadLetter(
+        { ...logEntry({ ...base, outcome: 'dead_lettered', ...result }, job), reason, job },
+        m,
+      );
     } catch (err) {
       // Keep the job until its dead-letter record is written.
       this.#logger.error({ err: errorMessage(err) }, 'dead-letter write failed');

@@ -1,13 +1,17 @@
-import type { RetryPolicy } from '../config.js';
+import { backoffDelay, Jitter, retryDelay } from '@holdfast/retry';
+import type { WebhookRetryPolicy } from '../config.js';
 
 /**
- * Exponential backoff with "equal jitter": attempt n (1-based) failed, the next waits
- * between half and all of min(max, initial * 2^(n-1)). The jitter spreads the retries of
- * many deliveries to one receiver that comes back up.
+ * The shared backoff with "equal jitter" unless the policy names another: attempt n (1-based)
+ * failed, the next waits between half and all of min(max, initial * 2^(n-1)). The jitter
+ * spreads the retries of many deliveries to one receiver that comes back up.
  */
-export function backoffMs(attempt: number, policy: RetryPolicy, random = Math.random): number {
-  const base = Math.min(policy.maxMs, policy.initialMs * 2 ** Math.max(0, attempt - 1));
-  return Math.round(base / 2 + (random() * base) / 2);
+function jittered(policy: WebhookRetryPolicy): WebhookRetryPolicy {
+  return { jitter: Jitter.equal, ...policy };
+}
+
+export function backoffMs(attempt: number, policy: WebhookRetryPolicy, random = Math.random) {
+  return backoffDelay(jittered(policy), attempt, random);
 }
 
 export type NextStep = { kind: 'retry'; delayMs: number } | { kind: 'dead_letter' };
@@ -17,25 +21,22 @@ export function nextStep(opts: {
   attempt: number;
   enqueuedAtMs: number;
   nowMs: number;
-  policy: RetryPolicy;
+  policy: WebhookRetryPolicy;
   random?: () => number;
 }): NextStep {
-  const delayMs = backoffMs(opts.attempt, opts.policy, opts.random);
-  if (opts.nowMs + delayMs - opts.enqueuedAtMs > opts.policy.retryForMs) {
-    return { kind: 'dead_letter' };
-  }
-  return { kind: 'retry', delayMs };
+  const elapsedMs = opts.nowMs - opts.enqueuedAtMs;
+  const delayMs = retryDelay(jittered(opts.policy), opts.attempt, elapsedMs, opts.random);
+  return delayMs === undefined ? { kind: 'dead_letter' } : { kind: 'retry', delayMs };
 }
 
 /** The schedule without jitter (upper bounds), for docs and logs: delays and their sum. */
 export function schedule(
-  policy: RetryPolicy,
+  policy: WebhookRetryPolicy,
 ): Array<{ attempt: number; delayMs: number; atMs: number }> {
   const out: Array<{ attempt: number; delayMs: number; atMs: number }> = [];
-  let at = 0;
-  for (let attempt = 1; ; attempt++) {
-    const delayMs = backoffMs(attempt, policy, () => 1);
-    if (at + delayMs > policy.retryForMs) return out;
+  for (let attempt = 1, at = 0; ; attempt++) {
+    const delayMs = retryDelay(jittered(policy), attempt, at, () => 1);
+    if (delayMs === undefined) return out;
     at += delayMs;
     out.push({ attempt: attempt + 1, delayMs, atMs: at });
   }

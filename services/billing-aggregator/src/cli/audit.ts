@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
+import { retry } from '@holdfast/retry';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
 import { exceeds, runAudit, type AuditReport } from '../audit.js';
 import { createClickHouse } from '../clickhouse.js';
@@ -64,33 +65,36 @@ async function main(): Promise<number> {
   const ch = createClickHouse({ ...config.clickhouse, quiet: true });
   try {
     const authority = new AuthorityClient({ nc, names: config.names, timeoutMs: 5_000 });
-    const deadline = Date.now() + waitMs;
-    for (;;) {
-      const result = await runAudit({
-        ch,
-        database: config.clickhouse.database,
-        authority,
-        tenant: values.tenant,
-        settleMs,
-      });
-      if (!result.ok) {
-        console.error(`audit failed: ${result.error}`);
-        return 2;
-      }
-      const over = exceeds(result.report, threshold);
-      if (!over || Date.now() >= deadline) {
-        const { report } = result;
-        if (values.json) console.log(JSON.stringify({ ...report, threshold, ok: !over }, null, 2));
-        else {
-          console.log(table(report));
-          console.log(
-            `\nmax drift: ${report.maxDrift.tokens} tokens, ${report.maxDrift.usd} micro-USD (threshold ${threshold}) at ${report.time}: ${over ? 'DRIFT' : 'ok'}`,
-          );
-        }
-        return over ? 1 : 0;
-      }
-      await new Promise((r) => setTimeout(r, 500));
+    const result = await retry(
+      () =>
+        runAudit({
+          ch,
+          database: config.clickhouse.database,
+          authority,
+          tenant: values.tenant,
+          settleMs,
+        }),
+      {
+        // Events still in flight: run again every 500 ms until within the threshold or --wait.
+        policy: { initialMs: 500, maxMs: 500, factor: 1, retryForMs: waitMs },
+        retryIf: (r) => r.ok && exceeds(r.report, threshold),
+        retryable: () => false,
+      },
+    );
+    if (!result.ok) {
+      console.error(`audit failed: ${result.error}`);
+      return 2;
     }
+    const { report } = result;
+    const over = exceeds(report, threshold);
+    if (values.json) console.log(JSON.stringify({ ...report, threshold, ok: !over }, null, 2));
+    else {
+      console.log(table(report));
+      console.log(
+        `\nmax drift: ${report.maxDrift.tokens} tokens, ${report.maxDrift.usd} micro-USD (threshold ${threshold}) at ${report.time}: ${over ? 'DRIFT' : 'ok'}`,
+      );
+    }
+    return over ? 1 : 0;
   } finally {
     await ch.close();
     await nc.drain();
