@@ -1,84 +1,69 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { closesStream, DeferredClose, type NatsNames } from '@holdfast/events';
-import { ensureClosesStream, errorMessage, type Logger } from '@holdfast/runtime';
+import type { RetryPolicy } from '@holdfast/retry';
 import {
-  AckPolicy,
-  DeliverPolicy,
-  JetStreamApiCodes,
-  JetStreamApiError,
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-} from '@nats-io/jetstream';
+  DeadLetters,
+  DurableConsumer,
+  ensureClosesStream,
+  nakLater,
+  type Logger,
+} from '@holdfast/runtime';
+import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
 import type { HandlerContext } from './context.js';
 import { release, settle } from './handlers/close.js';
 
 const DURABLE = 'authority-closes';
-/** Closes applied per pull; each is one close.lua call. */
-const BATCH = 64;
+/** A close Redis cannot take yet comes back after this (longer each time, up to 30 s). */
+const REDELIVER: RetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
+const RESTART: RetryPolicy = { initialMs: 250, maxMs: 5_000 };
 
 /**
- * Applies the settles and releases edges left in the closes stream while this authority (or
+ * Applies the settles and releases edges left in the closes stream while the authority (or
  * its Redis) could not take them: the real usage of calls that finished during an outage is
  * billed once the authority is back, instead of being lost to lease expiry. Every replica
- * pulls from one durable consumer of the work queue, so each close is applied once (and
- * close.lua is idempotent anyway). A close Redis cannot take yet is redelivered later.
+ * consumes from one durable of the work queue, so each close is applied once (close.lua is
+ * idempotent anyway). A close that no authority can ever apply is dead-lettered.
  */
 export class ClosesConsumer {
-  #running = false;
-  #loop: Promise<void> | undefined;
+  readonly #loop: DurableConsumer;
+  readonly #letters: DeadLetters;
 
   constructor(
     private readonly ctx: HandlerContext,
-    private readonly js: JetStreamClient,
+    js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly names: NatsNames,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.#letters = new DeadLetters({
+      js,
+      names,
+      service: 'budget-authority',
+      source: DURABLE,
+      logger,
+    });
+    this.#loop = new DurableConsumer({
+      js,
+      jsm,
+      stream: closesStream(names).name,
+      durable: { durable_name: DURABLE, ack_wait: nanos(30_000) },
+      pullSize: 64,
+      concurrency: 8,
+      onMessage: (m) => this.#apply(m),
+      restart: RESTART,
+      redeliver: REDELIVER,
+      maxMissedHeartbeats: 4,
+      logger,
+    });
+  }
 
   async start(): Promise<void> {
     await ensureClosesStream(this.jsm, this.names);
-    await this.#ensureDurable();
-    this.#running = true;
-    this.#loop = this.#run();
+    await this.#loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.#running = false;
-    await this.#loop;
-  }
-
-  async #ensureDurable(): Promise<void> {
-    const stream = closesStream(this.names).name;
-    try {
-      await this.jsm.consumers.info(stream, DURABLE);
-    } catch (err) {
-      if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.ConsumerNotFound) {
-        throw err;
-      }
-      await this.jsm.consumers.add(stream, {
-        durable_name: DURABLE,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: 30_000_000_000,
-        max_deliver: -1,
-      });
-    }
-  }
-
-  async #run(): Promise<void> {
-    const stream = closesStream(this.names).name;
-    while (this.#running) {
-      try {
-        const consumer = await this.js.consumers.get(stream, DURABLE);
-        const batch = await consumer.fetch({ max_messages: BATCH, expires: 1_000 });
-        for await (const m of batch) await this.#apply(m);
-      } catch (err) {
-        this.logger.warn({ err: errorMessage(err) }, 'closes stream pull failed; retrying');
-        if (this.#running) await sleep(1_000);
-        if (this.#running) await this.#ensureDurable().catch(() => undefined);
-      }
-    }
+  stop(): Promise<void> {
+    return this.#loop.stop();
   }
 
   async #apply(m: JsMsg): Promise<void> {
@@ -89,9 +74,7 @@ export class ClosesConsumer {
       parsed = undefined;
     }
     if (!parsed?.success) {
-      // Not a close any edge writes: nothing can apply it.
-      this.logger.error({ seq: m.seq }, 'unreadable deferred close dropped');
-      m.term();
+      await this.#letters.term(m, 'not a deferred close');
       return;
     }
     const c = parsed.data;
@@ -104,13 +87,9 @@ export class ClosesConsumer {
       );
       m.ack();
     } else if (r.error.code === 'budget_store_unavailable') {
-      m.nak(1_000);
+      nakLater(m, REDELIVER);
     } else {
-      this.logger.error(
-        { reservationId: c.request.reservationId, code: r.error.code },
-        'deferred close refused',
-      );
-      m.term();
+      await this.#letters.term(m, `${r.error.code}: ${r.error.message}`);
     }
   }
 }

@@ -63,7 +63,7 @@ export interface EdgeOptions {
   adminToken: string | undefined;
   statusAccess: 'token' | 'open';
   statusRefreshMs: number;
-  upstream: UpstreamTimeouts & RetryPolicy;
+  upstream: UpstreamTimeouts & UpstreamRetry;
 }
 
 export interface UpstreamTimeouts {
@@ -72,7 +72,8 @@ export interface UpstreamTimeouts {
   idleTimeoutMs: number;
 }
 
-export interface RetryPolicy {
+/** How the edge retries an upstream that answered 429/5xx (its env names, ms). */
+export interface UpstreamRetry {
   retryBaseMs: number;
   retryMaxMs: number;
   retryAfterCapMs: number;

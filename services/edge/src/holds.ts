@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { Backoff, retry, sleep, type RetryPolicy } from '@holdfast/retry';
 import {
   closeSubject,
   type DeferredClose,
@@ -41,6 +41,8 @@ export interface HoldsOptions {
 
 /** Errors after which the same settle/release may succeed later. */
 const RETRYABLE = new Set(['timeout', 'no_responders', 'budget_store_unavailable']);
+/** Publishing a close to the closes stream never gives up while the edge runs. */
+const HAND_OVER: RetryPolicy = { initialMs: 100, maxMs: 5_000 };
 
 /**
  * Closes reservations: every settle or release runs in the background (the authority makes
@@ -83,10 +85,8 @@ export class Holds {
   /** Waits for the closes still running; after the drain timeout, stops retrying them. */
   async drain(): Promise<void> {
     this.#draining = true;
-    const deadline = Date.now() + (this.#o.drainTimeoutMs ?? 10_000);
-    while (this.#pending.size > 0 && Date.now() < deadline) {
-      await Promise.race([Promise.all([...this.#pending]), sleep(deadline - Date.now())]);
-    }
+    const timeout = sleep(this.#o.drainTimeoutMs ?? 10_000);
+    await Promise.race([Promise.all([...this.#pending]), timeout]);
     if (this.#pending.size > 0) {
       this.#o.logger.error(
         { pending: this.#pending.size },
@@ -99,30 +99,30 @@ export class Holds {
     const { authority, logger, metrics, timeoutMs, attempts } = this.#o;
     const label = close.how === 'settle' ? close.outcome : close.reason;
     const request = { reservationId: ref.reservationId, tenant: ref.tenant, org: ref.org };
-    for (let attempt = 1; ; attempt++) {
-      const reply =
+    const reply = await retry(
+      () =>
         close.how === 'settle'
-          ? await authority.settle(
-              { ...request, usage: close.usage, outcome: close.outcome },
-              timeoutMs,
-            )
-          : await authority.release({ ...request, reason: close.reason }, timeoutMs);
-      if (reply.ok) {
-        metrics.holdsClosed.inc({ how: close.how, outcome: label });
-        const { status } = reply.value;
-        if (status === 'already_expired' || (status === 'unknown' && close.how === 'settle')) {
-          logger.warn({ ...request, status, close }, 'hold closed too late');
-        }
-        return;
+          ? authority.settle({ ...request, usage: close.usage, outcome: close.outcome }, timeoutMs)
+          : authority.release({ ...request, reason: close.reason }, timeoutMs),
+      {
+        policy: { initialMs: this.#o.backoffMs ?? 100, maxMs: 5_000, maxAttempts: attempts },
+        retryIf: (r) => !r.ok && RETRYABLE.has(r.error.code),
+        retryable: () => false,
+      },
+    );
+    if (reply.ok) {
+      metrics.holdsClosed.inc({ how: close.how, outcome: label });
+      const { status } = reply.value;
+      if (status === 'already_expired' || (status === 'unknown' && close.how === 'settle')) {
+        logger.warn({ ...request, status, close }, 'hold closed too late');
       }
-      const { code } = reply.error;
-      if (!RETRYABLE.has(code)) {
-        metrics.holdCloseFailures.inc({ how: close.how });
-        logger.error({ ...request, code, attempt, close }, `${close.how} refused by the authority`);
-        return;
-      }
-      if (attempt >= attempts) break;
-      await sleep(Math.min(5_000, (this.#o.backoffMs ?? 100) * 2 ** (attempt - 1)));
+      return;
+    }
+    const { code } = reply.error;
+    if (!RETRYABLE.has(code)) {
+      metrics.holdCloseFailures.inc({ how: close.how });
+      logger.error({ ...request, code, close }, `${close.how} refused by the authority`);
+      return;
     }
     await this.#handOver(ref, close);
   }
@@ -136,6 +136,7 @@ export class Holds {
         ? { op: 'settle', request: { ...request, usage: close.usage, outcome: close.outcome } }
         : { op: 'release', request: { ...request, reason: close.reason } };
     const body = JSON.stringify(deferred);
+    const backoff = new Backoff(HAND_OVER);
     for (let attempt = 1; ; attempt++) {
       try {
         // One close per reservation: the msgID makes a republish (or a second edge) a no-op.
@@ -153,7 +154,7 @@ export class Holds {
           return;
         }
         if (attempt === 1) logger.warn({ ...request, err }, 'closes stream unavailable; retrying');
-        await sleep(Math.min(5_000, 100 * 2 ** Math.min(attempt - 1, 6)));
+        await sleep(backoff.next());
       }
     }
   }

@@ -13,7 +13,7 @@ export {
   loadEnv,
   optionsFromEnv,
   type EdgeOptions,
-  type RetryPolicy,
+  type UpstreamRetry,
   type UpstreamTimeouts,
 } from './config.js';
 export { EDGE_ERROR_CODES, httpError, type EdgeErrorCode } from './errors.js';

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { UpstreamConfig } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
-import type { RetryPolicy, UpstreamTimeouts } from '../config.js';
+import type { UpstreamRetry, UpstreamTimeouts } from '../config.js';
 import type { EdgeMetrics } from '../metrics.js';
 import { isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
 
@@ -67,7 +67,7 @@ export interface UpstreamClientOptions {
   logger: Logger;
   metrics: EdgeMetrics;
   timeouts: UpstreamTimeouts;
-  retry: RetryPolicy;
+  retry: UpstreamRetry;
   /** Where upstream API keys are read (`apiKeyEnv`); process.env in production. */
   env: NodeJS.ProcessEnv;
 }

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { RetryPolicy } from '../config.js';
+import { backoffDelay, Jitter } from '@holdfast/retry';
+import type { UpstreamRetry } from '../config.js';
 
 /** Statuses worth another attempt: rate limited, or the upstream failed on its side. */
 export function isRetryableStatus(status: number): boolean {
@@ -26,9 +27,9 @@ export function retryAfterMs(headers: IncomingHttpHeaders, now = Date.now()): nu
 }
 
 /** Exponential backoff with full jitter: uniform in [0, min(max, base * 2^retry)]. */
-export function backoffMs(retry: number, policy: RetryPolicy, random = Math.random): number {
-  const ceiling = Math.min(policy.retryMaxMs, policy.retryBaseMs * 2 ** retry);
-  return Math.round(random() * ceiling);
+export function backoffMs(retry: number, policy: UpstreamRetry, random = Math.random): number {
+  const p = { initialMs: policy.retryBaseMs, maxMs: policy.retryMaxMs, jitter: Jitter.full };
+  return backoffDelay(p, retry + 1, random);
 }
 
 /**
@@ -39,7 +40,7 @@ export function backoffMs(retry: number, policy: RetryPolicy, random = Math.rand
 export function retryDelayMs(
   retry: number,
   askedMs: number | undefined,
-  policy: RetryPolicy,
+  policy: UpstreamRetry,
   random = Math.random,
 ): number | undefined {
   if (askedMs !== undefined && askedMs > policy.retryAfterCapMs) return undefined;
