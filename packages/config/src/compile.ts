@@ -4,6 +4,7 @@ import type {
   HoldfastConfig,
   ModelConfig,
   TenantConfig,
+  UpstreamApi,
   UpstreamConfig,
   UseCaseConfig,
 } from './schema.js';
@@ -36,8 +37,18 @@ export interface CompiledTenant extends Omit<TenantConfig, 'budgets' | 'useCases
 }
 
 /** Model prices in integer pico-USD per token ($1/MTok = 1,000,000 pico-USD a token). */
+export interface ModelPrices {
+  input: number;
+  output: number;
+  cachedInput: number;
+  cacheWrite5m: number;
+  cacheWrite1h: number;
+}
+
 export interface CompiledModel extends ModelConfig {
-  pricePico: { input: number; output: number; cachedInput: number };
+  pricePico: ModelPrices;
+  /** The API of the model's upstream (its fallbacks speak the same one). */
+  api: UpstreamApi;
 }
 
 export interface CompiledConfig {
@@ -88,22 +99,44 @@ function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): Compil
   };
 }
 
+/** Anthropic's prompt-cache write rates, as multiples of the input price. */
+const ANTHROPIC_CACHE_WRITE = { fiveMinutes: 1.25, oneHour: 2 } as const;
+
+/** A model's prices in pico-USD per token, the defaults of the optional ones applied. */
+export function modelPrices(price: ModelConfig['price'], api: UpstreamApi): ModelPrices {
+  const input = price.inputPerMTok;
+  const write = (rate: number) => (api === 'anthropic' ? input * rate : input);
+  return {
+    input: usdPerMTokToPico(input),
+    output: usdPerMTokToPico(price.outputPerMTok),
+    cachedInput: usdPerMTokToPico(price.cachedInputPerMTok ?? input),
+    cacheWrite5m: usdPerMTokToPico(
+      price.cacheWrite5mPerMTok ?? write(ANTHROPIC_CACHE_WRITE.fiveMinutes),
+    ),
+    cacheWrite1h: usdPerMTokToPico(
+      price.cacheWrite1hPerMTok ?? write(ANTHROPIC_CACHE_WRITE.oneHour),
+    ),
+  };
+}
+
+/**
+ * The dearest price an input token of a call can be billed at (uncached, cached, or written
+ * to a cache): what a hold prices the prompt at, since the edge cannot know the mix upfront.
+ */
+export function holdInputPrice(p: ModelPrices): number {
+  return Math.max(p.input, p.cachedInput, p.cacheWrite5m, p.cacheWrite1h);
+}
+
 /** Builds the lookup structures services use; the config must already be validated. */
 export function compileConfig(raw: HoldfastConfig): CompiledConfig {
   const byId = new Map(raw.tenants.map((t) => [t.id, t]));
   const tenants = new Map(raw.tenants.map((t) => [t.id, compileTenant(t, byId)]));
+  const upstreams = new Map(raw.upstreams.map((u) => [u.id, u]));
   const models = new Map(
-    raw.models.map((m) => [
-      m.id,
-      {
-        ...m,
-        pricePico: {
-          input: usdPerMTokToPico(m.price.inputPerMTok),
-          output: usdPerMTokToPico(m.price.outputPerMTok),
-          cachedInput: usdPerMTokToPico(m.price.cachedInputPerMTok ?? m.price.inputPerMTok),
-        },
-      },
-    ]),
+    raw.models.map((m): [string, CompiledModel] => {
+      const api = upstreams.get(m.upstream)?.api ?? 'openai';
+      return [m.id, { ...m, api, pricePico: modelPrices(m.price, api) }];
+    }),
   );
   const keysByHash = new Map(
     raw.tenants.flatMap((t) =>
@@ -117,7 +150,7 @@ export function compileConfig(raw: HoldfastConfig): CompiledConfig {
     hash: configHash(raw),
     tenants,
     models,
-    upstreams: new Map(raw.upstreams.map((u) => [u.id, u])),
+    upstreams,
     keysByHash,
   };
 }

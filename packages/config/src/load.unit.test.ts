@@ -58,7 +58,10 @@ describe('parseConfig', () => {
       input: 150_000,
       output: 600_000,
       cachedInput: 75_000,
+      cacheWrite5m: 150_000,
+      cacheWrite1h: 150_000,
     });
+    expect(r.config.models.get('gpt-4o-mini')!.api).toBe('openai');
     expect(r.config.keysByHash.get('a'.repeat(64))).toEqual({
       tenant: 'batch-summariser',
       keyId: 'batch-1',
@@ -140,6 +143,53 @@ describe('parseConfig', () => {
       ]),
     );
     expect(errors.some((e) => e.includes('cycle'))).toBe(true);
+  });
+
+  it('prices an anthropic model with cache writes at their own rates (explicit, else 1.25x and 2x)', () => {
+    const doc = {
+      upstreams: [
+        ...base.upstreams,
+        { id: 'claude', api: 'anthropic', baseUrl: 'https://api.anthropic.com' },
+      ],
+      models: [
+        ...base.models,
+        { id: 'claude-a', upstream: 'claude', price: { inputPerMTok: 3, outputPerMTok: 15 } },
+        {
+          id: 'claude-b',
+          upstream: 'claude',
+          price: { inputPerMTok: 3, outputPerMTok: 15, cacheWrite1hPerMTok: 7 },
+          upstreamStateAllowanceTokens: 1_000,
+        },
+      ],
+    };
+    const r = parseConfig(doc);
+    if (!r.ok) throw new Error(r.errors.join('\n'));
+    expect(r.config.models.get('claude-a')).toMatchObject({
+      api: 'anthropic',
+      pricePico: {
+        input: 3e6,
+        output: 15e6,
+        cachedInput: 3e6,
+        cacheWrite5m: 3.75e6,
+        cacheWrite1h: 6e6,
+      },
+    });
+    expect(r.config.models.get('claude-b')?.pricePico.cacheWrite1h).toBe(7e6);
+    expect(r.config.upstreams.get('default')?.api).toBe('openai');
+  });
+
+  it('refuses a fallback upstream that speaks another API', () => {
+    const errors = errorsOf({
+      ...base,
+      upstreams: [
+        ...base.upstreams,
+        { id: 'claude', api: 'anthropic', baseUrl: 'https://api.anthropic.com' },
+      ],
+      models: [{ ...base.models[0], fallbackUpstreams: ['claude'] }],
+    });
+    expect(errors).toEqual([
+      'models[0].fallbackUpstreams[0]: upstream "claude" speaks anthropic, the model\'s upstream openai',
+    ]);
   });
 
   it('rejects unknown fields, bad YAML and hostile values without throwing', () => {

@@ -56,13 +56,21 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
     'webhook id',
   );
 
-  const upstreams = new Set(cfg.upstreams.map((u) => u.id));
+  const upstreams = new Map(cfg.upstreams.map((u) => [u.id, u]));
   cfg.models.forEach((m, i) => {
+    const api = upstreams.get(m.upstream)?.api;
     [m.upstream, ...m.fallbackUpstreams].forEach((u, j) => {
-      if (!upstreams.has(u)) {
-        const path =
-          j === 0 ? ['models', i, 'upstream'] : ['models', i, 'fallbackUpstreams', j - 1];
+      const path = j === 0 ? ['models', i, 'upstream'] : ['models', i, 'fallbackUpstreams', j - 1];
+      const target = upstreams.get(u);
+      if (!target) {
         ctx.addIssue({ code: 'custom', path, message: `unknown upstream "${u}"` });
+      } else if (api !== undefined && target.api !== api) {
+        // A fallback gets the same request body: it must speak the same API.
+        ctx.addIssue({
+          code: 'custom',
+          path,
+          message: `upstream "${u}" speaks ${target.api}, the model's upstream ${api}`,
+        });
       }
     });
   });

@@ -23,9 +23,20 @@ const EnvName = z
   .regex(/^[A-Z_][A-Z0-9_]{0,127}$/, 'must be an environment variable name');
 const Usd = z.number().min(0).max(LIMITS.maxPricePerMTok);
 
+/**
+ * The API an upstream speaks: `openai` (Chat Completions, Responses, embeddings; also every
+ * OpenAI-compatible server) or `anthropic` (the Messages API). Its models are served on that
+ * API's surfaces only: an `anthropic` model on POST /v1/messages, an `openai` one on the rest.
+ */
+export const UPSTREAM_APIS = ['openai', 'anthropic'] as const;
+
 export const Upstream = z.strictObject({
   id: PlainId,
-  /** OpenAI-compatible base URL, ending in /v1. */
+  api: z.enum(UPSTREAM_APIS).default('openai'),
+  /**
+   * OpenAI-compatible base URL, ending in /v1; for `api: anthropic` the API root
+   * (`https://api.anthropic.com`; a trailing /v1 is accepted).
+   */
   baseUrl: z.url({ protocol: /^https?$/ }),
   /**
    * Name of an environment variable of the edge that, when it holds an http(s) URL, is used
@@ -86,11 +97,30 @@ export const Model = z.strictObject({
   upstreamModel: z.string().min(1).max(256).optional(),
   tokenizer: z.enum(TOKENIZERS).default('estimate'),
   maxOutputTokens: z.int().min(1).max(LIMITS.maxOutputTokens).default(8_192),
+  /**
+   * USD per million tokens. Reasoning tokens are output. Cached input defaults to the input
+   * price; cache writes (Anthropic's prompt caching) default to Anthropic's rates, 1.25x (5
+   * minutes) and 2x (1 hour) the input price, on an `anthropic` upstream, and to the input
+   * price elsewhere. Holds are priced at the dearest input price of the four, so a call's hold
+   * covers whatever mix of cache reads and writes the provider reports.
+   */
   price: z.strictObject({
     inputPerMTok: Usd,
     outputPerMTok: Usd,
     cachedInputPerMTok: Usd.optional(),
+    cacheWrite5mPerMTok: Usd.optional(),
+    cacheWrite1hPerMTok: Usd.optional(),
   }),
+  /**
+   * Responses API calls that continue state kept upstream (`previous_response_id`,
+   * `conversation`, a stored `prompt`) are counted with the upstream's `POST
+   * /v1/responses/input_tokens`. When the upstream has no such endpoint (or it fails), such
+   * calls are refused with a 400, unless this is set: then they are admitted with the local
+   * count of the call's own input plus this many tokens for the state the edge cannot see, a
+   * pessimistic allowance the operator states (a longer stored conversation is still billed
+   * in full, and recorded as an overrun).
+   */
+  upstreamStateAllowanceTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
 });
 
 export const Budget = z.strictObject({
@@ -199,5 +229,6 @@ export type TenantConfig = z.infer<typeof Tenant>;
 export type BudgetConfig = z.infer<typeof Budget>;
 export type ModelConfig = z.infer<typeof Model>;
 export type UpstreamConfig = z.infer<typeof Upstream>;
+export type UpstreamApi = UpstreamConfig['api'];
 export type UseCaseConfig = z.infer<typeof UseCase>;
 export type WebhookConfig = z.infer<typeof Webhook>;

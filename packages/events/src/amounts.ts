@@ -33,6 +33,15 @@ export const ADMISSION_MODES = ['meter', 'post', 'estimate', 'reserve', 'adaptiv
 export const AdmissionMode = z.enum(ADMISSION_MODES);
 export type AdmissionMode = z.infer<typeof AdmissionMode>;
 
+/**
+ * The API surface a call came in on (SPEC section 2): OpenAI Chat Completions, OpenAI
+ * Responses, Anthropic Messages, OpenAI embeddings. Events written before surfaces were
+ * recorded carry none and read as `chat`.
+ */
+export const API_SURFACES = ['chat', 'responses', 'messages', 'embeddings'] as const;
+export const ApiSurface = z.enum(API_SURFACES);
+export type ApiSurface = z.infer<typeof ApiSurface>;
+
 /** Micro-USD to USD, for messages and dashboards. */
 export function microUsdToUsd(micro: number): number {
   return micro / 1_000_000;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { parseEvent } from './events.js';
+import { Usage } from './authority/settle.js';
 import { TenantId } from './ids.js';
 
 const settled = {
@@ -74,5 +75,54 @@ describe('TenantId', () => {
   });
   it.each(['batch-summariser', 'a', 'team_1', 'x'.repeat(64)])('accepts %j', (id) => {
     expect(TenantId.safeParse(id).success).toBe(true);
+  });
+});
+
+describe('fields added to v1 later', () => {
+  it('read an event written before surfaces and token categories as chat with none', () => {
+    const parsed = parseEvent(JSON.stringify(settled));
+    expect(parsed).toMatchObject({
+      ok: true,
+      event: { api: 'chat', cacheWrite5mTokens: 0, cacheWrite1hTokens: 0, reasoningTokens: 0 },
+    });
+  });
+
+  it('keep the surface and the categories of a newer event, and refuse an unknown surface', () => {
+    const messages = {
+      ...settled,
+      api: 'messages',
+      cacheWrite5mTokens: 40,
+      cacheWrite1hTokens: 2,
+      reasoningTokens: 9,
+    };
+    expect(parseEvent(JSON.stringify(messages))).toMatchObject({ ok: true, event: messages });
+    expect(parseEvent(JSON.stringify({ ...settled, api: 'completions' }))).toMatchObject({
+      ok: false,
+    });
+  });
+});
+
+describe('Usage', () => {
+  it('defaults the categories an older settle does not send', () => {
+    expect(Usage.parse({ promptTokens: 10, completionTokens: 5 })).toEqual({
+      promptTokens: 10,
+      completionTokens: 5,
+      cachedPromptTokens: 0,
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
+      reasoningTokens: 0,
+    });
+  });
+
+  it('keeps cache parts within the prompt and reasoning within the output', () => {
+    const ok = { promptTokens: 10, completionTokens: 5, cachedPromptTokens: 4 };
+    expect(Usage.safeParse({ ...ok, cacheWrite5mTokens: 3, cacheWrite1hTokens: 3 }).success).toBe(
+      true,
+    );
+    expect(Usage.safeParse({ ...ok, cacheWrite5mTokens: 3, cacheWrite1hTokens: 4 }).success).toBe(
+      false,
+    );
+    expect(Usage.safeParse({ ...ok, reasoningTokens: 5 }).success).toBe(true);
+    expect(Usage.safeParse({ ...ok, reasoningTokens: 6 }).success).toBe(false);
   });
 });

@@ -6,7 +6,7 @@ import {
   type NatsNames,
   type WindowState,
 } from '@holdfast/events';
-import type { CompiledConfig } from '@holdfast/config';
+import { holdInputPrice, type CompiledConfig } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -345,7 +345,8 @@ export class Rebuilder {
         const code = this.#calendar(w.tenant, w.budget) ? 'C' : WINDOW_CODE[window];
         return `${levelIndex.get(w.tenant)}${code}${UNIT_CODE[w.unit]}`;
       });
-    const price = config.models.get(c.model)?.pricePico ?? { input: 0, output: 0, cachedInput: 0 };
+    const none = { input: 0, output: 0, cachedInput: 0, cacheWrite5m: 0, cacheWrite1h: 0 };
+    const price = config.models.get(c.model)?.pricePico ?? none;
     const expiresAt = Date.parse(c.expiresAt);
     const leaseMs = expiresAt - Date.parse(c.time);
     const tenant = config.tenants.get(c.tenant);
@@ -360,15 +361,20 @@ export class Rebuilder {
       useCase: c.useCase,
       model: c.model,
       mode: c.mode,
+      api: c.api,
       prompt: String(c.promptTokens),
       max: String(c.maxTokens),
       heldT: String(live.heldT),
       heldU: String(live.heldU),
       chargedT: String(c.chargedTokens),
       chargedU: String(c.chargedMicroUsd),
-      priceIn: String(price.input),
+      // As admit.lua writes them: the hold's input price, then the settlement's.
+      priceIn: String(holdInputPrice(price)),
       priceOut: String(price.output),
       priceCached: String(price.cachedInput),
+      priceUn: String(price.input),
+      priceW5: String(price.cacheWrite5m),
+      priceW1h: String(price.cacheWrite1h),
       createdAt: String(Date.parse(c.time)),
       expiresAt: String(expiresAt),
       leaseMs: String(leaseMs),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { LIMITS, type Admitted, type Refused } from '@holdfast/events';
+import { LIMITS, type Admitted, type ApiSurface, type Refused } from '@holdfast/events';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import type { Caller } from './auth.js';
 import type { AuthorityPort } from './call/ports.js';
@@ -23,6 +23,8 @@ export interface AdmissionRequest {
   maxTokens: number;
   /** true: the edge grows the hold as output arrives (chat), so adaptive mode needs no debt. */
   extensible: boolean;
+  /** The surface the call came in on. */
+  api: ApiSurface;
 }
 
 /** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
@@ -68,6 +70,7 @@ export async function admit(
       promptTokens: req.promptTokens,
       maxTokens: req.maxTokens,
       extensible: req.extensible,
+      api: req.api,
     },
     deps.timeoutMs,
   );

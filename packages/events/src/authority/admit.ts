@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AdmissionMode, LIMITS } from '../amounts.js';
+import { AdmissionMode, ApiSurface, LIMITS } from '../amounts.js';
 import { IsoTime } from '../envelope.js';
 import { KeyId, ModelId, TenantId, UseCaseId, Uuid } from '../ids.js';
 import { RefusalCode } from '../v1/admission.js';
@@ -12,6 +12,8 @@ export const AdmitRequest = z.strictObject({
   keyId: KeyId.nullable(),
   useCase: UseCaseId,
   model: ModelId,
+  /** The surface the call came in on; recorded on the reservation and its events. */
+  api: ApiSurface.default('chat'),
   /** The prompt as the edge counted it. */
   promptTokens: z.int().min(0).max(LIMITS.maxPromptTokens),
   /** max_tokens after the edge's clamp. */

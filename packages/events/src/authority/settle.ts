@@ -9,16 +9,35 @@ const tokens = z
   .min(0)
   .max(LIMITS.maxPromptTokens + LIMITS.maxOutputTokens);
 
+/**
+ * What a call used, OpenAI-style: `promptTokens` is all input (cache reads and writes are parts
+ * of it), `completionTokens` all output (reasoning is part of it). Each category is billed at
+ * its own price (uncached input, cached input, 5-minute and 1-hour cache writes, output); the
+ * categories added later default to 0, so an older edge's settle still means what it meant.
+ */
 export const Usage = z
   .strictObject({
     promptTokens: tokens,
     completionTokens: tokens,
     /** Prompt tokens served from the provider's cache (priced at cachedInputPerMTok). */
     cachedPromptTokens: tokens.default(0),
+    /** Prompt tokens written to the provider's cache for 5 minutes (cacheWrite5mPerMTok). */
+    cacheWrite5mTokens: tokens.default(0),
+    /** Prompt tokens written to the provider's cache for 1 hour (cacheWrite1hPerMTok). */
+    cacheWrite1hTokens: tokens.default(0),
+    /** Output tokens spent reasoning (billed as output). */
+    reasoningTokens: tokens.default(0),
   })
-  .refine((u) => u.cachedPromptTokens <= u.promptTokens, {
-    message: 'cachedPromptTokens must not exceed promptTokens',
-    path: ['cachedPromptTokens'],
+  .refine(
+    (u) => u.cachedPromptTokens + u.cacheWrite5mTokens + u.cacheWrite1hTokens <= u.promptTokens,
+    {
+      message: 'cached and cache-write tokens must not exceed promptTokens',
+      path: ['cachedPromptTokens'],
+    },
+  )
+  .refine((u) => u.reasoningTokens <= u.completionTokens, {
+    message: 'reasoningTokens must not exceed completionTokens',
+    path: ['reasoningTokens'],
   });
 export type Usage = z.infer<typeof Usage>;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AdmissionMode } from '../amounts.js';
+import { AdmissionMode, ApiSurface } from '../amounts.js';
 import { envelopeFields } from '../envelope.js';
 import { KeyId, ModelId, TenantId, UseCaseId, Uuid } from '../ids.js';
 import { BudgetId } from '../windows.js';
@@ -27,6 +27,8 @@ export const AdmissionRefused = z.object({
   useCase: UseCaseId,
   model: ModelId,
   mode: AdmissionMode,
+  /** The surface the call came in on (added later to v1: absent reads as `chat`). */
+  api: ApiSurface.default('chat'),
   code: RefusalCode,
   message: z.string(),
   promptTokens: count,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AdmissionMode } from '../amounts.js';
+import { AdmissionMode, ApiSurface } from '../amounts.js';
 import { KeyId, ModelId, UseCaseId, Uuid } from '../ids.js';
 import { WindowState } from '../windows.js';
 
@@ -13,6 +13,8 @@ export const callFields = {
   useCase: UseCaseId,
   model: ModelId,
   mode: AdmissionMode,
+  /** The surface the call came in on (added later to v1: absent reads as `chat`). */
+  api: ApiSurface.default('chat'),
 };
 
 /** What a hold set aside (tokens and micro-USD; 0 in meter/post modes). */

@@ -51,10 +51,15 @@ export const ReservationSettled = z.object({
   ...holdFields,
   promptTokens: count,
   completionTokens: count,
+  /** Parts of promptTokens: read from the provider's cache, and written to it (5 min, 1 h). */
   cachedPromptTokens: count,
+  cacheWrite5mTokens: count.default(0),
+  cacheWrite1hTokens: count.default(0),
+  /** Part of completionTokens (billed as output). */
+  reasoningTokens: count.default(0),
   /** prompt + completion: the real usage billed by this call. */
   billedTokens: count,
-  /** The real cost billed by this call, integer micro-USD. */
+  /** The real cost billed by this call, integer micro-USD, each token category at its price. */
   costMicroUsd: count,
   /**
    * What this event added to the windows' `used`, at this event's time: the real usage, less

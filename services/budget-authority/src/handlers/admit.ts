@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AdmitReply, AdmitRequest, RefusalCode, WindowState } from '@holdfast/events';
 import type { z } from 'zod';
-import type { CompiledTenant } from '@holdfast/config';
+import { holdInputPrice, type CompiledTenant, type ModelPrices } from '@holdfast/config';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { refusalMessage } from '../messages.js';
@@ -32,6 +32,11 @@ function refused(
   });
 }
 
+/** admit.lua's `price` (see its header): the hold's input price first, then what settles. */
+function admitPrices(p: ModelPrices): number[] {
+  return [holdInputPrice(p), p.output, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
+}
+
 /** Records a refusal decided before any state is read (use case or model not allowed). */
 async function recordRefusal(
   ctx: HandlerContext,
@@ -50,6 +55,7 @@ async function recordRefusal(
     useCase: req.useCase,
     model: req.model,
     mode: tenant.mode,
+    api: req.api,
     code,
     promptTokens: req.promptTokens,
     maxTokens: req.maxTokens,
@@ -132,7 +138,8 @@ export async function admit(
     max,
     minOut: Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max),
     leaseMs: req.leaseMs ?? tenant.leaseMs,
-    price: [model.pricePico.input, model.pricePico.output, model.pricePico.cachedInput],
+    price: admitPrices(model.pricePico),
+    api: req.api,
     eventId: randomUUID(),
     shadowEventId: randomUUID(),
     extensible: req.extensible,

@@ -57,8 +57,11 @@ export async function closeReservation(
             prompt: what.usage.promptTokens,
             completion: what.usage.completionTokens,
             cached: what.usage.cachedPromptTokens,
+            w5: what.usage.cacheWrite5mTokens,
+            w1h: what.usage.cacheWrite1hTokens,
+            reasoning: what.usage.reasoningTokens,
           }
-        : { prompt: 0, completion: 0, cached: 0 },
+        : { prompt: 0, completion: 0, cached: 0, w5: 0, w1h: 0, reasoning: 0 },
     outcome: what.op === 'settle' ? what.outcome : '',
     reason: what.op === 'release' ? what.reason : '',
   });

@@ -7,8 +7,10 @@
 -- KEYS[4]  the org's refusal summaries (hash), flushed by the sweeper
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
 --          (their indexes are in the spec)
--- ARGV[1]  spec (JSON): levels, budgets, price, the call (see plan.ts); `now` only under a
---          test clock (else Redis TIME)
+-- ARGV[1]  spec (JSON): levels, budgets, the call (see plan.ts), price = {the dearest input
+--          price (holds use it), output, cached input, uncached input, 5-minute and 1-hour
+--          cache writes} in pico-USD per token, api; `now` only under a test clock (else
+--          Redis TIME)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -46,7 +48,7 @@ local function refusalWritten(fields)
     return true
   end
   local kind = table.concat({spec.tenant, fields.code, fields.budget, fields.level,
-    spec.useCase, spec.model, spec.keyId, fields.shadow}, '|')
+    spec.useCase, spec.model, spec.keyId, fields.shadow, spec.api}, '|')
   redis.call('HINCRBY', KEYS[4], kind, 1)
   redis.call('HSET', KEYS[4], kind .. '|last', cjson.encode(fields.list))
   return false
@@ -58,7 +60,7 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
     'type', 'admission.refused', 'id', shadow and spec.shadowEventId or spec.eventId,
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
     'reservationId', spec.resId, 'keyId', spec.keyId, 'useCase', spec.useCase,
-    'model', spec.model, 'mode', spec.mode, 'code', code,
+    'model', spec.model, 'mode', spec.mode, 'api', spec.api, 'code', code,
     'promptTokens', I(spec.prompt), 'maxTokens', I(spec.max),
     'neededTokens', I(needT), 'neededMicroUsd', I(needU),
     'budget', b and b.id or '', 'level', b and b.tenant or '',
@@ -284,9 +286,13 @@ end
 
 -- The record carries everything its close needs (org, levels, windows, prices, what expiry
 -- bills), so it can be closed after the tenant moved to another org or left the config.
+-- priceIn is what the hold priced the input at (extend grows it alike); priceUn, priceW5 and
+-- priceW1h are what settlement bills uncached input and cache writes at.
 redis.call('HSET', resKey,
   'state', 'held', 'tenant', spec.tenant, 'org', spec.org, 'keyId', spec.keyId,
-  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'prompt', I(spec.prompt),
+  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'api', spec.api,
+  'priceUn', I(spec.price[4]), 'priceW5', I(spec.price[5]), 'priceW1h', I(spec.price[6]),
+  'prompt', I(spec.prompt),
   'max', I(maxTokens), 'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT),
   'chargedU', I(chargedU), 'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]),
   'priceCached', I(spec.price[3]), 'createdAt', I(now), 'expiresAt', I(expiresAt),
@@ -299,7 +305,7 @@ redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
 emit({
   'type', 'reservation.created', 'id', spec.eventId, 'time', I(now),
   'tenant', spec.tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', spec.keyId,
-  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode,
+  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'api', spec.api,
   'heldTokens', I(heldT), 'heldMicroUsd', I(heldU), 'promptTokens', I(spec.prompt),
   'maxTokens', I(maxTokens), 'requestedMaxTokens', I(spec.max),
   'chargedTokens', I(chargedT), 'chargedMicroUsd', I(chargedU),

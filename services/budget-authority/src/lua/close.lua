@@ -14,7 +14,8 @@
 -- KEYS[n]  the levels' state hashes and holds sorted sets and the budgets' window hashes of
 --          the tenant's current plan, when it has one in this org (indexes in the spec)
 -- ARGV[1]  spec (JSON): kp, org, tenant ('' with expire: whoever holds it), levels, budgets,
---          op ('settle' | 'release' | 'expire'), usage {prompt, completion, cached}, outcome,
+--          op ('settle' | 'release' | 'expire'), usage {prompt, completion, cached, w5, w1h,
+--          reasoning} (cached and the cache writes are parts of prompt), outcome,
 --          reason, eventId, overrunEventId, keepMs; `now` only under a test clock
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
@@ -29,7 +30,8 @@ local resKey = KEYS[2]
 local f = redis.call('HMGET', resKey,
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'chargedT',
   'chargedU', 'priceIn', 'priceOut', 'priceCached', 'createdAt', 'expiresAt', 'leaseMs',
-  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'sampleN', 'expB', 'expT', 'expU')
+  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'sampleN', 'expB', 'expT', 'expU',
+  'api', 'priceUn', 'priceW5', 'priceW1h')
 local state, tenant = f[1], f[2]
 
 if not state then
@@ -107,9 +109,13 @@ local overT, overU = 0, 0
 local closed, eventType = 'released', 'reservation.released'
 if spec.op == 'settle' then
   local u = spec.usage
-  local price = {tonumber(f[11]), tonumber(f[12]), tonumber(f[13])}
+  -- Each category at its price. A record written before cache-write prices existed has
+  -- priceIn as its input price, and bills writes as input.
+  local input = tonumber(f[28]) or tonumber(f[11])
+  local price = {input, tonumber(f[12]), tonumber(f[13]), tonumber(f[29]) or input,
+    tonumber(f[30]) or input}
   billedT = u.prompt + u.completion
-  costU = cost(u.prompt, u.cached, u.completion, price)
+  costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h)
   chargeT = billedT - prechargedT - expiredT
   chargeU = costU - prechargedU - expiredU
   billAll(chargeT, chargeU)
@@ -145,9 +151,11 @@ end
 redis.call('PEXPIRE', resKey, spec.keepMs)
 
 local windows = windowStates(spec)
+local api = f[27] or 'chat'
 local fields = {
   'type', eventType, 'id', spec.eventId, 'time', I(now), 'tenant', tenant, 'org', spec.org,
   'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5], 'mode', f[6],
+  'api', api,
   'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
   'chargedTokens', I(chargeT), 'chargedMicroUsd', I(chargeU), 'windows', windows,
 }
@@ -159,6 +167,9 @@ if spec.op == 'settle' then
   add('promptTokens', I(spec.usage.prompt))
   add('completionTokens', I(spec.usage.completion))
   add('cachedPromptTokens', I(spec.usage.cached))
+  add('cacheWrite5mTokens', I(spec.usage.w5))
+  add('cacheWrite1hTokens', I(spec.usage.w1h))
+  add('reasoningTokens', I(spec.usage.reasoning))
   add('billedTokens', I(billedT))
   add('costMicroUsd', I(costU))
   add('outcome', spec.outcome)
@@ -180,7 +191,7 @@ if overT > 0 or overU > 0 then
   emit({
     'type', 'reservation.overrun', 'id', spec.overrunEventId, 'time', I(now),
     'tenant', tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3],
-    'useCase', f[4], 'model', f[5], 'mode', f[6],
+    'useCase', f[4], 'model', f[5], 'mode', f[6], 'api', api,
     'heldTokens', I(heldT + prechargedT), 'heldMicroUsd', I(heldU + prechargedU),
     'billedTokens', I(billedT), 'costMicroUsd', I(costU),
     'overrunTokens', I(overT), 'overrunMicroUsd', I(overU), 'windows', windows,

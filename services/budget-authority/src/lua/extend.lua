@@ -18,7 +18,7 @@ spec.now = clockNow(spec)
 local now = spec.now
 local f = redis.call('HMGET', KEYS[2],
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'prompt', 'max',
-  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds', 'levels')
+  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds', 'levels', 'api')
 if not f[1] or f[2] ~= spec.tenant then
   return {'unknown', '0', '0', '0', windowStates(spec)}
 end
@@ -87,7 +87,8 @@ local windows = windowStates(spec)
 emit({
   'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
   'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
-  'mode', f[6], 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU), 'addedTokens', I(addT),
+  'mode', f[6], 'api', f[17] or 'chat', 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
+  'addedTokens', I(addT),
   'addedMicroUsd', I(addU), 'coveredOutputTokens', I(grant), 'windows', windows,
 })
 return {'extended', I(heldT), I(heldU), I(grant), windows}

@@ -145,9 +145,14 @@ local function bounds(spec, b)
   return bd
 end
 
--- Cost in micro-USD (rounded up) of tokens at integer pico-USD per token prices.
-local function cost(input, cached, output, price)
+-- Cost in micro-USD (rounded up) of tokens at integer pico-USD per token prices: price =
+-- {uncached input, output, cached input, 5-minute cache write, 1-hour cache write}. `cached`,
+-- `w5` and `w1h` are parts of `input`; holds pass no writes (and their dearest input price).
+local function cost(input, cached, output, price, w5, w1h)
   local pico = (input - cached) * price[1] + cached * price[3] + output * price[2]
+  if w5 then
+    pico = pico + w5 * (price[4] - price[1]) + w1h * (price[5] - price[1])
+  end
   local micro = math.floor(pico / 1000000)
   if micro * 1000000 < pico then
     micro = micro + 1

@@ -1,13 +1,11 @@
-import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
-import type { Usage } from '@holdfast/events';
+import type { CompiledModel, UpstreamApi, UpstreamConfig } from '@holdfast/config';
+import type { ApiSurface, Usage } from '@holdfast/events';
+import type { Result } from '@holdfast/runtime';
 import type { TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EdgeError } from '../errors.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { CallDeps } from './deps.js';
-
-/** The API surfaces the edge serves; each is one adapter over the same call pipeline. */
-type SurfaceName = 'chat' | 'responses' | 'messages' | 'embeddings';
 
 /** What the client asked for, read before anything is counted. */
 export interface Asked {
@@ -38,7 +36,18 @@ export interface CountContext {
   tokenizer: TokenizerName;
   /** The model's first upstream, for `tokenizer: upstream`. */
   target: UpstreamConfig | undefined;
+  /** The client headers the surface forwards upstream (its counting endpoint gets them too). */
+  headers: Readonly<Record<string, string>>;
 }
+
+/** Prompt tokens to admit, or why the call cannot be counted (a 400 before any admission). */
+export type Counted = Result<number, EdgeError>;
+
+/** The input side of a usage, as a provider may report it before the call ends. */
+export type InputUsage = Pick<
+  Usage,
+  'promptTokens' | 'cachedPromptTokens' | 'cacheWrite5mTokens' | 'cacheWrite1hTokens'
+>;
 
 /** One upstream event as the pipeline sees it. */
 export interface Accepted {
@@ -54,6 +63,11 @@ export interface Transcript {
   accept(event: SseEvent): Accepted | undefined;
   /** The usage the provider reported, once it did (validated counts). */
   usage(): Usage | undefined;
+  /**
+   * The input side the provider reported before its final usage (Anthropic's message_start),
+   * billed with the edge's own output count when the call ends without a final usage.
+   */
+  inputUsage?(): InputUsage | undefined;
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */
@@ -68,16 +82,21 @@ export interface Transcript {
 
 /** A surface: how its requests are read, counted, forwarded and answered. */
 export interface SurfaceAdapter<B> {
-  readonly name: SurfaceName;
-  /** Upstream path, appended to the upstream's base URL. */
+  /** The surface, as events and ClickHouse rows record it. */
+  readonly name: ApiSurface;
+  /** The upstream APIs whose models this surface serves (others are refused before counting). */
+  readonly apis: readonly UpstreamApi[];
+  /** Upstream path, appended to the upstream's base URL (an `anthropic` upstream's root). */
   readonly path: string;
+  /** Client headers passed on to the upstream as sent (lowercase names). */
+  readonly forwardHeaders?: readonly string[];
   /** The edge grows the hold as output arrives (adaptive mode then needs no debt). */
   readonly extensible: boolean;
   /** The upstream is asked for a stream (embeddings: a JSON answer). */
   readonly streamUpstream: boolean;
   asked(body: B): Asked;
   /** Prompt tokens to admit: exact, or an upper bound no real tokenizer exceeds. */
-  countPrompt(body: B, ctx: CountContext): Promise<number>;
+  countPrompt(body: B, ctx: CountContext): Promise<Counted>;
   /** The body to send upstream for what was granted (length/count fields set or removed). */
   upstreamBody(body: B, grant: Grant): { body: Record<string, unknown>; dropped: string[] };
   transcript(body: B, grant: Grant): Transcript;

@@ -13,7 +13,7 @@ export interface CallDeps {
   authority: AuthorityPort;
   holds: Holds;
   calls: Calls;
-  upstream: Pick<UpstreamClient, 'open' | 'countPrompt' | 'tokenize'>;
+  upstream: Pick<UpstreamClient, 'open' | 'count'>;
   counter: Pick<TokenCounter, 'countChat' | 'count'>;
   metrics: EdgeMetrics;
   options: EdgeOptions;

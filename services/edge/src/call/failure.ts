@@ -1,4 +1,5 @@
 import { EdgeError } from '../errors.js';
+import { plainUsage } from '../surfaces/usage.js';
 import type { Hold } from '../holds.js';
 import type { AbortWhy, Failure } from '../upstream/client.js';
 
@@ -101,8 +102,7 @@ export function closeFailedOpen(hold: Hold, f: Failure, sent: boolean, promptTok
     );
     return;
   }
-  const usage = { promptTokens, completionTokens: 0, cachedPromptTokens: 0 };
-  hold.settle(usage, settleOutcome(f));
+  hold.settle(plainUsage(promptTokens, 0), settleOutcome(f));
 }
 
 /** The settle outcome of a call that ended with this failure (or abort). */

@@ -16,7 +16,8 @@ import type { CallDeps } from './deps.js';
 import { HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
-import { targetsOf, tokenizerOf } from './pipeline.js';
+import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
+import { plainUsage } from '../surfaces/usage.js';
 import { pump, type PumpEnd } from './pump.js';
 
 export interface AdmittedCall {
@@ -82,6 +83,7 @@ export async function forwardCall<B>(
       targets,
       signal: call.live.signal,
       stream: adapter.streamUpstream,
+      headers: forwardedHeaders(request, adapter),
     });
     if (!result.ok) {
       closeFailedOpen(call.hold, result.failure, result.sent, call.promptTokens);
@@ -118,7 +120,10 @@ async function meterFor(deps: CallDeps, model: CompiledModel, opened: Opened) {
     cut: own ?? (await loadTokenizer('o200k_base')),
     exact: own !== undefined,
     bill: own ?? (await loadTokenizer('estimate')),
-    remote: t === 'upstream' ? (text) => deps.upstream.tokenize(opened.upstream, text) : undefined,
+    remote:
+      t === 'upstream' && opened.upstream.api === 'openai'
+        ? (text) => deps.upstream.count.tokenize(opened.upstream, text)
+        : undefined,
   });
 }
 
@@ -194,10 +199,10 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
 
 /** Settles what the call used; returns the usage settled. */
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
+  // No final usage: the edge's output count, with the provider's input figures if it sent them.
   const usage = run.transcript.usage() ?? {
-    promptTokens: run.call.promptTokens,
-    completionTokens: await run.meter.billable(),
-    cachedPromptTokens: 0,
+    ...plainUsage(run.call.promptTokens, await run.meter.billable()),
+    ...run.transcript.inputUsage?.(),
   };
   const outcome = failure ? settleOutcome(failure) : 'completed';
   run.call.hold.settle(usage, outcome);

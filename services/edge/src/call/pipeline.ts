@@ -1,28 +1,15 @@
-import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
-import { ModelId } from '@holdfast/events';
-import type { TokenizerName } from '@holdfast/tokenizer';
+import type { CompiledModel } from '@holdfast/config';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { admit } from '../admission.js';
-import { printable } from '../auth.js';
 import { clampMaxTokens, type Clamp } from '../clamp.js';
 import { EdgeError } from '../errors.js';
 import { admissionHeaders, H } from '../headers.js';
 import { Hold } from '../holds.js';
 import { recordRequest } from '../plugins/observability.js';
 import type { Asked, SurfaceAdapter } from './adapter.js';
+import { countContext, resolveModel } from './context.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
-
-/** The tokenizer a model is counted with; `upstream` is the upstream's own endpoint. */
-export function tokenizerOf(model: CompiledModel | undefined): TokenizerName | 'upstream' {
-  return model?.tokenizer ?? 'estimate';
-}
-
-/** The model's upstream, then its fallbacks, as configured. */
-export function targetsOf(deps: CallDeps, model: CompiledModel): UpstreamConfig[] {
-  const upstreams = deps.config()?.upstreams;
-  return [model.upstream, ...model.fallbackUpstreams].flatMap((id) => upstreams?.get(id) ?? []);
-}
 
 /**
  * One call through the edge, whatever its surface (the adapter reads, counts, forwards and
@@ -48,7 +35,7 @@ export async function runCall<B>(
   let admission: Admission | undefined;
   try {
     const asked = adapter.asked(body);
-    const resolved = resolveModel(deps, asked.model);
+    const resolved = resolveModel(deps, asked.model, adapter);
     if (!resolved.ok) return await adapter.sendError(request, reply, resolved.error);
     const model = resolved.model;
     const early = cheapChecks(deps, caller.tenant);
@@ -59,21 +46,16 @@ export async function runCall<B>(
       const err = new EdgeError({ code: 'invalid_request', message, param: 'n' });
       return await adapter.sendError(request, reply, err);
     }
-    const tokenizer = tokenizerOf(model);
-    const target = model ? targetsOf(deps, model)[0] : undefined;
-    const promptTokens = await adapter.countPrompt(body, {
-      deps,
-      model,
-      tokenizer: tokenizer === 'upstream' ? 'estimate' : tokenizer,
-      target: tokenizer === 'upstream' ? target : undefined,
-    });
+    const counted = await adapter.countPrompt(body, countContext(deps, request, adapter, model));
     if (live.signal.aborted) return await gone(request, reply);
+    if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
+    const promptTokens = counted.value;
     admission = await admitCall(deps, request, reply, {
       asked,
       model,
       promptTokens,
       clamp,
-      extensible: adapter.extensible,
+      adapter,
     });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
@@ -96,20 +78,6 @@ export async function runCall<B>(
       hold.release('upstream_error');
     }
   }
-}
-
-function resolveModel(
-  deps: CallDeps,
-  name: string,
-): { ok: true; model: CompiledModel | undefined } | { ok: false; error: EdgeError } {
-  if (!ModelId.safeParse(name).success) {
-    const message = `Model "${printable(name)}" is not allowed.`;
-    return {
-      ok: false,
-      error: new EdgeError({ code: 'model_not_allowed', message, param: 'model' }),
-    };
-  }
-  return { ok: true, model: deps.config()?.models.get(name) };
 }
 
 /**
@@ -150,7 +118,7 @@ async function admitCall(
     model: CompiledModel | undefined;
     promptTokens: number;
     clamp: Clamp;
-    extensible: boolean;
+    adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
   },
 ): Promise<Admission> {
   const caller = request.caller!;
@@ -172,7 +140,8 @@ async function admitCall(
       model: call.asked.model,
       promptTokens: call.promptTokens,
       maxTokens: call.clamp.maxTokens,
-      extensible: call.extensible,
+      extensible: call.adapter.extensible,
+      api: call.adapter.name,
     },
   );
   if (!result.ok) return result;

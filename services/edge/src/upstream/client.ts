@@ -5,6 +5,8 @@ import type { Logger } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { UpstreamRetry, UpstreamTimeouts } from '../config.js';
 import type { EdgeMetrics } from '../metrics.js';
+import { upstreamErrorMessage, UpstreamCounter } from './counting.js';
+import { surfaceBase, upstreamHeaders } from './endpoint.js';
 import { isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
 
 /** Why the edge itself ended a call early. */
@@ -61,6 +63,8 @@ export interface UpstreamCall {
   /** Aborted by the edge (client gone, tenant suspended, output limit). */
   signal: AbortSignal;
   stream: boolean;
+  /** Client headers the surface forwards (`anthropic-version`, `anthropic-beta`). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 export interface UpstreamClientOptions {
@@ -87,10 +91,11 @@ function errorCode(err: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
-/** OpenAI-compatible upstreams over one undici agent: timeouts, retries, fallbacks. */
+/** Upstreams (OpenAI-compatible, Anthropic) over one undici agent: timeouts, retries, fallbacks. */
 export class UpstreamClient {
   readonly #o: UpstreamClientOptions;
   readonly #agent: Agent;
+  readonly #count: UpstreamCounter;
 
   constructor(opts: UpstreamClientOptions) {
     this.#o = opts;
@@ -99,79 +104,16 @@ export class UpstreamClient {
       keepAliveTimeout: 10_000,
       connections: 256,
     });
+    this.#count = new UpstreamCounter({ agent: this.#agent, env: opts.env, logger: opts.logger });
   }
 
   close(): Promise<void> {
     return this.#agent.close();
   }
 
-  /**
-   * Counts a chat prompt the way a llama-server upstream does (tokenizer `upstream`): render
-   * its chat template with `POST /apply-template` over the request body (messages, and the
-   * tools and response format the template renders too), then `POST /tokenize` the result
-   * (both at the server root, beside /v1). undefined when the upstream cannot say (the caller
-   * then counts with the proven upper bound).
-   */
-  async countPrompt(
-    target: UpstreamConfig,
-    body: Record<string, unknown>,
-    timeoutMs = 2_000,
-  ): Promise<number | undefined> {
-    const { stream: _s, stream_options: _o, ...rendered } = body;
-    const prompt = await this.#llama(target, '/apply-template', rendered, timeoutMs);
-    const text = (prompt as { prompt?: unknown } | undefined)?.prompt;
-    return typeof text === 'string' ? this.tokenize(target, text, timeoutMs) : undefined;
-  }
-
-  /**
-   * Tokens of a text by the upstream's own tokenizer (llama-server `POST /tokenize`), for
-   * output counted without a local tokenizer. undefined when the upstream cannot say.
-   */
-  async tokenize(
-    target: UpstreamConfig,
-    text: string,
-    timeoutMs = 2_000,
-  ): Promise<number | undefined> {
-    const reply = await this.#llama(
-      target,
-      '/tokenize',
-      { content: text, add_special: false },
-      timeoutMs,
-    );
-    const tokens = (reply as { tokens?: unknown } | undefined)?.tokens;
-    return Array.isArray(tokens) ? tokens.length : undefined;
-  }
-
-  async #llama(
-    target: UpstreamConfig,
-    path: string,
-    body: unknown,
-    timeoutMs: number,
-  ): Promise<unknown> {
-    const root = target.baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
-    const headers: Record<string, string> = { 'content-type': 'application/json' };
-    const apiKey = target.apiKeyEnv ? this.#o.env[target.apiKeyEnv] : undefined;
-    if (apiKey) headers.authorization = `Bearer ${apiKey}`;
-    try {
-      const res = await request(`${root}${path}`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify(body),
-        dispatcher: this.#agent,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      if (res.statusCode !== 200) {
-        await res.body.dump();
-        throw new Error(`${path} answered ${res.statusCode}`);
-      }
-      return await res.body.json();
-    } catch (err) {
-      this.#o.logger.warn(
-        { upstream: target.id, err: (err as Error).message },
-        'upstream tokenizer failed',
-      );
-      return undefined;
-    }
+  /** The upstreams' counting endpoints, over the same agent. */
+  get count(): UpstreamCounter {
+    return this.#count;
   }
 
   /**
@@ -240,15 +182,13 @@ export class UpstreamClient {
       clearTimeout(timer);
       call.signal.removeEventListener('abort', onCallAbort);
     };
-    const url = `${upstreamBaseUrl(target, env).replace(/\/+$/, '')}${call.path}`;
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
+    const url = `${surfaceBase(target, env)}${call.path}`;
+    const headers = {
+      ...upstreamHeaders(target, env, call.headers),
       accept: call.stream ? 'text/event-stream' : 'application/json',
       'user-agent': 'holdfast-edge',
     };
-    const apiKey = target.apiKeyEnv ? env[target.apiKeyEnv] : undefined;
-    if (apiKey) headers.authorization = `Bearer ${apiKey}`;
-    logger.debug({ upstream: target.id, url, headers }, 'upstream request');
+    logger.debug({ upstream: target.id, url }, 'upstream request');
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1_000;
     try {
@@ -278,7 +218,7 @@ export class UpstreamClient {
           },
         };
       }
-      const message = await errorMessage(res.body);
+      const message = await upstreamErrorMessage(res.body);
       done();
       logger.warn(
         { upstream: target.id, status: res.statusCode, message },
@@ -330,22 +270,4 @@ export function classify(err: unknown, callSignal: AbortSignal, attempt: AbortSi
     return { kind: 'timeout', message };
   }
   return { kind: 'dropped', message };
-}
-
-/** The `error.message` of an upstream error body (at most 64 KiB read). */
-async function errorMessage(body: Dispatcher.ResponseData['body']): Promise<string> {
-  try {
-    const text = (await body.text()).slice(0, 65_536);
-    const parsed = JSON.parse(text) as { error?: { message?: unknown } };
-    const message = parsed.error?.message;
-    return typeof message === 'string' ? message.slice(0, 1_000) : text.slice(0, 1_000);
-  } catch {
-    return '';
-  }
-}
-
-/** The upstream's base URL: the value of its `baseUrlEnv` when that is an http(s) URL. */
-function upstreamBaseUrl(target: UpstreamConfig, env: NodeJS.ProcessEnv): string {
-  const fromEnv = target.baseUrlEnv ? env[target.baseUrlEnv] : undefined;
-  return fromEnv && /^https?:\/\/[^\s]+$/.test(fromEnv) ? fromEnv : target.baseUrl;
 }

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { CountContext, Grant, SurfaceAdapter } from '../../call/adapter.js';
+import { Ok } from '@holdfast/runtime';
+import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
 import type { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
@@ -45,7 +46,7 @@ const CHAT_FIELDS: ReadonlySet<string> = new Set([
  * (tools, response_format: the forwarded body itself); else, or when the upstream cannot say,
  * the proven upper bound. Images are priced for the model the upstream runs.
  */
-async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<number> {
+async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counted> {
   const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
   if (ctx.target) {
     const rendered = forwardedBody(body, {
@@ -53,10 +54,10 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<number
       passThrough: ctx.target.passThrough,
       set: {},
     }).body;
-    const counted = await ctx.deps.upstream.countPrompt(ctx.target, rendered);
-    if (counted !== undefined) return counted;
+    const counted = await ctx.deps.upstream.count.chatPrompt(ctx.target, rendered);
+    if (counted !== undefined) return Ok(counted);
   }
-  return ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer);
+  return Ok(await ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer));
 }
 
 /** What goes upstream: the known fields, always streamed, with the granted output per choice. */
@@ -103,6 +104,7 @@ function asEvents(json: unknown): SseEvent[] {
 /** `POST /v1/chat/completions`. */
 export const chatAdapter: SurfaceAdapter<ChatRequest> = {
   name: 'chat',
+  apis: ['openai'],
   path: '/chat/completions',
   extensible: true,
   streamUpstream: true,

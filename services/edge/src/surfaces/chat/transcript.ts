@@ -3,7 +3,7 @@ import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
-import { usageCount } from '../usage.js';
+import { plainUsage, usageCount } from '../usage.js';
 
 /** The parts of a `chat.completion.chunk` the edge reads; the rest passes through untouched. */
 export interface ChatChunk {
@@ -43,6 +43,7 @@ export interface ProviderUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number } | null;
 }
 
 interface ChoiceState {
@@ -173,10 +174,11 @@ export class ChatTranscript implements Transcript {
     const completion = usageCount(u?.completion_tokens);
     if (prompt === undefined || completion === undefined) return undefined;
     const cached = usageCount(u?.prompt_tokens_details?.cached_tokens) ?? 0;
+    const reasoning = usageCount(u?.completion_tokens_details?.reasoning_tokens) ?? 0;
     return {
-      promptTokens: prompt,
-      completionTokens: completion,
+      ...plainUsage(prompt, completion),
       cachedPromptTokens: Math.min(cached, prompt),
+      reasoningTokens: Math.min(reasoning, completion),
     };
   }
 

@@ -2,6 +2,7 @@ import { loadTokenizer } from '@holdfast/tokenizer';
 import { describe, expect, test } from 'vitest';
 import { OutputMeter } from '../../call/output-meter.js';
 import { ChatTranscript, type ChatChunk } from './transcript.js';
+import { plainUsage } from '../usage.js';
 
 /** One token per whitespace-separated word, for readable expectations. */
 const words = {
@@ -55,7 +56,7 @@ describe('ChatTranscript', () => {
     // Each choice's text is counted joined: "hello there" and 'higet{"a": 1}'.
     expect(meter.counted).toBe(2 + 2);
     expect(tr.unfinished()).toEqual([1]);
-    const c = tr.assemble(true, { promptTokens: 10, completionTokens: 4, cachedPromptTokens: 0 });
+    const c = tr.assemble(true, plainUsage(10, 4));
     expect(c).toMatchObject({
       id: 'c1',
       object: 'chat.completion',
@@ -89,7 +90,7 @@ describe('ChatTranscript', () => {
         prompt_tokens_details: { cached_tokens: 99 },
       },
     });
-    expect(tr.usage()).toEqual({ promptTokens: 8, completionTokens: 4, cachedPromptTokens: 8 });
+    expect(tr.usage()).toEqual({ ...plainUsage(8, 4), cachedPromptTokens: 8 });
     tr.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
     expect(tr.usage()).toBeUndefined();
   });

@@ -1,11 +1,12 @@
 import type { Usage } from '@holdfast/events';
+import { Ok } from '@holdfast/runtime';
 import type { SurfaceAdapter, Transcript } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
 import { parseObject } from '../../call/pump.js';
 import { errorBody } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import { sseEvent } from '../../upstream/sse.js';
-import { usageCount } from '../usage.js';
+import { plainUsage, usageCount } from '../usage.js';
 import type { EmbeddingsRequest } from './schema.js';
 
 const EMBEDDING_FIELDS: ReadonlySet<string> = new Set([
@@ -27,9 +28,7 @@ class EmbeddingsTranscript implements Transcript {
   usage(): Usage | undefined {
     const u = this.#json?.usage as { prompt_tokens?: unknown } | undefined;
     const prompt = usageCount(u?.prompt_tokens);
-    return prompt === undefined
-      ? undefined
-      : { promptTokens: prompt, completionTokens: 0, cachedPromptTokens: 0 };
+    return prompt === undefined ? undefined : plainUsage(prompt, 0);
   }
   finished(): boolean {
     return this.#json !== undefined;
@@ -55,6 +54,7 @@ class EmbeddingsTranscript implements Transcript {
  */
 export const embeddingsAdapter: SurfaceAdapter<EmbeddingsRequest> = {
   name: 'embeddings',
+  apis: ['openai'],
   path: '/embeddings',
   extensible: false,
   streamUpstream: false,
@@ -65,8 +65,14 @@ export const embeddingsAdapter: SurfaceAdapter<EmbeddingsRequest> = {
     stream: false,
     endUser: body.user ?? null,
   }),
-  countPrompt: (body, ctx) =>
-    ctx.deps.counter.count({ kind: 'embedding', tokenizer: ctx.tokenizer, input: body.input }),
+  countPrompt: async (body, ctx) =>
+    Ok(
+      await ctx.deps.counter.count({
+        kind: 'embedding',
+        tokenizer: ctx.tokenizer,
+        input: body.input,
+      }),
+    ),
   upstreamBody: (body, grant) =>
     forwardedBody(body, {
       known: EMBEDDING_FIELDS,

@@ -1,0 +1,130 @@
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { admissionOf, newId, readEvents, authorityTest as test } from './harness.js';
+
+/**
+ * Token categories priced as configured: a hold prices the prompt at the dearest input price
+ * (here the 1-hour cache write), and settlement bills uncached input, cache reads, 5-minute and
+ * 1-hour cache writes and output (reasoning included) each at its own price, in exact integer
+ * pico-USD rounded up once to micro-USD.
+ */
+const CONFIG = {
+  upstreams: [{ id: 'claude', api: 'anthropic', baseUrl: 'https://api.anthropic.com' }],
+  models: [
+    {
+      id: 'claude-sonnet',
+      upstream: 'claude',
+      price: { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3 },
+    },
+  ],
+  tenants: [
+    {
+      id: 'coder',
+      budgets: [
+        { window: 'month', limit: 1_000_000, unit: 'tokens' },
+        { window: 'day', limit: 10, unit: 'usd' },
+      ],
+      useCases: [{ id: 'agent', maxTokens: 4_096, models: ['claude-sonnet'] }],
+    },
+  ],
+};
+
+const call = () => ({
+  reservationId: newId(),
+  tenant: 'coder',
+  keyId: null,
+  useCase: 'agent',
+  model: 'claude-sonnet',
+  api: 'messages' as const,
+  promptTokens: 1_000,
+  maxTokens: 500,
+});
+
+test('a hold prices the prompt at the dearest input price; settlement bills each category at its own', async ({
+  start,
+  nc,
+  iso,
+}) => {
+  const h = await start(CONFIG);
+  const req = call();
+  // 1,000 x $6 (the default 1-hour write, 2x input) + 500 x $15 per MTok = 13,500 micro-USD.
+  const admitted = admissionOf(await h.client.admit(req));
+  expect(admitted).toMatchObject({ heldTokens: 1_500, heldMicroUsd: 13_500 });
+
+  const usage = {
+    promptTokens: 1_000,
+    cachedPromptTokens: 200,
+    cacheWrite5mTokens: 300,
+    cacheWrite1hTokens: 100,
+    completionTokens: 300,
+    reasoningTokens: 120,
+  };
+  const settled = await h.client.settle({
+    reservationId: req.reservationId,
+    tenant: 'coder',
+    usage,
+  });
+  // 400 x 3 + 200 x 0.3 + 300 x 3.75 + 100 x 6 + 300 x 15 = 1,200 + 60 + 1,125 + 600 + 4,500.
+  expect(settled).toMatchObject({
+    ok: true,
+    value: { status: 'settled', billedTokens: 1_300, costMicroUsd: 7_485, overrunMicroUsd: 0 },
+  });
+
+  // The dearest mix (the whole prompt written for an hour, all output) costs exactly the hold.
+  const worst = call();
+  admissionOf(await h.client.admit(worst));
+  const dearest = await h.client.settle({
+    reservationId: worst.reservationId,
+    tenant: 'coder',
+    usage: { promptTokens: 1_000, cacheWrite1hTokens: 1_000, completionTokens: 500 },
+  });
+  expect(dearest).toMatchObject({
+    ok: true,
+    value: { costMicroUsd: 13_500, overrunTokens: 0, overrunMicroUsd: 0 },
+  });
+
+  const events = await waitFor(async () => {
+    const e = await readEvents(nc, iso.names);
+    return e.filter((x) => x.type === 'reservation.settled').length === 2 ? e : undefined;
+  });
+  expect(events.find((e) => e.type === 'reservation.created')).toMatchObject({ api: 'messages' });
+  expect(events.find((e) => e.type === 'reservation.settled')).toMatchObject({
+    api: 'messages',
+    ...usage,
+    costMicroUsd: 7_485,
+    chargedMicroUsd: 7_485,
+  });
+  expect(events.some((e) => e.type === 'reservation.overrun')).toBe(false);
+  const u = await h.client.usage({ tenant: 'coder' });
+  expect(u.ok && u.value.tenants[0]).toMatchObject({ billedMicroUsd: 7_485 + 13_500 });
+});
+
+test('a hold admitted before cache-write prices existed settles at its recorded input price', async ({
+  start,
+  redis,
+  nc,
+  iso,
+}) => {
+  const h = await start(CONFIG);
+  const { api: _api, ...old } = call();
+  admissionOf(await h.client.admit(old));
+  // The record as the previous admit.lua wrote it: priceIn was the input price, no api.
+  const key = h.authority.ctx.keys.reservation('coder', old.reservationId);
+  await redis.hdel(key, 'priceUn', 'priceW5', 'priceW1h', 'api');
+  await redis.hset(key, 'priceIn', '3000000');
+  const settled = await h.client.settle({
+    reservationId: old.reservationId,
+    tenant: 'coder',
+    usage: { promptTokens: 1_000, cacheWrite5mTokens: 400, completionTokens: 100 },
+  });
+  // 1,000 x 3 + 100 x 15: the writes at the input price, as before.
+  expect(settled).toMatchObject({ ok: true, value: { costMicroUsd: 4_500 } });
+  const events = await waitFor(async () => {
+    const e = await readEvents(nc, iso.names);
+    return e.some((x) => x.type === 'reservation.settled') ? e : undefined;
+  });
+  expect(events.find((e) => e.type === 'reservation.settled')).toMatchObject({
+    api: 'chat',
+    cacheWrite5mTokens: 400,
+  });
+});

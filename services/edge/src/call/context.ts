@@ -1,0 +1,84 @@
+import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
+import { ModelId } from '@holdfast/events';
+import type { TokenizerName } from '@holdfast/tokenizer';
+import type { FastifyRequest } from 'fastify';
+import { printable } from '../auth.js';
+import { EdgeError } from '../errors.js';
+import type { CountContext, SurfaceAdapter } from './adapter.js';
+import type { CallDeps } from './deps.js';
+
+/** The tokenizer a model is counted with; `upstream` is the upstream's own endpoint. */
+export function tokenizerOf(model: CompiledModel | undefined): TokenizerName | 'upstream' {
+  return model?.tokenizer ?? 'estimate';
+}
+
+/** The model's upstream, then its fallbacks, as configured. */
+export function targetsOf(deps: CallDeps, model: CompiledModel): UpstreamConfig[] {
+  const upstreams = deps.config()?.upstreams;
+  return [model.upstream, ...model.fallbackUpstreams].flatMap((id) => upstreams?.get(id) ?? []);
+}
+
+/** The counting context of a call: its tokenizer (`upstream` resolved), target and headers. */
+export function countContext(
+  deps: CallDeps,
+  request: FastifyRequest,
+  adapter: Pick<SurfaceAdapter<unknown>, 'forwardHeaders'>,
+  model: CompiledModel | undefined,
+): CountContext {
+  const tokenizer = tokenizerOf(model);
+  const target = model ? targetsOf(deps, model)[0] : undefined;
+  return {
+    deps,
+    model,
+    tokenizer: tokenizer === 'upstream' ? 'estimate' : tokenizer,
+    target: tokenizer === 'upstream' ? target : undefined,
+    headers: forwardedHeaders(request, adapter),
+  };
+}
+
+/** The client headers a surface passes on upstream, as sent. */
+export function forwardedHeaders(
+  request: FastifyRequest,
+  adapter: Pick<SurfaceAdapter<unknown>, 'forwardHeaders'>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of adapter.forwardHeaders ?? []) {
+    const value = request.headers[name];
+    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(',') : value;
+  }
+  return out;
+}
+
+/** The surfaces that serve a model of each upstream API (for the wrong-surface message). */
+const SERVED_ON = {
+  openai: 'POST /v1/chat/completions and POST /v1/responses',
+  anthropic: 'POST /v1/messages',
+} as const;
+
+/**
+ * The call's model: well-formed, and served on this surface when the edge knows it (a model on
+ * an `anthropic` upstream only on /v1/messages, the others not there). An unknown model goes
+ * on to the authority, which refuses it and records why.
+ */
+export function resolveModel(
+  deps: CallDeps,
+  name: string,
+  adapter: Pick<SurfaceAdapter<unknown>, 'apis' | 'path'>,
+): { ok: true; model: CompiledModel | undefined } | { ok: false; error: EdgeError } {
+  if (!ModelId.safeParse(name).success) {
+    const message = `Model "${printable(name)}" is not allowed.`;
+    return {
+      ok: false,
+      error: new EdgeError({ code: 'model_not_allowed', message, param: 'model' }),
+    };
+  }
+  const model = deps.config()?.models.get(name);
+  if (model && !adapter.apis.includes(model.api)) {
+    const message = `Model ${name} is on an upstream that speaks the ${model.api === 'anthropic' ? 'Anthropic Messages' : 'OpenAI'} API: call it on ${SERVED_ON[model.api]}, not here.`;
+    return {
+      ok: false,
+      error: new EdgeError({ code: 'invalid_request', message, param: 'model' }),
+    };
+  }
+  return { ok: true, model };
+}
