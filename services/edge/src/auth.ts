@@ -30,8 +30,8 @@ export function sha256Hex(text: string): string {
 
 /**
  * Authenticates a request from its headers alone, before its body is read:
- * `Authorization: Bearer <virtual key>` (sha256 looked up in the config), or `x-team` when
- * the deployment trusts headers. The use case is `x-use-case`, else the key's default, else
+ * `Authorization: Bearer <virtual key>` or `x-api-key: <virtual key>` (Anthropic's client;
+ * sha256 looked up in the config), or `x-team` when the deployment trusts headers. The use case is `x-use-case`, else the key's default, else
  * the tenant's only one. Ids that are not even well-formed are refused here; registered ones
  * are the authority's call, so that its refusals are recorded as events.
  */
@@ -52,13 +52,15 @@ export function authenticate(
     if (!tenant) return fail('unknown_tenant', `Unknown team "${printable(team)}".`);
   } else {
     const authorization = single(headers.authorization);
-    if (!authorization) {
+    // Anthropic's client sends its key as x-api-key; a Bearer token wins when both are sent.
+    const apiKey = single(headers['x-api-key']);
+    if (!authorization && !apiKey) {
       return fail(
         'invalid_api_key',
-        'Missing API key: send Authorization: Bearer <your Holdfast key>.',
+        'Missing API key: send Authorization: Bearer <your Holdfast key> (or x-api-key: <key>).',
       );
     }
-    const secret = bearerToken(authorization);
+    const secret = bearerToken(authorization) ?? (apiKey || undefined);
     const key = secret === undefined ? undefined : cfg.keysByHash.get(sha256Hex(secret));
     const owner = key && cfg.tenants.get(key.tenant);
     if (!key || !owner) return fail('invalid_api_key', 'Incorrect API key provided.');

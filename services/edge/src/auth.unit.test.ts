@@ -55,6 +55,18 @@ describe('authenticate', () => {
       expect(code(authenticate({ authorization }, keys))).toBe('invalid_api_key');
   });
 
+  test("Anthropic's x-api-key names the key too; a Bearer token wins when both are sent", () => {
+    const r = authenticate({ 'x-api-key': 'sk-three' }, keys);
+    expect(r.ok && { tenant: r.caller.tenant.id, keyId: r.caller.keyId }).toEqual({
+      tenant: 'two',
+      keyId: 'k3',
+    });
+    const both = authenticate({ authorization: 'Bearer sk-one', 'x-api-key': 'sk-three' }, keys);
+    expect(both.ok && both.caller.keyId).toBe('k1');
+    for (const key of ['', 'sk-nope', 'Bearer sk-one'])
+      expect(code(authenticate({ 'x-api-key': key }, keys))).toBe('invalid_api_key');
+  });
+
   test('the use case: header, else the key default, else the only one, else refused', () => {
     expect(useCase(authenticate({ authorization: 'Bearer sk-one' }, keys))).toBe('only');
     expect(useCase(authenticate({ authorization: 'Bearer sk-three' }, keys))).toBe('b');

@@ -124,3 +124,41 @@ export function errorBody(err: EdgeError, requestId: string): ErrorBody {
   const message = err.code === 'internal' ? `Internal error (request ${requestId}).` : err.message;
   return { error: { message, type: spec.type, code: spec.code, param: err.param } };
 }
+
+/** Anthropic's error types, by the status Holdfast answers with. */
+function anthropicType(status: number): string {
+  switch (status) {
+    case 400:
+      return 'invalid_request_error';
+    case 401:
+      return 'authentication_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    default:
+      return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+export interface AnthropicErrorBody {
+  type: 'error';
+  error: { type: string; message: string };
+  request_id: string;
+}
+
+/**
+ * Anthropic's error body, for the Messages surface: the same status as on the OpenAI surfaces,
+ * Anthropic's `error.type` for it, and Holdfast's code readable at the start of the message
+ * (it is also in the `x-holdfast-error-code` header).
+ */
+export function anthropicErrorBody(err: EdgeError, requestId: string): AnthropicErrorBody {
+  const openai = errorBody(err, requestId).error;
+  const { status } = httpError(err.code);
+  const message = `${err.code}: ${openai.message}`;
+  return { type: 'error', error: { type: anthropicType(status), message }, request_id: requestId };
+}

@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest';
-import { EDGE_ERROR_CODES, EdgeError, errorBody, httpError } from './errors.js';
+import { anthropicErrorBody, EDGE_ERROR_CODES, EdgeError, errorBody, httpError } from './errors.js';
 
 test('every edge error code has the status of the SPEC table', () => {
   const statuses = Object.fromEntries(EDGE_ERROR_CODES.map((c) => [c, httpError(c).status]));
@@ -39,4 +39,32 @@ test('the body is OpenAI-shaped and hides the details of a bug', () => {
       param: null,
     },
   });
+});
+
+test("Anthropic's shape keeps the status, names the type, and carries our code in the message", () => {
+  const err = new EdgeError({ code: 'budget_exceeded', message: 'No room: 210 left.' });
+  expect(anthropicErrorBody(err, 'req-2')).toEqual({
+    type: 'error',
+    error: { type: 'rate_limit_error', message: 'budget_exceeded: No room: 210 left.' },
+    request_id: 'req-2',
+  });
+  const types = Object.fromEntries(
+    EDGE_ERROR_CODES.map((c) => [
+      c,
+      anthropicErrorBody(new EdgeError({ code: c, message: 'x' }), 'r').error.type,
+    ]),
+  );
+  expect(types).toMatchObject({
+    invalid_api_key: 'authentication_error',
+    model_not_allowed: 'permission_error',
+    invalid_request: 'invalid_request_error',
+    request_too_large: 'request_too_large',
+    not_found: 'not_found_error',
+    upstream_rate_limited: 'rate_limit_error',
+    upstream_error: 'api_error',
+    budget_authority_unavailable: 'api_error',
+  });
+  expect(
+    anthropicErrorBody(new EdgeError({ code: 'internal', message: 'secret' }), 'r').error.message,
+  ).toBe('internal: Internal error (request r).');
 });

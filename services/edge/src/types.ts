@@ -23,7 +23,14 @@ export interface Audit {
   code?: string;
 }
 
+/** Whose error body a route answers with. */
+export type ErrorShape = 'openai' | 'anthropic';
+
 declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The error body of the route's API (default `openai`). */
+    errorShape?: ErrorShape;
+  }
   interface FastifyInstance {
     edgeOptions: EdgeOptions;
     metrics: EdgeMetrics;

@@ -34,8 +34,10 @@ export interface CountContext {
   model: CompiledModel | undefined;
   /** The tokenizer the edge counts with (`upstream` resolved to the upstream's endpoint). */
   tokenizer: TokenizerName;
-  /** The model's first upstream, for `tokenizer: upstream`. */
+  /** The model's first upstream, for `tokenizer: upstream` (undefined with any other). */
   target: UpstreamConfig | undefined;
+  /** The model's first upstream, whatever its tokenizer (its counting endpoints). */
+  upstream: UpstreamConfig | undefined;
   /** The client headers the surface forwards upstream (its counting endpoint gets them too). */
   headers: Readonly<Record<string, string>>;
 }

@@ -32,6 +32,7 @@ export function countContext(
     model,
     tokenizer: tokenizer === 'upstream' ? 'estimate' : tokenizer,
     target: tokenizer === 'upstream' ? target : undefined,
+    upstream: target,
     headers: forwardedHeaders(request, adapter),
   };
 }

@@ -1,9 +1,20 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { printable } from '../auth.js';
-import { EdgeError, errorBody, httpError } from '../errors.js';
+import { anthropicErrorBody, EdgeError, errorBody, httpError } from '../errors.js';
+import type { ErrorShape } from '../types.js';
 
-/** Answers an edge error: status, headers (Retry-After, ...), OpenAI's error body. */
+/** The error body shape of the request's route: Anthropic's on /v1/messages, else OpenAI's. */
+export function errorShapeOf(request: FastifyRequest): ErrorShape {
+  return (
+    (request.routeOptions.config as { errorShape?: ErrorShape } | undefined)?.errorShape ?? 'openai'
+  );
+}
+
+/**
+ * Answers an edge error: status, headers (Retry-After, ..., and the code in
+ * `x-holdfast-error-code`), the error body in the shape of the route's API.
+ */
 export function sendError(
   request: FastifyRequest,
   reply: FastifyReply,
@@ -15,7 +26,14 @@ export function sendError(
   if (spec.status >= 500) {
     request.log.error({ err, code: err.code, context: err.context }, 'request failed');
   }
-  return reply.code(spec.status).headers(err.headers).send(errorBody(err, request.id));
+  const body =
+    errorShapeOf(request) === 'anthropic'
+      ? anthropicErrorBody(err, request.id)
+      : errorBody(err, request.id);
+  return reply
+    .code(spec.status)
+    .headers({ ...err.headers, 'x-holdfast-error-code': err.code })
+    .send(body);
 }
 
 /** Framework errors (bad JSON, body too large, wrong content type) as edge errors. */

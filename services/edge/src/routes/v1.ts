@@ -8,10 +8,15 @@ import { chatAdapter } from '../surfaces/chat/adapter.js';
 import { ChatRequest } from '../surfaces/chat/schema.js';
 import { embeddingsAdapter } from '../surfaces/embeddings/adapter.js';
 import { EmbeddingsRequest } from '../surfaces/embeddings/schema.js';
+import { messagesAdapter } from '../surfaces/messages/adapter.js';
+import { countTokens } from '../surfaces/messages/count-tokens.js';
+import { CountTokensRequest, MessagesRequest } from '../surfaces/messages/schema.js';
+import { responsesAdapter } from '../surfaces/responses/adapter.js';
+import { ResponsesRequest } from '../surfaces/responses/schema.js';
 import { registerModels } from './models.js';
 
 /**
- * The OpenAI-compatible API. Every request is authenticated from its headers before its body
+ * The model APIs: OpenAI's (chat, embeddings, responses) and Anthropic's (messages). Every request is authenticated from its headers before its body
  * is read, so an unknown key never costs a body parse, a token count or an admission. Each
  * surface is an adapter over one call pipeline (call/pipeline.ts).
  */
@@ -46,6 +51,22 @@ export function v1Routes(app: FastifyInstance): void {
   );
   app.post('/v1/embeddings', { schema: { body: EmbeddingsRequest } }, (request, reply) =>
     runCall(deps, request, reply, embeddingsAdapter, request.body as EmbeddingsRequest),
+  );
+  app.post('/v1/responses', { schema: { body: ResponsesRequest } }, (request, reply) =>
+    runCall(deps, request, reply, responsesAdapter, request.body as ResponsesRequest),
+  );
+  // Anthropic's surface answers errors in Anthropic's shape (validation and auth included).
+  const anthropic = { errorShape: 'anthropic' } as const;
+  app.post(
+    '/v1/messages',
+    { schema: { body: MessagesRequest }, config: anthropic },
+    (request, reply) =>
+      runCall(deps, request, reply, messagesAdapter, request.body as MessagesRequest),
+  );
+  app.post(
+    '/v1/messages/count_tokens',
+    { schema: { body: CountTokensRequest }, config: anthropic },
+    (request, reply) => countTokens(deps, request, reply, request.body as CountTokensRequest),
   );
   registerModels(app);
 }

@@ -1,0 +1,145 @@
+import { Ok } from '@holdfast/runtime';
+import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
+import { forwardedBody } from '../../call/forward.js';
+import { sendError } from '../../plugins/errors.js';
+import type { SseEvent } from '../../upstream/sse.js';
+import { asChatPrompt } from './input.js';
+import type { CountTokensRequest, MessagesRequest } from './schema.js';
+import { MessagesTranscript } from './transcript.js';
+
+/** The Messages fields the edge forwards as sent (max_tokens and stream it sets). */
+const MESSAGES_FIELDS: ReadonlySet<string> = new Set([
+  'model',
+  'messages',
+  'system',
+  'tools',
+  'tool_choice',
+  'thinking',
+  'metadata',
+  'stop_sequences',
+  'temperature',
+  'top_p',
+  'top_k',
+  'service_tier',
+  'container',
+  'mcp_servers',
+  'context_management',
+]);
+
+/** What Anthropic's count_tokens takes: the prompt side of the request. */
+const COUNTED_FIELDS = [
+  'messages',
+  'system',
+  'tools',
+  'tool_choice',
+  'thinking',
+  'mcp_servers',
+] as const;
+
+/**
+ * The prompt in the model's tokens: for `tokenizer: upstream`, Anthropic's own
+ * `/v1/messages/count_tokens` (exact: what the call is billed); else, or when it cannot
+ * answer, the local count of the chat request the prompt amounts to (the proven bound with
+ * `estimate`).
+ */
+export async function countMessagesPrompt(
+  body: CountTokensRequest,
+  ctx: CountContext,
+): Promise<Counted> {
+  const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
+  if (ctx.target) {
+    const counted: Record<string, unknown> = { model: upstreamModel };
+    for (const field of COUNTED_FIELDS) if (body[field] != null) counted[field] = body[field];
+    const reply = await ctx.deps.upstream.count.messages(ctx.target, counted, ctx.headers);
+    if (reply.ok) return Ok(reply.tokens);
+  }
+  return Ok(await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer));
+}
+
+/**
+ * What goes upstream: the known fields, always streamed, max_tokens the grant. Extended
+ * thinking spends its budget inside max_tokens and Anthropic requires the budget below it,
+ * so a budget the clamp left at or above the grant is lowered to just below it.
+ */
+function upstreamBody(body: MessagesRequest, grant: Grant) {
+  const thinking = body.thinking;
+  const budget = thinking?.type === 'enabled' ? thinking.budget_tokens : undefined;
+  const lowered =
+    typeof budget === 'number' && budget >= grant.maxOutput
+      ? { ...thinking, budget_tokens: Math.max(1, grant.maxOutput - 1) }
+      : undefined;
+  return forwardedBody(body, {
+    known: MESSAGES_FIELDS,
+    passThrough: grant.upstream.passThrough,
+    set: {
+      model: grant.model.upstreamModel ?? grant.model.id,
+      max_tokens: grant.maxOutput,
+      stream: true,
+      ...(lowered ? { thinking: lowered } : {}),
+    },
+  });
+}
+
+/** A whole `message` as the events a stream of it would have been. */
+function asEvents(json: unknown): SseEvent[] {
+  const { content, stop_reason, stop_sequence, usage, ...message } = (json ?? {}) as Record<
+    string,
+    unknown
+  >;
+  const event = (type: string, data: object): SseEvent => ({
+    event: type,
+    data: JSON.stringify({ type, ...data }),
+  });
+  const out = [event('message_start', { message: { ...message, content: [], usage } })];
+  const blocks = Array.isArray(content) ? (content as Record<string, unknown>[]) : [];
+  blocks.forEach((b, index) => {
+    const { text, thinking, input, ...rest } = b;
+    let start: object = b;
+    let delta: object | undefined;
+    if (b.type === 'text') {
+      [start, delta] = [
+        { ...rest, text: '' },
+        { type: 'text_delta', text },
+      ];
+    } else if (b.type === 'thinking') {
+      [start, delta] = [
+        { ...rest, thinking: '' },
+        { type: 'thinking_delta', thinking },
+      ];
+    } else if (input !== undefined) {
+      const partial_json = JSON.stringify(input);
+      [start, delta] = [
+        { ...rest, input: {} },
+        { type: 'input_json_delta', partial_json },
+      ];
+    }
+    out.push(event('content_block_start', { index, content_block: start }));
+    if (delta) out.push(event('content_block_delta', { index, delta }));
+    out.push(event('content_block_stop', { index }));
+  });
+  out.push(event('message_delta', { delta: { stop_reason, stop_sequence }, usage }));
+  out.push(event('message_stop', {}));
+  return out;
+}
+
+/** `POST /v1/messages`, for models on an `api: anthropic` upstream. */
+export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
+  name: 'messages',
+  apis: ['anthropic'],
+  path: '/v1/messages',
+  forwardHeaders: ['anthropic-version', 'anthropic-beta'],
+  extensible: true,
+  streamUpstream: true,
+  asked: (body) => ({
+    model: body.model,
+    maxOutput: body.max_tokens,
+    choices: 1,
+    stream: body.stream === true,
+    endUser: body.metadata?.user_id ?? null,
+  }),
+  countPrompt: countMessagesPrompt,
+  upstreamBody,
+  transcript: (body) => new MessagesTranscript({ model: body.model }),
+  asEvents,
+  sendError,
+};

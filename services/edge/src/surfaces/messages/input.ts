@@ -1,0 +1,101 @@
+import type {
+  ChatPromptRequest,
+  PromptContentPart,
+  PromptMessage,
+  PromptTool,
+} from '@holdfast/tokenizer';
+import type { CountTokensRequest, MessagesBlock, MessagesTool } from './schema.js';
+
+type Block = MessagesBlock & Record<string, unknown>;
+
+/** A string field as text; anything else (a tool result's blocks aside) as its JSON. */
+const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.stringify(v));
+
+/**
+ * A Messages request as the chat request a local tokenizer counts (the `estimate` bound, or an
+ * encoding the operator chose): `system` a system message; text blocks text parts, images
+ * image parts (the bound prices each at its flat 1,600, Anthropic's largest image); a
+ * `tool_use` an assistant tool call with its input as JSON, a `tool_result` a tool message,
+ * thinking its text; any other block counts as its JSON. Tools take the chat shape, their
+ * input_schema as parameters. Claude's tokenizer is not public: `tokenizer: upstream` (count_tokens)
+ * is exact, this is the fallback.
+ */
+export function asChatPrompt(body: CountTokensRequest, model: string): ChatPromptRequest {
+  const messages: PromptMessage[] = [];
+  if (typeof body.system === 'string') messages.push({ role: 'system', content: body.system });
+  else if (body.system?.length) messages.push({ role: 'system', content: parts(body.system) });
+  for (const message of body.messages) {
+    if (typeof message.content === 'string') {
+      messages.push({ role: message.role, content: message.content });
+      continue;
+    }
+    const own: Block[] = [];
+    for (const block of message.content as Block[]) {
+      if (block.type === 'tool_use') {
+        const call = {
+          name: str(block.name),
+          arguments: JSON.stringify(block.input ?? {}),
+        };
+        messages.push({
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ type: 'function', function: call }],
+        });
+      } else if (block.type === 'tool_result') {
+        const content = block.content;
+        const result = Array.isArray(content) ? parts(content as Block[]) : str(content);
+        messages.push({ role: 'tool', content: result });
+      } else {
+        own.push(block);
+      }
+    }
+    if (own.length > 0) messages.push({ role: message.role, content: parts(own) });
+  }
+  return {
+    model,
+    messages,
+    tools: (body.tools ?? []).map(chatTool),
+    tool_choice: chatToolChoice(body.tool_choice),
+  };
+}
+
+function parts(blocks: readonly Block[]): PromptContentPart[] {
+  return blocks.map((block): PromptContentPart => {
+    const { cache_control: _, ...b } = block;
+    if (b.type === 'text') return { type: 'text', text: String(b.text ?? '') };
+    if (b.type === 'thinking') return { type: 'text', text: str(b.thinking) };
+    if (b.type === 'image') return { type: 'image_url', image_url: { url: imageUrl(b.source) } };
+    return b as PromptContentPart;
+  });
+}
+
+/** An image source as a URL the vision counter reads (a data URL keeps the size readable). */
+function imageUrl(source: unknown): string {
+  const s = source as { type?: unknown; media_type?: unknown; data?: unknown; url?: unknown };
+  if (s?.type === 'base64' && typeof s.data === 'string') {
+    return `data:${String(s.media_type)};base64,${s.data}`;
+  }
+  return typeof s?.url === 'string' ? s.url : 'image';
+}
+
+function chatTool(tool: MessagesTool): PromptTool {
+  const { cache_control: _, ...definition } = tool;
+  if (definition.type && definition.type !== 'custom') return definition as PromptTool;
+  return {
+    type: 'function',
+    function: {
+      name: definition.name,
+      description: definition.description ?? null,
+      parameters: definition.input_schema ?? null,
+    },
+  };
+}
+
+function chatToolChoice(choice: CountTokensRequest['tool_choice']): unknown {
+  if (!choice) return undefined;
+  if (choice.type === 'any') return 'required';
+  if (choice.type === 'tool' && choice.name) {
+    return { type: 'function', function: { name: choice.name } };
+  }
+  return choice.type;
+}

@@ -1,0 +1,188 @@
+import type { Usage } from '@holdfast/events';
+import type { Accepted, InputUsage, Transcript } from '../../call/adapter.js';
+import { parseObject } from '../../call/pump.js';
+import { anthropicErrorBody, type EdgeError } from '../../errors.js';
+import { sseEvent, type SseEvent } from '../../upstream/sse.js';
+import { anthropicInput, anthropicUsage, toAnthropicUsage, type AnthropicUsage } from './usage.js';
+
+interface BlockState {
+  start: Record<string, unknown> & { type?: string; name?: unknown };
+  text: string[];
+  json: string[];
+  thinking: string[];
+  signature: string;
+  stopped: boolean;
+}
+
+interface StopFields {
+  stop_reason?: unknown;
+  stop_sequence?: unknown;
+}
+
+interface MessageMeta {
+  id?: string;
+  model?: string;
+  usage?: AnthropicUsage;
+  [field: string]: unknown;
+}
+
+const str = (v: unknown) => (typeof v === 'string' ? v : '');
+
+/** Deltas that carry what the model writes: where a block keeps them, and their field. */
+const DELTAS: Record<string, readonly ['text' | 'json' | 'thinking', string]> = {
+  text_delta: ['text', 'text'],
+  input_json_delta: ['json', 'partial_json'],
+  thinking_delta: ['thinking', 'thinking'],
+};
+
+/**
+ * Reads an upstream Messages stream event by event: every text the model writes (text,
+ * thinking, tool input JSON, tool names) goes to the pipeline's meter; the input counts come
+ * with message_start (billed even if the stream ends early), the output with message_delta,
+ * and message_stop ends it. A stream the edge cuts is closed the way Anthropic closes one at
+ * max_tokens: the open block stopped, message_delta with stop_reason max_tokens, message_stop.
+ */
+export class MessagesTranscript implements Transcript {
+  #meta: MessageMeta = {};
+  #usage: AnthropicUsage | undefined;
+  #final = false;
+  #stopped = false;
+  #stop: StopFields = {};
+  readonly #blocks = new Map<number, BlockState>();
+
+  constructor(private readonly opts: { model: string }) {}
+
+  accept(event: SseEvent): Accepted | undefined {
+    const data = parseObject(event.data);
+    const type = typeof data?.type === 'string' ? data.type : event.event;
+    if (!data || type === undefined) return undefined;
+    const texts: Accepted['texts'] = [];
+    const text = (t: unknown) => {
+      if (typeof t === 'string' && t.length > 0) texts.push({ choice: 0, text: t });
+    };
+    const index = typeof data.index === 'number' ? data.index : 0;
+    if (type === 'message_start') {
+      this.#meta = (data.message ?? {}) as MessageMeta;
+      this.#usage = { ...this.#meta.usage };
+    } else if (type === 'content_block_start') {
+      const start = (data.content_block ?? {}) as BlockState['start'];
+      this.#blocks.set(index, {
+        start,
+        text: [],
+        json: [],
+        thinking: [],
+        signature: '',
+        stopped: false,
+      });
+      text(start.name);
+      text(start.text);
+    } else if (type === 'content_block_delta') {
+      const block = this.#blocks.get(index);
+      const d = (data.delta ?? {}) as Record<string, unknown>;
+      const into = DELTAS[str(d.type)];
+      if (into) {
+        const piece = str(d[into[1]]);
+        block?.[into[0]].push(piece);
+        text(piece);
+      } else if (d.type === 'signature_delta' && block) {
+        block.signature += str(d.signature);
+      }
+    } else if (type === 'content_block_stop') {
+      const block = this.#blocks.get(index);
+      if (block) block.stopped = true;
+    } else if (type === 'message_delta') {
+      // Its usage is cumulative, and may repeat the input counts.
+      this.#usage = { ...this.#usage, ...(data.usage as AnthropicUsage) };
+      this.#stop = data.delta ?? {};
+      this.#final = true;
+    } else if (type === 'message_stop') {
+      this.#stopped = true;
+    }
+    return { texts, forward: sseEvent(event.data, type) };
+  }
+
+  usage(): Usage | undefined {
+    return this.#final ? anthropicUsage(this.#usage) : undefined;
+  }
+
+  inputUsage(): InputUsage | undefined {
+    return anthropicInput(this.#usage);
+  }
+
+  finished(): boolean {
+    return this.#stopped;
+  }
+
+  endAtLength(usage: Usage): string {
+    let out = '';
+    for (const [index, block] of this.#blocks) {
+      if (!block.stopped)
+        out += sseEvent(
+          JSON.stringify({ type: 'content_block_stop', index }),
+          'content_block_stop',
+        );
+    }
+    const delta = {
+      type: 'message_delta',
+      delta: { stop_reason: 'max_tokens', stop_sequence: null },
+      usage: { output_tokens: usage.completionTokens },
+    };
+    out += sseEvent(JSON.stringify(delta), 'message_delta');
+    return out + sseEvent(JSON.stringify({ type: 'message_stop' }), 'message_stop');
+  }
+
+  errorEvent(err: EdgeError, requestId: string): string {
+    const { type, error } = anthropicErrorBody(err, requestId);
+    return sseEvent(JSON.stringify({ type, error }), 'error');
+  }
+
+  doneEvent(): string {
+    return '';
+  }
+
+  /** The `message` Anthropic would have returned (stop_reason max_tokens when the edge cut it). */
+  assemble(cut: boolean, usage: Usage): unknown {
+    const content = [...this.#blocks.entries()].sort(([a], [b]) => a - b).map(([, b]) => block(b));
+    const provider = this.#final && !cut ? this.#usage : undefined;
+    return {
+      id: 'msg_holdfast',
+      type: 'message',
+      role: 'assistant',
+      model: this.opts.model,
+      ...this.#meta,
+      content,
+      stop_reason: cut ? 'max_tokens' : (this.#stop.stop_reason ?? null),
+      stop_sequence: cut ? null : (this.#stop.stop_sequence ?? null),
+      usage: provider ?? toAnthropicUsage(usage),
+    };
+  }
+}
+
+function block(b: BlockState): Record<string, unknown> {
+  switch (b.start.type) {
+    case 'text':
+      return { ...b.start, text: str(b.start.text) + b.text.join('') };
+    case 'thinking':
+      return {
+        ...b.start,
+        thinking: str(b.start.thinking) + b.thinking.join(''),
+        signature: b.signature || str(b.start.signature),
+      };
+    case 'tool_use':
+    case 'server_tool_use': {
+      const json = b.json.join('');
+      return { ...b.start, input: json ? parseOr(json, b.start.input) : (b.start.input ?? {}) };
+    }
+    default:
+      return b.start;
+  }
+}
+
+/** The JSON a tool's input deltas add up to (the deltas as they came when it is cut short). */
+function parseOr(json: string, fallback: unknown): unknown {
+  try {
+    return JSON.parse(json) as unknown;
+  } catch {
+    return fallback ?? {};
+  }
+}

@@ -1,0 +1,60 @@
+import type { Usage } from '@holdfast/events';
+import type { InputUsage } from '../../call/adapter.js';
+import { plainUsage, usageCount } from '../usage.js';
+
+/** Anthropic's `usage`: input_tokens excludes cache reads and writes, reported beside it. */
+export interface AnthropicUsage {
+  input_tokens?: unknown;
+  output_tokens?: unknown;
+  cache_creation_input_tokens?: unknown;
+  cache_read_input_tokens?: unknown;
+  cache_creation?: { ephemeral_5m_input_tokens?: unknown; ephemeral_1h_input_tokens?: unknown };
+  output_tokens_details?: { thinking_tokens?: unknown };
+  [field: string]: unknown;
+}
+
+/**
+ * The input side of an Anthropic usage, OpenAI-style (cache reads and writes are parts of
+ * the prompt). Writes without the 5-minute / 1-hour breakdown (an API version that had only
+ * the 5-minute cache) count as 5-minute writes.
+ */
+export function anthropicInput(u: AnthropicUsage | undefined): InputUsage | undefined {
+  const input = usageCount(u?.input_tokens);
+  if (input === undefined) return undefined;
+  const writes = usageCount(u?.cache_creation_input_tokens) ?? 0;
+  const read = usageCount(u?.cache_read_input_tokens) ?? 0;
+  const w1h = Math.min(writes, usageCount(u?.cache_creation?.ephemeral_1h_input_tokens) ?? 0);
+  const w5 = u?.cache_creation
+    ? Math.min(writes - w1h, usageCount(u.cache_creation.ephemeral_5m_input_tokens) ?? 0)
+    : writes;
+  return {
+    promptTokens: input + writes + read,
+    cachedPromptTokens: read,
+    cacheWrite5mTokens: w5,
+    cacheWrite1hTokens: w1h,
+  };
+}
+
+/** The whole usage once the output is known (message_delta). */
+export function anthropicUsage(u: AnthropicUsage | undefined): Usage | undefined {
+  const input = anthropicInput(u);
+  const output = usageCount(u?.output_tokens);
+  if (!input || output === undefined) return undefined;
+  const thinking = usageCount(u?.output_tokens_details?.thinking_tokens) ?? 0;
+  return { ...plainUsage(0, output), ...input, reasoningTokens: Math.min(thinking, output) };
+}
+
+/** A settled usage in Anthropic's shape (what an assembled message reports). */
+export function toAnthropicUsage(usage: Usage): AnthropicUsage {
+  const writes = usage.cacheWrite5mTokens + usage.cacheWrite1hTokens;
+  return {
+    input_tokens: usage.promptTokens - usage.cachedPromptTokens - writes,
+    cache_creation_input_tokens: writes,
+    cache_read_input_tokens: usage.cachedPromptTokens,
+    cache_creation: {
+      ephemeral_5m_input_tokens: usage.cacheWrite5mTokens,
+      ephemeral_1h_input_tokens: usage.cacheWrite1hTokens,
+    },
+    output_tokens: usage.completionTokens,
+  };
+}

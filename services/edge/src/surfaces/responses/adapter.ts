@@ -1,0 +1,162 @@
+import { Err, Ok } from '@holdfast/runtime';
+import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
+import { forwardedBody } from '../../call/forward.js';
+import { EdgeError } from '../../errors.js';
+import { sendError } from '../../plugins/errors.js';
+import type { SseEvent } from '../../upstream/sse.js';
+import { asChatPrompt, stateKeptUpstream } from './input.js';
+import type { ResponsesRequest } from './schema.js';
+import { ResponsesTranscript } from './transcript.js';
+
+/** The Responses fields the edge forwards as sent (max_output_tokens and stream it sets). */
+const RESPONSES_FIELDS: ReadonlySet<string> = new Set([
+  'model',
+  'input',
+  'instructions',
+  'tools',
+  'tool_choice',
+  'max_tool_calls',
+  'stream_options',
+  'previous_response_id',
+  'conversation',
+  'prompt',
+  'reasoning',
+  'text',
+  'store',
+  'user',
+  'safety_identifier',
+  'metadata',
+  'parallel_tool_calls',
+  'temperature',
+  'top_p',
+  'top_logprobs',
+  'truncation',
+  'include',
+  'service_tier',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+]);
+
+/** What OpenAI's input_tokens endpoint counts: the request without output settings. */
+const COUNTED_FIELDS = [
+  'input',
+  'instructions',
+  'tools',
+  'tool_choice',
+  'previous_response_id',
+  'conversation',
+  'prompt',
+  'reasoning',
+  'text',
+  'parallel_tool_calls',
+  'truncation',
+] as const;
+
+/** Upstream statuses that mean "no such endpoint here", not "this request is wrong". */
+const NO_ENDPOINT = new Set([404, 405, 501]);
+
+/**
+ * The input in the model's tokens. With state kept upstream (a previous response, a
+ * conversation, a stored prompt or file), only the upstream can count it: its `POST
+ * /v1/responses/input_tokens`. An upstream without one refuses the call with a 400 that says
+ * why, unless the model states an allowance for that state (`upstreamStateAllowanceTokens`).
+ * Otherwise the input is counted locally as the chat request it amounts to (input.ts), by the
+ * upstream's template for `tokenizer: upstream`.
+ */
+async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<Counted> {
+  if (body.background) {
+    const message =
+      'background: true runs the response after this request returns, where Holdfast cannot count or end it. Stream it instead.';
+    return Err(new EdgeError({ code: 'invalid_request', message, param: 'background' }));
+  }
+  const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
+  const chat = asChatPrompt(body, upstreamModel);
+  const local = async () => {
+    const counted =
+      ctx.target && (await ctx.deps.upstream.count.chatPrompt(ctx.target, { ...chat }));
+    return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer));
+  };
+  const state = stateKeptUpstream(body);
+  if (!state) return Ok(await local());
+  const upstream = ctx.upstream;
+  const counted = upstream
+    ? await ctx.deps.upstream.count.responsesInput(upstream, countedBody(body, upstreamModel))
+    : { ok: false as const, status: null, message: 'the model has no upstream' };
+  if (counted.ok) return Ok(counted.tokens);
+  if (counted.status !== null && counted.status < 500 && !NO_ENDPOINT.has(counted.status)) {
+    // The upstream read the request and found it wrong: the call would fail the same way.
+    const message = `The upstream rejected the request: ${counted.message}`;
+    return Err(new EdgeError({ code: 'invalid_request', message }));
+  }
+  const allowance = ctx.model?.upstreamStateAllowanceTokens;
+  if (allowance !== undefined) return Ok((await local()) + allowance);
+  const why = counted.status === null ? counted.message : `it answered ${counted.status}`;
+  return Err(
+    new EdgeError({
+      code: 'invalid_request',
+      param: state.split(' ')[0] ?? state,
+      message:
+        `This call continues state kept upstream (${state}), which Holdfast cannot count itself, ` +
+        `and the upstream could not count it with POST /v1/responses/input_tokens (${why}). ` +
+        `Send the conversation as input, or have the model configured with upstreamStateAllowanceTokens.`,
+    }),
+  );
+}
+
+function countedBody(body: ResponsesRequest, model: string): Record<string, unknown> {
+  const out: Record<string, unknown> = { model };
+  for (const field of COUNTED_FIELDS) if (body[field] != null) out[field] = body[field];
+  return out;
+}
+
+/** What goes upstream: the known fields, always streamed, max_output_tokens the grant. */
+function upstreamBody(body: ResponsesRequest, grant: Grant) {
+  return forwardedBody(body, {
+    known: RESPONSES_FIELDS,
+    passThrough: grant.upstream.passThrough,
+    set: {
+      model: grant.model.upstreamModel ?? grant.model.id,
+      max_output_tokens: grant.maxOutput,
+      stream: true,
+    },
+  });
+}
+
+/** A whole `response` object as the events a stream of it ends with (each item done). */
+function asEvents(json: unknown): SseEvent[] {
+  const response = (json ?? {}) as { output?: unknown };
+  const items = Array.isArray(response.output) ? (response.output as unknown[]) : [];
+  const event = (type: string, data: object): SseEvent => ({
+    event: type,
+    data: JSON.stringify({ type, ...data }),
+  });
+  const status = (response as { status?: unknown }).status;
+  const terminal = status === 'incomplete' ? 'response.incomplete' : 'response.completed';
+  return [
+    ...items.map((item, output_index) =>
+      event('response.output_item.done', { output_index, item }),
+    ),
+    event(status === 'failed' ? 'response.failed' : terminal, { response }),
+  ];
+}
+
+/** `POST /v1/responses`. */
+export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
+  name: 'responses',
+  apis: ['openai'],
+  path: '/responses',
+  extensible: true,
+  streamUpstream: true,
+  asked: (body) => ({
+    model: body.model,
+    maxOutput: body.max_output_tokens ?? null,
+    choices: 1,
+    stream: body.stream === true,
+    endUser: body.user ?? body.safety_identifier ?? null,
+  }),
+  countPrompt,
+  upstreamBody,
+  transcript: (body) => new ResponsesTranscript({ model: body.model }),
+  asEvents,
+  sendError,
+};

@@ -1,0 +1,133 @@
+import type { Usage } from '@holdfast/events';
+import type { Accepted, Transcript } from '../../call/adapter.js';
+import { parseObject } from '../../call/pump.js';
+import { errorBody, type EdgeError } from '../../errors.js';
+import { sseEvent, type SseEvent } from '../../upstream/sse.js';
+import { plainUsage, usageCount } from '../usage.js';
+import { itemText, OutputItems, type Item } from './items.js';
+
+/** The `usage` of a Responses `response` object. */
+interface ProviderUsage {
+  input_tokens?: unknown;
+  output_tokens?: unknown;
+  input_tokens_details?: { cached_tokens?: unknown } | null;
+  output_tokens_details?: { reasoning_tokens?: unknown } | null;
+}
+
+type ResponseObject = Record<string, unknown> & { id?: string; usage?: ProviderUsage | null };
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+/** `*.delta` events that carry no text the model wrote (audio bytes). */
+const NOT_TEXT = new Set(['response.audio.delta']);
+
+/**
+ * Reads an upstream Responses stream event by event: every text delta the model writes
+ * (output text, refusals, reasoning text and summaries, function and tool call arguments) goes
+ * to the pipeline's meter; an item that arrives whole (`output_item.done` without deltas, a
+ * plain JSON answer) is counted from its content. The provider's usage comes with the terminal
+ * event (`response.completed`, `.incomplete`, `.failed`). A stream the edge cuts ends with
+ * `response.incomplete` (reason `max_output_tokens`), as OpenAI ends one at the limit.
+ */
+export class ResponsesTranscript implements Transcript {
+  #response: ResponseObject | undefined;
+  #final: ResponseObject | undefined;
+  readonly #items = new OutputItems();
+  /** Output indexes whose text arrived in deltas (counted as it came). */
+  readonly #streamed = new Set<number>();
+  #sequence = -1;
+
+  constructor(private readonly opts: { model: string }) {}
+
+  accept(event: SseEvent): Accepted | undefined {
+    const data = parseObject(event.data);
+    const type = typeof data?.type === 'string' ? data.type : event.event;
+    if (!data || type === undefined) return undefined;
+    if (typeof data.sequence_number === 'number')
+      this.#sequence = Math.max(this.#sequence, data.sequence_number);
+    const texts: Accepted['texts'] = [];
+    const index = typeof data.output_index === 'number' ? data.output_index : 0;
+    if (type.endsWith('.delta') && !NOT_TEXT.has(type) && typeof data.delta === 'string') {
+      this.#streamed.add(index);
+      this.#items.delta(type, data);
+      texts.push({ choice: 0, text: data.delta });
+    } else if (type === 'response.output_item.added' || type === 'response.output_item.done') {
+      const item = data.item as Item | undefined;
+      if (item) {
+        const first = this.#items.put(index, item);
+        // A function's name is written by the model too (counted once, as on chat).
+        if (first && typeof item.name === 'string') texts.push({ choice: 0, text: item.name });
+        if (type === 'response.output_item.done' && !this.#streamed.has(index)) {
+          this.#streamed.add(index);
+          const text = itemText(item);
+          if (text) texts.push({ choice: 0, text });
+        }
+      }
+    } else if (TERMINAL.has(type)) {
+      this.#final = data.response as ResponseObject;
+    } else if (type === 'response.created' || type === 'response.in_progress') {
+      this.#response ??= data.response as ResponseObject;
+    }
+    return { texts, forward: sseEvent(event.data, type) };
+  }
+
+  usage(): Usage | undefined {
+    const u = this.#final?.usage;
+    const prompt = usageCount(u?.input_tokens);
+    const completion = usageCount(u?.output_tokens);
+    if (prompt === undefined || completion === undefined) return undefined;
+    const cached = usageCount(u?.input_tokens_details?.cached_tokens) ?? 0;
+    const reasoning = usageCount(u?.output_tokens_details?.reasoning_tokens) ?? 0;
+    return {
+      ...plainUsage(prompt, completion),
+      cachedPromptTokens: Math.min(cached, prompt),
+      reasoningTokens: Math.min(reasoning, completion),
+    };
+  }
+
+  finished(): boolean {
+    return this.#final !== undefined;
+  }
+
+  endAtLength(usage: Usage): string {
+    const response = this.#snapshot('incomplete', usage);
+    const data = { type: 'response.incomplete', sequence_number: ++this.#sequence, response };
+    return sseEvent(JSON.stringify(data), 'response.incomplete');
+  }
+
+  errorEvent(err: EdgeError, requestId: string): string {
+    const { message, code, param } = errorBody(err, requestId).error;
+    const data = { type: 'error', sequence_number: ++this.#sequence, code, message, param };
+    return sseEvent(JSON.stringify(data), 'error');
+  }
+
+  doneEvent(): string {
+    return '';
+  }
+
+  /** The provider's final response; else the one the stream built (incomplete when cut). */
+  assemble(cut: boolean, usage: Usage): unknown {
+    if (this.#final && !cut) return this.#final;
+    return this.#snapshot(cut ? 'incomplete' : 'completed', usage);
+  }
+
+  #snapshot(status: 'completed' | 'incomplete', usage: Usage): Record<string, unknown> {
+    const base = this.#final ?? this.#response ?? {};
+    return {
+      id: 'resp_holdfast',
+      object: 'response',
+      created_at: Math.floor(Date.now() / 1_000),
+      model: this.opts.model,
+      ...base,
+      status,
+      incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
+      output: this.#items.list(status === 'incomplete'),
+      usage: {
+        input_tokens: usage.promptTokens,
+        input_tokens_details: { cached_tokens: usage.cachedPromptTokens },
+        output_tokens: usage.completionTokens,
+        output_tokens_details: { reasoning_tokens: usage.reasoningTokens },
+        total_tokens: usage.promptTokens + usage.completionTokens,
+      },
+    };
+  }
+}
