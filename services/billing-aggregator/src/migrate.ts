@@ -74,6 +74,27 @@ export function render(statement: string, database: string): string {
   return statement.replaceAll('{{db}}', ident(database).text);
 }
 
+/** `ALTER TABLE {{db}}.t ADD COLUMN c ...`: one column per statement, so it can be skipped. */
+const ADD_COLUMN = /^ALTER TABLE \{\{db\}\}\.([a-z0-9_]+) ADD COLUMN ([a-z0-9_]+) /i;
+
+/**
+ * Whether a statement adds a column the table already has. 18.16 has no `ADD COLUMN IF NOT
+ * EXISTS`, so this is how such a migration stays safe to run twice.
+ */
+async function columnExists(
+  ch: SqlExecutor,
+  database: string,
+  statement: string,
+): Promise<boolean> {
+  const m = ADD_COLUMN.exec(statement);
+  if (!m) return false;
+  const [, table = '', column = ''] = m;
+  const rows = await ch.query<{ n: string | number }>(
+    sql`SELECT count() AS n FROM system.columns WHERE database = ${database} AND table = ${table} AND name = ${column}`,
+  );
+  return Number(rows[0]?.n ?? 0) > 0;
+}
+
 interface AppliedRow {
   version: number;
   name: string;
@@ -82,7 +103,7 @@ interface AppliedRow {
 
 /**
  * Brings the database to the latest schema. Idempotent and safe for replicas starting at once:
- * every statement is `IF NOT EXISTS`, so a migration that ran halfway (crash) or twice
+ * every statement is `IF NOT EXISTS` (or an `ADD COLUMN` skipped when the column exists), so a migration that ran halfway (crash) or twice
  * (two replicas) ends the same; the record of applied migrations is a ReplacingMergeTree read
  * with FINAL. An applied migration whose file changed stops the start: write a new migration.
  */
@@ -113,7 +134,10 @@ export async function migrate(opts: {
       }
       continue;
     }
-    for (const statement of m.statements) await ch.command(raw(render(statement, database)));
+    for (const statement of m.statements) {
+      if (await columnExists(ch, database, statement)) continue;
+      await ch.command(raw(render(statement, database)));
+    }
     await ch.command(
       sql`INSERT INTO ${table} (version, name, checksum, applied_at) VALUES (${m.version}, ${m.name}, ${m.checksum}, now())`,
     );

@@ -22,9 +22,10 @@ describe('migrations', () => {
     expect(ms.map((m) => m.version)).toEqual(ms.map((_, i) => i + 1));
     for (const m of ms) {
       for (const s of m.statements) {
-        // Every statement can run twice: created if absent, dropped if present.
+        // Every statement can run twice: created if absent, dropped if present, a column
+        // added unless the table has it (one per statement, so the runner can tell).
         expect(s).toMatch(
-          /^(CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS|DROP TABLE IF EXISTS) \{\{db\}\}\./,
+          /^((CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS|DROP TABLE IF EXISTS) \{\{db\}\}\.|ALTER TABLE \{\{db\}\}\.[a-z0-9_]+ ADD COLUMN [a-z0-9_]+ [A-Za-z0-9()']+$)/,
         );
         // Every table reference is qualified: no FROM/TO/JOIN without {{db}}.
         for (const ref of s.matchAll(/\b(FROM|TO|(?<!ARRAY )JOIN)\s+([^\s(]+)/g)) {
@@ -46,6 +47,35 @@ describe('migrations', () => {
   it('fills in the database as a validated identifier', () => {
     expect(render('CREATE TABLE {{db}}.t', 'hf_1')).toBe('CREATE TABLE `hf_1`.t');
     expect(() => render('x', 'a`; DROP')).toThrow();
+  });
+
+  it('skips an ADD COLUMN whose column exists, so an interrupted migration can run again', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'mig-'));
+    await writeFile(
+      join(dir, '001_alter_t_v1.sql'),
+      'ALTER TABLE {{db}}.t ADD COLUMN a String;\nALTER TABLE {{db}}.t ADD COLUMN b UInt32;\n',
+    );
+    const commands: string[] = [];
+    const ch: SqlExecutor = {
+      command: (s) => Promise.resolve(void commands.push(s.text)),
+      // system.columns says `a` exists (added before a crash), `b` does not.
+      query: <T>(s: { text: string }) =>
+        Promise.resolve(
+          (s.text.includes('system.columns')
+            ? [{ n: s.text.includes("name = 'a'") ? '1' : '0' }]
+            : []) as T[],
+        ),
+      insert: () => Promise.resolve(),
+      insertRowBinary: () => Promise.resolve(),
+      ping: () => Promise.resolve(true),
+      close: () => Promise.resolve(),
+    };
+    const url = new URL(`${pathToFileURL(dir).href}/`);
+    expect((await migrate({ ch, database: 'db', logger, dir: url })).applied).toEqual([
+      '001_alter_t_v1',
+    ]);
+    const alters = commands.filter((c) => c.startsWith('ALTER'));
+    expect(alters).toEqual(['ALTER TABLE `db`.t ADD COLUMN b UInt32']);
   });
 
   it('refuses to start when an applied migration changed', async () => {

@@ -58,12 +58,17 @@ export const EventRow = z.strictObject({
   extra: str,
   stream_seq: u64,
   ingested_at: u32,
+  // Added by migration 011 (at the end of the table, where ADD COLUMN puts them).
+  api: str,
+  cache_write_5m_tokens: u32,
+  cache_write_1h_tokens: u32,
+  reasoning_tokens: u32,
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
- * body carries. A unit test holds it equal to migration 001's CREATE TABLE.
+ * body carries. A unit test holds it equal to migration 001's CREATE TABLE and 011's ADD COLUMNs.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -109,6 +114,10 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['extra', 'String'],
   ['stream_seq', 'UInt64'],
   ['ingested_at', "DateTime('UTC')"],
+  ['api', 'String'],
+  ['cache_write_5m_tokens', 'UInt32'],
+  ['cache_write_1h_tokens', 'UInt32'],
+  ['reasoning_tokens', 'UInt32'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -198,6 +207,10 @@ const COLUMN_FIELDS = new Set([
   'promptTokens',
   'completionTokens',
   'cachedPromptTokens',
+  'cacheWrite5mTokens',
+  'cacheWrite1hTokens',
+  'reasoningTokens',
+  'api',
   'maxTokens',
   'requestedMaxTokens',
   'heldTokens',
@@ -301,6 +314,10 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     extra: extra(e),
     stream_seq: streamSeq,
     ingested_at: Math.floor(nowMs / 1000),
+    api: text(e, 'api'),
+    cache_write_5m_tokens: num(e, 'cacheWrite5mTokens'),
+    cache_write_1h_tokens: num(e, 'cacheWrite1hTokens'),
+    reasoning_tokens: num(e, 'reasoningTokens'),
   };
   return row;
 }

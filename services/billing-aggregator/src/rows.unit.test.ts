@@ -24,6 +24,27 @@ describe('event rows', () => {
     expect(JSON.parse(toEventRow(created, 1).extra)).toEqual({ expiresAt: created.expiresAt });
   });
 
+  it('maps the surface and every token category to their columns (migration 011)', () => {
+    const [created, settled] = settledCall({
+      api: 'messages',
+      prompt: 1_000,
+      completion: 300,
+      parts: { cached: 200, cacheWrite5m: 300, cacheWrite1h: 100, reasoning: 120 },
+    });
+    expect(toEventRow(settled, 1)).toMatchObject({
+      api: 'messages',
+      prompt_tokens: 1_000,
+      cached_prompt_tokens: 200,
+      cache_write_5m_tokens: 300,
+      cache_write_1h_tokens: 100,
+      completion_tokens: 300,
+      reasoning_tokens: 120,
+      extra: '',
+    });
+    expect(toEventRow(created, 1)).toMatchObject({ api: 'messages', reasoning_tokens: 0 });
+    expect(toEventRow(refusal(), 1).api).toBe('chat');
+  });
+
   it('keeps fields without a column in extra (a refusal message)', () => {
     const r = refusal({ shadow: true, code: 'concurrency_limit' });
     const row = toEventRow(r, 1);

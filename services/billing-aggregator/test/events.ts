@@ -26,6 +26,9 @@ export interface CallShape {
   completion?: number;
   /** micro-USD per token for the cost (integer arithmetic). */
   microUsdPerToken?: number;
+  /** The surface (chat by default) and the parts of the usage (0 by default). */
+  api?: 'chat' | 'responses' | 'messages' | 'embeddings';
+  parts?: { cached?: number; cacheWrite5m?: number; cacheWrite1h?: number; reasoning?: number };
 }
 
 function window(tenant: string, used: number, held: number): WindowState {
@@ -67,6 +70,7 @@ export function settledCall(
     useCase: c.useCase ?? 'UC-112',
     model: c.model ?? 'gpt-4o-mini',
     mode: 'reserve' as const,
+    api: c.api ?? 'chat',
   };
   const created = HoldfastEvent.parse({
     ...base('reservation.created', tenant, org, at),
@@ -89,7 +93,10 @@ export function settledCall(
     heldMicroUsd: held * price,
     promptTokens: prompt,
     completionTokens: completion,
-    cachedPromptTokens: 0,
+    cachedPromptTokens: c.parts?.cached ?? 0,
+    cacheWrite5mTokens: c.parts?.cacheWrite5m ?? 0,
+    cacheWrite1hTokens: c.parts?.cacheWrite1h ?? 0,
+    reasoningTokens: c.parts?.reasoning ?? 0,
     billedTokens: billed,
     costMicroUsd: billed * price,
     chargedTokens: billed,

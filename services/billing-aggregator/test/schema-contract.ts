@@ -1,3 +1,7 @@
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import type { HoldfastEvent } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { expect } from 'vitest';
@@ -8,7 +12,7 @@ import { RowBinaryEncoder } from '../src/rowbinary.js';
 import { EVENTS_RAW_COLUMNS, rowProblem, toEventRow, writeEventRow } from '../src/rows.js';
 import { qualified, sql, tuple, type Sql } from '../src/sql.js';
 import { refusal, settledCall } from './events.js';
-import { migrateUpTo } from './harness.js';
+import { migrateUpTo, silent } from './harness.js';
 
 /**
  * One contract, run on ClickHouse 18.16 (the Debian server, *.int.test.ts) and on current
@@ -71,6 +75,9 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
   const first = await migrate({ ch, database, logger });
   expect(first.applied.length).toBeGreaterThanOrEqual(9);
   expect((await migrate({ ch, database, logger })).applied).toEqual([]);
+  // 011's columns exist: run again (as after a crash before it was recorded), it adds nothing.
+  const again = await rerunAsNew(ch, database, '011_alter_events_raw_v1.sql');
+  expect(again).toEqual(['999_alter_events_raw_v1']);
 
   const t = (name: string): Sql => qualified(database, name);
   const events = contractEvents();
@@ -177,6 +184,8 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
     ['team-b', 330, 330],
   ]);
 
+  await usageByApiContract(ch, database);
+
   // Hostile strings go in as literals and come back unchanged.
   for (const s of HOSTILE_STRINGS) {
     const [row] = await ch.query(sql`SELECT ${s} AS v, length(${s}) AS n`);
@@ -190,6 +199,58 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
     sql`SELECT extra FROM ${t('events_raw_v1')} WHERE id = ${'hostile'} AND tenant = ${HOSTILE_STRINGS[1]!}`,
   );
   expect(back?.extra).toBe(HOSTILE_STRINGS.join('|'));
+}
+
+/** Runs an applied migration again under an unused version number; returns what applied. */
+async function rerunAsNew(ch: SqlExecutor, database: string, file: string): Promise<string[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-rerun-'));
+  try {
+    const name = file.replace(/^\d{3}/, '999');
+    await copyFile(new URL(`../migrations/${file}`, import.meta.url), join(dir, name));
+    const url = pathToFileURL(`${dir}/`);
+    return (await migrate({ ch, database, logger: silent, dir: url })).applied;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Per surface, with every token category (migrations 011, 012): a Messages call with cache
+ * reads, writes and reasoning, and a Responses call, each in its own row of the by-api views.
+ */
+async function usageByApiContract(ch: SqlExecutor, database: string): Promise<void> {
+  const t = (name: string): Sql => qualified(database, name);
+  const at = Date.UTC(2026, 10, 30, 15, 0);
+  const parts = { cached: 200, cacheWrite5m: 300, cacheWrite1h: 100, reasoning: 120 };
+  const events = [
+    ...settledCall({
+      tenant: 'team-c',
+      atMs: at,
+      api: 'messages',
+      prompt: 1_000,
+      completion: 300,
+      parts,
+    }),
+    ...settledCall({ tenant: 'team-c', atMs: at, api: 'responses', prompt: 50, completion: 5 }),
+  ];
+  await ch.insert(
+    t('events_raw_v1'),
+    events.map((e, i) => toEventRow(e, 100 + i)),
+  );
+  const hourly = await ch.query(
+    sql`SELECT api, calls, prompt_tokens_total AS p, cached_prompt_tokens_total AS c, cache_write_5m_tokens_total AS w5, cache_write_1h_tokens_total AS w1, completion_tokens_total AS o, reasoning_tokens_total AS r, tokens FROM ${t('usage_by_api_hourly_v1')} WHERE tenant = 'team-c' ORDER BY api`,
+  );
+  expect(hourly.map((r) => Object.values(r).map((v, i) => (i === 0 ? v : num(v))))).toEqual([
+    ['messages', 1, 1_000, 200, 300, 100, 300, 120, 1_300],
+    ['responses', 1, 50, 0, 0, 0, 5, 0, 55],
+  ]);
+  const daily = await ch.query(
+    sql`SELECT api, sum(cache_write_1h_tokens_day) AS w1, sum(tokens_day) AS tokens FROM ${t('usage_by_api_daily_v1')} WHERE tenant = 'team-c' GROUP BY api ORDER BY api`,
+  );
+  expect(daily.map((r) => [r.api, num(r.w1), num(r.tokens)])).toEqual([
+    ['messages', 100, 1_300],
+    ['responses', 0, 55],
+  ]);
 }
 
 /**
@@ -256,7 +317,17 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
   const logger = createLogger({ name: 'test', level: 'silent' });
   await migrateUpTo(ch, database, '009');
   const t = (name: string): Sql => qualified(database, name);
-  const rows = contractEvents().map((e, i) => toEventRow(e, i + 1));
+  // Rows as the aggregator wrote them then: without the columns migration 011 adds.
+  const rows = contractEvents().map((e, i) => {
+    const {
+      api: _a,
+      cache_write_5m_tokens: _w5,
+      cache_write_1h_tokens: _w1,
+      reasoning_tokens: _r,
+      ...row
+    } = toEventRow(e, i + 1);
+    return row;
+  });
   await ch.insert(t('events_raw_v1'), rows);
   await ch.insert(t('events_raw_v1'), rows);
   const before = {
@@ -278,6 +349,12 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
     utilisation: await snapshot(ch, t('budget_utilisation_v1')),
     hourly: await snapshot(ch, t('budget_utilisation_hourly_v1')),
   }).toEqual(before);
+
+  // Rows written before 011 read with the added columns' zeros.
+  const added = await ch.query(
+    sql`SELECT DISTINCT api, cache_write_5m_tokens AS w5, reasoning_tokens AS r FROM ${t('events_raw_v1')} FINAL`,
+  );
+  expect(added.map((r) => [r.api, num(r.w5), num(r.r)])).toEqual([['', 0, 0]]);
 
   const gone = await ch.query(
     sql`SELECT name FROM system.tables WHERE database = ${database} AND name IN ${tuple([
