@@ -12,6 +12,10 @@ export const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers["x-admin-token"]',
   'req.headers.cookie',
+  // Anthropic's clients and upstreams carry keys here.
+  'headers["x-api-key"]',
+  'req.headers["x-api-key"]',
+  '*["x-api-key"]',
   '*.authorization',
   '*.apiKey',
   '*.secret',

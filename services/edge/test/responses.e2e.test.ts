@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
-import { edgeTest as test, KEYS } from './harness.js';
-import { words } from './surfaces.js';
+import { apiError, edgeTest as test, entry, KEYS } from './harness.js';
+import { CLAUDE, withClaude, words } from './surfaces.js';
 
 test('responses.create, not streaming: admitted, answered, settled to the provider usage, recorded as responses', async ({
   stack,
@@ -55,4 +55,121 @@ test('responses.create, streaming: typed events pass through, response.completed
   const recent = s.upstream.stats().recent[0]!;
   expect(recent.maxTokens).toBe(512);
   expect((await s.settled('support-bot')).billedTokens).toBe(recent.promptTokens + 50);
+});
+
+test('max_output_tokens above the use case ceiling is clamped to it, visibly; absent, set to it', async ({
+  stack,
+}) => {
+  const s = await stack();
+  const openai = s.openai(KEYS.support);
+  const { response } = await openai.responses
+    .create({ model: 'gpt-4o-mini', input: words(10), max_output_tokens: 4_096 })
+    .withResponse();
+  expect(response.headers.get('x-holdfast-max-tokens')).toBe('512; requested=4096; ceiling=512');
+  const absent = await openai.responses
+    .create({ model: 'gpt-4o-mini', input: words(10) })
+    .withResponse();
+  expect(absent.response.headers.get('x-holdfast-max-tokens')).toBe(
+    '512; requested=none; ceiling=512',
+  );
+  expect(s.upstream.stats().recent.map((r) => r.maxTokens)).toEqual([512, 512]);
+  await s.settled('support-bot');
+});
+
+test('previous_response_id: the stored conversation is counted by the upstream input_tokens, exactly as billed', async ({
+  stack,
+}) => {
+  const s = await stack();
+  const openai = s.openai(KEYS.support);
+  const first = await openai.responses.create({
+    model: 'gpt-4o-mini',
+    input: words(30),
+    max_output_tokens: 40,
+  });
+  const { data, response } = await openai.responses
+    .create({
+      model: 'gpt-4o-mini',
+      previous_response_id: first.id,
+      input: words(5),
+      max_output_tokens: 40,
+    })
+    .withResponse();
+  const billed = s.upstream.stats().recent.at(-1)!.promptTokens;
+  // The stored turn (30 words in, 40 out) is billed as input again: far more than 5 words.
+  expect(billed).toBeGreaterThan(70);
+  expect(data.usage?.input_tokens).toBe(billed);
+  expect(response.headers.get('x-holdfast-prompt-tokens')).toBe(String(billed));
+  expect(s.upstream.stats().requests.responsesInputTokens).toBe(1);
+  await s.settled('support-bot');
+});
+
+test('state the upstream cannot count: its 400 passes on; no counting endpoint is a clear 400, or the stated allowance', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      c.upstreams.push({ id: 'dark', baseUrl: 'http://127.0.0.1:9/v1', maxRetries: 0 });
+      c.models.push(
+        { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-dark', upstream: 'dark' },
+        {
+          ...entry(c.models, 'gpt-4o-mini'),
+          id: 'gpt-dark-ok',
+          upstream: 'dark',
+          upstreamStateAllowanceTokens: 5_000,
+        },
+      );
+      const uc = entry(
+        entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
+        'UC-101',
+      );
+      uc.models.push('gpt-dark', 'gpt-dark-ok');
+    },
+  });
+  const openai = s.openai(KEYS.support);
+  // The mock keeps no conversations: its input_tokens refuses, and so does the edge.
+  const conv = await apiError(
+    openai.responses.create({ model: 'gpt-4o-mini', conversation: 'conv_1', input: 'hi' }),
+  );
+  expect(conv.status).toBe(400);
+  expect(conv.message).toContain('conversation');
+  const dark = await apiError(
+    openai.responses.create({ model: 'gpt-dark', previous_response_id: 'resp_1', input: 'hi' }),
+  );
+  expect(dark.status).toBe(400);
+  expect(dark.code).toBe('invalid_request');
+  expect(dark.message).toContain('previous_response_id');
+  expect(dark.message).toContain('upstreamStateAllowanceTokens');
+  expect(s.upstream.stats().requests.responses).toBe(0);
+  // With the allowance: admitted on the local count plus 5,000 (the upstream then fails: 502).
+  const allowed = await apiError(
+    openai.responses.create({ model: 'gpt-dark-ok', previous_response_id: 'resp_1', input: 'hi' }),
+  );
+  expect(allowed.status).toBe(502);
+  const events = await s.events((e) => e.some((x) => x.type === 'reservation.released'));
+  const created = events.find((e) => e.type === 'reservation.created');
+  expect(created?.type === 'reservation.created' && created.promptTokens).toBeGreaterThan(5_000);
+  expect(created?.type === 'reservation.created' && created.promptTokens).toBeLessThan(5_020);
+  await s.settled('support-bot');
+});
+
+test('a model on an anthropic upstream is refused on /v1/responses, clearly; background responses too', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withClaude });
+  const openai = s.openai(KEYS.support);
+  const err = await apiError(openai.responses.create({ model: CLAUDE, input: 'hi' }));
+  expect(err.status).toBe(400);
+  expect(err.message).toContain('POST /v1/messages');
+  const chat = await apiError(
+    openai.chat.completions.create({ model: CLAUDE, messages: [{ role: 'user', content: 'hi' }] }),
+  );
+  expect(chat.status).toBe(400);
+  const bg = await apiError(
+    openai.responses.create({ model: 'gpt-4o-mini', input: 'hi', background: true }),
+  );
+  expect(bg.status).toBe(400);
+  expect(bg.message).toContain('background');
+  expect(s.upstream.stats().requests.responses + s.upstream.stats().requests.chatCompletions).toBe(
+    0,
+  );
 });

@@ -1,5 +1,8 @@
 import Anthropic, { APIError as AnthropicError } from '@anthropic-ai/sdk';
 import { APIError as OpenAIError } from 'openai';
+import type { TenantUsage } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
 import { entry, type Stack, type TestConfig } from './harness.js';
 
 /** The Claude model of the surface tests: on an `anthropic` upstream (the mock's Messages API). */
@@ -79,4 +82,72 @@ export async function post(
     headers: res.headers,
     body: (await res.json()) as Record<string, unknown>,
   };
+}
+
+/** The tenant holds nothing; the ledger has what the provider (the mock) billed. */
+export async function billedAsProvider(s: Stack, tenant: string): Promise<TenantUsage> {
+  const usage = await s.settled(tenant);
+  const b = s.upstream.stats().billed;
+  expect(usage.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  return usage;
+}
+
+/** A call sent with vendor length fields was answered, they were dropped, the model saw none. */
+export async function expectStripped(
+  s: Stack,
+  r: Awaited<ReturnType<typeof post>>,
+  dropped: string,
+): Promise<void> {
+  expect(r.status).toBe(200);
+  expect(r.headers.get('x-holdfast-dropped-fields')).toBe(dropped);
+  expect(s.upstream.stats().recent[0]).toMatchObject({
+    vendorFields: {},
+    maxTokens: 20,
+    outputCap: 20,
+  });
+  await s.settled('support-bot');
+}
+
+/** batch-summariser in adaptive mode, learning from its last 20 calls after 3. */
+export function adaptiveBatch(c: TestConfig): void {
+  const t = entry(c.tenants, 'batch-summariser');
+  t.mode = 'adaptive';
+  t.adaptive = { percentile: 0.95, minSamples: 3, samples: 20 };
+}
+
+/**
+ * After 3 learning calls and 1 long one: every hold was extended on this surface, and the
+ * long call's hold started at its prompt plus the learned 50.
+ */
+export async function expectGrown(s: Stack, api: 'responses' | 'messages'): Promise<void> {
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 4,
+  );
+  const grown = events.filter((e) => e.type === 'reservation.extended');
+  expect(grown.length).toBeGreaterThan(0);
+  expect(grown.every((e) => e.api === api)).toBe(true);
+  const created = events.filter((e) => e.type === 'reservation.created').at(-1);
+  expect(created?.type === 'reservation.created' && created.heldTokens - created.promptTokens).toBe(
+    50,
+  );
+}
+
+/**
+ * A stream the client left after 10 of 400 tokens: the upstream saw the abort, the tenant
+ * holds nothing, and the ledger has the provider's bill (less at most the one token that may
+ * have been on the wire when the edge aborted), the prompt as the provider counted it.
+ */
+export async function expectAbortBilled(s: Stack, api: 'responses' | 'messages'): Promise<void> {
+  await waitFor(() => s.upstream.stats().abortedByClient === 1, { what: 'the upstream abort' });
+  const usage = await s.settled('support-bot');
+  const b = s.upstream.stats().billed;
+  expect(usage.billedTokens).toBeLessThanOrEqual(b.promptTokens + b.completionTokens);
+  expect(usage.billedTokens).toBeGreaterThanOrEqual(b.promptTokens + b.completionTokens - 1);
+  expect(b.completionTokens).toBeLessThan(400);
+  const events = await s.events((e) => e.some((x) => x.type === 'reservation.settled'));
+  expect(events.find((e) => e.type === 'reservation.settled')).toMatchObject({
+    api,
+    outcome: 'client_disconnected',
+    promptTokens: b.promptTokens,
+  });
 }

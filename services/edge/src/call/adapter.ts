@@ -19,6 +19,13 @@ export interface Asked {
   endUser: string | null;
 }
 
+/** The least output a call needs upstream, and why (the 400 says it). */
+export interface MinOutput {
+  tokens: number;
+  why: string;
+  param: string;
+}
+
 /** What admission granted, for the adapter to write into the upstream request. */
 export interface Grant {
   model: CompiledModel;
@@ -97,6 +104,8 @@ export interface SurfaceAdapter<B> {
   /** The upstream is asked for a stream (embeddings: a JSON answer). */
   readonly streamUpstream: boolean;
   asked(body: B): Asked;
+  /** The least max output the upstream takes for this body, if the surface has one. */
+  minOutput?(body: B): MinOutput | undefined;
   /** Prompt tokens to admit: exact, or an upper bound no real tokenizer exceeds. */
   countPrompt(body: B, ctx: CountContext): Promise<Counted>;
   /** The body to send upstream for what was granted (length/count fields set or removed). */

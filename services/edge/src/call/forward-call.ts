@@ -99,7 +99,7 @@ export async function forwardCall<B>(
       grant: { ...grant, upstream: result.opened.upstream },
       opened: result.opened,
       transcript: adapter.transcript(body, { ...grant, upstream: result.opened.upstream }),
-      meter: await meterFor(deps, call.model, result.opened),
+      meter: await meterFor(deps, call.model, result.opened, forwardedHeaders(request, adapter)),
       growth: growthOf(deps, request, call),
     };
     try {
@@ -112,18 +112,31 @@ export async function forwardCall<B>(
   }
 }
 
-/** How a model's output is counted: see OutputMeter. */
-async function meterFor(deps: CallDeps, model: CompiledModel, opened: Opened) {
+/**
+ * How a model's output is counted: see OutputMeter. `tokenizer: upstream` asks the upstream's
+ * own count: llama-server's /tokenize, Anthropic's count_tokens (of the text as a reply).
+ */
+async function meterFor(
+  deps: CallDeps,
+  model: CompiledModel,
+  opened: Opened,
+  headers: Readonly<Record<string, string>>,
+) {
   const t = tokenizerOf(model);
   const own = t === 'upstream' || t === 'estimate' ? undefined : await loadTokenizer(t);
+  const target = opened.upstream;
+  const name = model.upstreamModel ?? model.id;
+  const remote =
+    t !== 'upstream'
+      ? undefined
+      : target.api === 'anthropic'
+        ? (text: string) => deps.upstream.count.replyText(target, name, text, headers)
+        : (text: string) => deps.upstream.count.tokenize(target, text);
   return new OutputMeter({
     cut: own ?? (await loadTokenizer('o200k_base')),
     exact: own !== undefined,
     bill: own ?? (await loadTokenizer('estimate')),
-    remote:
-      t === 'upstream' && opened.upstream.api === 'openai'
-        ? (text) => deps.upstream.count.tokenize(opened.upstream, text)
-        : undefined,
+    remote,
   });
 }
 

@@ -6,7 +6,7 @@ import { EdgeError } from '../errors.js';
 import { admissionHeaders, H } from '../headers.js';
 import { Hold } from '../holds.js';
 import { recordRequest } from '../plugins/observability.js';
-import type { Asked, SurfaceAdapter } from './adapter.js';
+import type { Asked, MinOutput, SurfaceAdapter } from './adapter.js';
 import { countContext, resolveModel } from './context.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
@@ -41,11 +41,8 @@ export async function runCall<B>(
     const early = cheapChecks(deps, caller.tenant);
     if (early) return await adapter.sendError(request, reply, early);
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
-    if (clamp.maxTokens < asked.choices) {
-      const message = `n=${asked.choices} choices need at least one token each, but max_tokens is ${clamp.maxTokens}.`;
-      const err = new EdgeError({ code: 'invalid_request', message, param: 'n' });
-      return await adapter.sendError(request, reply, err);
-    }
+    const tooSmall = belowLeast(adapter.minOutput?.(body), asked, clamp.maxTokens);
+    if (tooSmall) return await adapter.sendError(request, reply, tooSmall);
     const counted = await adapter.countPrompt(body, countContext(deps, request, adapter, model));
     if (live.signal.aborted) return await gone(request, reply);
     if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
@@ -78,6 +75,26 @@ export async function runCall<B>(
       hold.release('upstream_error');
     }
   }
+}
+
+/**
+ * A call whose clamped output is below what it needs upstream (a token per choice, a
+ * surface's own minimum) cannot be made: a 400 before anything is counted or held.
+ */
+function belowLeast(
+  least: MinOutput | undefined,
+  asked: Asked,
+  maxTokens: number,
+): EdgeError | undefined {
+  if (maxTokens < asked.choices) {
+    const message = `n=${asked.choices} choices need at least one token each, but max_tokens is ${maxTokens}.`;
+    return new EdgeError({ code: 'invalid_request', message, param: 'n' });
+  }
+  if (least && maxTokens < least.tokens) {
+    const message = `${least.why}, but this call may use at most ${maxTokens} output tokens (the use case's ceiling or what it asked for).`;
+    return new EdgeError({ code: 'invalid_request', message, param: least.param });
+  }
+  return undefined;
 }
 
 /**

@@ -188,7 +188,7 @@ export class UpstreamClient {
       accept: call.stream ? 'text/event-stream' : 'application/json',
       'user-agent': 'holdfast-edge',
     };
-    logger.debug({ upstream: target.id, url }, 'upstream request');
+    logger.debug({ upstream: target.id, url, headers }, 'upstream request');
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1_000;
     try {

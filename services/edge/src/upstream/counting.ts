@@ -25,6 +25,8 @@ export interface UpstreamCounterOptions {
  */
 export class UpstreamCounter {
   readonly #o: UpstreamCounterOptions;
+  /** count_tokens of a '.' reply, by upstream and model (see replyText). */
+  readonly #replyBase = new Map<string, number>();
 
   constructor(opts: UpstreamCounterOptions) {
     this.#o = opts;
@@ -66,6 +68,41 @@ export class UpstreamCounter {
   ): Promise<CountReply> {
     const url = `${rootUrl(target, this.#o.env)}/v1/messages/count_tokens`;
     return this.#count(target, url, body, forwarded);
+  }
+
+  /**
+   * A text's tokens by Anthropic's own tokenizer, for output the edge counts itself (a stream
+   * cut or abandoned before its usage): count_tokens of the text as the reply after a one-
+   * character turn, less the same with a reply of '.', plus the 1 token '.' is. The framing
+   * cancels out, so the count is the text's (Anthropic refuses a reply ending in whitespace:
+   * trimmed, and counted as a token). The baseline is asked once per upstream and model.
+   */
+  async replyText(
+    target: UpstreamConfig,
+    model: string,
+    text: string,
+    forwarded: Readonly<Record<string, string>>,
+  ): Promise<number | undefined> {
+    const trimmed = text.trimEnd();
+    if (trimmed === '') return text === '' ? 0 : 1;
+    const count = async (reply: string) => {
+      const messages = [
+        { role: 'user', content: '.' },
+        { role: 'assistant', content: reply },
+      ];
+      const r = await this.messages(target, { model, messages }, forwarded);
+      return r.ok ? r.tokens : undefined;
+    };
+    const key = `${target.id}\u0000${model}`;
+    let base = this.#replyBase.get(key);
+    if (base === undefined) {
+      base = await count('.');
+      if (base === undefined) return undefined;
+      this.#replyBase.set(key, base);
+    }
+    const full = await count(trimmed);
+    if (full === undefined) return undefined;
+    return Math.max(0, full - base + 1) + (trimmed.length < text.length ? 1 : 0);
   }
 
   /** OpenAI's `POST /v1/responses/input_tokens`: the input a create with this body bills. */

@@ -26,6 +26,9 @@ const MESSAGES_FIELDS: ReadonlySet<string> = new Set([
   'context_management',
 ]);
 
+/** Anthropic's smallest thinking.budget_tokens (the budget must also be below max_tokens). */
+const THINKING_MIN_BUDGET = 1_024;
+
 /** What Anthropic's count_tokens takes: the prompt side of the request. */
 const COUNTED_FIELDS = [
   'messages',
@@ -66,7 +69,7 @@ function upstreamBody(body: MessagesRequest, grant: Grant) {
   const budget = thinking?.type === 'enabled' ? thinking.budget_tokens : undefined;
   const lowered =
     typeof budget === 'number' && budget >= grant.maxOutput
-      ? { ...thinking, budget_tokens: Math.max(1, grant.maxOutput - 1) }
+      ? { ...thinking, budget_tokens: grant.maxOutput - 1 }
       : undefined;
   return forwardedBody(body, {
     known: MESSAGES_FIELDS,
@@ -137,6 +140,14 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     stream: body.stream === true,
     endUser: body.metadata?.user_id ?? null,
   }),
+  minOutput: (body) =>
+    body.thinking?.type === 'enabled'
+      ? {
+          tokens: THINKING_MIN_BUDGET + 1,
+          why: `Extended thinking needs max_tokens above its smallest budget, ${THINKING_MIN_BUDGET} tokens`,
+          param: 'max_tokens',
+        }
+      : undefined,
   countPrompt: countMessagesPrompt,
   upstreamBody,
   transcript: (body) => new MessagesTranscript({ model: body.model }),

@@ -154,6 +154,11 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     stream: body.stream === true,
     endUser: body.user ?? body.safety_identifier ?? null,
   }),
+  minOutput: () => ({
+    tokens: 16,
+    why: 'The Responses API takes max_output_tokens of at least 16',
+    param: 'max_output_tokens',
+  }),
   countPrompt,
   upstreamBody,
   transcript: (body) => new ResponsesTranscript({ model: body.model }),
