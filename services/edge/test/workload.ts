@@ -1,3 +1,4 @@
+import { APIError as AnthropicError } from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 
 /** Words that are one o200k token each, so prompt sizes are easy to reason about. */
@@ -27,7 +28,7 @@ export interface WorkloadResult {
 
 /**
  * `calls` requests pulled from one queue by `workers` workers; a 429 drops the item (no retry),
- * as in the experiment's load generator.
+ * as in the experiment's load generator. Calls may use either official client.
  */
 export async function runQueue(
   calls: number,
@@ -43,9 +44,12 @@ export async function runQueue(
           await call(i);
           result.served++;
         } catch (err) {
-          if (!(err instanceof OpenAI.APIError) || err.status !== 429) throw err;
+          const apiError = err instanceof OpenAI.APIError || err instanceof AnthropicError;
+          if (!apiError || err.status !== 429) throw err;
           result.refused++;
-          const code = String(err.code);
+          // OpenAI's body carries the code; Anthropic's names it in the message and the header.
+          const headers = err.headers as Headers | undefined;
+          const code = headers?.get('x-holdfast-error-code') ?? 'none';
           result.codes[code] = (result.codes[code] ?? 0) + 1;
         }
       }

@@ -48,7 +48,7 @@ const fields = {
     .nullish(),
   thinking: z
     .looseObject({
-      type: z.enum(['enabled', 'disabled', 'adaptive']),
+      type: z.string().min(1),
       budget_tokens: z.int().min(1).nullish(),
     })
     .nullish(),

@@ -1,0 +1,151 @@
+import {
+  createClickHouse,
+  loadConfig,
+  qualified,
+  runAudit,
+  sql,
+  startAggregator,
+  type Aggregator,
+  type SqlExecutor,
+} from '@holdfast/billing-aggregator';
+import { natsNamesToEnv, type ModelPrices } from '@holdfast/config';
+import type { ApiSurface, NatsNames } from '@holdfast/events';
+import type { RequestRecord } from '@holdfast/mock-upstream';
+import { createLogger } from '@holdfast/runtime';
+import { waitFor } from '@holdfast/testkit';
+import type { Stack } from './harness.js';
+
+/** The books of one tenant: prompt, output, each category, cost (integer micro-USD), calls. */
+export interface Books {
+  calls: number;
+  prompt: number;
+  cached: number;
+  write5m: number;
+  write1h: number;
+  completion: number;
+  reasoning: number;
+  microUsd: number;
+}
+
+/** Prices as the config compiles them (pico-USD per token). */
+type Prices = ModelPrices;
+
+/**
+ * The books as the provider (the mock's own call log) has them: every call it billed, each
+ * category priced as configured with the authority's arithmetic (pico-USD per token, the
+ * call's cost rounded up to a micro-USD once).
+ */
+export function providerBooks(records: readonly RequestRecord[], p: Prices): Books {
+  const books = empty();
+  for (const r of records) {
+    const uncached = r.promptTokens - r.cachedTokens - r.cacheWrite5mTokens - r.cacheWrite1hTokens;
+    const pico =
+      uncached * p.input +
+      r.cachedTokens * p.cachedInput +
+      r.cacheWrite5mTokens * p.cacheWrite5m +
+      r.cacheWrite1hTokens * p.cacheWrite1h +
+      r.completionTokens * p.output;
+    books.calls++;
+    books.prompt += r.promptTokens;
+    books.cached += r.cachedTokens;
+    books.write5m += r.cacheWrite5mTokens;
+    books.write1h += r.cacheWrite1hTokens;
+    books.completion += r.completionTokens;
+    books.reasoning += r.reasoningTokens;
+    books.microUsd += Math.ceil(pico / 1_000_000);
+  }
+  return books;
+}
+
+function empty(): Books {
+  return {
+    calls: 0,
+    prompt: 0,
+    cached: 0,
+    write5m: 0,
+    write1h: 0,
+    completion: 0,
+    reasoning: 0,
+    microUsd: 0,
+  };
+}
+
+/** The aggregator of a test: the test's NATS names and ClickHouse database, fast flushes. */
+export async function startTestAggregator(infra: {
+  natsUrl: string;
+  clickhouseUrl: string;
+  names: NatsNames;
+  database: string;
+}): Promise<Aggregator> {
+  const config = loadConfig({
+    NATS_URL: infra.natsUrl,
+    CLICKHOUSE_URL: infra.clickhouseUrl,
+    CLICKHOUSE_DATABASE: infra.database,
+    BILLING_AGGREGATOR_OPS_PORT: '0',
+    BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: '0',
+    BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '100',
+    ...natsNamesToEnv(infra.names),
+  });
+  const logger = createLogger({ name: 'aggregator-test', level: 'silent' });
+  return startAggregator({ config, logger, quietClickHouse: true });
+}
+
+/**
+ * The books as ClickHouse has them, once every settlement of the tenant is in: the settled
+ * rows (what each category was, and the surfaces recorded), and what the windows were charged
+ * by the surface's row of the by-api view (what the dashboards show).
+ */
+export async function clickhouseBooks(
+  ch: SqlExecutor,
+  database: string,
+  tenant: string,
+  api: ApiSurface,
+  calls: number,
+): Promise<Books & { charged: number; chargedMicroUsd: number; apis: string[] }> {
+  const raw = qualified(database, 'events_raw_v1');
+  const settled = sql`tenant = ${tenant} AND type = 'reservation.settled'`;
+  await waitFor(
+    async () => {
+      const [r] = await ch.query<{ n: string }>(
+        sql`SELECT count() AS n FROM ${raw} FINAL WHERE ${settled}`,
+      );
+      return Number(r?.n) === calls;
+    },
+    { what: `${calls} settlements in ClickHouse`, timeoutMs: 20_000 },
+  );
+  const [s] = await ch.query<Record<string, unknown>>(sql`
+    SELECT count() AS calls, sum(prompt_tokens) AS prompt, sum(cached_prompt_tokens) AS cached,
+      sum(cache_write_5m_tokens) AS write5m, sum(cache_write_1h_tokens) AS write1h,
+      sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
+      sum(cost_micro_usd) AS microUsd, groupUniqArray(api) AS apis
+    FROM ${raw} FINAL WHERE ${settled}`);
+  const [v] = await ch.query<Record<string, unknown>>(sql`
+    SELECT sum(tokens_day) AS charged, sum(cost_micro_usd_day) AS chargedMicroUsd
+    FROM ${qualified(database, 'usage_by_api_daily_v1')} WHERE tenant = ${tenant} AND api = ${api}`);
+  const n = (x: unknown) => Number(x ?? 0);
+  return {
+    calls: n(s?.calls),
+    prompt: n(s?.prompt),
+    cached: n(s?.cached),
+    write5m: n(s?.write5m),
+    write1h: n(s?.write1h),
+    completion: n(s?.completion),
+    reasoning: n(s?.reasoning),
+    microUsd: n(s?.microUsd),
+    apis: (s?.apis as string[] | undefined) ?? [],
+    charged: n(v?.charged),
+    chargedMicroUsd: n(v?.chargedMicroUsd),
+  };
+}
+
+/** ClickHouse for a test's database (the aggregator's own client). */
+export function testClickHouse(url: string): SqlExecutor & { close(): Promise<void> } {
+  return createClickHouse({ url, username: 'default', password: '', quiet: true });
+}
+
+/** The drift audit's verdict after quiescence: the authority's counters against ClickHouse. */
+export async function auditDrift(s: Stack, ch: SqlExecutor, database: string) {
+  const r = await runAudit({ ch, database, authority: s.client });
+  if (!r.ok) throw new Error(r.error);
+  return r.report.maxDrift;
+}
