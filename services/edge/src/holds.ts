@@ -23,9 +23,9 @@ export interface HoldRef {
 }
 
 export interface HoldsOptions {
-  authority: AuthorityClient;
+  authority: Pick<AuthorityClient, 'settle' | 'release'>;
   /** The closes stream: where a close the authority could not take waits for it. */
-  js: JetStreamClient;
+  js: Pick<JetStreamClient, 'publish'>;
   names: NatsNames;
   logger: Logger;
   metrics: EdgeMetrics;

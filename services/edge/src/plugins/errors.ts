@@ -5,7 +5,7 @@ import { anthropicErrorBody, EdgeError, errorBody, httpError } from '../errors.j
 import type { ErrorShape } from '../types.js';
 
 /** The error body shape of the request's route: Anthropic's on /v1/messages, else OpenAI's. */
-export function errorShapeOf(request: FastifyRequest): ErrorShape {
+function errorShapeOf(request: FastifyRequest): ErrorShape {
   return (
     (request.routeOptions.config as { errorShape?: ErrorShape } | undefined)?.errorShape ?? 'openai'
   );

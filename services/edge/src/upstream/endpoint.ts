@@ -1,7 +1,7 @@
 import type { UpstreamConfig } from '@holdfast/config';
 
 /** The version of Anthropic's API the edge speaks when the client did not say one. */
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 
 /** The upstream's base URL (its `baseUrlEnv` value when that is an http(s) URL), no trailing /. */
 export function baseUrl(target: UpstreamConfig, env: NodeJS.ProcessEnv): string {

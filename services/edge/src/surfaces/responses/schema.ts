@@ -16,7 +16,6 @@ const Part = z.looseObject({
   file_url: z.string().nullish(),
   detail: z.enum(['auto', 'low', 'high']).nullish(),
 });
-export type ResponsesPart = z.infer<typeof Part>;
 
 const Content = z.union([z.string(), z.array(Part).max(10_000)]);
 export type ResponsesContent = z.infer<typeof Content>;

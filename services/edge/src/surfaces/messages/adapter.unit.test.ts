@@ -1,0 +1,120 @@
+import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
+import { describe, expect, test } from 'vitest';
+import type { Grant } from '../../call/adapter.js';
+import { messagesAdapter } from './adapter.js';
+import { asChatPrompt } from './input.js';
+import { MessagesRequest } from './schema.js';
+
+const cfg = compileConfig(
+  HoldfastConfigSchema.parse({
+    upstreams: [{ id: 'c', api: 'anthropic', baseUrl: 'https://api.anthropic.com' }],
+    models: [{ id: 'claude', upstream: 'c', price: { inputPerMTok: 3, outputPerMTok: 15 } }],
+  }),
+);
+const grant = (maxOutput: number): Grant => ({
+  model: cfg.models.get('claude')!,
+  upstream: cfg.upstreams.get('c')!,
+  maxOutput,
+  choices: 1,
+  promptTokens: 10,
+});
+const base = { model: 'claude', max_tokens: 8_000, messages: [{ role: 'user', content: 'hi' }] };
+
+describe('the Messages adapter', () => {
+  test('sends the grant as max_tokens, always streams, drops vendor fields, keeps a thinking budget below the grant', () => {
+    const body = MessagesRequest.parse({
+      ...base,
+      thinking: { type: 'enabled', budget_tokens: 5_000 },
+      n_predict: 9,
+      max_tokens_to_sample: 9,
+      metadata: { user_id: 'u-1' },
+    });
+    const { body: out, dropped } = messagesAdapter.upstreamBody(body, grant(2_048));
+    expect(out).toEqual({
+      model: 'claude',
+      messages: base.messages,
+      metadata: { user_id: 'u-1' },
+      max_tokens: 2_048,
+      stream: true,
+      thinking: { type: 'enabled', budget_tokens: 2_047 },
+    });
+    expect(dropped).toEqual(['n_predict', 'max_tokens_to_sample']);
+    // A budget already below the grant is sent as it is.
+    const small = MessagesRequest.parse({
+      ...base,
+      thinking: { type: 'enabled', budget_tokens: 1_500 },
+    });
+    expect(messagesAdapter.upstreamBody(small, grant(2_048)).body.thinking).toEqual(small.thinking);
+    expect(messagesAdapter.asked(body)).toMatchObject({ maxOutput: 8_000, endUser: 'u-1' });
+    expect(messagesAdapter.minOutput?.(body)?.tokens).toBe(1_025);
+    expect(messagesAdapter.minOutput?.(MessagesRequest.parse(base))).toBeUndefined();
+  });
+
+  test('max_tokens is required in the words Anthropic uses', () => {
+    const r = MessagesRequest.safeParse({ model: 'claude', messages: base.messages });
+    expect(r.success).toBe(false);
+    expect(r.error?.issues[0]).toMatchObject({ path: ['max_tokens'], message: 'Field required' });
+  });
+
+  test('counts a prompt locally as the chat request it amounts to', () => {
+    const body = MessagesRequest.parse({
+      ...base,
+      system: [{ type: 'text', text: 'Be brief.', cache_control: { type: 'ephemeral' } }],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Weather?' },
+            { type: 'image', source: { type: 'url', url: 'https://x/y.png' } },
+          ],
+        },
+        {
+          role: 'assistant',
+          content: [{ type: 'tool_use', id: 't1', name: 'weather', input: { city: 'Oslo' } }],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 't1', content: 'rain' },
+            { type: 'text', text: 'So?' },
+          ],
+        },
+      ],
+      tools: [
+        { name: 'weather', input_schema: { type: 'object' } },
+        { type: 'web_search_20250305', name: 'web_search' },
+      ],
+      tool_choice: { type: 'tool', name: 'weather' },
+    });
+    expect(asChatPrompt(body, 'm')).toEqual({
+      model: 'm',
+      messages: [
+        { role: 'system', content: [{ type: 'text', text: 'Be brief.' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Weather?' },
+            { type: 'image_url', image_url: { url: 'https://x/y.png' } },
+          ],
+        },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { type: 'function', function: { name: 'weather', arguments: '{"city":"Oslo"}' } },
+          ],
+        },
+        { role: 'tool', content: 'rain' },
+        { role: 'user', content: [{ type: 'text', text: 'So?' }] },
+      ],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'weather', description: null, parameters: { type: 'object' } },
+        },
+        { type: 'web_search_20250305', name: 'web_search' },
+      ],
+      tool_choice: { type: 'function', function: { name: 'weather' } },
+    });
+  });
+});

@@ -1,0 +1,166 @@
+import { describe, expect, test } from 'vitest';
+import { EdgeError } from '../../errors.js';
+import type { SseEvent } from '../../upstream/sse.js';
+import { plainUsage } from '../usage.js';
+import { messagesAdapter } from './adapter.js';
+import { MessagesTranscript } from './transcript.js';
+import { anthropicInput } from './usage.js';
+
+const ev = (type: string, data: object = {}): SseEvent => ({
+  event: type,
+  data: JSON.stringify({ type, ...data }),
+});
+const startUsage = {
+  input_tokens: 10,
+  cache_creation_input_tokens: 30,
+  cache_read_input_tokens: 100,
+  cache_creation: { ephemeral_5m_input_tokens: 20, ephemeral_1h_input_tokens: 10 },
+  output_tokens: 1,
+};
+
+/** Thinking, text and a tool call, as Anthropic streams them (no message_delta yet). */
+function stream(): SseEvent[] {
+  return [
+    ev('message_start', {
+      message: {
+        id: 'msg_1',
+        type: 'message',
+        role: 'assistant',
+        model: 'claude',
+        content: [],
+        usage: startUsage,
+      },
+    }),
+    ev('content_block_start', {
+      index: 0,
+      content_block: { type: 'thinking', thinking: '', signature: '' },
+    }),
+    ev('content_block_delta', { index: 0, delta: { type: 'thinking_delta', thinking: 'Hmm.' } }),
+    ev('content_block_delta', { index: 0, delta: { type: 'signature_delta', signature: 'sig' } }),
+    ev('content_block_stop', { index: 0 }),
+    ev('ping'),
+    ev('content_block_start', { index: 1, content_block: { type: 'text', text: '' } }),
+    ev('content_block_delta', { index: 1, delta: { type: 'text_delta', text: 'Hi there' } }),
+    ev('content_block_stop', { index: 1 }),
+    ev('content_block_start', {
+      index: 2,
+      content_block: { type: 'tool_use', id: 't1', name: 'lookup', input: {} },
+    }),
+    ev('content_block_delta', {
+      index: 2,
+      delta: { type: 'input_json_delta', partial_json: '{"q":' },
+    }),
+    ev('content_block_delta', {
+      index: 2,
+      delta: { type: 'input_json_delta', partial_json: '1}' },
+    }),
+  ];
+}
+
+describe('MessagesTranscript', () => {
+  test('counts thinking, text, tool names and input JSON; the input counts come with message_start', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    const texts = stream().flatMap((e) => t.accept(e)?.texts ?? []);
+    expect(texts.map((x) => x.text)).toEqual(['Hmm.', 'Hi there', 'lookup', '{"q":', '1}']);
+    expect(t.usage()).toBeUndefined();
+    expect(t.inputUsage()).toEqual({
+      promptTokens: 140,
+      cachedPromptTokens: 100,
+      cacheWrite5mTokens: 20,
+      cacheWrite1hTokens: 10,
+    });
+  });
+
+  test('message_delta completes the usage (cumulative); message_stop ends it; the message assembles', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    for (const e of stream()) t.accept(e);
+    t.accept(ev('content_block_stop', { index: 2 }));
+    t.accept(
+      ev('message_delta', {
+        delta: { stop_reason: 'tool_use', stop_sequence: null },
+        usage: { output_tokens: 25, output_tokens_details: { thinking_tokens: 2 } },
+      }),
+    );
+    expect(t.finished()).toBe(false);
+    t.accept(ev('message_stop'));
+    expect(t.finished()).toBe(true);
+    expect(t.usage()).toEqual({
+      promptTokens: 140,
+      completionTokens: 25,
+      cachedPromptTokens: 100,
+      cacheWrite5mTokens: 20,
+      cacheWrite1hTokens: 10,
+      reasoningTokens: 2,
+    });
+    expect(t.assemble(false, plainUsage(0, 0))).toMatchObject({
+      id: 'msg_1',
+      stop_reason: 'tool_use',
+      content: [
+        { type: 'thinking', thinking: 'Hmm.', signature: 'sig' },
+        { type: 'text', text: 'Hi there' },
+        { type: 'tool_use', name: 'lookup', input: { q: 1 } },
+      ],
+      usage: { input_tokens: 10, output_tokens: 25 },
+    });
+  });
+
+  test('a cut stream is closed as Anthropic closes one at max_tokens', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    for (const e of stream()) t.accept(e);
+    const end = t.endAtLength(plainUsage(140, 12));
+    const events = end
+      .split('\n\n')
+      .filter(Boolean)
+      .map((e) => e.split('\n')[0]);
+    expect(events).toEqual([
+      'event: content_block_stop',
+      'event: message_delta',
+      'event: message_stop',
+    ]);
+    expect(end).toContain('"index":2');
+    expect(end).toContain('"stop_reason":"max_tokens"');
+    expect(t.assemble(true, { ...plainUsage(140, 12), cachedPromptTokens: 100 })).toMatchObject({
+      stop_reason: 'max_tokens',
+      usage: { input_tokens: 40, cache_read_input_tokens: 100, output_tokens: 12 },
+    });
+    const err = t.errorEvent(new EdgeError({ code: 'upstream_error', message: 'Lost.' }), 'r');
+    expect(JSON.parse(err.split('data: ')[1]!)).toEqual({
+      type: 'error',
+      error: { type: 'api_error', message: 'upstream_error: Lost.' },
+    });
+  });
+
+  test('a plain JSON message becomes the stream it would have been', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    const json = {
+      id: 'msg_2',
+      type: 'message',
+      role: 'assistant',
+      model: 'claude',
+      content: [
+        { type: 'text', text: 'Done.' },
+        { type: 'tool_use', id: 't', name: 'f', input: { a: 1 } },
+      ],
+      stop_reason: 'end_turn',
+      stop_sequence: null,
+      usage: { input_tokens: 5, output_tokens: 4 },
+    };
+    const texts = messagesAdapter.asEvents(json).flatMap((e) => t.accept(e)?.texts ?? []);
+    expect(texts.map((x) => x.text)).toEqual(['Done.', 'f', '{"a":1}']);
+    expect(t.finished()).toBe(true);
+    expect(t.usage()).toEqual(plainUsage(5, 4));
+    expect(t.assemble(false, plainUsage(5, 4))).toMatchObject({
+      content: json.content,
+      stop_reason: 'end_turn',
+    });
+  });
+
+  test('cache writes without the 5-minute / 1-hour breakdown count as 5-minute writes', () => {
+    expect(anthropicInput({ input_tokens: 3, cache_creation_input_tokens: 7 })).toEqual({
+      promptTokens: 10,
+      cachedPromptTokens: 0,
+      cacheWrite5mTokens: 7,
+      cacheWrite1hTokens: 0,
+    });
+  });
+});

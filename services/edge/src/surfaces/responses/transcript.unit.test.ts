@@ -1,0 +1,150 @@
+import { describe, expect, test } from 'vitest';
+import { EdgeError } from '../../errors.js';
+import type { SseEvent } from '../../upstream/sse.js';
+import { plainUsage } from '../usage.js';
+import { responsesAdapter } from './adapter.js';
+import { ResponsesTranscript } from './transcript.js';
+
+let seq = 0;
+const ev = (type: string, data: object = {}): SseEvent => ({
+  event: type,
+  data: JSON.stringify({ type, sequence_number: seq++, ...data }),
+});
+const response = {
+  id: 'resp_1',
+  object: 'response',
+  model: 'gpt-4o-mini',
+  status: 'in_progress',
+  output: [],
+};
+const message = {
+  id: 'msg_1',
+  type: 'message',
+  status: 'in_progress',
+  role: 'assistant',
+  content: [],
+};
+
+/** A stream of a reasoning summary, a message and a function call, as OpenAI sends one. */
+function stream(): SseEvent[] {
+  seq = 0;
+  return [
+    ev('response.created', { response }),
+    ev('response.output_item.added', {
+      output_index: 0,
+      item: { id: 'rs_1', type: 'reasoning', summary: [] },
+    }),
+    ev('response.reasoning_summary_text.delta', {
+      output_index: 0,
+      summary_index: 0,
+      delta: 'Think.',
+    }),
+    ev('response.output_item.added', { output_index: 1, item: message }),
+    ev('response.content_part.added', {
+      output_index: 1,
+      content_index: 0,
+      part: { type: 'output_text', text: '' },
+    }),
+    ev('response.output_text.delta', { output_index: 1, content_index: 0, delta: 'Hello' }),
+    ev('response.output_text.delta', { output_index: 1, content_index: 0, delta: ' world' }),
+    ev('response.output_item.added', {
+      output_index: 2,
+      item: { id: 'fc_1', type: 'function_call', name: 'lookup', arguments: '', call_id: 'c1' },
+    }),
+    ev('response.function_call_arguments.delta', { output_index: 2, delta: '{"q":1}' }),
+    ev('response.audio.delta', { output_index: 3, delta: 'AAAA' }),
+  ];
+}
+
+const completed = (extra: object = {}) =>
+  ev('response.completed', {
+    response: {
+      ...response,
+      status: 'completed',
+      usage: {
+        input_tokens: 30,
+        input_tokens_details: { cached_tokens: 10 },
+        output_tokens: 20,
+        output_tokens_details: { reasoning_tokens: 8 },
+      },
+      ...extra,
+    },
+  });
+
+describe('ResponsesTranscript', () => {
+  test('counts every text the model writes (reasoning, output, function names and arguments), not audio bytes', () => {
+    const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
+    const texts = stream().flatMap((e) => t.accept(e)?.texts ?? []);
+    expect(texts.map((x) => x.text)).toEqual(['Think.', 'Hello', ' world', 'lookup', '{"q":1}']);
+    expect(t.finished()).toBe(false);
+    expect(t.usage()).toBeUndefined();
+  });
+
+  test('passes each event on with its name, and reads the usage of the terminal event', () => {
+    const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
+    for (const e of stream()) t.accept(e);
+    const done = completed();
+    expect(t.accept(done)?.forward).toBe(`event: response.completed\ndata: ${done.data}\n\n`);
+    expect(t.finished()).toBe(true);
+    expect(t.usage()).toEqual({
+      ...plainUsage(30, 20),
+      cachedPromptTokens: 10,
+      reasoningTokens: 8,
+    });
+    expect(t.assemble(false, plainUsage(1, 1))).toMatchObject({
+      id: 'resp_1',
+      status: 'completed',
+    });
+  });
+
+  test('a cut stream ends with response.incomplete (max_output_tokens), its items as far as they got', () => {
+    const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
+    for (const e of stream()) t.accept(e);
+    const end = t.endAtLength(plainUsage(30, 5));
+    expect(end.startsWith('event: response.incomplete\ndata: ')).toBe(true);
+    const data = JSON.parse(end.split('data: ')[1]!) as {
+      sequence_number: number;
+      response: Record<string, unknown>;
+    };
+    expect(data.sequence_number).toBe(10);
+    expect(data.response).toMatchObject({
+      id: 'resp_1',
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      usage: { input_tokens: 30, output_tokens: 5 },
+      output: [
+        { type: 'reasoning', summary: [{ text: 'Think.' }], status: 'incomplete' },
+        {
+          type: 'message',
+          content: [{ type: 'output_text', text: 'Hello world' }],
+          status: 'incomplete',
+        },
+        { type: 'function_call', name: 'lookup', arguments: '{"q":1}', status: 'incomplete' },
+      ],
+    });
+    expect(t.assemble(true, plainUsage(30, 5))).toMatchObject({ status: 'incomplete' });
+  });
+
+  test('a plain JSON answer is counted from its items; errors are error events with our code', () => {
+    const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
+    const json = {
+      ...response,
+      status: 'completed',
+      output: [
+        { ...message, status: 'completed', content: [{ type: 'output_text', text: 'All done.' }] },
+      ],
+      usage: { input_tokens: 3, output_tokens: 3 },
+    };
+    const texts = responsesAdapter.asEvents(json).flatMap((e) => t.accept(e)?.texts ?? []);
+    expect(texts.map((x) => x.text)).toEqual(['All done.']);
+    expect(t.usage()).toEqual(plainUsage(3, 3));
+    const err = t.errorEvent(new EdgeError({ code: 'budget_exceeded', message: 'No room.' }), 'r1');
+    expect(err.startsWith('event: error\n')).toBe(true);
+    expect(JSON.parse(err.split('data: ')[1]!)).toMatchObject({
+      type: 'error',
+      code: 'budget_exceeded',
+      message: 'No room.',
+    });
+    expect(t.doneEvent()).toBe('');
+  });
+});

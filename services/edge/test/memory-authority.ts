@@ -1,0 +1,131 @@
+import type {
+  AdmitReply,
+  AdmitRequest,
+  CloseReply,
+  ExtendReply,
+  ExtendRequest,
+  ReleaseRequest,
+  RenewReply,
+  SettleRequest,
+} from '@holdfast/events';
+import { AdmitRequest as AdmitSchema, SettleRequest as SettleSchema } from '@holdfast/events';
+import { Ok, type Result, type RpcError } from '@holdfast/runtime';
+import type { z } from 'zod';
+import type { AuthorityPort } from '../src/call/ports.js';
+
+type Reply<T> = Promise<Result<T, RpcError>>;
+
+/**
+ * An in-memory budget authority for unit tests of the call pipeline (tests only: the real one
+ * is the NATS client of services/budget-authority). One tokens budget, reserve mode: a call is
+ * admitted when billed + held + prompt + max_tokens fits, its hold is the worst case, and a
+ * settle bills what it reports. Every request is recorded (parsed, defaults applied), so a
+ * test reads what the pipeline asked for.
+ */
+export class MemoryAuthority implements AuthorityPort {
+  readonly admits: z.output<typeof AdmitSchema>[] = [];
+  readonly settles: z.output<typeof SettleSchema>[] = [];
+  readonly releases: ReleaseRequest[] = [];
+  readonly extends: ExtendRequest[] = [];
+  billed = 0;
+  held = 0;
+  readonly #holds = new Map<string, number>();
+
+  constructor(private readonly limit: number) {}
+
+  admit(raw: AdmitRequest): Reply<AdmitReply> {
+    const req = AdmitSchema.parse(raw);
+    this.admits.push(req);
+    const need = req.promptTokens + req.maxTokens;
+    const window = {
+      tenant: req.tenant,
+      budget: 'month-tokens',
+      window: 'month' as const,
+      unit: 'tokens' as const,
+      limit: this.limit,
+      enforce: true,
+    };
+    if (this.billed + this.held + need > this.limit) {
+      return Promise.resolve(
+        Ok({
+          admitted: false as const,
+          code: 'budget_exceeded' as const,
+          message: `This call could use up to ${need} tokens; ${this.limit - this.billed - this.held} are left.`,
+          retryAfterSeconds: 30,
+          budget: 'month-tokens',
+          level: req.tenant,
+          neededTokens: need,
+          neededMicroUsd: 0,
+          windows: [{ ...window, used: this.billed, held: this.held }],
+        }),
+      );
+    }
+    this.held += need;
+    this.#holds.set(req.reservationId, need);
+    return Promise.resolve(
+      Ok({
+        admitted: true as const,
+        reservationId: req.reservationId,
+        mode: 'reserve' as const,
+        heldTokens: need,
+        heldMicroUsd: 0,
+        maxTokens: req.maxTokens,
+        shrunk: false,
+        expiresAt: new Date(Date.now() + 600_000).toISOString(),
+        duplicate: false,
+        coveredOutputTokens: req.maxTokens,
+        windows: [{ ...window, used: this.billed, held: this.held }],
+      }),
+    );
+  }
+
+  extend(req: ExtendRequest): Reply<ExtendReply> {
+    this.extends.push(req);
+    return Promise.resolve(
+      Ok({
+        status: 'unchanged',
+        heldTokens: 0,
+        heldMicroUsd: 0,
+        coveredOutputTokens: req.outputTokens,
+        windows: [],
+      }),
+    );
+  }
+
+  renew(): Reply<RenewReply> {
+    return Promise.resolve(
+      Ok({ status: 'renewed', expiresAt: new Date(Date.now() + 600_000).toISOString() }),
+    );
+  }
+
+  settle(raw: SettleRequest): Reply<CloseReply> {
+    const req = SettleSchema.parse(raw);
+    this.settles.push(req);
+    const billed = req.usage.promptTokens + req.usage.completionTokens;
+    this.#close(req.reservationId);
+    this.billed += billed;
+    return Promise.resolve(Ok(this.#reply('settled', billed)));
+  }
+
+  release(req: ReleaseRequest): Reply<CloseReply> {
+    this.releases.push(req);
+    this.#close(req.reservationId);
+    return Promise.resolve(Ok(this.#reply('released', 0)));
+  }
+
+  #close(id: string): void {
+    this.held -= this.#holds.get(id) ?? 0;
+    this.#holds.delete(id);
+  }
+
+  #reply(status: 'settled' | 'released', billed: number): CloseReply {
+    return {
+      status,
+      billedTokens: billed,
+      costMicroUsd: 0,
+      windows: [],
+      overrunTokens: 0,
+      overrunMicroUsd: 0,
+    };
+  }
+}
