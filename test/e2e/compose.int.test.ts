@@ -114,13 +114,13 @@ describe('docker-compose.yml', () => {
     );
   });
 
-  it('sends the edge to the mock, to OpenAI when only the key is set, or to OPENAI_BASE_URL', () => {
+  it('sends the edge to the mock, to the provider when only its key is set, or to its *_BASE_URL', () => {
     // Run the edge's command in a shell with `exec node` replaced by printing the choice.
-    const upstream = (env: Record<string, string>) => {
+    const upstream = (env: Record<string, string>, variable = 'OPENAI_BASE_URL') => {
       const edge = composeConfig(env).edge!;
       const script = edge
         .command![2]!.replaceAll('$$', '$')
-        .replace('exec node dist/main.js', 'echo "$OPENAI_BASE_URL"');
+        .replace('exec node dist/main.js', `echo "$${variable}"`);
       const run = spawnSync('sh', ['-c', script], { env: edge.environment, encoding: 'utf8' });
       return run.stdout.trim();
     };
@@ -132,6 +132,14 @@ describe('docker-compose.yml', () => {
     );
     expect(upstream({ OPENAI_API_KEY: '', OPENAI_BASE_URL: 'http://vllm:8000/v1' })).toBe(
       'http://vllm:8000/v1',
+    );
+    // The claude upstream the same way, from Anthropic's variables (the mock's root by default).
+    const claude = (env: Record<string, string>) => upstream(env, 'ANTHROPIC_BASE_URL');
+    expect(claude({ ANTHROPIC_API_KEY: '', ANTHROPIC_BASE_URL: '' })).toBe(
+      'http://mock-upstream:8089',
+    );
+    expect(claude({ ANTHROPIC_API_KEY: 'sk-ant', ANTHROPIC_BASE_URL: '' })).toBe(
+      'https://api.anthropic.com',
     );
   });
 });

@@ -35,6 +35,9 @@ const StackEnv = z.object({
   /** Set: the edge calls OpenAI (or OPENAI_BASE_URL) with it instead of the mock. */
   OPENAI_API_KEY: z.string().min(1).optional(),
   OPENAI_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** The same for the `claude` upstream (Anthropic's Messages API). */
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  ANTHROPIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** Colours in the prefixes (default: when stdout is a terminal). */
   NO_COLOR: z.string().optional(),
 });

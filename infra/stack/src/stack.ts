@@ -21,6 +21,8 @@ export interface RunningStack {
   state: StackState;
   infra: Record<'nats' | 'redis' | 'clickhouse', InfraEntry>;
   upstream: UpstreamChoice;
+  /** The example config's `claude` upstream (Anthropic's API). */
+  anthropic: UpstreamChoice;
   demoKeys: DemoKey[];
 }
 
@@ -97,12 +99,14 @@ export async function startStack(
 
   const mockUrl = `http://${host}:${ports.mock}`;
   const upstream = chooseUpstream(env, `${mockUrl}/v1`);
+  const anthropic = chooseUpstream(env, mockUrl, 'anthropic');
   const inputs: ServiceInputs = {
     urls: { nats: nats.url, redis: redis.url, clickhouse: clickhouse.url },
     ports,
     host,
     configPath: settings.configPath,
     upstreamBaseUrl: upstream.baseUrl,
+    anthropicBaseUrl: anthropic.baseUrl,
     baseEnv: settings.childEnv,
   };
   for (const name of ['mock-upstream', 'authority', 'aggregator', 'alerter', 'edge'] as const) {
@@ -128,5 +132,11 @@ export async function startStack(
     processes: group.processes.map((p) => ({ name: p.name, pid: p.pid })),
   };
   await writeStackState(dir, state);
-  return { state, infra: { nats, redis, clickhouse }, upstream, demoKeys: demoKeys(config) };
+  return {
+    state,
+    infra: { nats, redis, clickhouse },
+    upstream,
+    anthropic,
+    demoKeys: demoKeys(config),
+  };
 }

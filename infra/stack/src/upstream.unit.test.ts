@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chooseUpstream, OPENAI_API_URL } from './upstream.js';
+import { ANTHROPIC_API_URL, chooseUpstream, OPENAI_API_URL } from './upstream.js';
 
 describe('chooseUpstream', () => {
   const mock = 'http://127.0.0.1:8089/v1';
@@ -13,5 +13,14 @@ describe('chooseUpstream', () => {
     const base = 'http://llm.internal:8000/v1';
     expect(chooseUpstream({ OPENAI_BASE_URL: base }, mock).baseUrl).toBe(base);
     expect(chooseUpstream({ OPENAI_BASE_URL: base, OPENAI_API_KEY: 'k' }, mock).baseUrl).toBe(base);
+  });
+  it("chooses Anthropic's upstream from its own variables, the mock's root by default", () => {
+    const root = 'http://127.0.0.1:8089';
+    expect(chooseUpstream({ OPENAI_API_KEY: 'sk-x' }, root, 'anthropic').baseUrl).toBe(root);
+    expect(chooseUpstream({ ANTHROPIC_API_KEY: 'k' }, root, 'anthropic').baseUrl).toBe(
+      ANTHROPIC_API_URL,
+    );
+    const base = 'http://claude.internal';
+    expect(chooseUpstream({ ANTHROPIC_BASE_URL: base }, root, 'anthropic').baseUrl).toBe(base);
   });
 });

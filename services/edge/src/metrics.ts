@@ -8,7 +8,7 @@ export class EdgeMetrics {
   readonly upstreamFirstByte: Histogram<'upstream' | 'outcome'>;
   readonly upstreamDuration: Histogram<'upstream' | 'outcome'>;
   readonly upstreamRetries: Counter<'upstream' | 'reason'>;
-  readonly tokens: Counter<'kind' | 'model'>;
+  readonly tokens: Counter<'kind' | 'model' | 'api'>;
   readonly holdsClosed: Counter<'how' | 'outcome'>;
   readonly holdCloseFailures: Counter<'how'>;
   readonly holdsDeferred: Counter<'how'>;
@@ -61,8 +61,8 @@ export class EdgeMetrics {
     });
     this.tokens = new Counter({
       name: 'edge_tokens_total',
-      help: 'Tokens settled by the edge, by kind (prompt, completion) and model',
-      labelNames: ['kind', 'model'],
+      help: 'Tokens settled by the edge, by kind (prompt, completion), model and surface (api)',
+      labelNames: ['kind', 'model', 'api'],
       registers,
     });
     this.holdsClosed = new Counter({

@@ -186,6 +186,6 @@ test('/healthz, /readyz and /metrics answer on the edge port', async ({ stack })
     /edge_upstream_duration_seconds_count\{service="edge",upstream="default",outcome="ok"\} 1/,
   );
   expect(metrics).toMatch(
-    /edge_tokens_total\{kind="prompt",model="gpt-4o-mini",service="edge"\} 12/,
+    /edge_tokens_total\{kind="prompt",model="gpt-4o-mini",api="chat",service="edge"\} 12/,
   );
 });

@@ -224,8 +224,9 @@ async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
     outcome: failure?.kind === 'aborted' ? failure.why : outcome,
   });
   const model = run.call.model.id;
-  run.deps.metrics.tokens.inc({ kind: 'prompt', model }, usage.promptTokens);
-  run.deps.metrics.tokens.inc({ kind: 'completion', model }, usage.completionTokens);
+  const api = run.adapter.name;
+  run.deps.metrics.tokens.inc({ kind: 'prompt', model, api }, usage.promptTokens);
+  run.deps.metrics.tokens.inc({ kind: 'completion', model, api }, usage.completionTokens);
   return usage;
 }
 
