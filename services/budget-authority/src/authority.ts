@@ -50,6 +50,11 @@ export interface AuthorityOptions {
    * own clock (TIME), so replicas on skewed hosts still decide windows against one time.
    */
   clock?: () => number;
+  /**
+   * Scripts read Redis TIME even with a clock injected (that clock then only drives what the
+   * process does on its own, like the sweeper: a test of a replica whose clock is skewed).
+   */
+  redisTime?: boolean;
   replicaId?: string;
   /** Applied at start and whenever the file changes (and on SIGHUP, via `reloadConfigFile`). */
   configFile?: string;
@@ -80,7 +85,7 @@ export class Authority {
     const keys = new Keys(opts.keyPrefix ?? 'hf');
     const clock = opts.clock ?? Date.now;
     const injected = opts.clock;
-    const scriptNow = injected ? () => injected() : () => undefined;
+    const scriptNow = injected && !opts.redisTime ? () => injected() : () => undefined;
     const config = new ConfigStore({ redis: opts.redis, keys, logger: opts.logger, clock });
     const metrics = new AuthorityMetrics(opts.registry, {
       holds: () => this.#countHolds(),

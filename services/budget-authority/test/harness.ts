@@ -29,6 +29,8 @@ export async function startAuthority(opts: {
   keyPrefix: string;
   config: unknown;
   clock?: boolean;
+  /** This process's clock (scripts still read Redis TIME): a replica whose host clock is off. */
+  now?: () => number;
   sweepIntervalMs?: number;
 }): Promise<Harness> {
   const clock = {
@@ -50,7 +52,8 @@ export async function startAuthority(opts: {
     }),
     registry: new Registry(),
     keyPrefix: opts.keyPrefix,
-    clock: opts.clock === false ? Date.now : () => clock.now,
+    clock: opts.now ?? (opts.clock === false ? Date.now : () => clock.now),
+    redisTime: opts.now !== undefined || opts.clock === false,
     sweepIntervalMs: opts.sweepIntervalMs ?? 100,
     relayLeaseMs: 1_000,
   });

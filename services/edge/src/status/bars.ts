@@ -98,7 +98,19 @@ function badges(t: TenantView | undefined, teams: number): string {
   if (t.parent) out.push(`<span class="badge">in ${esc(t.parent)}</span>`);
   const cap = t.maxInFlight === null ? '' : `/${t.maxInFlight}`;
   out.push(`<span class="badge inflight">${t.inFlight}${cap} in flight</span>`);
-  if (t.suspended) out.push('<span class="badge suspended">suspended</span>');
+  if (t.suspended) {
+    const by = t.suspendedBy.length > 0 ? ` by ${t.suspendedBy.map(esc).join(' and ')}` : '';
+    out.push(`<span class="badge suspended">suspended${by}</span>`);
+  }
+  const o = t.overruns;
+  if (o.count > 0) {
+    // A settlement billed more than its hold: the counting or the upstream let it through.
+    const last = o.lastAt ? `, last ${esc(o.lastAt.slice(0, 16).replace('T', ' '))} UTC` : '';
+    const title = `${o.count} settlement${o.count === 1 ? '' : 's'} billed ${o.tokens.toLocaleString('en-US')} tokens above their holds${last}`;
+    out.push(
+      `<span class="badge overrun" title="${title}">${o.count} overrun${o.count === 1 ? '' : 's'}</span>`,
+    );
+  }
   return out.join(' ');
 }
 
