@@ -59,15 +59,18 @@ export class ConfigStore {
     return [...new Set([SYSTEM_ORG, ...configured, ...known])];
   }
 
-  /** Reloads from Redis when another replica applied a newer version. */
+  /**
+   * Reloads from Redis when another replica applied a newer version. The document and its
+   * version are read in one MGET: an apply landing between two separate reads would otherwise
+   * be served as the old document under the new version (issue 11, item 5b).
+   */
   async refresh(): Promise<boolean> {
-    const version = Number((await this.#redis.get(this.#keys.configVersion)) ?? 0);
-    if (version <= this.#version) return false;
-    const [text, current] = await Promise.all([
-      this.#redis.get(this.#keys.config),
-      this.#redis.get(this.#keys.configVersion),
-    ]);
-    if (text === null) return false;
+    // The cheap check first: most calls (polling, config.get) find nothing new.
+    const seen = Number((await this.#redis.get(this.#keys.configVersion)) ?? 0);
+    if (seen <= this.#version) return false;
+    const [text, stored] = await this.#redis.mget(this.#keys.config, this.#keys.configVersion);
+    const version = Number(stored ?? 0);
+    if (typeof text !== 'string' || version <= this.#version) return false;
     const parsed = parseConfig(JSON.parse(text));
     if (!parsed.ok) {
       this.#logger.error(
@@ -77,7 +80,7 @@ export class ConfigStore {
       return false;
     }
     this.#config = parsed.config;
-    this.#version = Number(current ?? version);
+    this.#version = version;
     this.#logger.info({ version: this.#version, hash: this.#config.hash }, 'config loaded');
     return true;
   }
