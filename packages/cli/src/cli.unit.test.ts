@@ -62,9 +62,9 @@ describe('apply', () => {
     const err = x.err.join('');
     expect(err).toContain('bad.yaml: invalid config (nothing applied)');
     for (const field of [
-      'tenants[0].id',
-      'tenants[0].budgets[0].window',
-      'tenants[0].budgets[0].limit',
+      'tenants[id=Bad.Team].id',
+      'tenants[id=Bad.Team].budgets[week-tokens].window',
+      'tenants[id=Bad.Team].budgets[week-tokens].limit',
     ])
       expect(err).toContain(field);
     expect(x.fetch).not.toHaveBeenCalled();

@@ -52,8 +52,8 @@ test('holdfast apply: invalid files are refused locally; valid ones applied, the
   const bad = await file('bad.yaml', 'tenants:\n  - id: Team One\n    mode: fastest\n');
   const refused = await holdfast(['apply', bad], env(stack));
   expect(refused.code).toBe(3);
-  expect(refused.stderr).toContain('tenants[0].id');
-  expect(refused.stderr).toContain('tenants[0].mode');
+  expect(refused.stderr).toContain('tenants[id=Team One].id');
+  expect(refused.stderr).toContain('tenants[id=Team One].mode');
   expect(await version(stack)).toBe(before);
 
   const good = await file('good.json', JSON.stringify(teamConfig(stack.upstreamUrl, 50_000)));

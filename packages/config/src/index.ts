@@ -3,3 +3,4 @@ export * from './rules.js';
 export * from './compile.js';
 export * from './load.js';
 export * from './env.js';
+export * from './paths.js';
