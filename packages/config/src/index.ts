@@ -4,3 +4,4 @@ export * from './compile.js';
 export * from './load.js';
 export * from './env.js';
 export * from './paths.js';
+export * from './merge.js';
