@@ -1,5 +1,6 @@
 import { CliError } from './client.js';
 import { apply } from './commands/apply.js';
+import { diff } from './commands/diff.js';
 import { keys } from './commands/keys.js';
 import { suspension } from './commands/tenants.js';
 import { usage } from './commands/usage.js';
@@ -9,8 +10,11 @@ import { EXIT } from './exit.js';
 export const USAGE = `holdfast: manage a Holdfast gateway through its edge's admin API
 
 Usage:
-  holdfast apply FILE [--expected-version N] [--dry-run]
-                                  validate a config file (YAML or JSON), then apply it whole
+  holdfast apply FILE [--replace] [--expected-version N] [--dry-run]
+                                  validate a config file (YAML or JSON), then apply it: merged,
+                                  so changes made through the admin API that the file leaves
+                                  alone are kept (and listed); --replace drops them
+  holdfast diff                    what the admin API changed since the last file applied
   holdfast keys create --tenant T --id ID [--use-case UC]
                                   create a virtual key; prints its secret once, on stdout
   holdfast keys list [--tenant T]  list keys (ids only; secrets are never shown again)
@@ -41,6 +45,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
     switch (command) {
       case 'apply':
         return await apply(args, io);
+      case 'diff':
+        return await diff(args, io);
       case 'keys':
         return await keys(args, io);
       case 'suspend':

@@ -135,3 +135,45 @@ test('holdfast without the right token or edge: exit 4 or 7, and the token is ne
   expect(down.stderr).toContain('cannot reach the edge');
   expect(down.stderr).not.toContain(ADMIN_TOKEN);
 });
+
+test('a key made with holdfast keys create survives holdfast apply of the file; diff lists it; --replace drops it', async ({
+  stack,
+}) => {
+  const doc = teamConfig(stack.upstreamUrl);
+  const path = await file('holdfast.json', JSON.stringify(doc));
+  expect((await holdfast(['apply', path], env(stack))).code).toBe(0);
+  const created = await holdfast(
+    ['keys', 'create', '--tenant', 'team', '--id', 'team-2'],
+    env(stack),
+  );
+  const secret = created.stdout.trim();
+  expect(await callWith(stack, secret)).toBe(200);
+
+  const again = await holdfast(['apply', path], env(stack));
+  expect(again.code).toBe(0);
+  expect(again.stdout).toContain(
+    'kept 1 change(s) made through the admin API that the file leaves alone:\n  + tenants[id=team].keys[id=team-2] (added)\n',
+  );
+  expect(await callWith(stack, secret)).toBe(200);
+  const diff = await holdfast(['diff'], env(stack));
+  expect(diff.stdout).toContain('+ tenants[id=team].keys[id=team-2] (added)');
+
+  // A changed file applies its change and still keeps the key.
+  await writeFile(path, JSON.stringify(teamConfig(stack.upstreamUrl, 50_000)));
+  const changed = await holdfast(['apply', path, '--json'], env(stack));
+  expect(JSON.parse(changed.stdout)).toMatchObject({
+    changed: true,
+    kept: [{ path: 'tenants[id=team].keys[id=team-2]', change: 'added' }],
+    overridden: [],
+  });
+  expect(await callWith(stack, secret)).toBe(200);
+
+  const replaced = await holdfast(['apply', path, '--replace'], env(stack));
+  expect(replaced.stdout).toContain(
+    'dropped 1 change(s) made through the admin API:\n  + tenants[id=team].keys[id=team-2] (added)\n',
+  );
+  expect(await callWith(stack, secret)).toBe(401);
+  expect((await holdfast(['diff'], env(stack))).stdout).toContain(
+    'no changes made through the admin API since',
+  );
+});
