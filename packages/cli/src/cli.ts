@@ -23,8 +23,10 @@ Usage:
   holdfast resume TENANT
   holdfast usage [TENANT]          budget windows: used, held, limit
 
-Every command takes --url URL (default: $HOLDFAST_URL, else ${DEFAULT_URL}) and --json.
-The admin token is read from $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN).
+Every command takes --url URL and --json. The edge is --url, else $HOLDFAST_URL, else the
+running \`pnpm stack\` (its stack.json in $HOLDFAST_STACK_DIR, default .tmp/stack), else
+${DEFAULT_URL}. The admin token is $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN), else
+the one \`pnpm stack\` keeps in its stack dir (admin-token).
 
 Exit codes: 0 ok, 1 failed, 2 usage, 3 invalid config or request, 4 no or wrong admin token,
 5 not found, 6 conflict (stale --expected-version, id taken), 7 edge or authority unavailable.

@@ -1,3 +1,4 @@
+import type { StackState } from '@holdfast/config';
 import { describe, expect, test, vi } from 'vitest';
 import { run } from './cli.js';
 import type { Io } from './context.js';
@@ -148,6 +149,32 @@ test('keys create prints the secret alone on stdout, the note on stderr', async 
     id: 'k1',
     defaultUseCase: 'UC-1',
   });
+});
+
+test('without HOLDFAST_URL or HOLDFAST_ADMIN_TOKEN, the running pnpm stack is used', async () => {
+  const x = io({}, json(200, { data: { tenant: 'team', suspended: true, changed: true } }));
+  const url = 'http://127.0.0.1:18080';
+  const state = { urls: { edge: url } } as unknown as StackState;
+  const withStack: Io = {
+    ...x.io,
+    env: {},
+    stack: () => ({ dir: '/s', state, adminToken: 'hf-admin-from-the-stack-dir' }),
+  };
+  expect(await run(['suspend', 'team'], withStack)).toBe(EXIT.ok);
+  const [sent, init] = x.fetch.mock.calls[0]!;
+  expect(String(sent)).toBe(`${url}/admin/tenants/team/suspend`);
+  expect(init?.headers).toMatchObject({ authorization: 'Bearer hf-admin-from-the-stack-dir' });
+
+  const none = io();
+  const noToken: Io = {
+    ...none.io,
+    env: {},
+    stack: () => ({ dir: '/s', state: undefined, adminToken: undefined }),
+  };
+  expect(await run(['suspend', 'team'], noToken)).toBe(EXIT.auth);
+  expect(none.err.join('')).toContain(
+    "no admin token: set HOLDFAST_ADMIN_TOKEN to the edge's EDGE_ADMIN_TOKEN, or start `pnpm stack`, which keeps one in /s/admin-token",
+  );
 });
 
 test('formatting: aligned tables, amounts in their unit', () => {

@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Authority, createRedis } from '@holdfast/budget-authority';
 import { sha256Hex, startEdge } from '@holdfast/edge';
@@ -45,6 +47,9 @@ export interface CliRun {
   stderr: string;
 }
 
+/** A stack dir that never exists: the tests' holdfast finds no local stack unless told. */
+const NO_STACK = join(tmpdir(), 'holdfast-cli-test-no-stack');
+
 /** Runs the built `holdfast` binary as a child process. */
 export function holdfast(args: string[], env: Record<string, string>): Promise<CliRun> {
   return new Promise((resolve) => {
@@ -54,7 +59,7 @@ export function holdfast(args: string[], env: Record<string, string>): Promise<C
     execFile(
       process.execPath,
       [MAIN, ...args],
-      { env: { ...clean, ...env } },
+      { env: { ...clean, HOLDFAST_STACK_DIR: NO_STACK, ...env } },
       (err, stdout, stderr) => resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
     );
   });

@@ -5,3 +5,4 @@ export * from './load.js';
 export * from './env.js';
 export * from './paths.js';
 export * from './merge.js';
+export * from './stack-state.js';
