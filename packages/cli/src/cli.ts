@@ -1,6 +1,7 @@
 import { CliError } from './client.js';
 import { apply } from './commands/apply.js';
 import { diff } from './commands/diff.js';
+import { events } from './commands/events.js';
 import { keys } from './commands/keys.js';
 import { suspension } from './commands/tenants.js';
 import { usage } from './commands/usage.js';
@@ -22,11 +23,17 @@ Usage:
   holdfast suspend TENANT [--reason TEXT] [--grace-ms N]
   holdfast resume TENANT
   holdfast usage [TENANT]          budget windows: used, held, limit
+  holdfast events [--tenant T] [--type TYPE[,TYPE]] [--since 10m|TIME | --seq N | --all]
+                  [--no-follow] [--count N] [--nats URL]
+                                  the events on JetStream, one line each (--json: JSON lines
+                                  {seq, subject, event}); follows until Ctrl-C, from now unless
+                                  told; --no-follow stops at the end (and starts at the first)
 
 Every command takes --url URL and --json. The edge is --url, else $HOLDFAST_URL, else the
 running \`pnpm stack\` (its stack.json in $HOLDFAST_STACK_DIR, default .tmp/stack), else
 ${DEFAULT_URL}. The admin token is $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN), else
-the one \`pnpm stack\` keeps in its stack dir (admin-token).
+the one \`pnpm stack\` keeps in its stack dir (admin-token). \`events\` reads NATS at --nats,
+else $NATS_URL, else the running stack's, else nats://127.0.0.1:4222.
 
 Exit codes: 0 ok, 1 failed, 2 usage, 3 invalid config or request, 4 no or wrong admin token,
 5 not found, 6 conflict (stale --expected-version, id taken), 7 edge or authority unavailable.
@@ -49,6 +56,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
         return await apply(args, io);
       case 'diff':
         return await diff(args, io);
+      case 'events':
+        return await events(args, io);
       case 'keys':
         return await keys(args, io);
       case 'suspend':

@@ -12,9 +12,11 @@ export interface Io {
   fetch?: typeof fetch;
   /** The local `pnpm stack`, if any: where it runs and the admin token it keeps. */
   stack?: () => LocalStack;
+  /** Calls `stop` on Ctrl-C or SIGTERM (commands that run until then: `events`). */
+  onInterrupt?: (stop: () => void) => void;
 }
 
-interface LocalStack {
+export interface LocalStack {
   dir: string;
   /** Undefined when no stack runs from the dir. */
   state: StackState | undefined;

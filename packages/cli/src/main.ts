@@ -9,6 +9,10 @@ const code = await run(process.argv.slice(2), {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
   readFile: (path) => readFile(path, 'utf8'),
+  onInterrupt: (stop) => {
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  },
   stack: () => {
     const dir = stackDir(process.env);
     return { dir, state: readStackState(dir), adminToken: readAdminToken(dir) };

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { expect, onTestFinished } from 'vitest';
 import {
   ADMIN_TOKEN,
+  chat,
   cliTest as test,
   holdfast,
   TEAM_KEY,
@@ -17,19 +18,7 @@ const env = (s: CliStack, token = ADMIN_TOKEN) => ({
 });
 
 /** A chat call through the edge with a key; returns the HTTP status. */
-async function callWith(s: CliStack, key: string): Promise<number> {
-  const res = await fetch(`${s.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'hi' }],
-      max_tokens: 4,
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+const callWith = async (s: CliStack, key: string) => (await chat(s, key)).status;
 
 async function version(s: CliStack): Promise<number> {
   const r = await s.authority.configGet();

@@ -6,3 +6,4 @@ export * from './env.js';
 export * from './paths.js';
 export * from './merge.js';
 export * from './stack-state.js';
+export { didYouMean } from './suggest.js';
