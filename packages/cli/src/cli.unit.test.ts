@@ -189,5 +189,6 @@ test('formatting: aligned tables, amounts in their unit', () => {
   ).toBe('A    LONGER\nxyz  1\nq    22\n');
   expect(amount(38_176, 'tokens')).toBe('38,176');
   expect(amount(2_500_000, 'usd')).toBe('$2.50');
-  expect(amount(1_234, 'usd')).toBe('$0.0012');
+  expect(amount(1_234, 'usd')).toBe('$0.001234');
+  expect(amount(155, 'usd')).toBe('$0.000155');
 });

@@ -1,3 +1,5 @@
+import { formatUsd } from '@holdfast/events';
+
 /**
  * One readable line per event for `holdfast events`, from the event as it is on the stream
  * (a plain object: a type this CLI does not know yet still prints, with its scalar fields).
@@ -8,13 +10,6 @@ type Raw = Record<string, unknown>;
 const num = (v: unknown) => (typeof v === 'number' ? v : 0);
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
 const n = (v: unknown) => num(v).toLocaleString('en-US');
-
-/** Micro-USD to dollars without losing a digit: 155 -> $0.000155, 2,500,000 -> $2.50. */
-export function usdExact(micro: number): string {
-  const sign = micro < 0 ? '-' : '';
-  const digits = (Math.abs(micro) / 1_000_000).toFixed(6).replace(/0{1,4}$/, '');
-  return `${sign}$${digits}`;
-}
 
 interface Window {
   budget: string;
@@ -28,7 +23,7 @@ interface Window {
 function windows(e: Raw): string {
   if (!Array.isArray(e.windows) || e.windows.length === 0) return '';
   const shown = (e.windows as Window[]).map((w) => {
-    const amount = (x: number) => (w.unit === 'usd' ? usdExact(x) : n(x));
+    const amount = (x: number) => (w.unit === 'usd' ? formatUsd(x) : n(x));
     const level = w.tenant === e.tenant ? '' : `${w.tenant}/`;
     const held = w.held > 0 ? ` +${amount(w.held)} held` : '';
     return `${level}${w.budget} ${amount(w.used)}${held} of ${amount(w.limit)}`;
@@ -43,11 +38,11 @@ const reservation = (e: Raw) =>
 function what(e: Raw): string {
   switch (e.type) {
     case 'reservation.created':
-      return `${reservation(e)}: held ${n(e.heldTokens)} tokens / ${usdExact(num(e.heldMicroUsd))} (prompt ${n(e.promptTokens)}, max_tokens ${n(e.maxTokens)}${e.maxTokens !== e.requestedMaxTokens ? ` of ${n(e.requestedMaxTokens)} asked` : ''})`;
+      return `${reservation(e)}: held ${n(e.heldTokens)} tokens / ${formatUsd(num(e.heldMicroUsd))} (prompt ${n(e.promptTokens)}, max_tokens ${n(e.maxTokens)}${e.maxTokens !== e.requestedMaxTokens ? ` of ${n(e.requestedMaxTokens)} asked` : ''})`;
     case 'reservation.extended':
       return `${reservation(e)}: hold grew by ${n(e.addedTokens)} tokens to ${n(e.heldTokens)}`;
     case 'reservation.settled':
-      return `${reservation(e)}: billed ${n(e.billedTokens)} tokens (${n(e.promptTokens)} prompt + ${n(e.completionTokens)} completion), ${usdExact(num(e.costMicroUsd))}, ${str(e.outcome)} in ${n(e.durationMs)} ms`;
+      return `${reservation(e)}: billed ${n(e.billedTokens)} tokens (${n(e.promptTokens)} prompt + ${n(e.completionTokens)} completion), ${formatUsd(num(e.costMicroUsd))}, ${str(e.outcome)} in ${n(e.durationMs)} ms`;
     case 'reservation.released':
       return `${reservation(e)}: released ${n(e.heldTokens)} tokens (${str(e.reason)})`;
     case 'reservation.expired':

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { LocalStack } from './context.js';
-import { eventLine, usdExact } from './events-format.js';
+import { eventLine } from './events-format.js';
 import { eventsPlan, sinceTime } from './events-plan.js';
 
 const NOW = Date.parse('2026-12-01T12:00:00.000Z');
@@ -129,16 +129,5 @@ describe('holdfast events: one readable line per event', () => {
     ).toContain(
       'reservation.overrun reservationId=1a2b3c4d-0000-4000-8000-000000000000 keyId=support-1 useCase=UC-101 model=gpt-4o-mini excessTokens=30',
     );
-  });
-
-  it('dollars keep every micro-dollar', () => {
-    expect([155, 96, 2_500_000, 1_234, 0, -40].map(usdExact)).toEqual([
-      '$0.000155',
-      '$0.000096',
-      '$2.50',
-      '$0.001234',
-      '$0.00',
-      '-$0.00004',
-    ]);
   });
 });

@@ -122,7 +122,7 @@ test('429 budget_exceeded with Retry-After and a message in numbers; nothing rea
   expectShape(r.body, 'budget_exceeded');
   expect(r.body.error.type).toBe('insufficient_quota');
   expect(r.body.error.message).toBe(
-    'This call could use up to 1,051 tokens and team batch-summariser has 1,023 tokens left in its month window. Lower max_tokens or raise the budget.',
+    'This call could use up to 1,051 tokens (27 prompt + 1,024 max_tokens) and team batch-summariser has 1,023 tokens left in its month window. Lower max_tokens or raise the budget.',
   );
   // The billed usage leaves the sliding month window in about 30 days.
   const retryAfter = Number(r.headers.get('retry-after'));
