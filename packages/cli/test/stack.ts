@@ -8,7 +8,7 @@ import { natsNamesToEnv } from '@holdfast/config';
 import { sha256Hex, startEdge } from '@holdfast/edge';
 import { startMockUpstream } from '@holdfast/mock-upstream';
 import { AuthorityClient, createLogger, createRegistry } from '@holdfast/runtime';
-import { infraTest } from '@holdfast/testkit';
+import { chatCall, infraTest } from '@holdfast/testkit';
 
 export const ADMIN_TOKEN = 'hf-cli-test-admin-token-93ad';
 export const TEAM_KEY = 'sk-hf-cli-team-key';
@@ -48,22 +48,7 @@ export interface CliStack {
 }
 
 /** A small chat call through the edge with a key: its status and reservation id. */
-export async function chat(
-  s: CliStack,
-  key: string,
-): Promise<{ status: number; reservation: string }> {
-  const res = await fetch(`${s.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'hi' }],
-      max_tokens: 4,
-    }),
-  });
-  await res.arrayBuffer();
-  return { status: res.status, reservation: res.headers.get('x-holdfast-reservation-id') ?? '' };
-}
+export const chat = (s: CliStack, key: string) => chatCall(s.url, key);
 
 export interface CliRun {
   code: number;
