@@ -36,7 +36,7 @@ the one \`pnpm stack\` keeps in its stack dir (admin-token). \`events\` reads NA
 else $NATS_URL, else the running stack's, else nats://127.0.0.1:4222.
 
 Exit codes: 0 ok, 1 failed, 2 usage, 3 invalid config or request, 4 no or wrong admin token,
-5 not found, 6 conflict (stale --expected-version, id taken), 7 edge or authority unavailable.
+5 not found, 6 conflict (stale --expected-version, id taken), 7 edge, authority or NATS unavailable.
 `;
 
 /** Runs one command line; returns the exit code (never exits the process itself). */
