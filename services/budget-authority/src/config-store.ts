@@ -12,6 +12,7 @@ import type {
   ConfigApplyReply,
   ConfigChange,
   ConfigGetReply,
+  DeclaredConfig,
 } from '@holdfast/events';
 import { Err, Ok, RpcError, type Logger, type Result } from '@holdfast/runtime';
 import type { Redis } from 'ioredis';
@@ -47,6 +48,9 @@ export class ConfigStore {
   readonly #clock: () => number;
   #config: CompiledConfig = EMPTY;
   #version = 0;
+  /** The last declared record read, and the divergence last computed (see `snapshot`). */
+  #declaredCache: DeclaredRecord | undefined;
+  #divergence: { key: string; changes: ConfigChange[] } | undefined;
 
   constructor(opts: { redis: Redis; keys: Keys; logger: Logger; clock: () => number }) {
     this.#redis = opts.redis;
@@ -223,22 +227,39 @@ export class ConfigStore {
   /**
    * What config.get answers: the stored config, the last declared document, and what the admin
    * API changed since it. A declared document newer than this replica's cache means an apply
-   * landed in between: the cache is refreshed once more, so the two belong together.
+   * landed in between: the cache is refreshed once more, so the two belong together. Edges poll
+   * config.get, so the declared document is read again only when its hash moved, and the
+   * divergence is computed once per (version, declared document).
    */
   async snapshot(): Promise<ConfigGetReply> {
     await this.refresh();
-    let { record } = await readDeclared(this.#redis, this.#keys);
-    if (record && record.version > this.#version) {
+    let declared = await this.#declared();
+    if (declared && declared.version > this.#version) {
       await this.refresh();
-      ({ record } = await readDeclared(this.#redis, this.#keys));
+      declared = await this.#declared();
     }
-    const { document, ...declared } = record ?? { document: undefined };
+    const key = `${this.#version}:${declared?.hash ?? ''}`;
+    if (this.#divergence?.key !== key) {
+      const changes = declared ? configChanges(declared.document, this.#config.raw) : [];
+      this.#divergence = { key, changes };
+    }
+    const { document: _, ...record } = declared ?? { document: undefined };
     return {
       version: this.#version,
       hash: this.#config.hash,
       config: this.#config.raw,
-      declared: record ? (declared as ConfigGetReply['declared']) : null,
-      divergence: record ? configChanges(document, this.#config.raw) : [],
+      declared: declared ? (record as DeclaredConfig) : null,
+      divergence: this.#divergence.changes,
     };
+  }
+
+  /** The declared record, read whole only when its hash is not the one cached. */
+  async #declared(): Promise<DeclaredRecord | undefined> {
+    const hash = (await this.#redis.hget(this.#keys.configDeclared, 'hash')) ?? '';
+    if (hash === '') return undefined;
+    if (this.#declaredCache?.hash !== hash) {
+      this.#declaredCache = (await readDeclared(this.#redis, this.#keys)).record;
+    }
+    return this.#declaredCache;
   }
 }
