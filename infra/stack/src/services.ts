@@ -25,6 +25,8 @@ export interface ServiceInputs {
   configPath: string;
   /** What the edge calls for the config's `baseUrlEnv: OPENAI_BASE_URL` upstream. */
   upstreamBaseUrl: string;
+  /** The edge's EDGE_ADMIN_TOKEN: the admin API is on in a stack. */
+  adminToken: string;
   /** The caller's environment (LOG_LEVEL, NATS names, tunables) passed to every service. */
   baseEnv: NodeJS.ProcessEnv;
 }
@@ -67,6 +69,7 @@ function serviceEnv(name: ServiceName, i: ServiceInputs): NodeJS.ProcessEnv {
         EDGE_PORT: String(ports.edge),
         EDGE_HOST: host,
         OPENAI_BASE_URL: i.upstreamBaseUrl,
+        EDGE_ADMIN_TOKEN: i.adminToken,
       };
   }
 }

@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { loadConfigFile, natsNames, natsNamesEnv, natsNamesToEnv } from '@holdfast/config';
 import { z } from 'zod';
+import { stackAdminToken, type AdminToken } from './admin-token.js';
 import { demoKeys, type DemoKey } from './demo-keys.js';
 import type { StackSettings } from './env.js';
 import { startClickHouse, startNats, startRedis, type InfraContext } from './infra.js';
@@ -22,6 +23,7 @@ export interface RunningStack {
   infra: Record<'nats' | 'redis' | 'clickhouse', InfraEntry>;
   upstream: UpstreamChoice;
   demoKeys: DemoKey[];
+  admin: AdminToken;
 }
 
 /** Every process the stack starts (when no infra URL is given), in start order. */
@@ -83,6 +85,7 @@ export async function startStack(
     }
   }
   await mkdir(dir, { recursive: true });
+  const admin = await stackAdminToken(dir, env.EDGE_ADMIN_TOKEN);
 
   const host = env.HOLDFAST_STACK_HOST;
   const ctx: InfraContext = { dir, host, group };
@@ -103,6 +106,7 @@ export async function startStack(
     host,
     configPath: settings.configPath,
     upstreamBaseUrl: upstream.baseUrl,
+    adminToken: admin.token,
     baseEnv: settings.childEnv,
   };
   for (const name of ['mock-upstream', 'authority', 'aggregator', 'alerter', 'edge'] as const) {
@@ -128,5 +132,5 @@ export async function startStack(
     processes: group.processes.map((p) => ({ name: p.name, pid: p.pid })),
   };
   await writeStackState(dir, state);
-  return { state, infra: { nats, redis, clickhouse }, upstream, demoKeys: demoKeys(config) };
+  return { state, infra: { nats, redis, clickhouse }, upstream, demoKeys: demoKeys(config), admin };
 }

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { watchFile, unwatchFile } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import {
   AdmitRequest,
   ConfigApplyRequest,
@@ -129,16 +128,12 @@ export class Authority {
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
     // Always the stored version, not this replica's cache: a read-modify-write (admin API)
     // must start from the latest document or its apply is refused as stale.
-    this.#serve('config.get', ConfigGetRequest, async () => {
-      await ctx.config.refresh();
-      return Ok({
-        version: ctx.config.version,
-        hash: ctx.config.current.hash,
-        config: ctx.config.current.raw,
-      });
-    });
+    this.#serve('config.get', ConfigGetRequest, async () => Ok(await ctx.config.snapshot()));
     this.#serve('config.apply', ConfigApplyRequest, async (req) => {
-      const r = await ctx.config.apply(req.document, req.source, req.expectedVersion);
+      const r = await ctx.config.apply(req.document, req.source, {
+        expectedVersion: req.expectedVersion,
+        mode: req.mode,
+      });
       if (r.ok && r.value.changed) this.#announceConfig();
       return r;
     });
@@ -172,20 +167,31 @@ export class Authority {
     await this.#closes.start();
   }
 
-  /** Applies the config file again (file change, SIGHUP). Invalid files are logged and ignored. */
+  /**
+   * Applies the config file (at start, when it changes, on SIGHUP) when it changed since it
+   * was last applied, merged with what the admin API changed (ConfigStore.applyFile). Invalid
+   * files are logged and ignored.
+   */
   async reloadConfigFile(): Promise<void> {
     const file = this.#o.configFile;
     if (!file) return;
+    const { logger } = this.#o;
     try {
-      const r = await this.ctx.config.apply(await readFile(file, 'utf8'), `file:${file}`);
-      if (!r.ok)
-        this.#o.logger.error(
+      const r = await this.ctx.config.applyFile(file);
+      if (!r.ok) {
+        logger.error(
           { file, error: r.error.message },
           'config file rejected; keeping the current config',
         );
-      else if (r.value.changed) this.#announceConfig();
+      } else if (r.value.skipped) {
+        const { version, divergence } = await this.ctx.config.snapshot();
+        logger.info(
+          { file, appliedAt: r.value.appliedAt, version, adminChanges: divergence.slice(0, 50) },
+          'config file unchanged since it was applied; serving the stored config',
+        );
+      } else if (r.value.changed) this.#announceConfig();
     } catch (err) {
-      this.#o.logger.error({ err, file }, 'config file could not be applied');
+      logger.error({ err, file }, 'config file could not be applied');
     }
   }
 

@@ -15,6 +15,9 @@
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
  *   <p>:config, <p>:config:version       the applied config document and its version
+ *   <p>:config:declared                  hash: the last declared document (file or apply)
+ *                                        and its hash, the base of the next merge
+ *   <p>:config:file                      string: hash and path of the config file last applied
  *   <p>:orgs                             set: every org that ever had an outbox
  */
 export class Keys {
@@ -58,6 +61,12 @@ export class Keys {
   }
   get configVersion(): string {
     return `${this.prefix}:config:version`;
+  }
+  get configDeclared(): string {
+    return `${this.prefix}:config:declared`;
+  }
+  get configFile(): string {
+    return `${this.prefix}:config:file`;
   }
   get orgs(): string {
     return `${this.prefix}:orgs`;

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import type { CompiledTenant } from '@holdfast/config';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { refusalMessage } from '../messages.js';
+import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
 import { planFor } from '../plan.js';
 import { run } from '../scripts.js';
@@ -122,6 +122,7 @@ export async function admit(
   );
   // The authority enforces the ceilings too; the edge has already clamped to them.
   const max = Math.min(req.maxTokens, useCase.maxTokens, model.maxOutputTokens);
+  const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const spec = plan.json({
     resId: req.reservationId,
     keyId: req.keyId ?? '',
@@ -130,7 +131,7 @@ export async function admit(
     mode: tenant.mode,
     prompt: req.promptTokens,
     max,
-    minOut: Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max),
+    minOut,
     leaseMs: req.leaseMs ?? tenant.leaseMs,
     price: [model.pricePico.input, model.pricePico.output, model.pricePico.cachedInput],
     eventId: randomUUID(),
@@ -184,6 +185,9 @@ export async function admit(
       inFlight: Number(r[7]),
       maxInFlight: tenant.maxInFlight,
       reservationId: req.reservationId,
+      promptTokens: req.promptTokens,
+      maxTokens: max,
+      ...shrinkFacts(tenant.mode, minOut, model.pricePico),
     }),
     {
       retryAfterSeconds: retry < 0 ? null : retry,

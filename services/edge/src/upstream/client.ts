@@ -32,11 +32,33 @@ class DeadlineExceeded extends Error {
  * the prompt, so the edge never retries those and settles what may have been used.
  */
 export type Failure =
-  | { kind: 'status'; status: number; message: string; retryAfterMs: number | undefined }
+  | {
+      kind: 'status';
+      status: number;
+      message: string;
+      retryAfterMs: number | undefined;
+      /** Set on the call's last failure: what the edge did before giving up. */
+      retries?: RetryStory;
+    }
   | { kind: 'connect'; message: string }
   | { kind: 'timeout'; message: string }
   | { kind: 'dropped'; message: string }
   | { kind: 'aborted'; why: AbortWhy };
+
+/** What the edge did about 429/5xx answers before it gave up, for the client's error. */
+export interface RetryStory {
+  attempts: number;
+  /** Backoff waited between the attempts, in all. */
+  waitedMs: number;
+  /**
+   * Why it stopped: every retry used, a Retry-After longer than it waits (EDGE_RETRY_AFTER_CAP_MS),
+   * or an upstream set to no retries (maxRetries: 0).
+   */
+  stop: 'retries' | 'retry_after' | 'no_retries';
+  retryAfterCapMs: number;
+  /** The upstreams tried, in order. */
+  upstreams: string[];
+}
 
 export interface Opened {
   upstream: UpstreamConfig;
@@ -192,7 +214,20 @@ export class UpstreamClient {
   async #open(call: UpstreamCall): Promise<OpenResult> {
     let attempts = 0;
     let last: { failure: Failure; upstream: string } | undefined;
+    const story: RetryStory = {
+      attempts: 0,
+      waitedMs: 0,
+      stop: 'retries',
+      retryAfterCapMs: this.#o.retry.retryAfterCapMs,
+      upstreams: [],
+    };
+    // The call's last failure, with the story of its retries when the upstream refused it.
+    const told = (l: { failure: Failure; upstream: string }) =>
+      l.failure.kind === 'status'
+        ? { ...l, failure: { ...l.failure, retries: { ...story, attempts } } }
+        : l;
     for (const target of call.targets) {
+      story.upstreams.push(target.id);
       for (let retry = 0; retry <= target.maxRetries; retry++) {
         attempts++;
         const result = await this.#attempt(call, target);
@@ -205,12 +240,19 @@ export class UpstreamClient {
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
           return { ok: false, ...last, sent: false, attempts };
         }
-        if (retry === target.maxRetries) break;
+        if (retry === target.maxRetries) {
+          story.stop = target.maxRetries === 0 ? 'no_retries' : 'retries';
+          break;
+        }
         const asked = f.kind === 'status' ? f.retryAfterMs : undefined;
         const delay = retryDelayMs(retry, asked, this.#o.retry);
-        if (delay === undefined) break;
+        if (delay === undefined) {
+          story.stop = 'retry_after';
+          break;
+        }
         const reason = f.kind === 'status' ? String(f.status) : 'connect';
         this.#o.metrics.upstreamRetries.inc({ upstream: target.id, reason });
+        story.waitedMs += delay;
         try {
           await sleep(delay, undefined, { signal: call.signal });
         } catch {
@@ -219,7 +261,7 @@ export class UpstreamClient {
       }
     }
     if (!last) throw new Error('model has no upstream');
-    return { ok: false, ...last, sent: false, attempts };
+    return { ok: false, ...told(last), sent: false, attempts };
   }
 
   async #attempt(
