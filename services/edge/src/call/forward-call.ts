@@ -82,6 +82,7 @@ export async function forwardCall<B>(
       targets,
       signal: call.live.signal,
       stream: adapter.streamUpstream,
+      requestId: call.hold.reservationId,
     });
     if (!result.ok) {
       closeFailedOpen(call.hold, result.failure, result.sent, call.promptTokens);

@@ -83,6 +83,11 @@ export interface UpstreamCall {
   /** Aborted by the edge (client gone, tenant suspended, output limit). */
   signal: AbortSignal;
   stream: boolean;
+  /**
+   * Sent as `x-client-request-id` (OpenAI's correlation header): the reservation id, so a
+   * provider's logs and Holdfast's books can be matched call by call.
+   */
+  requestId?: string;
 }
 
 export interface UpstreamClientOptions {
@@ -288,6 +293,7 @@ export class UpstreamClient {
       accept: call.stream ? 'text/event-stream' : 'application/json',
       'user-agent': 'holdfast-edge',
     };
+    if (call.requestId) headers['x-client-request-id'] = call.requestId;
     const apiKey = target.apiKeyEnv ? env[target.apiKeyEnv] : undefined;
     if (apiKey) headers.authorization = `Bearer ${apiKey}`;
     logger.debug({ upstream: target.id, url, headers }, 'upstream request');
