@@ -104,7 +104,16 @@ export function startCall(
     { type: admission.limit },
   );
   state.finished(
-    record(state.requestId(), clientRequestId(reply), info, 'rate_limited', NOTHING, 0, undefined, null),
+    record(
+      state.requestId(),
+      clientRequestId(reply),
+      info,
+      'rate_limited',
+      NOTHING,
+      0,
+      undefined,
+      null,
+    ),
     false,
     false,
   );
