@@ -14,9 +14,9 @@ directly, interleaved over rounds. Prints a table and writes JSON.
   --completion-tokens tokens in each reply of the mock (16)
   --out PATH          where the JSON goes (default .tmp/bench-stack/<time>.json)
   --against PATH      a previous JSON to compare with
+  --medians PATHS     no run: print the medians of earlier runs' JSON (a.json,b.json,c.json)
   --cpu-prof NAMES    services to run with node --cpu-prof (e.g. edge,authority); profiles land
                       in the run's data dir, which is then kept
-  --log-level LEVEL   the services' LOG_LEVEL (info, as pnpm stack)
   --keep              keep the run's data dir (NATS store, Redis AOF, ClickHouse data)
   --help
 `;
@@ -38,10 +38,10 @@ const Flags = z.object({
   completionTokens: z.coerce.number().int().min(1).max(4096).default(16),
   out: z.string().min(1).optional(),
   against: z.string().min(1).optional(),
+  medians: csv().optional(),
   cpuProf: csv()
     .pipe(z.array(z.enum(PROFILED)))
     .default([]),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   keep: z.boolean().default(false),
   help: z.boolean().default(false),
 });
@@ -60,8 +60,8 @@ export function parseFlags(argv: string[]): Flags {
       'completion-tokens': { type: 'string' },
       out: { type: 'string' },
       against: { type: 'string' },
+      medians: { type: 'string' },
       'cpu-prof': { type: 'string' },
-      'log-level': { type: 'string' },
       keep: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -72,7 +72,6 @@ export function parseFlags(argv: string[]): Flags {
     ...values,
     completionTokens: values['completion-tokens'],
     cpuProf: values['cpu-prof'],
-    logLevel: values['log-level'],
   });
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`);

@@ -5,6 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { REPO_ROOT } from '@holdfast/stack';
 import { parseFlags, USAGE, type Flags } from './flags.js';
 import { LoadGenerator } from './load/driver.js';
+import { renderMedians } from './medians.js';
 import { NatsMonitor } from './nats-monitor.js';
 import { plan, runPhase, type PhaseDeps, type PhaseResult, type PhaseSpec } from './phase.js';
 import { readEarlier, renderComparison, SCHEMA, type BenchResult } from './result.js';
@@ -89,6 +90,10 @@ if (flags.help) {
   process.exit(0);
 }
 const cwd = process.env.INIT_CWD ?? process.cwd();
+if (flags.medians) {
+  say(await renderMedians(flags.medians.map((p) => resolve(cwd, p))));
+  process.exit(0);
+}
 const startedAt = new Date();
 const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
 const dir = join(BENCH_DIR, `run-${stamp}`);
@@ -98,10 +103,9 @@ const loadAverage = loadavg()[0]!;
 const cores = availableParallelism();
 
 say(`bench:stack: starting the stack in ${dir} (load average ${loadAverage.toFixed(2)})`);
-const { group, started } = await startBenchStack({
+const { group, started, tail } = await startBenchStack({
   dir,
   completionTokens: flags.completionTokens,
-  logLevel: flags.logLevel,
   cpuProf: flags.cpuProf,
 });
 const load = new LoadGenerator();
@@ -124,12 +128,10 @@ let code = 0;
 try {
   const stack = await started;
   await load.ready;
-  // A process that dies mid-run ends the run, with its last lines.
+  // A process that dies mid-run ends the run (its last lines are printed below).
   const died = group.firstExit().then(({ name, exit }) => {
     if (stopping) return [];
-    throw new Error(
-      `${name} exited (${exit.signal ?? `code ${exit.code}`}):\n  ${stack.tail(name).join('\n  ')}`,
-    );
+    throw new Error(`${name} exited (${exit.signal ?? `code ${exit.code}`}) during the run`);
   });
   died.catch(() => undefined);
   const phases = await Promise.race([measure(flags, stack, load), died]);
@@ -160,6 +162,9 @@ try {
   if (flags.cpuProf.length > 0) say(`CPU profiles (on exit): ${join(dir, 'profiles')}`);
 } catch (err) {
   process.stderr.write(`bench:stack failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  for (const p of group.processes.filter((x) => !x.running)) {
+    process.stderr.write(`last lines of ${p.name}:\n  ${tail(p.name).join('\n  ')}\n`);
+  }
   code = 1;
 }
 await stopAll();

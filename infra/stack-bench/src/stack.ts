@@ -33,7 +33,6 @@ export interface StackOptions {
   /** The run's data dir (NATS store, Redis AOF, ClickHouse data, profiles). */
   dir: string;
   completionTokens: number;
-  logLevel: string;
   /** Services started with `node --cpu-prof` (profiles in `<dir>/profiles`). */
   cpuProf: readonly string[];
 }
@@ -45,8 +44,6 @@ export interface BenchStack {
   redisUrl: string;
   natsMonitorUrl: string;
   group: ProcessGroup;
-  /** The last lines each process wrote (what a failure report shows). */
-  tail(name: string): string[];
 }
 
 /** Keeps the last `size` lines of each process and drops the rest (the edge logs every call). */
@@ -73,8 +70,13 @@ class BenchGroup extends ProcessGroup {
 
   override start(spec: ProcessSpec): ReturnType<ProcessGroup['start']> {
     if (!this.profiled.includes(spec.name)) return super.start(spec);
-    const flags = `--cpu-prof --cpu-prof-dir=${this.profileDir} --cpu-prof-name=${spec.name}.cpuprofile`;
-    return super.start({ ...spec, env: { ...spec.env, NODE_OPTIONS: flags } });
+    // Node does not take --cpu-prof from NODE_OPTIONS: the services run as `node <entry>`.
+    const flags = [
+      '--cpu-prof',
+      `--cpu-prof-dir=${this.profileDir}`,
+      `--cpu-prof-name=${spec.name}.cpuprofile`,
+    ];
+    return super.start({ ...spec, args: [...flags, ...spec.args] });
   }
 }
 
@@ -84,9 +86,12 @@ class BenchGroup extends ProcessGroup {
  * the mock at zero latency replying `completionTokens` tokens, and NATS monitoring on.
  * The caller stops `group` (also when this throws).
  */
-export async function startBenchStack(
-  o: StackOptions,
-): Promise<{ group: ProcessGroup; started: Promise<BenchStack> }> {
+export async function startBenchStack(o: StackOptions): Promise<{
+  group: ProcessGroup;
+  started: Promise<BenchStack>;
+  /** The last lines each process wrote (what a failure report shows). */
+  tail: (name: string) => string[];
+}> {
   const ports = {
     EDGE_PORT: await freePort(),
     MOCK_UPSTREAM_PORT: await freePort(),
@@ -108,7 +113,8 @@ export async function startBenchStack(
     MOCK_UPSTREAM_FIRST_TOKEN_MS: '0',
     MOCK_UPSTREAM_TOKEN_DELAY_MS: '0',
     MOCK_UPSTREAM_COMPLETION: `fixed:${o.completionTokens}`,
-    LOG_LEVEL: o.logLevel,
+    // As pnpm stack runs it; the services also log "ready" at info, which the stack waits for.
+    LOG_LEVEL: 'info',
   });
   const settings = loadSettings(source);
   const profileDir = join(o.dir, 'profiles');
@@ -129,8 +135,7 @@ export async function startBenchStack(
       redisUrl: stack.state.urls.redis,
       natsMonitorUrl: `http://127.0.0.1:${ports.HOLDFAST_NATS_MONITOR_PORT}`,
       group,
-      tail: logs.tail,
     };
   });
-  return { group, started };
+  return { group, started, tail: logs.tail };
 }
