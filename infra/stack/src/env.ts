@@ -28,6 +28,10 @@ const StackEnv = z.object({
   NATS_URL: z.string().min(1).optional(),
   REDIS_URL: z.url().optional(),
   CLICKHOUSE_URL: z.url().optional(),
+  /** Set: nats-server serves its monitoring endpoints (/varz, /connz, /jsz) on this port. */
+  HOLDFAST_NATS_MONITOR_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  /** true: NATS, Redis and ClickHouse on free ports, not 4222 / 6379 / 8123 and 9000. */
+  HOLDFAST_STACK_FREE_PORTS: env.bool(false),
   EDGE_PORT: env.port(8080),
   MOCK_UPSTREAM_PORT: env.port(8089),
   AUTHORITY_OPS_PORT: env.port(9101),

@@ -88,7 +88,13 @@ export async function startStack(
   const admin = await stackAdminToken(dir, env.EDGE_ADMIN_TOKEN);
 
   const host = env.HOLDFAST_STACK_HOST;
-  const ctx: InfraContext = { dir, host, group };
+  const ctx: InfraContext = {
+    dir,
+    host,
+    group,
+    natsMonitorPort: env.HOLDFAST_NATS_MONITOR_PORT,
+    freePorts: env.HOLDFAST_STACK_FREE_PORTS,
+  };
   const infra = async (given: string | undefined, start: typeof startNats) => {
     if (given) return { url: given, started: false, note: undefined };
     const server = await start(ctx);
