@@ -50,6 +50,7 @@ describe('drift audit: compare', () => {
   it('reports zero drift when ClickHouse sums match, summing teams into their org windows', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [
         tenant('acme', null, 300, 120, [w('acme', 'month-tokens', 300)]),
         tenant('team-a', 'acme', 100, 50, [
@@ -79,6 +80,7 @@ describe('drift audit: compare', () => {
   it('shows missing and extra usage as signed drift, per counter and unit', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [
         tenant('team-a', null, 1_000, 500, [
           w('team-a', 'day-tokens', 1_000),
@@ -104,6 +106,7 @@ describe('drift audit: compare', () => {
     // The experiment's team and a team removed from acme: billed, then gone from the config.
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [
         tenant('acme', null, 300, 120, [w('acme', 'month-tokens', 300)]),
         tenant('team-a', 'acme', 100, 50, [w('acme', 'month-tokens', 300)]),
@@ -127,6 +130,7 @@ describe('drift audit: compare', () => {
   it('a team moved between orgs counts for each org where it was billed', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [
         tenant('old-org', null, 40, 0, []),
         tenant('new-org', null, 60, 0, []),
@@ -144,6 +148,7 @@ describe('drift audit: compare', () => {
   it('uses the calendar month bound for calendar budgets', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [tenant('t', null, 500, 0, [w('t', 'month-tokens', 200)])],
     };
     const s = sums('t', 500, 0, { month: 500, month_calendar: 200 });

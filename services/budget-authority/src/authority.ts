@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { watchFile, unwatchFile } from 'node:fs';
 import {
   AdmitRequest,
+  CapacityReportRequest,
   ConfigApplyRequest,
   ConfigGetRequest,
   ExtendRequest,
@@ -22,6 +23,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
 import { ClosesConsumer } from './closes-consumer.js';
+import { reportCapacity } from './capacity.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
@@ -124,6 +126,9 @@ export class Authority {
     this.#serve('settle', SettleRequest, (req) => settle(ctx, req));
     this.#serve('release', ReleaseRequest, (req) => release(ctx, req));
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
+    this.#serve('capacity.report', CapacityReportRequest, async (req) =>
+      Ok({ recorded: await reportCapacity(ctx, req) }),
+    );
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
     // Always the stored version, not this replica's cache: a read-modify-write (admin API)

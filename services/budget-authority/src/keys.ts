@@ -50,6 +50,18 @@ export class Keys {
   refusals(org: string): string {
     return `${this.#org(org)}:refusals`;
   }
+  /**
+   * An upstream's capacity window (or a model's on it). Tagged by the upstream, not an org:
+   * tenants of every org share it, so it is a second slot beside the org's (docs/budgets.md).
+   */
+  capacity(upstream: string, model: string | null): string {
+    const base = `${this.prefix}:{cap:${upstream}}`;
+    return model === null ? `${base}:w` : `${base}:m:${model}:w`;
+  }
+  /** What one reservation took of an upstream's capacity (kept two minutes). */
+  capacityRecord(upstream: string, reservationId: string): string {
+    return `${this.prefix}:{cap:${upstream}}:r:${reservationId}`;
+  }
   outbox(org: string): string {
     return `${this.#org(org)}:outbox`;
   }

@@ -87,5 +87,7 @@ export function refusalMessage(f: RefusalFacts): string {
       return `Model "${f.model ?? ''}" is not allowed for use case "${f.useCase ?? ''}" of team ${f.tenant}.`;
     case 'reservation_closed':
       return `Reservation ${f.reservationId ?? ''} was already closed.`;
+    case 'upstream_capacity':
+      return `Every upstream of model "${f.model ?? ''}" is at the capacity team ${f.tenant}'s priority may use. This is the provider's limit, not the team's budget: retry shortly.`;
   }
 }

@@ -35,9 +35,25 @@ export const TenantUsage = z.object({
 });
 export type TenantUsage = z.infer<typeof TenantUsage>;
 
+/** An upstream's (or a model's) declared capacity and what the last minute used of it. */
+export const CapacityUsage = z.object({
+  upstream: z.string(),
+  /** null: the upstream's own limits; else this model's on it. */
+  model: z.string().nullable(),
+  tokensPerMinute: z.int().min(0).nullable(),
+  requestsPerMinute: z.int().min(0).nullable(),
+  tokens: z.int(),
+  requests: z.int(),
+  /** Until when the provider said it refuses calls (its 429), if it did. */
+  blockedUntil: z.iso.datetime().nullable(),
+});
+export type CapacityUsage = z.infer<typeof CapacityUsage>;
+
 export const UsageReply = z.object({
   time: z.iso.datetime(),
   tenants: z.array(TenantUsage),
+  /** Declared upstream capacity (read when every tenant is asked for). */
+  capacity: z.array(CapacityUsage).default([]),
 });
 export type UsageReply = z.infer<typeof UsageReply>;
 
@@ -88,6 +104,17 @@ export const DeclaredConfig = z.object({
   time: z.iso.datetime(),
 });
 export type DeclaredConfig = z.infer<typeof DeclaredConfig>;
+
+/** What a provider said of its limits: a 429's Retry-After, or the tokens it has left. */
+export const CapacityReportRequest = z.strictObject({
+  upstream: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/),
+  model: z.string().max(128).optional(),
+  retryAfterMs: z.int().min(0).max(3_600_000).optional(),
+  remainingTokens: z.int().min(0).max(1e12).optional(),
+  resetMs: z.int().min(0).max(3_600_000).optional(),
+});
+export type CapacityReportRequest = z.infer<typeof CapacityReportRequest>;
+export const CapacityReportReply = z.object({ recorded: z.boolean() });
 
 export const ConfigGetRequest = z.strictObject({});
 export const ConfigGetReply = z.object({

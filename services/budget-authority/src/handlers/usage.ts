@@ -6,6 +6,7 @@ import { planFor } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
+import { capacityUsage } from '../capacity.js';
 
 async function tenantUsage(
   ctx: HandlerContext,
@@ -81,5 +82,16 @@ export async function usage(
     return { now, tenants: await Promise.all(tenants.map((t) => tenantUsage(ctx, t, now))) };
   });
   if (!result.ok) return result;
-  return Ok({ time: new Date(result.value.now).toISOString(), tenants: result.value.tenants });
+  const capacity =
+    req.tenant === undefined
+      ? await capacityUsage(ctx).catch((err: unknown) => {
+          ctx.logger.warn({ err }, 'capacity not read');
+          return [];
+        })
+      : [];
+  return Ok({
+    time: new Date(result.value.now).toISOString(),
+    tenants: result.value.tenants,
+    capacity,
+  });
 }

@@ -74,6 +74,7 @@ export async function runCall<B>(
       promptTokens,
       clamp,
       extensible: adapter.extensible,
+      signal: live.signal,
     });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
@@ -151,6 +152,7 @@ async function admitCall(
     promptTokens: number;
     clamp: Clamp;
     extensible: boolean;
+    signal: AbortSignal;
   },
 ): Promise<Admission> {
   const caller = request.caller!;
@@ -173,6 +175,7 @@ async function admitCall(
       promptTokens: call.promptTokens,
       maxTokens: call.clamp.maxTokens,
       extensible: call.extensible,
+      signal: call.signal,
     },
   );
   if (!result.ok) return result;

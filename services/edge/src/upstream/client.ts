@@ -5,7 +5,13 @@ import type { Logger } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { UpstreamRetry, UpstreamTimeouts } from '../config.js';
 import type { EdgeMetrics } from '../metrics.js';
-import { isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
+import {
+  isRetryableStatus,
+  limitsSeen,
+  retryAfterMs,
+  retryDelayMs,
+  type LimitsSeen,
+} from './retry.js';
 
 /** Why the edge itself ended a call early. */
 export type AbortWhy = 'client_disconnected' | 'suspended' | 'output_limit' | 'budget_exhausted';
@@ -97,6 +103,12 @@ export interface UpstreamClientOptions {
   retry: UpstreamRetry;
   /** Where upstream API keys are read (`apiKeyEnv`); process.env in production. */
   env: NodeJS.ProcessEnv;
+  /**
+   * Told what an upstream with a declared capacity said of its limits: every 429 (with its
+   * Retry-After), and the tokens it says it has left on a response, so the gateway stops
+   * sending what the provider would refuse.
+   */
+  onLimits?: (upstream: UpstreamConfig, seen: LimitsSeen) => void;
 }
 
 const CONNECT_CODES = new Set([
@@ -313,6 +325,13 @@ export class UpstreamClient {
         { upstream: target.id, outcome: String(res.statusCode) },
         seconds(),
       );
+      if (target.capacity && this.#o.onLimits) {
+        const seen =
+          res.statusCode === 429
+            ? { ...limitsSeen(res.headers), retryAfterMs: retryAfterMs(res.headers) ?? 1_000 }
+            : limitsSeen(res.headers);
+        if (seen) this.#o.onLimits(target, seen);
+      }
       if (res.statusCode >= 200 && res.statusCode < 300) {
         return {
           ok: true,
