@@ -10,6 +10,8 @@ export default tseslint.config(
       '**/node_modules/**',
       'vitest.config.ts',
       'eslint.config.mjs',
+      // pnpm's install hook: CommonJS, outside every tsconfig.
+      '.pnpmfile.cjs',
     ],
   },
   js.configs.recommended,

@@ -51,6 +51,13 @@ const HOLDFAST = {
   edge: { dir: 'services/edge', port: '8080', portVar: 'EDGE_PORT' },
 } as const;
 
+/** Runs the edge's compose command in a shell with `exec node` replaced by `instead`. */
+function edgeShell(env: Record<string, string>, instead: string): string {
+  const edge = composeConfig(env).edge!;
+  const script = edge.command![2]!.replaceAll('$$', '$').replace('exec node dist/main.js', instead);
+  return spawnSync('sh', ['-c', script], { env: edge.environment, encoding: 'utf8' }).stdout.trim();
+}
+
 describe('docker-compose.yml', () => {
   const services = composeConfig();
 
@@ -115,15 +122,8 @@ describe('docker-compose.yml', () => {
   });
 
   it('sends the edge to the mock, to the provider when only its key is set, or to its *_BASE_URL', () => {
-    // Run the edge's command in a shell with `exec node` replaced by printing the choice.
-    const upstream = (env: Record<string, string>, variable = 'OPENAI_BASE_URL') => {
-      const edge = composeConfig(env).edge!;
-      const script = edge
-        .command![2]!.replaceAll('$$', '$')
-        .replace('exec node dist/main.js', `echo "$${variable}"`);
-      const run = spawnSync('sh', ['-c', script], { env: edge.environment, encoding: 'utf8' });
-      return run.stdout.trim();
-    };
+    const upstream = (env: Record<string, string>, variable = 'OPENAI_BASE_URL') =>
+      edgeShell(env, `echo "$${variable}"`);
     expect(upstream({ OPENAI_API_KEY: '', OPENAI_BASE_URL: '' })).toBe(
       'http://mock-upstream:8089/v1',
     );
@@ -140,6 +140,15 @@ describe('docker-compose.yml', () => {
     );
     expect(claude({ ANTHROPIC_API_KEY: 'sk-ant', ANTHROPIC_BASE_URL: '' })).toBe(
       'https://api.anthropic.com',
+    );
+  });
+
+  it('turns the admin API on with EDGE_ADMIN_TOKEN, and an empty one means none', () => {
+    const token = (env: Record<string, string>) =>
+      edgeShell(env, 'echo "${EDGE_ADMIN_TOKEN-unset}"');
+    expect(token({ EDGE_ADMIN_TOKEN: '' })).toBe('unset');
+    expect(token({ EDGE_ADMIN_TOKEN: 'an-admin-token-of-24-chars' })).toBe(
+      'an-admin-token-of-24-chars',
     );
   });
 });

@@ -41,7 +41,13 @@ describe('infra/docker/Dockerfile', () => {
   const args = (op: string) => df.instructions.filter((i) => i.op === op).map((i) => i.args);
 
   it('copies only what exists in the build context, and keeps host builds out of it', () => {
-    expect(df.contextSources).toEqual(['pnpm-lock.yaml', 'pnpm-workspace.yaml', '.npmrc', '.']);
+    expect(df.contextSources).toEqual([
+      'pnpm-lock.yaml',
+      'pnpm-workspace.yaml',
+      '.npmrc',
+      '.pnpmfile.cjs',
+      '.',
+    ]);
     for (const src of df.contextSources)
       expect(existsSync(resolve(REPO_ROOT, src)), src).toBe(true);
     const ignored = readFileSync(resolve(REPO_ROOT, '.dockerignore'), 'utf8').split('\n');

@@ -1,32 +1,12 @@
-import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { natsNamesToEnv } from '@holdfast/config';
 import { AuthorityClient } from '@holdfast/runtime';
-import { REPO_ROOT } from '@holdfast/stack';
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import type { ExperimentResult } from '../experiment/experiment.js';
 import { startStackProcess } from './stack-process.js';
-
-const EXPERIMENT_MAIN = resolve(REPO_ROOT, 'test/dist/experiment/main.js');
-
-/** Variables that would point the experiment elsewhere than the stack's stack.json. */
-const TARGETING =
-  /^(NATS_URL|HOLDFAST_EDGE_URL|HOLDFAST_MOCK_URL|HOLDFAST_EVENTS_|HOLDFAST_AUTHORITY_)/;
-
-function runExperiment(args: string[], stackDir: string): Promise<{ code: number; out: string }> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !TARGETING.test(k)));
-  return new Promise((done) => {
-    const child = spawn(process.execPath, [EXPERIMENT_MAIN, ...args], {
-      env: { ...env, HOLDFAST_STACK_DIR: stackDir },
-    });
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    child.once('exit', (code) => done({ code: code ?? -1, out }));
-  });
-}
+import { node } from './tools.js';
 
 test('pnpm experiment, fast mode, against a running stack: reserve never bills above the budget, post overshoots, the stack gets its config back', async ({
   natsUrl,
@@ -59,7 +39,8 @@ test('pnpm experiment, fast mode, against a running stack: reserve never bills a
 
     const json = join(stack.dir, 'experiment.json');
     const fast = ['--reps', '1', '--modes', 'post,reserve', '--workers', '16'];
-    const { code, out } = await runExperiment(
+    const { code, out } = await node(
+      'test/dist/experiment/main.js',
       [...fast, '--sweep', '26000', '--retry-after', '--json', json],
       stack.dir,
     );

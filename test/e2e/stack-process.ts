@@ -20,16 +20,20 @@ export interface StackProcess {
   exited: Promise<number | NodeJS.Signals>;
   /** Ctrl-C: SIGINT to the runner, then wait for it to exit. */
   interrupt(): Promise<number | NodeJS.Signals>;
-  /** Stops the runner if it still runs and removes its data dir. */
+  /** Stops the runner if it still runs and removes its data dir (unless the caller gave it). */
   cleanup(): Promise<void>;
 }
 
 /**
  * Runs `pnpm stack`'s runner as a real child process on free service ports with its own data
- * dir, and waits for its summary. `env` adds variables (infra URLs, NATS names, ...).
+ * dir, and waits for its summary. `env` adds variables (infra URLs, NATS names, ...). With
+ * `o.dir` it runs from that data dir (a restart) and leaves the dir to the caller.
  */
-export async function startStackProcess(env: Record<string, string> = {}): Promise<StackProcess> {
-  const dir = await mkdtemp(join(tmpdir(), 'holdfast-stack-'));
+export async function startStackProcess(
+  env: Record<string, string> = {},
+  o: { dir?: string } = {},
+): Promise<StackProcess> {
+  const dir = o.dir ?? (await mkdtemp(join(tmpdir(), 'holdfast-stack-')));
   const base = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !STRIPPED.includes(k)),
   );
@@ -58,7 +62,7 @@ export async function startStackProcess(env: Record<string, string> = {}): Promi
   const cleanup = async () => {
     if (!gone) child.kill('SIGINT');
     await exited;
-    await rm(dir, { recursive: true, force: true });
+    if (!o.dir) await rm(dir, { recursive: true, force: true });
   };
   const running = () => lines.some((l) => l.startsWith('Holdfast is running'));
   try {

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
-import { natsNames, natsNamesEnv } from '@holdfast/config';
+import { natsNames, natsNamesEnv, stackDir } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
-import { DEFAULT_STACK_DIR, readStackState } from '@holdfast/stack';
+import { readStackState } from '@holdfast/stack';
 import { z } from 'zod';
 import type { ExperimentOptions } from './experiment.js';
 import { MODES, type Mode } from './run-config.js';
@@ -79,7 +79,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
     if (!(MODES as readonly string[]).includes(m)) throw new Error(`--modes: unknown mode ${m}`);
     return m as Mode;
   });
-  const stack = readStackState(env.HOLDFAST_STACK_DIR ?? DEFAULT_STACK_DIR);
+  const stack = readStackState(stackDir(env));
   const mockUrl = values['mock-url'] ?? env.HOLDFAST_MOCK_URL ?? stack?.urls.mock;
   const fromStack = z.object(natsNamesEnv).parse({ ...stack?.natsNames, ...withoutEmpty(env) });
   const [reps] = ints('reps', values.reps);

@@ -26,8 +26,15 @@ export interface CallInfo extends Pick<
 
 const BILLED: readonly Outcome[] = ['completed', 'aborted', 'dropped', 'error_stream'];
 
+/** The `x-client-request-id` a caller sent (OpenAI's correlation header), if any. */
+function clientRequestId(reply: FastifyReply): string | null {
+  const v = reply.request.headers['x-client-request-id'];
+  return typeof v === 'string' ? v.slice(0, 128) : null;
+}
+
 function record(
   id: string,
+  clientId: string | null,
   info: CallInfo,
   outcome: Outcome,
   billed: Billed,
@@ -39,6 +46,7 @@ function record(
   return {
     id,
     ...rest,
+    clientRequestId: clientId,
     ...billed,
     actual: { promptTokens: prompt.tokens, completionTokens: actualCompletion },
     outcome,
@@ -96,7 +104,16 @@ export function startCall(
     { type: admission.limit },
   );
   state.finished(
-    record(state.requestId(), info, 'rate_limited', NOTHING, 0, undefined, null),
+    record(
+      state.requestId(),
+      clientRequestId(reply),
+      info,
+      'rate_limited',
+      NOTHING,
+      0,
+      undefined,
+      null,
+    ),
     false,
     false,
   );
@@ -258,6 +275,7 @@ export class ModelCall {
     this.state.finished(
       record(
         this.id,
+        clientRequestId(this.reply),
         this.info,
         outcome,
         usage,

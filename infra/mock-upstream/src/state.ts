@@ -68,6 +68,8 @@ export interface RequestRecord extends Billed {
   candidates: number;
   /** OpenAI `user`, Anthropic `metadata.user_id`. */
   endUser: string | null;
+  /** The caller's `x-client-request-id` header (a gateway's id for the call), if any. */
+  clientRequestId: string | null;
   actual: { promptTokens: number; completionTokens: number };
   outcome: Outcome;
   failure: FailureKind | null;

@@ -1,13 +1,13 @@
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { env, parseEnv } from '@holdfast/config';
+import { DEFAULT_STACK_DIR, env, parseEnv, stackDir } from '@holdfast/config';
 import { z } from 'zod';
 
 /** The repository root (this file is infra/stack/{src,dist}/env.*). */
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** Where the stack keeps its data unless HOLDFAST_STACK_DIR says otherwise. */
-export const DEFAULT_STACK_DIR = resolve(REPO_ROOT, '.tmp/stack');
+export { DEFAULT_STACK_DIR };
 
 /** The example config: the teams of seeds/000 and demo keys, the mock as upstream. */
 export const EXAMPLE_CONFIG = resolve(REPO_ROOT, 'infra/config/holdfast.example.yaml');
@@ -17,7 +17,10 @@ export const EXAMPLE_CONFIG = resolve(REPO_ROOT, 'infra/config/holdfast.example.
  * ...) is also passed through to the processes, so the services read them as usual.
  */
 const StackEnv = z.object({
-  /** Data of the infra the stack starts (JetStream store, Redis AOF, ClickHouse) and stack.json. */
+  /**
+   * Data of the infra the stack starts (JetStream store, Redis AOF, ClickHouse), stack.json
+   * and the admin token.
+   */
   HOLDFAST_STACK_DIR: z.string().min(1).optional(),
   /** Config file applied by the authority. */
   HOLDFAST_CONFIG: z.string().min(1).optional(),
@@ -25,6 +28,10 @@ const StackEnv = z.object({
   NATS_URL: z.string().min(1).optional(),
   REDIS_URL: z.url().optional(),
   CLICKHOUSE_URL: z.url().optional(),
+  /** Set: nats-server serves its monitoring endpoints (/varz, /connz, /jsz) on this port. */
+  HOLDFAST_NATS_MONITOR_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
+  /** true: NATS, Redis and ClickHouse on free ports, not 4222 / 6379 / 8123 and 9000. */
+  HOLDFAST_STACK_FREE_PORTS: env.bool(false),
   EDGE_PORT: env.port(8080),
   MOCK_UPSTREAM_PORT: env.port(8089),
   AUTHORITY_OPS_PORT: env.port(9101),
@@ -38,6 +45,8 @@ const StackEnv = z.object({
   /** The same for the `claude` upstream (Anthropic's Messages API). */
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
   ANTHROPIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
+  /** The edge's admin token; unset: the stack makes one and keeps it in `<dir>/admin-token`. */
+  EDGE_ADMIN_TOKEN: z.string().min(16).optional(),
   /** Colours in the prefixes (default: when stdout is a terminal). */
   NO_COLOR: z.string().optional(),
 });
@@ -66,7 +75,7 @@ export function loadSettings(source: NodeJS.ProcessEnv = process.env): StackSett
   }
   return {
     env: parsed,
-    dir: parsed.HOLDFAST_STACK_DIR ? abs(parsed.HOLDFAST_STACK_DIR) : DEFAULT_STACK_DIR,
+    dir: stackDir({ ...cleaned, INIT_CWD: cwd }),
     configPath: parsed.HOLDFAST_CONFIG ? abs(parsed.HOLDFAST_CONFIG) : EXAMPLE_CONFIG,
     childEnv,
   };

@@ -18,6 +18,10 @@ export interface InfraContext {
   dir: string;
   host: string;
   group: ProcessGroup;
+  /** nats-server's monitoring port (`-m`), when one is wanted. */
+  natsMonitorPort?: number | undefined;
+  /** true: free ports for every server, never the usual ones (a bench beside a dev stack). */
+  freePorts?: boolean;
 }
 
 function requireBinary(names: string[], install: string, env: string): string {
@@ -43,11 +47,14 @@ export async function startNats(ctx: InfraContext): Promise<StartedServer> {
   const bin = requireBinary(['nats-server'], 'apt-get install -y nats-server', 'NATS_URL');
   const store = join(ctx.dir, 'nats');
   await mkdir(store, { recursive: true });
-  const { port, note } = await usualOrFreePort(4222);
+  const { port, note } = await usualOrFreePort(4222, ctx.freePorts);
   const proc = await ctx.group.start({
     name: 'nats',
     command: bin,
-    args: ['-a', ctx.host, '-p', String(port), '-js', '-sd', store],
+    args: [
+      ...['-a', ctx.host, '-p', String(port), '-js', '-sd', store],
+      ...(ctx.natsMonitorPort === undefined ? [] : ['-m', String(ctx.natsMonitorPort)]),
+    ],
     ready: { probe: () => tcpAnswers(ctx.host, port) },
     readyTimeoutMs: 15_000,
     stopSignal: 'SIGINT',
@@ -61,7 +68,7 @@ export async function startRedis(ctx: InfraContext): Promise<StartedServer> {
   const bin = requireBinary(['redis-server'], 'apt-get install -y redis-server', 'REDIS_URL');
   const data = join(ctx.dir, 'redis');
   await mkdir(data, { recursive: true });
-  const { port, note } = await usualOrFreePort(6379);
+  const { port, note } = await usualOrFreePort(6379, ctx.freePorts);
   const proc = await ctx.group.start({
     name: 'redis',
     command: bin,
@@ -95,8 +102,8 @@ export async function startClickHouse(ctx: InfraContext): Promise<StartedServer>
   );
   const dir = join(ctx.dir, 'clickhouse');
   await mkdir(join(dir, 'log'), { recursive: true });
-  const http = await usualOrFreePort(8123);
-  const tcp = await usualOrFreePort(9000);
+  const http = await usualOrFreePort(8123, ctx.freePorts);
+  const tcp = await usualOrFreePort(9000, ctx.freePorts);
   const configFile = join(dir, 'config.xml');
   await writeFile(
     configFile,

@@ -11,10 +11,12 @@ export function portIsFree(port: number): Promise<boolean> {
   });
 }
 
-/** The usual port when it is free, else a free one (and says so). */
+/** The usual port when it is free (and wanted), else a free one (and says so). */
 export async function usualOrFreePort(
   usual: number,
+  anyPort = false,
 ): Promise<{ port: number; note: string | undefined }> {
+  if (anyPort) return { port: await freePort(), note: undefined };
   if (await portIsFree(usual)) return { port: usual, note: undefined };
   const port = await freePort();
   return { port, note: `${usual} is in use, took ${port}` };

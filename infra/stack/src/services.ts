@@ -27,6 +27,8 @@ export interface ServiceInputs {
   upstreamBaseUrl: string;
   /** ... and for its `baseUrlEnv: ANTHROPIC_BASE_URL` one. */
   anthropicBaseUrl: string;
+  /** The edge's EDGE_ADMIN_TOKEN: the admin API is on in a stack. */
+  adminToken: string;
   /** The caller's environment (LOG_LEVEL, NATS names, tunables) passed to every service. */
   baseEnv: NodeJS.ProcessEnv;
 }
@@ -70,6 +72,7 @@ function serviceEnv(name: ServiceName, i: ServiceInputs): NodeJS.ProcessEnv {
         EDGE_HOST: host,
         OPENAI_BASE_URL: i.upstreamBaseUrl,
         ANTHROPIC_BASE_URL: i.anthropicBaseUrl,
+        EDGE_ADMIN_TOKEN: i.adminToken,
       };
   }
 }

@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import { loadConfigFile, natsNames, natsNamesEnv, natsNamesToEnv } from '@holdfast/config';
 import { z } from 'zod';
+import { stackAdminToken, type AdminToken } from './admin-token.js';
 import { demoKeys, type DemoKey } from './demo-keys.js';
 import type { StackSettings } from './env.js';
 import { startClickHouse, startNats, startRedis, type InfraContext } from './infra.js';
@@ -24,6 +25,7 @@ export interface RunningStack {
   /** The example config's `claude` upstream (Anthropic's API). */
   anthropic: UpstreamChoice;
   demoKeys: DemoKey[];
+  admin: AdminToken;
 }
 
 /** Every process the stack starts (when no infra URL is given), in start order. */
@@ -85,9 +87,16 @@ export async function startStack(
     }
   }
   await mkdir(dir, { recursive: true });
+  const admin = await stackAdminToken(dir, env.EDGE_ADMIN_TOKEN);
 
   const host = env.HOLDFAST_STACK_HOST;
-  const ctx: InfraContext = { dir, host, group };
+  const ctx: InfraContext = {
+    dir,
+    host,
+    group,
+    natsMonitorPort: env.HOLDFAST_NATS_MONITOR_PORT,
+    freePorts: env.HOLDFAST_STACK_FREE_PORTS,
+  };
   const infra = async (given: string | undefined, start: typeof startNats) => {
     if (given) return { url: given, started: false, note: undefined };
     const server = await start(ctx);
@@ -107,6 +116,7 @@ export async function startStack(
     configPath: settings.configPath,
     upstreamBaseUrl: upstream.baseUrl,
     anthropicBaseUrl: anthropic.baseUrl,
+    adminToken: admin.token,
     baseEnv: settings.childEnv,
   };
   for (const name of ['mock-upstream', 'authority', 'aggregator', 'alerter', 'edge'] as const) {
@@ -138,5 +148,6 @@ export async function startStack(
     upstream,
     anthropic,
     demoKeys: demoKeys(config),
+    admin,
   };
 }

@@ -1,5 +1,5 @@
 import { relative } from 'node:path';
-import { REPO_ROOT } from './env.js';
+import { DEFAULT_STACK_DIR, REPO_ROOT } from './env.js';
 import type { InfraEntry, RunningStack } from './stack.js';
 
 function infraLine(label: string, entry: InfraEntry): string {
@@ -12,17 +12,27 @@ function shown(path: string): string {
   return rel.startsWith('..') ? path : rel;
 }
 
-/** What a user needs once the stack is up: URLs, demo keys, and commands to try. */
+/**
+ * What a user needs once the stack is up: URLs, the admin token, demo keys, and commands to
+ * paste as they are (the real ports; `pnpm holdfast` and the audit find the stack themselves).
+ */
 export function summary(stack: RunningStack, dir: string): string {
   const { urls } = stack.state;
   const key = stack.demoKeys.find((k) => k.tenant === 'support-bot') ?? stack.demoKeys[0];
   const subject = `${stack.state.natsNames.HOLDFAST_EVENTS_PREFIX ?? 'holdfast.events'}.>`;
+  // The tools look in the default stack dir; another one has to be named.
+  const tool = dir === DEFAULT_STACK_DIR ? '' : `HOLDFAST_STACK_DIR=${dir} `;
+  const token = stack.admin.file
+    ? `${stack.admin.token}  (kept in ${shown(stack.admin.file)}; pnpm holdfast reads it)`
+    : 'EDGE_ADMIN_TOKEN, as you set it';
   const lines = [
     '',
     'Holdfast is running. Ctrl-C stops everything.',
     '',
     `  ${'edge (OpenAI API)'.padEnd(20)}${urls.edge}/v1  (Anthropic's: ${urls.edge})`,
-    `  ${'status page'.padEnd(20)}${urls.edge}/budgets`,
+    `  ${'status page'.padEnd(20)}${urls.edge}/budgets  (sign in: the admin token, or a team's key)`,
+    `  ${'admin API'.padEnd(20)}${urls.edge}/admin`,
+    `  ${'admin token'.padEnd(20)}${token}`,
     `  ${'model upstream'.padEnd(20)}${stack.upstream.describe}`,
     `  ${'claude upstream'.padEnd(20)}${stack.anthropic.describe}`,
     `  ${'mock upstream'.padEnd(20)}${urls.mock}  (/_mock/stats)`,
@@ -39,18 +49,22 @@ export function summary(stack: RunningStack, dir: string): string {
     lines.push('', 'Demo keys:');
     for (const k of stack.demoKeys) lines.push(`  ${k.key.padEnd(32)}${k.tenant}`);
   }
-  lines.push('', 'Try:');
+  lines.push('', 'Try (ready to paste):');
   if (key) {
     lines.push(
       `  curl ${urls.edge}/v1/chat/completions -H 'authorization: Bearer ${key.key}' \\`,
       `    -H 'content-type: application/json' \\`,
       `    -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello"}]}'`,
+      `  ${tool}pnpm holdfast events --tenant ${key.tenant}`,
+      `  ${tool}pnpm holdfast keys create --tenant ${key.tenant} --id my-key`,
     );
   }
   lines.push(
-    `  nats sub --server ${urls.nats} '${subject}'`,
+    `  ${tool}pnpm holdfast usage`,
     `  curl '${urls.clickhouse}/?query=SELECT+type,count()+FROM+${stack.state.clickhouseDatabase}.events_raw_v1+FINAL+GROUP+BY+type'`,
-    '  pnpm experiment',
+    `  ${tool}pnpm --filter @holdfast/billing-aggregator drift-audit`,
+    `  ${tool}pnpm experiment`,
+    `  nats sub --server ${urls.nats} '${subject}'   (with the nats CLI, if you have it)`,
     '',
   );
   return lines.join('\n');

@@ -1,5 +1,7 @@
 import { CliError } from './client.js';
 import { apply } from './commands/apply.js';
+import { diff } from './commands/diff.js';
+import { events } from './commands/events.js';
 import { keys } from './commands/keys.js';
 import { suspension } from './commands/tenants.js';
 import { usage } from './commands/usage.js';
@@ -9,8 +11,11 @@ import { EXIT } from './exit.js';
 export const USAGE = `holdfast: manage a Holdfast gateway through its edge's admin API
 
 Usage:
-  holdfast apply FILE [--expected-version N] [--dry-run]
-                                  validate a config file (YAML or JSON), then apply it whole
+  holdfast apply FILE [--replace] [--expected-version N] [--dry-run]
+                                  validate a config file (YAML or JSON), then apply it: merged,
+                                  so changes made through the admin API that the file leaves
+                                  alone are kept (and listed); --replace drops them
+  holdfast diff                    what the admin API changed since the last file applied
   holdfast keys create --tenant T --id ID [--use-case UC]
                                   create a virtual key; prints its secret once, on stdout
   holdfast keys list [--tenant T]  list keys (ids only; secrets are never shown again)
@@ -18,12 +23,20 @@ Usage:
   holdfast suspend TENANT [--reason TEXT] [--grace-ms N]
   holdfast resume TENANT
   holdfast usage [TENANT]          budget windows: used, held, limit
+  holdfast events [--tenant T] [--type TYPE[,TYPE]] [--since 10m|TIME | --seq N | --all]
+                  [--no-follow] [--count N] [--nats URL]
+                                  the events on JetStream, one line each (--json: JSON lines
+                                  {seq, subject, event}); follows until Ctrl-C, from now unless
+                                  told; --no-follow stops at the end (and starts at the first)
 
-Every command takes --url URL (default: $HOLDFAST_URL, else ${DEFAULT_URL}) and --json.
-The admin token is read from $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN).
+Every command takes --url URL and --json. The edge is --url, else $HOLDFAST_URL, else the
+running \`pnpm stack\` (its stack.json in $HOLDFAST_STACK_DIR, default .tmp/stack), else
+${DEFAULT_URL}. The admin token is $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN), else
+the one \`pnpm stack\` keeps in its stack dir (admin-token). \`events\` reads NATS at --nats,
+else $NATS_URL, else the running stack's, else nats://127.0.0.1:4222.
 
 Exit codes: 0 ok, 1 failed, 2 usage, 3 invalid config or request, 4 no or wrong admin token,
-5 not found, 6 conflict (stale --expected-version, id taken), 7 edge or authority unavailable.
+5 not found, 6 conflict (stale --expected-version, id taken), 7 edge, authority or NATS unavailable.
 `;
 
 /** Runs one command line; returns the exit code (never exits the process itself). */
@@ -41,6 +54,10 @@ export async function run(argv: string[], io: Io): Promise<number> {
     switch (command) {
       case 'apply':
         return await apply(args, io);
+      case 'diff':
+        return await diff(args, io);
+      case 'events':
+        return await events(args, io);
       case 'keys':
         return await keys(args, io);
       case 'suspend':

@@ -1,3 +1,4 @@
+import type { StackState } from '@holdfast/config';
 import { describe, expect, test, vi } from 'vitest';
 import { run } from './cli.js';
 import type { Io } from './context.js';
@@ -62,9 +63,9 @@ describe('apply', () => {
     const err = x.err.join('');
     expect(err).toContain('bad.yaml: invalid config (nothing applied)');
     for (const field of [
-      'tenants[0].id',
-      'tenants[0].budgets[0].window',
-      'tenants[0].budgets[0].limit',
+      'tenants[id=Bad.Team].id',
+      'tenants[id=Bad.Team].budgets[week-tokens].window',
+      'tenants[id=Bad.Team].budgets[week-tokens].limit',
     ])
       expect(err).toContain(field);
     expect(x.fetch).not.toHaveBeenCalled();
@@ -150,6 +151,32 @@ test('keys create prints the secret alone on stdout, the note on stderr', async 
   });
 });
 
+test('without HOLDFAST_URL or HOLDFAST_ADMIN_TOKEN, the running pnpm stack is used', async () => {
+  const x = io({}, json(200, { data: { tenant: 'team', suspended: true, changed: true } }));
+  const url = 'http://127.0.0.1:18080';
+  const state = { urls: { edge: url } } as unknown as StackState;
+  const withStack: Io = {
+    ...x.io,
+    env: {},
+    stack: () => ({ dir: '/s', state, adminToken: 'hf-admin-from-the-stack-dir' }),
+  };
+  expect(await run(['suspend', 'team'], withStack)).toBe(EXIT.ok);
+  const [sent, init] = x.fetch.mock.calls[0]!;
+  expect(String(sent)).toBe(`${url}/admin/tenants/team/suspend`);
+  expect(init?.headers).toMatchObject({ authorization: 'Bearer hf-admin-from-the-stack-dir' });
+
+  const none = io();
+  const noToken: Io = {
+    ...none.io,
+    env: {},
+    stack: () => ({ dir: '/s', state: undefined, adminToken: undefined }),
+  };
+  expect(await run(['suspend', 'team'], noToken)).toBe(EXIT.auth);
+  expect(none.err.join('')).toContain(
+    "no admin token: set HOLDFAST_ADMIN_TOKEN to the edge's EDGE_ADMIN_TOKEN, or start `pnpm stack`, which keeps one in /s/admin-token",
+  );
+});
+
 test('formatting: aligned tables, amounts in their unit', () => {
   expect(
     table(
@@ -162,5 +189,6 @@ test('formatting: aligned tables, amounts in their unit', () => {
   ).toBe('A    LONGER\nxyz  1\nq    22\n');
   expect(amount(38_176, 'tokens')).toBe('38,176');
   expect(amount(2_500_000, 'usd')).toBe('$2.50');
-  expect(amount(1_234, 'usd')).toBe('$0.0012');
+  expect(amount(1_234, 'usd')).toBe('$0.001234');
+  expect(amount(155, 'usd')).toBe('$0.000155');
 });

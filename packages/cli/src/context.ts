@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { StackState } from '@holdfast/config';
 import { AdminClient, CliError } from './client.js';
 import { EXIT } from './exit.js';
 
@@ -9,6 +10,17 @@ export interface Io {
   stderr(text: string): void;
   readFile(path: string): Promise<string>;
   fetch?: typeof fetch;
+  /** The local `pnpm stack`, if any: where it runs and the admin token it keeps. */
+  stack?: () => LocalStack;
+  /** Calls `stop` on Ctrl-C or SIGTERM (commands that run until then: `events`). */
+  onInterrupt?: (stop: () => void) => void;
+}
+
+export interface LocalStack {
+  dir: string;
+  /** Undefined when no stack runs from the dir. */
+  state: StackState | undefined;
+  adminToken: string | undefined;
 }
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
@@ -48,7 +60,12 @@ export function parse<O extends Options>(args: string[], options: O): Parsed<O> 
 export interface Context {
   io: Io;
   json: boolean;
-  /** The admin API client (HOLDFAST_URL / --url, HOLDFAST_ADMIN_TOKEN). */
+  /** The local stack (see Io.stack); empty when there is none. */
+  stack: LocalStack;
+  /**
+   * The admin API client: --url, else HOLDFAST_URL, else the running stack's edge, else
+   * localhost; the token from HOLDFAST_ADMIN_TOKEN, else the one the stack keeps.
+   */
   client(): AdminClient;
   /** Prints a result: as JSON with --json, else the human text. */
   print(value: unknown, human: string): void;
@@ -56,18 +73,24 @@ export interface Context {
 
 export function context(io: Io, values: { url?: string; json?: boolean }): Context {
   const json = values.json === true;
+  const stack = io.stack?.() ?? { dir: '', state: undefined, adminToken: undefined };
   return {
     io,
     json,
+    stack,
     client: () => {
-      const token = io.env.HOLDFAST_ADMIN_TOKEN;
+      const token = io.env.HOLDFAST_ADMIN_TOKEN || stack.adminToken;
       if (!token) {
+        const where = stack.dir
+          ? `, or start \`pnpm stack\`, which keeps one in ${stack.dir}/admin-token`
+          : '';
         throw new CliError(
-          'set HOLDFAST_ADMIN_TOKEN to the edge admin token (EDGE_ADMIN_TOKEN)',
+          `no admin token: set HOLDFAST_ADMIN_TOKEN to the edge's EDGE_ADMIN_TOKEN${where}`,
           EXIT.auth,
         );
       }
-      return new AdminClient(values.url ?? io.env.HOLDFAST_URL ?? DEFAULT_URL, token, io.fetch);
+      const url = values.url ?? io.env.HOLDFAST_URL ?? stack.state?.urls.edge ?? DEFAULT_URL;
+      return new AdminClient(url, token, io.fetch);
     },
     print: (value, human) => io.stdout(json ? `${JSON.stringify(value, null, 2)}\n` : human),
   };

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { expect, onTestFinished } from 'vitest';
 import {
   ADMIN_TOKEN,
+  chat,
   cliTest as test,
   holdfast,
   TEAM_KEY,
@@ -17,19 +18,7 @@ const env = (s: CliStack, token = ADMIN_TOKEN) => ({
 });
 
 /** A chat call through the edge with a key; returns the HTTP status. */
-async function callWith(s: CliStack, key: string): Promise<number> {
-  const res = await fetch(`${s.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: 'hi' }],
-      max_tokens: 4,
-    }),
-  });
-  await res.arrayBuffer();
-  return res.status;
-}
+const callWith = async (s: CliStack, key: string) => (await chat(s, key)).status;
 
 async function version(s: CliStack): Promise<number> {
   const r = await s.authority.configGet();
@@ -52,8 +41,8 @@ test('holdfast apply: invalid files are refused locally; valid ones applied, the
   const bad = await file('bad.yaml', 'tenants:\n  - id: Team One\n    mode: fastest\n');
   const refused = await holdfast(['apply', bad], env(stack));
   expect(refused.code).toBe(3);
-  expect(refused.stderr).toContain('tenants[0].id');
-  expect(refused.stderr).toContain('tenants[0].mode');
+  expect(refused.stderr).toContain('tenants[id=Team One].id');
+  expect(refused.stderr).toContain('tenants[id=Team One].mode');
   expect(await version(stack)).toBe(before);
 
   const good = await file('good.json', JSON.stringify(teamConfig(stack.upstreamUrl, 50_000)));
@@ -134,4 +123,46 @@ test('holdfast without the right token or edge: exit 4 or 7, and the token is ne
   expect(down.code).toBe(7);
   expect(down.stderr).toContain('cannot reach the edge');
   expect(down.stderr).not.toContain(ADMIN_TOKEN);
+});
+
+test('a key made with holdfast keys create survives holdfast apply of the file; diff lists it; --replace drops it', async ({
+  stack,
+}) => {
+  const doc = teamConfig(stack.upstreamUrl);
+  const path = await file('holdfast.json', JSON.stringify(doc));
+  expect((await holdfast(['apply', path], env(stack))).code).toBe(0);
+  const created = await holdfast(
+    ['keys', 'create', '--tenant', 'team', '--id', 'team-2'],
+    env(stack),
+  );
+  const secret = created.stdout.trim();
+  expect(await callWith(stack, secret)).toBe(200);
+
+  const again = await holdfast(['apply', path], env(stack));
+  expect(again.code).toBe(0);
+  expect(again.stdout).toContain(
+    'kept 1 change(s) made through the admin API that the file leaves alone:\n  + tenants[id=team].keys[id=team-2] (added)\n',
+  );
+  expect(await callWith(stack, secret)).toBe(200);
+  const diff = await holdfast(['diff'], env(stack));
+  expect(diff.stdout).toContain('+ tenants[id=team].keys[id=team-2] (added)');
+
+  // A changed file applies its change and still keeps the key.
+  await writeFile(path, JSON.stringify(teamConfig(stack.upstreamUrl, 50_000)));
+  const changed = await holdfast(['apply', path, '--json'], env(stack));
+  expect(JSON.parse(changed.stdout)).toMatchObject({
+    changed: true,
+    kept: [{ path: 'tenants[id=team].keys[id=team-2]', change: 'added' }],
+    overridden: [],
+  });
+  expect(await callWith(stack, secret)).toBe(200);
+
+  const replaced = await holdfast(['apply', path, '--replace'], env(stack));
+  expect(replaced.stdout).toContain(
+    'dropped 1 change(s) made through the admin API:\n  + tenants[id=team].keys[id=team-2] (added)\n',
+  );
+  expect(await callWith(stack, secret)).toBe(401);
+  expect((await holdfast(['diff'], env(stack))).stdout).toContain(
+    'no changes made through the admin API since',
+  );
 });

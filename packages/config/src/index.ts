@@ -4,3 +4,7 @@ export * from './compile.js';
 export * from './load.js';
 export * from './env.js';
 export * from './fields.js';
+export * from './paths.js';
+export * from './merge.js';
+export * from './stack-state.js';
+export { didYouMean } from './suggest.js';

@@ -2,18 +2,39 @@ import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { compileConfig, type CompiledConfig } from './compile.js';
+import { renderPath } from './paths.js';
 import { HoldfastConfigSchema } from './rules.js';
+import { HoldfastConfigShape } from './schema.js';
+import { didYouMean, fieldsAt } from './suggest.js';
 
 export type ConfigResult = { ok: true; config: CompiledConfig } | { ok: false; errors: string[] };
 
-/** Renders zod issues as `tenants[0].budgets[1].limit: message`, one per line. */
-export function formatIssues(issues: readonly z.core.$ZodIssue[]): string[] {
-  return issues.map((issue) => {
-    const path = issue.path
-      .map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`))
-      .join('');
-    return `${path || '(root)'}: ${issue.message}`;
-  });
+/** What one issue says; an unknown field gets the closest known one, or the known ones. */
+function describe(issue: z.core.$ZodIssue, schema: z.ZodType | undefined): string {
+  if (issue.code !== 'unrecognized_keys' || schema === undefined) return issue.message;
+  const known = fieldsAt(schema, issue.path);
+  return issue.keys
+    .map((key) => {
+      const guess = didYouMean(key, known);
+      if (guess) return `unknown field "${key}" (did you mean "${guess}"?)`;
+      return `unknown field "${key}"${known.length > 0 ? ` (known: ${known.join(', ')})` : ''}`;
+    })
+    .join('; ');
+}
+
+/**
+ * Renders zod issues as `tenants[id=support-bot].budgets[month-tokens].limit: message`, one per
+ * line. With the document, list items are named by their id (positions where it has none);
+ * with the schema, an unknown field is answered with the field that was probably meant.
+ */
+export function formatIssues(
+  issues: readonly z.core.$ZodIssue[],
+  doc?: unknown,
+  schema?: z.ZodType,
+): string[] {
+  return issues.map(
+    (issue) => `${renderPath(issue.path, doc) || '(root)'}: ${describe(issue, schema)}`,
+  );
 }
 
 /** Validates a config document: YAML/JSON text or an already-parsed object. Never throws. */
@@ -27,7 +48,9 @@ export function parseConfig(document: unknown): ConfigResult {
     }
   }
   const parsed = HoldfastConfigSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, errors: formatIssues(parsed.error.issues) };
+  if (!parsed.success) {
+    return { ok: false, errors: formatIssues(parsed.error.issues, raw, HoldfastConfigShape) };
+  }
   return { ok: true, config: compileConfig(parsed.data) };
 }
 

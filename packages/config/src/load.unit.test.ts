@@ -89,11 +89,11 @@ describe('parseConfig', () => {
     });
     expect(errors).toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/^tenants\[0\]\.id: /),
-        expect.stringMatching(/^tenants\[0\]\.mode: /),
-        expect.stringMatching(/^tenants\[0\]\.budgets\[0\]\.window: /),
-        expect.stringMatching(/^tenants\[0\]\.budgets\[0\]\.limit: /),
-        'tenants[0].keys[0].sha256: must be 64 lowercase hex digits',
+        expect.stringMatching(/^tenants\[id=Batch\]\.id: /),
+        expect.stringMatching(/^tenants\[id=Batch\]\.mode: /),
+        expect.stringMatching(/^tenants\[id=Batch\]\.budgets\[week-tokens\]\.window: /),
+        expect.stringMatching(/^tenants\[id=Batch\]\.budgets\[week-tokens\]\.limit: /),
+        'tenants[id=Batch].keys[id=k].sha256: must be 64 lowercase hex digits',
       ]),
     );
   });
@@ -130,16 +130,17 @@ describe('parseConfig', () => {
     });
     expect(errors).toEqual(
       expect.arrayContaining([
-        'models[0].upstream: unknown upstream "nowhere"',
+        'models[id=gpt-4o-mini].upstream: unknown upstream "nowhere"',
+        // Two tenants share the id "a": they are named by position.
         'tenants[2].id: duplicate tenant id "a"',
-        'tenants[0].useCases[0].models[0]: unknown model "ghost"',
-        'tenants[0].keys[0].defaultUseCase: unknown use case "nope"',
-        'tenants[2].keys[0].id: duplicate key id "k"',
-        'tenants[2].keys[0].sha256: duplicate key hash "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"',
-        'tenants[1].budgets[1]: duplicate budget window+unit "day-tokens"',
-        'tenants[3].parent: unknown tenant "missing"',
-        'tenants[3].budgets[0].limit: a tokens limit must be an integer',
-        'tenants[3].budgets[1].calendar: calendar applies to month windows only',
+        'tenants[0].useCases[id=u].models[0]: unknown model "ghost"',
+        'tenants[0].keys[id=k].defaultUseCase: unknown use case "nope"',
+        'tenants[2].keys[id=k].id: duplicate key id "k"',
+        'tenants[2].keys[id=k].sha256: duplicate key hash "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"',
+        'tenants[id=b].budgets[1]: duplicate budget window+unit "day-tokens"',
+        'tenants[id=c].parent: unknown tenant "missing"',
+        'tenants[id=c].budgets[minute-tokens].limit: a tokens limit must be an integer',
+        'tenants[id=c].budgets[day-tokens].calendar: calendar applies to month windows only',
       ]),
     );
     expect(errors.some((e) => e.includes('cycle'))).toBe(true);
@@ -197,15 +198,15 @@ describe('parseConfig', () => {
     expect(errorsOf('tenants: [ {id: ')[0]).toMatch(/^\(document\): not valid YAML/);
     expect(
       errorsOf({ tenants: [{ id: 'x', budgets: [{ window: 'day', limit: 1e300 }] }] })[0],
-    ).toMatch(/^tenants\[0\]\.budgets\[0\]\.limit/);
+    ).toMatch(/^tenants\[id=x\]\.budgets\[day-tokens\]\.limit/);
     expect(errorsOf({ upstreams: [{ id: 'u', baseUrl: 'file:///etc/passwd' }] })[0]).toMatch(
-      /^upstreams\[0\]\.baseUrl/,
+      /^upstreams\[id=u\]\.baseUrl/,
     );
     expect(
       errorsOf({
         models: [{ id: 'gpt*', upstream: 'u', price: { inputPerMTok: 1, outputPerMTok: 1 } }],
       })[0],
-    ).toMatch(/^models\[0\]\.id/);
+    ).toMatch(/^models\[id=gpt\*\]\.id/);
     // A YAML alias bomb is refused rather than expanded.
     const bomb =
       'a: &a ["x","x","x","x","x","x","x","x","x"]\n' +
@@ -217,6 +218,40 @@ describe('parseConfig', () => {
             .join(',')}]`,
       ).join('\n');
     expect(parseConfig(bomb).ok).toBe(false);
+  });
+});
+
+describe('config errors a user can act on', () => {
+  it('names list items by id (tenants[5] is tenants[id=support-bot]), by position only without one', () => {
+    const tenants = ['a', 'b', 'c', 'd', 'e'].map((id) => ({ id }));
+    const errors = errorsOf({
+      tenants: [...tenants, { id: 'support-bot', budgets: [{ window: 'day', limit: -1 }] }, {}],
+    });
+    expect(errors).toEqual([
+      'tenants[id=support-bot].budgets[day-tokens].limit: Too small: expected number to be >=0',
+      'tenants[6].id: Invalid input: expected string, received undefined',
+    ]);
+  });
+
+  it("answers a typo'd field with the one that was probably meant", () => {
+    const errors = errorsOf({
+      tenants: [{ id: 'support-bot', maxInflight: 4, budget: [] }],
+      modles: [],
+      webhooks: [
+        {
+          id: 'w',
+          url: 'https://x.test',
+          secretEnv: 'S',
+          events: ['tenant.suspended'],
+          retries: 1,
+        },
+      ],
+    });
+    expect(errors).toEqual([
+      'tenants[id=support-bot]: unknown field "maxInflight" (did you mean "maxInFlight"?); unknown field "budget" (did you mean "budgets"?)',
+      'webhooks[id=w]: unknown field "retries" (known: id, url, secretEnv, events)',
+      '(root): unknown field "modles" (did you mean "models"?)',
+    ]);
   });
 });
 

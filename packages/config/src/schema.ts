@@ -30,6 +30,22 @@ const Usd = z.number().min(0).max(LIMITS.maxPricePerMTok);
  */
 export const UPSTREAM_APIS = ['openai', 'anthropic'] as const;
 
+/**
+ * A provider account's limits, shared by every tenant behind the gateway. `counting` says how
+ * the provider counts a call against its tokens per minute: `requested` (OpenAI's documented
+ * rule: the prompt plus the output it may ask for, on arrival) or `usage` (what it really
+ * used, once it ends).
+ */
+export const Capacity = z
+  .strictObject({
+    tokensPerMinute: z.int().min(1).max(LIMITS.maxBudgetAmount).optional(),
+    requestsPerMinute: z.int().min(1).max(100_000_000).optional(),
+    counting: z.enum(['requested', 'usage']).default('requested'),
+  })
+  .refine((c) => c.tokensPerMinute !== undefined || c.requestsPerMinute !== undefined, {
+    message: 'give tokensPerMinute, requestsPerMinute or both',
+  });
+
 export const Upstream = z.strictObject({
   id: PlainId,
   api: z.enum(UPSTREAM_APIS).default('openai'),
@@ -66,6 +82,8 @@ export const Upstream = z.strictObject({
     )
     .max(100)
     .default([]),
+  /** The account's limits (every model on this upstream together). */
+  capacity: Capacity.optional(),
 });
 
 /**
@@ -121,6 +139,8 @@ export const Model = z.strictObject({
    * in full, and recorded as an overrun).
    */
   upstreamStateAllowanceTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
+  /** Limits the provider sets for this model alone, on top of its upstream's. */
+  capacity: Capacity.optional(),
 });
 
 export const Budget = z.strictObject({
@@ -166,6 +186,10 @@ export const Tenant = z.strictObject({
   maxInFlight: z.int().min(1).max(100_000).optional(),
   /** true: admit when the authority does not answer (the default fails closed). */
   failOpen: z.boolean().default(false),
+  /** Its share of an upstream's capacity (`capacity.shares`): high work always finds room. */
+  priority: z.enum(['high', 'normal', 'low']).default('normal'),
+  /** How long a call may wait for upstream capacity before it is refused, ms. */
+  maxQueueMs: z.int().min(0).max(600_000).default(0),
   /** Lease of a hold never settled, ms (the edge renews it while a call runs). */
   leaseMs: z.int().min(1_000).max(LIMITS.maxLeaseMs).default(1_800_000),
   /**
@@ -213,6 +237,17 @@ export const Alerts = z.strictObject({
   suspendAtHardLimit: z.boolean().default(true),
 });
 
+/** How much of an upstream's capacity each priority may use (fractions of its limits). */
+export const CapacityShares = z
+  .strictObject({
+    high: z.number().gt(0).max(1).default(1),
+    normal: z.number().gt(0).max(1).default(0.9),
+    low: z.number().gt(0).max(1).default(0.7),
+  })
+  .refine((s) => s.low <= s.normal && s.normal <= s.high, {
+    message: 'shares must not decrease with priority (low <= normal <= high)',
+  });
+
 export const HoldfastConfigShape = z.strictObject({
   auth: z
     .strictObject({ trustHeaders: z.boolean().default(false) })
@@ -222,6 +257,9 @@ export const HoldfastConfigShape = z.strictObject({
   tenants: z.array(Tenant).default([]),
   webhooks: z.array(Webhook).default([]),
   alerts: Alerts.default({ exhaustionHorizonSeconds: 3_600, suspendAtHardLimit: true }),
+  capacity: z
+    .strictObject({ shares: CapacityShares.default({ high: 1, normal: 0.9, low: 0.7 }) })
+    .default({ shares: { high: 1, normal: 0.9, low: 0.7 } }),
 });
 
 export type HoldfastConfig = z.infer<typeof HoldfastConfigShape>;

@@ -46,3 +46,13 @@ export type ApiSurface = z.infer<typeof ApiSurface>;
 export function microUsdToUsd(micro: number): number {
   return micro / 1_000_000;
 }
+
+/**
+ * Micro-USD as dollars for people, every micro-dollar kept so two amounts never print alike
+ * when they differ: 155 -> `$0.000155`, 2,500,000 -> `$2.50`, 2,504,000 -> `$2.504`.
+ */
+export function formatUsd(micro: number): string {
+  const usd = Math.abs(micro) / 1_000_000;
+  const text = usd.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 });
+  return `${micro < 0 ? '-' : ''}$${text}`;
+}

@@ -1,5 +1,7 @@
 import {
   AdmitReply,
+  CapacityReportReply,
+  type CapacityReportRequest,
   CloseReply,
   ConfigApplyReply,
   ConfigGetReply,
@@ -81,6 +83,9 @@ export class AuthorityClient {
   }
   resume(req: ResumeRequest) {
     return this.#call('resume', req, SuspensionReply);
+  }
+  reportCapacity(req: CapacityReportRequest) {
+    return this.#call('capacity.report', req, CapacityReportReply, 1_000);
   }
   configGet() {
     return this.#call('config.get', {}, ConfigGetReply);

@@ -8,3 +8,4 @@ export * from './bench.js';
 export type { ClickHouseClient } from '@clickhouse/client';
 export type { NatsConnection } from '@nats-io/transport-node';
 export type { Redis } from 'ioredis';
+export * from './chat-call.js';

@@ -47,7 +47,15 @@ export function startAuditJob(opts: {
     } else {
       drifted = false;
       metrics.audits.inc({ result: 'ok' });
-      logger.info({ maxDrift: report.maxDrift, counters: report.rows.length }, 'drift audit: ok');
+      logger.info(
+        {
+          maxDrift: report.maxDrift,
+          counters: report.rows.length,
+          // Billed tenants the config no longer has: information, not drift.
+          ...(report.removed.length > 0 ? { removedTenants: report.removed.length } : {}),
+        },
+        'drift audit: ok',
+      );
     }
   };
 

@@ -13,6 +13,12 @@ import { qualified, sql } from './sql.js';
  * whose time is inside the window's bounds at the authority's `time` (the shared
  * `windowBounds`), and a level's lifetime billed = the sum of charged over the same events
  * without a time bound (the authority adds each charge to every level of the hierarchy).
+ *
+ * Which events count towards a level: its own; for an org (a root), every event that carried
+ * it as `org` (so teams removed from the config, or moved away, still count where they were
+ * billed); for a level in between, the events of the tenants below it in today's config.
+ * Tenants ClickHouse knows and the config no longer has (an experiment's teams, a deleted
+ * team) have no counters to compare: they are listed apart, as information, never as drift.
  */
 
 /** Event types that move windows. */
@@ -23,9 +29,11 @@ const MOVING = [
   'reservation.expired',
 ] as const;
 
-/** Sums of charged amounts of one tenant's own events: lifetime and since each bound. */
+/** Sums of charged amounts of one tenant's own events under one org: lifetime and since each bound. */
 export interface TenantSums {
   tenant: string;
+  /** The org the events carried (a team moved between orgs has a row per org). */
+  org: string;
   lifetimeTokens: number;
   lifetimeMicroUsd: number;
   /** Keyed by bound name (see `boundsAt`). */
@@ -44,11 +52,20 @@ export interface DriftRow {
   drift: number;
 }
 
+/** A tenant with events in ClickHouse that the config no longer has: not drift. */
+interface RemovedTenant {
+  tenant: string;
+  lifetimeTokens: number;
+  lifetimeMicroUsd: number;
+}
+
 export interface AuditReport {
   /** The authority's snapshot time; ClickHouse sums are taken at it. */
   time: string;
   rows: DriftRow[];
   maxDrift: { tokens: number; usd: number };
+  /** Informational: billed tenants the config no longer has (their counters are gone). */
+  removed: RemovedTenant[];
 }
 
 type BoundName = 'minute' | 'day' | 'month' | 'month_calendar';
@@ -77,6 +94,7 @@ export async function clickhouseSums(
   const rows = await ch.query<Record<string, string | number>>(sql`
     SELECT
       tenant,
+      org,
       sum(charged_tokens) AS lifetime_tokens,
       sum(charged_micro_usd) AS lifetime_usd,
       sumIf(charged_tokens, time_ms >= ${b.minute}) AS minute_tokens,
@@ -89,8 +107,8 @@ export async function clickhouseSums(
       sumIf(charged_micro_usd, time_ms >= ${b.month_calendar}) AS month_calendar_usd
     FROM ${qualified(database, 'events_raw_v1')} FINAL
     WHERE type IN (${MOVING[0]}, ${MOVING[1]}, ${MOVING[2]}, ${MOVING[3]}) AND time_ms <= ${nowMs}
-    GROUP BY tenant
-    ORDER BY tenant`);
+    GROUP BY tenant, org
+    ORDER BY tenant, org`);
   return rows.map((r) => {
     const n = (k: string) => Number(r[k] ?? 0);
     const since = {} as TenantSums['since'];
@@ -99,6 +117,7 @@ export async function clickhouseSums(
     }
     return {
       tenant: String(r.tenant),
+      org: String(r.org),
       lifetimeTokens: n('lifetime_tokens'),
       lifetimeMicroUsd: n('lifetime_usd'),
       since,
@@ -115,17 +134,23 @@ export function compare(
   sums: TenantSums[],
   calendar: ReadonlySet<string> = new Set(),
 ): AuditReport {
-  const byTenant = new Map(sums.map((s) => [s.tenant, s]));
   const parent = new Map(usage.tenants.map((t) => [t.tenant, t.parent]));
-  /** Every tenant whose events count towards level L: L itself and everything below it. */
+  const isBelow = (t: string, level: string) => {
+    for (let cur: string | null | undefined = t, hops = 0; cur && hops < 64; hops++) {
+      if (cur === level) return true;
+      cur = parent.get(cur);
+    }
+    return false;
+  };
+  /** The sums whose events count towards level L (see the module comment). */
   const under = (level: string) =>
-    [...new Set([...parent.keys(), ...byTenant.keys()])].filter((t) => {
-      for (let cur: string | null | undefined = t, hops = 0; cur && hops < 64; hops++) {
-        if (cur === level) return true;
-        cur = parent.get(cur);
-      }
-      return false;
-    });
+    sums.filter(
+      (s) =>
+        s.tenant === level ||
+        (parent.get(level) === null
+          ? s.org === level
+          : parent.has(s.tenant) && isBelow(s.tenant, level)),
+    );
   const rows: DriftRow[] = [];
   const push = (tenant: string, counter: string, unit: 'tokens' | 'usd', a: number, c: number) =>
     rows.push({ tenant, counter, unit, authority: a, clickhouse: c, drift: c - a });
@@ -133,9 +158,9 @@ export function compare(
   const seenWindows = new Set<string>();
   for (const t of usage.tenants) {
     // The authority bills every level of the hierarchy: an org's lifetime holds its teams'.
-    const members = under(t.tenant).map((m) => byTenant.get(m));
+    const members = under(t.tenant);
     const lifetime = (k: 'lifetimeTokens' | 'lifetimeMicroUsd') =>
-      members.reduce((sum, s) => sum + (s?.[k] ?? 0), 0);
+      members.reduce((sum, s) => sum + s[k], 0);
     push(t.tenant, 'lifetime-tokens', 'tokens', t.billedTokens, lifetime('lifetimeTokens'));
     push(t.tenant, 'lifetime-usd', 'usd', t.billedMicroUsd, lifetime('lifetimeMicroUsd'));
     for (const w of t.windows) {
@@ -144,20 +169,35 @@ export function compare(
       seenWindows.add(key);
       const bound = boundName(w.window, calendar.has(key));
       let total = 0;
-      for (const member of under(w.tenant)) {
-        const s = byTenant.get(member)?.since[bound];
-        total += (w.unit === 'usd' ? s?.microUsd : s?.tokens) ?? 0;
+      for (const s of under(w.tenant)) {
+        const since = s.since[bound];
+        total += (w.unit === 'usd' ? since?.microUsd : since?.tokens) ?? 0;
       }
       push(w.tenant, w.budget, w.unit, w.used, total);
     }
   }
-  // Tenants ClickHouse knows and the authority does not: their whole bill is drift.
+  return {
+    time: usage.time,
+    rows,
+    maxDrift: maxDrift(rows),
+    removed: removedTenants(sums, parent),
+  };
+}
+
+/** Billed tenants the config no longer has, one entry each (summed over their orgs). */
+function removedTenants(
+  sums: TenantSums[],
+  configured: ReadonlyMap<string, unknown>,
+): RemovedTenant[] {
+  const removed = new Map<string, RemovedTenant>();
   for (const s of sums) {
-    if (parent.has(s.tenant)) continue;
-    push(s.tenant, 'lifetime-tokens', 'tokens', 0, s.lifetimeTokens);
-    push(s.tenant, 'lifetime-usd', 'usd', 0, s.lifetimeMicroUsd);
+    if (configured.has(s.tenant)) continue;
+    const r = removed.get(s.tenant) ?? { tenant: s.tenant, lifetimeTokens: 0, lifetimeMicroUsd: 0 };
+    r.lifetimeTokens += s.lifetimeTokens;
+    r.lifetimeMicroUsd += s.lifetimeMicroUsd;
+    removed.set(s.tenant, r);
   }
-  return { time: usage.time, rows, maxDrift: maxDrift(rows) };
+  return [...removed.values()];
 }
 
 function maxDrift(rows: DriftRow[]): AuditReport['maxDrift'] {
@@ -207,7 +247,8 @@ export async function runAudit(opts: {
 
 function only(report: AuditReport, tenant: string): AuditReport {
   const rows = report.rows.filter((r) => r.tenant === tenant);
-  return { ...report, rows, maxDrift: maxDrift(rows) };
+  const removed = report.removed.filter((r) => r.tenant === tenant);
+  return { ...report, rows, maxDrift: maxDrift(rows), removed };
 }
 
 /** Above the threshold in either unit (tokens, micro-USD). */

@@ -37,18 +37,20 @@ function sums(
   lifetime: number,
   usd: number,
   since: Partial<Record<string, number>>,
+  org = t,
 ): TenantSums {
   const s: TenantSums['since'] = {};
   for (const k of ['minute', 'day', 'month', 'month_calendar']) {
     s[k] = { tokens: since[k] ?? lifetime, microUsd: since[`${k}_usd`] ?? usd };
   }
-  return { tenant: t, lifetimeTokens: lifetime, lifetimeMicroUsd: usd, since: s };
+  return { tenant: t, org, lifetimeTokens: lifetime, lifetimeMicroUsd: usd, since: s };
 }
 
 describe('drift audit: compare', () => {
   it('reports zero drift when ClickHouse sums match, summing teams into their org windows', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [
         tenant('acme', null, 300, 120, [w('acme', 'month-tokens', 300)]),
         tenant('team-a', 'acme', 100, 50, [
@@ -60,8 +62,8 @@ describe('drift audit: compare', () => {
       ],
     };
     const report = compare(usage, [
-      sums('team-a', 100, 50, { minute: 40 }),
-      sums('team-b', 200, 70, {}),
+      sums('team-a', 100, 50, { minute: 40 }, 'acme'),
+      sums('team-b', 200, 70, {}, 'acme'),
     ]);
     expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
     expect(
@@ -78,6 +80,7 @@ describe('drift audit: compare', () => {
   it('shows missing and extra usage as signed drift, per counter and unit', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [
         tenant('team-a', null, 1_000, 500, [
           w('team-a', 'day-tokens', 1_000),
@@ -85,10 +88,7 @@ describe('drift audit: compare', () => {
         ]),
       ],
     };
-    const report = compare(usage, [
-      sums('team-a', 990, 500, { day: 990, minute_usd: 520 }),
-      sums('ghost', 7, 3, {}),
-    ]);
+    const report = compare(usage, [sums('team-a', 990, 500, { day: 990, minute_usd: 520 })]);
     const byCounter = Object.fromEntries(
       report.rows.map((r) => [`${r.tenant}/${r.counter}`, r.drift]),
     );
@@ -96,16 +96,59 @@ describe('drift audit: compare', () => {
       'team-a/lifetime-tokens': -10,
       'team-a/day-tokens': -10,
       'team-a/minute-usd': 20,
-      'ghost/lifetime-tokens': 7,
     });
     expect(report.maxDrift).toEqual({ tokens: 10, usd: 20 });
     expect(exceeds(report, 10)).toBe(true);
     expect(exceeds(report, 20)).toBe(false);
   });
 
+  it('tenants the config no longer has are listed apart, not drift; their org still counts them', () => {
+    // The experiment's team and a team removed from acme: billed, then gone from the config.
+    const usage: UsageReply = {
+      time: new Date(NOW).toISOString(),
+      capacity: [],
+      tenants: [
+        tenant('acme', null, 300, 120, [w('acme', 'month-tokens', 300)]),
+        tenant('team-a', 'acme', 100, 50, [w('acme', 'month-tokens', 300)]),
+      ],
+    };
+    const report = compare(usage, [
+      sums('team-a', 100, 50, {}, 'acme'),
+      sums('team-gone', 200, 70, {}, 'acme'),
+      sums('exp-1a2b-batch-summariser', 56_486, 9_000, {}),
+    ]);
+    expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+    expect(report.rows.every((r) => r.drift === 0)).toBe(true);
+    expect(report.rows.map((r) => r.tenant)).not.toContain('exp-1a2b-batch-summariser');
+    expect(report.removed).toEqual([
+      { tenant: 'team-gone', lifetimeTokens: 200, lifetimeMicroUsd: 70 },
+      { tenant: 'exp-1a2b-batch-summariser', lifetimeTokens: 56_486, lifetimeMicroUsd: 9_000 },
+    ]);
+    expect(exceeds(report, 0)).toBe(false);
+  });
+
+  it('a team moved between orgs counts for each org where it was billed', () => {
+    const usage: UsageReply = {
+      time: new Date(NOW).toISOString(),
+      capacity: [],
+      tenants: [
+        tenant('old-org', null, 40, 0, []),
+        tenant('new-org', null, 60, 0, []),
+        tenant('team', 'new-org', 100, 0, []),
+      ],
+    };
+    const report = compare(usage, [
+      sums('team', 40, 0, {}, 'old-org'),
+      sums('team', 60, 0, {}, 'new-org'),
+    ]);
+    expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+    expect(report.removed).toEqual([]);
+  });
+
   it('uses the calendar month bound for calendar budgets', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
+      capacity: [],
       tenants: [tenant('t', null, 500, 0, [w('t', 'month-tokens', 200)])],
     };
     const s = sums('t', 500, 0, { month: 500, month_calendar: 200 });

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { watchFile, unwatchFile } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import {
   AdmitRequest,
+  CapacityReportRequest,
   ConfigApplyRequest,
   ConfigGetRequest,
   ExtendRequest,
@@ -23,6 +23,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
 import { ClosesConsumer } from './closes-consumer.js';
+import { reportCapacity } from './capacity.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
@@ -50,6 +51,11 @@ export interface AuthorityOptions {
    * own clock (TIME), so replicas on skewed hosts still decide windows against one time.
    */
   clock?: () => number;
+  /**
+   * Scripts read Redis TIME even with a clock injected (that clock then only drives what the
+   * process does on its own, like the sweeper: a test of a replica whose clock is skewed).
+   */
+  redisTime?: boolean;
   replicaId?: string;
   /** Applied at start and whenever the file changes (and on SIGHUP, via `reloadConfigFile`). */
   configFile?: string;
@@ -80,7 +86,7 @@ export class Authority {
     const keys = new Keys(opts.keyPrefix ?? 'hf');
     const clock = opts.clock ?? Date.now;
     const injected = opts.clock;
-    const scriptNow = injected ? () => injected() : () => undefined;
+    const scriptNow = injected && !opts.redisTime ? () => injected() : () => undefined;
     const config = new ConfigStore({ redis: opts.redis, keys, logger: opts.logger, clock });
     const metrics = new AuthorityMetrics(opts.registry, {
       holds: () => this.#countHolds(),
@@ -120,20 +126,19 @@ export class Authority {
     this.#serve('settle', SettleRequest, (req) => settle(ctx, req));
     this.#serve('release', ReleaseRequest, (req) => release(ctx, req));
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
+    this.#serve('capacity.report', CapacityReportRequest, async (req) =>
+      Ok({ recorded: await reportCapacity(ctx, req) }),
+    );
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
     // Always the stored version, not this replica's cache: a read-modify-write (admin API)
     // must start from the latest document or its apply is refused as stale.
-    this.#serve('config.get', ConfigGetRequest, async () => {
-      await ctx.config.refresh();
-      return Ok({
-        version: ctx.config.version,
-        hash: ctx.config.current.hash,
-        config: ctx.config.current.raw,
-      });
-    });
+    this.#serve('config.get', ConfigGetRequest, async () => Ok(await ctx.config.snapshot()));
     this.#serve('config.apply', ConfigApplyRequest, async (req) => {
-      const r = await ctx.config.apply(req.document, req.source, req.expectedVersion);
+      const r = await ctx.config.apply(req.document, req.source, {
+        expectedVersion: req.expectedVersion,
+        mode: req.mode,
+      });
       if (r.ok && r.value.changed) this.#announceConfig();
       return r;
     });
@@ -167,20 +172,31 @@ export class Authority {
     await this.#closes.start();
   }
 
-  /** Applies the config file again (file change, SIGHUP). Invalid files are logged and ignored. */
+  /**
+   * Applies the config file (at start, when it changes, on SIGHUP) when it changed since it
+   * was last applied, merged with what the admin API changed (ConfigStore.applyFile). Invalid
+   * files are logged and ignored.
+   */
   async reloadConfigFile(): Promise<void> {
     const file = this.#o.configFile;
     if (!file) return;
+    const { logger } = this.#o;
     try {
-      const r = await this.ctx.config.apply(await readFile(file, 'utf8'), `file:${file}`);
-      if (!r.ok)
-        this.#o.logger.error(
+      const r = await this.ctx.config.applyFile(file);
+      if (!r.ok) {
+        logger.error(
           { file, error: r.error.message },
           'config file rejected; keeping the current config',
         );
-      else if (r.value.changed) this.#announceConfig();
+      } else if (r.value.skipped) {
+        const { version, divergence } = await this.ctx.config.snapshot();
+        logger.info(
+          { file, appliedAt: r.value.appliedAt, version, adminChanges: divergence.slice(0, 50) },
+          'config file unchanged since it was applied; serving the stored config',
+        );
+      } else if (r.value.changed) this.#announceConfig();
     } catch (err) {
-      this.#o.logger.error({ err, file }, 'config file could not be applied');
+      logger.error({ err, file }, 'config file could not be applied');
     }
   }
 

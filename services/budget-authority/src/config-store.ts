@@ -1,34 +1,45 @@
-import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import {
+  compileConfig,
+  configChanges,
+  HoldfastConfigSchema,
+  mergeDeclared,
   parseConfig,
   type CompiledConfig,
-  compileConfig,
-  HoldfastConfigSchema,
 } from '@holdfast/config';
-import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
+import type {
+  ConfigApplyMode,
+  ConfigApplyReply,
+  ConfigChange,
+  ConfigGetReply,
+  DeclaredConfig,
+} from '@holdfast/events';
+import { Err, Ok, RpcError, type Logger, type Result } from '@holdfast/runtime';
 import type { Redis } from 'ioredis';
-import type { Logger } from '@holdfast/runtime';
+import { readDeclared, readFileRecord, type DeclaredRecord } from './declared.js';
 import { SYSTEM_ORG, type Keys } from './keys.js';
-import { encodeOutboxFields } from './outbox.js';
+import { writeApply } from './write-apply.js';
 
 const EMPTY = compileConfig(HoldfastConfigSchema.parse({}));
 
-/**
- * KEYS: version, config, system outbox, orgs set. ARGV: expected version, document, event
- * fields (JSON array), orgs (JSON array). Writes only if the version is still the expected one.
- */
-const APPLY_SCRIPT = `
-if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[3], '*', unpack(cjson.decode(ARGV[3])))
-local orgs = cjson.decode(ARGV[4])
-if #orgs > 0 then redis.call('SADD', KEYS[4], unpack(orgs)) end
-return 1`;
+export interface ApplyOptions {
+  /** Apply only on top of this version (version_conflict otherwise). */
+  expectedVersion?: number;
+  /** See ConfigApplyMode: `edit` (default), `merge` or `replace`. */
+  mode?: ConfigApplyMode;
+  /** The config file the document was read from: recorded, so a restart skips it unchanged. */
+  file?: string;
+}
+
+/** What an apply did (the config.apply reply). */
+export type Applied = ConfigApplyReply;
 
 /**
  * The applied configuration lives in Redis, so every replica serves the same one. A replica
  * caches it and reloads when the version moves (a NATS notice, or polling as a fallback).
+ * The stored config is the one source of truth: the admin API edits it; the config file and
+ * `holdfast apply` are declarative documents merged into it (see `apply`'s modes), so a
+ * restart or a re-apply never silently drops what the admin API changed.
  */
 export class ConfigStore {
   readonly #redis: Redis;
@@ -37,6 +48,9 @@ export class ConfigStore {
   readonly #clock: () => number;
   #config: CompiledConfig = EMPTY;
   #version = 0;
+  /** The last declared record read, and the divergence last computed (see `snapshot`). */
+  #declaredCache: DeclaredRecord | undefined;
+  #divergence: { key: string; changes: ConfigChange[] } | undefined;
 
   constructor(opts: { redis: Redis; keys: Keys; logger: Logger; clock: () => number }) {
     this.#redis = opts.redis;
@@ -59,15 +73,18 @@ export class ConfigStore {
     return [...new Set([SYSTEM_ORG, ...configured, ...known])];
   }
 
-  /** Reloads from Redis when another replica applied a newer version. */
+  /**
+   * Reloads from Redis when another replica applied a newer version. The document and its
+   * version are read in one MGET: an apply landing between two separate reads would otherwise
+   * be served as the old document under the new version (issue 11, item 5b).
+   */
   async refresh(): Promise<boolean> {
-    const version = Number((await this.#redis.get(this.#keys.configVersion)) ?? 0);
-    if (version <= this.#version) return false;
-    const [text, current] = await Promise.all([
-      this.#redis.get(this.#keys.config),
-      this.#redis.get(this.#keys.configVersion),
-    ]);
-    if (text === null) return false;
+    // The cheap check first: most calls (polling, config.get) find nothing new.
+    const seen = Number((await this.#redis.get(this.#keys.configVersion)) ?? 0);
+    if (seen <= this.#version) return false;
+    const [text, stored] = await this.#redis.mget(this.#keys.config, this.#keys.configVersion);
+    const version = Number(stored ?? 0);
+    if (typeof text !== 'string' || version <= this.#version) return false;
     const parsed = parseConfig(JSON.parse(text));
     if (!parsed.ok) {
       this.#logger.error(
@@ -77,28 +94,30 @@ export class ConfigStore {
       return false;
     }
     this.#config = parsed.config;
-    this.#version = Number(current ?? version);
+    this.#version = version;
     this.#logger.info({ version: this.#version, hash: this.#config.hash }, 'config loaded');
     return true;
   }
 
   /**
-   * Validates and applies a config document. Unchanged documents change nothing. The write,
-   * the version bump and the config.changed event go in one MULTI. With `expectedVersion`, a
-   * config that moved past that version is refused (`version_conflict`), even when unchanged.
+   * Validates and applies a config document (see ApplyOptions and ConfigApplyMode). Nothing
+   * changes when the result is the stored config. The write, the version bump, the declared
+   * document and the config.changed event go in one script, which refuses when the version or
+   * the declared document moved; then the apply is redone on top of the new state.
    */
   async apply(
     document: unknown,
     source: string,
-    expectedVersion?: number,
+    opts: ApplyOptions = {},
     attempt = 0,
-  ): Promise<Result<{ version: number; hash: string; changed: boolean }, RpcError>> {
+  ): Promise<Result<Applied, RpcError>> {
     const parsed = parseConfig(document);
     if (!parsed.ok) {
       return Err(new RpcError({ code: 'invalid_config', message: parsed.errors.join('; ') }));
     }
-    const cfg = parsed.config;
+    const next = parsed.config;
     await this.refresh();
+    const { expectedVersion } = opts;
     if (expectedVersion !== undefined && expectedVersion !== this.#version) {
       return Err(
         new RpcError({
@@ -107,49 +126,140 @@ export class ConfigStore {
         }),
       );
     }
-    if (cfg.hash === this.#config.hash && this.#version > 0) {
-      return Ok({ version: this.#version, hash: cfg.hash, changed: false });
-    }
-    const orgs = [...new Set([...cfg.tenants.values()].map((t) => t.org))];
-    const version = this.#version + 1;
-    const event = encodeOutboxFields({
-      type: 'config.changed',
-      id: randomUUID(),
+    const mode = opts.mode ?? 'edit';
+    const declared = mode === 'edit' ? undefined : await readDeclared(this.#redis, this.#keys);
+    const target = this.#target(mode, next, declared?.record);
+    if (!target.ok) return target;
+    const { config, kept, overridden } = target.value;
+    const written = await writeApply(this.#redis, this.#keys, {
+      from: { version: this.#version, hash: this.#config.hash, declaredHash: declared?.hash },
+      config,
+      declared: mode !== 'edit' && declared?.hash !== next.hash ? next : undefined,
+      file: opts.file,
+      source,
       time: this.#clock(),
-      tenant: '_system',
-      org: '_system',
-      version,
-      hash: cfg.hash,
-      tenants: cfg.tenants.size,
-      source: source.slice(0, 200),
     });
-    const applied = await this.#redis.eval(
-      APPLY_SCRIPT,
-      4,
-      this.#keys.configVersion,
-      this.#keys.config,
-      this.#keys.outbox(SYSTEM_ORG),
-      this.#keys.orgs,
-      String(this.#version),
-      JSON.stringify(cfg.raw),
-      JSON.stringify(event),
-      JSON.stringify(orgs),
-    );
-    if (applied !== 1) {
-      // Another apply (another replica's, or a concurrent one here) wrote a version in between:
-      // reload and try again on top of it. With an expected version, that answers a conflict.
-      await this.refresh();
+    if (written === 'moved') {
+      // Another apply (another replica's, or a concurrent one here) wrote in between: redo
+      // this one on top of it. With an expected version, that answers a conflict.
       if (attempt >= 5) {
         return Err(new RpcError({ code: 'internal', message: 'config version kept moving' }));
       }
-      return this.apply(document, source, expectedVersion, attempt + 1);
+      return this.apply(document, source, opts, attempt + 1);
     }
-    this.#config = cfg;
-    this.#version = version;
-    this.#logger.info(
-      { version, hash: cfg.hash, source, tenants: cfg.tenants.size },
-      'config applied',
-    );
-    return Ok({ version, hash: cfg.hash, changed: true });
+    const changed = written.version !== this.#version;
+    if (changed) {
+      this.#config = config;
+      this.#version = written.version;
+      this.#logger.info(
+        { version: written.version, hash: config.hash, source, tenants: config.tenants.size },
+        'config applied',
+      );
+    }
+    if (kept.length > 0) {
+      this.#logger.info(
+        { source, kept: kept.slice(0, 50) },
+        'kept changes made through the admin API',
+      );
+    }
+    if (overridden.length > 0) {
+      this.#logger.warn(
+        { source, overridden: overridden.slice(0, 50) },
+        'the document overrides changes made through the admin API',
+      );
+    }
+    return Ok({ version: written.version, hash: config.hash, changed, kept, overridden });
+  }
+
+  /** The config to store for a document, by mode, with what it keeps and undoes. */
+  #target(
+    mode: ConfigApplyMode,
+    next: CompiledConfig,
+    record: DeclaredRecord | undefined,
+  ): Result<
+    { config: CompiledConfig; kept: ConfigChange[]; overridden: ConfigChange[] },
+    RpcError
+  > {
+    if (mode === 'edit' || this.#version === 0)
+      return Ok({ config: next, kept: [], overridden: [] });
+    // No declared document recorded (a store from before it was kept): the stored config is
+    // taken as the last one declared, so the document applies whole, as it always did.
+    const base = record?.document ?? this.#config.raw;
+    const merged = mergeDeclared(base, this.#config.raw, next.raw);
+    if (mode === 'replace') {
+      return Ok({ config: next, kept: [], overridden: [...merged.kept, ...merged.overridden] });
+    }
+    const parsed = parseConfig(merged.document);
+    if (!parsed.ok) {
+      return Err(
+        new RpcError({
+          code: 'invalid_config',
+          message: `the document is valid, but not once merged with the changes made through the admin API since the last one (${merged.kept.map((c) => c.path).join(', ')}): ${parsed.errors.join('; ')}. Make those changes part of the document, or apply it with replace to drop them`,
+        }),
+      );
+    }
+    return Ok({ config: parsed.config, kept: merged.kept, overridden: merged.overridden });
+  }
+
+  /**
+   * Applies the config file (at start, when it changes, on SIGHUP) as a declarative document,
+   * unless it is the file last applied: a restart then serves the stored config as it is,
+   * with whatever the admin API changed since.
+   */
+  async applyFile(
+    path: string,
+  ): Promise<
+    Result<(Applied & { skipped: false }) | { skipped: true; appliedAt: number }, RpcError>
+  > {
+    const parsed = parseConfig(await readFile(path, 'utf8'));
+    if (!parsed.ok) {
+      return Err(new RpcError({ code: 'invalid_config', message: parsed.errors.join('; ') }));
+    }
+    await this.refresh();
+    const last = await readFileRecord(this.#redis, this.#keys);
+    if (last?.hash === parsed.config.hash && this.#version > 0) {
+      return Ok({ skipped: true, appliedAt: last.version });
+    }
+    const r = await this.apply(parsed.config.raw, `file:${path}`, { mode: 'merge', file: path });
+    return r.ok ? Ok({ ...r.value, skipped: false }) : r;
+  }
+
+  /**
+   * What config.get answers: the stored config, the last declared document, and what the admin
+   * API changed since it. A declared document newer than this replica's cache means an apply
+   * landed in between: the cache is refreshed once more, so the two belong together. Edges poll
+   * config.get, so the declared document is read again only when its hash moved, and the
+   * divergence is computed once per (version, declared document).
+   */
+  async snapshot(): Promise<ConfigGetReply> {
+    await this.refresh();
+    let declared = await this.#declared();
+    if (declared && declared.version > this.#version) {
+      await this.refresh();
+      declared = await this.#declared();
+    }
+    const key = `${this.#version}:${declared?.hash ?? ''}`;
+    if (this.#divergence?.key !== key) {
+      const changes = declared ? configChanges(declared.document, this.#config.raw) : [];
+      this.#divergence = { key, changes };
+    }
+    const { document: _, ...record } = declared ?? { document: undefined };
+    return {
+      version: this.#version,
+      hash: this.#config.hash,
+      config: this.#config.raw,
+      declared: declared ? (record as DeclaredConfig) : null,
+      divergence: this.#divergence.changes,
+    };
+  }
+
+  /** The declared record, read whole only when its hash is not the one cached. */
+  async #declared(): Promise<DeclaredRecord | undefined> {
+    const hash = (await this.#redis.hget(this.#keys.configDeclared, 'hash')) ?? '';
+    if (hash === '') return undefined;
+    if (this.#declaredCache?.hash !== hash) {
+      this.#declaredCache = (await readDeclared(this.#redis, this.#keys)).record;
+    }
+    return this.#declaredCache;
   }
 }

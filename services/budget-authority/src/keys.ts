@@ -15,6 +15,9 @@
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
  *   <p>:config, <p>:config:version       the applied config document and its version
+ *   <p>:config:declared                  hash: the last declared document (file or apply)
+ *                                        and its hash, the base of the next merge
+ *   <p>:config:file                      string: hash and path of the config file last applied
  *   <p>:orgs                             set: every org that ever had an outbox
  */
 export class Keys {
@@ -47,6 +50,18 @@ export class Keys {
   refusals(org: string): string {
     return `${this.#org(org)}:refusals`;
   }
+  /**
+   * An upstream's capacity window (or a model's on it). Tagged by the upstream, not an org:
+   * tenants of every org share it, so it is a second slot beside the org's (docs/budgets.md).
+   */
+  capacity(upstream: string, model: string | null): string {
+    const base = `${this.prefix}:{cap:${upstream}}`;
+    return model === null ? `${base}:w` : `${base}:m:${model}:w`;
+  }
+  /** What one reservation took of an upstream's capacity (kept two minutes). */
+  capacityRecord(upstream: string, reservationId: string): string {
+    return `${this.prefix}:{cap:${upstream}}:r:${reservationId}`;
+  }
   outbox(org: string): string {
     return `${this.#org(org)}:outbox`;
   }
@@ -58,6 +73,12 @@ export class Keys {
   }
   get configVersion(): string {
     return `${this.prefix}:config:version`;
+  }
+  get configDeclared(): string {
+    return `${this.prefix}:config:declared`;
+  }
+  get configFile(): string {
+    return `${this.prefix}:config:file`;
   }
   get orgs(): string {
     return `${this.prefix}:orgs`;

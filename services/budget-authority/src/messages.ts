@@ -1,7 +1,6 @@
-import type { RefusalCode, WindowState } from '@holdfast/events';
+import { formatUsd, type RefusalCode, type WindowState } from '@holdfast/events';
 
 const n = (x: number) => Math.round(x).toLocaleString('en-US');
-const usd = (micro: number) => `$${(micro / 1_000_000).toFixed(micro < 10_000_000 ? 4 : 2)}`;
 
 export interface RefusalFacts {
   code: RefusalCode;
@@ -15,28 +14,67 @@ export interface RefusalFacts {
   inFlight: number;
   maxInFlight?: number | undefined;
   reservationId?: string;
+  /** The call as admission saw it: the prompt as counted, max_tokens after the ceilings. */
+  promptTokens?: number;
+  maxTokens?: number;
+  /**
+   * Shrink to fit was tried (reserve mode, `shrinkToFit`): the least output it admits, and the
+   * model's prices (pico-USD a token) to say what the prompt with that output costs.
+   */
+  shrink?: { minOutputTokens: number; price: { input: number; output: number } };
+}
+
+/** The shrink facts of a refusal: only where the authority tries shrink to fit (reserve mode). */
+export function shrinkFacts(
+  mode: string,
+  minOutputTokens: number,
+  price: { input: number; output: number },
+): Pick<RefusalFacts, 'shrink'> {
+  return mode === 'reserve' && minOutputTokens > 0 ? { shrink: { minOutputTokens, price } } : {};
 }
 
 function whose(tenant: string, w: WindowState): string {
   return w.tenant === tenant ? `team ${tenant}` : `org ${w.tenant} (above team ${tenant})`;
 }
 
+/** What the prompt plus `output` tokens cost, rounded up to a micro-dollar as the authority bills. */
+function costMicroUsd(prompt: number, output: number, price: { input: number; output: number }) {
+  return Math.ceil((prompt * price.input + output * price.output) / 1_000_000);
+}
+
+function budgetExceeded(f: RefusalFacts): string {
+  const w = f.window;
+  if (!w) return `This call does not fit team ${f.tenant}'s budget.`;
+  const usd = w.unit === 'usd';
+  const fmt = usd ? formatUsd : (x: number) => `${n(x)} tokens`;
+  const need = usd ? f.neededMicroUsd : f.neededTokens;
+  const verb = usd ? 'cost' : 'use';
+  const { promptTokens: prompt, maxTokens: max } = f;
+  // The parts of a worst case (not of adaptive's estimate, which is not prompt + max_tokens).
+  const parts =
+    prompt !== undefined && max !== undefined && f.neededTokens === prompt + max
+      ? ` (${n(prompt)} prompt + ${n(max)} max_tokens)`
+      : '';
+  const left = Math.max(0, w.limit - w.used - w.held);
+  if (f.shrink && prompt !== undefined) {
+    const min = usd
+      ? costMicroUsd(prompt, f.shrink.minOutputTokens, f.shrink.price)
+      : prompt + f.shrink.minOutputTokens;
+    const held = w.held > 0 ? `, ${fmt(w.held)} held by calls in flight` : '';
+    return `This call could ${verb} up to ${fmt(need)}${parts}, and ${whose(f.tenant, w)} has ${fmt(left)} left in its ${w.window} window (${fmt(w.used)} used${held}, of ${fmt(w.limit)}). Shrink to fit could not make it fit: the prompt with the minimum output of ${n(f.shrink.minOutputTokens)} tokens needs ${fmt(min)}. Shorten the prompt, wait for the window to free room, or raise the budget.`;
+  }
+  if (need > w.limit) {
+    return `This call could ${verb} up to ${fmt(need)}${parts}, more than the whole ${w.window} budget of ${whose(f.tenant, w)} (${fmt(w.limit)}). Lower max_tokens or raise the budget.`;
+  }
+  const held = w.held > 0 ? `; calls in flight hold another ${fmt(w.held)}` : '';
+  return `This call could ${verb} up to ${fmt(need)}${parts} and ${whose(f.tenant, w)} has ${fmt(left)} left in its ${w.window} window${held}. Lower max_tokens or raise the budget.`;
+}
+
 /** Says why a call was refused, in numbers (SPEC section 2). Shown to the caller as is. */
 export function refusalMessage(f: RefusalFacts): string {
   switch (f.code) {
-    case 'budget_exceeded': {
-      const w = f.window;
-      if (!w) return `This call does not fit team ${f.tenant}'s budget.`;
-      const fmt = w.unit === 'usd' ? usd : (x: number) => `${n(x)} tokens`;
-      const need = w.unit === 'usd' ? f.neededMicroUsd : f.neededTokens;
-      const verb = w.unit === 'usd' ? 'cost' : 'use';
-      if (need > w.limit) {
-        return `This call could ${verb} up to ${fmt(need)}, more than the whole ${w.window} budget of ${whose(f.tenant, w)} (${fmt(w.limit)}). Lower max_tokens or raise the budget.`;
-      }
-      const left = Math.max(0, w.limit - w.used - w.held);
-      const held = w.held > 0 ? `; calls in flight hold another ${fmt(w.held)}` : '';
-      return `This call could ${verb} up to ${fmt(need)} and ${whose(f.tenant, w)} has ${fmt(left)} left in its ${w.window} window${held}. Lower max_tokens or raise the budget.`;
-    }
+    case 'budget_exceeded':
+      return budgetExceeded(f);
     case 'concurrency_limit':
       return `Team ${f.tenant} already has ${n(f.inFlight)} calls in flight${f.maxInFlight ? `, its limit of ${n(f.maxInFlight)}` : ''}. Retry when one finishes.`;
     case 'tenant_suspended':
@@ -49,5 +87,7 @@ export function refusalMessage(f: RefusalFacts): string {
       return `Model "${f.model ?? ''}" is not allowed for use case "${f.useCase ?? ''}" of team ${f.tenant}.`;
     case 'reservation_closed':
       return `Reservation ${f.reservationId ?? ''} was already closed.`;
+    case 'upstream_capacity':
+      return `Every upstream of model "${f.model ?? ''}" is at the capacity team ${f.tenant}'s priority may use. This is the provider's limit, not the team's budget: retry shortly.`;
   }
 }

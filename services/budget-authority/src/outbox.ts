@@ -1,7 +1,7 @@
 import { CURRENT_SCHEMA_VERSION, HoldfastEvent, type RefusalCode } from '@holdfast/events';
 import type { CompiledConfig } from '@holdfast/config';
 import type { z } from 'zod';
-import { refusalMessage } from './messages.js';
+import { refusalMessage, shrinkFacts } from './messages.js';
 import { parseWindows } from './windows.js';
 
 type Kind = 'number' | 'time' | 'boolean' | 'windows' | 'string';
@@ -74,6 +74,9 @@ export function decodeOutboxEntry(flat: string[], config: CompiledConfig): Holdf
   if (raw.type === 'admission.refused') {
     const windows = raw.windows as ReturnType<typeof parseWindows>;
     const tenant = raw.tenant as string;
+    const t = config.tenants.get(tenant);
+    const model = config.models.get(raw.model as string);
+    const maxTokens = raw.maxTokens as number;
     raw.message = refusalMessage({
       code: raw.code as RefusalCode,
       tenant,
@@ -83,8 +86,17 @@ export function decodeOutboxEntry(flat: string[], config: CompiledConfig): Holdf
       neededTokens: raw.neededTokens as number,
       neededMicroUsd: raw.neededMicroUsd as number,
       inFlight: (raw.inFlight as number | undefined) ?? 0,
-      maxInFlight: config.tenants.get(tenant)?.maxInFlight,
+      maxInFlight: t?.maxInFlight,
       reservationId: raw.reservationId as string,
+      promptTokens: raw.promptTokens as number,
+      maxTokens,
+      ...(t && model
+        ? shrinkFacts(
+            t.mode,
+            Math.min(t.shrinkToFit?.minOutputTokens ?? 0, maxTokens),
+            model.pricePico,
+          )
+        : {}),
     });
   }
   return HoldfastEvent.parse(raw);

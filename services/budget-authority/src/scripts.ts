@@ -9,7 +9,16 @@ function source(name: string): string {
   return `${lib}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8')}`;
 }
 
-const SCRIPTS = ['admit', 'extend', 'close', 'renew', 'suspension', 'usage', 'refusals'] as const;
+const SCRIPTS = [
+  'admit',
+  'extend',
+  'close',
+  'renew',
+  'suspension',
+  'usage',
+  'refusals',
+  'capacity',
+] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
 const COMMANDS = {
@@ -20,6 +29,7 @@ const COMMANDS = {
   suspension: 'hfSuspension',
   usage: 'hfUsage',
   refusals: 'hfRefusals',
+  capacity: 'hfCapacity',
 } as const satisfies Record<ScriptName, string>;
 
 declare module 'ioredis' {
@@ -34,6 +44,8 @@ declare module 'ioredis' {
     hfRenew(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/refusals.lua. */
     hfRefusals(numKeys: number, ...keysAndIds: string[]): Result<number, Context>;
+    /** See lua/capacity.lua. */
+    hfCapacity(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/suspension.lua. */
     hfSuspension(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/usage.lua. */
@@ -51,7 +63,7 @@ export function defineScripts(redis: Redis): void {
 /** Runs a script with its keys and its spec (JSON text: ARGV[1]). */
 export function run(
   redis: Redis,
-  name: Exclude<ScriptName, 'refusals'>,
+  name: Exclude<ScriptName, 'refusals' | 'capacity'>,
   keys: string[],
   spec: string,
 ): Promise<string[]> {
@@ -70,6 +82,11 @@ export function run(
     case 'usage':
       return redis.hfUsage(keys.length, ...args);
   }
+}
+
+/** Runs capacity.lua over an upstream's scopes and one reservation's record. */
+export function runCapacity(redis: Redis, keys: string[], spec: string): Promise<string[]> {
+  return redis.hfCapacity(keys.length, ...keys, spec);
 }
 
 /** Writes up to `eventIds.length` kinds of rate-limited refusals of an org; returns how many. */

@@ -123,7 +123,7 @@ describe('admission modes', () => {
       neededMicroUsd: 750,
     });
     expect(refused.message).toBe(
-      'This call could cost up to $0.0008 and team team has $0.0005 left in its minute window; calls in flight hold another $0.0015. Lower max_tokens or raise the budget.',
+      'This call could cost up to $0.00075 (1,000 prompt + 1,000 max_tokens) and team team has $0.0005 left in its minute window; calls in flight hold another $0.0015. Lower max_tokens or raise the budget.',
     );
     // Cached prompt tokens are priced at the cached rate: 500 × 0.15 + 500 × 0.075 + 10 × 0.6 = 118.5 → 119.
     const s = await h.client.settle({

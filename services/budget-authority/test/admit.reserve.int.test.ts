@@ -105,7 +105,7 @@ describe('reserve mode', () => {
       },
     });
     expect(refusalOf(refused).message).toBe(
-      'This call could use up to 1,394 tokens and team batch-summariser has 968 tokens left in its month window; calls in flight hold another 39,032 tokens. Lower max_tokens or raise the budget.',
+      'This call could use up to 1,394 tokens (370 prompt + 1,024 max_tokens) and team batch-summariser has 968 tokens left in its month window; calls in flight hold another 39,032 tokens. Lower max_tokens or raise the budget.',
     );
     // Larger than the whole budget: waiting cannot help.
     const huge = await h.client.admit(

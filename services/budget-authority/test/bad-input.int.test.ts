@@ -167,9 +167,9 @@ describe('bad input gets a coded error and changes nothing', () => {
     const message = r.ok ? '' : r.error.message;
     expect(r.ok ? '' : r.error.code).toBe('invalid_config');
     for (const field of [
-      'tenants[0].id',
-      'tenants[1].budgets[0].window',
-      'tenants[1].budgets[0].limit',
+      'tenants[id=Bad.Tenant].id',
+      'tenants[id=ok].budgets[week-tokens].window',
+      'tenants[id=ok].budgets[week-tokens].limit',
     ])
       expect(message).toContain(field);
     const yaml = await h.client.configApply({ document: 'tenants: [ {id: ' });

@@ -7,6 +7,7 @@ import {
   type NatsNames,
   type Refused,
 } from '@holdfast/events';
+import { natsNamesToEnv } from '@holdfast/config';
 import { AuthorityClient, createLogger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -29,6 +30,8 @@ export async function startAuthority(opts: {
   keyPrefix: string;
   config: unknown;
   clock?: boolean;
+  /** This process's clock (scripts still read Redis TIME): a replica whose host clock is off. */
+  now?: () => number;
   sweepIntervalMs?: number;
 }): Promise<Harness> {
   const clock = {
@@ -50,7 +53,8 @@ export async function startAuthority(opts: {
     }),
     registry: new Registry(),
     keyPrefix: opts.keyPrefix,
-    clock: opts.clock === false ? Date.now : () => clock.now,
+    clock: opts.now ?? (opts.clock === false ? Date.now : () => clock.now),
+    redisTime: opts.now !== undefined || opts.clock === false,
     sweepIntervalMs: opts.sweepIntervalMs ?? 100,
     relayLeaseMs: 1_000,
   });
@@ -92,6 +96,23 @@ export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<
 }
 
 export const newId = (): string => randomUUID();
+
+/** The environment of a real authority process (dist/main.js) on a test's isolated names. */
+export function processEnv(o: {
+  natsUrl: string;
+  redisUrl: string;
+  iso: { keyPrefix: string; names: NatsNames };
+  configFile: string;
+}): Record<string, string> {
+  return {
+    NATS_URL: o.natsUrl,
+    REDIS_URL: o.redisUrl,
+    HOLDFAST_CONFIG: o.configFile,
+    HOLDFAST_KEY_PREFIX: o.iso.keyPrefix,
+    AUTHORITY_OPS_PORT: '0',
+    ...natsNamesToEnv(o.iso.names),
+  };
+}
 
 /** A config with the experiment's teams (seeds/000) plus an org hierarchy and a usd budget. */
 export const BASE_CONFIG = {

@@ -2,11 +2,10 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { natsNamesToEnv } from '@holdfast/config';
 import { AuthorityClient } from '@holdfast/runtime';
 import { infraTest as test, startService, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { BASE_CONFIG, newId } from './harness.js';
+import { BASE_CONFIG, newId, processEnv } from './harness.js';
 
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 
@@ -19,14 +18,7 @@ test('the process serves health, readiness and metrics, and re-applies its confi
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-authority-'));
   const file = join(dir, 'holdfast.yaml');
   await writeFile(file, JSON.stringify(BASE_CONFIG));
-  const proc = await startService(MAIN, {
-    NATS_URL: natsUrl,
-    REDIS_URL: redisUrl,
-    HOLDFAST_CONFIG: file,
-    HOLDFAST_KEY_PREFIX: iso.keyPrefix,
-    AUTHORITY_OPS_PORT: '0',
-    ...natsNamesToEnv(iso.names),
-  });
+  const proc = await startService(MAIN, processEnv({ natsUrl, redisUrl, iso, configFile: file }));
   try {
     const ready = JSON.parse(proc.lines.find((l) => l.includes('"msg":"ready"'))!) as {
       opsPort: number;

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { LIMITS, type Admitted, type ApiSurface, type Refused } from '@holdfast/events';
+import { sleep } from '@holdfast/retry';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import type { Caller } from './auth.js';
 import type { AuthorityPort } from './call/ports.js';
@@ -25,6 +26,8 @@ export interface AdmissionRequest {
   extensible: boolean;
   /** The surface the call came in on. */
   api: ApiSurface;
+  /** Aborted when the client leaves (a call waiting for upstream capacity stops waiting). */
+  signal?: AbortSignal;
 }
 
 /** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
@@ -60,20 +63,22 @@ export async function admit(
   const reservationId = randomUUID();
   const ref = { reservationId, tenant, org: caller.tenant.org };
   const started = performance.now();
-  const reply = await deps.authority.admit(
-    {
-      reservationId,
-      tenant,
-      keyId: caller.keyId,
-      useCase: caller.useCase,
-      model: req.model,
-      promptTokens: req.promptTokens,
-      maxTokens: req.maxTokens,
-      extensible: req.extensible,
-      api: req.api,
-    },
-    deps.timeoutMs,
-  );
+  const ask = () =>
+    deps.authority.admit(
+      {
+        reservationId,
+        tenant,
+        keyId: caller.keyId,
+        useCase: caller.useCase,
+        model: req.model,
+        promptTokens: req.promptTokens,
+        maxTokens: req.maxTokens,
+        extensible: req.extensible,
+        api: req.api,
+      },
+      deps.timeoutMs,
+    );
+  const reply = await untilCapacity(ask, caller.tenant.maxQueueMs, req.signal);
   const seconds = (performance.now() - started) / 1_000;
 
   if (!reply.ok) {
@@ -108,8 +113,35 @@ export async function admit(
     seconds,
   );
   if (!decision.admitted) return Err(refusalError(decision, tenant));
-  const hold = deps.holds.open({ ...ref, org: decision.org ?? ref.org });
+  const hold = deps.holds.open({
+    ...ref,
+    org: decision.org ?? ref.org,
+    ...(decision.upstream ? { upstream: decision.upstream, model: req.model } : {}),
+  });
   return Ok({ metered: true, admitted: decision, hold });
+}
+
+type AdmitResult = Awaited<ReturnType<AuthorityPort['admit']>>;
+
+/**
+ * Asks again while the only thing in the way is the upstream's capacity and the tenant may
+ * still wait (`maxQueueMs`, default 0: not at all): every 250 ms at first, no later than the
+ * window says room frees, never past the tenant's deadline or the client's leaving.
+ */
+async function untilCapacity(
+  ask: () => Promise<AdmitResult>,
+  maxQueueMs: number,
+  signal: AbortSignal | undefined,
+): Promise<AdmitResult> {
+  const deadline = Date.now() + maxQueueMs;
+  for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 2_000)) {
+    const reply = await ask();
+    if (!reply.ok || reply.value.admitted || reply.value.code !== 'upstream_capacity') return reply;
+    const left = deadline - Date.now();
+    if (left <= 0 || signal?.aborted) return reply;
+    const roomIn = (reply.value.retryAfterSeconds ?? 1) * 1_000;
+    if (!(await sleep(Math.min(waitMs, roomIn, left), signal))) return reply;
+  }
 }
 
 function refusalError(r: Refused, tenant: string): EdgeError {

@@ -58,10 +58,42 @@ async function registerEdge(app: FastifyInstance, deps: EdgeDeps): Promise<void>
   await app.register(adminRoutes, { prefix: '/admin', logger: deps.logger });
 }
 
+/**
+ * A request whose headers and body have not arrived `ms` after it began is cut: its socket is
+ * destroyed. A client sending its body a byte at a time cannot hold a connection (and a
+ * worker's memory) forever. The response, however long it streams, is not limited.
+ */
+function guardSlowRequests(app: FastifyInstance, ms: number): void {
+  const timers = new WeakMap<object, NodeJS.Timeout>();
+  app.addHook('onRequest', (request, _reply, done) => {
+    const timer = setTimeout(() => {
+      request.log.warn({ ms }, 'request not received in time: connection closed');
+      app.metrics.slowRequests.inc();
+      request.raw.destroy();
+    }, ms);
+    timer.unref();
+    timers.set(request, timer);
+    done();
+  });
+  const clear = (request: object) => clearTimeout(timers.get(request));
+  app.addHook('preHandler', (request, _reply, done) => {
+    clear(request);
+    done();
+  });
+  app.addHook('onResponse', (request, _reply, done) => {
+    clear(request);
+    done();
+  });
+  app.addHook('onRequestAbort', (request, done) => {
+    clear(request);
+    done();
+  });
+}
+
 /** A fastify instance with the edge registered and ready (not listening). */
 export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger = deps.logger;
-  const app = Fastify({
+  const app: FastifyInstance = Fastify({
     loggerInstance,
     // One summary line per request is written by the observability plugin instead.
     logController: new LogController({ disableRequestLogging: true }),
@@ -70,7 +102,11 @@ export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
     forceCloseConnections: true,
     requestIdHeader: false,
     genReqId: () => randomUUID(),
+    trustProxy: deps.options.trustProxy,
+    // Node's own check of slow requests (it runs every 30 s); the edge's deadline is exact.
+    requestTimeout: deps.options.requestTimeoutMs,
   });
+  guardSlowRequests(app, deps.options.requestTimeoutMs);
   app.setValidatorCompiler(zodValidatorCompiler);
   await app.register(edgeApp, deps);
   await app.ready();

@@ -1,3 +1,4 @@
+import { createHmac, randomBytes } from 'node:crypto';
 import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
 import { z } from 'zod';
@@ -47,6 +48,29 @@ export const EdgeEnv = z.object({
   EDGE_STATUS_PAGE: z.enum(['token', 'open']).default('token'),
   /** How often the status page refreshes its bars, ms. */
   EDGE_STATUS_REFRESH_MS: env.int(2_000, 100, 600_000),
+  /**
+   * Key that signs status page sessions (at least 32 characters; every edge replica the same).
+   * Unset: derived from EDGE_ADMIN_TOKEN, else random per process (sessions then end when the
+   * edge restarts and hold on that replica only).
+   */
+  EDGE_SESSION_SECRET: z
+    .string()
+    .regex(/^[\x21-\x7e]{32,512}$/, 'must be 32 to 512 printable characters')
+    .optional(),
+  /** `auto`: session cookies are Secure when the page came over https; or `always` / `never`. */
+  EDGE_COOKIE_SECURE: z.enum(['auto', 'always', 'never']).default('auto'),
+  /**
+   * Behind a proxy: trust its X-Forwarded-For / X-Forwarded-Proto (`true`, or a comma-separated
+   * list of proxy addresses or CIDRs). Needed for https detection and per-client limits.
+   */
+  EDGE_TRUST_PROXY: z.string().max(1_000).optional(),
+  /** Sign-in attempts on the status page per client and minute. */
+  EDGE_SIGN_IN_PER_MINUTE: env.int(10, 1, 10_000),
+  /**
+   * A request's headers and body must have arrived within this long, else the connection is
+   * closed (a body sent a byte at a time cannot hold a socket). The response is not limited.
+   */
+  EDGE_REQUEST_TIMEOUT_MS: env.int(30_000, 100, 3_600_000),
   LOG_LEVEL: env.logLevel(),
   ...natsNamesEnv,
 });
@@ -63,6 +87,13 @@ export interface EdgeOptions {
   adminToken: string | undefined;
   statusAccess: 'token' | 'open';
   statusRefreshMs: number;
+  /** Signs status page sessions. */
+  sessionSecret: Buffer;
+  cookieSecure: 'auto' | 'always' | 'never';
+  /** fastify's trustProxy. */
+  trustProxy: boolean | string[];
+  signInPerMinute: number;
+  requestTimeoutMs: number;
   upstream: UpstreamTimeouts & UpstreamRetry;
 }
 
@@ -91,6 +122,11 @@ export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     adminToken: e.EDGE_ADMIN_TOKEN,
     statusAccess: e.EDGE_STATUS_PAGE,
     statusRefreshMs: e.EDGE_STATUS_REFRESH_MS,
+    sessionSecret: sessionSecret(e),
+    cookieSecure: e.EDGE_COOKIE_SECURE,
+    trustProxy: trustProxy(e.EDGE_TRUST_PROXY),
+    signInPerMinute: e.EDGE_SIGN_IN_PER_MINUTE,
+    requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,
@@ -100,6 +136,20 @@ export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
       retryAfterCapMs: e.EDGE_RETRY_AFTER_CAP_MS,
     },
   };
+}
+
+function sessionSecret(e: EdgeEnv): Buffer {
+  if (e.EDGE_SESSION_SECRET) return Buffer.from(e.EDGE_SESSION_SECRET);
+  if (e.EDGE_ADMIN_TOKEN) {
+    return createHmac('sha256', e.EDGE_ADMIN_TOKEN).update('holdfast status sessions').digest();
+  }
+  return randomBytes(32);
+}
+
+function trustProxy(value: string | undefined): boolean | string[] {
+  if (value === undefined || value === '' || value === 'false') return false;
+  if (value === 'true') return true;
+  return value.split(',').map((s) => s.trim());
 }
 
 export interface LoadedEnv {

@@ -13,6 +13,8 @@ export const EDGE_ERROR_CODES = [
   'budget_exceeded',
   'concurrency_limit',
   'upstream_rate_limited',
+  /** The upstream's declared capacity is full for the tenant's priority past its maxQueueMs. */
+  'upstream_capacity',
   'budget_authority_unavailable',
   'invalid_request',
   /** Sent as `invalid_request` with status 413. */
@@ -77,6 +79,7 @@ export function httpError(code: EdgeErrorCode): HttpError {
       return { status: 429, type: 'insufficient_quota', code };
     case 'concurrency_limit':
     case 'upstream_rate_limited':
+    case 'upstream_capacity':
       return { status: 429, type: 'rate_limit_error', code };
     case 'budget_authority_unavailable':
       return { status: 503, type: 'server_error', code };

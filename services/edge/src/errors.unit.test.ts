@@ -12,6 +12,7 @@ test('every edge error code has the status of the SPEC table', () => {
     budget_exceeded: 429,
     concurrency_limit: 429,
     upstream_rate_limited: 429,
+    upstream_capacity: 429,
     budget_authority_unavailable: 503,
     invalid_request: 400,
     request_too_large: 413,

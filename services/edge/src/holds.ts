@@ -20,6 +20,9 @@ export interface HoldRef {
   reservationId: string;
   tenant: string;
   org: string;
+  /** The upstream whose capacity the admission took, and the model (to close that too). */
+  upstream?: string;
+  model?: string;
 }
 
 export interface HoldsOptions {
@@ -98,7 +101,7 @@ export class Holds {
   async #run(ref: HoldRef, close: Close): Promise<void> {
     const { authority, logger, metrics, timeoutMs, attempts } = this.#o;
     const label = close.how === 'settle' ? close.outcome : close.reason;
-    const request = { reservationId: ref.reservationId, tenant: ref.tenant, org: ref.org };
+    const request = closeRequest(ref);
     const reply = await retry(
       () =>
         close.how === 'settle'
@@ -130,7 +133,7 @@ export class Holds {
   /** Publishes the close to the closes stream, retrying until JetStream acknowledges it. */
   async #handOver(ref: HoldRef, close: Close): Promise<void> {
     const { js, names, logger, metrics } = this.#o;
-    const request = { reservationId: ref.reservationId, tenant: ref.tenant, org: ref.org };
+    const request = closeRequest(ref);
     const deferred: DeferredClose =
       close.how === 'settle'
         ? { op: 'settle', request: { ...request, usage: close.usage, outcome: close.outcome } }
@@ -158,6 +161,16 @@ export class Holds {
       }
     }
   }
+}
+
+/** The fields of a settle or release that name the reservation. */
+function closeRequest(ref: HoldRef) {
+  return {
+    reservationId: ref.reservationId,
+    tenant: ref.tenant,
+    org: ref.org,
+    ...(ref.upstream ? { upstream: ref.upstream, model: ref.model } : {}),
+  };
 }
 
 /** One admitted call's reservation, closed exactly once. */

@@ -14,6 +14,7 @@ export class EdgeMetrics {
   readonly holdsDeferred: Counter<'how'>;
   readonly outputCuts: Counter<'model' | 'why'>;
   readonly earlyRefusals: Counter<'code'>;
+  readonly slowRequests: Counter;
   readonly inFlight: Gauge;
   readonly unmetered: Counter<'tenant'>;
   readonly extensions: Counter<'status'>;
@@ -93,6 +94,11 @@ export class EdgeMetrics {
       name: 'edge_early_refusals_total',
       help: 'Calls refused by the edge before counting (its own in-flight cap), by code',
       labelNames: ['code'],
+      registers,
+    });
+    this.slowRequests = new Counter({
+      name: 'edge_slow_requests_total',
+      help: 'Connections closed because a request had not arrived within EDGE_REQUEST_TIMEOUT_MS',
       registers,
     });
     this.inFlight = new Gauge({

@@ -48,9 +48,9 @@ test('bad input is refused with a code naming the field, and changes nothing', a
     'invalid_config',
   );
   for (const field of [
-    'tenants[0].id',
-    'tenants[1].budgets[0].window',
-    'tenants[1].budgets[0].limit',
+    'tenants[id=Bad.Tenant].id',
+    'tenants[id=ok].budgets[week-tokens].window',
+    'tenants[id=ok].budgets[week-tokens].limit',
   ])
     expect(invalid.message).toContain(field);
   await expectError(
@@ -163,10 +163,10 @@ test('bad input is refused with a code naming the field, and changes nothing', a
     call('PUT', '/admin/tenants/multi/use-cases/UC-3', { maxTokens: 10, models: ['gpt-5'] }),
     400,
     'invalid_config',
-    ['tenants[3].useCases[2].models[0]', 'unknown model "gpt-5"'],
+    ['tenants[id=multi].useCases[id=UC-3].models[0]', 'unknown model "gpt-5"'],
   );
   await expectError(call('DELETE', '/admin/tenants/multi/use-cases/UC-2'), 400, 'invalid_config', [
-    'tenants[3].keys[0].defaultUseCase',
+    'tenants[id=multi].keys[id=multi-1].defaultUseCase',
   ]);
 
   // Ids that are taken.

@@ -1,6 +1,7 @@
 import { expect } from 'vitest';
 import { ADMIN_TOKEN, ids, withAdmin } from './admin.js';
 import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
+import { sessionCookieOf, signIn } from './session.js';
 
 /** The teams under an org `acme` with a budget of its own. */
 const withOrg = (c: TestConfig) => {
@@ -51,7 +52,7 @@ test('/v1/budgets: a key sees its own tenant and the levels above it, never anot
   }
   expect((await budgets(s, bearer(KEYS.batch), '?tenant=batch-summariser')).statusCode).toBe(200);
   // A session cookie with a key is the same viewer.
-  const viaCookie = await budgets(s, { cookie: `holdfast_token=${KEYS.batch}` });
+  const viaCookie = await budgets(s, { cookie: sessionCookieOf(await signIn(s, KEYS.batch)) });
   expect(viaCookie.json().tenants).toEqual(body.tenants);
 });
 

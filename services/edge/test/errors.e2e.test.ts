@@ -122,7 +122,7 @@ test('429 budget_exceeded with Retry-After and a message in numbers; nothing rea
   expectShape(r.body, 'budget_exceeded');
   expect(r.body.error.type).toBe('insufficient_quota');
   expect(r.body.error.message).toBe(
-    'This call could use up to 1,051 tokens and team batch-summariser has 1,023 tokens left in its month window. Lower max_tokens or raise the budget.',
+    'This call could use up to 1,051 tokens (27 prompt + 1,024 max_tokens) and team batch-summariser has 1,023 tokens left in its month window. Lower max_tokens or raise the budget.',
   );
   // The billed usage leaves the sliding month window in about 30 days.
   const retryAfter = Number(r.headers.get('retry-after'));
@@ -166,9 +166,30 @@ test('429 upstream_rate_limited after the edge retried, never confused with the 
   expect(r.status).toBe(429);
   expectShape(r.body, 'upstream_rate_limited');
   expect(r.body.error.type).toBe('rate_limit_error');
+  expect(r.body.error.message).toMatch(
+    /^The model upstream \(default\) answered 429 \(rate limited\) to all 3 attempts; the edge waited \d+ m?s between them in all, and the last answer asked to wait 0 ms\. This is the provider's rate limit, not your Holdfast budget: retry in 0 ms\.$/,
+  );
   expect(s.upstream.stats().errorsInjected['429']).toBe(3);
   const usage = await s.settled('support-bot');
   expect(usage.billedTokens).toBe(0);
+});
+
+test('429 upstream_rate_limited with a Retry-After longer than the edge waits: answered at once, and the message says it did not retry', async ({
+  stack,
+}) => {
+  const s = await stack();
+  s.upstream.failNext({ status: 429, count: 1, retryAfter: 30 });
+  // The test edge waits at most 2 s for a Retry-After (EDGE_RETRY_AFTER_CAP_MS, 10 s by default).
+  const started = Date.now();
+  const r = await send(s, chat(), auth(KEYS.support));
+  expect(Date.now() - started).toBeLessThan(5_000);
+  expect(r.status).toBe(429);
+  expect(r.headers.get('retry-after')).toBe('30');
+  expect(r.body.error.message).toBe(
+    "The model upstream (default) answered 429 (rate limited) and asked to wait 30 s; the edge waits at most 2 s for a retry, so it did not retry. This is the provider's rate limit, not your Holdfast budget: retry in 30 s.",
+  );
+  expect(s.upstream.stats().errorsInjected['429']).toBe(1);
+  await s.settled('support-bot');
 });
 
 test('503 budget_authority_unavailable when the authority does not answer; failOpen serves unmetered', async ({

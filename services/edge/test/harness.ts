@@ -131,6 +131,8 @@ export interface Stack {
   events(until?: (events: HoldfastEvent[]) => boolean): Promise<HoldfastEvent[]>;
   /** Stops the authority (its subscriptions go away; the edge then gets no_responders). */
   stopAuthority(): Promise<void>;
+  /** Starts a new authority on the same Redis and names (after `stopAuthority`). */
+  restartAuthority(): Promise<void>;
   /** Applies the test config through the authority's API (which announces it on NATS). */
   applyConfig(): Promise<void>;
 }
@@ -142,6 +144,8 @@ export interface StackOptions {
   upstreamApiKey?: string;
   /** false: start the edge before any config is applied (call `applyConfig()` later). */
   configured?: boolean;
+  /** Another Redis than the test run's (a test that pauses or kills it). */
+  redisUrl?: string;
 }
 
 async function startStack(
@@ -156,26 +160,34 @@ async function startStack(
     ...(opts.upstreamApiKey ? { apiKey: opts.upstreamApiKey } : {}),
   });
   cleanup.push(() => upstream.stop());
-  const redis = createRedis(fx.redisUrl);
+  const redis = createRedis(opts.redisUrl ?? fx.redisUrl);
   redis.on('error', () => undefined);
   await redis.connect();
   const logger: Logger = createLogger({ name: 'authority-test', level: 'silent' });
-  const authority = new Authority({
-    redis,
-    nc,
-    names: iso.names,
-    logger,
-    registry: new Registry(),
-    keyPrefix: iso.keyPrefix,
-    sweepIntervalMs: 100,
-    relayLeaseMs: 1_000,
-  });
+  const newAuthority = () =>
+    new Authority({
+      redis,
+      nc,
+      names: iso.names,
+      logger,
+      registry: new Registry(),
+      keyPrefix: iso.keyPrefix,
+      sweepIntervalMs: 100,
+      relayLeaseMs: 1_000,
+    });
+  let authority = newAuthority();
   await authority.start();
   let authorityUp = true;
   const stopAuthority = async () => {
     if (!authorityUp) return;
     authorityUp = false;
     await authority.stop();
+  };
+  const restartAuthority = async () => {
+    if (authorityUp) return;
+    authority = newAuthority();
+    await authority.start();
+    authorityUp = true;
   };
   cleanup.push(async () => {
     await stopAuthority();
@@ -207,7 +219,9 @@ async function startStack(
   };
   return {
     upstream,
-    authority,
+    get authority() {
+      return authority;
+    },
     client,
     edge,
     openai: (key, o) => new OpenAI({ baseURL: `${edge.url}/v1`, apiKey: key, maxRetries: 0, ...o }),
@@ -229,6 +243,7 @@ async function startStack(
         { what: 'events' },
       ),
     stopAuthority,
+    restartAuthority,
     applyConfig,
   };
 }

@@ -3,20 +3,37 @@ import { CliError } from '../client.js';
 import { context, parse, positional, type Io } from '../context.js';
 import { EXIT } from '../exit.js';
 
+export interface ConfigChange {
+  path: string;
+  change: 'added' | 'changed' | 'removed';
+}
+
 interface Applied {
   version: number;
   hash: string;
   changed: boolean;
+  /** Absent from an edge older than the merge. */
+  kept?: ConfigChange[];
+  overridden?: ConfigChange[];
+}
+
+/** One line per change: `  + tenants[id=support-bot].keys[id=ops-1]`. */
+export function changeLines(changes: readonly ConfigChange[]): string {
+  const mark = { added: '+', changed: '~', removed: '-' } as const;
+  return changes.map((c) => `  ${mark[c.change]} ${c.path} (${c.change})\n`).join('');
 }
 
 /**
- * `holdfast apply FILE [--expected-version N] [--dry-run]`: validates the file with the same
- * schema the authority uses (every bad field named, nothing sent), then PUT /admin/config.
+ * `holdfast apply FILE [--replace] [--expected-version N] [--dry-run]`: validates the file with
+ * the same schema the authority uses (every bad field named, nothing sent), then PUT
+ * /admin/config. The file is merged: what the admin API changed and the file leaves alone is
+ * kept, and both lists are printed; --replace makes the stored config exactly the file.
  */
 export async function apply(args: string[], io: Io): Promise<number> {
   const { values, positionals } = parse(args, {
     'expected-version': { type: 'string' },
     'dry-run': { type: 'boolean', default: false },
+    replace: { type: 'boolean', default: false },
   });
   const ctx = context(io, values);
   const file = positional(positionals, 'FILE');
@@ -45,13 +62,24 @@ export async function apply(args: string[], io: Io): Promise<number> {
   if (expected !== undefined && !/^\d+$/.test(expected)) {
     throw new CliError('--expected-version must be a config version (0, 1, 2, ...)', EXIT.usage);
   }
-  const query = expected === undefined ? '' : `?expectedVersion=${expected}`;
-  const r = (await ctx.client().request('PUT', `/admin/config${query}`, { yaml: text })) as Applied;
-  ctx.print(
-    r,
-    r.changed
-      ? `applied ${file}: config version ${r.version} (${tenants.size} tenants, sha256 ${r.hash.slice(0, 12)})\n`
-      : `unchanged: ${file} is already config version ${r.version}\n`,
-  );
+  const query = new URLSearchParams({
+    ...(expected === undefined ? {} : { expectedVersion: expected }),
+    ...(values.replace ? { mode: 'replace' } : {}),
+  }).toString();
+  const path = `/admin/config${query ? `?${query}` : ''}`;
+  const reply = (await ctx.client().request('PUT', path, { yaml: text })) as Applied;
+  const r = { ...reply, kept: reply.kept ?? [], overridden: reply.overridden ?? [] };
+  const head = r.changed
+    ? `applied ${file}: config version ${r.version} (${tenants.size} tenants in the file, sha256 ${r.hash.slice(0, 12)})\n`
+    : `unchanged: ${file} makes no change to config version ${r.version}\n`;
+  const kept =
+    r.kept.length > 0
+      ? `kept ${r.kept.length} change(s) made through the admin API that the file leaves alone:\n${changeLines(r.kept)}`
+      : '';
+  const overridden =
+    r.overridden.length > 0
+      ? `${values.replace ? 'dropped' : 'overrode'} ${r.overridden.length} change(s) made through the admin API:\n${changeLines(r.overridden)}`
+      : '';
+  ctx.print(r, head + kept + overridden);
   return EXIT.ok;
 }

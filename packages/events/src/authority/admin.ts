@@ -35,9 +35,25 @@ export const TenantUsage = z.object({
 });
 export type TenantUsage = z.infer<typeof TenantUsage>;
 
+/** An upstream's (or a model's) declared capacity and what the last minute used of it. */
+export const CapacityUsage = z.object({
+  upstream: z.string(),
+  /** null: the upstream's own limits; else this model's on it. */
+  model: z.string().nullable(),
+  tokensPerMinute: z.int().min(0).nullable(),
+  requestsPerMinute: z.int().min(0).nullable(),
+  tokens: z.int(),
+  requests: z.int(),
+  /** Until when the provider said it refuses calls (its 429), if it did. */
+  blockedUntil: z.iso.datetime().nullable(),
+});
+export type CapacityUsage = z.infer<typeof CapacityUsage>;
+
 export const UsageReply = z.object({
   time: z.iso.datetime(),
   tenants: z.array(TenantUsage),
+  /** Declared upstream capacity (read when every tenant is asked for). */
+  capacity: z.array(CapacityUsage).default([]),
 });
 export type UsageReply = z.infer<typeof UsageReply>;
 
@@ -68,14 +84,65 @@ export const SuspensionReply = z.object({
 });
 export type SuspensionReply = z.infer<typeof SuspensionReply>;
 
+/**
+ * One difference between the last declared document (the config file, or `holdfast apply`)
+ * and the stored config: a change made through the admin API since, at a path that names list
+ * items by id (`tenants[id=support-bot].keys[id=ops-1]`).
+ */
+export const ConfigChange = z.object({
+  path: z.string(),
+  change: z.enum(['added', 'changed', 'removed']),
+});
+export type ConfigChange = z.infer<typeof ConfigChange>;
+
+/** The last declarative document applied (file or `holdfast apply`), the base of the next merge. */
+export const DeclaredConfig = z.object({
+  /** The stored config version it was applied at. */
+  version: z.int().min(0),
+  hash: z.string(),
+  source: z.string(),
+  time: z.iso.datetime(),
+});
+export type DeclaredConfig = z.infer<typeof DeclaredConfig>;
+
+/** What a provider said of its limits: a 429's Retry-After, or the tokens it has left. */
+export const CapacityReportRequest = z.strictObject({
+  upstream: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/),
+  model: z.string().max(128).optional(),
+  retryAfterMs: z.int().min(0).max(3_600_000).optional(),
+  remainingTokens: z.int().min(0).max(1e12).optional(),
+  resetMs: z.int().min(0).max(3_600_000).optional(),
+});
+export type CapacityReportRequest = z.infer<typeof CapacityReportRequest>;
+export const CapacityReportReply = z.object({ recorded: z.boolean() });
+
 export const ConfigGetRequest = z.strictObject({});
 export const ConfigGetReply = z.object({
   version: z.int().min(0),
   hash: z.string(),
   /** The validated config document (parse it with @holdfast/config). */
   config: z.unknown(),
+  /** The last declared document; null when none was recorded (an older authority's store). */
+  declared: DeclaredConfig.nullable().default(null),
+  /** What the admin API changed since that document: the next merge keeps these. */
+  divergence: z.array(ConfigChange).default([]),
 });
 export type ConfigGetReply = z.infer<typeof ConfigGetReply>;
+
+/**
+ * How a document is applied:
+ * - `edit`: it is the new stored config as it is (a read-modify-write of the admin API, whose
+ *   document came from config.get); the declared document stays.
+ * - `merge`: it is a declarative document (the config file, `holdfast apply`): what it changes
+ *   since the last declared document is applied, what the admin API changed since, and the
+ *   document leaves alone, is kept; where both changed the same field the document wins. Both
+ *   lists come back in the reply.
+ * - `replace`: the stored config becomes exactly the document; what the admin API had changed
+ *   is reported as overridden.
+ */
+export const CONFIG_APPLY_MODES = ['edit', 'merge', 'replace'] as const;
+export const ConfigApplyMode = z.enum(CONFIG_APPLY_MODES);
+export type ConfigApplyMode = z.infer<typeof ConfigApplyMode>;
 
 export const ConfigApplyRequest = z.strictObject({
   /** The raw document (YAML text or an already-parsed object). */
@@ -86,6 +153,7 @@ export const ConfigApplyRequest = z.strictObject({
    * applied yet); otherwise the reply is a `version_conflict` error and nothing changes.
    */
   expectedVersion: z.int().min(0).optional(),
+  mode: ConfigApplyMode.default('edit'),
 });
 export type ConfigApplyRequest = z.input<typeof ConfigApplyRequest>;
 
@@ -93,5 +161,9 @@ export const ConfigApplyReply = z.object({
   version: z.int().min(1),
   hash: z.string(),
   changed: z.boolean(),
+  /** merge: changes made through the admin API that the document left alone (still there). */
+  kept: z.array(ConfigChange).default([]),
+  /** merge and replace: changes made through the admin API that the document undid. */
+  overridden: z.array(ConfigChange).default([]),
 });
 export type ConfigApplyReply = z.infer<typeof ConfigApplyReply>;

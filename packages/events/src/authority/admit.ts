@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AdmissionMode, ApiSurface, LIMITS } from '../amounts.js';
 import { IsoTime } from '../envelope.js';
-import { KeyId, ModelId, TenantId, UseCaseId, Uuid } from '../ids.js';
+import { KeyId, ModelId, PlainId, TenantId, UseCaseId, Uuid } from '../ids.js';
 import { RefusalCode } from '../v1/admission.js';
 import { BudgetId, WindowState } from '../windows.js';
 
@@ -35,6 +35,11 @@ export const Admitted = z.object({
   reservationId: Uuid,
   /** The org the reservation lives in: closes name it, so they work after the tenant moved. */
   org: TenantId.optional(),
+  /**
+   * The upstream whose capacity the call reserved (the model's first, or a fallback when the
+   * first was full); the edge sends the call there first. Absent: no capacity is declared.
+   */
+  upstream: PlainId.optional(),
   mode: AdmissionMode,
   heldTokens: z.int().min(0),
   heldMicroUsd: z.int().min(0),

@@ -10,6 +10,7 @@ export const AUTHORITY_OPERATIONS = [
   'resume',
   'config.get',
   'config.apply',
+  'capacity.report',
 ] as const;
 export type AuthorityOperation = (typeof AUTHORITY_OPERATIONS)[number];
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { LIMITS } from '../amounts.js';
-import { TenantId, Uuid } from '../ids.js';
+import { ModelId, PlainId, TenantId, Uuid } from '../ids.js';
 import { ReleaseReason, SettleOutcome } from '../v1/reservation.js';
 import { WindowState } from '../windows.js';
 
@@ -46,6 +46,10 @@ export const SettleRequest = z.strictObject({
   tenant: TenantId,
   /** The org of the reservation (the admission's `org`); the tenant's current org if absent. */
   org: TenantId.optional(),
+  /** The upstream whose capacity the admission reserved (its `upstream`). */
+  upstream: PlainId.optional(),
+  /** The model of the call (for a model's own capacity). */
+  model: ModelId.optional(),
   usage: Usage,
   outcome: SettleOutcome.default('completed'),
 });
@@ -55,6 +59,8 @@ export const ReleaseRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
   org: TenantId.optional(),
+  upstream: PlainId.optional(),
+  model: ModelId.optional(),
   reason: ReleaseReason,
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;

@@ -14,6 +14,8 @@ export const REFUSAL_CODES = [
   'use_case_not_registered',
   'model_not_allowed',
   'reservation_closed',
+  /** Every upstream of the model is at the capacity the tenant's priority may use. */
+  'upstream_capacity',
 ] as const;
 export const RefusalCode = z.enum(REFUSAL_CODES);
 export type RefusalCode = z.infer<typeof RefusalCode>;

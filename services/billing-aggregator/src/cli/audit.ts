@@ -1,16 +1,20 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
+import { stackEnv } from '@holdfast/config';
 import { retry } from '@holdfast/retry';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
 import { exceeds, runAudit, type AuditReport } from '../audit.js';
 import { createClickHouse } from '../clickhouse.js';
 import { loadConfig } from '../config.js';
 
-const USAGE = `Usage: holdfast-billing-audit [--threshold N] [--tenant ID] [--wait MS] [--json]
+const USAGE = `Usage: pnpm --filter @holdfast/billing-aggregator drift-audit [--threshold N] [--tenant ID] [--wait MS] [--json]
+       (the binary: holdfast-billing-audit)
 
 Compares, per tenant and budget window, the budget authority's counters with the sums of the
-events in ClickHouse, and prints the drift (clickhouse - authority). Exit code: 0 when every
-drift is within the threshold, 1 above it, 2 when the audit could not run.
+events in ClickHouse, and prints the drift (clickhouse - authority). Tenants billed in
+ClickHouse that the config no longer has (removed, e.g. by pnpm experiment) are listed apart:
+they have no counters to compare, and are not drift. Exit code: 0 when every drift is within
+the threshold, 1 above it, 2 when the audit could not run.
 
   --threshold N   largest accepted drift, tokens or micro-USD (default: BILLING_AGGREGATOR_AUDIT_THRESHOLD, 0)
   --tenant ID     only this tenant's counters
@@ -19,7 +23,8 @@ drift is within the threshold, 1 above it, 2 when the audit could not run.
                   to the snapshot can land (an audit under traffic; 0 after quiescence)
   --json          print the report as JSON
 
-Connections come from NATS_URL, CLICKHOUSE_URL, CLICKHOUSE_DATABASE, HOLDFAST_* (as the service).`;
+Connections come from NATS_URL, CLICKHOUSE_URL, CLICKHOUSE_DATABASE, HOLDFAST_* (as the service);
+what is unset comes from the running pnpm stack (stack.json in HOLDFAST_STACK_DIR, default .tmp/stack).`;
 
 function table(report: AuditReport): string {
   const head = ['tenant', 'counter', 'authority', 'clickhouse', 'drift'];
@@ -34,6 +39,15 @@ function table(report: AuditReport): string {
   const line = (cells: string[]) =>
     cells.map((c, i) => (i >= 2 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ');
   return [line(head), ...body.map(line)].join('\n');
+}
+
+function removedTable(report: AuditReport): string {
+  if (report.removed.length === 0) return '';
+  const rows = report.removed.map(
+    (r) =>
+      `  ${r.tenant}  ${r.lifetimeTokens.toLocaleString('en-US')} tokens, ${(r.lifetimeMicroUsd / 1e6).toFixed(6)} USD`,
+  );
+  return `\n\nnot in the config any more (billed before they were removed; no counters to compare, not drift):\n${rows.join('\n')}`;
 }
 
 async function main(): Promise<number> {
@@ -51,7 +65,8 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const config = loadConfig({ LOG_LEVEL: 'warn', ...process.env });
+  // What the user did not set comes from the running `pnpm stack`.
+  const config = loadConfig({ LOG_LEVEL: 'warn', ...stackEnv(process.env), ...process.env });
   const threshold =
     values.threshold === undefined ? config.audit.threshold : Number(values.threshold);
   const waitMs = values.wait === undefined ? 0 : Number(values.wait);
@@ -89,7 +104,7 @@ async function main(): Promise<number> {
     const over = exceeds(report, threshold);
     if (values.json) console.log(JSON.stringify({ ...report, threshold, ok: !over }, null, 2));
     else {
-      console.log(table(report));
+      console.log(table(report) + removedTable(report));
       console.log(
         `\nmax drift: ${report.maxDrift.tokens} tokens, ${report.maxDrift.usd} micro-USD (threshold ${threshold}) at ${report.time}: ${over ? 'DRIFT' : 'ok'}`,
       );

@@ -4,12 +4,13 @@ import type { z } from 'zod';
 import { holdInputPrice, type CompiledTenant, type ModelPrices } from '@holdfast/config';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { refusalMessage } from '../messages.js';
+import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
 import { planFor } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
+import { closeCapacity, takeCapacity } from '../capacity.js';
 
 type Reply = Result<AdmitReply, RpcError>;
 
@@ -128,6 +129,31 @@ export async function admit(
   );
   // The authority enforces the ceilings too; the edge has already clamped to them.
   const max = Math.min(req.maxTokens, useCase.maxTokens, model.maxOutputTokens);
+  // The upstream's capacity first (another slot than the org's, so a step of its own): a
+  // call that cannot get through to any upstream is not given a hold. Released below when the
+  // budget refuses.
+  const capacity = await withStore(ctx.logger, 'admit', () =>
+    takeCapacity(ctx, {
+      reservationId: req.reservationId,
+      model,
+      tokens: req.promptTokens + max,
+      share: cfg.raw.capacity.shares[tenant.priority],
+    }),
+  );
+  if (!capacity.ok) return capacity;
+  if (!capacity.value.ok) {
+    const full = capacity.value;
+    const recorded = await recordRefusal(ctx, tenant, req, 'upstream_capacity');
+    if (!recorded.ok) return recorded;
+    ctx.metrics.admissions.inc({ outcome: 'refused', code: 'upstream_capacity' });
+    return refused(
+      'upstream_capacity',
+      `Upstream ${full.upstream} is at the capacity a ${tenant.priority}-priority call may use (${full.used.toLocaleString('en-US')} of ${full.limit.toLocaleString('en-US')} tokens in the last minute, ${Math.round(cfg.raw.capacity.shares[tenant.priority] * 100)}% for ${tenant.priority} priority). This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`,
+      { retryAfterSeconds: full.retryAfterSeconds },
+    );
+  }
+  const upstream = capacity.value.upstream;
+  const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const spec = plan.json({
     resId: req.reservationId,
     keyId: req.keyId ?? '',
@@ -136,7 +162,7 @@ export async function admit(
     mode: tenant.mode,
     prompt: req.promptTokens,
     max,
-    minOut: Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max),
+    minOut,
     leaseMs: req.leaseMs ?? tenant.leaseMs,
     price: admitPrices(model.pricePico),
     api: req.api,
@@ -154,14 +180,26 @@ export async function admit(
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
   );
-  if (!result.ok) return result;
+  const release = () =>
+    closeCapacity(ctx, {
+      reservationId: req.reservationId,
+      upstream,
+      model: req.model,
+      how: 'release',
+    }).catch((err: unknown) => ctx.logger.warn({ err }, 'capacity not given back'));
+  if (!result.ok) {
+    await release();
+    return result;
+  }
   const r = result.value;
+  if (r[0] !== 'ok') await release();
   if (r[0] === 'ok') {
     ctx.metrics.admissions.inc({ outcome: 'admitted', code: '' });
     return Ok({
       admitted: true,
       reservationId: req.reservationId,
       org: tenant.org,
+      ...(upstream ? { upstream } : {}),
       mode: tenant.mode,
       heldTokens: Number(r[1]),
       heldMicroUsd: Number(r[2]),
@@ -191,6 +229,9 @@ export async function admit(
       inFlight: Number(r[7]),
       maxInFlight: tenant.maxInFlight,
       reservationId: req.reservationId,
+      promptTokens: req.promptTokens,
+      maxTokens: max,
+      ...shrinkFacts(tenant.mode, minOut, model.pricePico),
     }),
     {
       retryAfterSeconds: retry < 0 ? null : retry,

@@ -13,6 +13,7 @@ import { orphanPlan, planFor } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
+import { closeCapacity } from '../capacity.js';
 
 type CloseOp =
   | { op: 'settle'; usage: Usage; outcome: string }
@@ -87,6 +88,9 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
     usage: req.usage,
     outcome: req.outcome,
   });
+  if (r.ok && r.value.status === 'settled') {
+    await capacityClosed(ctx, req, 'settle', r.value.billedTokens);
+  }
   if (r.ok) {
     ctx.metrics.closes.inc({ op: 'settle', status: r.value.status });
     if (r.value.overrunTokens > 0 || r.value.overrunMicroUsd > 0) {
@@ -109,5 +113,23 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
 export async function release(ctx: HandlerContext, req: ReleaseRequest) {
   const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
+  if (r.ok && r.value.status === 'released') await capacityClosed(ctx, req, 'release');
   return r;
+}
+
+/** The upstream's capacity after the call: settled to usage where counted so, or released. */
+async function capacityClosed(
+  ctx: HandlerContext,
+  req: { reservationId: string; upstream?: string | undefined; model?: string | undefined },
+  how: 'settle' | 'release',
+  usageTokens = 0,
+): Promise<void> {
+  if (!req.upstream) return;
+  await closeCapacity(ctx, {
+    reservationId: req.reservationId,
+    upstream: req.upstream,
+    model: req.model,
+    how,
+    usageTokens,
+  }).catch((err: unknown) => ctx.logger.warn({ err }, 'capacity not closed'));
 }

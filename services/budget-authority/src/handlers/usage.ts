@@ -6,6 +6,7 @@ import { planFor } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
+import { capacityUsage } from '../capacity.js';
 
 async function tenantUsage(
   ctx: HandlerContext,
@@ -51,6 +52,11 @@ async function tenantUsage(
   };
 }
 
+async function redisNow(ctx: HandlerContext): Promise<number> {
+  const [seconds, micros] = await ctx.redis.time();
+  return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+}
+
 /** Usage of one tenant, or of every configured tenant. */
 export async function usage(
   ctx: HandlerContext,
@@ -68,10 +74,24 @@ export async function usage(
   } else {
     tenants = [...cfg.tenants.values()];
   }
-  const now = ctx.scriptNow();
-  const result = await withStore(ctx.logger, 'usage', () =>
-    Promise.all(tenants.map((t) => tenantUsage(ctx, t, now))),
-  );
+  // One instant for every tenant, on Redis's clock (the one the scripts slide windows by), so
+  // the reply's `time` is exactly the instant its windows are as of (the drift audit sums
+  // ClickHouse up to it).
+  const result = await withStore(ctx.logger, 'usage', async () => {
+    const now = ctx.scriptNow() ?? (await redisNow(ctx));
+    return { now, tenants: await Promise.all(tenants.map((t) => tenantUsage(ctx, t, now))) };
+  });
   if (!result.ok) return result;
-  return Ok({ time: new Date(now ?? ctx.clock()).toISOString(), tenants: result.value });
+  const capacity =
+    req.tenant === undefined
+      ? await capacityUsage(ctx).catch((err: unknown) => {
+          ctx.logger.warn({ err }, 'capacity not read');
+          return [];
+        })
+      : [];
+  return Ok({
+    time: new Date(result.value.now).toISOString(),
+    tenants: result.value.tenants,
+    capacity,
+  });
 }

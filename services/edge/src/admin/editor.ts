@@ -1,15 +1,29 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HoldfastConfigShape, type HoldfastConfig } from '@holdfast/config';
+import type {
+  ConfigApplyMode,
+  ConfigApplyReply,
+  ConfigChange,
+  DeclaredConfig,
+} from '@holdfast/events';
 import { Err, Ok, type AuthorityClient, type Logger, type Result } from '@holdfast/runtime';
 import { fromAuthority } from '../authority-errors.js';
 import type { ConfigSnapshot } from '../config-snapshot.js';
 import { EdgeError } from '../errors.js';
 
-/** What an apply did: the config version now stored, its hash, whether anything changed. */
-export interface Applied {
+/**
+ * What an apply did: the config version now stored, its hash, whether anything changed, and
+ * (declarative applies) the admin API's changes it kept or overrode.
+ */
+export type Applied = ConfigApplyReply;
+
+/** The stored config, the last declared document, and what the admin API changed since. */
+export interface Stored {
   version: number;
   hash: string;
-  changed: boolean;
+  config: HoldfastConfig;
+  declared: DeclaredConfig | null;
+  divergence: ConfigChange[];
 }
 
 export interface EditOptions {
@@ -17,6 +31,11 @@ export interface EditOptions {
   source: string;
   /** Apply only on top of this version (409 version_conflict otherwise, never retried). */
   expectedVersion?: number;
+}
+
+export interface ApplyOptions extends EditOptions {
+  /** `merge` (a declarative document, the default of PUT /admin/config) or `replace`. */
+  mode: Exclude<ConfigApplyMode, 'edit'>;
 }
 
 /** A change to a copy of the document: the value to answer with, or why it cannot be made. */
@@ -46,9 +65,7 @@ export class ConfigEditor {
     this.#logger = opts.logger;
   }
 
-  async read(): Promise<
-    Result<{ version: number; hash: string; config: HoldfastConfig }, EdgeError>
-  > {
+  async read(): Promise<Result<Stored, EdgeError>> {
     const r = await this.#authority.configGet();
     if (!r.ok) return Err(fromAuthority(r.error));
     const parsed = HoldfastConfigShape.safeParse(r.value.config);
@@ -57,17 +74,22 @@ export class ConfigEditor {
         new EdgeError({ code: 'internal', message: 'the authority sent an invalid config' }),
       );
     }
-    return Ok({ version: r.value.version, hash: r.value.hash, config: parsed.data });
+    const { version, hash, declared, divergence } = r.value;
+    return Ok({ version, hash, config: parsed.data, declared, divergence });
   }
 
-  /** Applies a whole document (YAML text or an object) as it is. */
+  /**
+   * Applies a whole document (YAML text or an object): merged as a declarative document, or
+   * replacing the stored config (`o.mode`), or as the result of an edit (no mode).
+   */
   async apply(
     document: string | Record<string, unknown>,
-    o: EditOptions,
+    o: EditOptions & { mode?: ApplyOptions['mode'] },
   ): Promise<Result<Applied, EdgeError>> {
     const r = await this.#authority.configApply({
       document,
       source: o.source.slice(0, 200),
+      ...(o.mode ? { mode: o.mode } : {}),
       ...(o.expectedVersion === undefined ? {} : { expectedVersion: o.expectedVersion }),
     });
     if (!r.ok) return Err(fromAuthority(r.error));

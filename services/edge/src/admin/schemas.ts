@@ -17,6 +17,11 @@ export const VersionQuery = z.object({
   expectedVersion: z.coerce.number().int().min(0).optional(),
 });
 export const KeysQuery = z.object({ tenant: TenantId.optional() });
+/** PUT /admin/config: `?mode=replace` drops what the admin API changed; `merge` keeps it. */
+export const ConfigPutQuery = VersionQuery.extend({
+  mode: z.enum(['merge', 'replace']).default('merge'),
+});
+export type ConfigPutQuery = z.infer<typeof ConfigPutQuery>;
 
 export const TenantBody = Tenant;
 /** Settings of a tenant; `null` removes an optional one. Budgets, use cases, keys: own routes. */

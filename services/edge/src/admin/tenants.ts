@@ -69,7 +69,7 @@ export function tenantRoutes(app: FastifyInstance, editor: ConfigEditor): void {
           return Err(
             new EdgeError({
               code: 'invalid_request',
-              message: `Invalid request: ${formatIssues(parsed.error.issues).join('; ')}`,
+              message: `Invalid request: ${formatIssues(parsed.error.issues, merged, Tenant).join('; ')}`,
               param: parsed.error.issues[0]?.path.join('.') ?? null,
             }),
           );

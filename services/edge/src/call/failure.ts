@@ -2,6 +2,7 @@ import { EdgeError } from '../errors.js';
 import { plainUsage } from '../surfaces/usage.js';
 import type { Hold } from '../holds.js';
 import type { AbortWhy, Failure } from '../upstream/client.js';
+import { rateLimitedMessage } from '../upstream/rate-limited.js';
 
 const MAX_CLIENT_RETRY_WAIT_MS = 60_000;
 
@@ -39,8 +40,7 @@ function statusError(f: Extract<Failure, { kind: 'status' }>): EdgeError {
     }
     return new EdgeError({
       code: 'upstream_rate_limited',
-      message:
-        'The model upstream is rate limiting this deployment (429), also after the edge retried. This is not your Holdfast budget; retry later.',
+      message: rateLimitedMessage(f),
       headers,
     });
   }

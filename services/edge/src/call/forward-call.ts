@@ -58,7 +58,12 @@ export async function forwardCall<B>(
   body: B,
   call: AdmittedCall & { live: LiveCall; asked: Asked; promptTokens: number },
 ): Promise<FastifyReply> {
-  const targets = targetsOf(deps, call.model);
+  // The upstream whose capacity the admission took goes first.
+  const reserved = call.hold.ref.upstream;
+  const all = targetsOf(deps, call.model);
+  const targets = reserved
+    ? [...all.filter((t) => t.id === reserved), ...all.filter((t) => t.id !== reserved)]
+    : all;
   const grant: Grant = {
     model: call.model,
     upstream: targets[0]!,
@@ -84,6 +89,7 @@ export async function forwardCall<B>(
       signal: call.live.signal,
       stream: adapter.streamUpstream,
       headers: forwardedHeaders(request, adapter),
+      requestId: call.hold.reservationId,
     });
     if (!result.ok) {
       closeFailedOpen(call.hold, result.failure, result.sent, call.promptTokens);

@@ -19,7 +19,7 @@ export class LeaseKeeper {
 
   /** Starts renewing; `expiresAt` and `leaseMs` come from the admission. */
   start(expiresAtMs: number, leaseMs: number, now = Date.now()): this {
-    this.#schedule(Math.max(1_000, (expiresAtMs - now) / 2), leaseMs);
+    this.#schedule(Math.max(250, (expiresAtMs - now) / 2), leaseMs);
     return this;
   }
 

@@ -53,6 +53,7 @@ export async function runCall<B>(
       promptTokens,
       clamp,
       adapter,
+      signal: live.signal,
     });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
@@ -136,6 +137,7 @@ async function admitCall(
     promptTokens: number;
     clamp: Clamp;
     adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
+    signal: AbortSignal;
   },
 ): Promise<Admission> {
   const caller = request.caller!;
@@ -159,6 +161,7 @@ async function admitCall(
       maxTokens: call.clamp.maxTokens,
       extensible: call.adapter.extensible,
       api: call.adapter.name,
+      signal: call.signal,
     },
   );
   if (!result.ok) return result;

@@ -3,6 +3,7 @@ import { TokenCounter, type TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { UpstreamClient } from '../upstream/client.js';
+import { LimitsReporter } from '../upstream/limits-reporter.js';
 
 export interface UpstreamPluginOptions {
   logger: Logger;
@@ -19,12 +20,16 @@ export interface UpstreamPluginOptions {
 export const upstreamPlugin = fp(
   async (app: FastifyInstance, opts: UpstreamPluginOptions) => {
     const o = app.edgeOptions;
+    const logger = opts.logger.child({ component: 'upstream' });
+    // The authority plugin registers after this one; the reporter reaches it once calls run.
+    const limits = new LimitsReporter(() => app.authority, logger);
     const upstream = new UpstreamClient({
-      logger: opts.logger.child({ component: 'upstream' }),
+      logger,
       metrics: app.metrics,
       timeouts: o.upstream,
       retry: o.upstream,
       env: opts.env,
+      onLimits: (target, seen) => limits.seen(target, seen),
     });
     const counter = new TokenCounter();
     app.decorate('upstream', upstream);

@@ -98,22 +98,57 @@ function badges(t: TenantView | undefined, teams: number): string {
   if (t.parent) out.push(`<span class="badge">in ${esc(t.parent)}</span>`);
   const cap = t.maxInFlight === null ? '' : `/${t.maxInFlight}`;
   out.push(`<span class="badge inflight">${t.inFlight}${cap} in flight</span>`);
-  if (t.suspended) out.push('<span class="badge suspended">suspended</span>');
+  if (t.suspended) {
+    const by = t.suspendedBy.length > 0 ? ` by ${t.suspendedBy.map(esc).join(' and ')}` : '';
+    out.push(`<span class="badge suspended">suspended${by}</span>`);
+  }
+  const o = t.overruns;
+  if (o.count > 0) {
+    // A settlement billed more than its hold: the counting or the upstream let it through.
+    const last = o.lastAt ? `, last ${esc(o.lastAt.slice(0, 16).replace('T', ' '))} UTC` : '';
+    const title = `${o.count} settlement${o.count === 1 ? '' : 's'} billed ${o.tokens.toLocaleString('en-US')} tokens above their holds${last}`;
+    out.push(
+      `<span class="badge overrun" title="${title}">${o.count} overrun${o.count === 1 ? '' : 's'}</span>`,
+    );
+  }
   return out.join(' ');
+}
+
+/** One bar per declared upstream capacity: tokens the last minute used of it. */
+function capacityBars(view: BudgetsView): string {
+  if (view.capacity.length === 0) return '';
+  const rows = view.capacity.map((c) => {
+    const limit = c.tokensPerMinute ?? 0;
+    const pct = limit > 0 ? Math.min(100, (c.tokens / limit) * 100) : 0;
+    const name = c.model === null ? c.upstream : `${c.upstream} / ${c.model}`;
+    const blocked = c.blockedUntil
+      ? ` <span class="badge suspended">provider 429 until ${esc(c.blockedUntil.slice(11, 19))} UTC</span>`
+      : '';
+    return `<div class="row" data-upstream="${esc(name)}" data-used="${c.tokens}" data-limit="${limit}">
+<div class="track" role="img" aria-label="${esc(`${name}: ${c.tokens} of ${limit} tokens a minute`)}"><b class="seg used" style="width:${pct.toFixed(1)}%"></b></div>
+<div class="nums"><b>${esc(name)}</b> ${c.tokens.toLocaleString('en-US')} of ${limit.toLocaleString('en-US')} tokens in the last minute · ${c.requests.toLocaleString('en-US')} requests${blocked}</div>
+</div>`;
+  });
+  return `<section class="capacity"><h2>Upstream capacity</h2>\n${rows.join('\n')}\n</section>\n`;
 }
 
 /** The bars of every section: the part of the page that refreshes. */
 export function renderBars(view: BudgetsView): string {
   const all = sections(view);
   if (all.length === 0) return '<p class="empty">No tenants are configured.</p>';
-  return all
-    .map((s) => {
-      const rows =
-        s.windows.length === 0 ? '<p class="empty">No budgets.</p>' : s.windows.map(bar).join('\n');
-      return `<section class="tenant" data-tenant="${esc(s.tenant)}"${s.info?.suspended ? ' data-suspended="true"' : ''}>
+  return (
+    capacityBars(view) +
+    all
+      .map((s) => {
+        const rows =
+          s.windows.length === 0
+            ? '<p class="empty">No budgets.</p>'
+            : s.windows.map(bar).join('\n');
+        return `<section class="tenant" data-tenant="${esc(s.tenant)}"${s.info?.suspended ? ' data-suspended="true"' : ''}>
 <h2>${esc(s.tenant)} ${badges(s.info, view.tenants.filter((t) => t.parent === s.tenant).length)}</h2>
 ${rows}
 </section>`;
-    })
-    .join('\n');
+      })
+      .join('\n')
+  );
 }

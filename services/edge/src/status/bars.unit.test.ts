@@ -37,6 +37,7 @@ const view = (tenants: TenantView[]): BudgetsView => ({
   time: '2026-11-30T12:00:00.000Z',
   scope: 'admin',
   tenants,
+  capacity: [],
 });
 
 describe('bar geometry', () => {

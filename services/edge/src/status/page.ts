@@ -21,6 +21,7 @@ section.tenant[data-suspended]{border-color:#6b2326}
 h2{font-size:1rem;margin:0 0 .3rem;display:flex;flex-wrap:wrap;gap:.45rem;align-items:center}
 .badge{font-size:.72rem;font-weight:500;padding:.08em .55em;border-radius:999px;background:#28303a;color:var(--muted)}
 .badge.suspended{background:#5b1d20;color:#ffb4b6}
+.badge.overrun{background:#5b4a14;color:#ffe08a}
 .row{display:grid;grid-template-columns:7.5rem minmax(12rem,1fr) 27rem;gap:1rem;align-items:center;padding:1.1rem 0 1.05rem}
 .label{color:var(--muted)}
 .track{position:relative;height:18px;background:var(--track);border-radius:4px}
@@ -141,14 +142,15 @@ ${LEGEND}
 }
 
 /** The sign-in form: an admin token (every tenant) or a virtual key (its own tenant). */
-export function renderSignIn(message: string | undefined): string {
+export function renderSignIn(message: string | undefined, csrf: string): string {
   const note = message ? `<p class="error">${esc(message)}</p>` : '';
   return document(
     'Holdfast budgets: sign in',
     `<main class="login"><form method="post" action="/budgets/session">
 <h1>Holdfast budgets</h1>
 <p class="scope">Sign in with the admin token to see every tenant, or with a virtual key to see its own team.</p>
-${note}<label>Admin token or virtual key<br><input type="password" name="token" autocomplete="current-password" required></label>
+${note}<input type="hidden" name="csrf" value="${esc(csrf)}">
+<label>Admin token or virtual key<br><input type="password" name="token" autocomplete="current-password" required></label>
 <button type="submit">Show budgets</button>
 </form></main>`,
   );

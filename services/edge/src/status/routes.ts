@@ -8,12 +8,23 @@ import { sendError } from '../plugins/errors.js';
 import { esc } from './html.js';
 import { renderBars } from './bars.js';
 import { renderPage, renderSignIn } from './page.js';
-import { clearedSessionCookie, sessionCookie, sessionToken } from './session.js';
+import {
+  clearedSessionCookie,
+  csrfToken,
+  hasSession,
+  issueSession,
+  sameOriginSignIn,
+  sessionCookie,
+} from './session.js';
+import { SignInLimit } from './sign-in-limit.js';
 import { readBudgets } from './view.js';
-import { resolveViewer, type Viewer } from './viewer.js';
+import { resolveViewer, sessionFor, type Viewer } from './viewer.js';
 
 const BudgetsQuery = z.object({ tenant: TenantId.optional() });
-const SignIn = z.object({ token: z.string().min(1).max(1_024) });
+const SignIn = z.object({
+  token: z.string().min(1).max(1_024),
+  csrf: z.string().max(64).optional(),
+});
 
 function htmlHeaders(reply: FastifyReply, nonce?: string): FastifyReply {
   const script = nonce === undefined ? "'none'" : `'nonce-${nonce}'`;
@@ -35,7 +46,11 @@ export function statusRoutes(app: FastifyInstance): void {
     resolveViewer(request.headers, app.configSnapshot.current, {
       adminToken: o.adminToken,
       access: o.statusAccess,
+      sessionSecret: o.sessionSecret,
     });
+  const signIns = new SignInLimit(o.signInPerMinute);
+  const secure = (request: FastifyRequest) =>
+    o.cookieSecure === 'always' || (o.cookieSecure === 'auto' && request.protocol === 'https');
   const budgetsFor = (viewer: Viewer, only?: string) =>
     readBudgets(app.authority, app.configSnapshot.current, viewer, only);
 
@@ -66,8 +81,7 @@ export function statusRoutes(app: FastifyInstance): void {
     const nonce = randomBytes(16).toString('base64');
     const page = renderPage(view.value, {
       viewer: viewer.value,
-      session:
-        request.headers.authorization === undefined && sessionToken(request.headers) !== undefined,
+      session: request.headers.authorization === undefined && hasSession(request.headers),
       refreshMs: o.statusRefreshMs,
       nonce,
     });
@@ -88,53 +102,77 @@ export function statusRoutes(app: FastifyInstance): void {
     '/budgets/session',
     { schema: { body: SignIn } },
     (request, reply) => {
-      const { token } = request.body;
-      const viewer = resolveViewer(
-        { authorization: `Bearer ${token}` },
-        app.configSnapshot.current,
-        {
-          adminToken: o.adminToken,
-          access: 'token',
-        },
-      );
-      if (!viewer.ok) {
-        const status = httpError(viewer.error.code).status;
-        return htmlHeaders(reply).code(status).send(renderSignIn(viewer.error.message));
+      const wait = signIns.take(request.ip);
+      if (wait !== undefined) {
+        request.audit.code = 'sign_in_rate_limited';
+        return signInForm(request, reply, 429, 'Too many sign-in attempts: wait a minute.', {
+          'retry-after': String(wait),
+        });
+      }
+      // Login CSRF: only the form this edge served, from this origin, may open a session.
+      if (!sameOriginSignIn(request.headers, request.body.csrf)) {
+        request.audit.code = 'sign_in_forbidden';
+        return signInForm(request, reply, 403, 'Sign in from this page.');
+      }
+      const subject = sessionFor(request.body.token, app.configSnapshot.current, o.adminToken);
+      if (!subject) {
+        request.audit.code = 'invalid_api_key';
+        return signInForm(request, reply, 401, 'Incorrect API key or admin token provided.');
       }
       return reply
         .code(303)
         .headers({
           location: '/budgets',
-          'set-cookie': sessionCookie(token, request.protocol === 'https'),
+          'set-cookie': sessionCookie(issueSession(subject, o.sessionSecret), secure(request)),
           'cache-control': 'no-store',
         })
         .send();
     },
   );
 
-  app.post('/budgets/session/end', (_request, reply) =>
-    reply.code(303).headers({ location: '/budgets', 'set-cookie': clearedSessionCookie() }).send(),
+  app.post('/budgets/session/end', (request, reply) =>
+    reply
+      .code(303)
+      .headers({ location: '/budgets', 'set-cookie': clearedSessionCookie(secure(request)) })
+      .send(),
   );
-}
 
-/**
- * The page's answer to a refusal: the sign-in form for missing or wrong credentials (a
- * session cookie that no longer works is cleared), else a short error page.
- */
-function htmlError(request: FastifyRequest, reply: FastifyReply, err: EdgeError): FastifyReply {
-  const status = httpError(err.code).status;
-  request.audit.code = err.code;
-  if (err.code === 'invalid_api_key') {
-    const stale = request.headers.authorization === undefined && sessionToken(request.headers);
-    if (stale) reply.header('set-cookie', clearedSessionCookie());
-    const message = stale ? 'Your session is no longer valid: sign in again.' : undefined;
-    return htmlHeaders(reply).code(status).send(renderSignIn(message));
+  /** The sign-in form, with a fresh anti-CSRF token in it and in its cookie. */
+  function signInForm(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    status: number,
+    message: string | undefined,
+    headers: Record<string, string> = {},
+    extraCookies: string[] = [],
+  ): FastifyReply {
+    const csrf = csrfToken(secure(request));
+    return htmlHeaders(reply)
+      .code(status)
+      .headers(headers)
+      .header('set-cookie', [csrf.cookie, ...extraCookies])
+      .send(renderSignIn(message, csrf.token));
   }
-  if (status >= 500) request.log.error({ err, code: err.code }, 'status page failed');
-  return htmlHeaders(reply)
-    .code(status)
-    .headers(err.headers)
-    .send(
-      `<!doctype html><meta charset="utf-8"><title>Holdfast budgets</title><p>${esc(err.code === 'internal' ? `Internal error (request ${request.id}).` : err.message)}</p>`,
-    );
+
+  /**
+   * The page's answer to a refusal: the sign-in form for missing or wrong credentials (a
+   * session cookie that no longer works is cleared), else a short error page.
+   */
+  function htmlError(request: FastifyRequest, reply: FastifyReply, err: EdgeError): FastifyReply {
+    const status = httpError(err.code).status;
+    request.audit.code = err.code;
+    if (err.code === 'invalid_api_key') {
+      const stale = request.headers.authorization === undefined && hasSession(request.headers);
+      const message = stale ? 'Your session is no longer valid: sign in again.' : undefined;
+      const cleared = stale ? [clearedSessionCookie(secure(request))] : [];
+      return signInForm(request, reply, status, message, {}, cleared);
+    }
+    if (status >= 500) request.log.error({ err, code: err.code }, 'status page failed');
+    return htmlHeaders(reply)
+      .code(status)
+      .headers(err.headers)
+      .send(
+        `<!doctype html><meta charset="utf-8"><title>Holdfast budgets</title><p>${esc(err.code === 'internal' ? `Internal error (request ${request.id}).` : err.message)}</p>`,
+      );
+  }
 }

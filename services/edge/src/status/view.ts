@@ -1,4 +1,4 @@
-import type { TenantUsage, UsageReply, WindowState } from '@holdfast/events';
+import type { CapacityUsage, TenantUsage, UsageReply, WindowState } from '@holdfast/events';
 import { Err, Ok, type AuthorityClient, type Result } from '@holdfast/runtime';
 import type { CompiledConfig } from '@holdfast/config';
 import { printable } from '../auth.js';
@@ -25,6 +25,8 @@ export interface BudgetsView {
   time: string;
   scope: Viewer['kind'];
   tenants: TenantView[];
+  /** Declared upstream capacity and its use in the last minute (the admin only). */
+  capacity: CapacityUsage[];
 }
 
 function toView(reply: UsageReply, viewer: Viewer): BudgetsView {
@@ -32,6 +34,7 @@ function toView(reply: UsageReply, viewer: Viewer): BudgetsView {
     object: 'budgets',
     time: reply.time,
     scope: viewer.kind,
+    capacity: viewer.kind === 'admin' ? reply.capacity : [],
     tenants: reply.tenants.map(({ windows, thresholds, ...rest }) => ({
       ...rest,
       windows: windows.map((w) => ({

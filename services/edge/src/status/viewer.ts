@@ -5,7 +5,7 @@ import { Err, Ok, type Result } from '@holdfast/runtime';
 import { bearerToken, printable, sha256Hex } from '../auth.js';
 import { isAdminToken } from '../admin/token.js';
 import { EdgeError } from '../errors.js';
-import { sessionToken } from './session.js';
+import { fingerprint, hasSession, readSession, type SessionSubject } from './session.js';
 
 /**
  * Who is looking at budgets: the admin (every tenant), a tenant (its own tenant and the levels
@@ -17,12 +17,16 @@ export type Viewer =
 export interface ViewerOptions {
   adminToken: string | undefined;
   access: 'token' | 'open';
+  /** Verifies session cookies. */
+  sessionSecret: Buffer;
 }
 
 /**
  * Resolves the viewer from `Authorization: Bearer`, else the session cookie, else `x-team`
  * (trustHeaders deployments), else the open page. Credentials that are sent but wrong are
- * refused even on an open page, so a typo never silently shows a different scope.
+ * refused even on an open page, so a typo never silently shows a different scope. A session
+ * holds no secret: it is signed, and names the credential it was opened with by fingerprint,
+ * so it ends when that credential is rotated or removed.
  */
 export function resolveViewer(
   headers: IncomingHttpHeaders,
@@ -30,7 +34,11 @@ export function resolveViewer(
   opts: ViewerOptions,
 ): Result<Viewer, EdgeError> {
   const header = headers.authorization;
-  const token = header === undefined ? sessionToken(headers) : bearerToken(header);
+  if (header === undefined && hasSession(headers)) {
+    const viewer = sessionViewer(readSession(headers, opts.sessionSecret), cfg, opts);
+    return viewer ?? Err(unauthorized('Your session is no longer valid: sign in again.'));
+  }
+  const token = header === undefined ? undefined : bearerToken(header);
   if (header !== undefined && token === undefined) {
     return Err(unauthorized('Send Authorization: Bearer <admin token or virtual key>.'));
   }
@@ -52,6 +60,37 @@ export function resolveViewer(
   }
   if (opts.access === 'open') return Ok({ kind: 'public' });
   return Err(unauthorized('Send Authorization: Bearer <admin token or virtual key>.'));
+}
+
+/** The session subject a sign-in with this token opens (undefined: not a valid token). */
+export function sessionFor(
+  token: string,
+  cfg: CompiledConfig | undefined,
+  adminToken: string | undefined,
+): SessionSubject | undefined {
+  if (isAdminToken(token, adminToken)) return { kind: 'admin', fp: fingerprint(token) };
+  const hash = sha256Hex(token);
+  const key = cfg?.keysByHash.get(hash);
+  return key
+    ? { kind: 'key', tenant: key.tenant, keyId: key.keyId, fp: fingerprint(hash, true) }
+    : undefined;
+}
+
+function sessionViewer(
+  s: SessionSubject | undefined,
+  cfg: CompiledConfig | undefined,
+  opts: ViewerOptions,
+): Result<Viewer, EdgeError> | undefined {
+  if (!s) return undefined;
+  if (s.kind === 'admin') {
+    const current = opts.adminToken === undefined ? undefined : fingerprint(opts.adminToken);
+    return current === s.fp ? Ok({ kind: 'admin' }) : undefined;
+  }
+  if (!cfg) return Err(noConfig());
+  const key = cfg.raw.tenants.find((t) => t.id === s.tenant)?.keys.find((k) => k.id === s.keyId);
+  return key && fingerprint(key.sha256, true) === s.fp
+    ? Ok({ kind: 'tenant', tenant: s.tenant, via: 'key' })
+    : undefined;
 }
 
 function unauthorized(message: string): EdgeError {

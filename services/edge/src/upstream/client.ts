@@ -7,7 +7,13 @@ import type { UpstreamRetry, UpstreamTimeouts } from '../config.js';
 import type { EdgeMetrics } from '../metrics.js';
 import { upstreamErrorMessage, UpstreamCounter } from './counting.js';
 import { surfaceBase, upstreamHeaders } from './endpoint.js';
-import { isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
+import {
+  isRetryableStatus,
+  limitsSeen,
+  retryAfterMs,
+  retryDelayMs,
+  type LimitsSeen,
+} from './retry.js';
 
 /** Why the edge itself ended a call early. */
 export type AbortWhy = 'client_disconnected' | 'suspended' | 'output_limit' | 'budget_exhausted';
@@ -34,11 +40,33 @@ class DeadlineExceeded extends Error {
  * the prompt, so the edge never retries those and settles what may have been used.
  */
 export type Failure =
-  | { kind: 'status'; status: number; message: string; retryAfterMs: number | undefined }
+  | {
+      kind: 'status';
+      status: number;
+      message: string;
+      retryAfterMs: number | undefined;
+      /** Set on the call's last failure: what the edge did before giving up. */
+      retries?: RetryStory;
+    }
   | { kind: 'connect'; message: string }
   | { kind: 'timeout'; message: string }
   | { kind: 'dropped'; message: string }
   | { kind: 'aborted'; why: AbortWhy };
+
+/** What the edge did about 429/5xx answers before it gave up, for the client's error. */
+export interface RetryStory {
+  attempts: number;
+  /** Backoff waited between the attempts, in all. */
+  waitedMs: number;
+  /**
+   * Why it stopped: every retry used, a Retry-After longer than it waits (EDGE_RETRY_AFTER_CAP_MS),
+   * or an upstream set to no retries (maxRetries: 0).
+   */
+  stop: 'retries' | 'retry_after' | 'no_retries';
+  retryAfterCapMs: number;
+  /** The upstreams tried, in order. */
+  upstreams: string[];
+}
 
 export interface Opened {
   upstream: UpstreamConfig;
@@ -65,6 +93,11 @@ export interface UpstreamCall {
   stream: boolean;
   /** Client headers the surface forwards (`anthropic-version`, `anthropic-beta`). */
   headers?: Readonly<Record<string, string>>;
+  /**
+   * Sent as `x-client-request-id` (OpenAI's correlation header): the reservation id, so a
+   * provider's logs and Holdfast's books can be matched call by call.
+   */
+  requestId?: string;
 }
 
 export interface UpstreamClientOptions {
@@ -74,6 +107,12 @@ export interface UpstreamClientOptions {
   retry: UpstreamRetry;
   /** Where upstream API keys are read (`apiKeyEnv`); process.env in production. */
   env: NodeJS.ProcessEnv;
+  /**
+   * Told what an upstream with a declared capacity said of its limits: every 429 (with its
+   * Retry-After), and the tokens it says it has left on a response, so the gateway stops
+   * sending what the provider would refuse.
+   */
+  onLimits?: (upstream: UpstreamConfig, seen: LimitsSeen) => void;
 }
 
 const CONNECT_CODES = new Set([
@@ -134,7 +173,20 @@ export class UpstreamClient {
   async #open(call: UpstreamCall): Promise<OpenResult> {
     let attempts = 0;
     let last: { failure: Failure; upstream: string } | undefined;
+    const story: RetryStory = {
+      attempts: 0,
+      waitedMs: 0,
+      stop: 'retries',
+      retryAfterCapMs: this.#o.retry.retryAfterCapMs,
+      upstreams: [],
+    };
+    // The call's last failure, with the story of its retries when the upstream refused it.
+    const told = (l: { failure: Failure; upstream: string }) =>
+      l.failure.kind === 'status'
+        ? { ...l, failure: { ...l.failure, retries: { ...story, attempts } } }
+        : l;
     for (const target of call.targets) {
+      story.upstreams.push(target.id);
       for (let retry = 0; retry <= target.maxRetries; retry++) {
         attempts++;
         const result = await this.#attempt(call, target);
@@ -147,12 +199,19 @@ export class UpstreamClient {
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
           return { ok: false, ...last, sent: false, attempts };
         }
-        if (retry === target.maxRetries) break;
+        if (retry === target.maxRetries) {
+          story.stop = target.maxRetries === 0 ? 'no_retries' : 'retries';
+          break;
+        }
         const asked = f.kind === 'status' ? f.retryAfterMs : undefined;
         const delay = retryDelayMs(retry, asked, this.#o.retry);
-        if (delay === undefined) break;
+        if (delay === undefined) {
+          story.stop = 'retry_after';
+          break;
+        }
         const reason = f.kind === 'status' ? String(f.status) : 'connect';
         this.#o.metrics.upstreamRetries.inc({ upstream: target.id, reason });
+        story.waitedMs += delay;
         try {
           await sleep(delay, undefined, { signal: call.signal });
         } catch {
@@ -161,7 +220,7 @@ export class UpstreamClient {
       }
     }
     if (!last) throw new Error('model has no upstream');
-    return { ok: false, ...last, sent: false, attempts };
+    return { ok: false, ...told(last), sent: false, attempts };
   }
 
   async #attempt(
@@ -183,11 +242,12 @@ export class UpstreamClient {
       call.signal.removeEventListener('abort', onCallAbort);
     };
     const url = `${surfaceBase(target, env)}${call.path}`;
-    const headers = {
+    const headers: Record<string, string> = {
       ...upstreamHeaders(target, env, call.headers),
       accept: call.stream ? 'text/event-stream' : 'application/json',
       'user-agent': 'holdfast-edge',
     };
+    if (call.requestId) headers['x-client-request-id'] = call.requestId;
     logger.debug({ upstream: target.id, url, headers }, 'upstream request');
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1_000;
@@ -205,6 +265,13 @@ export class UpstreamClient {
         { upstream: target.id, outcome: String(res.statusCode) },
         seconds(),
       );
+      if (target.capacity && this.#o.onLimits) {
+        const seen =
+          res.statusCode === 429
+            ? { ...limitsSeen(res.headers), retryAfterMs: retryAfterMs(res.headers) ?? 1_000 }
+            : limitsSeen(res.headers);
+        if (seen) this.#o.onLimits(target, seen);
+      }
       if (res.statusCode >= 200 && res.statusCode < 300) {
         return {
           ok: true,

@@ -46,3 +46,33 @@ export function retryDelayMs(
   if (askedMs !== undefined && askedMs > policy.retryAfterCapMs) return undefined;
   return Math.max(askedMs ?? 0, backoffMs(retry, policy, random));
 }
+
+/** `6m0s`, `1.5s`, `20ms`, `2h3m` (OpenAI's x-ratelimit-reset-* format) in ms. */
+export function durationMs(text: string | undefined): number | undefined {
+  if (!text) return undefined;
+  const UNIT: Record<string, number> = { h: 3_600_000, m: 60_000, s: 1_000, ms: 1 };
+  let total = 0;
+  let matched = '';
+  for (const m of text.trim().matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)) {
+    total += Number(m[1]) * UNIT[m[2]!]!;
+    matched += m[0];
+  }
+  return matched.length > 0 && matched === text.trim() ? Math.round(total) : undefined;
+}
+
+/** What a provider said of its account limits on a response, when it said anything. */
+export interface LimitsSeen {
+  /** A 429: wait this long. */
+  retryAfterMs?: number;
+  /** Tokens it has left in its current window, and when that window resets. */
+  remainingTokens?: number;
+  resetMs?: number;
+}
+
+/** Reads OpenAI's `x-ratelimit-remaining-tokens` / `x-ratelimit-reset-tokens` headers. */
+export function limitsSeen(headers: IncomingHttpHeaders): LimitsSeen | undefined {
+  const remaining = Number(header(headers, 'x-ratelimit-remaining-tokens'));
+  const reset = durationMs(header(headers, 'x-ratelimit-reset-tokens'));
+  if (!Number.isSafeInteger(remaining) || remaining < 0 || reset === undefined) return undefined;
+  return { remainingTokens: remaining, resetMs: reset };
+}

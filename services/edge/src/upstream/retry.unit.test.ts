@@ -1,5 +1,12 @@
 import { describe, expect, test } from 'vitest';
-import { backoffMs, isRetryableStatus, retryAfterMs, retryDelayMs } from './retry.js';
+import {
+  backoffMs,
+  durationMs,
+  isRetryableStatus,
+  limitsSeen,
+  retryAfterMs,
+  retryDelayMs,
+} from './retry.js';
 
 const policy = { retryBaseMs: 100, retryMaxMs: 1_000, retryAfterCapMs: 5_000 };
 
@@ -32,5 +39,26 @@ describe('upstream retry policy', () => {
     expect(retryDelayMs(3, 10, policy, () => 1)).toBe(800);
     expect(retryDelayMs(0, 5_001, policy)).toBeUndefined();
     expect(retryDelayMs(1, undefined, policy, () => 0.5)).toBe(100);
+  });
+});
+
+describe("OpenAI's x-ratelimit headers", () => {
+  test('durations in its format, whole or not at all', () => {
+    expect(durationMs('6m0s')).toBe(360_000);
+    expect(durationMs('1.5s')).toBe(1_500);
+    expect(durationMs('20ms')).toBe(20);
+    expect(durationMs('2h3m')).toBe(7_380_000);
+    expect(durationMs('soon')).toBeUndefined();
+    expect(durationMs('5s later')).toBeUndefined();
+    expect(durationMs(undefined)).toBeUndefined();
+  });
+  test('tokens left and their reset, when both are there and sane', () => {
+    expect(
+      limitsSeen({ 'x-ratelimit-remaining-tokens': '1200', 'x-ratelimit-reset-tokens': '3s' }),
+    ).toEqual({ remainingTokens: 1_200, resetMs: 3_000 });
+    expect(
+      limitsSeen({ 'x-ratelimit-remaining-tokens': '-1', 'x-ratelimit-reset-tokens': '3s' }),
+    ).toBeUndefined();
+    expect(limitsSeen({ 'x-ratelimit-remaining-tokens': '5' })).toBeUndefined();
   });
 });

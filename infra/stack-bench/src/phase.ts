@@ -1,0 +1,122 @@
+import { readCpu, readMachineBusy } from './cpu.js';
+import type { LoadGenerator } from './load/driver.js';
+import type { Load, LoadResult, Target } from './load/protocol.js';
+import { countsDelta, type NatsCounts, type NatsMonitor } from './nats-monitor.js';
+import type { CommandStat, RedisStats, SlowlogSample } from './redis-stats.js';
+
+export type TargetName = 'direct' | 'stack';
+
+export interface PhaseSpec {
+  round: number;
+  target: TargetName;
+  /** `closed@32`, `closed@32 stream`, `open 100/s`, ... */
+  load: string;
+  shape: Load;
+  stream: boolean;
+}
+
+/** What one phase measured, raw: per-call figures are derived in summary.ts. */
+export interface PhaseResult {
+  round: number;
+  target: TargetName;
+  load: string;
+  client: LoadResult;
+  /** From the first call to the end of the settle: the window CPU and messages are read over. */
+  windowSeconds: number;
+  /** How long the stack took to finish the phase's work after the last reply. */
+  settleMs: number;
+  /** CPU µs over the window, by process (the stack's, `load generator`, `bench runner`). */
+  cpu: Record<string, number>;
+  /** The same, while the load ran (the settle left out). */
+  cpuDuringLoad: Record<string, number>;
+  /** Busy CPU µs of the whole machine (all cores) while the load ran. */
+  machineBusy: number;
+  nats: NatsCounts;
+  /** Stack phases only. */
+  redis?: { commands: Record<string, CommandStat> } & SlowlogSample;
+}
+
+export interface PhaseDeps {
+  load: LoadGenerator;
+  nats: NatsMonitor;
+  redis: RedisStats;
+  pids: Readonly<Record<string, number>>;
+  targets: Record<TargetName, { plain: Target; stream: Target }>;
+  seconds: number;
+}
+
+function delta(a: Record<string, number>, b: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.keys(b).map((k) => [k, b[k]! - (a[k] ?? NaN)]));
+}
+
+/**
+ * Runs one phase: counters read before, the load, the stack left to finish what the calls
+ * caused (events relayed, inserted, alerted on), counters read after. Redis commandstats and
+ * the per-script slowlog sample are taken in stack phases only.
+ */
+export async function runPhase(spec: PhaseSpec, d: PhaseDeps): Promise<PhaseResult> {
+  const target = d.targets[spec.target][spec.stream ? 'stream' : 'plain'];
+  const measureRedis = spec.target === 'stack';
+  if (measureRedis) await d.redis.reset();
+  const natsBefore = await d.nats.counts();
+  const start = performance.now();
+  const cpuBefore = readCpu(d.pids);
+  const busyBefore = readMachineBusy();
+  const client = await d.load.run(target, spec.shape, d.seconds);
+  const cpuLoadEnd = readCpu(d.pids);
+  const busyLoadEnd = readMachineBusy();
+  const settleMs = await d.nats.settle({ quietMs: 300, timeoutMs: 20_000 });
+  const cpuAfter = readCpu(d.pids);
+  const windowSeconds = (performance.now() - start) / 1_000;
+  const natsAfter = await d.nats.counts();
+  const redis = measureRedis ? await d.redis.read() : undefined;
+  return {
+    round: spec.round,
+    target: spec.target,
+    load: spec.load,
+    client,
+    windowSeconds,
+    settleMs,
+    cpu: delta(cpuBefore, cpuAfter),
+    cpuDuringLoad: delta(cpuBefore, cpuLoadEnd),
+    machineBusy: busyLoadEnd - busyBefore,
+    nats: countsDelta(natsBefore, natsAfter),
+    ...(redis ? { redis } : {}),
+  };
+}
+
+/** Every phase of a run: per load, the two targets side by side, their order swapped each round. */
+export function plan(o: {
+  rounds: number;
+  connections: number;
+  rates: readonly number[];
+  stream: boolean;
+}): PhaseSpec[] {
+  const loads: Array<Omit<PhaseSpec, 'round' | 'target'>> = [
+    {
+      load: `closed@${o.connections}`,
+      shape: { mode: 'closed', connections: o.connections },
+      stream: false,
+    },
+    ...(o.stream
+      ? [
+          {
+            load: `closed@${o.connections} stream`,
+            shape: { mode: 'closed', connections: o.connections } as const,
+            stream: true,
+          },
+        ]
+      : []),
+    ...o.rates.map((rate) => ({
+      load: `open ${rate}/s`,
+      shape: { mode: 'open', rate } as const,
+      stream: false,
+    })),
+  ];
+  const phases: PhaseSpec[] = [];
+  for (let round = 0; round < o.rounds; round++) {
+    const order: TargetName[] = round % 2 === 0 ? ['direct', 'stack'] : ['stack', 'direct'];
+    for (const l of loads) for (const target of order) phases.push({ ...l, round, target });
+  }
+  return phases;
+}

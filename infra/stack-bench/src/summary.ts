@@ -1,0 +1,207 @@
+import type { PhaseResult, TargetName } from './phase.js';
+
+/** What "all of Holdfast" adds up: every process of the stack but the mock model. */
+export const HOLDFAST = [
+  'edge',
+  'authority',
+  'nats',
+  'redis',
+  'alerter',
+  'aggregator',
+  'clickhouse',
+] as const;
+
+export function median(xs: readonly number[]): number {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
+/** Medians over the rounds of one load on one target. */
+export interface TargetSummary {
+  rounds: number;
+  calls: number;
+  errors: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+  /** CPU µs per call by process, plus `holdfast` (the sum of HOLDFAST). */
+  cpuPerCall: Record<string, number>;
+  /** While the load ran: how busy the machine's cores were, and how many other processes took. */
+  machineBusyShare: number;
+  othersCores: number;
+  settleMs: number;
+  nats: {
+    inPerCall: number;
+    outPerCall: number;
+    bytesPerCall: number;
+    byClient: Record<string, { inPerCall: number; outPerCall: number }>;
+  };
+  redis?: {
+    /** Per gateway call: how many of each command, and its µs per call (`INFO commandstats`). */
+    commands: Record<string, { callsPerCall: number; usecPerCall: number }>;
+    /** Redis's own execution time per gateway call, every command summed. */
+    usecPerGatewayCall: number;
+    /** From the SLOWLOG sample: µs per script call, and the commands it ran (count, µs). */
+    scripts: Record<
+      string,
+      { samples: number; usecPerCall: number; commandsPerCall: number; commandsUsecPerCall: number }
+    >;
+  };
+}
+
+export interface LoadSummary {
+  load: string;
+  direct: TargetSummary | undefined;
+  stack: TargetSummary | undefined;
+  /** Per round stack/direct throughput, then the median (closed loops). */
+  throughputRatio: number;
+  /** Per round stack - direct, then the median (ms). */
+  addedP50: number;
+  addedP99: number;
+}
+
+export interface Summary {
+  loads: LoadSummary[];
+  /** Holdfast's processes while the calls went straight to the mock: CPU µs per second. */
+  idleHoldfastPerSecond: Record<string, number>;
+}
+
+const perCall = (x: number, calls: number) => (calls > 0 ? x / calls : NaN);
+
+function mapMedian(
+  phases: readonly PhaseResult[],
+  keys: readonly string[],
+  f: (p: PhaseResult, k: string) => number,
+): Record<string, number> {
+  return Object.fromEntries(keys.map((k) => [k, median(phases.map((p) => f(p, k)))]));
+}
+
+function summariseTarget(phases: readonly PhaseResult[], cores: number): TargetSummary {
+  const processes = Object.keys(phases[0]!.cpu);
+  const holdfast = (p: PhaseResult) =>
+    HOLDFAST.reduce((n, name) => n + (p.cpu[name] ?? NaN), 0) / p.client.calls;
+  const ours = (p: PhaseResult) => Object.values(p.cpuDuringLoad).reduce((n, x) => n + x, 0);
+  const clients = [...new Set(phases.flatMap((p) => Object.keys(p.nats.byClient)))];
+  const withRedis = phases.filter((p) => p.redis);
+  const commands = [...new Set(withRedis.flatMap((p) => Object.keys(p.redis!.commands)))];
+  const scripts = [...new Set(withRedis.flatMap((p) => Object.keys(p.redis!.scripts)))];
+  const m = (f: (p: PhaseResult) => number) => median(phases.map(f));
+  const summary: TargetSummary = {
+    rounds: phases.length,
+    calls: phases.reduce((n, p) => n + p.client.calls, 0),
+    errors: phases.reduce((n, p) => n + p.client.errors, 0),
+    perSecond: m((p) => p.client.perSecond),
+    p50: m((p) => p.client.p50),
+    p99: m((p) => p.client.p99),
+    cpuPerCall: {
+      ...mapMedian(phases, processes, (p, k) => perCall(p.cpu[k]!, p.client.calls)),
+      holdfast: m(holdfast),
+    },
+    machineBusyShare: m((p) => p.machineBusy / (p.client.seconds * 1e6 * cores)),
+    othersCores: m((p) => Math.max(0, p.machineBusy - ours(p)) / (p.client.seconds * 1e6)),
+    settleMs: m((p) => p.settleMs),
+    nats: {
+      inPerCall: m((p) => perCall(p.nats.inMsgs, p.client.calls)),
+      outPerCall: m((p) => perCall(p.nats.outMsgs, p.client.calls)),
+      bytesPerCall: m((p) => perCall(p.nats.inBytes + p.nats.outBytes, p.client.calls)),
+      byClient: Object.fromEntries(
+        clients.map((c) => [
+          c,
+          {
+            inPerCall: m((p) => perCall(p.nats.byClient[c]?.inMsgs ?? 0, p.client.calls)),
+            outPerCall: m((p) => perCall(p.nats.byClient[c]?.outMsgs ?? 0, p.client.calls)),
+          },
+        ]),
+      ),
+    },
+  };
+  if (withRedis.length > 0) {
+    const r = (f: (p: PhaseResult) => number) => median(withRedis.map(f));
+    summary.redis = {
+      commands: Object.fromEntries(
+        commands.map((c) => {
+          const stat = (p: PhaseResult) => p.redis!.commands[c] ?? { calls: 0, usec: 0 };
+          return [
+            c,
+            {
+              callsPerCall: r((p) => perCall(stat(p).calls, p.client.calls)),
+              usecPerCall: r((p) => perCall(stat(p).usec, stat(p).calls)),
+            },
+          ];
+        }),
+      ),
+      usecPerGatewayCall: r((p) =>
+        perCall(
+          Object.values(p.redis!.commands).reduce((n, s) => n + s.usec, 0),
+          p.client.calls,
+        ),
+      ),
+      scripts: Object.fromEntries(
+        scripts.map((s) => {
+          const f = (k: 'usecPerCall' | 'commandsPerCall' | 'commandsUsecPerCall') =>
+            r((p) => p.redis!.scripts[s]?.[k] ?? NaN);
+          return [
+            s,
+            {
+              samples: withRedis.reduce((n, p) => n + (p.redis!.scripts[s]?.samples ?? 0), 0),
+              usecPerCall: f('usecPerCall'),
+              commandsPerCall: f('commandsPerCall'),
+              commandsUsecPerCall: f('commandsUsecPerCall'),
+            },
+          ];
+        }),
+      ),
+    };
+  }
+  return summary;
+}
+
+function paired(
+  phases: readonly PhaseResult[],
+  f: (stack: PhaseResult, direct: PhaseResult) => number,
+): number {
+  const rounds = [...new Set(phases.map((p) => p.round))];
+  return median(
+    rounds.map((round) => {
+      const s = phases.find((p) => p.round === round && p.target === 'stack');
+      const d = phases.find((p) => p.round === round && p.target === 'direct');
+      return s && d ? f(s, d) : NaN;
+    }),
+  );
+}
+
+export function summarise(phases: readonly PhaseResult[], cores: number): Summary {
+  const loads = [...new Set(phases.map((p) => p.load))].map((load): LoadSummary => {
+    const of = phases.filter((p) => p.load === load);
+    const target = (t: TargetName) => {
+      const mine = of.filter((p) => p.target === t);
+      return mine.length > 0 ? summariseTarget(mine, cores) : undefined;
+    };
+    return {
+      load,
+      direct: target('direct'),
+      stack: target('stack'),
+      throughputRatio: paired(of, (s, d) => s.client.perSecond / d.client.perSecond),
+      addedP50: paired(of, (s, d) => s.client.p50 - d.client.p50),
+      addedP99: paired(of, (s, d) => s.client.p99 - d.client.p99),
+    };
+  });
+  const direct = phases.filter((p) => p.target === 'direct');
+  return {
+    loads,
+    idleHoldfastPerSecond: Object.fromEntries(
+      [...HOLDFAST, 'holdfast'].map((name) => [
+        name,
+        median(
+          direct.map((p) =>
+            name === 'holdfast'
+              ? HOLDFAST.reduce((n, k) => n + (p.cpu[k] ?? NaN), 0) / p.windowSeconds
+              : (p.cpu[name] ?? NaN) / p.windowSeconds,
+          ),
+        ),
+      ]),
+    ),
+  };
+}

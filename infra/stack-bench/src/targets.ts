@@ -1,0 +1,55 @@
+import type { Target } from './load/protocol.js';
+import type { TargetName } from './phase.js';
+import { BENCH_KEY } from './stack.js';
+
+const MESSAGES = [
+  { role: 'system', content: 'You are a helpful assistant.' },
+  { role: 'user', content: 'Summarise the budget report for the team in one line.' },
+];
+
+function target(url: string, headers: Record<string, string>, stream: boolean): Target {
+  const { origin } = new URL(url);
+  const body = stream
+    ? { model: 'gpt-4o-mini', messages: MESSAGES, stream, stream_options: { include_usage: true } }
+    : { model: 'gpt-4o-mini', messages: MESSAGES };
+  return {
+    origin,
+    path: '/v1/chat/completions',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  };
+}
+
+/** The same chat completion, to the mock itself and through the edge. */
+export function targets(urls: {
+  mockUrl: string;
+  edgeUrl: string;
+}): Record<TargetName, { plain: Target; stream: Target }> {
+  const auth = { authorization: `Bearer ${BENCH_KEY}` };
+  return {
+    direct: { plain: target(urls.mockUrl, {}, false), stream: target(urls.mockUrl, {}, true) },
+    stack: { plain: target(urls.edgeUrl, auth, false), stream: target(urls.edgeUrl, auth, true) },
+  };
+}
+
+/** One call to each target before any load: both answer 200 with the expected reply length. */
+export async function checkTargets(
+  all: Record<TargetName, { plain: Target }>,
+  completionTokens: number,
+): Promise<void> {
+  for (const [name, { plain }] of Object.entries(all)) {
+    const res = await fetch(`${plain.origin}${plain.path}`, {
+      method: 'POST',
+      headers: plain.headers,
+      body: plain.body,
+    });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${name}: HTTP ${res.status}: ${text.slice(0, 300)}`);
+    const usage = (JSON.parse(text) as { usage?: { completion_tokens?: number } }).usage;
+    if (usage?.completion_tokens !== completionTokens) {
+      throw new Error(
+        `${name}: ${usage?.completion_tokens} completion tokens, not ${completionTokens}`,
+      );
+    }
+  }
+}

@@ -1,0 +1,189 @@
+import type { CompiledConfig, CompiledModel, UpstreamConfig } from '@holdfast/config';
+import type { CapacityUsage } from '@holdfast/events';
+import type { HandlerContext } from './context.js';
+import { runCapacity } from './scripts.js';
+
+type Limits = NonNullable<UpstreamConfig['capacity']>;
+
+/** The capacity scopes of a call on one upstream: the upstream's, then the model's on it. */
+interface Scopes {
+  upstream: string;
+  keys: string[];
+  limits: [number, number][];
+  counting: 'requested' | 'usage';
+}
+
+function limitsOf(c: Limits): [number, number] {
+  return [c.tokensPerMinute ?? 0, c.requestsPerMinute ?? 0];
+}
+
+/** The scopes of `model` on `upstream`; undefined when neither declares a capacity. */
+function scopesOn(
+  ctx: HandlerContext,
+  upstream: UpstreamConfig,
+  model: CompiledModel,
+): Scopes | undefined {
+  const keys: string[] = [];
+  const limits: [number, number][] = [];
+  if (upstream.capacity) {
+    keys.push(ctx.keys.capacity(upstream.id, null));
+    limits.push(limitsOf(upstream.capacity));
+  }
+  // A model's own limits apply on its first upstream (where the provider set them).
+  if (model.capacity && model.upstream === upstream.id) {
+    keys.push(ctx.keys.capacity(upstream.id, model.id));
+    limits.push(limitsOf(model.capacity));
+  }
+  if (keys.length === 0) return undefined;
+  const counting = upstream.capacity?.counting ?? model.capacity?.counting ?? 'requested';
+  return { upstream: upstream.id, keys, limits, counting };
+}
+
+/** The model's upstreams in the order calls go to them. */
+function upstreamsOf(cfg: CompiledConfig, model: CompiledModel): UpstreamConfig[] {
+  return [model.upstream, ...model.fallbackUpstreams].flatMap((id) => cfg.upstreams.get(id) ?? []);
+}
+
+function spec(ctx: HandlerContext, s: Scopes, extra: Record<string, unknown>): string {
+  const now = ctx.scriptNow();
+  return JSON.stringify({
+    limits: s.limits,
+    counting: s.counting,
+    ...(now ? { now } : {}),
+    ...extra,
+  });
+}
+
+export type Taken =
+  | { ok: true; upstream: string | undefined }
+  | { ok: false; retryAfterSeconds: number; upstream: string; used: number; limit: number };
+
+/**
+ * Reserves a call's worst case against the capacity of the first of the model's upstreams that
+ * has room for the tenant's priority (its share of each limit): the model's own upstream, else
+ * a fallback. An upstream that declares no capacity always has room. When every upstream is
+ * full, the refusal says how long until the soonest one has room.
+ */
+export async function takeCapacity(
+  ctx: HandlerContext,
+  call: { reservationId: string; model: CompiledModel; tokens: number; share: number },
+): Promise<Taken> {
+  let full: Extract<Taken, { ok: false }> | undefined;
+  for (const upstream of upstreamsOf(ctx.config.current, call.model)) {
+    const s = scopesOn(ctx, upstream, call.model);
+    if (!s) return { ok: true, upstream: upstream.id };
+    const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, call.reservationId)];
+    const r = await runCapacity(
+      ctx.redis,
+      keys,
+      spec(ctx, s, { op: 'take', tokens: call.tokens, share: call.share }),
+    );
+    if (r[0] === 'ok') return { ok: true, upstream: upstream.id };
+    const retry = Number(r[1]);
+    if (!full || retry < full.retryAfterSeconds) {
+      full = {
+        ok: false,
+        retryAfterSeconds: retry,
+        upstream: upstream.id,
+        used: Number(r[3]),
+        limit: Number(r[4]),
+      };
+    }
+  }
+  return full ?? { ok: true, upstream: undefined };
+}
+
+/** Closes what a reservation took of an upstream's capacity (no-op where none was declared). */
+export async function closeCapacity(
+  ctx: HandlerContext,
+  call: {
+    reservationId: string;
+    upstream: string | undefined;
+    model: string | undefined;
+    how: 'settle' | 'release';
+    usageTokens?: number;
+  },
+): Promise<void> {
+  const cfg = ctx.config.current;
+  const upstream = call.upstream ? cfg.upstreams.get(call.upstream) : undefined;
+  const model = call.model ? cfg.models.get(call.model) : undefined;
+  if (!upstream || !model) return;
+  const s = scopesOn(ctx, upstream, model);
+  if (!s) return;
+  const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, call.reservationId)];
+  await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, usage: call.usageTokens ?? 0 }));
+}
+
+/**
+ * What a provider said of its own limits: a 429 with Retry-After blocks the upstream until
+ * then; `x-ratelimit-remaining-tokens` with its reset lowers the usable capacity until the
+ * reset, so the gateway stops sending what the provider would refuse.
+ */
+export async function reportCapacity(
+  ctx: HandlerContext,
+  report: {
+    upstream: string;
+    model?: string | undefined;
+    retryAfterMs?: number;
+    remainingTokens?: number;
+    resetMs?: number;
+  },
+): Promise<boolean> {
+  const cfg = ctx.config.current;
+  const upstream = cfg.upstreams.get(report.upstream);
+  const model = report.model ? cfg.models.get(report.model) : undefined;
+  if (!upstream) return false;
+  const s = model ? scopesOn(ctx, upstream, model) : scopesOn(ctx, upstream, noModel(upstream));
+  if (!s) return false;
+  const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, 'report')];
+  await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'report', ...report }));
+  return true;
+}
+
+/** A model that declares nothing, for an upstream-wide report. */
+function noModel(upstream: UpstreamConfig): CompiledModel {
+  return { upstream: upstream.id, capacity: undefined } as unknown as CompiledModel;
+}
+
+/** The declared capacities and their use in the last minute, for the status page. */
+export async function capacityUsage(ctx: HandlerContext): Promise<CapacityUsage[]> {
+  const cfg = ctx.config.current;
+  const out: CapacityUsage[] = [];
+  for (const upstream of cfg.upstreams.values()) {
+    const scopes: { model: string | null; limits: Limits; key: string }[] = [];
+    if (upstream.capacity) {
+      scopes.push({
+        model: null,
+        limits: upstream.capacity,
+        key: ctx.keys.capacity(upstream.id, null),
+      });
+    }
+    for (const m of cfg.models.values()) {
+      if (m.capacity && m.upstream === upstream.id) {
+        scopes.push({ model: m.id, limits: m.capacity, key: ctx.keys.capacity(upstream.id, m.id) });
+      }
+    }
+    if (scopes.length === 0) continue;
+    const s: Scopes = {
+      upstream: upstream.id,
+      keys: scopes.map((x) => x.key),
+      limits: scopes.map((x) => limitsOf(x.limits)),
+      counting: 'requested',
+    };
+    const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, 'peek')];
+    const rows = await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'peek' }));
+    scopes.forEach((scope, i) => {
+      const [tokens = '0', requests = '0', blocked = '0'] = (rows[i] ?? '').split(',');
+      out.push({
+        upstream: upstream.id,
+        model: scope.model,
+        tokensPerMinute: scope.limits.tokensPerMinute ?? null,
+        requestsPerMinute: scope.limits.requestsPerMinute ?? null,
+        tokens: Number(tokens),
+        requests: Number(requests),
+        blockedUntil: Number(blocked) > Date.now() ? new Date(Number(blocked)).toISOString() : null,
+      });
+    });
+  }
+  return out;
+}

@@ -1,0 +1,252 @@
+import { randomUUID } from 'node:crypto';
+import { windowBounds, type BudgetWindow } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
+import { describe, expect } from 'vitest';
+import {
+  admissionOf,
+  BASE_CONFIG,
+  newId,
+  quiescent,
+  readEvents,
+  refusalOf,
+  startAuthority,
+  authorityTest as test,
+} from './harness.js';
+
+/**
+ * Issue 11 at the authority: admin actions that compose, no cheap denial of service, one clock.
+ * Real Redis and NATS.
+ */
+
+const team = (over: Record<string, unknown> = {}) => ({
+  ...BASE_CONFIG,
+  tenants: [
+    {
+      id: 'team',
+      budgets: [{ window: 'month', limit: 10_000, unit: 'tokens' }],
+      useCases: [{ id: 'uc', maxTokens: 1_000_000, models: ['gpt-4o-mini', 'free-output'] }],
+      ...over,
+    },
+  ],
+  models: [
+    ...BASE_CONFIG.models,
+    {
+      id: 'free-output',
+      upstream: 'default',
+      maxOutputTokens: 1_000_000,
+      price: { inputPerMTok: 1, outputPerMTok: 0 },
+    },
+  ],
+});
+
+const call = (over: Record<string, unknown> = {}) => ({
+  reservationId: newId(),
+  tenant: 'team',
+  keyId: null,
+  useCase: 'uc',
+  model: 'gpt-4o-mini',
+  promptTokens: 100,
+  maxTokens: 100,
+  ...over,
+});
+
+describe('suspensions have owners', () => {
+  test("the alerter's automatic resume never lifts an admin's suspension", async ({
+    start,
+    nc,
+    iso,
+  }) => {
+    const h = await start(team());
+    const suspend = (by: 'alerter' | 'admin') =>
+      h.client.suspend({ tenant: 'team', reason: 'test', by });
+    expect(await suspend('alerter')).toMatchObject({
+      ok: true,
+      value: { suspendedBy: ['alerter'] },
+    });
+    expect(await suspend('admin')).toMatchObject({
+      ok: true,
+      value: { changed: true, suspendedBy: ['alerter', 'admin'] },
+    });
+    // The window freed room: the alerter lifts its own suspension, the admin's stays.
+    const auto = await h.client.resume({ tenant: 'team', by: 'window_freed' });
+    expect(auto).toMatchObject({ ok: true, value: { suspended: true, suspendedBy: ['admin'] } });
+    expect(refusalOf(await h.client.admit(call()))).toMatchObject({ code: 'tenant_suspended' });
+    // Only one resume event: when the admin lifts the last suspension.
+    expect(await h.client.resume({ tenant: 'team', by: 'admin' })).toMatchObject({
+      ok: true,
+      value: { suspended: false, suspendedBy: [] },
+    });
+    admissionOf(await h.client.admit(call()));
+    const events = await waitFor(async () => {
+      const e = await readEvents(nc, iso.names);
+      return e.some((x) => x.type === 'reservation.created') ? e : undefined;
+    });
+    expect(events.filter((e) => e.type === 'tenant.resumed')).toHaveLength(1);
+    expect(events.filter((e) => e.type === 'tenant.suspended').map((e) => e.by)).toEqual([
+      'alerter',
+      'admin',
+    ]);
+  });
+});
+
+describe('no cheap denial of service', () => {
+  test('shrink to fit is closed form: a million-token max with a free output price admits at once', async ({
+    start,
+    redis,
+  }) => {
+    const h = await start(
+      team({
+        shrinkToFit: { minOutputTokens: 10 },
+        budgets: [{ window: 'month', limit: 5, unit: 'usd' }],
+      }),
+    );
+    await redis.call('CONFIG', 'RESETSTAT');
+    // The prompt costs $4 of the $5; output is free: any max_tokens fits.
+    const a = admissionOf(
+      await h.client.admit(
+        call({ model: 'free-output', promptTokens: 4_000_000, maxTokens: 1_000_000 }),
+      ),
+    );
+    expect(a.maxTokens).toBe(1_000_000);
+    // A prompt over the budget: refused, not searched for.
+    refusalOf(
+      await h.client.admit(
+        call({ model: 'free-output', promptTokens: 2_000_000, maxTokens: 1_000_000 }),
+      ),
+    );
+    // Before: 856 ms of Lua stepping max_tokens down one at a time, stalling every tenant.
+    const stats = String(await redis.call('INFO', 'commandstats'));
+    const usec = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(stats);
+    expect(Number(usec?.[2]) / Number(usec?.[1])).toBeLessThan(5_000);
+  });
+
+  test('refusals past the event rate are summarised: every one is counted, few events are written', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const h = await start(team({ refusalEventsPerSecond: 5 }));
+    const n = 300;
+    const replies = await Promise.all(
+      Array.from({ length: n }, () => h.client.admit(call({ promptTokens: 20_000 }))),
+    );
+    expect(replies.every((r) => r.ok && !r.value.admitted)).toBe(true);
+    await quiescent(h.client, redis, iso.keyPrefix);
+    const refusals = (await readEvents(nc, iso.names)).filter(
+      (e) => e.type === 'admission.refused',
+    );
+    const counted = refusals.reduce(
+      (sum, e) => sum + (e.type === 'admission.refused' ? e.count : 0),
+      0,
+    );
+    expect(counted).toBe(n);
+    // The clock does not move in this test: one second, five full events and the summaries.
+    expect(refusals.length).toBeLessThan(20);
+    expect(refusals.some((e) => e.type === 'admission.refused' && e.count > 1)).toBe(true);
+  });
+});
+
+describe('one clock', () => {
+  test('every window decision uses Redis time: a replica whose clock runs an hour fast changes nothing', async ({
+    redisUrl,
+    nc: conn,
+    iso,
+  }) => {
+    const h = await startAuthority({
+      redisUrl,
+      nc: conn,
+      names: iso.names,
+      keyPrefix: iso.keyPrefix,
+      config: team({ budgets: [{ window: 'minute', limit: 1_000 }] }),
+      clock: false,
+    });
+    const skewed = await startAuthority({
+      redisUrl,
+      nc: conn,
+      names: iso.names,
+      keyPrefix: iso.keyPrefix,
+      config: team({ budgets: [{ window: 'minute', limit: 1_000 }] }),
+      clock: false,
+      now: () => Date.now() + 3_600_000,
+    });
+    try {
+      const reservationId = randomUUID();
+      const held = admissionOf(await h.client.admit(call({ reservationId, leaseMs: 60_000 })));
+      // The skewed replica sweeps for overdue holds with its own clock: close.lua re-checks
+      // the lease against Redis time, so the hold is not expired an hour early.
+      expect(await skewed.authority.expireOverdue()).toBe(0);
+      const usage = await skewed.client.usage({ tenant: 'team' });
+      expect(usage.ok && usage.value.tenants[0]!.windows[0]).toMatchObject({ held: 200 });
+      // Its admissions slide the minute window by Redis time too: the hold is still in it.
+      const second = admissionOf(await skewed.client.admit(call({ maxTokens: 100 })));
+      expect(second.windows[0]).toMatchObject({ held: 400 });
+      expect(Date.parse(held.expiresAt) - Date.now()).toBeLessThan(61_000);
+    } finally {
+      await skewed.stop();
+      await h.stop();
+    }
+  });
+
+  test("the scripts' window bounds equal @holdfast/events' for every window kind, month ends included", async ({
+    redis,
+  }) => {
+    const script = `
+      ${lib}
+      local now = tonumber(ARGV[1])
+      local out = {}
+      for _, w in ipairs({'minute', 'day', 'month'}) do
+        local b = windowBounds(now, w, false)
+        out[#out + 1] = b[1] .. ',' .. b[2]
+      end
+      local c = windowBounds(now, 'month', true)
+      out[#out + 1] = c[1] .. ',' .. c[2] .. ',' .. nextMonthMs(now)
+      return out`;
+    const instants = [
+      Date.UTC(2026, 11, 31, 23, 59, 59, 999),
+      Date.UTC(2027, 0, 1),
+      Date.UTC(2028, 1, 29, 12),
+      Date.UTC(2100, 1, 28, 23, 59, 59),
+      Date.UTC(2000, 1, 29),
+      ...Array.from({ length: 40 }, (_, i) => Date.UTC(2026, 0, 1) + i * 9_876_543_210),
+    ];
+    for (const now of instants) {
+      const got = (await redis.eval(script, 0, String(now))) as string[];
+      const want = (['minute', 'day', 'month'] as BudgetWindow[]).map((w) => {
+        const b = windowBounds(w, now);
+        return `${b.currentBucket},${b.startBucket}`;
+      });
+      const cal = windowBounds('month', now, true);
+      const d = new Date(now);
+      want.push(
+        `${cal.currentBucket},${cal.startBucket},${Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1)}`,
+      );
+      expect(got, new Date(now).toISOString()).toEqual(want);
+    }
+  });
+});
+
+const lib = await import('node:fs').then((fs) =>
+  fs.readFileSync(new URL('../src/lua/lib.lua', import.meta.url), 'utf8'),
+);
+
+test('the lease index carries every hold: it drains with the holds', async ({
+  start,
+  redis,
+  iso,
+}) => {
+  const h = await start(team());
+  const ids = await Promise.all(
+    [1, 2, 3].map(async () => admissionOf(await h.client.admit(call())).reservationId),
+  );
+  const index = `${iso.keyPrefix}:{team}:leases`;
+  expect(await redis.zcard(index)).toBe(3);
+  for (const reservationId of ids) {
+    await h.client.settle({
+      reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 10, completionTokens: 5 },
+    });
+  }
+  await waitFor(async () => (await redis.zcard(index)) === 0, { what: 'the index empty' });
+});

@@ -1,0 +1,112 @@
+import { connect } from 'node:net';
+import { expect } from 'vitest';
+import { withAdmin } from './admin.js';
+import { chat, edgeTest as test, entry, KEYS, type Stack } from './harness.js';
+
+/**
+ * Issue 11: an overrun is never silent, and no cheap request can stall the edge. Real NATS and
+ * Redis, the mock upstream.
+ */
+
+test('a provider that reports more than the hold: the truth is billed, the excess recorded and shown', async ({
+  stack,
+}) => {
+  const s = await stack(
+    withAdmin({
+      behaviour: { overReport: { promptTokens: 0, completionTokens: 300, factor: 1 } },
+      patch: (c) => {
+        entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 200, unit: 'tokens' }];
+      },
+    }),
+  );
+  const r = await s.openai(KEYS.support).chat.completions.create({ ...chat(10), max_tokens: 50 });
+  // The provider says 300 more completion tokens than it wrote, well past the 50 admitted.
+  expect(r.usage!.completion_tokens).toBeGreaterThan(300);
+  const held = Number(r.usage!.prompt_tokens) + 50;
+  const u = await s.settled('support-bot');
+  const billed = r.usage!.prompt_tokens + r.usage!.completion_tokens;
+  expect(u.windows[0]!.used).toBe(billed);
+  expect(u.overruns).toMatchObject({ count: 1, tokens: billed - held });
+  const events = await s.events((e) => e.some((x) => x.type === 'reservation.overrun'));
+  expect(events.find((e) => e.type === 'reservation.overrun')).toMatchObject({
+    tenant: 'support-bot',
+    billedTokens: billed,
+    overrunTokens: billed - held,
+  });
+  // The status page marks it.
+  const page = await s.edge.app.inject({
+    method: 'GET',
+    url: '/budgets/bars',
+    headers: { authorization: `Bearer ${KEYS.support}` },
+  });
+  expect(page.body).toContain('1 overrun');
+  // The metric counts it.
+  const metrics = await s.authority.ctx.metrics.overruns.get();
+  expect(metrics.values[0]?.value).toBe(1);
+  // The window carries the excess, past its limit: no new hold fits until the window frees it.
+  expect(billed).toBeGreaterThan(200);
+  const next = await s
+    .openai(KEYS.support)
+    .chat.completions.create({ ...chat(1), max_tokens: 1 })
+    .catch((e: { status?: number; code?: string }) => e);
+  expect(next).toMatchObject({ status: 429, code: 'budget_exceeded' });
+});
+
+/** A request sent so slowly that it never ends: a byte of body at a time. */
+function slowBody(s: Stack, everyMs: number): Promise<{ closedAfterMs: number }> {
+  const url = new URL(s.edge.url);
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname, () => {
+      socket.write(
+        'POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\n' +
+          `Authorization: Bearer ${KEYS.support}\r\nContent-Type: application/json\r\n` +
+          'Content-Length: 100000\r\n\r\n{',
+      );
+      const timer = setInterval(() => socket.write(' '), everyMs);
+      socket.on('close', () => {
+        clearInterval(timer);
+        resolve({ closedAfterMs: Date.now() - started });
+      });
+    });
+    socket.on('error', () => undefined);
+    setTimeout(() => reject(new Error('the edge kept the slow request open')), 10_000);
+  });
+}
+
+test('a body sent a byte at a time cannot hold a socket: the edge closes it at its request timeout', async ({
+  stack,
+}) => {
+  const s = await stack({ edge: { options: { requestTimeoutMs: 1_000 } } });
+  const { closedAfterMs } = await slowBody(s, 200);
+  expect(closedAfterMs).toBeGreaterThanOrEqual(900);
+  expect(closedAfterMs).toBeLessThan(3_000);
+  expect(s.upstream.stats().recent).toHaveLength(0);
+  expect((await s.edge.app.metrics.slowRequests.get()).values[0]?.value).toBe(1);
+  // The edge still serves everyone else.
+  const r = await s.openai(KEYS.support).chat.completions.create({ ...chat(5), max_tokens: 3 });
+  expect(r.choices).toHaveLength(1);
+});
+
+test('a tenant at its cap of calls in flight is refused before its prompt is counted', async ({
+  stack,
+}) => {
+  const s = await stack({
+    behaviour: { completion: { mode: 'fixed', tokens: 40 }, tokenDelayMs: 25 },
+    patch: (c) => {
+      entry(c.tenants, 'support-bot').maxInFlight = 2;
+    },
+  });
+  const ai = s.openai(KEYS.support);
+  const running = [0, 1].map(() => ai.chat.completions.create({ ...chat(5), max_tokens: 40 }));
+  await new Promise((r) => setTimeout(r, 200));
+  const counter = s.edge.app.counter.stats();
+  // A prompt of about 200,000 tokens: costly to count, refused without counting.
+  const huge = 'word '.repeat(200_000);
+  const err = await ai.chat.completions
+    .create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: huge }], max_tokens: 5 })
+    .catch((e: { status?: number; code?: string }) => e);
+  expect(err).toMatchObject({ status: 429, code: 'concurrency_limit' });
+  expect(s.edge.app.counter.stats()).toEqual(counter);
+  await Promise.all(running);
+});
