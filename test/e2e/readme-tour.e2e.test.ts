@@ -59,6 +59,33 @@ test(
     expect(secret).toMatch(/^sk-hf-[A-Za-z0-9_-]{43}$/);
     const first = await chat(stack, secret);
     expect(first.status).toBe(200);
+    // The README's other calls: the Responses API and Anthropic's Messages API (the claude
+    // upstream of the example config, the stack's mock), clamped the same way.
+    const surfaces: Array<[string, object, Record<string, string>]> = [
+      [
+        '/v1/responses',
+        { model: 'gpt-4o-mini', input: 'Hello', max_output_tokens: 4096 },
+        { authorization: `Bearer ${secret}` },
+      ],
+      [
+        '/v1/messages',
+        {
+          model: 'claude-sonnet-5-5',
+          max_tokens: 4096,
+          messages: [{ role: 'user', content: 'Hello' }],
+        },
+        { 'x-api-key': secret, 'anthropic-version': '2023-06-01' },
+      ],
+    ];
+    for (const [path, body, headers] of surfaces) {
+      const r = await fetch(`${stack.state.urls.edge}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+      expect(r.status, `${path}: ${await r.clone().text()}`).toBe(200);
+      expect(r.headers.get('x-holdfast-max-tokens')).toBe('512; requested=4096; ceiling=512');
+    }
 
     // 3. holdfast events shows the call.
     const lines = await eventsOf(dir, first.reservation);

@@ -189,7 +189,7 @@ describe('parseConfig', () => {
       models: [{ ...base.models[0], fallbackUpstreams: ['claude'] }],
     });
     expect(errors).toEqual([
-      'models[0].fallbackUpstreams[0]: upstream "claude" speaks anthropic, the model\'s upstream openai',
+      'models[id=gpt-4o-mini].fallbackUpstreams[0]: upstream "claude" speaks anthropic, the model\'s upstream openai',
     ]);
   });
 

@@ -1,5 +1,6 @@
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { runChargedViewsContract } from '../test/charged-contract.js';
 import { testClickHouse } from '../test/harness.js';
 import {
   runRowBinaryContract,
@@ -22,6 +23,10 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
   [
     'the upgrade to the decisions and window-state views (009) keeps every row on ClickHouse 18.16',
     runViewsUpgradeContract,
+  ],
+  [
+    'usage views sum what windows were charged, refusals their count, overruns their excess (010) on ClickHouse 18.16',
+    runChargedViewsContract,
   ],
 ];
 

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runChargedViewsContract } from '../test/charged-contract.js';
 import { chdbExecutor } from '../test/chdb.js';
 import {
   runRowBinaryContract,
@@ -26,6 +27,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('upgrades to the decisions and window-state views (009) with the same rows as the tables before', async () => {
     await runViewsUpgradeContract(ch, 'upgrade');
+  });
+
+  it('sums what windows were charged, refusals by count, overruns by excess (010)', async () => {
+    await runChargedViewsContract(ch, 'charged');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

@@ -71,7 +71,8 @@ export async function takeCapacity(
   let full: Extract<Taken, { ok: false }> | undefined;
   for (const upstream of upstreamsOf(ctx.config.current, call.model)) {
     const s = scopesOn(ctx, upstream, call.model);
-    if (!s) return { ok: true, upstream: upstream.id };
+    // An upstream that declares nothing has room; the call goes where it always would.
+    if (!s) return { ok: true, upstream: full ? upstream.id : undefined };
     const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, call.reservationId)];
     const r = await runCapacity(
       ctx.redis,

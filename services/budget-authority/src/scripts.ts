@@ -18,6 +18,7 @@ const SCRIPTS = [
   'usage',
   'refusals',
   'capacity',
+  'refuse',
 ] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
@@ -30,6 +31,7 @@ const COMMANDS = {
   usage: 'hfUsage',
   refusals: 'hfRefusals',
   capacity: 'hfCapacity',
+  refuse: 'hfRefuse',
 } as const satisfies Record<ScriptName, string>;
 
 declare module 'ioredis' {
@@ -46,6 +48,8 @@ declare module 'ioredis' {
     hfRefusals(numKeys: number, ...keysAndIds: string[]): Result<number, Context>;
     /** See lua/capacity.lua. */
     hfCapacity(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+    /** See lua/refuse.lua. */
+    hfRefuse(numKeys: number, ...keysAndSpec: string[]): Result<number, Context>;
     /** See lua/suspension.lua. */
     hfSuspension(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
     /** See lua/usage.lua. */
@@ -63,7 +67,7 @@ export function defineScripts(redis: Redis): void {
 /** Runs a script with its keys and its spec (JSON text: ARGV[1]). */
 export function run(
   redis: Redis,
-  name: Exclude<ScriptName, 'refusals' | 'capacity'>,
+  name: Exclude<ScriptName, 'refusals' | 'capacity' | 'refuse'>,
   keys: string[],
   spec: string,
 ): Promise<string[]> {
@@ -87,6 +91,11 @@ export function run(
 /** Runs capacity.lua over an upstream's scopes and one reservation's record. */
 export function runCapacity(redis: Redis, keys: string[], spec: string): Promise<string[]> {
   return redis.hfCapacity(keys.length, ...keys, spec);
+}
+
+/** Records a refusal decided before any budget is read, rate limited (lua/refuse.lua). */
+export function runRefuse(redis: Redis, keys: string[], spec: string): Promise<number> {
+  return redis.hfRefuse(keys.length, ...keys, spec);
 }
 
 /** Writes up to `eventIds.length` kinds of rate-limited refusals of an org; returns how many. */

@@ -147,6 +147,25 @@ describe('no cheap denial of service', () => {
   });
 });
 
+test('refusals decided before any budget is read (an unregistered use case) are rate limited too', async ({
+  start,
+  redis,
+  nc,
+  iso,
+}) => {
+  const h = await start(team({ refusalEventsPerSecond: 5 }));
+  const n = 200;
+  await Promise.all(Array.from({ length: n }, () => h.client.admit(call({ useCase: 'nope' }))));
+  await quiescent(h.client, redis, iso.keyPrefix);
+  const refusals = (await readEvents(nc, iso.names)).filter(
+    (e) => e.type === 'admission.refused' && e.code === 'use_case_not_registered',
+  );
+  expect(refusals.reduce((sum, e) => sum + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(
+    n,
+  );
+  expect(refusals.length).toBeLessThan(20);
+});
+
 describe('one clock', () => {
   test('every window decision uses Redis time: a replica whose clock runs an hour fast changes nothing', async ({
     redisUrl,

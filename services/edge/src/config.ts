@@ -16,7 +16,7 @@ export const EdgeEnv = z.object({
   EDGE_ADMIT_TIMEOUT_MS: env.int(1_000, 10, 60_000),
   /** Timeout of one settle/release request; they are retried with backoff. */
   EDGE_SETTLE_TIMEOUT_MS: env.int(2_000, 10, 60_000),
-  /** Attempts of a settle/release before the hold is left to its lease. */
+  /** Attempts of a settle/release before it is handed to the closes stream for the authority. */
   EDGE_SETTLE_ATTEMPTS: env.int(8, 1, 100),
   /** How often to poll the authority for a new config (a NATS notice usually comes first). */
   EDGE_CONFIG_POLL_MS: env.int(5_000, 50, 600_000),

@@ -67,7 +67,7 @@ test('max_tokens is required (Anthropic 400) and clamped to the use case ceiling
     type: 'error',
     error: {
       type: 'invalid_request_error',
-      message: expect.stringContaining('max_tokens: Field required'),
+      message: expect.stringMatching(/^invalid_request: .*max_tokens: .*missing/),
     },
   });
   // No anthropic-version from this raw client: the edge sends its own, which the mock requires.

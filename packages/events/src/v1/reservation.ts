@@ -90,9 +90,9 @@ export const ReservationReleased = z.object({
   ...callFields,
   ...holdFields,
   /**
-   * What this event added to the windows' `used`, at this event's time: the real usage, less
-   * what was charged at admission (estimate mode). Negative when a precharge is refunded.
-   * Summing charged* over a tenant's events in a window gives that window's `used`.
+   * What this event added to the windows' `used`, at this event's time: nothing (a release
+   * bills nothing and keeps an estimate-mode precharge). Summing charged* over a tenant's
+   * events in a window gives that window's `used`.
    */
   chargedTokens: z.int(),
   chargedMicroUsd: z.int(),
@@ -107,9 +107,10 @@ export const ReservationExpired = z.object({
   ...callFields,
   ...holdFields,
   /**
-   * What this event added to the windows' `used`, at this event's time: the real usage, less
-   * what was charged at admission (estimate mode). Negative when a precharge is refunded.
-   * Summing charged* over a tenant's events in a window gives that window's `used`.
+   * What this event added to the windows' `used`, at this event's time: the hold's worst case
+   * when the tenant's `onExpiry` is `bill` (nobody knows what the model billed; a later settle
+   * corrects it), else 0. Summing charged* over a tenant's events in a window gives that
+   * window's `used`.
    */
   chargedTokens: z.int(),
   chargedMicroUsd: z.int(),

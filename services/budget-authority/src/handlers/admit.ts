@@ -7,7 +7,7 @@ import type { HandlerContext } from '../context.js';
 import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
 import { planFor } from '../plan.js';
-import { run } from '../scripts.js';
+import { run, runRefuse } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
 import { closeCapacity, takeCapacity } from '../capacity.js';
@@ -68,9 +68,21 @@ async function recordRefusal(
     shadow: false,
     windows: '',
   });
-  return withStore(ctx.logger, 'admit', () =>
-    ctx.redis.xadd(ctx.keys.outbox(tenant.org), '*', ...fields),
-  );
+  const now = ctx.scriptNow();
+  const spec = JSON.stringify({
+    rate: tenant.refusalEventsPerSecond,
+    kind: [tenant.id, code, '', '', req.useCase, req.model, req.keyId ?? '', '0', req.api].join(
+      '|',
+    ),
+    fields,
+    ...(now === undefined ? {} : { now }),
+  });
+  const keys = [
+    ctx.keys.outbox(tenant.org),
+    ctx.keys.state(tenant.org, tenant.id),
+    ctx.keys.refusals(tenant.org),
+  ];
+  return withStore(ctx.logger, 'admit', () => runRefuse(ctx.redis, keys, spec));
 }
 
 /**

@@ -31,29 +31,6 @@ if prior[1] then
   return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
 end
 
--- Refusal events are rate limited per tenant: the first `refusalsPerSecond` of each second
--- are written in full, the rest are counted in the org's summary hash by kind and written as
--- one event with a count when the sweeper flushes it (within about a second). Every refusal
--- is still answered, counted in metrics and, summarised, in ClickHouse.
-local function refusalWritten(fields)
-  local st = KEYS[spec.levels[1].state]
-  local sec = math.floor(now / 1000)
-  local v = redis.call('HMGET', st, 'rfS', 'rfN')
-  if tonumber(v[1]) ~= sec then
-    redis.call('HSET', st, 'rfS', I(sec), 'rfN', '1')
-    return true
-  end
-  if (tonumber(v[2]) or 0) < spec.refusalsPerSecond then
-    redis.call('HINCRBY', st, 'rfN', 1)
-    return true
-  end
-  local kind = table.concat({spec.tenant, fields.code, fields.budget, fields.level,
-    spec.useCase, spec.model, spec.keyId, fields.shadow, spec.api}, '|')
-  redis.call('HINCRBY', KEYS[4], kind, 1)
-  redis.call('HSET', KEYS[4], kind .. '|last', cjson.encode(fields.list))
-  return false
-end
-
 local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
   local b = spec.budgets[bi]
   local list = {
@@ -67,9 +44,9 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
     'windows', windows,
   }
-  local fields = {code = code, budget = b and b.id or '', level = b and b.tenant or '',
-    shadow = shadow and '1' or '0', list = list}
-  if refusalWritten(fields) then
+  local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
+    spec.useCase, spec.model, spec.keyId, shadow and '1' or '0', spec.api}, '|')
+  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, spec.refusalsPerSecond, kind, list) then
     emit(list)
   end
   return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight)}

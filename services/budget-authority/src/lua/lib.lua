@@ -176,6 +176,27 @@ local function windowStates(spec)
   return table.concat(out, ';')
 end
 
+-- Refusal events are rate limited per tenant: the first `rate` of each second are written in
+-- full, the rest are counted in the org's summary hash by `kind` (and the last one's fields
+-- kept) and written as one event with a count when the sweeper flushes it (lua/refusals.lua,
+-- within about a second). Every refusal is still answered, counted in metrics and, summarised,
+-- in ClickHouse. True when this refusal's event is to be written now.
+local function refusalWritten(stateKey, summaryKey, now, rate, kind, fields)
+  local sec = math.floor(now / 1000)
+  local v = redis.call('HMGET', stateKey, 'rfS', 'rfN')
+  if tonumber(v[1]) ~= sec then
+    redis.call('HSET', stateKey, 'rfS', I(sec), 'rfN', '1')
+    return true
+  end
+  if (tonumber(v[2]) or 0) < rate then
+    redis.call('HINCRBY', stateKey, 'rfN', 1)
+    return true
+  end
+  redis.call('HINCRBY', summaryKey, kind, 1)
+  redis.call('HSET', summaryKey, kind .. '|last', cjson.encode(fields))
+  return false
+end
+
 -- Appends an event to the org's outbox (KEYS[1]); the relay publishes it to JetStream.
 local function emit(fields)
   redis.call('XADD', KEYS[1], '*', unpack(fields))

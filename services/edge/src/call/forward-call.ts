@@ -220,7 +220,7 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
   // No final usage: the edge's output count, with the provider's input figures if it sent them.
   const usage = run.transcript.usage() ?? {
-    ...plainUsage(run.call.promptTokens, await run.meter.billable()),
+    ...plainUsage(run.call.promptTokens, await billedOutput(run)),
     ...run.transcript.inputUsage?.(),
   };
   const outcome = failure ? settleOutcome(failure) : 'completed';
@@ -244,6 +244,18 @@ function edgeCut(
   return why === 'output_limit' || why === 'suspended' || why === 'budget_exhausted'
     ? why
     : undefined;
+}
+
+/**
+ * The output to bill when the provider reported no usage (the call was cut or its client
+ * left). Counted exactly where the edge has the model's tokenizer (or the upstream's count);
+ * else the proven bound, at most the admitted output: the prompt was held at its own bound, so
+ * the hold covers what the model could have billed, and a bound several times the truth would
+ * otherwise bill the tenant for tokens nobody wrote (and call it an overrun).
+ */
+async function billedOutput(run: Run): Promise<number> {
+  const counted = await run.meter.billable();
+  return run.meter.exact ? counted : Math.min(counted, run.call.maxOutput);
 }
 
 /** Non-streaming client: read the whole upstream stream, answer the assembled response. */

@@ -65,7 +65,15 @@ export class HoldGrowth {
     const want = Math.min(this.#o.maxTokens, Math.max(this.#covered * 2, meter.counted + 256));
     const { authority, hold, timeoutMs, metrics, logger } = this.#o;
     const asking = authority
-      .extend({ ...hold, outputTokens: want }, timeoutMs)
+      .extend(
+        {
+          reservationId: hold.reservationId,
+          tenant: hold.tenant,
+          org: hold.org,
+          outputTokens: want,
+        },
+        timeoutMs,
+      )
       .then((r) => {
         const status = r.ok ? r.value.status : r.error.code;
         metrics.extensions.inc({ status });

@@ -36,7 +36,8 @@ export class LeaseKeeper {
 
   async #renew(leaseMs: number): Promise<void> {
     if (this.#stopped || this.hold.closed) return;
-    const r = await this.authority.renew(this.hold.ref);
+    const { reservationId, tenant, org } = this.hold.ref;
+    const r = await this.authority.renew({ reservationId, tenant, org });
     if (r.ok && r.value.status === 'renewed') return this.#schedule(leaseMs / 2, leaseMs);
     if (r.ok) return; // closed or unknown: nothing to keep alive
     this.log.warn({ ...this.hold.ref, code: r.error.code }, 'lease renewal failed; retrying');

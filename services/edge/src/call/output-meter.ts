@@ -89,6 +89,11 @@ export class OutputMeter {
     return remote > limit;
   }
 
+  /** Whether the output is counted exactly (the model's tokenizer, or the upstream's count). */
+  get exact(): boolean {
+    return this.#o.exact || this.#o.remote !== undefined;
+  }
+
   /** Whether a cut needs the upstream's word first (an async check). */
   get verifiable(): boolean {
     return !this.#o.exact && this.#o.remote !== undefined;

@@ -50,10 +50,10 @@ describe('the Messages adapter', () => {
     expect(messagesAdapter.minOutput?.(MessagesRequest.parse(base))).toBeUndefined();
   });
 
-  test('max_tokens is required in the words Anthropic uses', () => {
+  test('max_tokens is required, as Anthropic requires it', () => {
     const r = MessagesRequest.safeParse({ model: 'claude', messages: base.messages });
     expect(r.success).toBe(false);
-    expect(r.error?.issues[0]).toMatchObject({ path: ['max_tokens'], message: 'Field required' });
+    expect(r.error?.issues[0]).toMatchObject({ path: ['max_tokens'], code: 'invalid_type' });
   });
 
   test('counts a prompt locally as the chat request it amounts to', () => {

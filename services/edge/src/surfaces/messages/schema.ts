@@ -3,11 +3,8 @@ import { z } from 'zod';
 /**
  * The Anthropic Messages request (`messages.create`), strict on the fields Holdfast reads and
  * loose on the rest: content blocks and tools of types it does not know pass through (counted
- * as their JSON). Missing required fields are named as Anthropic names them.
+ * as their JSON).
  */
-const required = {
-  error: (issue: { input: unknown }) => (issue.input === undefined ? 'Field required' : undefined),
-};
 
 const CacheControl = z.looseObject({
   type: z.literal('ephemeral'),
@@ -36,8 +33,8 @@ const Tool = z.looseObject({
 export type MessagesTool = z.infer<typeof Tool>;
 
 const fields = {
-  model: z.string(required).min(1).max(256),
-  messages: z.array(Message, required).min(1).max(100_000),
+  model: z.string().min(1).max(256),
+  messages: z.array(Message).min(1).max(100_000),
   system: z.union([z.string(), z.array(Block).max(10_000)]).nullish(),
   tools: z.array(Tool).max(1_024).nullish(),
   tool_choice: z
@@ -62,7 +59,7 @@ const fields = {
 };
 
 /** `POST /v1/messages`: `max_tokens` is required, as Anthropic requires it (then clamped). */
-export const MessagesRequest = z.looseObject({ ...fields, max_tokens: z.int(required).min(1) });
+export const MessagesRequest = z.looseObject({ ...fields, max_tokens: z.int().min(1) });
 export type MessagesRequest = z.infer<typeof MessagesRequest>;
 
 /** `POST /v1/messages/count_tokens`: the same request without `max_tokens`. */
