@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { BudgetUnit, BudgetWindow } from '@holdfast/events';
 import type {
+  BudgetConfig,
   HoldfastConfig,
   ModelConfig,
   TenantConfig,
@@ -23,9 +24,20 @@ export interface CompiledBudget {
   calendar: boolean;
   /** adaptive mode: total overrun allowed to calls whose hold cannot grow (base units). */
   debt: number;
+  /** Whose budget: the tenant's own, one key's, or each end user's (`subject` per call). */
+  scope: 'tenant' | 'key' | 'end_user';
+  /** The key id (scope key); null otherwise (an end user's is the call's). */
+  subject: string | null;
 }
 
-export interface CompiledTenant extends Omit<TenantConfig, 'budgets' | 'useCases' | 'onExpiry'> {
+export interface CompiledTenant extends Omit<
+  TenantConfig,
+  'budgets' | 'useCases' | 'onExpiry' | 'endUserBudgets'
+> {
+  /** Budgets of its keys that have their own, by key id. */
+  keyBudgets: Map<string, CompiledBudget[]>;
+  /** The budgets each end user gets (scope end_user; the subject is the call's end user). */
+  endUserBudgets: CompiledBudget[];
   /** What expiry does with a hold nobody closed (the mode's default applied). */
   onExpiry: 'bill' | 'release';
   /** The root of the hierarchy; its id is the Redis hash tag of every key of the tree. */
@@ -59,7 +71,10 @@ export interface CompiledConfig {
   models: Map<string, CompiledModel>;
   upstreams: Map<string, UpstreamConfig>;
   /** Virtual keys by the sha256 of their secret. */
-  keysByHash: Map<string, { tenant: string; keyId: string; defaultUseCase: string | undefined }>;
+  keysByHash: Map<
+    string,
+    { tenant: string; keyId: string; defaultUseCase: string | undefined; allowUserHeader: boolean }
+  >;
 }
 
 export function usdToMicro(usd: number): number {
@@ -74,27 +89,44 @@ export function configHash(cfg: HoldfastConfig): string {
   return createHash('sha256').update(JSON.stringify(cfg)).digest('hex');
 }
 
+function compileBudget(
+  b: BudgetConfig,
+  tenant: string,
+  scope: CompiledBudget['scope'],
+  subject: string | null,
+): CompiledBudget {
+  return {
+    id: `${b.window}-${b.unit}`,
+    tenant,
+    window: b.window,
+    unit: b.unit,
+    limit: b.unit === 'usd' ? usdToMicro(b.limit) : b.limit,
+    soft: [...b.soft].sort((a, c) => a - c),
+    grace: b.grace,
+    enforce: b.enforce,
+    calendar: b.calendar,
+    debt: b.unit === 'usd' ? usdToMicro(b.debt) : Math.round(b.debt),
+    scope,
+    subject,
+  };
+}
+
 function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): CompiledTenant {
   const chain = [t.id];
   for (let p = t.parent; p !== undefined; p = byId.get(p)?.parent) chain.push(p);
-  const { budgets, useCases, onExpiry, ...rest } = t;
+  const { budgets, useCases, onExpiry, endUserBudgets, ...rest } = t;
   return {
     ...rest,
     onExpiry: onExpiry ?? (t.mode === 'reserve' || t.mode === 'adaptive' ? 'bill' : 'release'),
     org: chain[chain.length - 1]!,
     chain,
-    budgets: budgets.map((b) => ({
-      id: `${b.window}-${b.unit}`,
-      tenant: t.id,
-      window: b.window,
-      unit: b.unit,
-      limit: b.unit === 'usd' ? usdToMicro(b.limit) : b.limit,
-      soft: [...b.soft].sort((a, c) => a - c),
-      grace: b.grace,
-      enforce: b.enforce,
-      calendar: b.calendar,
-      debt: b.unit === 'usd' ? usdToMicro(b.debt) : Math.round(b.debt),
-    })),
+    budgets: budgets.map((b) => compileBudget(b, t.id, 'tenant', null)),
+    keyBudgets: new Map(
+      t.keys
+        .filter((k) => k.budgets.length > 0)
+        .map((k) => [k.id, k.budgets.map((b) => compileBudget(b, t.id, 'key', k.id))]),
+    ),
+    endUserBudgets: endUserBudgets.map((b) => compileBudget(b, t.id, 'end_user', null)),
     useCases: new Map(useCases.map((u) => [u.id, u])),
   };
 }
@@ -141,7 +173,16 @@ export function compileConfig(raw: HoldfastConfig): CompiledConfig {
   const keysByHash = new Map(
     raw.tenants.flatMap((t) =>
       t.keys.map(
-        (k) => [k.sha256, { tenant: t.id, keyId: k.id, defaultUseCase: k.defaultUseCase }] as const,
+        (k) =>
+          [
+            k.sha256,
+            {
+              tenant: t.id,
+              keyId: k.id,
+              defaultUseCase: k.defaultUseCase,
+              allowUserHeader: k.allowUserHeader,
+            },
+          ] as const,
       ),
     ),
   );

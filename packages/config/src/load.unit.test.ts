@@ -66,7 +66,48 @@ describe('parseConfig', () => {
       tenant: 'batch-summariser',
       keyId: 'batch-1',
       defaultUseCase: undefined,
+      allowUserHeader: false,
     });
+  });
+
+  it("compiles key and end-user budgets, and checks them like a team's", () => {
+    const doc = structuredClone(base) as unknown as { tenants: Record<string, unknown>[] };
+    const team = doc.tenants.find((t) => t.id === 'batch-summariser')!;
+    team.keys = [
+      {
+        id: 'batch-1',
+        sha256: 'a'.repeat(64),
+        budgets: [{ window: 'day', limit: 5, unit: 'usd' }],
+      },
+    ];
+    team.endUserBudgets = [{ window: 'day', limit: 20_000, unit: 'tokens' }];
+    const r = parseConfig(doc);
+    if (!r.ok) throw new Error(r.errors.join('\n'));
+    const t = r.config.tenants.get('batch-summariser')!;
+    expect(t.keyBudgets.get('batch-1')).toEqual([
+      expect.objectContaining({
+        id: 'day-usd',
+        limit: 5_000_000,
+        scope: 'key',
+        subject: 'batch-1',
+      }),
+    ]);
+    expect(t.endUserBudgets).toEqual([
+      expect.objectContaining({
+        id: 'day-tokens',
+        limit: 20_000,
+        scope: 'end_user',
+        subject: null,
+      }),
+    ]);
+    expect(t.maxEndUsers).toBe(10_000);
+    team.endUserBudgets = [
+      { window: 'day', limit: 1, unit: 'tokens' },
+      { window: 'day', limit: 2.5, unit: 'tokens' },
+    ];
+    const errors = errorsOf(doc);
+    expect(errors.join('\n')).toMatch(/endUserBudgets.*(duplicate|unique)/i);
+    expect(errors.join('\n')).toMatch(/endUserBudgets.*integer/);
   });
 
   it('reads YAML text, and JSON as YAML', () => {

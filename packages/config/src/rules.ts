@@ -25,6 +25,37 @@ function unique<T>(
   }
 }
 
+/** A list of budgets: one per window and unit, calendar months only, whole token limits. */
+function checkBudgets(
+  ctx: Ctx,
+  budgets: readonly HoldfastConfig['tenants'][number]['budgets'][number][],
+  at: (string | number)[],
+): void {
+  unique(
+    ctx,
+    budgets,
+    (b) => `${b.window}-${b.unit}`,
+    (i) => [...at, i],
+    'budget window+unit',
+  );
+  budgets.forEach((b, bi) => {
+    if (b.calendar && b.window !== 'month') {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...at, bi, 'calendar'],
+        message: 'calendar applies to month windows only',
+      });
+    }
+    if (b.unit === 'tokens' && !Number.isInteger(b.limit)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...at, bi, 'limit'],
+        message: 'a tokens limit must be an integer',
+      });
+    }
+  });
+}
+
 /** Cross-field rules: references resolve, ids are unique, the hierarchy is a forest. */
 function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   unique(
@@ -101,29 +132,21 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
       (i) => ['tenants', ti, 'useCases', i, 'id'],
       'use case id',
     );
-    unique(
-      ctx,
-      t.budgets,
-      (b) => `${b.window}-${b.unit}`,
-      (i) => ['tenants', ti, 'budgets', i],
-      'budget window+unit',
-    );
-    t.budgets.forEach((b, bi) => {
-      if (b.calendar && b.window !== 'month') {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['tenants', ti, 'budgets', bi, 'calendar'],
-          message: 'calendar applies to month windows only',
-        });
-      }
-      if (b.unit === 'tokens' && !Number.isInteger(b.limit)) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['tenants', ti, 'budgets', bi, 'limit'],
-          message: 'a tokens limit must be an integer',
-        });
-      }
-    });
+    const budgetLists: [
+      readonly HoldfastConfig['tenants'][number]['budgets'][number][],
+      (string | number)[],
+    ][] = [
+      [t.budgets, ['tenants', ti, 'budgets']],
+      [t.endUserBudgets, ['tenants', ti, 'endUserBudgets']],
+      ...t.keys.map(
+        (k, ki) =>
+          [k.budgets, ['tenants', ti, 'keys', ki, 'budgets']] as [
+            typeof t.budgets,
+            (string | number)[],
+          ],
+      ),
+    ];
+    for (const [list, at] of budgetLists) checkBudgets(ctx, list, at);
     t.useCases.forEach((u, ui) =>
       u.models.forEach((m, mi) => {
         if (!models.has(m))

@@ -176,6 +176,13 @@ export const Key = z.strictObject({
   sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits'),
   /** Use case when the request sends no x-use-case header. */
   defaultUseCase: UseCaseId.optional(),
+  /**
+   * Budgets of this key alone (one application or developer under the team), checked and
+   * charged with the team's and its org's in the same atomic step.
+   */
+  budgets: z.array(Budget).default([]),
+  /** The caller may name the end user in an `x-holdfast-user` header (a trusted backend). */
+  allowUserHeader: z.boolean().default(false),
 });
 
 export const Tenant = z.strictObject({
@@ -214,6 +221,13 @@ export const Tenant = z.strictObject({
   /** Admit a call that does not fit with max_tokens lowered, down to this many tokens. */
   shrinkToFit: z.strictObject({ minOutputTokens: z.int().min(1) }).optional(),
   budgets: z.array(Budget).default([]),
+  /**
+   * Budgets every end user of the tenant gets (the OpenAI `user` field, the Anthropic
+   * `metadata.user_id`, or `x-holdfast-user` where the key allows it), created on first use.
+   */
+  endUserBudgets: z.array(Budget).default([]),
+  /** End users with budgets tracked at once; a new one past this is refused (end_user_limit). */
+  maxEndUsers: z.int().min(1).max(1_000_000).default(10_000),
   useCases: z.array(UseCase).default([]),
   keys: z.array(Key).default([]),
 });

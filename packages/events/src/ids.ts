@@ -31,5 +31,14 @@ export const Uuid = z
     'must be a lowercase UUID',
   );
 
+/**
+ * An end user as Holdfast keys budgets by it: what the client called it (OpenAI `user`,
+ * Anthropic `metadata.user_id`, `x-holdfast-user`), when printable ASCII of at most 128
+ * characters without ';' or ','; else `sha256:` and 32 hex digits of it (edge: endUserId).
+ */
+export const EndUserId = z
+  .string()
+  .regex(/^[\x21-\x2b\x2d-\x3a\x3c-\x7e]{1,128}$|^sha256:[0-9a-f]{32}$/, 'must be an end user id');
+
 /** The pseudo-tenant of events that belong to no tenant (config.changed). */
 export const SYSTEM_TENANT = '_system';

@@ -26,6 +26,10 @@ export const WindowState = z.object({
   held: z.number().int().min(0),
   /** false for a shadow budget: evaluated and recorded, not enforced. */
   enforce: z.boolean(),
+  /** Whose budget, when not the tenant's own (team or org): one of its keys', or end users'. */
+  scope: z.enum(['key', 'end_user']).optional(),
+  /** The key id or end user of a key or end-user budget. */
+  subject: z.string().max(200).optional(),
 });
 export type WindowState = z.infer<typeof WindowState>;
 
@@ -79,4 +83,17 @@ export function windowBounds(window: BudgetWindow, nowMs: number, calendar = fal
   const currentBucket = Math.floor(nowMs / g.bucketMs);
   const startBucket = currentBucket - g.buckets + 1;
   return { currentBucket, startBucket, startMs: startBucket * g.bucketMs, bucketMs: g.bucketMs };
+}
+
+/**
+ * Where a usage reply's `thresholds` keeps a window's soft thresholds: `<tenant>/<budget>` for
+ * a team's or org's, `<tenant>/key:<key>/<budget>` for a key's, `<tenant>/end_user/<budget>`
+ * for its end users' (one set for all of them).
+ */
+export function thresholdKey(
+  w: Pick<WindowState, 'tenant' | 'budget' | 'scope' | 'subject'>,
+): string {
+  if (w.scope === 'key') return `${w.tenant}/key:${w.subject ?? ''}/${w.budget}`;
+  if (w.scope === 'end_user') return `${w.tenant}/end_user/${w.budget}`;
+  return `${w.tenant}/${w.budget}`;
 }

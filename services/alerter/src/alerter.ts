@@ -132,11 +132,15 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       await suspension.record(event);
     }
     if (ALERTER_EVENTS.has(event.type) || !('windows' in event)) return;
-    const snapshots: Snapshot[] = event.windows.map((window) => ({
-      window,
-      position: { time: event.time, seq },
-      cause: { eventId: event.id, time: event.time, org: event.org, windows: event.windows },
-    }));
+    // The team's and org's windows; a key's or an end user's budget alerts nobody (yet) and
+    // never suspends the team.
+    const snapshots: Snapshot[] = event.windows
+      .filter((w) => w.scope === undefined)
+      .map((window) => ({
+        window,
+        position: { time: event.time, seq },
+        cause: { eventId: event.id, time: event.time, org: event.org, windows: event.windows },
+      }));
     await Promise.all(snapshots.map((s) => tracker.observe(s)));
     burn.add(event, snapshots);
   };

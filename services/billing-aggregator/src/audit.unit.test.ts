@@ -29,6 +29,9 @@ function tenant(
     billedMicroUsd: usd,
     windows,
     thresholds: {},
+    keys: [],
+    endUsers: [],
+    endUserCount: 0,
   };
 }
 

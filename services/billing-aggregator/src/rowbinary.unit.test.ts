@@ -58,7 +58,7 @@ describe('RowBinary encoder', () => {
     expect(() => compileRowWriter([['a; process.exit()', 'String']])).toThrow(/column name/);
   });
 
-  it('has the columns of EventRow and of migrations 001 and 011, with their types, in order', () => {
+  it('has the columns of EventRow and of migrations 001, 011 and 013, with their types, in order', () => {
     expect(EVENTS_RAW_COLUMNS.map(([c]) => c)).toEqual(Object.keys(EventRow.shape));
     const ddl = readFileSync(
       new URL('../migrations/001_create_events_raw_v1.sql', import.meta.url),
@@ -72,11 +72,15 @@ describe('RowBinary encoder', () => {
       .filter((l) => l && !l.startsWith('--'))
       .map((l) => [l.slice(0, l.indexOf(' ')), l.slice(l.indexOf(' ') + 1)]);
     const added = [
-      ...readFileSync(
-        new URL('../migrations/011_alter_events_raw_v1.sql', import.meta.url),
-        'utf8',
-      ).matchAll(/ADD COLUMN (\w+) (.+);/g),
-    ].map((m) => [m[1], m[2]]);
+      '011_alter_events_raw_v1.sql',
+      '013_add_end_user_and_upstream_to_events_raw_v1.sql',
+    ].flatMap((file) =>
+      [
+        ...readFileSync(new URL(`../migrations/${file}`, import.meta.url), 'utf8').matchAll(
+          /ADD COLUMN (\w+) (.+);/g,
+        ),
+      ].map((m) => [m[1], m[2]]),
+    );
     expect([...columns, ...added]).toEqual(EVENTS_RAW_COLUMNS.map(([c, t]) => [c, t]));
   });
 });

@@ -1,4 +1,4 @@
-import type { HoldfastEvent } from '@holdfast/events';
+import type { HoldfastEvent, WindowState } from '@holdfast/events';
 import { z } from 'zod';
 import { compileRowWriter, type Column } from './rowbinary.js';
 import { isIdentifier } from './sql.js';
@@ -63,6 +63,9 @@ export const EventRow = z.strictObject({
   cache_write_5m_tokens: u32,
   cache_write_1h_tokens: u32,
   reasoning_tokens: u32,
+  // Added by migration 013.
+  end_user: str,
+  upstream: str,
 });
 export type EventRow = z.infer<typeof EventRow>;
 
@@ -118,6 +121,8 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['cache_write_5m_tokens', 'UInt32'],
   ['cache_write_1h_tokens', 'UInt32'],
   ['reasoning_tokens', 'UInt32'],
+  ['end_user', 'String'],
+  ['upstream', 'String'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -230,6 +235,8 @@ const COLUMN_FIELDS = new Set([
   'durationMs',
   'leaseMs',
   'windows',
+  'endUser',
+  'upstream',
 ]);
 
 /** The fields without a column, as JSON ('' when none): nothing of an event is dropped. */
@@ -242,6 +249,16 @@ function extra(e: HoldfastEvent): string {
     any = true;
   }
   return any ? JSON.stringify(rest) : '';
+}
+
+/**
+ * Whose window, as `w_level` keeps it: the team or org id, or `<team>/key:<key>` and
+ * `<team>/user:<end user>` for a key's or an end user's own budget (migration 013).
+ */
+function windowLevel(w: Pick<WindowState, 'tenant' | 'scope' | 'subject'>): string {
+  if (w.scope === 'key') return `${w.tenant}/key:${w.subject ?? ''}`;
+  if (w.scope === 'end_user') return `${w.tenant}/user:${w.subject ?? ''}`;
+  return w.tenant;
 }
 
 /** Maps a validated event to its row. `streamSeq` is the JetStream sequence (forensics). */
@@ -261,7 +278,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
   };
   for (let i = 0; i < n; i++) {
     const x = windows[i]!;
-    w.level[i] = x.tenant;
+    w.level[i] = windowLevel(x);
     w.budget[i] = x.budget;
     w.window[i] = x.window;
     w.unit[i] = x.unit;
@@ -318,6 +335,8 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     cache_write_5m_tokens: num(e, 'cacheWrite5mTokens'),
     cache_write_1h_tokens: num(e, 'cacheWrite1hTokens'),
     reasoning_tokens: num(e, 'reasoningTokens'),
+    end_user: text(e, 'endUser'),
+    upstream: text(e, 'upstream'),
   };
   return row;
 }

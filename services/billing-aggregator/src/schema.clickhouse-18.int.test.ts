@@ -1,6 +1,7 @@
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { runChargedViewsContract } from '../test/charged-contract.js';
+import { runLevelsContract } from '../test/levels-contract.js';
 import { testClickHouse } from '../test/harness.js';
 import {
   runRowBinaryContract,
@@ -27,6 +28,10 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
   [
     'usage views sum what windows were charged, refusals their count, overruns their excess (010) on ClickHouse 18.16',
     runChargedViewsContract,
+  ],
+  [
+    'the end user and upstream columns, key and end-user window rows, capacity per upstream (013, 014) on ClickHouse 18.16',
+    runLevelsContract,
   ],
 ];
 

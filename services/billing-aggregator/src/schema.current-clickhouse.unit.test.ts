@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runChargedViewsContract } from '../test/charged-contract.js';
+import { runLevelsContract } from '../test/levels-contract.js';
 import { chdbExecutor } from '../test/chdb.js';
 import {
   runRowBinaryContract,
@@ -31,6 +32,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('sums what windows were charged, refusals by count, overruns by excess (010)', async () => {
     await runChargedViewsContract(ch, 'charged');
+  });
+
+  it('keeps the end user and upstream, one window row per key and end user, capacity per upstream (013, 014)', async () => {
+    await runLevelsContract(ch, 'levels');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

@@ -8,6 +8,10 @@
  *   <p>:{<org>}:t:<tenant>:w:<budget>    hash: s (billed in window), h (held), p (overrun
  *                                        adaptive calls could still make), lo, b<bucket>
  *   <p>:{<org>}:t:<tenant>:out:<uc>:<m>  list: recent completion sizes (adaptive mode)
+ *   <p>:{<org>}:k:<tenant>:<key>:w:<budget>   hash: a key's own window (same layout)
+ *   <p>:{<org>}:u:<tenant>:<user>:w:<budget>  hash: an end user's window (same layout;
+ *                                        expires when the end user stops calling)
+ *   <p>:{<org>}:t:<tenant>:users         zset: end users with budgets -> last seen (ms)
  *   <p>:{<org>}:r:<reservation>          hash: the hold record
  *   <p>:{<org>}:leases                   zset: every live hold of the org -> lease expiry (ms),
  *                                        whatever tenant it belongs to now (the sweeper's index)
@@ -34,6 +38,18 @@ export class Keys {
   }
   window(org: string, tenant: string, budgetId: string): string {
     return `${this.#org(org)}:t:${tenant}:w:${budgetId}`;
+  }
+  /** One key's own budget window (a key with budgets of its own). */
+  keyWindow(org: string, tenant: string, keyId: string, budgetId: string): string {
+    return `${this.#org(org)}:k:${tenant}:${keyId}:w:${budgetId}`;
+  }
+  /** One end user's budget window. */
+  userWindow(org: string, tenant: string, endUser: string, budgetId: string): string {
+    return `${this.#org(org)}:u:${tenant}:${endUser}:w:${budgetId}`;
+  }
+  /** The tenant's end users with budgets, by when each was last seen (ms). */
+  users(org: string, tenant: string): string {
+    return `${this.#org(org)}:t:${tenant}:users`;
   }
   /** Recent completion sizes of one use case and model (adaptive mode). */
   samples(org: string, tenant: string, useCase: string, model: string): string {

@@ -34,6 +34,8 @@ export function shrinkFacts(
 }
 
 function whose(tenant: string, w: WindowState): string {
+  if (w.scope === 'key') return `key ${w.subject ?? ''} of team ${tenant}`;
+  if (w.scope === 'end_user') return `end user ${w.subject ?? ''} of team ${tenant}`;
   return w.tenant === tenant ? `team ${tenant}` : `org ${w.tenant} (above team ${tenant})`;
 }
 
@@ -87,6 +89,8 @@ export function refusalMessage(f: RefusalFacts): string {
       return `Model "${f.model ?? ''}" is not allowed for use case "${f.useCase ?? ''}" of team ${f.tenant}.`;
     case 'reservation_closed':
       return `Reservation ${f.reservationId ?? ''} was already closed.`;
+    case 'end_user_limit':
+      return `Team ${f.tenant} already has budgets for as many end users as it may track (maxEndUsers). A new end user is admitted once another has been idle for 31 days, or when the limit is raised.`;
     case 'upstream_capacity':
       return `Every upstream of model "${f.model ?? ''}" is at the capacity team ${f.tenant}'s priority may use. This is the provider's limit, not the team's budget: retry shortly.`;
   }

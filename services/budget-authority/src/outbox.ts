@@ -82,7 +82,9 @@ export function decodeOutboxEntry(flat: string[], config: CompiledConfig): Holdf
       tenant,
       useCase: raw.useCase as string,
       model: raw.model as string,
-      window: windows.find((w) => w.tenant === raw.level && w.budget === raw.budget),
+      window: windows.find(
+        (w) => w.tenant === raw.level && w.budget === raw.budget && w.scope === raw.scope,
+      ),
       neededTokens: raw.neededTokens as number,
       neededMicroUsd: raw.neededMicroUsd as number,
       inFlight: (raw.inFlight as number | undefined) ?? 0,

@@ -1,5 +1,10 @@
 import type { BudgetWindow } from '@holdfast/events';
-import { budgetsInChain, type CompiledConfig, type CompiledTenant } from '@holdfast/config';
+import {
+  budgetsInChain,
+  type CompiledBudget,
+  type CompiledConfig,
+  type CompiledTenant,
+} from '@holdfast/config';
 import type { Keys } from './keys.js';
 
 interface PlanBudget {
@@ -11,8 +16,28 @@ interface PlanBudget {
   enforce: boolean;
   calendar: boolean;
   debt: number;
+  /** Whose budget: t (the tenant's, `tenant` its level), k (the call's key), u (its end user). */
+  scope: 't' | 'k' | 'u';
+  /** The key id or end user (scopes k and u). */
+  subject?: string;
   /** 1-based index into KEYS. */
   key: number;
+}
+
+/** The call whose key and end user may have budgets of their own. */
+export interface PlanCall {
+  keyId?: string | null | undefined;
+  endUser?: string | undefined;
+}
+
+/** Every key and end user whose budgets a plan includes (usage reads many at once). */
+export interface PlanSubjects {
+  keyIds: readonly string[];
+  endUsers: readonly string[];
+}
+
+function subjectsOf(call: PlanCall): PlanSubjects {
+  return { keyIds: call.keyId ? [call.keyId] : [], endUsers: call.endUser ? [call.endUser] : [] };
 }
 
 interface PlanLevel {
@@ -74,17 +99,9 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
     holds: add(keys.holds(org, id)),
     maxInFlight: cfg.tenants.get(id)?.maxInFlight ?? 0,
   }));
-  const budgets: PlanBudget[] = budgetsInChain(cfg, tenant).map((b) => ({
-    tenant: b.tenant,
-    id: b.id,
-    window: b.window,
-    unit: b.unit,
-    limit: b.limit,
-    enforce: b.enforce,
-    calendar: b.calendar,
-    debt: b.debt,
-    key: add(keys.window(org, b.tenant, b.id)),
-  }));
+  const budgets: PlanBudget[] = budgetsInChain(cfg, tenant).map((b) =>
+    planBudget(b, 't', add(keys.window(org, b.tenant, b.id))),
+  );
   const json = JSON.stringify({
     kp: keys.prefix,
     levels,
@@ -117,15 +134,81 @@ export function planFor(
   keys: Keys,
   now: number | undefined,
   second: string,
+  call: PlanCall | PlanSubjects = {},
 ): Plan {
   const t = template(cfg, tenant, keys);
   const list = t.keys.slice();
   list[1] = second;
+  const subjects = 'keyIds' in call ? call : subjectsOf(call);
+  const extra = callBudgets(tenant, keys, subjects, (k) => list.push(k));
+  const spec = { levels: t.levels, budgets: t.budgets, tenant: tenant.id, org: tenant.org };
+  if (extra.length === 0) {
+    return {
+      keys: list,
+      spec,
+      json: assemble(now === undefined ? t.json : `${t.json},"now":${now}`),
+    };
+  }
+  // The call's key or end user has budgets: the spec is this call's own (not the template's).
+  const budgets = [...t.budgets, ...extra];
+  const json = JSON.stringify({
+    kp: keys.prefix,
+    levels: t.levels,
+    budgets,
+    tenant: tenant.id,
+    org: tenant.org,
+    keepMs: KEEP_CLOSED_MS,
+    ...(now === undefined ? {} : { now }),
+  }).slice(1, -1);
+  return { keys: list, spec: { ...spec, budgets }, json: assemble(json) };
+}
+
+/** A budget as a script sees it, its window hash at KEYS[key]. */
+function planBudget(
+  b: CompiledBudget,
+  scope: PlanBudget['scope'],
+  key: number,
+  subject?: string,
+): PlanBudget {
   return {
-    keys: list,
-    spec: { levels: t.levels, budgets: t.budgets, tenant: tenant.id, org: tenant.org },
-    json: assemble(now === undefined ? t.json : `${t.json},"now":${now}`),
+    tenant: b.tenant,
+    id: b.id,
+    window: b.window,
+    unit: b.unit,
+    limit: b.limit,
+    enforce: b.enforce,
+    calendar: b.calendar,
+    debt: b.debt,
+    scope,
+    ...(subject === undefined ? {} : { subject }),
+    key,
   };
+}
+
+/** The budgets of the keys and end users, their window keys added with `add`. */
+function callBudgets(
+  tenant: CompiledTenant,
+  keys: Keys,
+  subjects: PlanSubjects,
+  add: (key: string) => number,
+): PlanBudget[] {
+  const toPlan = (b: CompiledBudget, scope: 'k' | 'u', subject: string): PlanBudget =>
+    planBudget(
+      b,
+      scope,
+      add(
+        scope === 'k'
+          ? keys.keyWindow(tenant.org, tenant.id, subject, b.id)
+          : keys.userWindow(tenant.org, tenant.id, subject, b.id),
+      ),
+      subject,
+    );
+  return [
+    ...subjects.keyIds.flatMap((id) =>
+      (tenant.keyBudgets.get(id) ?? []).map((b) => toPlan(b, 'k', id)),
+    ),
+    ...subjects.endUsers.flatMap((user) => tenant.endUserBudgets.map((b) => toPlan(b, 'u', user))),
+  ];
 }
 
 /**

@@ -12,6 +12,7 @@ import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Redis } from 'ioredis';
 import { KEEP_CLOSED_MS } from './plan.js';
+import { END_USER_KEEP_MS } from './handlers/admit.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -42,8 +43,14 @@ export interface RebuildSummary {
   tenants: number;
 }
 
-interface WindowAcc {
+/** Whose window: the tenant's own, or one of its keys' or end users' (`subject`). */
+interface Owner {
   tenant: string;
+  scope?: 'key' | 'end_user' | undefined;
+  subject?: string | undefined;
+}
+
+interface WindowAcc extends Owner {
   budget: string;
   window: BudgetWindow;
   unit: 'tokens' | 'usd';
@@ -56,7 +63,7 @@ interface LiveHold {
   heldT: number;
   heldU: number;
   covered: number;
-  windows: { tenant: string; budget: string; unit: 'tokens' | 'usd' }[];
+  windows: (Owner & { budget: string; unit: 'tokens' | 'usd' })[];
 }
 
 const WINDOW_CODE = { minute: 'm', day: 'd', month: 'M' } as const;
@@ -74,6 +81,16 @@ export async function stateKeys(redis: Redis, keys: Keys): Promise<string[]> {
   return out;
 }
 
+/** Where a hold sits, from a window of its event. */
+function holdWindow(w: WindowState): LiveHold['windows'][number] {
+  return {
+    tenant: w.tenant,
+    ...(w.scope ? { scope: w.scope, subject: w.subject } : {}),
+    budget: w.budget,
+    unit: w.unit,
+  };
+}
+
 export class Rebuilder {
   readonly #o: RebuildOptions;
   readonly #windows = new Map<string, WindowAcc>();
@@ -83,6 +100,8 @@ export class Rebuilder {
   readonly #suspended = new Map<string, Set<'alerter' | 'admin'>>();
   readonly #overruns = new Map<string, { n: number; t: number; u: number; at: number }>();
   readonly #samples = new Map<string, number[]>();
+  /** End users with budgets by registry key: end user -> last seen (ms). */
+  readonly #endUsers = new Map<string, Map<string, number>>();
 
   constructor(opts: RebuildOptions) {
     this.#o = opts;
@@ -139,12 +158,21 @@ export class Rebuilder {
     return seen;
   }
 
-  #window(tenant: string, w: Pick<WindowState, 'budget' | 'window' | 'unit'>): WindowAcc {
-    const key = this.#o.keys.window(this.#org(tenant), tenant, w.budget);
+  #windowKey(w: Owner & { budget: string }): string {
+    const { keys } = this.#o;
+    const org = this.#org(w.tenant);
+    if (w.scope === 'key') return keys.keyWindow(org, w.tenant, w.subject ?? '', w.budget);
+    if (w.scope === 'end_user') return keys.userWindow(org, w.tenant, w.subject ?? '', w.budget);
+    return keys.window(org, w.tenant, w.budget);
+  }
+
+  #window(w: Owner & Pick<WindowState, 'budget' | 'window' | 'unit'>): WindowAcc {
+    const key = this.#windowKey(w);
     let acc = this.#windows.get(key);
     if (!acc) {
       acc = {
-        tenant,
+        tenant: w.tenant,
+        ...(w.scope ? { scope: w.scope, subject: w.subject } : {}),
         budget: w.budget,
         window: w.window,
         unit: w.unit,
@@ -156,14 +184,28 @@ export class Rebuilder {
     return acc;
   }
 
+  /** A call's end user, last seen now (for a tenant with end-user budgets). */
+  #seen(e: Extract<HoldfastEvent, { type: 'reservation.created' }>): void {
+    if (!e.endUser || !this.#o.config.tenants.get(e.tenant)?.endUserBudgets.length) return;
+    const key = this.#o.keys.users(this.#org(e.tenant), e.tenant);
+    const seen = this.#endUsers.get(key) ?? new Map<string, number>();
+    this.#endUsers.set(key, seen);
+    seen.set(e.endUser, Math.max(seen.get(e.endUser) ?? 0, Date.parse(e.time)));
+  }
+
   #org(tenant: string): string {
     return this.#o.config.tenants.get(tenant)?.org ?? tenant;
   }
 
-  #calendar(tenant: string, budget: string): boolean {
-    return (
-      this.#o.config.tenants.get(tenant)?.budgets.find((b) => b.id === budget)?.calendar ?? false
-    );
+  #calendar(w: Owner & { budget: string }): boolean {
+    const t = this.#o.config.tenants.get(w.tenant);
+    const list =
+      w.scope === 'key'
+        ? t?.keyBudgets.get(w.subject ?? '')
+        : w.scope === 'end_user'
+          ? t?.endUserBudgets
+          : t?.budgets;
+    return list?.find((b) => b.id === w.budget)?.calendar ?? false;
   }
 
   /** Adds `t` tokens / `u` micro-USD at `time` to the windows an event lists. */
@@ -171,16 +213,16 @@ export class Rebuilder {
     if (t === 0 && u === 0) return;
     const ms = Date.parse(time);
     for (const w of windows) {
-      const acc = this.#window(w.tenant, w);
-      const bucket = windowBounds(w.window, ms, this.#calendar(w.tenant, w.budget)).currentBucket;
+      const acc = this.#window(w);
+      const bucket = windowBounds(w.window, ms, this.#calendar(w)).currentBucket;
       acc.buckets.set(bucket, (acc.buckets.get(bucket) ?? 0) + (w.unit === 'usd' ? u : t));
     }
   }
 
   #hold(windows: LiveHold['windows'], t: number, u: number): void {
     for (const w of windows) {
-      const acc = this.#window(w.tenant, {
-        budget: w.budget,
+      const acc = this.#window({
+        ...w,
         window: w.budget.split('-')[0] as BudgetWindow,
         unit: w.unit,
       });
@@ -200,11 +242,8 @@ export class Rebuilder {
   #apply(e: HoldfastEvent): void {
     switch (e.type) {
       case 'reservation.created': {
-        const windows = e.windows.map((w) => ({
-          tenant: w.tenant,
-          budget: w.budget,
-          unit: w.unit,
-        }));
+        const windows = e.windows.map(holdWindow);
+        this.#seen(e);
         this.#hold(windows, e.heldTokens, e.heldMicroUsd);
         this.#bill(e.windows, e.time, e.chargedTokens, e.chargedMicroUsd);
         this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
@@ -233,9 +272,7 @@ export class Rebuilder {
       case 'reservation.released':
       case 'reservation.expired': {
         const live = this.#live.get(e.reservationId);
-        const windows =
-          live?.windows ??
-          e.windows.map((w) => ({ tenant: w.tenant, budget: w.budget, unit: w.unit }));
+        const windows = live?.windows ?? e.windows.map(holdWindow);
         this.#hold(windows, -e.heldTokens, -e.heldMicroUsd);
         this.#live.delete(e.reservationId);
         this.#bill(e.windows, e.time, e.chargedTokens, e.chargedMicroUsd);
@@ -285,7 +322,7 @@ export class Rebuilder {
     const now = this.#o.now ?? Date.now();
     const multi = redis.pipeline();
     for (const [key, acc] of this.#windows) {
-      const calendar = this.#calendar(acc.tenant, acc.budget);
+      const calendar = this.#calendar(acc);
       const { startBucket } = windowBounds(acc.window, now, calendar);
       const fields: Record<string, string> = { h: String(acc.held), lo: String(startBucket) };
       let sum = 0;
@@ -296,6 +333,17 @@ export class Rebuilder {
       }
       fields.s = String(sum);
       multi.hset(key, fields);
+      if (acc.scope === 'end_user') {
+        // As admit.lua keeps them: the longest window past the end user's last call.
+        const seen = this.#endUsers
+          .get(keys.users(this.#org(acc.tenant), acc.tenant))
+          ?.get(acc.subject ?? '');
+        multi.pexpire(key, Math.max(1, (seen ?? now) + END_USER_KEEP_MS - now));
+      }
+    }
+    for (const [key, seen] of this.#endUsers) {
+      const live = [...seen].filter(([, at]) => at > now - END_USER_KEEP_MS);
+      if (live.length > 0) multi.zadd(key, ...live.flatMap(([user, at]) => [at, user]));
     }
     for (const [tenant, b] of this.#billed) {
       multi.hset(keys.state(this.#org(tenant), tenant), {
@@ -342,8 +390,10 @@ export class Rebuilder {
       .filter((w) => levelIndex.has(w.tenant))
       .map((w) => {
         const window = w.budget.split('-')[0] as BudgetWindow;
-        const code = this.#calendar(w.tenant, w.budget) ? 'C' : WINDOW_CODE[window];
-        return `${levelIndex.get(w.tenant)}${code}${UNIT_CODE[w.unit]}`;
+        const code = this.#calendar(w) ? 'C' : WINDOW_CODE[window];
+        const level =
+          w.scope === 'key' ? 'K' : w.scope === 'end_user' ? 'U' : levelIndex.get(w.tenant);
+        return `${level}${code}${UNIT_CODE[w.unit]}`;
       });
     const none = { input: 0, output: 0, cachedInput: 0, cacheWrite5m: 0, cacheWrite1h: 0 };
     const price = config.models.get(c.model)?.pricePico ?? none;
@@ -384,6 +434,7 @@ export class Rebuilder {
       potT: '0',
       potU: '0',
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
+      endUser: c.endUser ?? '',
     });
     multi.pexpire(key, Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS);
     for (const level of chain) multi.zadd(keys.holds(org, level), expiresAt, id);

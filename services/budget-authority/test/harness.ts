@@ -199,7 +199,13 @@ export async function quiescent(
     async () => {
       const u = await client.usage({});
       return u.ok &&
-        u.value.tenants.every((t) => t.inFlight === 0 && t.windows.every((w) => w.held === 0))
+        u.value.tenants.every(
+          (t) =>
+            t.inFlight === 0 &&
+            [t.windows, ...t.keys.map((k) => k.windows), ...t.endUsers.map((e) => e.windows)].every(
+              (list) => list.every((w) => w.held === 0),
+            ),
+        )
         ? u.value
         : undefined;
     },

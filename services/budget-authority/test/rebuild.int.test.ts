@@ -35,6 +35,17 @@ const CONFIG = {
       budgets: [{ window: 'day', limit: 100_000 }],
       useCases,
     },
+    {
+      id: 'team-k',
+      parent: 'acme',
+      budgets: [{ window: 'day', limit: 100_000 }],
+      endUserBudgets: [
+        { window: 'day', limit: 50_000 },
+        { window: 'month', limit: 1, unit: 'usd', calendar: true },
+      ],
+      useCases,
+      keys: [{ id: 'kk', sha256: 'a'.repeat(64), budgets: [{ window: 'minute', limit: 90_000 }] }],
+    },
   ],
 };
 
@@ -92,6 +103,22 @@ async function activity(h: Harness): Promise<string[]> {
       usage: { promptTokens: 50, completionTokens: 100 },
     });
   }
+  // A key's own budget and end users': closes that name them and closes that do not.
+  for (let i = 0; i < 6; i++) {
+    const a = admissionOf(
+      await h.client.admit({ ...call('team-k', 120), keyId: 'kk', endUser: i % 2 ? 'x' : 'y' }),
+    );
+    const who = i % 3 === 0 ? { keyId: 'kk', endUser: i % 2 ? 'x' : 'y' } : {};
+    if (i < 5)
+      await h.client.settle({
+        reservationId: a.reservationId,
+        tenant: 'team-k',
+        ...who,
+        usage: { promptTokens: 120, completionTokens: 40 * i },
+      });
+    else live.push(a.reservationId);
+    h.clock.advance(1_000);
+  }
   const grown = admissionOf(await h.client.admit(call('team-a', 50, true)));
   expect(grown.coveredOutputTokens).toBe(100);
   await h.client.extend({
@@ -140,7 +167,7 @@ test('the budget state rebuilt from the event stream equals the state that wrote
     now,
   });
   const summary = await rebuilder.run();
-  expect(summary).toMatchObject({ liveHolds: 3 });
+  expect(summary).toMatchObject({ liveHolds: 4 });
   // A second rebuild refuses to mix with existing state.
   await expect(
     new Rebuilder({
@@ -166,8 +193,23 @@ test('the budget state rebuilt from the event stream equals the state that wrote
     usage: { promptTokens: 108, completionTokens: 10 },
   });
   expect(settled).toMatchObject({ ok: true, value: { status: 'settled', billedTokens: 118 } });
-  const grown = await h2.client.extend({
+  // The key's and end user's windows were rebuilt with it: its settle (naming neither) closes them.
+  const keyed = await h2.client.settle({
     reservationId: live[2]!,
+    tenant: 'team-k',
+    usage: { promptTokens: 120, completionTokens: 5 },
+  });
+  expect(keyed).toMatchObject({ ok: true, value: { status: 'settled', billedTokens: 125 } });
+  const k = await h2.client.usage({ tenant: 'team-k' });
+  const kUsage = k.ok ? k.value.tenants[0]! : undefined;
+  expect(kUsage?.endUsers.map((u) => u.id).sort()).toEqual(['x', 'y']);
+  for (const w of [
+    ...(kUsage?.keys.flatMap((x) => x.windows) ?? []),
+    ...(kUsage?.endUsers.flatMap((x) => x.windows) ?? []),
+  ])
+    expect(w.held).toBe(0);
+  const grown = await h2.client.extend({
+    reservationId: live[3]!,
     tenant: 'team-a',
     outputTokens: 400,
   });

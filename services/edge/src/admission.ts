@@ -28,6 +28,8 @@ export interface AdmissionRequest {
   api: ApiSurface;
   /** Aborted when the client leaves (a call waiting for upstream capacity stops waiting). */
   signal?: AbortSignal;
+  /** The call's end user (end-user budgets, books), if the client named one. */
+  endUser?: string | undefined;
 }
 
 /** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
@@ -61,7 +63,13 @@ export async function admit(
     );
   }
   const reservationId = randomUUID();
-  const ref = { reservationId, tenant, org: caller.tenant.org };
+  const ref = {
+    reservationId,
+    tenant,
+    org: caller.tenant.org,
+    ...(caller.keyId ? { keyId: caller.keyId } : {}),
+    ...(req.endUser ? { endUser: req.endUser } : {}),
+  };
   const started = performance.now();
   const ask = () =>
     deps.authority.admit(
@@ -69,6 +77,7 @@ export async function admit(
         reservationId,
         tenant,
         keyId: caller.keyId,
+        ...(req.endUser ? { endUser: req.endUser } : {}),
         useCase: caller.useCase,
         model: req.model,
         promptTokens: req.promptTokens,

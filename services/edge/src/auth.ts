@@ -10,6 +10,8 @@ export interface Caller {
   keyId: string | null;
   /** The use case id, well-formed but not necessarily registered (the authority decides). */
   useCase: string;
+  /** The caller may name the call's end user in `x-holdfast-user` (its key allows it, or trusted headers). */
+  namesUsers: boolean;
 }
 
 const BEARER = /^Bearer +(\S+) *$/i;
@@ -42,6 +44,7 @@ export function authenticate(
   let tenant: CompiledTenant | undefined;
   let keyId: string | null = null;
   let defaultUseCase: string | undefined;
+  let namesUsers = true;
 
   if (cfg.raw.auth.trustHeaders) {
     const team = single(headers['x-team']);
@@ -67,6 +70,7 @@ export function authenticate(
     tenant = owner;
     keyId = key.keyId;
     defaultUseCase = key.defaultUseCase;
+    namesUsers = key.allowUserHeader;
   }
 
   const header = single(headers['x-use-case']);
@@ -84,7 +88,7 @@ export function authenticate(
       `Use case "${printable(useCase)}" is not registered for team ${tenant.id}.`,
     );
   }
-  return { ok: true, caller: { tenant, keyId, useCase } };
+  return { ok: true, caller: { tenant, keyId, useCase, namesUsers } };
 }
 
 function fail(code: EdgeError['code'], message: string): { ok: false; error: EdgeError } {

@@ -12,6 +12,8 @@ export const EDGE_ERROR_CODES = [
   'tenant_suspended',
   'budget_exceeded',
   'concurrency_limit',
+  /** The tenant already tracks budgets for as many end users as it may (maxEndUsers). */
+  'end_user_limit',
   'upstream_rate_limited',
   /** The upstream's declared capacity is full for the tenant's priority past its maxQueueMs. */
   'upstream_capacity',
@@ -76,6 +78,7 @@ export function httpError(code: EdgeErrorCode): HttpError {
     case 'tenant_suspended':
       return { status: 403, type: 'permission_error', code };
     case 'budget_exceeded':
+    case 'end_user_limit':
       return { status: 429, type: 'insufficient_quota', code };
     case 'concurrency_limit':
     case 'upstream_rate_limited':

@@ -11,6 +11,7 @@ test('every edge error code has the status of the SPEC table', () => {
     tenant_suspended: 403,
     budget_exceeded: 429,
     concurrency_limit: 429,
+    end_user_limit: 429,
     upstream_rate_limited: 429,
     upstream_capacity: 429,
     budget_authority_unavailable: 503,

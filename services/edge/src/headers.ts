@@ -25,14 +25,20 @@ function remaining(w: WindowState): number {
   return Math.max(0, w.limit - w.used - w.held);
 }
 
-/** `month-tokens` for the caller's own budgets, `acme/month-tokens` for an org's above it. */
+/**
+ * `month-tokens` for the caller's team's budgets, `acme/month-tokens` for an org's above it,
+ * `key/day-usd` for its key's own and `user/day-tokens` for its end user's.
+ */
 function windowName(w: WindowState, tenant: string): string {
+  if (w.scope === 'key') return `key/${w.budget}`;
+  if (w.scope === 'end_user') return `user/${w.budget}`;
   return w.tenant === tenant ? w.budget : `${w.tenant}/${w.budget}`;
 }
 
 /**
  * Per-window remaining budget (`x-holdfast-remaining-month-tokens: 38606`, an org's as
- * `x-holdfast-remaining-acme-month-tokens`), and the IETF RateLimit-Policy / RateLimit headers
+ * `x-holdfast-remaining-acme-month-tokens`, the key's as `x-holdfast-remaining-key-day-usd`,
+ * the end user's as `x-holdfast-remaining-user-day-tokens`), and the IETF RateLimit-Policy / RateLimit headers
  * (draft-ietf-httpapi-ratelimit-headers: one item per enforced window, quota unit `tokens` or
  * `microusd`). Shadow budgets are not announced.
  */

@@ -40,3 +40,37 @@ test('remaining budget and RateLimit headers per enforced window, an org above t
     ratelimit: '"month-tokens";r=37606, "minute-usd";r=2000000, "acme/day-tokens";r=0',
   });
 });
+
+test('a key and an end user budget are named by scope, never by their ids', () => {
+  const h = windowHeaders(
+    [
+      w({
+        budget: 'day-usd',
+        window: 'day',
+        unit: 'usd',
+        limit: 5_000_000,
+        used: 0,
+        held: 1,
+        scope: 'key',
+        subject: 'batch-1',
+      }),
+      w({
+        budget: 'day-tokens',
+        window: 'day',
+        limit: 20_000,
+        used: 500,
+        held: 0,
+        scope: 'end_user',
+        subject: 'u"\r\nx: y',
+      }),
+    ],
+    'team',
+  );
+  expect(h).toEqual({
+    'x-holdfast-remaining-key-day-usd': '4.999999',
+    'x-holdfast-remaining-user-day-tokens': '19500',
+    'ratelimit-policy':
+      '"key/day-usd";q=5000000;w=86400;qu="microusd", "user/day-tokens";q=20000;w=86400;qu="tokens"',
+    ratelimit: '"key/day-usd";r=4999999, "user/day-tokens";r=19500',
+  });
+});

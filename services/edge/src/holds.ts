@@ -23,6 +23,9 @@ export interface HoldRef {
   /** The upstream whose capacity the admission took, and the model (to close that too). */
   upstream?: string;
   model?: string;
+  /** The call's key and end user (their budgets' windows are reported on the close). */
+  keyId?: string | null;
+  endUser?: string;
 }
 
 export interface HoldsOptions {
@@ -170,6 +173,8 @@ function closeRequest(ref: HoldRef) {
     tenant: ref.tenant,
     org: ref.org,
     ...(ref.upstream ? { upstream: ref.upstream, model: ref.model } : {}),
+    ...(ref.keyId ? { keyId: ref.keyId } : {}),
+    ...(ref.endUser ? { endUser: ref.endUser } : {}),
   };
 }
 

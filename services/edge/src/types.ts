@@ -12,6 +12,8 @@ import type { UpstreamClient } from './upstream/client.js';
 export interface Audit {
   tenant?: string;
   keyId?: string | null;
+  /** The call's end user (as Holdfast keys it), when it named one. */
+  endUser?: string;
   useCase?: string;
   model?: string;
   reservationId?: string;

@@ -28,7 +28,13 @@ test('every admin route answers its happy path and each change is a new config v
   expect(tenants.status).toBe(200);
   expect(tenants.body.data).toHaveLength(4);
   expect(tenants.body.data[0].keys).toEqual([
-    { id: 'batch-1', tenant: 'batch-summariser', defaultUseCase: null },
+    {
+      id: 'batch-1',
+      tenant: 'batch-summariser',
+      defaultUseCase: null,
+      budgets: [],
+      allowUserHeader: false,
+    },
   ]);
 
   // Tenants: create, read, patch (null removes a setting).
@@ -95,7 +101,13 @@ test('every admin route answers its happy path and each change is a new config v
   expect(key.status).toBe(201);
   expect(key.headers['cache-control']).toBe('no-store');
   expect(key.body.secret).toMatch(/^sk-hf-[A-Za-z0-9_-]{43}$/);
-  expect(key.body.data).toEqual({ id: 'research-1', tenant: 'research', defaultUseCase: 'UC-200' });
+  expect(key.body.data).toEqual({
+    id: 'research-1',
+    tenant: 'research',
+    defaultUseCase: 'UC-200',
+    budgets: [],
+    allowUserHeader: false,
+  });
   next(key);
   const all = await call('GET', '/admin/keys');
   expect(all.body.data).toHaveLength(5);

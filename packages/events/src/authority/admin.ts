@@ -1,10 +1,14 @@
 import { z } from 'zod';
 import { AdmissionMode } from '../amounts.js';
-import { TenantId } from '../ids.js';
+import { EndUserId, TenantId } from '../ids.js';
 import { WindowState } from '../windows.js';
 
 /** Usage of one tenant, or of every tenant when `tenant` is absent. */
-export const UsageRequest = z.strictObject({ tenant: TenantId.optional() });
+export const UsageRequest = z.strictObject({
+  tenant: TenantId.optional(),
+  /** One end user's windows (with `tenant`) instead of the most recently seen ones. */
+  endUser: EndUserId.optional(),
+});
 export type UsageRequest = z.infer<typeof UsageRequest>;
 
 export const TenantUsage = z.object({
@@ -32,6 +36,14 @@ export const TenantUsage = z.object({
   windows: z.array(WindowState),
   /** Soft thresholds per budget id, for status pages. */
   thresholds: z.record(z.string(), z.array(z.number())),
+  /** Keys with budgets of their own, and their windows. */
+  keys: z.array(z.object({ id: z.string(), windows: z.array(WindowState) })).default([]),
+  /** End users with budgets (the most recently seen first, at most 100), and their windows. */
+  endUsers: z
+    .array(z.object({ id: z.string(), lastSeen: z.iso.datetime(), windows: z.array(WindowState) }))
+    .default([]),
+  /** End users tracked in all. */
+  endUserCount: z.int().min(0).default(0),
 });
 export type TenantUsage = z.infer<typeof TenantUsage>;
 

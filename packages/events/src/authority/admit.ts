@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AdmissionMode, ApiSurface, LIMITS } from '../amounts.js';
 import { IsoTime } from '../envelope.js';
-import { KeyId, ModelId, PlainId, TenantId, UseCaseId, Uuid } from '../ids.js';
+import { EndUserId, KeyId, ModelId, PlainId, TenantId, UseCaseId, Uuid } from '../ids.js';
 import { RefusalCode } from '../v1/admission.js';
 import { BudgetId, WindowState } from '../windows.js';
 
@@ -10,6 +10,8 @@ export const AdmitRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
   keyId: KeyId.nullable(),
+  /** The call's end user (for the tenant's end-user budgets), if the client named one. */
+  endUser: EndUserId.optional(),
   useCase: UseCaseId,
   model: ModelId,
   /** The surface the call came in on; recorded on the reservation and its events. */
@@ -78,6 +80,9 @@ export const ExtendRequest = z.strictObject({
   tenant: TenantId,
   /** The org of the reservation (the admission's `org`); the tenant's current org if absent. */
   org: TenantId.optional(),
+  /** The call's key and end user: their budgets' limits are checked too. */
+  keyId: KeyId.nullable().optional(),
+  endUser: EndUserId.optional(),
   /** The total output tokens the hold should cover (capped at the call's max_tokens). */
   outputTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
 });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { LIMITS } from '../amounts.js';
-import { ModelId, PlainId, TenantId, Uuid } from '../ids.js';
+import { EndUserId, KeyId, ModelId, PlainId, TenantId, Uuid } from '../ids.js';
 import { ReleaseReason, SettleOutcome } from '../v1/reservation.js';
 import { WindowState } from '../windows.js';
 
@@ -50,6 +50,9 @@ export const SettleRequest = z.strictObject({
   upstream: PlainId.optional(),
   /** The model of the call (for a model's own capacity). */
   model: ModelId.optional(),
+  /** The call's key and end user: their windows' states go in the event. */
+  keyId: KeyId.nullable().optional(),
+  endUser: EndUserId.optional(),
   usage: Usage,
   outcome: SettleOutcome.default('completed'),
 });
@@ -61,6 +64,8 @@ export const ReleaseRequest = z.strictObject({
   org: TenantId.optional(),
   upstream: PlainId.optional(),
   model: ModelId.optional(),
+  keyId: KeyId.nullable().optional(),
+  endUser: EndUserId.optional(),
   reason: ReleaseReason,
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AdmissionMode, ApiSurface } from '../amounts.js';
 import { envelopeFields } from '../envelope.js';
-import { KeyId, ModelId, TenantId, UseCaseId, Uuid } from '../ids.js';
+import { EndUserId, KeyId, ModelId, PlainId, TenantId, UseCaseId, Uuid } from '../ids.js';
 import { BudgetId } from '../windows.js';
 import { count, windowsField } from './common.js';
 
@@ -16,6 +16,8 @@ export const REFUSAL_CODES = [
   'reservation_closed',
   /** Every upstream of the model is at the capacity the tenant's priority may use. */
   'upstream_capacity',
+  /** A new end user, and the tenant already tracks its `maxEndUsers` of them. */
+  'end_user_limit',
 ] as const;
 export const RefusalCode = z.enum(REFUSAL_CODES);
 export type RefusalCode = z.infer<typeof RefusalCode>;
@@ -26,6 +28,8 @@ export const AdmissionRefused = z.object({
   /** The id the edge proposed for the reservation that was not made. */
   reservationId: Uuid,
   keyId: KeyId.nullable(),
+  /** The end user the call was for, when the client named one. */
+  endUser: EndUserId.optional(),
   useCase: UseCaseId,
   model: ModelId,
   mode: AdmissionMode,
@@ -41,6 +45,10 @@ export const AdmissionRefused = z.object({
   /** The budget that did not fit, and the tenant (level) it belongs to. */
   budget: BudgetId.nullable(),
   level: TenantId.nullable(),
+  /** The budget is the call's key's own, or its end user's (of `level`); absent: the level's. */
+  scope: z.enum(['key', 'end_user']).optional(),
+  /** upstream_capacity: the upstream that was full (the call was shed from it). */
+  upstream: PlainId.optional(),
   retryAfterSeconds: z.number().int().min(0).nullable(),
   /** true: a shadow budget (enforce: false) would have refused; the call was admitted. */
   shadow: z.boolean(),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AdmissionMode, ApiSurface } from '../amounts.js';
-import { KeyId, ModelId, UseCaseId, Uuid } from '../ids.js';
+import { EndUserId, KeyId, ModelId, UseCaseId, Uuid } from '../ids.js';
 import { WindowState } from '../windows.js';
 
 const count = z.int().min(0);
@@ -15,6 +15,8 @@ export const callFields = {
   mode: AdmissionMode,
   /** The surface the call came in on (added later to v1: absent reads as `chat`). */
   api: ApiSurface.default('chat'),
+  /** The end user the call was for, when the client named one (absent: none). */
+  endUser: EndUserId.optional(),
 };
 
 /** What a hold set aside (tokens and micro-USD; 0 in meter/post modes). */

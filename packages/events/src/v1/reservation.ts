@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { envelopeFields, IsoTime } from '../envelope.js';
+import { PlainId } from '../ids.js';
 import { callFields, count, holdFields, windowsField } from './common.js';
 
 export const ReservationCreated = z.object({
@@ -16,6 +17,8 @@ export const ReservationCreated = z.object({
   chargedTokens: count,
   chargedMicroUsd: count,
   expiresAt: IsoTime,
+  /** The upstream whose declared capacity the call took; absent when it declares none. */
+  upstream: PlainId.optional(),
   ...windowsField,
 });
 

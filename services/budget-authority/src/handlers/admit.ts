@@ -14,6 +14,9 @@ import { closeCapacity, takeCapacity } from '../capacity.js';
 
 type Reply = Result<AdmitReply, RpcError>;
 
+/** An end user's windows outlive its last call by the longest window (30 days) and a day. */
+export const END_USER_KEEP_MS = 31 * 86_400_000;
+
 function refused(
   code: RefusalCode,
   message: string,
@@ -44,6 +47,7 @@ async function recordRefusal(
   tenant: CompiledTenant,
   req: AdmitRequest,
   code: RefusalCode,
+  upstream?: string,
 ) {
   const fields = encodeOutboxFields({
     type: 'admission.refused',
@@ -67,6 +71,8 @@ async function recordRefusal(
     retryAfterSeconds: -1,
     shadow: false,
     windows: '',
+    endUser: req.endUser,
+    upstream,
   });
   const now = ctx.scriptNow();
   const spec = JSON.stringify({
@@ -138,6 +144,7 @@ export async function admit(
     ctx.keys,
     ctx.scriptNow(),
     ctx.keys.reservation(tenant.org, req.reservationId),
+    { keyId: req.keyId, endUser: req.endUser },
   );
   // The authority enforces the ceilings too; the edge has already clamped to them.
   const max = Math.min(req.maxTokens, useCase.maxTokens, model.maxOutputTokens);
@@ -155,7 +162,7 @@ export async function admit(
   if (!capacity.ok) return capacity;
   if (!capacity.value.ok) {
     const full = capacity.value;
-    const recorded = await recordRefusal(ctx, tenant, req, 'upstream_capacity');
+    const recorded = await recordRefusal(ctx, tenant, req, 'upstream_capacity', full.upstream);
     if (!recorded.ok) return recorded;
     ctx.metrics.admissions.inc({ outcome: 'refused', code: 'upstream_capacity' });
     return refused(
@@ -188,6 +195,16 @@ export async function admit(
     sampleWindow: tenant.adaptive.samples,
     expiryBills: tenant.onExpiry === 'bill',
     refusalsPerSecond: tenant.refusalEventsPerSecond,
+    endUser: req.endUser ?? '',
+    // The upstream whose capacity the call took ('' when none declares one): on the event.
+    upstream: upstream ?? '',
+    // Where the tenant's end users with budgets are tracked (0: this call has none).
+    usersKey:
+      req.endUser && tenant.endUserBudgets.length > 0
+        ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id))
+        : 0,
+    maxEndUsers: tenant.maxEndUsers,
+    userKeepMs: END_USER_KEEP_MS,
   });
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
@@ -225,9 +242,8 @@ export async function admit(
   }
   const refusal = r[1] as RefusalCode;
   const windows = parseWindows(r[6] ?? '');
-  const budget = plan.spec.budgets[Number(r[2]) - 1];
-  const window: WindowState | undefined =
-    budget && windows.find((w) => w.tenant === budget.tenant && w.budget === budget.id);
+  // The script reports every budget's window, in the plan's order.
+  const window: WindowState | undefined = windows[Number(r[2]) - 1];
   const retry = Number(r[3]);
   ctx.metrics.admissions.inc({ outcome: 'refused', code: refusal });
   return refused(

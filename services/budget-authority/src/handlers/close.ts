@@ -9,7 +9,7 @@ import type {
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { orphanPlan, planFor } from '../plan.js';
+import { orphanPlan, planFor, type Plan, type PlanCall } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
@@ -29,7 +29,13 @@ export type CloseResult = CloseReply & { status: CloseStatus | 'expired' | 'not_
  */
 export async function closeReservation(
   ctx: HandlerContext,
-  target: { tenant: string; org?: string | undefined; reservationId: string },
+  target: {
+    tenant: string;
+    org?: string | undefined;
+    reservationId: string;
+    keyId?: string | null | undefined;
+    endUser?: string | undefined;
+  },
   what: CloseOp,
 ): Promise<Result<CloseResult, RpcError>> {
   const cfg = ctx.config.current;
@@ -43,12 +49,38 @@ export async function closeReservation(
   const org = target.org ?? tenant?.org ?? target.tenant;
   const resKey = ctx.keys.reservation(org, target.reservationId);
   const now = ctx.scriptNow();
-  const plan =
-    tenant && tenant.org === org
-      ? planFor(cfg, tenant, ctx.keys, now, resKey)
+  const inTree = tenant !== undefined && tenant.org === org;
+  const attempt = async (who: PlanCall, askSubjects: boolean) => {
+    const plan = inTree
+      ? planFor(cfg, tenant, ctx.keys, now, resKey, who)
       : orphanPlan(ctx.keys, org, target.tenant, now, resKey);
-  const spec = plan.json({
-    resId: target.reservationId,
+    return withStore(ctx.logger, what.op, () =>
+      run(ctx.redis, 'close', plan.keys, closeSpec(plan, target.reservationId, what, askSubjects)),
+    );
+  };
+  let result = await attempt({ keyId: target.keyId, endUser: target.endUser }, inTree);
+  if (result.ok && result.value[0] === 'subjects') {
+    // The record holds on its key's or end user's windows, which the request did not name.
+    const [, keyId = '', endUser = ''] = result.value;
+    result = await attempt({ keyId: keyId || null, endUser: endUser || undefined }, false);
+  }
+  if (!result.ok) return result;
+  const [status = 'unknown', billed = '0', cost = '0', windows = '', overT = '0', overU = '0'] =
+    result.value;
+  return Ok({
+    status: status as CloseStatus,
+    billedTokens: Number(billed),
+    costMicroUsd: Number(cost),
+    windows: parseWindows(windows),
+    overrunTokens: Number(overT),
+    overrunMicroUsd: Number(overU),
+  });
+}
+
+/** close.lua's spec: the plan's, the reservation and what to do with it. */
+function closeSpec(plan: Plan, reservationId: string, what: CloseOp, askSubjects: boolean) {
+  return plan.json({
+    resId: reservationId,
     eventId: randomUUID(),
     overrunEventId: randomUUID(),
     op: what.op,
@@ -65,20 +97,7 @@ export async function closeReservation(
         : { prompt: 0, completion: 0, cached: 0, w5: 0, w1h: 0, reasoning: 0 },
     outcome: what.op === 'settle' ? what.outcome : '',
     reason: what.op === 'release' ? what.reason : '',
-  });
-  const result = await withStore(ctx.logger, what.op, () =>
-    run(ctx.redis, 'close', plan.keys, spec),
-  );
-  if (!result.ok) return result;
-  const [status = 'unknown', billed = '0', cost = '0', windows = '', overT = '0', overU = '0'] =
-    result.value;
-  return Ok({
-    status: status as CloseStatus,
-    billedTokens: Number(billed),
-    costMicroUsd: Number(cost),
-    windows: parseWindows(windows),
-    overrunTokens: Number(overT),
-    overrunMicroUsd: Number(overU),
+    askSubjects,
   });
 }
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExtendReply, ExtendRequest, RenewReply, RenewRequest } from '@holdfast/events';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { planFor, orphanPlan } from '../plan.js';
+import { planFor, orphanPlan, type PlanCall } from '../plan.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
@@ -29,21 +29,29 @@ export async function extend(
       windows: [],
     });
   }
-  const plan = planFor(
-    cfg,
-    tenant,
-    ctx.keys,
-    ctx.scriptNow(),
-    ctx.keys.reservation(tenant.org, req.reservationId),
-  );
-  const spec = plan.json({
-    resId: req.reservationId,
-    outputTokens: req.outputTokens,
-    eventId: randomUUID(),
-  });
-  const result = await withStore(ctx.logger, 'extend', () =>
-    run(ctx.redis, 'extend', plan.keys, spec),
-  );
+  const attempt = (who: PlanCall, askSubjects: boolean) => {
+    const plan = planFor(
+      cfg,
+      tenant,
+      ctx.keys,
+      ctx.scriptNow(),
+      ctx.keys.reservation(tenant.org, req.reservationId),
+      who,
+    );
+    const spec = plan.json({
+      resId: req.reservationId,
+      outputTokens: req.outputTokens,
+      eventId: randomUUID(),
+      askSubjects,
+    });
+    return withStore(ctx.logger, 'extend', () => run(ctx.redis, 'extend', plan.keys, spec));
+  };
+  let result = await attempt({ keyId: req.keyId, endUser: req.endUser }, true);
+  if (result.ok && result.value[0] === 'subjects') {
+    // The hold is on its key's or end user's windows, which the request did not name.
+    const [, keyId = '', endUser = ''] = result.value;
+    result = await attempt({ keyId: keyId || null, endUser: endUser || undefined }, false);
+  }
   if (!result.ok) return result;
   const [status, heldT, heldU, covered, windows] = result.value;
   ctx.metrics.extensions.inc({ status: status ?? 'unknown' });

@@ -1,4 +1,10 @@
-import type { TenantUsage, UsageReply, UsageRequest } from '@holdfast/events';
+import {
+  thresholdKey,
+  type TenantUsage,
+  type UsageReply,
+  type UsageRequest,
+  type WindowState,
+} from '@holdfast/events';
 import type { CompiledTenant } from '@holdfast/config';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
@@ -7,14 +13,58 @@ import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
 import { capacityUsage } from '../capacity.js';
+import { END_USER_KEEP_MS } from './admit.js';
+
+/** End users a usage reply lists at most (the most recently seen first). */
+const END_USERS_LISTED = 100;
+
+/**
+ * The tenant's end users with budgets still tracked at `now` (seen within END_USER_KEEP_MS),
+ * the most recent first, or just `only` when asked for one; and how many are tracked.
+ */
+async function trackedEndUsers(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  now: number,
+  only: string | undefined,
+): Promise<{ users: [string, number][]; count: number }> {
+  if (tenant.endUserBudgets.length === 0) return { users: [], count: 0 };
+  const registry = ctx.keys.users(tenant.org, tenant.id);
+  const since = now - END_USER_KEEP_MS;
+  const [count, listed] = await Promise.all([
+    ctx.redis.zcount(registry, since, '+inf'),
+    only === undefined
+      ? ctx.redis.zrevrangebyscore(
+          registry,
+          '+inf',
+          since,
+          'WITHSCORES',
+          'LIMIT',
+          0,
+          END_USERS_LISTED,
+        )
+      : ctx.redis
+          .zscore(registry, only)
+          .then((score) => (score !== null && Number(score) >= since ? [only, score] : [])),
+  ]);
+  const users: [string, number][] = [];
+  for (let i = 0; i + 1 < listed.length; i += 2) users.push([listed[i]!, Number(listed[i + 1])]);
+  return { users, count };
+}
 
 async function tenantUsage(
   ctx: HandlerContext,
   tenant: CompiledTenant,
-  now: number | undefined,
+  now: number,
+  endUser: string | undefined,
 ): Promise<TenantUsage> {
   const cfg = ctx.config.current;
-  const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id));
+  const tracked = await trackedEndUsers(ctx, tenant, now, endUser);
+  const keyIds = [...tenant.keyBudgets.keys()];
+  const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id), {
+    keyIds,
+    endUsers: tracked.users.map(([id]) => id),
+  });
   const [
     suspended,
     inFlight,
@@ -31,6 +81,17 @@ async function tenantUsage(
   for (const level of tenant.chain) {
     for (const b of cfg.tenants.get(level)?.budgets ?? []) thresholds[`${level}/${b.id}`] = b.soft;
   }
+  for (const [id, list] of tenant.keyBudgets) {
+    for (const b of list)
+      thresholds[thresholdKey({ tenant: tenant.id, budget: b.id, scope: 'key', subject: id })] =
+        b.soft;
+  }
+  for (const b of tenant.endUserBudgets) {
+    thresholds[thresholdKey({ tenant: tenant.id, budget: b.id, scope: 'end_user' })] = b.soft;
+  }
+  const all = parseWindows(windows ?? '');
+  const of = (scope: WindowState['scope'], subject?: string) =>
+    all.filter((w) => w.scope === scope && (subject === undefined || w.subject === subject));
   return {
     tenant: tenant.id,
     parent: tenant.parent ?? null,
@@ -47,8 +108,15 @@ async function tenantUsage(
     maxInFlight: tenant.maxInFlight ?? null,
     billedTokens: Number(billedT),
     billedMicroUsd: Number(billedU),
-    windows: parseWindows(windows ?? ''),
+    windows: of(undefined),
     thresholds,
+    keys: keyIds.map((id) => ({ id, windows: of('key', id) })),
+    endUsers: tracked.users.map(([id, seen]) => ({
+      id,
+      lastSeen: new Date(seen).toISOString(),
+      windows: of('end_user', id),
+    })),
+    endUserCount: tracked.count,
   };
 }
 
@@ -79,7 +147,10 @@ export async function usage(
   // ClickHouse up to it).
   const result = await withStore(ctx.logger, 'usage', async () => {
     const now = ctx.scriptNow() ?? (await redisNow(ctx));
-    return { now, tenants: await Promise.all(tenants.map((t) => tenantUsage(ctx, t, now))) };
+    return {
+      now,
+      tenants: await Promise.all(tenants.map((t) => tenantUsage(ctx, t, now, req.endUser))),
+    };
   });
   if (!result.ok) return result;
   const capacity =

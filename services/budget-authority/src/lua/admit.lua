@@ -31,6 +31,18 @@ if prior[1] then
   return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
 end
 
+-- An end user with budgets not seen before (or forgotten): a refusal leaves no window of it.
+local newUser = spec.usersKey > 0 and not redis.call('ZSCORE', KEYS[spec.usersKey], spec.endUser)
+
+-- The call's end user on an event, when the client named one (the field is absent otherwise).
+local function withEndUser(fields)
+  if spec.endUser ~= '' then
+    fields[#fields + 1] = 'endUser'
+    fields[#fields + 1] = spec.endUser
+  end
+  return fields
+end
+
 local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
   local b = spec.budgets[bi]
   local list = {
@@ -44,8 +56,21 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
     'windows', windows,
   }
+  if b and (b.scope == 'k' or b.scope == 'u') then
+    list[#list + 1] = 'scope'
+    list[#list + 1] = (b.scope == 'k') and 'key' or 'end_user'
+  end
+  withEndUser(list)
+  if newUser then
+    -- Reading its windows for the reply created them: a refused new end user costs no memory.
+    for _, nb in ipairs(spec.budgets) do
+      if nb.scope == 'u' then
+        redis.call('DEL', KEYS[nb.key])
+      end
+    end
+  end
   local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
-    spec.useCase, spec.model, spec.keyId, shadow and '1' or '0', spec.api}, '|')
+    spec.useCase, spec.model, spec.keyId, shadow and '1' or '0', spec.api, b and b.scope or ''}, '|')
   if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, spec.refusalsPerSecond, kind, list) then
     emit(list)
   end
@@ -84,6 +109,18 @@ local function retryAfter(b, s, h, need, deficit)
     end
   end
   return 1
+end
+
+-- A new end user gets budgets only while the tenant has room for one more (maxEndUsers):
+-- end users not seen for longer than the longest window are forgotten first.
+if spec.usersKey > 0 then
+  local registry = KEYS[spec.usersKey]
+  if newUser and redis.call('ZCARD', registry) >= spec.maxEndUsers then
+    redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - spec.userKeepMs))
+    if redis.call('ZCARD', registry) >= spec.maxEndUsers then
+      return refuse('end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false)
+    end
+  end
 end
 
 -- Suspension and in-flight caps, every level.
@@ -276,10 +313,19 @@ redis.call('HSET', resKey,
   'leaseMs', I(spec.leaseMs), 'levels', table.concat(levelNames, ';'),
   'holds', table.concat(holdCodes, ';'), 'cov', I(covered), 'potT', I(potT), 'potU', I(potU),
   'sampleN', (spec.mode == 'adaptive') and I(spec.sampleWindow) or '0',
-  'expB', spec.expiryBills and '1' or '0')
+  'expB', spec.expiryBills and '1' or '0', 'endUser', spec.endUser)
 redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
+if spec.usersKey > 0 then
+  -- An end user's windows live as long as it keeps calling (and the longest window after).
+  redis.call('ZADD', KEYS[spec.usersKey], I(now), spec.endUser)
+  for _, b in ipairs(spec.budgets) do
+    if b.scope == 'u' then
+      redis.call('PEXPIRE', KEYS[b.key], spec.userKeepMs)
+    end
+  end
+end
 
-emit({
+local created = withEndUser({
   'type', 'reservation.created', 'id', spec.eventId, 'time', I(now),
   'tenant', spec.tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', spec.keyId,
   'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'api', spec.api,
@@ -288,5 +334,10 @@ emit({
   'chargedTokens', I(chargedT), 'chargedMicroUsd', I(chargedU),
   'expiresAt', I(expiresAt), 'windows', windows,
 })
+if spec.upstream ~= '' then
+  created[#created + 1] = 'upstream'
+  created[#created + 1] = spec.upstream
+end
+emit(created)
 
 return {'ok', I(heldT), I(heldU), I(maxTokens), shrunk and '1' or '0', I(expiresAt), '0', windows, I(covered)}

@@ -18,7 +18,7 @@ spec.now = clockNow(spec)
 local now = spec.now
 local f = redis.call('HMGET', KEYS[2],
   'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'prompt', 'max',
-  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds', 'levels', 'api')
+  'cov', 'priceIn', 'priceOut', 'priceCached', 'holds', 'levels', 'api', 'endUser')
 if not f[1] or f[2] ~= spec.tenant then
   return {'unknown', '0', '0', '0', windowStates(spec)}
 end
@@ -43,9 +43,15 @@ for _, b in ipairs(spec.budgets) do
   limits[KEYS[b.key]] = b
 end
 local targets = {}
-for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15])) do
+local rec = {tenant = f[2], keyId = f[3], endUser = f[18]}
+for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15], rec)) do
   local key, unit = h[1], h[2]
   local b = limits[key]
+  if not b and h[3].scope and spec.askSubjects then
+    -- A key's or end user's window the caller did not name: ask for a run with their limits
+    -- (never grow a hold past a window whose limit this run does not know). Nothing changed.
+    return {'subjects', f[3] or '', f[18] or ''}
+  end
   local room = nil
   if b and b.enforce then
     local bd = bounds(spec, b)
@@ -84,11 +90,16 @@ heldT, heldU = heldT + addT, heldU + addU
 redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(grant))
 
 local windows = windowStates(spec)
-emit({
+local event = {
   'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
   'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
   'mode', f[6], 'api', f[17] or 'chat', 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
   'addedTokens', I(addT),
   'addedMicroUsd', I(addU), 'coveredOutputTokens', I(grant), 'windows', windows,
-})
+}
+if (f[18] or '') ~= '' then
+  event[#event + 1] = 'endUser'
+  event[#event + 1] = f[18]
+end
+emit(event)
 return {'extended', I(heldT), I(heldU), I(grant), windows}

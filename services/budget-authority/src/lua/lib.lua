@@ -160,9 +160,14 @@ local function cost(input, cached, output, price, w5, w1h)
   return micro
 end
 
--- One window's state for replies and events: tenant,budget,limit,used,held,enforce
+-- One window's state for replies and events: tenant,budget,limit,used,held,enforce, and for
+-- a key's or an end user's budget also its scope (k, u) and subject.
 local function windowState(b, s, h)
-  return b.tenant .. ',' .. b.id .. ',' .. I(b.limit) .. ',' .. I(s) .. ',' .. I(h) .. ',' .. (b.enforce and '1' or '0')
+  local state = b.tenant .. ',' .. b.id .. ',' .. I(b.limit) .. ',' .. I(s) .. ',' .. I(h) .. ',' .. (b.enforce and '1' or '0')
+  if b.scope == 'k' or b.scope == 'u' then
+    state = state .. ',' .. b.scope .. ',' .. b.subject
+  end
+  return state
 end
 
 -- Slides every budget of the plan and returns their states joined by ';'.
@@ -204,8 +209,9 @@ end
 
 -- Reservation records name the windows they hold on compactly, so the record stays a small
 -- listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
--- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window). Keys
--- are rebuilt from the prefix and the record's org.
+-- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window; "KMt"
+-- the key's, "UMt" the end user's). Keys are rebuilt from the prefix, the record's org, and
+-- its keyId and endUser.
 local WINDOW_CODE = {minute = 'm', day = 'd', month = 'M'}
 local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
 local UNIT_CODE = {tokens = 't', usd = 'u'}
@@ -213,7 +219,8 @@ local UNIT_NAME = {t = 'tokens', u = 'usd'}
 
 local function holdCode(levelIndex, b)
   local w = (b.window == 'month' and b.calendar) and 'C' or WINDOW_CODE[b.window]
-  return levelIndex .. w .. UNIT_CODE[b.unit]
+  local level = (b.scope == 'k' and 'K') or (b.scope == 'u' and 'U') or levelIndex
+  return level .. w .. UNIT_CODE[b.unit]
 end
 
 local function tenantKey(spec, tenant, suffix)
@@ -229,18 +236,29 @@ local function recordLevels(text)
   return out
 end
 
--- The record's holds: list of {window key, unit, budget (window, calendar, tenant)}.
-local function recordHolds(spec, levels, text)
+-- The record's holds: list of {window key, unit, budget (window, calendar, tenant)}. `rec`
+-- is the record's tenant, keyId and endUser (for key and end-user windows).
+local function recordHolds(spec, levels, text, rec)
   local out = {}
   for code in string.gmatch(text or '', '[^;]+') do
-    local level = levels[tonumber(string.sub(code, 1, -3)) + 1]
+    local at = string.sub(code, 1, -3)
     local w = string.sub(code, -2, -2)
     local window = WINDOW_NAME[w]
     local unit = UNIT_NAME[string.sub(code, -1)]
-    out[#out + 1] = {
-      tenantKey(spec, level, ':w:' .. window .. '-' .. unit), unit,
-      {window = window, calendar = (w == 'C'), tenant = level},
-    }
+    local id = window .. '-' .. unit
+    local budget = {window = window, calendar = (w == 'C'), tenant = levels[1]}
+    local key
+    if at == 'K' then
+      budget.scope = 'k'
+      key = spec.kp .. ':{' .. spec.org .. '}:k:' .. rec.tenant .. ':' .. rec.keyId .. ':w:' .. id
+    elseif at == 'U' then
+      budget.scope = 'u'
+      key = spec.kp .. ':{' .. spec.org .. '}:u:' .. rec.tenant .. ':' .. rec.endUser .. ':w:' .. id
+    else
+      budget.tenant = levels[tonumber(at) + 1]
+      key = tenantKey(spec, budget.tenant, ':w:' .. id)
+    end
+    out[#out + 1] = {key, unit, budget}
   end
   return out
 end

@@ -6,7 +6,13 @@ import type { Applied, ConfigEditor, Change } from './editor.js';
 
 /** A key as the admin API shows it: never its hash, never its secret. */
 export function keyView(tenant: string, k: TenantConfig['keys'][number]) {
-  return { id: k.id, tenant, defaultUseCase: k.defaultUseCase ?? null };
+  return {
+    id: k.id,
+    tenant,
+    defaultUseCase: k.defaultUseCase ?? null,
+    budgets: k.budgets,
+    allowUserHeader: k.allowUserHeader,
+  };
 }
 
 export function tenantView(t: TenantConfig) {

@@ -6,7 +6,7 @@ import { sha256Hex } from '../auth.js';
 import { EdgeError } from '../errors.js';
 import { alreadyExists, editFor, findTenant, keyView, notFound, unwrap } from './common.js';
 import type { ConfigEditor } from './editor.js';
-import { KeyBody, KeyParams, KeysQuery, TenantParams, VersionQuery } from './schemas.js';
+import { KeyBody, KeyParams, KeyPatch, KeysQuery, TenantParams, VersionQuery } from './schemas.js';
 
 /** A new virtual key: 256 random bits, recognisable by its prefix (secret scanners, logs). */
 function newSecret(): string {
@@ -46,7 +46,7 @@ export function keyRoutes(app: FastifyInstance, editor: ConfigEditor): void {
     '/tenants/:tenant/keys',
     { schema: { params: TenantParams, body: KeyBody, querystring: VersionQuery } },
     async (request, reply) => {
-      const { id, defaultUseCase } = request.body;
+      const { id, defaultUseCase, budgets, allowUserHeader } = request.body;
       const secret = newSecret();
       const done = await editFor(editor, request, (doc) => {
         const t = findTenant(doc, request.params.tenant);
@@ -68,6 +68,8 @@ export function keyRoutes(app: FastifyInstance, editor: ConfigEditor): void {
         const key = {
           id,
           sha256: sha256Hex(secret),
+          budgets,
+          allowUserHeader,
           ...(defaultUseCase ? { defaultUseCase } : {}),
         };
         t.value.keys.push(key);
@@ -78,6 +80,28 @@ export function keyRoutes(app: FastifyInstance, editor: ConfigEditor): void {
         .header('cache-control', 'no-store')
         .send({ ...done, secret });
     },
+  );
+
+  app.patch<{
+    Params: z.infer<typeof KeyParams>;
+    Body: z.infer<typeof KeyPatch>;
+    Querystring: VersionQuery;
+  }>(
+    '/tenants/:tenant/keys/:key',
+    { schema: { params: KeyParams, body: KeyPatch, querystring: VersionQuery } },
+    (request) =>
+      editFor(editor, request, (doc) => {
+        const t = findTenant(doc, request.params.tenant);
+        if (!t.ok) return t;
+        const key = t.value.keys.find((k) => k.id === request.params.key);
+        if (!key) return Err(notFound('key', request.params.key, 'key'));
+        const { defaultUseCase, budgets, allowUserHeader } = request.body;
+        if (defaultUseCase === null) delete key.defaultUseCase;
+        else if (defaultUseCase !== undefined) key.defaultUseCase = defaultUseCase;
+        if (budgets !== undefined) key.budgets = budgets;
+        if (allowUserHeader !== undefined) key.allowUserHeader = allowUserHeader;
+        return Ok(keyView(t.value.id, key));
+      }),
   );
 
   app.delete<{ Params: z.infer<typeof KeyParams>; Querystring: VersionQuery }>(

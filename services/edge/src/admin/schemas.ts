@@ -10,6 +10,8 @@ export const TenantParams = z.object({ tenant: TenantId });
 export const BudgetParams = z.object({ tenant: TenantId, budget: BudgetId });
 export const UseCaseParams = z.object({ tenant: TenantId, useCase: UseCaseId });
 export const KeyParams = z.object({ tenant: TenantId, key: KeyId });
+/** An end user as the client called it (the route hashes it the way admission does). */
+export const EndUserParams = z.object({ tenant: TenantId, user: z.string().min(1).max(512) });
 export const ModelParams = z.object({ model: ModelId });
 
 /** `?expectedVersion=N` on every change: refused with 409 when the config moved past N. */
@@ -29,6 +31,14 @@ export const TenantPatch = z.record(z.string(), z.unknown());
 export const BudgetBody = Budget.omit({ window: true, unit: true });
 export const UseCaseBody = UseCase.omit({ id: true });
 export const KeyBody = Key.omit({ sha256: true });
+/** What a key's PATCH may change (its id and secret stay; rotate by creating another key). */
+export const KeyPatch = z
+  .strictObject({
+    defaultUseCase: Key.shape.defaultUseCase.nullable(),
+    budgets: Key.shape.budgets.unwrap(),
+    allowUserHeader: z.boolean(),
+  })
+  .partial();
 export const PriceBody = Model.shape.price;
 export const SuspendBody = z
   .strictObject({

@@ -6,7 +6,16 @@ import { fromAuthority } from '../authority-errors.js';
 import { EdgeError } from '../errors.js';
 import { alreadyExists, editFor, findTenant, notFound, tenantView, unwrap } from './common.js';
 import type { ConfigEditor } from './editor.js';
-import { SuspendBody, TenantBody, TenantParams, TenantPatch, VersionQuery } from './schemas.js';
+import {
+  EndUserParams,
+  SuspendBody,
+  TenantBody,
+  TenantParams,
+  TenantPatch,
+  VersionQuery,
+} from './schemas.js';
+import { printable } from '../auth.js';
+import { endUserId } from '../end-user.js';
 
 /** Fields with routes of their own; a PATCH cannot touch them (nor the id). */
 const NOT_PATCHABLE = new Set(['id', 'budgets', 'useCases', 'keys']);
@@ -90,6 +99,37 @@ export function tenantRoutes(app: FastifyInstance, editor: ConfigEditor): void {
         doc.tenants.splice(doc.tenants.indexOf(found.value), 1);
         return Ok({ id: found.value.id, deleted: true });
       }),
+  );
+
+  /** A tenant's usage as the authority reads it (one end user's windows, given `endUser`). */
+  const usageOf = async (tenant: string, endUser?: string) => {
+    if (!app.configSnapshot.current?.tenants.has(tenant))
+      throw notFound('tenant', tenant, 'tenant');
+    const r = await app.authority.usage({ tenant, ...(endUser ? { endUser } : {}) });
+    if (!r.ok) throw fromAuthority(r.error);
+    return { time: r.value.time, usage: r.value.tenants[0]! };
+  };
+
+  app.get<WithTenant>(
+    '/tenants/:tenant/end-users',
+    { schema: { params: TenantParams } },
+    async (request) => {
+      const { time, usage } = await usageOf(request.params.tenant);
+      return { data: usage.endUsers, tracked: usage.endUserCount, time };
+    },
+  );
+
+  app.get<{ Params: z.infer<typeof EndUserParams> }>(
+    '/tenants/:tenant/end-users/:user',
+    { schema: { params: EndUserParams } },
+    async (request) => {
+      const { tenant, user } = request.params;
+      const id = endUserId(user)!;
+      const { time, usage } = await usageOf(tenant, id);
+      const found = usage.endUsers.find((u) => u.id === id);
+      if (!found) throw notFound('end user', printable(user), 'user');
+      return { data: found, time };
+    },
   );
 
   for (const op of ['suspend', 'resume'] as const) {

@@ -70,6 +70,8 @@ export class HoldGrowth {
           reservationId: hold.reservationId,
           tenant: hold.tenant,
           org: hold.org,
+          ...(hold.keyId ? { keyId: hold.keyId } : {}),
+          ...(hold.endUser ? { endUser: hold.endUser } : {}),
           outputTokens: want,
         },
         timeoutMs,

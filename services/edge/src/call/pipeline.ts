@@ -7,6 +7,7 @@ import { admissionHeaders, H } from '../headers.js';
 import { Hold } from '../holds.js';
 import { recordRequest } from '../plugins/observability.js';
 import type { Asked, MinOutput, SurfaceAdapter } from './adapter.js';
+import { resolveEndUser } from '../end-user.js';
 import { countContext, resolveModel } from './context.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
@@ -35,6 +36,8 @@ export async function runCall<B>(
   let admission: Admission | undefined;
   try {
     const asked = adapter.asked(body);
+    const endUser = resolveEndUser(request.headers, caller, asked.endUser);
+    if (!endUser.ok) return await adapter.sendError(request, reply, endUser.error);
     const resolved = resolveModel(deps, asked.model, adapter);
     if (!resolved.ok) return await adapter.sendError(request, reply, resolved.error);
     const model = resolved.model;
@@ -54,6 +57,7 @@ export async function runCall<B>(
       clamp,
       adapter,
       signal: live.signal,
+      endUser: endUser.value,
     });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
@@ -138,6 +142,7 @@ async function admitCall(
     clamp: Clamp;
     adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
     signal: AbortSignal;
+    endUser: string | undefined;
   },
 ): Promise<Admission> {
   const caller = request.caller!;
@@ -162,12 +167,14 @@ async function admitCall(
       extensible: call.adapter.extensible,
       api: call.adapter.name,
       signal: call.signal,
+      endUser: call.endUser,
     },
   );
   if (!result.ok) return result;
   const a = result.value;
   const reservationId = a.metered ? a.admitted.reservationId : a.reservationId;
   request.audit.reservationId = reservationId;
+  if (call.endUser) request.audit.endUser = call.endUser;
   const ref = { reservationId, tenant: caller.tenant.id, org: caller.tenant.org };
   const hold = a.metered ? a.hold : Hold.unmetered(ref);
   // The authority knew the model (it admitted the call); a snapshot that does not is stale.

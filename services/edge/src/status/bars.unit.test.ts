@@ -29,6 +29,9 @@ const tenant = (id: string, windows: WindowView[], over: Partial<TenantView> = {
   billedTokens: 0,
   billedMicroUsd: 0,
   windows,
+  keys: [],
+  endUsers: [],
+  endUserCount: 0,
   ...over,
 });
 

@@ -17,10 +17,15 @@ import {
   sessionCookie,
 } from './session.js';
 import { SignInLimit } from './sign-in-limit.js';
+import { endUserId } from '../end-user.js';
 import { readBudgets } from './view.js';
 import { resolveViewer, sessionFor, type Viewer } from './viewer.js';
 
-const BudgetsQuery = z.object({ tenant: TenantId.optional() });
+const BudgetsQuery = z.object({
+  tenant: TenantId.optional(),
+  /** One end user's windows, as the client called it (hashed the way admission does). */
+  end_user: z.string().min(1).max(512).optional(),
+});
 const SignIn = z.object({
   token: z.string().min(1).max(1_024),
   csrf: z.string().max(64).optional(),
@@ -51,8 +56,8 @@ export function statusRoutes(app: FastifyInstance): void {
   const signIns = new SignInLimit(o.signInPerMinute);
   const secure = (request: FastifyRequest) =>
     o.cookieSecure === 'always' || (o.cookieSecure === 'auto' && request.protocol === 'https');
-  const budgetsFor = (viewer: Viewer, only?: string) =>
-    readBudgets(app.authority, app.configSnapshot.current, viewer, only);
+  const budgetsFor = (viewer: Viewer, only?: string, endUser?: string) =>
+    readBudgets(app.authority, app.configSnapshot.current, viewer, only, endUser);
 
   app.addContentTypeParser(
     'application/x-www-form-urlencoded',
@@ -67,7 +72,12 @@ export function statusRoutes(app: FastifyInstance): void {
       const viewer = viewerOf(request);
       if (!viewer.ok) return sendError(request, reply, viewer.error);
       if (viewer.value.kind === 'tenant') request.audit.tenant = viewer.value.tenant;
-      const view = await budgetsFor(viewer.value, request.query.tenant);
+      const { tenant, end_user: user } = request.query;
+      const view = await budgetsFor(
+        viewer.value,
+        tenant,
+        user === undefined ? undefined : endUserId(user),
+      );
       if (!view.ok) return sendError(request, reply, view.error);
       return reply.header('cache-control', 'no-store').send(view.value);
     },

@@ -1,4 +1,10 @@
-import type { CapacityUsage, TenantUsage, UsageReply, WindowState } from '@holdfast/events';
+import {
+  thresholdKey,
+  type CapacityUsage,
+  type TenantUsage,
+  type UsageReply,
+  type WindowState,
+} from '@holdfast/events';
 import { Err, Ok, type AuthorityClient, type Result } from '@holdfast/runtime';
 import type { CompiledConfig } from '@holdfast/config';
 import { printable } from '../auth.js';
@@ -14,9 +20,16 @@ export interface WindowView extends WindowState {
   remaining: number;
 }
 
-export interface TenantView extends Omit<TenantUsage, 'windows' | 'thresholds'> {
+export interface TenantView extends Omit<
+  TenantUsage,
+  'windows' | 'thresholds' | 'keys' | 'endUsers'
+> {
   /** The tenant's own windows, then those of the levels above it. */
   windows: WindowView[];
+  /** Its keys with budgets of their own. */
+  keys: { id: string; windows: WindowView[] }[];
+  /** Its end users with budgets, the most recently seen first (at most 100). */
+  endUsers: { id: string; lastSeen: string; windows: WindowView[] }[];
 }
 
 export interface BudgetsView {
@@ -35,27 +48,35 @@ function toView(reply: UsageReply, viewer: Viewer): BudgetsView {
     time: reply.time,
     scope: viewer.kind,
     capacity: viewer.kind === 'admin' ? reply.capacity : [],
-    tenants: reply.tenants.map(({ windows, thresholds, ...rest }) => ({
-      ...rest,
-      windows: windows.map((w) => ({
-        ...w,
-        soft: thresholds[`${w.tenant}/${w.budget}`] ?? [],
-        remaining: Math.max(0, w.limit - w.used - w.held),
-      })),
-    })),
+    tenants: reply.tenants.map(({ windows, thresholds, keys, endUsers, ...rest }) => {
+      const view = (list: WindowState[]): WindowView[] =>
+        list.map((w) => ({
+          ...w,
+          soft: thresholds[thresholdKey(w)] ?? [],
+          remaining: Math.max(0, w.limit - w.used - w.held),
+        }));
+      return {
+        ...rest,
+        windows: view(windows),
+        keys: keys.map((k) => ({ id: k.id, windows: view(k.windows) })),
+        endUsers: endUsers.map((u) => ({ ...u, windows: view(u.windows) })),
+      };
+    }),
   };
 }
 
 /**
  * The budgets a viewer may see, read from the authority's ledger: every tenant for the admin
  * and an open page, one tenant (with the levels above it) for a tenant. `only` narrows to one
- * tenant; a tenant outside the viewer's scope is answered like an unknown one.
+ * tenant; a tenant outside the viewer's scope is answered like an unknown one. `endUser`
+ * (with a tenant) lists that end user's windows instead of the most recently seen ones.
  */
 export async function readBudgets(
   authority: AuthorityClient,
   cfg: CompiledConfig | undefined,
   viewer: Viewer,
   only?: string,
+  endUser?: string,
 ): Promise<Result<BudgetsView, EdgeError>> {
   const own = viewer.kind === 'tenant' ? viewer.tenant : undefined;
   const tenant = only ?? own;
@@ -71,7 +92,18 @@ export async function readBudgets(
       }),
     );
   }
-  const reply = await authority.usage(tenant === undefined ? {} : { tenant });
+  if (endUser !== undefined && tenant === undefined) {
+    return Err(
+      new EdgeError({
+        code: 'invalid_request',
+        message: 'Name the tenant of the end user: ?tenant=<id>&end_user=<id>.',
+        param: 'end_user',
+      }),
+    );
+  }
+  const reply = await authority.usage(
+    tenant === undefined ? {} : { tenant, ...(endUser === undefined ? {} : { endUser }) },
+  );
   if (!reply.ok) return Err(fromAuthority(reply.error));
   return Ok(toView(reply.value, viewer));
 }

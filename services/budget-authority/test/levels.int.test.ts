@@ -1,0 +1,422 @@
+import type { HoldfastEvent, TenantUsage, WindowState } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
+import { describe, expect } from 'vitest';
+import {
+  admissionOf,
+  authorityTest as test,
+  newId,
+  quiescent,
+  readEvents,
+  refusalOf,
+  startAuthority,
+} from './harness.js';
+
+/**
+ * Keys and end users as budget levels (issue 16 part 2): a key's own budgets and each end
+ * user's are checked and charged with the team's and the org's in the one atomic step, so no
+ * level is ever over its limit whatever the concurrency; an end user over its budget is refused
+ * while the team's other end users are served; the number of end users is bounded, and a
+ * refused new one leaves nothing behind.
+ */
+
+const useCases = [{ id: 'uc', maxTokens: 2_000, models: ['m'] }];
+const upstreams = [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }];
+const models = [{ id: 'm', upstream: 'u', price: { inputPerMTok: 0.5, outputPerMTok: 1.5 } }];
+const key = (id: string, budgets: unknown[] = []) => ({
+  id,
+  sha256: id
+    .padEnd(64, '0')
+    .replace(/[^0-9a-f]/g, 'a')
+    .slice(0, 64),
+  budgets,
+});
+
+const all = (t: TenantUsage): WindowState[] => [
+  ...t.windows,
+  ...t.keys.flatMap((k) => k.windows),
+  ...t.endUsers.flatMap((u) => u.windows),
+];
+
+/** Charged tokens of every reservation event, summed by `by` (what the windows were charged). */
+function charged(events: HoldfastEvent[], by: (e: HoldfastEvent) => string | undefined) {
+  const out = new Map<string, number>();
+  for (const e of events) {
+    if (!e.type.startsWith('reservation.') || e.type === 'reservation.overrun') continue;
+    const k = by(e);
+    if (k === undefined || !('chargedTokens' in e)) continue;
+    out.set(k, (out.get(k) ?? 0) + e.chargedTokens);
+  }
+  return out;
+}
+
+describe('key and end-user budgets', () => {
+  test('no level is ever over its limit under 256+ calls in flight; the books agree per key and end user', async ({
+    redisUrl,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const config = {
+      upstreams,
+      models,
+      tenants: [
+        { id: 'org', budgets: [{ window: 'day', limit: 900_000, unit: 'tokens' }] },
+        {
+          id: 'team',
+          parent: 'org',
+          budgets: [
+            { window: 'day', limit: 600_000, unit: 'tokens' },
+            { window: 'day', limit: 0.6, unit: 'usd' },
+          ],
+          endUserBudgets: [
+            { window: 'day', limit: 30_000, unit: 'tokens' },
+            { window: 'month', limit: 0.03, unit: 'usd' },
+          ],
+          useCases,
+          keys: [
+            key('k1', [{ window: 'day', limit: 120_000, unit: 'tokens' }]),
+            key('k2', [
+              { window: 'day', limit: 80_000, unit: 'tokens' },
+              { window: 'minute', limit: 0.05, unit: 'usd' },
+            ]),
+            key('k3'),
+          ],
+        },
+      ],
+    };
+    const replicas = await Promise.all(
+      [0, 1].map(() =>
+        startAuthority({
+          redisUrl,
+          nc,
+          names: iso.names,
+          keyPrefix: iso.keyPrefix,
+          config,
+          clock: false,
+          sweepIntervalMs: 200,
+        }),
+      ),
+    );
+    const client = replicas[0]!.client;
+    try {
+      const users = Array.from({ length: 12 }, (_, i) => `user-${i}`);
+      const rnd = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo + 1));
+      const inFlight = { now: 0, peak: 0 };
+      let admitted = 0;
+      let refused = 0;
+      const worker = async () => {
+        for (let i = 0; i < 6; i++) {
+          const reservationId = newId();
+          const keyId = ['k1', 'k2', 'k3'][rnd(0, 2)]!;
+          const endUser = rnd(0, 12) === 12 ? undefined : users[rnd(0, users.length - 1)];
+          const promptTokens = rnd(50, 1_500);
+          inFlight.now++;
+          inFlight.peak = Math.max(inFlight.peak, inFlight.now);
+          const r = await client.admit({
+            reservationId,
+            tenant: 'team',
+            keyId,
+            ...(endUser ? { endUser } : {}),
+            useCase: 'uc',
+            model: 'm',
+            promptTokens,
+            maxTokens: rnd(1, 2_000),
+            leaseMs: 3_000,
+          });
+          inFlight.now--;
+          if (!r.ok) throw new Error(`admit failed: ${r.error.code}`);
+          if (!r.value.admitted) {
+            refused++;
+            continue;
+          }
+          admitted++;
+          await new Promise((res) => setTimeout(res, rnd(0, 20)));
+          const fate = Math.random();
+          // Settles and releases name only the reservation half the time: the record knows
+          // the key and the end user, so their windows are closed either way.
+          const who = Math.random() < 0.5 ? { keyId, ...(endUser ? { endUser } : {}) } : {};
+          if (fate < 0.75) {
+            const s = await client.settle({
+              reservationId,
+              tenant: 'team',
+              ...who,
+              usage: { promptTokens, completionTokens: rnd(0, r.value.maxTokens) },
+            });
+            if (!s.ok || s.value.status !== 'settled')
+              throw new Error(`settle ${JSON.stringify(s)}`);
+          } else if (fate < 0.92) {
+            const s = await client.release({
+              reservationId,
+              tenant: 'team',
+              ...who,
+              reason: 'upstream_error',
+            });
+            if (!s.ok || s.value.status !== 'released')
+              throw new Error(`release ${JSON.stringify(s)}`);
+          } // else abandoned: its lease expires and bills the worst case
+        }
+      };
+      await Promise.all(Array.from({ length: 300 }, worker));
+      expect(inFlight.peak).toBeGreaterThanOrEqual(256);
+
+      const final = await quiescent(client, redis, iso.keyPrefix);
+      const events = await readEvents(nc, iso.names);
+      const team = final.tenants.find((t) => t.tenant === 'team')!;
+      expect(team.keys.map((k) => k.id).sort()).toEqual(['k1', 'k2']);
+      expect(team.endUserCount).toBe(users.length);
+
+      // The invariant after every state change, for every level: org, team, key, end user.
+      const checked = { team: 0, key: 0, end_user: 0 };
+      for (const e of events) {
+        if (!('windows' in e)) continue;
+        for (const w of e.windows) {
+          const name = `${e.type} ${w.scope ?? 'team'} ${w.subject ?? w.tenant}/${w.budget}`;
+          expect(w.used + w.held, name).toBeLessThanOrEqual(w.limit);
+          checked[w.scope ?? 'team']++;
+        }
+      }
+      expect(checked.key).toBeGreaterThan(200);
+      expect(checked.end_user).toBeGreaterThan(200);
+      for (const w of all(team)) {
+        expect(w.held).toBe(0);
+        expect(w.used, `${w.scope ?? ''} ${w.subject ?? ''} ${w.budget}`).toBeLessThanOrEqual(
+          w.limit,
+        );
+      }
+      // Every level really was a limit: refusals by key and by end-user budgets.
+      const refusals = events.filter(
+        (e): e is Extract<HoldfastEvent, { type: 'admission.refused' }> =>
+          e.type === 'admission.refused' && !e.shadow,
+      );
+      expect(refusals.some((e) => e.scope === 'key')).toBe(true);
+      expect(refusals.some((e) => e.scope === 'end_user')).toBe(true);
+      expect(refused).toBeGreaterThan(0);
+
+      // The books agree to the token: what events charged each key and end user is what its
+      // day window holds as used (nothing has slid out of a day window during the test).
+      const byUser = charged(events, (e) => ('endUser' in e ? e.endUser : undefined));
+      for (const u of team.endUsers) {
+        const day = u.windows.find((w) => w.budget === 'day-tokens')!;
+        expect(day.used, u.id).toBe(byUser.get(u.id) ?? 0);
+      }
+      const byKey = charged(events, (e) => ('keyId' in e ? (e.keyId ?? undefined) : undefined));
+      for (const k of team.keys) {
+        const day = k.windows.find((w) => w.budget === 'day-tokens')!;
+        expect(day.used, k.id).toBe(byKey.get(k.id) ?? 0);
+      }
+      const teamDay = team.windows.find((w) => w.tenant === 'team' && w.budget === 'day-tokens')!;
+      expect(teamDay.used).toBe([...byKey.values()].reduce((a, b) => a + b, 0));
+      console.log(
+        `peak in flight ${inFlight.peak}; admitted ${admitted}, refused ${refused}; ` +
+          `refused by key ${refusals.filter((e) => e.scope === 'key').length}, by end user ${refusals.filter((e) => e.scope === 'end_user').length} (events); window states checked ${JSON.stringify(checked)}`,
+      );
+    } finally {
+      await Promise.all(replicas.map((r) => r.stop()));
+    }
+  });
+
+  test('an end user over its budget is refused while the team serves its other end users', async ({
+    start,
+    nc,
+    iso,
+  }) => {
+    const h = await start({
+      upstreams,
+      models,
+      tenants: [
+        {
+          id: 'team',
+          budgets: [{ window: 'day', limit: 100_000, unit: 'tokens' }],
+          endUserBudgets: [{ window: 'day', limit: 1_000, unit: 'tokens' }],
+          useCases,
+        },
+      ],
+    });
+    const call = (endUser: string | undefined, promptTokens = 300, maxTokens = 200) =>
+      h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        ...(endUser ? { endUser } : {}),
+        useCase: 'uc',
+        model: 'm',
+        promptTokens,
+        maxTokens,
+      });
+    const settle = async (r: Awaited<ReturnType<typeof call>>, completionTokens: number) => {
+      const a = admissionOf(r);
+      const s = await h.client.settle({
+        reservationId: a.reservationId,
+        tenant: 'team',
+        usage: { promptTokens: 300, completionTokens },
+      });
+      expect(s.ok && s.value.status).toBe('settled');
+    };
+    await settle(await call('alice'), 200);
+    const second = await call('alice');
+    await settle(second, 150);
+    // alice has used 950 of 1,000: a worst case of 500 does not fit.
+    const no = refusalOf(await call('alice'));
+    expect(no.code).toBe('budget_exceeded');
+    expect(no.message).toContain('end user alice of team team');
+    expect(no.windows.find((w) => w.scope === 'end_user')).toMatchObject({
+      subject: 'alice',
+      used: 950,
+      limit: 1_000,
+    });
+    // Others of the same team are served, and so are calls that name no end user.
+    admissionOf(await call('bob'));
+    admissionOf(await call(undefined));
+    // The refusal event says whose budget refused.
+    const refusal = await waitFor(async () =>
+      (await readEvents(nc, iso.names)).find((e) => e.type === 'admission.refused'),
+    );
+    expect(refusal).toMatchObject({ endUser: 'alice', scope: 'end_user', budget: 'day-tokens' });
+    expect(refusal.type === 'admission.refused' && refusal.message).toContain('end user alice');
+
+    // Usage: every tracked end user, or just one.
+    const u = await h.client.usage({ tenant: 'team' });
+    expect(u.ok && u.value.tenants[0]!.endUsers.map((x) => x.id).sort()).toEqual(['alice', 'bob']);
+    const one = await h.client.usage({ tenant: 'team', endUser: 'alice' });
+    expect(one.ok && one.value.tenants[0]!.endUsers).toEqual([
+      expect.objectContaining({ id: 'alice', windows: [expect.objectContaining({ used: 950 })] }),
+    ]);
+    const none = await h.client.usage({ tenant: 'team', endUser: 'carol' });
+    expect(none.ok && none.value.tenants[0]!.endUsers).toEqual([]);
+  });
+
+  test('end users are bounded: a new one past maxEndUsers is refused and leaves nothing in Redis', async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const h = await start({
+      upstreams,
+      models,
+      tenants: [
+        {
+          id: 'team',
+          maxEndUsers: 2,
+          endUserBudgets: [{ window: 'day', limit: 10_000, unit: 'tokens' }],
+          useCases,
+        },
+      ],
+    });
+    const call = (endUser?: string) =>
+      h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        ...(endUser ? { endUser } : {}),
+        useCase: 'uc',
+        model: 'm',
+        promptTokens: 10,
+        maxTokens: 10,
+      });
+    admissionOf(await call('u1'));
+    admissionOf(await call('u2'));
+    admissionOf(await call('u1')); // a known end user is still served
+    for (let i = 0; i < 50; i++) {
+      const no = refusalOf(await call(`spam-${i}`));
+      expect(no.code).toBe('end_user_limit');
+    }
+    expect(refusalOf(await call('spam-0')).message).toContain('maxEndUsers');
+    admissionOf(await call()); // a call without an end user is not an end user
+    const left = await redis.keys(`${iso.keyPrefix}:*:u:team:spam-*`);
+    expect(left).toEqual([]);
+    const u = await h.client.usage({ tenant: 'team' });
+    expect(u.ok && u.value.tenants[0]!.endUserCount).toBe(2);
+
+    // Long idle end users are forgotten and make room (31 days on the test clock).
+    h.clock.advance(32 * 86_400_000);
+    admissionOf(await call('u3'));
+  });
+
+  test("a refused new end user's windows are not created either (budget refusal)", async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const h = await start({
+      upstreams,
+      models,
+      tenants: [
+        {
+          id: 'team',
+          budgets: [{ window: 'day', limit: 100, unit: 'tokens' }],
+          endUserBudgets: [{ window: 'day', limit: 10_000, unit: 'tokens' }],
+          useCases,
+        },
+      ],
+    });
+    for (let i = 0; i < 20; i++) {
+      const no = refusalOf(
+        await h.client.admit({
+          reservationId: newId(),
+          tenant: 'team',
+          keyId: null,
+          endUser: `new-${i}`,
+          useCase: 'uc',
+          model: 'm',
+          promptTokens: 90,
+          maxTokens: 50,
+        }),
+      );
+      expect(no.code).toBe('budget_exceeded');
+    }
+    expect(await redis.keys(`${iso.keyPrefix}:*:u:team:*`)).toEqual([]);
+    const u = await h.client.usage({ tenant: 'team' });
+    expect(u.ok && u.value.tenants[0]!.endUserCount).toBe(0);
+  });
+
+  test('a hold grows only as far as its end user can pay, also when the extend names nobody', async ({
+    start,
+  }) => {
+    const h = await start({
+      upstreams,
+      models,
+      tenants: [
+        {
+          id: 'team',
+          mode: 'adaptive',
+          adaptive: { percentile: 0.95, minSamples: 1, samples: 10 },
+          budgets: [{ window: 'day', limit: 1_000_000, unit: 'tokens' }],
+          endUserBudgets: [{ window: 'day', limit: 1_000, unit: 'tokens' }],
+          useCases,
+        },
+      ],
+    });
+    const admit = (maxTokens: number) =>
+      h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        endUser: 'erin',
+        useCase: 'uc',
+        model: 'm',
+        promptTokens: 100,
+        maxTokens,
+        extensible: true,
+      });
+    // No samples yet: the first call holds its worst case.
+    const first = admissionOf(await admit(800));
+    await h.client.settle({
+      reservationId: first.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 100, completionTokens: 10 },
+    });
+    const a = admissionOf(await admit(2_000));
+    expect(a.coveredOutputTokens).toBe(10);
+    const grown = await h.client.extend({
+      reservationId: a.reservationId,
+      tenant: 'team',
+      outputTokens: 2_000,
+    });
+    expect(grown.ok && grown.value.status).toBe('extended');
+    // 1,000 - 110 used - 110 held = 780 more output at most.
+    expect(grown.ok && grown.value.coveredOutputTokens).toBe(10 + 780);
+    const u = await h.client.usage({ tenant: 'team', endUser: 'erin' });
+    const w = u.ok ? u.value.tenants[0]!.endUsers[0]!.windows[0]! : undefined;
+    expect(w && w.used + w.held).toBe(1_000);
+  });
+});

@@ -1,0 +1,59 @@
+import { createHash } from 'node:crypto';
+import { Err, Ok, type Result } from '@holdfast/runtime';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Caller } from './auth.js';
+import { EdgeError } from './errors.js';
+
+/** What an end user id may be as sent: printable ASCII without ';' or ',' (see EndUserId). */
+const PLAIN = /^[\x21-\x2b\x2d-\x3a\x3c-\x7e]{1,128}$/;
+
+/** The header a trusted backend names the end user in (where its key allows it). */
+const END_USER_HEADER = 'x-holdfast-user';
+
+/**
+ * The end user as Holdfast keys budgets and books by it: the client's own id when it is
+ * printable ASCII of at most 128 characters without ';' or ','; otherwise `sha256:` and the
+ * first 32 hex digits of its SHA-256, so any string (an email, Unicode, a 10 KB blob) maps to
+ * one stable, bounded id. Empty means none.
+ */
+export function endUserId(raw: string): string | undefined {
+  if (raw === '') return undefined;
+  if (PLAIN.test(raw)) return raw;
+  return `sha256:${createHash('sha256').update(raw, 'utf8').digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * The call's end user: `x-holdfast-user` when the caller may name one (its key has
+ * `allowUserHeader`, or the edge trusts headers), else what the body says (OpenAI `user`,
+ * Anthropic `metadata.user_id`). The header from a key that may not send it is a 400, not
+ * ignored: a backend that believes it set per-user budgets must hear that it did not.
+ */
+export function resolveEndUser(
+  headers: IncomingHttpHeaders,
+  caller: Pick<Caller, 'namesUsers' | 'keyId'>,
+  fromBody: string | null,
+): Result<string | undefined, EdgeError> {
+  const header = headers[END_USER_HEADER];
+  if (header !== undefined) {
+    if (Array.isArray(header)) {
+      return Err(
+        new EdgeError({
+          code: 'invalid_request',
+          message: `Send ${END_USER_HEADER} once.`,
+          param: END_USER_HEADER,
+        }),
+      );
+    }
+    if (!caller.namesUsers) {
+      return Err(
+        new EdgeError({
+          code: 'invalid_request',
+          message: `Key ${caller.keyId ?? ''} may not name the end user in ${END_USER_HEADER} (its allowUserHeader is off); send the body's user field instead.`,
+          param: END_USER_HEADER,
+        }),
+      );
+    }
+    return Ok(endUserId(header));
+  }
+  return Ok(fromBody === null ? undefined : endUserId(fromBody));
+}
