@@ -3,6 +3,7 @@ export * from './rules.js';
 export * from './compile.js';
 export * from './load.js';
 export * from './env.js';
+export * from './redis-env.js';
 export * from './fields.js';
 export * from './paths.js';
 export * from './merge.js';

@@ -18,7 +18,7 @@ import {
 import { authoritySubject, ensureEventsStream, Ok, serve, type Handler } from '@holdfast/runtime';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
@@ -36,10 +36,12 @@ import { Keys } from './keys.js';
 import { AuthorityMetrics } from './metrics.js';
 import { OutboxRelay } from './outbox-relay.js';
 import { defineScripts } from './scripts.js';
+import { migrateGlobalKeys } from './migrate.js';
+import { setDurability, type Durability } from './durable.js';
 
 export interface AuthorityOptions {
   /** Command connection. Set `enableOfflineQueue: false` so a Redis outage fails fast (closed). */
-  redis: Redis;
+  redis: RedisClient;
   nc: NatsConnection;
   names: NatsNames;
   logger: Logger;
@@ -65,6 +67,8 @@ export interface AuthorityOptions {
   relayLeaseMs?: number;
   /** Pause after a relay round smaller than a batch, ms. */
   relayPauseMs?: number;
+  /** Replicas each write waits for before the answer (durable.ts); none by default. */
+  durability?: Durability;
 }
 
 /**
@@ -93,6 +97,7 @@ export class Authority {
       outbox: () => this.#countOutbox(),
     });
     defineScripts(opts.redis);
+    if (opts.durability) setDurability(opts.redis, opts.durability);
     this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock, scriptNow };
     this.#relay = new OutboxRelay({
       redis: opts.redis,
@@ -117,6 +122,7 @@ export class Authority {
   async start(): Promise<void> {
     const { nc, names, logger } = this.#o;
     await ensureEventsStream(await jetstreamManager(nc), names);
+    await migrateGlobalKeys(this.#o.redis, this.ctx.keys, logger);
     await this.ctx.config.refresh();
     if (this.#o.configFile) await this.reloadConfigFile();
     const ctx = this.ctx;

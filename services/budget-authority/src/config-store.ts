@@ -15,7 +15,7 @@ import type {
   DeclaredConfig,
 } from '@holdfast/events';
 import { Err, Ok, RpcError, type Logger, type Result } from '@holdfast/runtime';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { readDeclared, readFileRecord, type DeclaredRecord } from './declared.js';
 import { SYSTEM_ORG, type Keys } from './keys.js';
 import { writeApply } from './write-apply.js';
@@ -42,7 +42,7 @@ export type Applied = ConfigApplyReply;
  * restart or a re-apply never silently drops what the admin API changed.
  */
 export class ConfigStore {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #keys: Keys;
   readonly #logger: Logger;
   readonly #clock: () => number;
@@ -52,7 +52,7 @@ export class ConfigStore {
   #declaredCache: DeclaredRecord | undefined;
   #divergence: { key: string; changes: ConfigChange[] } | undefined;
 
-  constructor(opts: { redis: Redis; keys: Keys; logger: Logger; clock: () => number }) {
+  constructor(opts: { redis: RedisClient; keys: Keys; logger: Logger; clock: () => number }) {
     this.#redis = opts.redis;
     this.#keys = opts.keys;
     this.#logger = opts.logger;

@@ -1,12 +1,15 @@
-import { env, natsNamesEnv, parseEnv } from '@holdfast/config';
+import { env, natsNamesEnv, parseEnv, redisEnv } from '@holdfast/config';
 import { z } from 'zod';
 
 /** The authority's environment. */
 export const AuthorityEnv = z.object({
   /** NATS server(s), comma-separated. */
   NATS_URL: env.url('nats://127.0.0.1:4222'),
-  /** Redis holding every budget. */
-  REDIS_URL: env.url('redis://127.0.0.1:6379'),
+  /**
+   * Redis holding every budget: one URL, or Redis Cluster's startup nodes comma-separated
+   * (a list, or REDIS_CLUSTER=true, means Redis Cluster).
+   */
+  ...redisEnv,
   /** Config file applied at start and on change; optional when a config is already in Redis. */
   HOLDFAST_CONFIG: z.string().optional(),
   /** Prefix of every Redis key. */
@@ -24,6 +27,13 @@ export const AuthorityEnv = z.object({
   AUTHORITY_SWEEP_INTERVAL_MS: env.int(1_000, 50, 60_000),
   /** Redis command timeout, ms: past it the authority answers budget_store_unavailable. */
   AUTHORITY_REDIS_TIMEOUT_MS: env.int(1_000, 10, 60_000),
+  /**
+   * Replicas that must have each write before the authority answers (Redis WAIT); fewer in
+   * time fails the call closed. Unset: 1 on Redis Cluster, 0 on a single Redis.
+   */
+  AUTHORITY_REDIS_WAIT_REPLICAS: z.coerce.number().int().min(0).max(16).optional(),
+  /** How long a write waits for those replicas, ms (keep it below the command timeout). */
+  AUTHORITY_REDIS_WAIT_TIMEOUT_MS: env.int(500, 1, 60_000),
   LOG_LEVEL: env.logLevel(),
   ...natsNamesEnv,
 });

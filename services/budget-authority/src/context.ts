@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import type { Logger } from '@holdfast/runtime';
 import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
@@ -6,7 +6,7 @@ import type { AuthorityMetrics } from './metrics.js';
 
 /** What every handler needs. Built once by the Authority. */
 export interface HandlerContext {
-  redis: Redis;
+  redis: RedisClient;
   keys: Keys;
   config: ConfigStore;
   logger: Logger;

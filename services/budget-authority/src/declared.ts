@@ -1,5 +1,5 @@
 import { DeclaredConfig } from '@holdfast/events';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { z } from 'zod';
 import type { Keys } from './keys.js';
 
@@ -57,13 +57,16 @@ function parsed<T>(schema: z.ZodType<T>, text: string | null | undefined): T | u
 
 /** The last declared document and its hash (the hash alone is what the apply script checks). */
 export async function readDeclared(
-  redis: Redis,
+  redis: RedisClient,
   keys: Keys,
 ): Promise<{ hash: string; record: DeclaredRecord | undefined }> {
   const [hash, record] = await redis.hmget(keys.configDeclared, 'hash', 'record');
   return { hash: hash ?? '', record: parsed(DeclaredRecord, record) };
 }
 
-export async function readFileRecord(redis: Redis, keys: Keys): Promise<FileRecord | undefined> {
+export async function readFileRecord(
+  redis: RedisClient,
+  keys: Keys,
+): Promise<FileRecord | undefined> {
   return parsed(FileRecord, await redis.get(keys.configFile));
 }

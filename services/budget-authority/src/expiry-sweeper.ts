@@ -3,6 +3,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import { closeReservation } from './handlers/close.js';
 import type { OutboxRelay } from './outbox-relay.js';
+import { SlotBatch } from './redis.js';
 import { flushRefusals } from './scripts.js';
 
 /** Kinds of summarised refusals one flush call may write. */
@@ -57,17 +58,20 @@ export class ExpirySweeper {
     const orgs = this.relay.owned;
     if (orgs.length === 0) return 0;
     const now = this.ctx.clock();
-    const read = redis.pipeline();
-    for (const org of orgs)
-      read.zrangebyscore(keys.leases(org), '-inf', now, 'LIMIT', 0, EXPIRE_BATCH);
+    const read = new SlotBatch(redis);
+    for (const org of orgs) {
+      const k = keys.leases(org);
+      read.add(k, (p) => p.zrangebyscore(k, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH));
+    }
     // Holds admitted before the lease index existed sit only in their tenants' sets.
     const legacy = [...this.ctx.config.current.tenants.values()].filter((t) =>
       orgs.includes(t.org),
     );
     for (const t of legacy) {
-      read.zrangebyscore(keys.holds(t.org, t.id), '-inf', now, 'LIMIT', 0, EXPIRE_BATCH);
+      const k = keys.holds(t.org, t.id);
+      read.add(k, (p) => p.zrangebyscore(k, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH));
     }
-    const replies = (await read.exec()) ?? [];
+    const replies = await read.exec();
     const due = new Map<string, { org: string; tenant: string }>();
     replies.forEach(([err, ids], i) => {
       if (err || !Array.isArray(ids)) return;
@@ -91,9 +95,12 @@ export class ExpirySweeper {
     const { redis, keys } = this.ctx;
     const orgs = this.relay.owned;
     if (orgs.length === 0) return 0;
-    const lengths = redis.pipeline();
-    for (const org of orgs) lengths.hlen(keys.refusals(org));
-    const replies = (await lengths.exec()) ?? [];
+    const lengths = new SlotBatch(redis);
+    for (const org of orgs) {
+      const k = keys.refusals(org);
+      lengths.add(k, (p) => p.hlen(k));
+    }
+    const replies = await lengths.exec();
     let written = 0;
     for (const [i, [err, n]] of replies.entries()) {
       if (err || typeof n !== 'number' || n === 0) continue;

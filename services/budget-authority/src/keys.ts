@@ -18,11 +18,19 @@
  *   <p>:{<org>}:refusals                 hash: rate-limited refusals by kind, not yet evented
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
- *   <p>:config, <p>:config:version       the applied config document and its version
- *   <p>:config:declared                  hash: the last declared document (file or apply)
+ *
+ * The keys of no org share the system org's tag, `{_system}`, so the config apply script (the
+ * document, its version, the declared record, the org registry and the config.changed event in
+ * the system outbox) stays in one slot on Redis Cluster too:
+ *
+ *   <p>:{_system}:config, ...:config:version   the applied config document and its version
+ *   <p>:{_system}:config:declared        hash: the last declared document (file or apply)
  *                                        and its hash, the base of the next merge
- *   <p>:config:file                      string: hash and path of the config file last applied
- *   <p>:orgs                             set: every org that ever had an outbox
+ *   <p>:{_system}:config:file            string: hash and path of the config file last applied
+ *   <p>:{_system}:orgs                   set: every org that ever had an outbox
+ *
+ * Before the tag these were `<p>:config...` and `<p>:orgs`; `legacyGlobalKeys` names them so
+ * a single Redis written by an older authority is moved over at start (migrate.ts).
  */
 export class Keys {
   constructor(readonly prefix: string) {}
@@ -84,20 +92,38 @@ export class Keys {
   relayLock(org: string): string {
     return `${this.#org(org)}:relay`;
   }
+  get #system(): string {
+    return `${this.prefix}:{${SYSTEM_ORG}}`;
+  }
   get config(): string {
-    return `${this.prefix}:config`;
+    return `${this.#system}:config`;
   }
   get configVersion(): string {
-    return `${this.prefix}:config:version`;
+    return `${this.#system}:config:version`;
   }
   get configDeclared(): string {
-    return `${this.prefix}:config:declared`;
+    return `${this.#system}:config:declared`;
   }
   get configFile(): string {
-    return `${this.prefix}:config:file`;
+    return `${this.#system}:config:file`;
   }
   get orgs(): string {
-    return `${this.prefix}:orgs`;
+    return `${this.#system}:orgs`;
+  }
+  /** The keys of no org that are not budget state (what a rebuild keeps). */
+  isGlobal(key: string): boolean {
+    return key.startsWith(`${this.#system}:config`) || key === this.orgs;
+  }
+  /** [old, new] names of the keys of no org from before they shared the `{_system}` tag. */
+  get legacyGlobalKeys(): [string, string][] {
+    const p = this.prefix;
+    return [
+      [`${p}:config`, this.config],
+      [`${p}:config:version`, this.configVersion],
+      [`${p}:config:declared`, this.configDeclared],
+      [`${p}:config:file`, this.configFile],
+      [`${p}:orgs`, this.orgs],
+    ];
   }
 }
 

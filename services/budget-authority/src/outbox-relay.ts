@@ -3,6 +3,7 @@ import { Backoff, sleep, type RetryPolicy } from '@holdfast/retry';
 import { DeadLetters, errorMessage, type Logger } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { Redis } from 'ioredis';
+import { isCluster, keysBySlot, type RedisClient } from './redis.js';
 import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
@@ -16,11 +17,14 @@ if owner then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1`;
 
+/** Redis Cluster: the pause between two polls that found nothing, ms. */
+const POLL_IDLE_MS = 20;
+
 /** Between two failed rounds: 50 ms doubling to 2 s, back to 50 ms after a round that worked. */
 const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 2_000 };
 
 export interface RelayOptions {
-  redis: Redis;
+  redis: RedisClient;
   js: JetStreamClient;
   names: NatsNames;
   keys: Keys;
@@ -46,7 +50,8 @@ export interface RelayOptions {
  */
 export class OutboxRelay {
   readonly #o: RelayOptions;
-  readonly #blocking: Redis;
+  /** XREAD BLOCK's own connection; none on Redis Cluster, where the relay polls per slot. */
+  readonly #blocking: Redis | undefined;
   readonly #leaseMs: number;
   readonly #batch: number;
   readonly #pauseMs: number;
@@ -68,11 +73,14 @@ export class OutboxRelay {
       source: 'outbox-relay',
       logger: opts.logger,
     });
-    // XREAD BLOCK holds its connection; give it its own.
-    this.#blocking = opts.redis.duplicate({ enableOfflineQueue: true });
-    this.#blocking.on('error', (err: Error) =>
-      opts.logger.debug({ err: err.message }, 'relay connection error'),
-    );
+    // XREAD BLOCK holds its connection; give it its own. On Redis Cluster one XREAD cannot
+    // span the orgs' slots, and a blocked read would stall the node's shared connection.
+    if (!isCluster(opts.redis)) {
+      this.#blocking = opts.redis.duplicate({ enableOfflineQueue: true });
+      this.#blocking.on('error', (err: Error) =>
+        opts.logger.debug({ err: err.message }, 'relay connection error'),
+      );
+    }
   }
 
   /** Orgs this replica relays (and sweeps) right now. */
@@ -87,7 +95,7 @@ export class OutboxRelay {
 
   async stop(): Promise<void> {
     this.#running = false;
-    this.#blocking.disconnect();
+    this.#blocking?.disconnect();
     await this.#loop;
     // Hand the leases over at once instead of making the others wait for them to lapse.
     await Promise.all(
@@ -147,15 +155,17 @@ export class OutboxRelay {
   /** Reads whatever the owned outboxes hold (waiting up to `blockMs`), relays it, says how much. */
   async #relayOnce(blockMs: number): Promise<number> {
     const keys = this.#owned.map((org) => this.#o.keys.outbox(org));
-    const reply = await this.#blocking.xread(
-      'COUNT',
-      this.#batch,
-      'BLOCK',
-      blockMs,
-      'STREAMS',
-      ...keys,
-      ...keys.map(() => '0'),
-    );
+    const reply = this.#blocking
+      ? await this.#blocking.xread(
+          'COUNT',
+          this.#batch,
+          'BLOCK',
+          blockMs,
+          'STREAMS',
+          ...keys,
+          ...keys.map(() => '0'),
+        )
+      : await this.#poll(keys, blockMs);
     if (!reply) return 0;
     let relayed = 0;
     for (const [key, entries] of reply) {
@@ -163,6 +173,22 @@ export class OutboxRelay {
       relayed += entries.length;
     }
     return relayed;
+  }
+
+  /**
+   * Redis Cluster: one XREAD per slot, all at once; when every outbox is empty, a short pause
+   * stands in for BLOCK (an event waits at most that long more).
+   */
+  async #poll(keys: string[], blockMs: number): Promise<[string, [string, string[]][]][] | null> {
+    const reads = await Promise.all(
+      keysBySlot(this.#o.redis, keys).map((group) =>
+        this.#o.redis.xread('COUNT', this.#batch, 'STREAMS', ...group, ...group.map(() => '0')),
+      ),
+    );
+    const reply = reads.flatMap((r) => r ?? []);
+    if (reply.length > 0) return reply;
+    await sleep(Math.min(blockMs, POLL_IDLE_MS));
+    return null;
   }
 
   /**

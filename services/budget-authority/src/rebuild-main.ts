@@ -1,9 +1,10 @@
 import { parseArgs } from 'node:util';
-import { loadConfigFile, natsNames, parseConfig } from '@holdfast/config';
+import { loadConfigFile, natsNames, parseConfig, redisTarget } from '@holdfast/config';
 import { connectNats, createLogger } from '@holdfast/runtime';
 import { loadEnv } from './config.js';
 import { Keys } from './keys.js';
-import { createRedis } from './redis.js';
+import { migrateGlobalKeys } from './migrate.js';
+import { createRedis, keysBySlot } from './redis.js';
 import { Rebuilder, stateKeys } from './rebuild.js';
 
 /**
@@ -16,11 +17,12 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { force: { type: 'boolean', default: false } } });
   const env = loadEnv();
   const logger = createLogger({ name: 'authority-rebuild', level: env.LOG_LEVEL });
-  const redis = createRedis(env.REDIS_URL, 30_000);
+  const redis = createRedis(redisTarget(env), 30_000);
   await redis.connect();
   const nc = await connectNats({ url: env.NATS_URL, name: 'authority-rebuild', logger });
   const keys = new Keys(env.HOLDFAST_KEY_PREFIX);
   try {
+    await migrateGlobalKeys(redis, keys, logger);
     let config;
     if (env.HOLDFAST_CONFIG) config = await loadConfigFile(env.HOLDFAST_CONFIG);
     else {
@@ -33,7 +35,7 @@ async function main(): Promise<void> {
     }
     if (values.force) {
       const existing = await stateKeys(redis, keys);
-      for (let i = 0; i < existing.length; i += 500) await redis.del(...existing.slice(i, i + 500));
+      for (const group of keysBySlot(redis, existing)) await redis.del(...group);
       logger.warn({ deleted: existing.length }, 'deleted the budget state under the prefix');
     }
     const summary = await new Rebuilder({

@@ -10,7 +10,7 @@ import { holdInputPrice, type CompiledConfig } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Redis } from 'ioredis';
+import { scanAll, SlotBatch, type RedisClient } from './redis.js';
 import { KEEP_CLOSED_MS } from './plan.js';
 import { END_USER_KEEP_MS } from './handlers/admit.js';
 import type { Keys } from './keys.js';
@@ -26,7 +26,7 @@ import type { Keys } from './keys.js';
  */
 
 export interface RebuildOptions {
-  redis: Redis;
+  redis: RedisClient;
   nc: NatsConnection;
   names: NatsNames;
   keys: Keys;
@@ -70,15 +70,8 @@ const WINDOW_CODE = { minute: 'm', day: 'd', month: 'M' } as const;
 const UNIT_CODE = { tokens: 't', usd: 'u' } as const;
 
 /** Keys under the prefix that hold budget state (everything but the config and the orgs). */
-export async function stateKeys(redis: Redis, keys: Keys): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:{*`, 'COUNT', 1_000);
-    cursor = next;
-    out.push(...batch);
-  } while (cursor !== '0');
-  return out;
+export async function stateKeys(redis: RedisClient, keys: Keys): Promise<string[]> {
+  return (await scanAll(redis, `${keys.prefix}:{*`)).filter((k) => !keys.isGlobal(k));
 }
 
 /** Where a hold sits, from a window of its event. */
@@ -320,7 +313,7 @@ export class Rebuilder {
   async #write(): Promise<void> {
     const { redis, keys, config } = this.#o;
     const now = this.#o.now ?? Date.now();
-    const multi = redis.pipeline();
+    const multi = new SlotBatch(redis);
     for (const [key, acc] of this.#windows) {
       const calendar = this.#calendar(acc);
       const { startBucket } = windowBounds(acc.window, now, calendar);
@@ -332,24 +325,24 @@ export class Rebuilder {
         sum += amount;
       }
       fields.s = String(sum);
-      multi.hset(key, fields);
+      multi.add(key, (p) => p.hset(key, fields));
       if (acc.scope === 'end_user') {
         // As admit.lua keeps them: the longest window past the end user's last call.
         const seen = this.#endUsers
           .get(keys.users(this.#org(acc.tenant), acc.tenant))
           ?.get(acc.subject ?? '');
-        multi.pexpire(key, Math.max(1, (seen ?? now) + END_USER_KEEP_MS - now));
+        const ttl = Math.max(1, (seen ?? now) + END_USER_KEEP_MS - now);
+        multi.add(key, (p) => p.pexpire(key, ttl));
       }
     }
     for (const [key, seen] of this.#endUsers) {
       const live = [...seen].filter(([, at]) => at > now - END_USER_KEEP_MS);
-      if (live.length > 0) multi.zadd(key, ...live.flatMap(([user, at]) => [at, user]));
+      const members = live.flatMap(([user, at]) => [at, user]);
+      if (live.length > 0) multi.add(key, (p) => p.zadd(key, ...members));
     }
     for (const [tenant, b] of this.#billed) {
-      multi.hset(keys.state(this.#org(tenant), tenant), {
-        billedT: String(b.t),
-        billedU: String(b.u),
-      });
+      const st = keys.state(this.#org(tenant), tenant);
+      multi.add(st, (p) => p.hset(st, { billedT: String(b.t), billedU: String(b.u) }));
     }
     for (const [tenant, owners] of this.#suspended) {
       const fields: Record<string, string> = {
@@ -357,31 +350,32 @@ export class Rebuilder {
         suspendedBy: 'rebuild',
       };
       for (const o of owners) fields[`so:${o}`] = '1';
-      multi.hset(keys.state(this.#org(tenant), tenant), fields);
+      const st = keys.state(this.#org(tenant), tenant);
+      multi.add(st, (p) => p.hset(st, fields));
     }
     for (const [tenant, o] of this.#overruns) {
-      multi.hset(keys.state(this.#org(tenant), tenant), {
-        overN: String(o.n),
-        overT: String(o.t),
-        overU: String(o.u),
-        overAt: String(o.at),
-      });
+      const st = keys.state(this.#org(tenant), tenant);
+      multi.add(st, (p) =>
+        p.hset(st, {
+          overN: String(o.n),
+          overT: String(o.t),
+          overU: String(o.u),
+          overAt: String(o.at),
+        }),
+      );
     }
-    for (const [key, list] of this.#samples) multi.rpush(key, ...list.map(String));
+    for (const [key, list] of this.#samples)
+      multi.add(key, (p) => p.rpush(key, ...list.map(String)));
     for (const [id, live] of this.#live) this.#writeHold(multi, config, id, live);
-    await multi.exec();
+    const failed = (await multi.exec()).find(([err]) => err);
+    if (failed) throw failed[0];
     // Orgs whose outboxes the relay watches.
     const orgs = [...new Set([...config.tenants.values()].map((t) => t.org))];
     if (orgs.length > 0) await redis.sadd(keys.orgs, ...orgs);
   }
 
   /** The record admit.lua writes for a hold (see its HSET), and the in-flight set entries. */
-  #writeHold(
-    multi: ReturnType<Redis['pipeline']>,
-    config: CompiledConfig,
-    id: string,
-    live: LiveHold,
-  ): void {
+  #writeHold(multi: SlotBatch, config: CompiledConfig, id: string, live: LiveHold): void {
     const c = live.created;
     const org = this.#org(c.tenant);
     const chain = config.tenants.get(c.tenant)?.chain ?? [c.tenant];
@@ -402,7 +396,7 @@ export class Rebuilder {
     const tenant = config.tenants.get(c.tenant);
     const { keys } = this.#o;
     const key = keys.reservation(org, id);
-    multi.hset(key, {
+    const record: Record<string, string> = {
       state: 'held',
       tenant: c.tenant,
       org,
@@ -435,9 +429,11 @@ export class Rebuilder {
       potU: '0',
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
       endUser: c.endUser ?? '',
-    });
-    multi.pexpire(key, Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS);
-    for (const level of chain) multi.zadd(keys.holds(org, level), expiresAt, id);
-    multi.zadd(keys.leases(org), expiresAt, id);
+    };
+    const ttl = Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS;
+    multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));
+    for (const k of [...chain.map((level) => keys.holds(org, level)), keys.leases(org)]) {
+      multi.add(k, (p) => p.zadd(k, expiresAt, id));
+    }
   }
 }

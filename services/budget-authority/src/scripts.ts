@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
-import type { Redis, Result } from 'ioredis';
+import type { Result } from 'ioredis';
+import { durably } from './durable.js';
+import type { RedisClient } from './redis.js';
 
 /** Lua sources live in src/lua; this path works from src/ (tests) and dist/ (built). */
 const LUA_DIR = new URL('../src/lua/', import.meta.url);
@@ -58,49 +60,49 @@ declare module 'ioredis' {
 }
 
 /** Registers every script on a connection (EVALSHA, falling back to EVAL once per script). */
-export function defineScripts(redis: Redis): void {
+export function defineScripts(redis: RedisClient): void {
   for (const name of SCRIPTS) {
     redis.defineCommand(COMMANDS[name], { lua: source(name) });
   }
 }
 
-/** Runs a script with its keys and its spec (JSON text: ARGV[1]). */
+/**
+ * Runs a script with its keys and its spec (JSON text: ARGV[1]). A script that writes is
+ * answered only once the replicas asked for have it (durable.ts); usage only reads.
+ */
 export function run(
-  redis: Redis,
+  redis: RedisClient,
   name: Exclude<ScriptName, 'refusals' | 'capacity' | 'refuse'>,
   keys: string[],
   spec: string,
 ): Promise<string[]> {
   const args = [...keys, spec];
-  switch (name) {
-    case 'admit':
-      return redis.hfAdmit(keys.length, ...args);
-    case 'extend':
-      return redis.hfExtend(keys.length, ...args);
-    case 'close':
-      return redis.hfClose(keys.length, ...args);
-    case 'renew':
-      return redis.hfRenew(keys.length, ...args);
-    case 'suspension':
-      return redis.hfSuspension(keys.length, ...args);
-    case 'usage':
-      return redis.hfUsage(keys.length, ...args);
-  }
+  if (name === 'usage') return redis.hfUsage(keys.length, ...args);
+  const command = COMMANDS[name];
+  return durably(
+    redis,
+    () => redis[command](keys.length, ...args),
+    (p) => void p[command](keys.length, ...args),
+  );
 }
 
 /** Runs capacity.lua over an upstream's scopes and one reservation's record. */
-export function runCapacity(redis: Redis, keys: string[], spec: string): Promise<string[]> {
+export function runCapacity(redis: RedisClient, keys: string[], spec: string): Promise<string[]> {
   return redis.hfCapacity(keys.length, ...keys, spec);
 }
 
 /** Records a refusal decided before any budget is read, rate limited (lua/refuse.lua). */
-export function runRefuse(redis: Redis, keys: string[], spec: string): Promise<number> {
-  return redis.hfRefuse(keys.length, ...keys, spec);
+export function runRefuse(redis: RedisClient, keys: string[], spec: string): Promise<number> {
+  return durably(
+    redis,
+    () => redis.hfRefuse(keys.length, ...keys, spec),
+    (p) => void p.hfRefuse(keys.length, ...keys, spec),
+  );
 }
 
 /** Writes up to `eventIds.length` kinds of rate-limited refusals of an org; returns how many. */
 export function flushRefusals(
-  redis: Redis,
+  redis: RedisClient,
   outbox: string,
   summaries: string,
   eventIds: string[],

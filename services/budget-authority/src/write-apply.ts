@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CompiledConfig } from '@holdfast/config';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis.js';
 import { APPLY_SCRIPT } from './declared.js';
+import { durably } from './durable.js';
 import { SYSTEM_ORG, type Keys } from './keys.js';
 import { encodeOutboxFields } from './outbox.js';
 
@@ -27,7 +28,7 @@ export interface ApplyWrite {
  * declared document is no longer what the caller read; else the version after the write.
  */
 export async function writeApply(
-  redis: Redis,
+  redis: RedisClient,
   keys: Keys,
   w: ApplyWrite,
 ): Promise<{ version: number } | 'moved'> {
@@ -60,9 +61,7 @@ export async function writeApply(
     source: w.source.slice(0, 200),
   });
   const orgs = [...new Set([...w.config.tenants.values()].map((t) => t.org))];
-  const result = await redis.eval(
-    APPLY_SCRIPT,
-    6,
+  const args = [
     keys.configVersion,
     keys.config,
     keys.outbox(SYSTEM_ORG),
@@ -77,6 +76,11 @@ export async function writeApply(
     declared ? declared.hash : '',
     declared ? JSON.stringify(declared) : '',
     file ? JSON.stringify(file) : '',
+  ];
+  const result = await durably(
+    redis,
+    () => redis.eval(APPLY_SCRIPT, 6, ...args),
+    (p) => void p.eval(APPLY_SCRIPT, 6, ...args),
   );
   return Number(result) < 0 ? 'moved' : { version: Number(result) };
 }

@@ -11,6 +11,8 @@ import { run, runRefuse } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from './store-error.js';
 import { closeCapacity, takeCapacity } from '../capacity.js';
+import { NotReplicatedError } from '../durable.js';
+import { closeReservation } from './close.js';
 
 type Reply = Result<AdmitReply, RpcError>;
 
@@ -89,6 +91,35 @@ async function recordRefusal(
     ctx.keys.refusals(tenant.org),
   ];
   return withStore(ctx.logger, 'admit', () => runRefuse(ctx.redis, keys, spec));
+}
+
+/**
+ * An admission whose hold reached the master but not the replicas asked for is answered
+ * budget_store_unavailable (fail closed: the edge does not call the model), so its hold is
+ * given back at once instead of waiting for its lease (or being billed at it by onExpiry).
+ */
+async function undoUnreplicated(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  req: AdmitRequest,
+  cause: unknown,
+): Promise<void> {
+  if (!(cause instanceof NotReplicatedError)) return;
+  const reply = cause.reply;
+  if (!Array.isArray(reply) || reply[0] !== 'ok' || reply[6] === '1') return;
+  const r = await closeReservation(
+    ctx,
+    {
+      tenant: tenant.id,
+      org: tenant.org,
+      reservationId: req.reservationId,
+      keyId: req.keyId,
+      endUser: req.endUser,
+    },
+    { op: 'release', reason: 'not_forwarded' },
+  );
+  if (!r.ok)
+    ctx.logger.warn({ reservationId: req.reservationId }, 'unreplicated hold not given back');
 }
 
 /**
@@ -218,6 +249,7 @@ export async function admit(
     }).catch((err: unknown) => ctx.logger.warn({ err }, 'capacity not given back'));
   if (!result.ok) {
     await release();
+    await undoUnreplicated(ctx, tenant, req, result.error.cause);
     return result;
   }
   const r = result.value;
