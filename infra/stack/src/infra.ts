@@ -63,7 +63,11 @@ export async function startNats(ctx: InfraContext): Promise<StartedServer> {
   return { url: `nats://${ctx.host}:${port}`, proc, note };
 }
 
-/** redis-server with an append-only file in `<dir>/redis`, on 6379 when that is free. */
+/**
+ * redis-server with an append-only file in `<dir>/redis`, on 6379 when that is free. Each
+ * write is fsynced before Redis answers (`appendfsync always`): an acknowledged decision
+ * survives kill -9 of Redis (docs/operations.md, "Durability").
+ */
 export async function startRedis(ctx: InfraContext): Promise<StartedServer> {
   const bin = requireBinary(['redis-server'], 'apt-get install -y redis-server', 'REDIS_URL');
   const data = join(ctx.dir, 'redis');
@@ -81,6 +85,8 @@ export async function startRedis(ctx: InfraContext): Promise<StartedServer> {
       data,
       '--appendonly',
       'yes',
+      '--appendfsync',
+      'always',
       '--save',
       '',
       '--loglevel',
