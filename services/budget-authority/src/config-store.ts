@@ -47,6 +47,7 @@ export class ConfigStore {
   readonly #logger: Logger;
   readonly #clock: () => number;
   #config: CompiledConfig = EMPTY;
+  #knownOrgs: string[] = [];
   #version = 0;
   /** The last declared record read, and the divergence last computed (see `snapshot`). */
   #declaredCache: DeclaredRecord | undefined;
@@ -68,7 +69,12 @@ export class ConfigStore {
 
   /** Every org whose outbox may hold events: configured ones, past ones, and the system org. */
   async orgs(): Promise<string[]> {
-    const known = await this.#redis.smembers(this.#keys.orgs);
+    // The registry's node being down (a failover on Redis Cluster) must not stop the relay of
+    // every org: the last list read stands in until it answers again.
+    const known = await this.#redis.smembers(this.#keys.orgs).then(
+      (list) => (this.#knownOrgs = list),
+      () => this.#knownOrgs,
+    );
     const configured = [...this.#config.tenants.values()].map((t) => t.org);
     return [...new Set([SYSTEM_ORG, ...configured, ...known])];
   }

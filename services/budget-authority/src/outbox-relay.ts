@@ -112,9 +112,13 @@ export class OutboxRelay {
     );
   }
 
+  /**
+   * Takes or renews the lease of every org. An org whose Redis node does not answer (a master
+   * down on Redis Cluster) is simply not owned this round: the others are relayed on.
+   */
   async #claim(): Promise<void> {
     const orgs = await this.#o.config.orgs();
-    const results = await Promise.all(
+    const results = await Promise.allSettled(
       orgs.map((org) =>
         this.#o.redis.eval(
           CLAIM,
@@ -125,7 +129,11 @@ export class OutboxRelay {
         ),
       ),
     );
-    this.#owned = orgs.filter((_, i) => results[i] === 1);
+    this.#owned = orgs.filter((_, i) => {
+      const r = results[i];
+      return r?.status === 'fulfilled' && r.value === 1;
+    });
+    if (results.some((r) => r.status === 'rejected')) this.#o.metrics.relayErrors.inc();
     this.#claimedAt = Date.now();
   }
 
@@ -180,12 +188,16 @@ export class OutboxRelay {
    * stands in for BLOCK (an event waits at most that long more).
    */
   async #poll(keys: string[], blockMs: number): Promise<[string, [string, string[]][]][] | null> {
-    const reads = await Promise.all(
+    const reads = await Promise.allSettled(
       keysBySlot(this.#o.redis, keys).map((group) =>
         this.#o.redis.xread('COUNT', this.#batch, 'STREAMS', ...group, ...group.map(() => '0')),
       ),
     );
-    const reply = reads.flatMap((r) => r ?? []);
+    // A slot whose master is down waits for the next round; the others go on.
+    const failed = reads.filter((r) => r.status === 'rejected');
+    if (failed.length === reads.length && failed[0]) throw failed[0].reason;
+    if (failed.length > 0) this.#o.metrics.relayErrors.inc();
+    const reply = reads.flatMap((r) => (r.status === 'fulfilled' ? (r.value ?? []) : []));
     if (reply.length > 0) return reply;
     await sleep(Math.min(blockMs, POLL_IDLE_MS));
     return null;

@@ -121,8 +121,12 @@ export class SlotBatch {
       [...groups.values()].map(async (indexes) => {
         const p = this.#redis.pipeline();
         for (const i of indexes) this.#ops[i]!.add(p);
-        const replies = (await p.exec()) ?? [];
-        indexes.forEach((i, j) => (out[i] = replies[j] ?? [new Error('no reply'), null]));
+        // One slot's node failing (a master down) fails its own commands, not the others'.
+        const replies = await p.exec().catch((err: unknown) => {
+          const e = err instanceof Error ? err : new Error(String(err));
+          return indexes.map(() => [e, null] as [Error, null]);
+        });
+        indexes.forEach((i, j) => (out[i] = replies?.[j] ?? [new Error('no reply'), null]));
       }),
     );
     return out;
