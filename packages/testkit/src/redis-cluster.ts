@@ -82,14 +82,27 @@ async function ask<T>(host: string, port: number, f: (r: Redis) => Promise<T>): 
   }
 }
 
-/** True when every given node says cluster_state:ok and sees every slot served. */
+/**
+ * True when every given node says cluster_state:ok, sees every slot served, and, if it is a
+ * replica, has its master's data (a fresh replica syncs for a few seconds; WAIT counts it only
+ * then).
+ */
 export async function redisClusterOk(nodes: { host: string; port: number }[]): Promise<boolean> {
   const infos = await Promise.all(
     nodes.map((n) =>
-      ask(n.host, n.port, (r) => r.cluster('INFO') as Promise<string>).catch(() => ''),
+      ask(
+        n.host,
+        n.port,
+        async (r) => `${String(await r.cluster('INFO'))}${await r.info('replication')}`,
+      ).catch(() => ''),
     ),
   );
-  return infos.every((i) => i.includes('cluster_state:ok') && i.includes('cluster_slots_ok:16384'));
+  return infos.every(
+    (i) =>
+      i.includes('cluster_state:ok') &&
+      i.includes('cluster_slots_ok:16384') &&
+      (i.includes('role:master') || i.includes('master_link_status:up')),
+  );
 }
 
 /** Which node serves which slot range (CLUSTER SLOTS as seen by `via`). */

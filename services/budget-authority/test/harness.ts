@@ -12,8 +12,10 @@ import { AuthorityClient, createLogger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
-import { infraTest, waitFor, type Redis } from '@holdfast/testkit';
+import { infraTest, waitFor } from '@holdfast/testkit';
+import type { Durability } from '../src/durable.js';
 import { Authority, createRedis } from '../src/index.js';
+import { scanAll, type RedisClient } from '../src/redis.js';
 
 export interface Harness {
   authority: Authority;
@@ -33,6 +35,10 @@ export async function startAuthority(opts: {
   /** This process's clock (scripts still read Redis TIME): a replica whose host clock is off. */
   now?: () => number;
   sweepIntervalMs?: number;
+  /** `redisUrl` lists Redis Cluster nodes (comma-separated). */
+  cluster?: boolean;
+  /** Replicas each write waits for (Redis WAIT) before the authority answers. */
+  durability?: Durability;
 }): Promise<Harness> {
   const clock = {
     now: Date.UTC(2026, 10, 30, 12, 0, 0),
@@ -40,7 +46,10 @@ export async function startAuthority(opts: {
       this.now += ms;
     },
   };
-  const redis = createRedis(opts.redisUrl);
+  const redis = createRedis({
+    nodes: opts.redisUrl.split(','),
+    cluster: opts.cluster ?? opts.redisUrl.includes(','),
+  });
   redis.on('error', () => undefined);
   await redis.connect();
   const authority = new Authority({
@@ -57,6 +66,7 @@ export async function startAuthority(opts: {
     redisTime: opts.now !== undefined || opts.clock === false,
     sweepIntervalMs: opts.sweepIntervalMs ?? 100,
     relayLeaseMs: 1_000,
+    ...(opts.durability ? { durability: opts.durability } : {}),
   });
   await authority.start();
   let stopped = false;
@@ -192,8 +202,9 @@ export const authorityTest = infraTest.extend<{ start: (config: unknown) => Prom
  */
 export async function quiescent(
   client: AuthorityClient,
-  redis: Redis,
+  redis: RedisClient,
   keyPrefix: string,
+  timeoutMs = 20_000,
 ): Promise<UsageReply> {
   const usage = await waitFor(
     async () => {
@@ -209,19 +220,19 @@ export async function quiescent(
         ? u.value
         : undefined;
     },
-    { timeoutMs: 20_000, what: 'every hold settled, released or expired' },
+    { timeoutMs, what: 'every hold settled, released or expired' },
   );
   await waitFor(
     async () => {
       // Rate-limited refusals wait in these until the sweeper writes their summary events.
-      const summaries = await redis.keys(`${keyPrefix}:*:refusals`);
+      const summaries = await scanAll(redis, `${keyPrefix}:*:refusals`);
       const pending = await Promise.all(summaries.map((k) => redis.hlen(k)));
-      const outboxes = await redis.keys(`${keyPrefix}:*:outbox`);
+      const outboxes = await scanAll(redis, `${keyPrefix}:*:outbox`);
       if (pending.some((n) => n > 0)) return false;
       const lengths = await Promise.all(outboxes.map((k) => redis.xlen(k)));
       return lengths.every((n) => n === 0);
     },
-    { what: 'outboxes drained' },
+    { timeoutMs, what: 'outboxes drained' },
   );
   return usage;
 }
