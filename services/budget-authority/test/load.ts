@@ -52,8 +52,8 @@ export interface Books {
   errors: Map<string, number>;
   /** When each org last had an error (ms). */
   lastError: Map<string, number>;
-  /** Admissions that succeeded, by org, after `since` (set by the test). */
-  admittedAfter: Map<string, number>;
+  /** Admissions answered (admitted or refused, not an error), by org, after `since`. */
+  answeredAfter: Map<string, number>;
   since: number;
   peak: number;
 }
@@ -64,7 +64,7 @@ export const newBooks = (): Books => ({
   settled: new Map(),
   errors: new Map(),
   lastError: new Map(),
-  admittedAfter: new Map(),
+  answeredAfter: new Map(),
   since: Number.POSITIVE_INFINITY,
   peak: 0,
 });
@@ -119,14 +119,14 @@ export async function runLoad(
         await sleep(20);
         continue;
       }
+      if (Date.now() > books.since) {
+        books.answeredAfter.set(org, (books.answeredAfter.get(org) ?? 0) + 1);
+      }
       if (!r.value.admitted) {
         books.refused++;
         continue;
       }
       books.admitted++;
-      if (Date.now() > books.since) {
-        books.admittedAfter.set(org, (books.admittedAfter.get(org) ?? 0) + 1);
-      }
       await sleep(rnd(0, 20));
       if (Math.random() < 0.75) {
         const completionTokens = rnd(0, r.value.maxTokens);
