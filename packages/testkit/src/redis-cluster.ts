@@ -135,6 +135,11 @@ export interface LocalRedisCluster {
   masters(): Promise<number[]>;
   /** kill -9 of the node on `port`: no shutdown, no last fsync. */
   kill(port: number): void;
+  /** SIGSTOP / SIGCONT of the node on `port`: a replica that falls behind, as if cut off. */
+  pause(port: number): void;
+  resume(port: number): void;
+  /** The ports of the replicas of the master on `port` now. */
+  replicasOf(port: number): Promise<number[]>;
   /** Starts the node on `port` again from its files (nodes.conf, AOF); it rejoins. */
   restart(port: number): Promise<void>;
   /** Resolves once every running node says cluster_state:ok. */
@@ -225,6 +230,11 @@ export async function startRedisCluster(
       n.child?.kill('SIGKILL');
       n.child = undefined;
     },
+    pause: (port) => node(port).child?.kill('SIGSTOP'),
+    resume: (port) => node(port).child?.kill('SIGCONT'),
+    replicasOf: async (port) => [
+      ...new Set((await slots()).filter((s) => s.master === port).flatMap((s) => s.replicas)),
+    ],
     restart: (port) => launch(node(port)),
     waitOk,
     stop: async () => {

@@ -124,8 +124,15 @@ describe('Redis Cluster', () => {
       });
       await waitFor(() => books.admitted > 300, { timeoutMs: 20_000, what: 'load under way' });
       const victim = masterOf.get(orgs[0]!)!;
+      // Its replica falls behind first (paused, as if cut off): what the master acknowledges
+      // now is on the master only, so a kill loses it unless the authority waited (WAIT 1).
+      const [replica] = await cluster.replicasOf(victim);
+      expect(replica).toBeDefined();
+      cluster.pause(replica!);
+      await new Promise((r) => setTimeout(r, 600));
       const killedAt = Date.now();
       cluster.kill(victim);
+      cluster.resume(replica!);
       const hit = orgs.filter((o) => masterOf.get(o) === victim);
       await waitFor(async () => !(await cluster.masters()).includes(victim), {
         timeoutMs: 20_000,
