@@ -56,6 +56,8 @@ export interface Books {
   answeredAfter: Map<string, number>;
   since: number;
   peak: number;
+  /** Every admission the authority acknowledged. */
+  admittedIds: Set<string>;
 }
 
 export const newBooks = (): Books => ({
@@ -67,6 +69,7 @@ export const newBooks = (): Books => ({
   answeredAfter: new Map(),
   since: Number.POSITIVE_INFINITY,
   peak: 0,
+  admittedIds: new Set(),
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -127,6 +130,7 @@ export async function runLoad(
         continue;
       }
       books.admitted++;
+      books.admittedIds.add(reservationId);
       await sleep(rnd(0, 20));
       if (Math.random() < 0.75) {
         const completionTokens = rnd(0, r.value.maxTokens);
@@ -180,7 +184,12 @@ export function checkBooks(
       books.settled.get(team) ?? 0,
     );
   }
-  // What the events charged each team is the ledger too (the outbox lost nothing).
+  // Every acknowledged admission has its event, and what the events charged each team is the
+  // ledger too (the outbox lost nothing).
+  const created = new Set(
+    events.filter((e) => e.type === 'reservation.created').map((e) => e.reservationId),
+  );
+  for (const id of books.admittedIds) expect(created.has(id), `created event of ${id}`).toBe(true);
   const charged = new Map<string, number>();
   for (const e of events) {
     if (e.type !== 'reservation.settled') continue;
