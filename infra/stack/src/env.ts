@@ -26,7 +26,8 @@ const StackEnv = z.object({
   HOLDFAST_CONFIG: z.string().min(1).optional(),
   /** Given: use that server. Not given: start nats-server / redis-server / clickhouse-server. */
   NATS_URL: z.string().min(1).optional(),
-  REDIS_URL: z.url().optional(),
+  /** One Redis, or Redis Cluster nodes comma-separated (then the services use Redis Cluster). */
+  REDIS_URL: z.string().min(1).optional(),
   CLICKHOUSE_URL: z.url().optional(),
   /** Set: nats-server serves its monitoring endpoints (/varz, /connz, /jsz) on this port. */
   HOLDFAST_NATS_MONITOR_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
@@ -60,10 +61,15 @@ export interface StackSettings {
   configPath: string;
   /** Environment handed to every child (the caller's, minus what the stack decides itself). */
   childEnv: NodeJS.ProcessEnv;
+  /** `--cluster`: a local Redis Cluster instead of one Redis (when no REDIS_URL is given). */
+  cluster: boolean;
 }
 
 /** Parses the environment (empty variables count as unset); relative paths are the caller's. */
-export function loadSettings(source: NodeJS.ProcessEnv = process.env): StackSettings {
+export function loadSettings(
+  source: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = process.argv.slice(2),
+): StackSettings {
   const cleaned = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== ''));
   const parsed = parseEnv(StackEnv, cleaned);
   // pnpm runs root scripts in the repo root; INIT_CWD is where the user typed the command.
@@ -78,5 +84,6 @@ export function loadSettings(source: NodeJS.ProcessEnv = process.env): StackSett
     dir: stackDir({ ...cleaned, INIT_CWD: cwd }),
     configPath: parsed.HOLDFAST_CONFIG ? abs(parsed.HOLDFAST_CONFIG) : EXAMPLE_CONFIG,
     childEnv,
+    cluster: argv.includes('--cluster'),
   };
 }

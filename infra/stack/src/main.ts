@@ -6,7 +6,11 @@ import { removeStackState } from './state.js';
 import { summary } from './summary.js';
 
 /** `pnpm stack`: runs the whole stack as local processes until Ctrl-C (or SIGTERM). */
-const NAMES: readonly string[] = [...PROCESS_ORDER, 'stack'];
+const NAMES: readonly string[] = [
+  ...PROCESS_ORDER,
+  ...Array.from({ length: 6 }, (_, i) => `redis-${i + 1}`),
+  'stack',
+];
 
 function settingsOrExit(): StackSettings {
   try {

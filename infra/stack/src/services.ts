@@ -31,6 +31,8 @@ export interface ServiceInputs {
   adminToken: string;
   /** The caller's environment (LOG_LEVEL, NATS names, tunables) passed to every service. */
   baseEnv: NodeJS.ProcessEnv;
+  /** `urls.redis` is a Redis Cluster: the authority waits for a replica per write (WAIT 1). */
+  redisCluster?: boolean;
 }
 
 /** The Holdfast processes in start order; each logs `"msg":"ready"` when it is up. */
@@ -53,6 +55,12 @@ function serviceEnv(name: ServiceName, i: ServiceInputs): NodeJS.ProcessEnv {
       return {
         NATS_URL: urls.nats,
         REDIS_URL: urls.redis,
+        ...(i.redisCluster
+          ? {
+              REDIS_CLUSTER: 'true',
+              AUTHORITY_REDIS_WAIT_REPLICAS: i.baseEnv.AUTHORITY_REDIS_WAIT_REPLICAS ?? '1',
+            }
+          : {}),
         HOLDFAST_CONFIG: i.configPath,
         AUTHORITY_OPS_PORT: String(ports.authority),
       };

@@ -7,6 +7,7 @@ import type { StackSettings } from './env.js';
 import { startClickHouse, startNats, startRedis, type InfraContext } from './infra.js';
 import { StartError, type ProcessGroup } from './process.js';
 import { portIsFree } from './ports.js';
+import { startRedisCluster } from './redis-cluster.js';
 import { serviceSpec, type ServiceInputs, type ServicePorts } from './services.js';
 import { isAlive, readStackStateFile, writeStackState, type StackState } from './state.js';
 import { chooseUpstream, type UpstreamChoice } from './upstream.js';
@@ -103,7 +104,8 @@ export async function startStack(
     return { url: server.url, started: true, note: server.note };
   };
   const nats = await infra(env.NATS_URL, startNats);
-  const redis = await infra(env.REDIS_URL, startRedis);
+  const redis = await infra(env.REDIS_URL, settings.cluster ? startRedisCluster : startRedis);
+  const redisCluster = settings.cluster || redis.url.includes(',');
   const clickhouse = await infra(env.CLICKHOUSE_URL, startClickHouse);
 
   const mockUrl = `http://${host}:${ports.mock}`;
@@ -111,6 +113,7 @@ export async function startStack(
   const anthropic = chooseUpstream(env, mockUrl, 'anthropic');
   const inputs: ServiceInputs = {
     urls: { nats: nats.url, redis: redis.url, clickhouse: clickhouse.url },
+    redisCluster,
     ports,
     host,
     configPath: settings.configPath,

@@ -4,6 +4,10 @@ import type { InfraEntry, RunningStack } from './stack.js';
 
 function infraLine(label: string, entry: InfraEntry): string {
   const how = entry.started ? `started here${entry.note ? `; ${entry.note}` : ''}` : 'given';
+  // A cluster's node list is long: what runs where goes on a line of its own.
+  if (entry.url.includes(',')) {
+    return `  ${label.padEnd(20)}${entry.url}\n  ${''.padEnd(20)}(${how})`;
+  }
   return `  ${label.padEnd(20)}${entry.url}  (${how})`;
 }
 

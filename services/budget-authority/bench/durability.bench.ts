@@ -1,0 +1,170 @@
+/**
+ * What durability costs (issue 13): one admit and its settle through the handlers, in process
+ * (no NATS hop, so the difference is Redis's), on every durability setting side by side, the
+ * scenarios interleaved over rounds and the medians compared (this machine is noisy):
+ *
+ *   one Redis, no AOF             the floor
+ *   one Redis, appendfsync everysec   what `pnpm stack` and compose used before issue 13
+ *   one Redis, appendfsync always     their default now
+ *   Redis Cluster 3x1, WAIT 0     a cluster answering once the master has a write (everysec)
+ *   Redis Cluster 3x1, WAIT 1     the cluster default: a replica has it before the answer
+ *
+ *   pnpm --filter @holdfast/budget-authority bench:durability   (BENCH_ROUNDS, BENCH_SECONDS)
+ */
+import { randomUUID } from 'node:crypto';
+import { createLogger } from '@holdfast/runtime';
+import {
+  closedLoop,
+  findBinary,
+  median,
+  openLoop,
+  requireUrl,
+  resolveInfra,
+  startKillableRedis,
+  startRedisCluster,
+  startRedisServer,
+  type LoadResult,
+} from '@holdfast/testkit/infra';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { Registry } from 'prom-client';
+import { Authority } from '../src/authority.js';
+import { admit } from '../src/handlers/admit.js';
+import { settle } from '../src/handlers/close.js';
+import { createRedis } from '../src/redis.js';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+
+const CONFIG = {
+  upstreams: [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }],
+  models: [{ id: 'gpt-4o-mini', upstream: 'u', price: { inputPerMTok: 0.15, outputPerMTok: 0.6 } }],
+  tenants: [
+    { id: 'acme', budgets: [{ window: 'month', limit: 1e15 }] },
+    {
+      id: 'team',
+      parent: 'acme',
+      budgets: [
+        { window: 'minute', limit: 1e15 },
+        { window: 'day', limit: 1e12, unit: 'usd' },
+      ],
+      useCases: [{ id: 'uc', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
+    },
+  ],
+};
+
+/** An in-process authority on `nodes`; returns one admit + settle and its teardown. */
+async function variant(nc: NatsConnection, nodes: string, cluster: boolean, wait: number) {
+  const redis = createRedis({ nodes: nodes.split(','), cluster }, 5_000);
+  redis.on('error', () => undefined);
+  await redis.connect();
+  const prefix = `bench-${randomUUID().slice(0, 8)}`;
+  const authority = new Authority({
+    redis,
+    nc,
+    names: {
+      eventsStream: `${prefix.toUpperCase()}_EVENTS`,
+      eventsPrefix: `${prefix}.events`,
+      authorityPrefix: `${prefix}.authority.v1`,
+    },
+    logger: createLogger({ name: 'bench', level: 'silent' }),
+    registry: new Registry(),
+    keyPrefix: prefix,
+    durability: { replicas: wait, timeoutMs: 500 },
+  });
+  await authority.start();
+  const applied = await authority.ctx.config.apply(CONFIG, 'bench');
+  if (!applied.ok) throw new Error(applied.error.message);
+  const ctx = authority.ctx;
+  const call = async () => {
+    const reservationId = randomUUID();
+    const a = await admit(ctx, {
+      reservationId,
+      tenant: 'team',
+      keyId: null,
+      useCase: 'uc',
+      model: 'gpt-4o-mini',
+      promptTokens: 370,
+      maxTokens: 1_024,
+      extensible: true,
+      api: 'chat',
+    });
+    if (!a.ok || !a.value.admitted) throw new Error('not admitted');
+    const s = await settle(ctx, {
+      reservationId,
+      tenant: 'team',
+      org: 'acme',
+      usage: {
+        promptTokens: 370,
+        completionTokens: 500,
+        cachedPromptTokens: 0,
+        cacheWrite5mTokens: 0,
+        cacheWrite1hTokens: 0,
+        reasoningTokens: 0,
+      },
+      outcome: 'completed',
+    });
+    if (!s.ok || s.value.status !== 'settled') throw new Error('not settled');
+  };
+  return {
+    call,
+    stop: async () => {
+      await authority.stop();
+      redis.disconnect();
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const bin = findBinary('redis-server');
+  if (!bin) throw new Error('redis-server is not on PATH');
+  const { urls, stop } = await resolveInfra(['nats']);
+  const nc = await connect({ servers: requireUrl(urls, 'nats') });
+  const noAof = await startRedisServer(bin);
+  const everysec = await startKillableRedis(bin, { appendfsync: 'everysec' });
+  const always = await startKillableRedis(bin, { appendfsync: 'always' });
+  const cluster = await startRedisCluster(bin, { appendfsync: 'everysec' });
+  const variants = {
+    'one Redis, no AOF': await variant(nc, noAof.url, false, 0),
+    'one Redis, AOF everysec': await variant(nc, everysec.url, false, 0),
+    'one Redis, AOF always': await variant(nc, always.url, false, 0),
+    'cluster 3x1, WAIT 0': await variant(nc, cluster.url, true, 0),
+    'cluster 3x1, WAIT 1': await variant(nc, cluster.url, true, 1),
+  };
+  for (const v of Object.values(variants)) await closedLoop(v.call, 8, 500);
+
+  const results: Record<string, LoadResult[]> = {};
+  const record = (key: string, r: LoadResult) => (results[key] ??= []).push(r);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, v] of Object.entries(variants)) {
+      record(`${name} @1`, await closedLoop(v.call, 1, SECONDS * 1_000));
+      record(`${name} @64`, await closedLoop(v.call, 64, SECONDS * 1_000));
+      record(`${name} 500/s`, await openLoop(v.call, 500, SECONDS * 1_000));
+    }
+  }
+  const m = (key: string, f: keyof LoadResult) => median(results[key]!.map((r) => r[f]));
+  console.log(
+    `\nadmit + settle per durability setting: ${ROUNDS} rounds x ${SECONDS} s, medians (node ${process.version}, in process, ext4 disk)\n`,
+  );
+  console.log(
+    'scenario'.padEnd(38) +
+      'pairs/s'.padStart(10) +
+      'p50 ms'.padStart(10) +
+      'p99 ms'.padStart(10) +
+      'errors'.padStart(8),
+  );
+  for (const key of Object.keys(results)) {
+    console.log(
+      key.padEnd(38) +
+        m(key, 'perSecond').toFixed(0).padStart(10) +
+        m(key, 'p50').toFixed(3).padStart(10) +
+        m(key, 'p99').toFixed(3).padStart(10) +
+        String(m(key, 'errors')).padStart(8),
+    );
+  }
+  for (const v of Object.values(variants)) await v.stop();
+  await nc.drain();
+  await Promise.all([noAof.stop(), everysec.stop(), always.stop(), cluster.stop()]);
+  await stop();
+}
+
+await main();
