@@ -16,6 +16,7 @@ interface ComposeService {
   volumes?: string[];
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
+  profiles?: string[];
 }
 
 /** `docker-compose config`: what Docker would run, validated and with variables filled in. */
@@ -61,13 +62,18 @@ function edgeShell(env: Record<string, string>, instead: string): string {
 describe('docker-compose.yml', () => {
   const services = composeConfig();
 
+  const byDefault = Object.keys(services).filter((name) => !services[name]?.profiles);
+  const cluster = Object.keys(services).filter((n) => services[n]?.profiles?.includes('cluster'));
+
   it('runs NATS, Redis, ClickHouse, the mock, the four services and Grafana', () => {
-    expect(Object.keys(services).sort()).toEqual(
+    expect(byDefault.sort()).toEqual(
       ['nats', 'redis', 'clickhouse', 'grafana', ...Object.keys(HOLDFAST)].sort(),
     );
     expect(services.nats?.image).toBe('nats:2.10-alpine');
     expect(services.nats?.command).toContain('--jetstream');
     expect(services.redis?.image).toMatch(/^redis:7/);
+    // An acknowledged decision survives kill -9 of Redis: every write fsynced first.
+    expect(services.redis?.command?.join(' ')).toContain('--appendonly yes --appendfsync always');
     expect(services.clickhouse?.image).toMatch(/^clickhouse\/clickhouse-server:/);
   });
 
@@ -86,11 +92,37 @@ describe('docker-compose.yml', () => {
 
   it('has a healthcheck on every service; the Holdfast ones are the image HEALTHCHECK', () => {
     for (const [name, svc] of Object.entries(services)) {
+      // The cluster's create job runs once and exits: nothing to probe.
+      if (name === 'redis-cluster-init') continue;
       expect(svc.healthcheck?.test?.[0], name).toBe('CMD');
     }
     for (const name of Object.keys(HOLDFAST)) {
       expect(services[name]?.healthcheck?.test, name).toEqual(dockerfile().healthcheck);
     }
+  });
+
+  it('--profile cluster adds a Redis Cluster of six durable nodes and a one-shot create', () => {
+    const nodes = [1, 2, 3, 4, 5, 6].map((i) => `redis-c${i}`);
+    expect(cluster.sort()).toEqual([...nodes, 'redis-cluster-init'].sort());
+    for (const n of nodes) {
+      const cmd = services[n]!.command!.join(' ');
+      expect(cmd, n).toContain('--cluster-enabled yes');
+      expect(cmd, n).toContain('--cluster-require-full-coverage no');
+      expect(cmd, n).toContain('--appendfsync always');
+      expect(services[n]!.volumes?.[0], n).toMatch(new RegExp(`${n}-data:/data`));
+    }
+    const init = services['redis-cluster-init']!;
+    expect(Object.keys(init.depends_on ?? {}).sort()).toEqual(nodes);
+    expect(init.command?.join(' ')).toContain('--cluster-replicas 1');
+    // The authority takes the nodes from REDIS_URL; one Redis when it is not set.
+    const env = services['budget-authority']!.environment!;
+    expect(env.REDIS_URL).toBe('redis://redis:6379');
+    const pointed = composeConfig({
+      REDIS_URL: nodes.map((n) => `redis://${n}:6379`).join(','),
+      REDIS_CLUSTER: 'true',
+    })['budget-authority']!.environment!;
+    expect(pointed.REDIS_URL).toContain('redis://redis-c6:6379');
+    expect(pointed.REDIS_CLUSTER).toBe('true');
   });
 
   it('starts each service after what it needs is healthy', () => {

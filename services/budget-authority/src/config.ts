@@ -31,7 +31,10 @@ export const AuthorityEnv = z.object({
    * Replicas that must have each write before the authority answers (Redis WAIT); fewer in
    * time fails the call closed. Unset: 1 on Redis Cluster, 0 on a single Redis.
    */
-  AUTHORITY_REDIS_WAIT_REPLICAS: z.coerce.number().int().min(0).max(16).optional(),
+  AUTHORITY_REDIS_WAIT_REPLICAS: z.preprocess(
+    (v) => (v === '' ? undefined : v),
+    z.coerce.number().int().min(0).max(16).optional(),
+  ),
   /** How long a write waits for those replicas, ms (keep it below the command timeout). */
   AUTHORITY_REDIS_WAIT_TIMEOUT_MS: env.int(500, 1, 60_000),
   LOG_LEVEL: env.logLevel(),
