@@ -84,6 +84,7 @@ export class Authority {
   #closes: ClosesConsumer | undefined;
   readonly #subs: Subscription[] = [];
   #configTimer: NodeJS.Timeout | undefined;
+  #durable: { close: () => void } | undefined;
 
   constructor(opts: AuthorityOptions) {
     this.#o = opts;
@@ -97,7 +98,6 @@ export class Authority {
       outbox: () => this.#countOutbox(),
     });
     defineScripts(opts.redis);
-    if (opts.durability) setDurability(opts.redis, opts.durability);
     this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock, scriptNow };
     this.#relay = new OutboxRelay({
       redis: opts.redis,
@@ -121,6 +121,9 @@ export class Authority {
 
   async start(): Promise<void> {
     const { nc, names, logger } = this.#o;
+    if (this.#o.durability) {
+      this.#durable = await setDurability(this.#o.redis, this.#o.durability, defineScripts);
+    }
     await ensureEventsStream(await jetstreamManager(nc), names);
     await migrateGlobalKeys(this.#o.redis, this.ctx.keys, logger);
     await this.ctx.config.refresh();
@@ -214,6 +217,7 @@ export class Authority {
     await this.#closes?.stop();
     await this.#sweeper.stop();
     await this.#relay.stop();
+    this.#durable?.close();
   }
 
   /** Orgs whose outbox this replica relays and whose overdue holds it expires. */

@@ -37,6 +37,8 @@ export const AuthorityEnv = z.object({
   ),
   /** How long a write waits for those replicas, ms (keep it below the command timeout). */
   AUTHORITY_REDIS_WAIT_TIMEOUT_MS: env.int(500, 1, 60_000),
+  /** Connections waited writes are spread over (a WAIT holds its connection until it returns). */
+  AUTHORITY_REDIS_WAIT_CONNECTIONS: env.int(8, 1, 64),
   LOG_LEVEL: env.logLevel(),
   ...natsNamesEnv,
 });

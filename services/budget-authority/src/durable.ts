@@ -9,17 +9,43 @@ import type { RedisClient } from './redis.js';
 export interface Durability {
   replicas: number;
   timeoutMs: number;
+  /**
+   * Connections the waited writes are spread over (default 8). Redis holds a connection's
+   * later commands while a WAIT on it blocks, so on one connection every write waits for the
+   * one before it to replicate; several let that many wait at once.
+   */
+  connections?: number;
 }
 
-const settings = new WeakMap<RedisClient, Durability>();
-
-/** Sets what every write script on this connection waits for (see `durably`). */
-export function setDurability(redis: RedisClient, d: Durability): void {
-  settings.set(redis, d);
+interface Setting extends Durability {
+  pool: RedisClient[];
+  next: number;
 }
 
-export function durabilityOf(redis: RedisClient): Durability {
-  return settings.get(redis) ?? { replicas: 0, timeoutMs: 0 };
+const settings = new WeakMap<RedisClient, Setting>();
+
+/**
+ * Sets what every write script on this connection waits for (see `durably`). With replicas to
+ * wait for, opens the pool the waited writes go through (duplicates of `redis`, each given the
+ * scripts by `prepare`); `close` ends them.
+ */
+export async function setDurability(
+  redis: RedisClient,
+  d: Durability,
+  prepare: (c: RedisClient) => void,
+): Promise<{ close: () => void }> {
+  const pool: RedisClient[] = [];
+  if (d.replicas > 0) {
+    for (let i = 0; i < Math.max(1, d.connections ?? 8); i++) {
+      const c = redis.duplicate();
+      c.on('error', () => undefined);
+      prepare(c);
+      pool.push(c);
+    }
+    await Promise.all(pool.map((c) => c.connect()));
+  }
+  settings.set(redis, { ...d, pool, next: 0 });
+  return { close: () => pool.forEach((c) => c.disconnect()) };
 }
 
 /**
@@ -48,9 +74,10 @@ export async function durably<T>(
   direct: () => Promise<T>,
   piped: (p: ChainableCommander) => void,
 ): Promise<T> {
-  const d = durabilityOf(redis);
-  if (d.replicas <= 0) return direct();
-  const p = redis.pipeline();
+  const d = settings.get(redis);
+  if (!d || d.replicas <= 0 || d.pool.length === 0) return direct();
+  const conn = d.pool[d.next++ % d.pool.length]!;
+  const p = conn.pipeline();
   piped(p);
   p.wait(d.replicas, d.timeoutMs);
   const [write, wait] = (await p.exec()) ?? [];

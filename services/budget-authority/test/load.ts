@@ -58,6 +58,8 @@ export interface Books {
   peak: number;
   /** Every admission the authority acknowledged. */
   admittedIds: Set<string>;
+  /** Tokens of each settle acknowledged, by reservation. */
+  settledIds: Map<string, number>;
 }
 
 export const newBooks = (): Books => ({
@@ -70,6 +72,7 @@ export const newBooks = (): Books => ({
   since: Number.POSITIVE_INFINITY,
   peak: 0,
   admittedIds: new Set(),
+  settledIds: new Map(),
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -114,7 +117,9 @@ export async function runLoad(
         model: 'm',
         promptTokens,
         maxTokens: rnd(1, 2_000),
-        leaseMs: 2_000,
+        // Longer than the outages the fault tests make: a hold whose close is being retried
+        // is not expired meanwhile (a real lease is 30 minutes).
+        leaseMs: 15_000,
       });
       inFlight--;
       if (!r.ok) {
@@ -142,6 +147,7 @@ export async function runLoad(
         expect(['settled', 'already_settled'], reservationId).toContain(s.status);
         if (s.status === 'settled') expect(s.billedTokens).toBe(promptTokens + completionTokens);
         books.settled.set(team, (books.settled.get(team) ?? 0) + promptTokens + completionTokens);
+        books.settledIds.set(reservationId, promptTokens + completionTokens);
       } else {
         const s = await close(team, () =>
           client.release({ reservationId, tenant: team, reason: 'upstream_error' }),
@@ -195,6 +201,19 @@ export function checkBooks(
     if (e.type !== 'reservation.settled') continue;
     charged.set(e.tenant, (charged.get(e.tenant) ?? 0) + e.chargedTokens);
   }
+  const closes = new Map<string, HoldfastEvent[]>();
+  for (const e of events) {
+    if (e.type.startsWith('reservation.') && 'reservationId' in e) {
+      closes.set(e.reservationId, [...(closes.get(e.reservationId) ?? []), e]);
+    }
+  }
+  const missing = [...books.settledIds].filter(
+    ([id]) => !closes.get(id)?.some((e) => e.type === 'reservation.settled'),
+  );
+  expect(
+    missing.map(([id, tokens]) => ({ id, tokens, events: closes.get(id) })),
+    'acknowledged settles without their event',
+  ).toEqual([]);
   for (const team of teams) {
     expect(charged.get(team) ?? 0, `${team} events`).toBe(books.settled.get(team) ?? 0);
   }

@@ -79,13 +79,13 @@ export async function closeReservation(
 
 /**
  * The id of a reservation's close event (and of its overrun event): derived from the
- * reservation, not random. A reservation closes once, so the id is unique; and a close that
- * a Redis failover lost after the relay had published its event, applied again on the
- * promoted replica, gets the same id, which JetStream's duplicate window drops: the events
- * count it once, as the ledger does.
+ * reservation and the operation, not random. A settle that a Redis failover lost after the
+ * relay had published its event, applied again on the promoted replica, gets the same id, and
+ * JetStream's duplicate window drops the copy: the events count it once, as the ledger does.
+ * Another operation (an expiry the failover lost, then a settle) keeps an id of its own.
  */
-export function closeEventId(reservationId: string, kind: 'close' | 'overrun'): string {
-  const h = createHash('sha256').update(`${reservationId}:${kind}`).digest('hex');
+export function closeEventId(reservationId: string, op: string): string {
+  const h = createHash('sha256').update(`${reservationId}:${op}`).digest('hex');
   // A UUID (version 8: custom) in canonical form.
   const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
@@ -95,8 +95,8 @@ export function closeEventId(reservationId: string, kind: 'close' | 'overrun'): 
 function closeSpec(plan: Plan, reservationId: string, what: CloseOp, askSubjects: boolean) {
   return plan.json({
     resId: reservationId,
-    eventId: closeEventId(reservationId, 'close'),
-    overrunEventId: closeEventId(reservationId, 'overrun'),
+    eventId: closeEventId(reservationId, what.op),
+    overrunEventId: closeEventId(reservationId, `${what.op}:overrun`),
     op: what.op,
     usage:
       what.op === 'settle'
