@@ -367,8 +367,8 @@ export class Rebuilder {
     for (const [key, list] of this.#samples)
       multi.add(key, (p) => p.rpush(key, ...list.map(String)));
     for (const [id, live] of this.#live) this.#writeHold(multi, config, id, live);
-    const failed = (await multi.exec()).find(([err]) => err);
-    if (failed) throw failed[0];
+    const failed = (await multi.exec()).find(([err]) => err)?.[0];
+    if (failed) throw failed;
     // Orgs whose outboxes the relay watches.
     const orgs = [...new Set([...config.tenants.values()].map((t) => t.org))];
     if (orgs.length > 0) await redis.sadd(keys.orgs, ...orgs);

@@ -116,7 +116,7 @@ export class SlotBatch {
       if (g) g.push(i);
       else groups.set(slot, [i]);
     });
-    const out: [Error | null, unknown][] = new Array(this.#ops.length);
+    const out = new Array<[Error | null, unknown]>(this.#ops.length);
     await Promise.all(
       [...groups.values()].map(async (indexes) => {
         const p = this.#redis.pipeline();

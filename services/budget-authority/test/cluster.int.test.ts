@@ -160,7 +160,7 @@ describe('Redis Cluster', () => {
         [...books.errors]
           .filter(([k]) => hit.includes(k.split(' ')[0]!) === on)
           .reduce((n, [, c]) => n + c, 0);
-      // eslint-disable-next-line no-console -- the figures the docs quote
+      // The figures the docs quote.
       console.log(
         `killed master ${victim}; replica promoted after ${promotedMs} ms; answered again ${recoveredMs} ms after the kill; admitted ${books.admitted}, refused ${books.refused}; errors ${JSON.stringify([...books.errors])}`,
       );
