@@ -62,4 +62,11 @@ describe('startStack', () => {
       startStack(loadSettings({ HOLDFAST_STACK_DIR: dir }), new ProcessGroup(() => undefined)),
     ).rejects.toThrow(`left redis (pid ${process.pid}) running: stop them (kill ${process.pid})`);
   });
+
+  it('takes --cluster from the command line and a Redis node list from REDIS_URL', () => {
+    expect(loadSettings({}, ['--cluster']).cluster).toBe(true);
+    expect(loadSettings({}, []).cluster).toBe(false);
+    const nodes = 'redis://127.0.0.1:7000,redis://127.0.0.1:7001';
+    expect(loadSettings({ REDIS_URL: nodes }, []).env.REDIS_URL).toBe(nodes);
+  });
 });

@@ -58,4 +58,19 @@ describe('summary', () => {
     expect(text).toContain('\n  HOLDFAST_STACK_DIR=/tmp/elsewhere pnpm holdfast usage\n');
     expect(text).toContain('\n  HOLDFAST_STACK_DIR=/tmp/elsewhere pnpm experiment\n');
   });
+
+  it('says what runs where on a Redis Cluster (--cluster)', () => {
+    const stack = running(undefined);
+    const nodes = [1, 2, 3, 4, 5, 6].map((i) => `redis://127.0.0.1:1700${i}`).join(',');
+    stack.infra.redis = {
+      url: nodes,
+      started: true,
+      note: 'Redis Cluster: masters first on 17001',
+    };
+    const text = summary(stack, DEFAULT_STACK_DIR);
+    expect(text).toContain(`  Redis               ${nodes}\n`);
+    expect(text).toContain(
+      '\n                      (started here; Redis Cluster: masters first on 17001)\n',
+    );
+  });
 });
