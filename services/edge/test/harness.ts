@@ -144,8 +144,10 @@ export interface StackOptions {
   upstreamApiKey?: string;
   /** false: start the edge before any config is applied (call `applyConfig()` later). */
   configured?: boolean;
-  /** Another Redis than the test run's (a test that pauses or kills it). */
+  /** Another Redis than the test run's (a test that pauses or kills it); a list: a cluster. */
   redisUrl?: string;
+  /** Replicas each write of the authority waits for (Redis WAIT). */
+  waitReplicas?: number;
 }
 
 async function startStack(
@@ -160,7 +162,8 @@ async function startStack(
     ...(opts.upstreamApiKey ? { apiKey: opts.upstreamApiKey } : {}),
   });
   cleanup.push(() => upstream.stop());
-  const redis = createRedis(opts.redisUrl ?? fx.redisUrl);
+  const url = opts.redisUrl ?? fx.redisUrl;
+  const redis = createRedis({ nodes: url.split(','), cluster: url.includes(',') });
   redis.on('error', () => undefined);
   await redis.connect();
   const logger: Logger = createLogger({ name: 'authority-test', level: 'silent' });
@@ -174,6 +177,7 @@ async function startStack(
       keyPrefix: iso.keyPrefix,
       sweepIntervalMs: 100,
       relayLeaseMs: 1_000,
+      ...(opts.waitReplicas ? { durability: { replicas: opts.waitReplicas, timeoutMs: 500 } } : {}),
     });
   let authority = newAuthority();
   await authority.start();
