@@ -1,0 +1,131 @@
+import { expect } from 'vitest';
+import { admissionOf, BASE_CONFIG, newId, type Harness } from './harness.js';
+
+/**
+ * The activity the rebuild tests replay (rebuild.int.test.ts on one Redis, cluster.int.test.ts
+ * on Redis Cluster): every kind of state change over four orgs, with holds left live.
+ */
+
+const useCases = [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }];
+export const CONFIG = {
+  ...BASE_CONFIG,
+  tenants: [
+    {
+      id: 'acme',
+      budgets: [
+        { window: 'day', limit: 1_000_000 },
+        { window: 'month', limit: 50, unit: 'usd' },
+      ],
+    },
+    {
+      id: 'team-r',
+      parent: 'acme',
+      budgets: [
+        { window: 'minute', limit: 100_000 },
+        { window: 'day', limit: 5, unit: 'usd' },
+        { window: 'month', limit: 500_000, calendar: true },
+      ],
+      useCases,
+    },
+    { id: 'team-e', mode: 'estimate', budgets: [{ window: 'day', limit: 100_000 }], useCases },
+    {
+      id: 'team-a',
+      mode: 'adaptive',
+      adaptive: { percentile: 0.95, minSamples: 3, samples: 50 },
+      budgets: [{ window: 'day', limit: 100_000 }],
+      useCases,
+    },
+    {
+      id: 'team-k',
+      parent: 'acme',
+      budgets: [{ window: 'day', limit: 100_000 }],
+      endUserBudgets: [
+        { window: 'day', limit: 50_000 },
+        { window: 'month', limit: 1, unit: 'usd', calendar: true },
+      ],
+      useCases,
+      keys: [{ id: 'kk', sha256: 'a'.repeat(64), budgets: [{ window: 'minute', limit: 90_000 }] }],
+    },
+  ],
+};
+
+export const call = (tenant: string, prompt: number, extensible = false) => ({
+  reservationId: newId(),
+  tenant,
+  keyId: null,
+  useCase: 'uc',
+  model: 'gpt-4o-mini',
+  promptTokens: prompt,
+  maxTokens: 500,
+  extensible,
+});
+
+export async function activity(h: Harness): Promise<string[]> {
+  const live: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const a = admissionOf(await h.client.admit(call('team-r', 100 + i)));
+    if (i < 6)
+      await h.client.settle({
+        reservationId: a.reservationId,
+        tenant: 'team-r',
+        usage: { promptTokens: 100 + i, completionTokens: 50 * i, cachedPromptTokens: i },
+      });
+    else if (i < 8)
+      await h.client.release({
+        reservationId: a.reservationId,
+        tenant: 'team-r',
+        reason: 'upstream_error',
+      });
+    else live.push(a.reservationId);
+    h.clock.advance(7_000);
+  }
+  for (let i = 0; i < 6; i++) {
+    const a = admissionOf(await h.client.admit(call('team-e', 200)));
+    if (i < 5)
+      await h.client.settle({
+        reservationId: a.reservationId,
+        tenant: 'team-e',
+        usage: { promptTokens: 190, completionTokens: 30 },
+      });
+    else
+      await h.client.release({
+        reservationId: a.reservationId,
+        tenant: 'team-e',
+        reason: 'not_forwarded',
+      });
+  }
+  await h.client.suspend({ tenant: 'team-e', reason: 'test', by: 'admin' });
+  for (let i = 0; i < 3; i++) {
+    const a = admissionOf(await h.client.admit(call('team-a', 50, true)));
+    await h.client.settle({
+      reservationId: a.reservationId,
+      tenant: 'team-a',
+      usage: { promptTokens: 50, completionTokens: 100 },
+    });
+  }
+  // A key's own budget and end users': closes that name them and closes that do not.
+  for (let i = 0; i < 6; i++) {
+    const a = admissionOf(
+      await h.client.admit({ ...call('team-k', 120), keyId: 'kk', endUser: i % 2 ? 'x' : 'y' }),
+    );
+    const who = i % 3 === 0 ? { keyId: 'kk', endUser: i % 2 ? 'x' : 'y' } : {};
+    if (i < 5)
+      await h.client.settle({
+        reservationId: a.reservationId,
+        tenant: 'team-k',
+        ...who,
+        usage: { promptTokens: 120, completionTokens: 40 * i },
+      });
+    else live.push(a.reservationId);
+    h.clock.advance(1_000);
+  }
+  const grown = admissionOf(await h.client.admit(call('team-a', 50, true)));
+  expect(grown.coveredOutputTokens).toBe(100);
+  await h.client.extend({
+    reservationId: grown.reservationId,
+    tenant: 'team-a',
+    outputTokens: 300,
+  });
+  live.push(grown.reservationId);
+  return live;
+}
