@@ -31,26 +31,10 @@ import { Authority } from '../src/authority.js';
 import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
 import { createRedis } from '../src/redis.js';
+import { admitRequest, CONFIG, settleRequest } from './requests.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
-
-const CONFIG = {
-  upstreams: [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }],
-  models: [{ id: 'gpt-4o-mini', upstream: 'u', price: { inputPerMTok: 0.15, outputPerMTok: 0.6 } }],
-  tenants: [
-    { id: 'acme', budgets: [{ window: 'month', limit: 1e15 }] },
-    {
-      id: 'team',
-      parent: 'acme',
-      budgets: [
-        { window: 'minute', limit: 1e15 },
-        { window: 'day', limit: 1e12, unit: 'usd' },
-      ],
-      useCases: [{ id: 'uc', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
-    },
-  ],
-};
 
 /** An in-process authority on `nodes`; returns one admit + settle and its teardown. */
 async function variant(nc: NatsConnection, nodes: string, cluster: boolean, wait: number) {
@@ -77,32 +61,9 @@ async function variant(nc: NatsConnection, nodes: string, cluster: boolean, wait
   const ctx = authority.ctx;
   const call = async () => {
     const reservationId = randomUUID();
-    const a = await admit(ctx, {
-      reservationId,
-      tenant: 'team',
-      keyId: null,
-      useCase: 'uc',
-      model: 'gpt-4o-mini',
-      promptTokens: 370,
-      maxTokens: 1_024,
-      extensible: true,
-      api: 'chat',
-    });
+    const a = await admit(ctx, admitRequest(reservationId));
     if (!a.ok || !a.value.admitted) throw new Error('not admitted');
-    const s = await settle(ctx, {
-      reservationId,
-      tenant: 'team',
-      org: 'acme',
-      usage: {
-        promptTokens: 370,
-        completionTokens: 500,
-        cachedPromptTokens: 0,
-        cacheWrite5mTokens: 0,
-        cacheWrite1hTokens: 0,
-        reasoningTokens: 0,
-      },
-      outcome: 'completed',
-    });
+    const s = await settle(ctx, settleRequest(reservationId));
     if (!s.ok || s.value.status !== 'settled') throw new Error('not settled');
   };
   return {

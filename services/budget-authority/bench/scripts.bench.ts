@@ -15,27 +15,11 @@ import { Authority } from '../src/authority.js';
 import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
 import { createRedis } from '../src/redis.js';
+import { admitRequest, CONFIG, settleRequest } from './requests.js';
 import { RAW_LUA, rawKeys } from './raw.js';
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
 const IN_FLIGHT = 16;
-
-const CONFIG = {
-  upstreams: [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }],
-  models: [{ id: 'gpt-4o-mini', upstream: 'u', price: { inputPerMTok: 0.15, outputPerMTok: 0.6 } }],
-  tenants: [
-    { id: 'acme', budgets: [{ window: 'month', limit: 1e12 }] },
-    {
-      id: 'team',
-      parent: 'acme',
-      budgets: [
-        { window: 'minute', limit: 1e12 },
-        { window: 'day', limit: 1e6, unit: 'usd' },
-      ],
-      useCases: [{ id: 'uc', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
-    },
-  ],
-};
 
 /** usec per call of evalsha since the last reset, and how many calls. */
 async function evalshaStats(redis: ReturnType<typeof createRedis>) {
@@ -87,37 +71,14 @@ async function main(): Promise<void> {
   const ids = Array.from({ length: CALLS }, () => randomUUID());
   await redis.call('CONFIG', 'RESETSTAT');
   await inParallel(CALLS, async (i) => {
-    const r = await admit(ctx, {
-      reservationId: ids[i]!,
-      tenant: 'team',
-      keyId: null,
-      useCase: 'uc',
-      model: 'gpt-4o-mini',
-      promptTokens: 370,
-      maxTokens: 1_024,
-      extensible: true,
-      api: 'chat',
-    });
+    const r = await admit(ctx, admitRequest(ids[i]!));
     if (!r.ok || !r.value.admitted) throw new Error('not admitted');
   });
   const admits = await evalshaStats(redis);
 
   await redis.call('CONFIG', 'RESETSTAT');
   await inParallel(CALLS, async (i) => {
-    const r = await settle(ctx, {
-      reservationId: ids[i]!,
-      tenant: 'team',
-      org: 'acme',
-      usage: {
-        promptTokens: 370,
-        completionTokens: 500,
-        cachedPromptTokens: 0,
-        cacheWrite5mTokens: 0,
-        cacheWrite1hTokens: 0,
-        reasoningTokens: 0,
-      },
-      outcome: 'completed',
-    });
+    const r = await settle(ctx, settleRequest(ids[i]!));
     if (!r.ok || r.value.status !== 'settled') throw new Error('not settled');
   });
   const settles = await evalshaStats(redis);

@@ -66,7 +66,7 @@ export function isCluster(redis: RedisClient): redis is Cluster {
 }
 
 /** The connections a whole-keyspace command (SCAN, INFO) must run on: every master. */
-export function masters(redis: RedisClient): Redis[] {
+function masters(redis: RedisClient): Redis[] {
   return isCluster(redis) ? redis.nodes('master') : [redis];
 }
 

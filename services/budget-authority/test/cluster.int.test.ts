@@ -2,12 +2,10 @@ import { findBinary, startRedisCluster, waitFor, type LocalRedisCluster } from '
 import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
-import { parseConfig } from '@holdfast/config';
-import { createLogger } from '@holdfast/runtime';
 import { Keys } from '../src/keys.js';
-import { Rebuilder, stateKeys } from '../src/rebuild.js';
+import { stateKeys } from '../src/rebuild.js';
 import { createRedis, keysBySlot, slotOf, type RedisClient } from '../src/redis.js';
-import { activity, CONFIG } from './rebuild-activity.js';
+import { activity, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
 import {
   authorityTest as test,
   quiescent,
@@ -15,7 +13,7 @@ import {
   startAuthority,
   type Harness,
 } from './harness.js';
-import { checkBooks, newBooks, orgsConfig, runLoad, teamsOf } from './load.js';
+import { checkBooks, newBooks, orgsConfig, runLoad, startLoad, teamsOf } from './load.js';
 
 /**
  * Issue 13 on a real Redis Cluster (3 masters, a replica each, started here on free ports):
@@ -120,14 +118,7 @@ describe('Redis Cluster', () => {
     const reps = await replicas(iso, nc, orgsConfig(orgs));
     try {
       const teams = teamsOf(orgs);
-      const books = newBooks();
-      let stop = false;
-      const load = runLoad(reps[0]!.client, teams, books, {
-        workers: 256,
-        calls: 1_000,
-        stop: () => stop,
-      });
-      await waitFor(() => books.admitted > 300, { timeoutMs: 20_000, what: 'load under way' });
+      const { books, end } = await startLoad(reps[0]!.client, teams);
       const victim = masterOf.get(orgs[0]!)!;
       // Its replica falls behind first (paused, as if cut off): what the master acknowledges
       // now is on the master only, so a kill loses it unless the authority waited (WAIT 1).
@@ -158,8 +149,7 @@ describe('Redis Cluster', () => {
         what: 'the affected orgs answered again',
       });
       const recoveredMs = Date.now() - killedAt;
-      stop = true;
-      await load;
+      await end();
 
       const errorsOf = (on: boolean) =>
         [...books.errors]
@@ -199,13 +189,7 @@ describe('Redis Cluster', () => {
     const h = await startAuthority(on);
     const live = await activity(h);
     const keys = new Keys(iso.keyPrefix);
-    await waitFor(
-      async () => {
-        const outboxes = (await stateKeys(admin, keys)).filter((k) => k.endsWith(':outbox'));
-        return (await Promise.all(outboxes.map((k) => admin.xlen(k)))).every((n) => n === 0);
-      },
-      { what: 'outboxes relayed' },
-    );
+    await outboxesRelayed(admin, keys);
     const before = await h.client.usage({});
     const now = h.clock.now;
     await h.stop();
@@ -217,18 +201,8 @@ describe('Redis Cluster', () => {
     expect(masters.size).toBeGreaterThan(1);
     for (const group of keysBySlot(admin, lost)) await admin.del(...group);
     expect(await stateKeys(admin, keys)).toEqual([]);
-    const parsed = parseConfig(CONFIG);
-    if (!parsed.ok) throw new Error(parsed.errors.join());
-    const summary = await new Rebuilder({
-      redis: admin,
-      nc,
-      names: iso.names,
-      keys,
-      config: parsed.config,
-      logger: createLogger({ name: 'rebuild', level: 'silent' }),
-      now,
-    }).run();
-    expect(summary).toMatchObject({ liveHolds: 4 });
+    const rebuilt = await rebuilder({ redis: admin, nc, names: iso.names, keys, now }).run();
+    expect(rebuilt).toMatchObject({ liveHolds: 4 });
 
     const h2 = await startAuthority(on);
     try {

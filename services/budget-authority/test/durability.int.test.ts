@@ -2,7 +2,7 @@ import { findBinary, startKillableRedis, waitFor, type KillableRedis } from '@ho
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { createRedis, type RedisClient } from '../src/redis.js';
 import { authorityTest as test, quiescent, readEvents, startAuthority } from './harness.js';
-import { checkBooks, newBooks, orgsConfig, runLoad, teamsOf } from './load.js';
+import { checkBooks, orgsConfig, startLoad, teamsOf } from './load.js';
 
 /**
  * Issue 13, one Redis killed: with `appendfsync always` (the default of `pnpm stack` and
@@ -49,14 +49,7 @@ describe('one Redis with appendfsync always', () => {
     );
     try {
       const teams = teamsOf(orgs);
-      const books = newBooks();
-      let stop = false;
-      const load = runLoad(reps[0]!.client, teams, books, {
-        workers: 256,
-        calls: 1_000,
-        stop: () => stop,
-      });
-      await waitFor(() => books.admitted > 300, { timeoutMs: 20_000, what: 'load under way' });
+      const { books, end } = await startLoad(reps[0]!.client, teams);
       const admittedBefore = books.admitted;
       redis.kill();
       await new Promise((r) => setTimeout(r, 1_000));
@@ -68,8 +61,7 @@ describe('one Redis with appendfsync always', () => {
         timeoutMs: 20_000,
         what: 'every org answered again',
       });
-      stop = true;
-      await load;
+      await end();
       expect(books.peak).toBeGreaterThanOrEqual(256);
       expect(books.admitted).toBeGreaterThan(admittedBefore);
 

@@ -1,5 +1,6 @@
 import type { HoldfastEvent, UsageReply } from '@holdfast/events';
 import type { AuthorityClient } from '@holdfast/runtime';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { newId } from './harness.js';
 
@@ -41,7 +42,7 @@ export function orgsConfig(orgs: string[]) {
 }
 
 export const teamsOf = (orgs: string[]): string[] => orgs.flatMap((o) => [`${o}-a`, `${o}-b`]);
-export const orgOfTeam = (team: string): string => team.slice(0, team.lastIndexOf('-'));
+const orgOfTeam = (team: string): string => team.slice(0, team.lastIndexOf('-'));
 
 export interface Books {
   admitted: number;
@@ -217,4 +218,19 @@ export function checkBooks(
   for (const team of teams) {
     expect(charged.get(team) ?? 0, `${team} events`).toBe(books.settled.get(team) ?? 0);
   }
+}
+
+/** 256 workers of calls that go on until `end()`; resolves once the load is under way. */
+export async function startLoad(client: AuthorityClient, teams: string[]) {
+  const books = newBooks();
+  let stop = false;
+  const load = runLoad(client, teams, books, { workers: 256, calls: 1_000, stop: () => stop });
+  await waitFor(() => books.admitted > 300, { timeoutMs: 20_000, what: 'load under way' });
+  return {
+    books,
+    end: async () => {
+      stop = true;
+      await load;
+    },
+  };
 }

@@ -1,4 +1,12 @@
+import { parseConfig } from '@holdfast/config';
+import type { NatsNames } from '@holdfast/events';
+import { createLogger } from '@holdfast/runtime';
+import { waitFor } from '@holdfast/testkit';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
+import type { Keys } from '../src/keys.js';
+import { Rebuilder, stateKeys } from '../src/rebuild.js';
+import type { RedisClient } from '../src/redis.js';
 import { admissionOf, BASE_CONFIG, newId, type Harness } from './harness.js';
 
 /**
@@ -128,4 +136,32 @@ export async function activity(h: Harness): Promise<string[]> {
   });
   live.push(grown.reservationId);
   return live;
+}
+
+/** Waits until every outbox under the prefix is relayed (the stream then has every event). */
+export async function outboxesRelayed(redis: RedisClient, keys: Keys): Promise<void> {
+  await waitFor(
+    async () => {
+      const outboxes = (await stateKeys(redis, keys)).filter((k) => k.endsWith(':outbox'));
+      return (await Promise.all(outboxes.map((k) => redis.xlen(k)))).every((n) => n === 0);
+    },
+    { what: 'outboxes relayed' },
+  );
+}
+
+/** A rebuilder of CONFIG's state from the test's stream, as of `now`. */
+export function rebuilder(o: {
+  redis: RedisClient;
+  nc: NatsConnection;
+  names: NatsNames;
+  keys: Keys;
+  now: number;
+}): Rebuilder {
+  const parsed = parseConfig(CONFIG);
+  if (!parsed.ok) throw new Error(parsed.errors.join());
+  return new Rebuilder({
+    ...o,
+    config: parsed.config,
+    logger: createLogger({ name: 'rebuild', level: 'silent' }),
+  });
 }

@@ -1,11 +1,8 @@
-import { parseConfig } from '@holdfast/config';
-import { createLogger } from '@holdfast/runtime';
-import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { Keys } from '../src/keys.js';
-import { Rebuilder, stateKeys } from '../src/rebuild.js';
+import { stateKeys } from '../src/rebuild.js';
 import { admissionOf, authorityTest as test } from './harness.js';
-import { activity, call, CONFIG } from './rebuild-activity.js';
+import { activity, call, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
 
 test('the budget state rebuilt from the event stream equals the state that wrote it', async ({
   start,
@@ -16,13 +13,7 @@ test('the budget state rebuilt from the event stream equals the state that wrote
   const h = await start(CONFIG);
   const live = await activity(h);
   const keys = new Keys(iso.keyPrefix);
-  await waitFor(
-    async () => {
-      const outboxes = (await stateKeys(redis, keys)).filter((k) => k.endsWith(':outbox'));
-      return (await Promise.all(outboxes.map((k) => redis.xlen(k)))).every((n) => n === 0);
-    },
-    { what: 'outboxes relayed' },
-  );
+  await outboxesRelayed(redis, keys);
   const before = await h.client.usage({});
   expect(before.ok).toBe(true);
   const now = h.clock.now;
@@ -32,31 +23,10 @@ test('the budget state rebuilt from the event stream equals the state that wrote
   const lost = await stateKeys(redis, keys);
   expect(lost.length).toBeGreaterThan(10);
   await redis.del(...lost);
-  const parsed = parseConfig(CONFIG);
-  if (!parsed.ok) throw new Error(parsed.errors.join());
-  const rebuilder = new Rebuilder({
-    redis,
-    nc,
-    names: iso.names,
-    keys,
-    config: parsed.config,
-    logger: createLogger({ name: 'rebuild', level: 'silent' }),
-    now,
-  });
-  const summary = await rebuilder.run();
-  expect(summary).toMatchObject({ liveHolds: 4 });
+  const on = { redis, nc, names: iso.names, keys, now };
+  expect(await rebuilder(on).run()).toMatchObject({ liveHolds: 4 });
   // A second rebuild refuses to mix with existing state.
-  await expect(
-    new Rebuilder({
-      redis,
-      nc,
-      names: iso.names,
-      keys,
-      config: parsed.config,
-      logger: createLogger({ name: 'rebuild', level: 'silent' }),
-      now,
-    }).run(),
-  ).rejects.toThrow(/already holds/);
+  await expect(rebuilder(on).run()).rejects.toThrow(/already holds/);
 
   const h2 = await start(CONFIG);
   h2.clock.now = now;

@@ -84,7 +84,7 @@ export async function closeReservation(
  * JetStream's duplicate window drops the copy: the events count it once, as the ledger does.
  * Another operation (an expiry the failover lost, then a settle) keeps an id of its own.
  */
-export function closeEventId(reservationId: string, op: string): string {
+function closeEventId(reservationId: string, op: string): string {
   const h = createHash('sha256').update(`${reservationId}:${op}`).digest('hex');
   // A UUID (version 8: custom) in canonical form.
   const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
