@@ -39,6 +39,8 @@ export async function startAuthority(opts: {
   cluster?: boolean;
   /** Replicas each write waits for (Redis WAIT) before the authority answers. */
   durability?: Durability;
+  /** The Redis command timeout (default 1 s). */
+  redisTimeoutMs?: number;
 }): Promise<Harness> {
   const clock = {
     now: Date.UTC(2026, 10, 30, 12, 0, 0),
@@ -46,10 +48,10 @@ export async function startAuthority(opts: {
       this.now += ms;
     },
   };
-  const redis = createRedis({
-    nodes: opts.redisUrl.split(','),
-    cluster: opts.cluster ?? opts.redisUrl.includes(','),
-  });
+  const redis = createRedis(
+    { nodes: opts.redisUrl.split(','), cluster: opts.cluster ?? opts.redisUrl.includes(',') },
+    opts.redisTimeoutMs,
+  );
   redis.on('error', () => undefined);
   await redis.connect();
   const authority = new Authority({
