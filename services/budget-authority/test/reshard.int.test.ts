@@ -32,7 +32,7 @@ async function moveSlot(slot: number, from: number, to: number, all: number[]): 
     await src.cluster('SETSLOT', slot, 'MIGRATING', dstId);
     let moved = 0;
     for (;;) {
-      const keys = (await src.cluster('GETKEYSINSLOT', slot, 20)) as string[];
+      const keys = await src.cluster('GETKEYSINSLOT', slot, 20);
       if (keys.length === 0) break;
       await src.migrate('127.0.0.1', to, '', 0, 5_000, 'KEYS', ...keys);
       moved += keys.length;
