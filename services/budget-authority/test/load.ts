@@ -16,7 +16,11 @@ const useCases = [{ id: 'uc', maxTokens: 2_000, models: ['m'] }];
 /** Orgs, each with two teams: minute and day windows in tokens and USD, and the org's own. */
 export function orgsConfig(orgs: string[]) {
   return {
-    upstreams: [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }],
+    // A capacity no run reaches: every admission also takes it, a step of its own in the
+    // upstream's slot (`{cap:u}`) beside the org's.
+    upstreams: [
+      { id: 'u', baseUrl: 'http://127.0.0.1:1/v1', capacity: { tokensPerMinute: 1_000_000_000 } },
+    ],
     models: [{ id: 'm', upstream: 'u', price: { inputPerMTok: 0.5, outputPerMTok: 1.5 } }],
     tenants: orgs.flatMap((org) => [
       { id: org, budgets: [{ window: 'day', limit: 150_000, unit: 'tokens' }] },
