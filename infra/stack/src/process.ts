@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { BaseError } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit/infra';
 
 /** Where a process's output goes: one call per line. */
@@ -24,8 +25,10 @@ export interface ProcessSpec {
 export type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
 /** A process did not come up; the message says which and why. */
-export class StartError extends Error {
-  override readonly name = 'StartError';
+export class StartError extends BaseError<'start_failed'> {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super({ code: 'start_failed', message, cause: opts.cause });
+  }
 }
 
 /**
