@@ -60,10 +60,19 @@ function decodeValue(value: string, f: FieldKind | undefined): unknown {
 }
 
 /**
+ * An outbox entry's field/value pairs: lib.lua's emit writes them as one field `e` joined by
+ * NUL; TypeScript and the scripts whose events carry free text write them as the entry's own.
+ */
+export function outboxFlat(fields: string[]): string[] {
+  return fields.length === 2 && fields[0] === 'e' ? fields[1]!.split('\0') : fields;
+}
+
+/**
  * Turns one outbox entry (flat field/value strings written by a Lua script) into an event of
  * the current schema. Throws when the entry does not validate: that is a bug, not input.
  */
-export function decodeOutboxEntry(flat: string[], config: CompiledConfig): HoldfastEvent {
+export function decodeOutboxEntry(fields: string[], config: CompiledConfig): HoldfastEvent {
+  const flat = outboxFlat(fields);
   const kinds = FIELD_KINDS.get(flat[flat.indexOf('type') + 1] ?? '');
   const raw: Record<string, unknown> = { schemaVersion: CURRENT_SCHEMA_VERSION };
   for (let i = 0; i + 1 < flat.length; i += 2) {

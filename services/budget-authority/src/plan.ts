@@ -62,6 +62,8 @@ export interface Plan {
     org: string;
   };
   json(extra?: Record<string, unknown>): string;
+  /** The plan as positional strings (lib.lua's readPlan), for the scripts of every call. */
+  args: string[];
 }
 
 /** The part of a tenant's plan that only changes with the config: built once per config. */
@@ -71,6 +73,7 @@ interface Template {
   budgets: PlanBudget[];
   /** JSON of kp, levels, budgets, tenant, org and keepMs, without the braces. */
   json: string;
+  args: string[];
 }
 
 /** How long a closed reservation's record is kept, so a late duplicate is recognised. */
@@ -110,9 +113,38 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
     org,
     keepMs: KEEP_CLOSED_MS,
   }).slice(1, -1);
-  const t = { keys: [...fixedKeys(keys, org, ''), ...list], levels, budgets, json };
+  const t = {
+    keys: [...fixedKeys(keys, org, ''), ...list],
+    levels,
+    budgets,
+    json,
+    args: planArgs(keys.prefix, org, tenant.id, levels, budgets),
+  };
   perConfig.set(cacheKey, t);
   return t;
+}
+
+/**
+ * lib.lua's readPlan: kp, org, tenant, keepMs, the levels' count and (tenant, state, holds,
+ * maxInFlight) each, the budgets' count and (tenant, id, window, unit, limit, enforce,
+ * calendar, debt, scope, subject, key) each. Amounts are integers below 2^53, so String()
+ * writes every digit.
+ */
+function planArgs(
+  kp: string,
+  org: string,
+  tenant: string,
+  levels: readonly PlanLevel[],
+  budgets: readonly PlanBudget[],
+): string[] {
+  const out = [kp, org, tenant, String(KEEP_CLOSED_MS), String(levels.length)];
+  for (const l of levels) out.push(l.tenant, String(l.state), String(l.holds), String(l.maxInFlight));
+  out.push(String(budgets.length));
+  for (const b of budgets) {
+    out.push(b.tenant, b.id, b.window, b.unit, String(b.limit), b.enforce ? '1' : '0');
+    out.push(b.calendar ? '1' : '0', String(b.debt), b.scope, b.subject ?? '', String(b.key));
+  }
+  return out;
 }
 
 function assemble(fixed: string): Plan['json'] {
@@ -147,6 +179,7 @@ export function planFor(
       keys: list,
       spec,
       json: assemble(now === undefined ? t.json : `${t.json},"now":${now}`),
+      args: t.args,
     };
   }
   // The call's key or end user has budgets: the spec is this call's own (not the template's).
@@ -160,7 +193,12 @@ export function planFor(
     keepMs: KEEP_CLOSED_MS,
     ...(now === undefined ? {} : { now }),
   }).slice(1, -1);
-  return { keys: list, spec: { ...spec, budgets }, json: assemble(json) };
+  return {
+    keys: list,
+    spec: { ...spec, budgets },
+    json: assemble(json),
+    args: planArgs(keys.prefix, tenant.org, tenant.id, t.levels, budgets),
+  };
 }
 
 /** A budget as a script sees it, its window hash at KEYS[key]. */
@@ -234,5 +272,6 @@ export function orphanPlan(
     keys: fixedKeys(keys, org, second),
     spec: { levels: [], budgets: [], tenant, org },
     json: assemble(now === undefined ? base : `${base},"now":${now}`),
+    args: planArgs(keys.prefix, org, tenant, [], []),
   };
 }

@@ -173,39 +173,45 @@ export async function admit(
   }
   const upstream = capacity.value.upstream;
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
-  const spec = plan.json({
-    resId: req.reservationId,
-    keyId: req.keyId ?? '',
-    useCase: req.useCase,
-    model: req.model,
-    mode: tenant.mode,
-    prompt: req.promptTokens,
-    max,
-    minOut,
-    leaseMs: req.leaseMs ?? tenant.leaseMs,
-    price: admitPrices(model.pricePico),
-    api: req.api,
-    eventId: randomUUID(),
-    shadowEventId: randomUUID(),
-    extensible: req.extensible,
+  const now = ctx.scriptNow();
+  const price = admitPrices(model.pricePico);
+  // admit.lua's ARGV, in its order (see its header), then the plan.
+  const spec = [
+    now === undefined ? '' : String(now),
+    req.reservationId,
+    req.keyId ?? '',
+    req.useCase,
+    req.model,
+    tenant.mode,
+    String(req.promptTokens),
+    String(max),
+    String(minOut),
+    String(req.leaseMs ?? tenant.leaseMs),
+    ...price.map(String),
+    req.api,
+    randomUUID(),
+    randomUUID(),
+    req.extensible ? '1' : '0',
     // adaptive: where recent output sizes of this use case and model are kept.
-    samplesKey: plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model)),
-    percentile: tenant.adaptive.percentile,
-    minSamples: tenant.adaptive.minSamples,
-    sampleWindow: tenant.adaptive.samples,
-    expiryBills: tenant.onExpiry === 'bill',
-    refusalsPerSecond: tenant.refusalEventsPerSecond,
-    endUser: req.endUser ?? '',
+    String(plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model))),
+    String(tenant.adaptive.percentile),
+    String(tenant.adaptive.minSamples),
+    String(tenant.adaptive.samples),
+    tenant.onExpiry === 'bill' ? '1' : '0',
+    String(tenant.refusalEventsPerSecond),
+    req.endUser ?? '',
     // The upstream whose capacity the call took ('' when none declares one): on the event.
-    upstream: upstream ?? '',
+    upstream ?? '',
     // Where the tenant's end users with budgets are tracked (0: this call has none).
-    usersKey:
+    String(
       req.endUser && tenant.endUserBudgets.length > 0
         ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id))
         : 0,
-    maxEndUsers: tenant.maxEndUsers,
-    userKeepMs: END_USER_KEEP_MS,
-  });
+    ),
+    String(tenant.maxEndUsers),
+    String(END_USER_KEEP_MS),
+    ...plan.args,
+  ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
   );

@@ -7,17 +7,33 @@
 -- KEYS[4]  the org's refusal summaries (hash), flushed by the sweeper
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
 --          (their indexes are in the spec)
--- ARGV[1]  spec (JSON): levels, budgets, the call (see plan.ts), price = {the dearest input
---          price (holds use it), output, cached input, uncached input, 5-minute and 1-hour
---          cache writes} in pico-USD per token, api; `now` only under a test clock (else
---          Redis TIME)
+-- ARGV     positional (admit.ts): now ('' = Redis TIME; a test clock's instant), resId,
+--          keyId, useCase, model, mode, prompt, max, minOut, leaseMs, price (6: the dearest
+--          input price, which holds use, output, cached input, uncached input, 5-minute and
+--          1-hour cache writes, pico-USD per token), api, eventId, shadowEventId, extensible,
+--          samplesKey, percentile, minSamples, sampleWindow, expiryBills,
+--          refusalsPerSecond, endUser, upstream, usersKey, maxEndUsers, userKeepMs; then the
+--          plan (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight}
 
-local spec = cjson.decode(ARGV[1])
+local spec = readPlan(32)
+spec.now = tonumber(ARGV[1])
+spec.resId, spec.keyId, spec.useCase, spec.model, spec.mode = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+spec.prompt, spec.max, spec.minOut = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+spec.leaseMs = tonumber(ARGV[10])
+spec.price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]),
+  tonumber(ARGV[15]), tonumber(ARGV[16])}
+spec.api, spec.eventId, spec.shadowEventId = ARGV[17], ARGV[18], ARGV[19]
+spec.extensible = ARGV[20] == '1'
+spec.samplesKey, spec.percentile = tonumber(ARGV[21]), tonumber(ARGV[22])
+spec.minSamples, spec.sampleWindow = tonumber(ARGV[23]), tonumber(ARGV[24])
+spec.expiryBills, spec.refusalsPerSecond = ARGV[25] == '1', tonumber(ARGV[26])
+spec.endUser, spec.upstream = ARGV[27], ARGV[28]
+spec.usersKey, spec.maxEndUsers, spec.userKeepMs = tonumber(ARGV[29]), tonumber(ARGV[30]), tonumber(ARGV[31])
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]

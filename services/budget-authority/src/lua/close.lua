@@ -13,16 +13,22 @@
 -- KEYS[4]  unused (the refusal summaries, for a uniform key layout)
 -- KEYS[n]  the levels' state hashes and holds sorted sets and the budgets' window hashes of
 --          the tenant's current plan, when it has one in this org (indexes in the spec)
--- ARGV[1]  spec (JSON): kp, org, tenant ('' with expire: whoever holds it), levels, budgets,
---          op ('settle' | 'release' | 'expire'), usage {prompt, completion, cached, w5, w1h,
---          reasoning} (cached and the cache writes are parts of prompt), outcome,
---          reason, eventId, overrunEventId, keepMs; `now` only under a test clock
+-- ARGV     positional (close.ts): now ('' = Redis TIME; a test clock's instant), resId,
+--          eventId, overrunEventId, op ('settle' | 'release' | 'expire'), the usage (prompt,
+--          completion, cached, w5, w1h, reasoning; cached and the cache writes are parts of
+--          prompt), outcome, reason, askSubjects; then the plan (lib.lua's readPlan; tenant ''
+--          with expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due.
 
-local spec = cjson.decode(ARGV[1])
+local spec = readPlan(15)
+spec.now = tonumber(ARGV[1])
+spec.resId, spec.eventId, spec.overrunEventId, spec.op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+spec.usage = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
+  w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
+spec.outcome, spec.reason, spec.askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
