@@ -174,22 +174,59 @@ export async function admit(
   const upstream = capacity.value.upstream;
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const now = ctx.scriptNow();
-  const price = admitPrices(model.pricePico);
+  const price = admitPrices(model.pricePico).map(String);
+  const leaseMs = String(req.leaseMs ?? tenant.leaseMs);
+  const keyId = req.keyId ?? '';
+  const endUser = req.endUser ?? '';
+  const eventId = randomUUID();
+  // The record's fixed text: lib.lua's RECORD_FIXED, in its order.
+  const record = [
+    tenant.id,
+    tenant.org,
+    keyId,
+    req.useCase,
+    req.model,
+    tenant.mode,
+    req.api,
+    String(req.promptTokens),
+    price[0],
+    price[1],
+    price[2],
+    price[3],
+    price[4],
+    price[5],
+    leaseMs,
+    plan.recordLevels,
+    plan.recordHolds,
+    tenant.mode === 'adaptive' ? String(tenant.adaptive.samples) : '0',
+    tenant.onExpiry === 'bill' ? '1' : '0',
+    endUser,
+  ].join('\u0001');
+  // The reservation.created event's fields that the script does not decide.
+  const created = [
+    ...['type', 'reservation.created', 'id', eventId, 'tenant', tenant.id, 'org', tenant.org],
+    ...['reservationId', req.reservationId, 'keyId', keyId, 'useCase', req.useCase],
+    ...['model', req.model, 'mode', tenant.mode, 'api', req.api],
+    ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
+    ...(endUser ? ['endUser', endUser] : []),
+    // The upstream whose capacity the call took: on the event.
+    ...(upstream ? ['upstream', upstream] : []),
+  ].join('\u0000');
   // admit.lua's ARGV, in its order (see its header), then the plan.
   const spec = [
     now === undefined ? '' : String(now),
     req.reservationId,
-    req.keyId ?? '',
+    keyId,
     req.useCase,
     req.model,
     tenant.mode,
     String(req.promptTokens),
     String(max),
     String(minOut),
-    String(req.leaseMs ?? tenant.leaseMs),
-    ...price.map(String),
+    leaseMs,
+    ...price,
     req.api,
-    randomUUID(),
+    eventId,
     randomUUID(),
     req.extensible ? '1' : '0',
     // adaptive: where recent output sizes of this use case and model are kept.
@@ -197,11 +234,8 @@ export async function admit(
     String(tenant.adaptive.percentile),
     String(tenant.adaptive.minSamples),
     String(tenant.adaptive.samples),
-    tenant.onExpiry === 'bill' ? '1' : '0',
     String(tenant.refusalEventsPerSecond),
-    req.endUser ?? '',
-    // The upstream whose capacity the call took ('' when none declares one): on the event.
-    upstream ?? '',
+    endUser,
     // Where the tenant's end users with budgets are tracked (0: this call has none).
     String(
       req.endUser && tenant.endUserBudgets.length > 0
@@ -210,6 +244,8 @@ export async function admit(
     ),
     String(tenant.maxEndUsers),
     String(END_USER_KEEP_MS),
+    record,
+    created,
     ...plan.args,
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
