@@ -160,7 +160,8 @@ function planArgs(
   out.push(levels.map((l) => l.tenant).join(';'));
   out.push(budgets.map((b) => holdCode(levels, b)).join(';'));
   out.push(String(levels.length));
-  for (const l of levels) out.push(l.tenant, String(l.state), String(l.holds), String(l.maxInFlight));
+  for (const l of levels)
+    out.push(l.tenant, String(l.state), String(l.holds), String(l.maxInFlight));
   out.push(String(budgets.length));
   for (const b of budgets) {
     const enforce = b.enforce ? '1' : '0';

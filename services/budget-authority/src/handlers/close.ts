@@ -55,7 +55,12 @@ export async function closeReservation(
       ? planFor(cfg, tenant, ctx.keys, now, resKey, who)
       : orphanPlan(ctx.keys, org, target.tenant, now, resKey);
     return withStore(ctx.logger, what.op, () =>
-      run(ctx.redis, 'close', plan.keys, closeSpec(plan, now, target.reservationId, what, askSubjects)),
+      run(
+        ctx.redis,
+        'close',
+        plan.keys,
+        closeSpec(plan, now, target.reservationId, what, askSubjects),
+      ),
     );
   };
   let result = await attempt({ keyId: target.keyId, endUser: target.endUser }, inTree);
