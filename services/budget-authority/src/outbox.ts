@@ -1,4 +1,9 @@
-import { CURRENT_SCHEMA_VERSION, HoldfastEvent, type RefusalCode } from '@holdfast/events';
+import {
+  CURRENT_SCHEMA_VERSION,
+  HoldfastEvent,
+  checkEvent,
+  type RefusalCode,
+} from '@holdfast/events';
 import type { CompiledConfig } from '@holdfast/config';
 import type { z } from 'zod';
 import { refusalMessage, shrinkFacts } from './messages.js';
@@ -110,7 +115,7 @@ export function decodeOutboxEntry(fields: string[], config: CompiledConfig): Hol
         : {}),
     });
   }
-  return HoldfastEvent.parse(raw);
+  return checkEvent(raw);
 }
 
 /** Flat outbox fields of an event written from TypeScript (no state changed with it). */
