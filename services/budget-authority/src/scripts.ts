@@ -64,14 +64,17 @@ export function defineScripts(redis: Redis): void {
   }
 }
 
-/** Runs a script with its keys and its spec (JSON text: ARGV[1]). */
+/**
+ * Runs a script with its keys and its spec: JSON text as ARGV[1], or (admit and close, run on
+ * every call) positional strings.
+ */
 export function run(
   redis: Redis,
   name: Exclude<ScriptName, 'refusals' | 'capacity' | 'refuse'>,
   keys: string[],
-  spec: string,
+  spec: string | string[],
 ): Promise<string[]> {
-  const args = [...keys, spec];
+  const args = typeof spec === 'string' ? [...keys, spec] : [...keys, ...spec];
   switch (name) {
     case 'admit':
       return redis.hfAdmit(keys.length, ...args);
