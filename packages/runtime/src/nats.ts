@@ -11,7 +11,8 @@ import { closesStream, deadLetterStream, type NatsNames } from '@holdfast/events
 import type { Logger } from 'pino';
 
 export interface NatsConnectOptions {
-  url: string;
+  /** Every server of the cluster (or a comma-separated string of them). */
+  servers: string | readonly string[];
   /** Client name, shown by `nats server report connections`. */
   name: string;
   logger: Logger;
@@ -24,11 +25,13 @@ export interface NatsConnectOptions {
 
 /**
  * Connects with endless reconnects (a service outlives a NATS restart) and logs every status
- * change. The caller owns the connection and drains it on shutdown.
+ * change. Given every server of a cluster, the client moves to another when its server is lost
+ * (it also learns the others from the server it reached). The caller owns the connection and
+ * drains it on shutdown.
  */
 export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnection> {
   const nc = await connect({
-    servers: opts.url.split(','),
+    servers: typeof opts.servers === 'string' ? opts.servers.split(',') : [...opts.servers],
     name: opts.name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
