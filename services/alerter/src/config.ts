@@ -53,6 +53,8 @@ export interface AlerterSettings {
   usagePollMs: number;
   burnLookbackMs: number;
   burnFlushMs: number;
+  /** Replicas of the streams and the KV bucket the alerter creates. */
+  streamReplicas: number;
 }
 
 /**
@@ -78,6 +80,7 @@ export function settingsFromEnv(e: AlerterEnv): AlerterSettings {
     usagePollMs: e.ALERTER_USAGE_POLL_MS,
     burnLookbackMs: e.ALERTER_BURN_LOOKBACK_MS,
     burnFlushMs: e.ALERTER_BURN_FLUSH_MS,
+    streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
   };
 }
 

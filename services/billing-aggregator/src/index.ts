@@ -66,7 +66,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
     components.push({ name: 'nats', stop: () => nc.drain() });
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
-    await ensureEventsStream(jsm, config.nats.names);
+    await ensureEventsStream(jsm, config.nats.names, { replicas: config.nats.replicas, logger });
     const settings = config.consumer;
     await ensureConsumer(jsm, config.nats.names, settings);
 

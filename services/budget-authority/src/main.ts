@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     sweepIntervalMs: env.AUTHORITY_SWEEP_INTERVAL_MS,
     relayLeaseMs: env.AUTHORITY_RELAY_LEASE_MS,
     relayPauseMs: env.AUTHORITY_RELAY_PAUSE_MS,
+    streamReplicas: config.nats.replicas,
   });
   await authority.start();
   const ops = await startOpsServer({

@@ -90,6 +90,8 @@ export interface EdgeOptions {
   trustProxy: boolean | string[];
   signInPerMinute: number;
   requestTimeoutMs: number;
+  /** Replicas of the closes stream when the edge is the first to create it. */
+  streamReplicas: number;
   upstream: UpstreamTimeouts & UpstreamRetry;
 }
 
@@ -123,6 +125,7 @@ export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     trustProxy: trustProxy(e.EDGE_TRUST_PROXY),
     signInPerMinute: e.EDGE_SIGN_IN_PER_MINUTE,
     requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
+    streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,
