@@ -7,6 +7,13 @@ import { qualified, sql, type SqlExecutor } from '@holdfast/billing-aggregator';
 import { providerBooks } from './books.js';
 import { CAP, KEY, PRICE, quiet, TENANT, type ProcessStack } from './processes.js';
 
+/** Streams of 50 to 150 tokens, 3 ms apart: about 16 calls in flight all the time. */
+export const BEHAVIOUR = {
+  firstTokenLatencyMs: 20,
+  tokenDelayMs: 3,
+  completion: { mode: 'uniform' as const, min: 50, max: 150 },
+};
+
 export interface LoadStats {
   started: number;
   /** Streams read to their end. */

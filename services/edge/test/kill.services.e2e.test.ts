@@ -2,15 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { testClickHouse } from './books.js';
-import { consumersCaughtUp, readBooks, streamedLoad } from './kill-load.js';
+import { BEHAVIOUR, consumersCaughtUp, readBooks, streamedLoad } from './kill-load.js';
 import { startProcessStack, type ServiceName } from './processes.js';
-
-/** Streams of 50 to 150 tokens, 3 ms apart: about 16 calls in flight all the time. */
-export const BEHAVIOUR = {
-  firstTokenLatencyMs: 20,
-  tokenDelayMs: 3,
-  completion: { mode: 'uniform' as const, min: 50, max: 150 },
-};
 
 /**
  * Every process on its own, 16 workers of streamed calls, kill -9 of one service, restarted
