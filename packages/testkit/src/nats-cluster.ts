@@ -68,19 +68,14 @@ export async function startNatsCluster(
       running: () => isRunning(children[i]),
     });
   }
-  const args = (i: number): string[] => {
-    const n = nodes[i]!;
-    const routes = nodes
-      .filter((_, j) => j !== i)
-      .map((o) => `nats://127.0.0.1:${o.clusterPort}`)
-      .join(',');
-    return [
-      ...['-a', '127.0.0.1', '-p', new URL(n.url).port, '-m', String(n.monitorPort)],
-      ...['-js', '-sd', n.dir, '-n', n.name],
-      ...['--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${n.clusterPort}`],
-      ...['--routes', routes],
-    ];
-  };
+  const args = (i: number) =>
+    natsNodeArgs({
+      host: '127.0.0.1',
+      ...nodes[i]!,
+      port: Number(new URL(nodes[i]!.url).port),
+      clusterName,
+      routes: nodes.filter((_, j) => j !== i).map((o) => o.clusterPort),
+    });
   const launch = (i: number) => {
     const out = opts.log?.(nodes[i]!.name) ?? 'ignore';
     children[i] = spawn(bin, args(i), { cwd: nodes[i]!.dir, stdio: ['ignore', out, out] });
@@ -88,7 +83,7 @@ export async function startNatsCluster(
   const waitHealthy = async (timeoutMs = 30_000) => {
     for (const [i, n] of nodes.entries()) {
       if (!isRunning(children[i])) continue;
-      await waitFor(() => jetStreamHealthy(n.monitorPort), {
+      await waitFor(() => natsNodeHealthy(n.monitorPort), {
         timeoutMs,
         what: `JetStream healthy on ${n.name}`,
       });
@@ -122,6 +117,44 @@ export async function startNatsCluster(
   };
 }
 
+/** One node of a JetStream cluster: its ports and store, and the route ports of the others. */
+export interface NatsNodeSpec {
+  host: string;
+  name: string;
+  port: number;
+  clusterPort: number;
+  monitorPort: number;
+  dir: string;
+  clusterName: string;
+  routes: number[];
+}
+
+/** nats-server's arguments for one node (also what `pnpm stack --cluster` runs). */
+export function natsNodeArgs(n: NatsNodeSpec): string[] {
+  const routes = n.routes.map((p) => `nats://${n.host}:${p}`).join(',');
+  return [
+    ...['-a', n.host, '-p', String(n.port), '-m', String(n.monitorPort)],
+    ...['-js', '-sd', n.dir, '-n', n.name],
+    ...['--cluster_name', n.clusterName, '--cluster', `nats://${n.host}:${n.clusterPort}`],
+    ...['--routes', routes],
+  ];
+}
+
+/**
+ * nats-server's /healthz: 200 once JetStream is enabled, the meta group has a leader, and this
+ * node's streams and consumers have caught up.
+ */
+export async function natsNodeHealthy(monitorPort: number, host = '127.0.0.1'): Promise<boolean> {
+  try {
+    const res = await fetch(`http://${host}:${monitorPort}/healthz`, {
+      signal: AbortSignal.timeout(2_000),
+    });
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
 function isRunning(c: ChildProcess | undefined): boolean {
   return c !== undefined && c.exitCode === null && c.signalCode === null;
 }
@@ -133,19 +166,4 @@ async function stopNode(c: ChildProcess | undefined): Promise<void> {
   const timer = setTimeout(() => c!.kill('SIGKILL'), 5_000);
   await exited;
   clearTimeout(timer);
-}
-
-/**
- * nats-server's /healthz: 200 once JetStream is enabled, the meta group has a leader, and this
- * node's streams and consumers have caught up.
- */
-async function jetStreamHealthy(monitorPort: number): Promise<boolean> {
-  try {
-    const res = await fetch(`http://127.0.0.1:${monitorPort}/healthz`, {
-      signal: AbortSignal.timeout(2_000),
-    });
-    return res.ok;
-  } catch {
-    return false;
-  }
 }
