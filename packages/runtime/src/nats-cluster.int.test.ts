@@ -38,7 +38,7 @@ test('HOLDFAST_STREAM_REPLICAS=3 creates R3 events and dead-letter streams; an e
   await ensureEventsStream(jsm, other, { replicas: 1 });
   const warnings: unknown[] = [];
   const logger = createLogger({ name: 'x', level: 'warn' });
-  logger.warn = ((obj: unknown) => void warnings.push(obj)) as typeof logger.warn;
+  logger.warn = (obj: unknown) => void warnings.push(obj);
   await ensureEventsStream(jsm, other, { replicas: 3, logger });
   expect((await jsm.streams.info(other.eventsStream)).config.num_replicas).toBe(1);
   expect(warnings).toContainEqual({ stream: other.eventsStream, replicas: 1, configured: 3 });

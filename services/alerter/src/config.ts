@@ -66,7 +66,7 @@ export type WebhookRetryPolicy = RetryPolicy & { retryForMs: number };
 
 export const DEFAULT_SETTINGS: AlerterSettings = settingsFromEnv(AlerterEnv.parse({}));
 
-export function settingsFromEnv(e: AlerterEnv): AlerterSettings {
+function settingsFromEnv(e: AlerterEnv): AlerterSettings {
   return {
     consumer: e.ALERTER_CONSUMER,
     eventConcurrency: e.ALERTER_EVENT_CONCURRENCY,

@@ -14,7 +14,7 @@ export const BEHAVIOUR = {
   completion: { mode: 'uniform' as const, min: 50, max: 150 },
 };
 
-export interface LoadStats {
+interface LoadStats {
   started: number;
   /** Streams read to their end. */
   served: number;
@@ -87,7 +87,7 @@ export function streamedLoad(url: string, workers = 16) {
   };
 }
 
-export interface BooksCheck {
+interface BooksCheck {
   /** What the mock upstream billed: prompt + output tokens, and micro-USD. */
   provider: { tokens: number; microUsd: number };
   /** The authority's counters. */
