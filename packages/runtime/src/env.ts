@@ -2,43 +2,14 @@ import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
 import { z } from 'zod';
 
-const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
-
-/**
- * `NATS_URL`: one server or a comma-separated list (`nats://a:4222,nats://b:4222`). The client
- * gets every server, so it reconnects to another when one is lost.
- */
-export const natsServers = (fallback = 'nats://127.0.0.1:4222') =>
-  z
-    .string()
-    .min(1)
-    .default(fallback)
-    .transform((v) =>
-      v
-        .split(',')
-        .map((s) => s.trim())
-        .filter(Boolean),
-    )
-    .refine(
-      (list) => list.length > 0 && list.every(isNatsUrl),
-      'must be one or more comma-separated nats:// URLs',
-    );
-
-function isNatsUrl(s: string): boolean {
-  try {
-    return NATS_SCHEMES.has(new URL(s).protocol);
-  } catch {
-    return false;
-  }
-}
-
 /**
  * What every service reads, whatever else it reads: the NATS servers, the stream and subject
  * names, the replicas of the streams it creates, the log level. Each service spreads this into
  * its own schema with `serviceEnv({...})`, so two services cannot parse one variable two ways.
  */
 export const sharedEnv = {
-  NATS_URL: natsServers(),
+  /** One server or a comma-separated list; the client gets them all and moves on when one is lost. */
+  NATS_URL: env.natsServers(),
   /**
    * Replicas of the streams and KV buckets a service creates (1; 3 on a 3-node NATS cluster).
    * An existing stream keeps the replicas it has.
