@@ -9,7 +9,7 @@ const AggregatorEnv = serviceEnv({
   CLICKHOUSE_URL: env.url('http://127.0.0.1:8123'),
   CLICKHOUSE_USER: env.string('default'),
   CLICKHOUSE_PASSWORD: z.string().default(''),
-  /** The database the migrations create and the writer fills (SPEC 6: `holdfast`). */
+  /** The database the migrations create and the writer fills (docs/clickhouse.md: `holdfast`). */
   CLICKHOUSE_DATABASE: env
     .string('holdfast')
     .refine(isIdentifier, 'must be a plain identifier [A-Za-z_][A-Za-z0-9_]*'),
@@ -25,7 +25,7 @@ const AggregatorEnv = serviceEnv({
    * twice the CPU per event (13-16 µs against 7-8.5 µs, docs/benchmarks.md).
    */
   BILLING_AGGREGATOR_BATCH_SIZE: env.int(25_000, 1, 1_000_000),
-  /** ...or when its first event has waited this long (SPEC 6: every 5 s). */
+  /** ...or when its first event has waited this long (docs/clickhouse.md: every 5 s). */
   BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: env.int(5_000, 10, 600_000),
   /** Messages one pull asks for; bounds what waits in the client buffer. */
   BILLING_AGGREGATOR_FETCH_SIZE: env.int(2_000, 1, 100_000),

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 /**
  * The authority's command connection. No offline queue and a command timeout: while Redis is
  * down a request fails at once with budget_store_unavailable instead of waiting (fail closed).
- * No auto-pipelining: it made the Lua path slower on this hardware (FACTS).
+ * No auto-pipelining: it made the Lua path slower on this hardware (measured here).
  */
 export function createRedis(url: string, commandTimeoutMs = 1_000): Redis {
   return new Redis(url, {

@@ -70,7 +70,7 @@ export const authorityPlugin = fp(
 
 /**
  * Loads the encodings the configured models use, so no request pays for loading one (about
- * half a second of blocked event loop each, FACTS.md).
+ * half a second of blocked event loop each, measured).
  */
 function warmEncodings(cfg: CompiledConfig, logger: Logger): void {
   const names = new Set([...cfg.models.values()].map((m) => m.tokenizer));
