@@ -9,6 +9,7 @@ import { dockerfile } from './dockerfile.js';
 
 interface ComposeService {
   image?: string;
+  profiles?: string[];
   build?: { context: string; dockerfile: string; args?: Record<string, string> };
   command?: string[];
   environment?: Record<string, string>;
@@ -19,14 +20,17 @@ interface ComposeService {
 }
 
 /** `docker-compose config`: what Docker would run, validated and with variables filled in. */
-function composeConfig(env: Record<string, string> = {}): Record<string, ComposeService> {
+function composeConfig(
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Record<string, ComposeService> {
   const bin = findBinary('docker-compose');
   if (!bin) {
     throw new Error(
       'docker-compose is not installed: apt-get install -y docker-compose (it validates docker-compose.yml without a Docker engine)',
     );
   }
-  const run = spawnSync(bin, ['-f', 'docker-compose.yml', 'config'], {
+  const run = spawnSync(bin, ['-f', 'docker-compose.yml', ...args, 'config'], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
     env: { ...process.env, ...env },
@@ -62,7 +66,8 @@ describe('docker-compose.yml', () => {
   const services = composeConfig();
 
   it('runs NATS, Redis, ClickHouse, the mock, the four services and Grafana', () => {
-    expect(Object.keys(services).sort()).toEqual(
+    const always = Object.keys(services).filter((name) => !services[name]?.profiles);
+    expect(always.sort()).toEqual(
       ['nats', 'redis', 'clickhouse', 'grafana', ...Object.keys(HOLDFAST)].sort(),
     );
     expect(services.nats?.image).toBe('nats:2.10-alpine');
@@ -150,5 +155,29 @@ describe('docker-compose.yml', () => {
     expect(token({ EDGE_ADMIN_TOKEN: 'an-admin-token-of-24-chars' })).toBe(
       'an-admin-token-of-24-chars',
     );
+  });
+
+  it('the cluster profile: three routed JetStream nodes, and its env file puts every service on all three at R3', () => {
+    const nodes = ['nats-1', 'nats-2', 'nats-3'];
+    for (const name of nodes) {
+      const cmd = services[name]!.command!;
+      expect(services[name]?.profiles, name).toEqual(['cluster']);
+      expect(cmd, name).toContain('--jetstream');
+      expect(cmd[cmd.indexOf('--server_name') + 1], name).toBe(name);
+      const routes = cmd[cmd.indexOf('--routes') + 1]!.split(',');
+      const others = nodes.filter((n) => n !== name).map((n) => `nats://${n}:6222`);
+      expect(routes.sort(), name).toEqual(others);
+    }
+    const cluster = composeConfig({}, ['--env-file', 'infra/docker/cluster.env']);
+    for (const name of ['budget-authority', 'billing-aggregator', 'alerter', 'edge']) {
+      expect(services[name]?.environment, name).toMatchObject({
+        NATS_URL: 'nats://nats:4222',
+        HOLDFAST_STREAM_REPLICAS: '1',
+      });
+      expect(cluster[name]?.environment, name).toMatchObject({
+        NATS_URL: nodes.map((n) => `nats://${n}:4222`).join(','),
+        HOLDFAST_STREAM_REPLICAS: '3',
+      });
+    }
   });
 });

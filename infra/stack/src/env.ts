@@ -47,6 +47,8 @@ const StackEnv = z.object({
   ANTHROPIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** The edge's admin token; unset: the stack makes one and keeps it in `<dir>/admin-token`. */
   EDGE_ADMIN_TOKEN: z.string().min(16).optional(),
+  /** true: as `--cluster` (a 3-node NATS cluster with R3 streams). */
+  HOLDFAST_STACK_CLUSTER: env.bool(false),
   /** Colours in the prefixes (default: when stdout is a terminal). */
   NO_COLOR: z.string().optional(),
 });
@@ -60,10 +62,15 @@ export interface StackSettings {
   configPath: string;
   /** Environment handed to every child (the caller's, minus what the stack decides itself). */
   childEnv: NodeJS.ProcessEnv;
+  /** `pnpm stack --cluster` (or HOLDFAST_STACK_CLUSTER=true): the infra as clusters. */
+  cluster: boolean;
 }
 
 /** Parses the environment (empty variables count as unset); relative paths are the caller's. */
-export function loadSettings(source: NodeJS.ProcessEnv = process.env): StackSettings {
+export function loadSettings(
+  source: NodeJS.ProcessEnv = process.env,
+  argv: readonly string[] = process.argv.slice(2),
+): StackSettings {
   const cleaned = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== ''));
   const parsed = parseEnv(StackEnv, cleaned);
   // pnpm runs root scripts in the repo root; INIT_CWD is where the user typed the command.
@@ -78,5 +85,6 @@ export function loadSettings(source: NodeJS.ProcessEnv = process.env): StackSett
     dir: stackDir({ ...cleaned, INIT_CWD: cwd }),
     configPath: parsed.HOLDFAST_CONFIG ? abs(parsed.HOLDFAST_CONFIG) : EXAMPLE_CONFIG,
     childEnv,
+    cluster: parsed.HOLDFAST_STACK_CLUSTER || argv.includes('--cluster'),
   };
 }

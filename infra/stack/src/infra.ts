@@ -24,7 +24,7 @@ export interface InfraContext {
   freePorts?: boolean;
 }
 
-function requireBinary(names: string[], install: string, env: string): string {
+export function requireBinary(names: string[], install: string, env: string): string {
   const bin = names.map(findBinary).find((b) => b !== undefined);
   if (bin) return bin;
   throw new StartError(
@@ -32,7 +32,7 @@ function requireBinary(names: string[], install: string, env: string): string {
   );
 }
 
-function tcpAnswers(host: string, port: number): Promise<boolean> {
+export function tcpAnswers(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host, port }, () => {
       socket.destroy();

@@ -1,12 +1,13 @@
 import { loadSettings, type StackSettings } from './env.js';
 import { formatLine, prefix } from './log-format.js';
 import { ProcessGroup, StartError } from './process.js';
+import { NATS_CLUSTER_PROCESSES } from './nats-cluster.js';
 import { PROCESS_ORDER, startStack } from './stack.js';
 import { removeStackState } from './state.js';
 import { summary } from './summary.js';
 
 /** `pnpm stack`: runs the whole stack as local processes until Ctrl-C (or SIGTERM). */
-const NAMES: readonly string[] = [...PROCESS_ORDER, 'stack'];
+const NAMES: readonly string[] = [...PROCESS_ORDER, ...NATS_CLUSTER_PROCESSES, 'stack'];
 
 function settingsOrExit(): StackSettings {
   try {

@@ -63,3 +63,11 @@ describe('startStack', () => {
     ).rejects.toThrow(`left redis (pid ${process.pid}) running: stop them (kill ${process.pid})`);
   });
 });
+
+describe('pnpm stack --cluster', () => {
+  it('is the flag or HOLDFAST_STACK_CLUSTER; a plain run is not a cluster', () => {
+    expect(loadSettings({}, []).cluster).toBe(false);
+    expect(loadSettings({}, ['--cluster']).cluster).toBe(true);
+    expect(loadSettings({ HOLDFAST_STACK_CLUSTER: 'true' }, []).cluster).toBe(true);
+  });
+});

@@ -9,3 +9,4 @@ export type { ClickHouseClient } from '@clickhouse/client';
 export type { NatsConnection } from '@nats-io/transport-node';
 export type { Redis } from 'ioredis';
 export * from './chat-call.js';
+export * from './nats-cluster.js';

@@ -5,3 +5,4 @@ export * from './local-servers.js';
 export * from './resolve-infra.js';
 export * from './child.js';
 export * from './bench.js';
+export * from './nats-cluster.js';

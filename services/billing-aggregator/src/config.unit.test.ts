@@ -9,7 +9,7 @@ describe('config', () => {
     expect(c.clickhouse.database).toBe('holdfast');
     expect(c.batch).toEqual({ maxRows: 25_000, maxWaitMs: 5_000 });
     expect(c.opsPort).toBe(9102);
-    expect(c.names.eventsStream).toBe('HOLDFAST_EVENTS');
+    expect(c.nats.names.eventsStream).toBe('HOLDFAST_EVENTS');
     expect(c.consumer.durable).toBe('billing-aggregator');
   });
 

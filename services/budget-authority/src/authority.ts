@@ -65,6 +65,8 @@ export interface AuthorityOptions {
   relayLeaseMs?: number;
   /** Pause after a relay round smaller than a batch, ms. */
   relayPauseMs?: number;
+  /** Replicas of the streams the authority creates (events, dead letters, closes). */
+  streamReplicas?: number;
 }
 
 /**
@@ -116,7 +118,8 @@ export class Authority {
 
   async start(): Promise<void> {
     const { nc, names, logger } = this.#o;
-    await ensureEventsStream(await jetstreamManager(nc), names);
+    const streams = { replicas: this.#o.streamReplicas, logger };
+    await ensureEventsStream(await jetstreamManager(nc), names, streams);
     await this.ctx.config.refresh();
     if (this.#o.configFile) await this.reloadConfigFile();
     const ctx = this.ctx;
@@ -168,6 +171,7 @@ export class Authority {
       await jetstreamManager(nc),
       names,
       logger.child({ component: 'closes' }),
+      streams.replicas,
     );
     await this.#closes.start();
   }

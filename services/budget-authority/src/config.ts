@@ -1,10 +1,9 @@
-import { env, natsNamesEnv, parseEnv } from '@holdfast/config';
+import { env } from '@holdfast/config';
+import { loadServiceConfig, serviceEnv } from '@holdfast/runtime';
 import { z } from 'zod';
 
 /** The authority's environment. */
-export const AuthorityEnv = z.object({
-  /** NATS server(s), comma-separated. */
-  NATS_URL: env.url('nats://127.0.0.1:4222'),
+export const AuthorityEnv = serviceEnv({
   /** Redis holding every budget. */
   REDIS_URL: env.url('redis://127.0.0.1:6379'),
   /** Config file applied at start and on change; optional when a config is already in Redis. */
@@ -24,11 +23,11 @@ export const AuthorityEnv = z.object({
   AUTHORITY_SWEEP_INTERVAL_MS: env.int(1_000, 50, 60_000),
   /** Redis command timeout, ms: past it the authority answers budget_store_unavailable. */
   AUTHORITY_REDIS_TIMEOUT_MS: env.int(1_000, 10, 60_000),
-  LOG_LEVEL: env.logLevel(),
-  ...natsNamesEnv,
 });
 export type AuthorityEnv = z.infer<typeof AuthorityEnv>;
 
-export function loadEnv(source: NodeJS.ProcessEnv = process.env): AuthorityEnv {
-  return parseEnv(AuthorityEnv, source);
+/** Parses the environment; throws an EnvError that names each bad variable. */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env) {
+  return loadServiceConfig(AuthorityEnv, source, (e) => ({ opsPort: e.AUTHORITY_OPS_PORT }));
 }
+export type AuthorityConfig = ReturnType<typeof loadConfig>;

@@ -5,15 +5,15 @@ import {
   handleShutdown,
   startOpsServer,
 } from '@holdfast/runtime';
-import { natsNames } from '@holdfast/config';
 import { randomUUID } from 'node:crypto';
 import { Authority } from './authority.js';
-import { loadEnv } from './config.js';
+import { loadConfig } from './config.js';
 import { createRedis } from './redis.js';
 
 /** Composition root of the budget authority process. */
 async function main(): Promise<void> {
-  const env = loadEnv();
+  const config = loadConfig();
+  const { env } = config;
   const replicaId = randomUUID();
   const logger = createLogger({
     name: 'budget-authority',
@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   await redis.connect();
   // No async stack capture per request: it cost 12% of the authority's CPU (relay publishes).
   const nc = await connectNats({
-    url: env.NATS_URL,
+    servers: config.nats.servers,
     name: `budget-authority-${replicaId.slice(0, 8)}`,
     logger,
     noAsyncTraces: true,
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   const authority = new Authority({
     redis,
     nc,
-    names: natsNames(env),
+    names: config.nats.names,
     logger,
     registry,
     keyPrefix: env.HOLDFAST_KEY_PREFIX,
@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     sweepIntervalMs: env.AUTHORITY_SWEEP_INTERVAL_MS,
     relayLeaseMs: env.AUTHORITY_RELAY_LEASE_MS,
     relayPauseMs: env.AUTHORITY_RELAY_PAUSE_MS,
+    streamReplicas: config.nats.replicas,
   });
   await authority.start();
   const ops = await startOpsServer({

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
-import { loadConfigFile, natsNames, parseConfig } from '@holdfast/config';
+import { loadConfigFile, parseConfig } from '@holdfast/config';
 import { connectNats, createLogger } from '@holdfast/runtime';
-import { loadEnv } from './config.js';
+import { loadConfig } from './config.js';
 import { Keys } from './keys.js';
 import { createRedis } from './redis.js';
 import { Rebuilder, stateKeys } from './rebuild.js';
@@ -14,11 +14,16 @@ import { Rebuilder, stateKeys } from './rebuild.js';
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { force: { type: 'boolean', default: false } } });
-  const env = loadEnv();
+  const service = loadConfig();
+  const { env } = service;
   const logger = createLogger({ name: 'authority-rebuild', level: env.LOG_LEVEL });
   const redis = createRedis(env.REDIS_URL, 30_000);
   await redis.connect();
-  const nc = await connectNats({ url: env.NATS_URL, name: 'authority-rebuild', logger });
+  const nc = await connectNats({
+    servers: service.nats.servers,
+    name: 'authority-rebuild',
+    logger,
+  });
   const keys = new Keys(env.HOLDFAST_KEY_PREFIX);
   try {
     let config;
@@ -39,7 +44,7 @@ async function main(): Promise<void> {
     const summary = await new Rebuilder({
       redis,
       nc,
-      names: natsNames(env),
+      names: service.nats.names,
       keys,
       config,
       logger,

@@ -57,7 +57,7 @@ end
 if state == 'released' then
   return {'already_released', '0', '0', windowStates(spec), '0', '0'}
 end
-if state == 'expired' and spec.op ~= 'settle' then
+if state == 'expired' and spec.op == 'expire' then
   return {'already_expired', '0', '0', windowStates(spec), '0', '0'}
 end
 if spec.op == 'expire' and tonumber(f[7]) > now then
@@ -149,6 +149,12 @@ elseif spec.op == 'expire' then
     billing = true
   end
   closed, eventType = 'expired', 'reservation.expired'
+elseif state == 'expired' then
+  -- A release after the expiry (it waited in the closes stream while the authority was away,
+  -- and the lease ran out first): the edge knows the call billed nothing, as a release in time
+  -- would have, so what the expiry billed at its worst case is given back.
+  chargeT, chargeU = -expiredT, -expiredU
+  billAll(chargeT, chargeU)
 end
 
 -- Every window once: give back the hold (when still held, and on the windows it was recorded
