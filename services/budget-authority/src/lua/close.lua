@@ -154,7 +154,7 @@ elseif state == 'expired' then
   -- and the lease ran out first): the edge knows the call billed nothing, as a release in time
   -- would have, so what the expiry billed at its worst case is given back.
   chargeT, chargeU = -expiredT, -expiredU
-  billAll(chargeT, chargeU)
+  billing = true
 end
 
 -- Every window once: give back the hold (when still held, and on the windows it was recorded
