@@ -9,6 +9,7 @@ import { dockerfile } from './dockerfile.js';
 
 interface ComposeService {
   image?: string;
+  profiles?: string[];
   build?: { context: string; dockerfile: string; args?: Record<string, string> };
   command?: string[];
   environment?: Record<string, string>;
@@ -16,18 +17,20 @@ interface ComposeService {
   volumes?: string[];
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
-  profiles?: string[];
 }
 
 /** `docker-compose config`: what Docker would run, validated and with variables filled in. */
-function composeConfig(env: Record<string, string> = {}): Record<string, ComposeService> {
+function composeConfig(
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Record<string, ComposeService> {
   const bin = findBinary('docker-compose');
   if (!bin) {
     throw new Error(
       'docker-compose is not installed: apt-get install -y docker-compose (it validates docker-compose.yml without a Docker engine)',
     );
   }
-  const run = spawnSync(bin, ['-f', 'docker-compose.yml', 'config'], {
+  const run = spawnSync(bin, ['-f', 'docker-compose.yml', ...args, 'config'], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
     env: { ...process.env, ...env },
@@ -62,11 +65,13 @@ function edgeShell(env: Record<string, string>, instead: string): string {
 describe('docker-compose.yml', () => {
   const services = composeConfig();
 
-  const byDefault = Object.keys(services).filter((name) => !services[name]?.profiles);
-  const cluster = Object.keys(services).filter((n) => services[n]?.profiles?.includes('cluster'));
+  const redisCluster = Object.keys(services).filter(
+    (n) => n.startsWith('redis-') && services[n]?.profiles?.includes('cluster'),
+  );
 
   it('runs NATS, Redis, ClickHouse, the mock, the four services and Grafana', () => {
-    expect(byDefault.sort()).toEqual(
+    const always = Object.keys(services).filter((name) => !services[name]?.profiles);
+    expect(always.sort()).toEqual(
       ['nats', 'redis', 'clickhouse', 'grafana', ...Object.keys(HOLDFAST)].sort(),
     );
     expect(services.nats?.image).toBe('nats:2.10-alpine');
@@ -101,9 +106,9 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('--profile cluster adds a Redis Cluster of six durable nodes and a one-shot create', () => {
+  it('--profile cluster adds a Redis Cluster of six durable nodes and a one-shot create; its env file points the authority at it with WAIT 1', () => {
     const nodes = [1, 2, 3, 4, 5, 6].map((i) => `redis-c${i}`);
-    expect(cluster.sort()).toEqual([...nodes, 'redis-cluster-init'].sort());
+    expect(redisCluster.sort()).toEqual([...nodes, 'redis-cluster-init'].sort());
     for (const n of nodes) {
       const cmd = services[n]!.command!.join(' ');
       expect(cmd, n).toContain('--cluster-enabled yes');
@@ -114,15 +119,17 @@ describe('docker-compose.yml', () => {
     const init = services['redis-cluster-init']!;
     expect(Object.keys(init.depends_on ?? {}).sort()).toEqual(nodes);
     expect(init.command?.join(' ')).toContain('--cluster-replicas 1');
-    // The authority takes the nodes from REDIS_URL; one Redis when it is not set.
-    const env = services['budget-authority']!.environment!;
-    expect(env.REDIS_URL).toBe('redis://redis:6379');
-    const pointed = composeConfig({
+    // One Redis by default; the cluster's nodes, as a cluster, with the env file.
+    expect(services['budget-authority']!.environment).toMatchObject({
+      REDIS_URL: 'redis://redis:6379',
+      REDIS_CLUSTER: '',
+    });
+    const cluster = composeConfig({}, ['--env-file', 'infra/docker/cluster.env']);
+    expect(cluster['budget-authority']!.environment).toMatchObject({
       REDIS_URL: nodes.map((n) => `redis://${n}:6379`).join(','),
       REDIS_CLUSTER: 'true',
-    })['budget-authority']!.environment!;
-    expect(pointed.REDIS_URL).toContain('redis://redis-c6:6379');
-    expect(pointed.REDIS_CLUSTER).toBe('true');
+      AUTHORITY_REDIS_WAIT_REPLICAS: '1',
+    });
   });
 
   it('starts each service after what it needs is healthy', () => {
@@ -182,5 +189,29 @@ describe('docker-compose.yml', () => {
     expect(token({ EDGE_ADMIN_TOKEN: 'an-admin-token-of-24-chars' })).toBe(
       'an-admin-token-of-24-chars',
     );
+  });
+
+  it('the cluster profile: three routed JetStream nodes, and its env file puts every service on all three at R3', () => {
+    const nodes = ['nats-1', 'nats-2', 'nats-3'];
+    for (const name of nodes) {
+      const cmd = services[name]!.command!;
+      expect(services[name]?.profiles, name).toEqual(['cluster']);
+      expect(cmd, name).toContain('--jetstream');
+      expect(cmd[cmd.indexOf('--server_name') + 1], name).toBe(name);
+      const routes = cmd[cmd.indexOf('--routes') + 1]!.split(',');
+      const others = nodes.filter((n) => n !== name).map((n) => `nats://${n}:6222`);
+      expect(routes.sort(), name).toEqual(others);
+    }
+    const cluster = composeConfig({}, ['--env-file', 'infra/docker/cluster.env']);
+    for (const name of ['budget-authority', 'billing-aggregator', 'alerter', 'edge']) {
+      expect(services[name]?.environment, name).toMatchObject({
+        NATS_URL: 'nats://nats:4222',
+        HOLDFAST_STREAM_REPLICAS: '1',
+      });
+      expect(cluster[name]?.environment, name).toMatchObject({
+        NATS_URL: nodes.map((n) => `nats://${n}:4222`).join(','),
+        HOLDFAST_STREAM_REPLICAS: '3',
+      });
+    }
   });
 });

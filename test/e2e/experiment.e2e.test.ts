@@ -25,6 +25,8 @@ test('pnpm experiment, fast mode, against a running stack: reserve never bills a
     HOLDFAST_KEY_PREFIX: iso.keyPrefix,
     CLICKHOUSE_DATABASE: iso.database,
     ...natsNamesToEnv(iso.names),
+    // The stack waits on each service's /readyz, not a log line: quiet logs start too.
+    LOG_LEVEL: 'warn',
   });
   try {
     const authority = new AuthorityClient({ nc, names: iso.names });

@@ -142,7 +142,7 @@ test('every dashboard query runs on ClickHouse 18.16 against the aggregator sche
       use_case: 'UC-1',
       model: 'gpt-4o-mini',
     };
-    // JSONEachRow: columns left out get their type's zero value (FACTS, 18.16).
+    // JSONEachRow: columns left out get their type's zero value (measured on ClickHouse 18.16).
     await ch.insert(qualified(database, 'events_raw_v1'), [
       {
         id: randomUUID(),

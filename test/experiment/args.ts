@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { natsNames, natsNamesEnv, stackDir } from '@holdfast/config';
+import { env as envVar, natsNames, natsNamesEnv, stackDir } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
 import { readStackState } from '@holdfast/stack';
 import { z } from 'zod';
@@ -89,6 +89,11 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
   const delay = Number(values['token-delay-ms']);
   if (!(latency >= 0) || !(delay >= 0)) throw new Error('--latency-ms and --token-delay-ms: >= 0');
   const resolvedMock = mockUrl ?? 'http://127.0.0.1:8089';
+  const nats = envVar
+    .natsServers()
+    .safeParse(values['nats-url'] ?? env.NATS_URL ?? stack?.urls.nats);
+  if (!nats.success)
+    throw new Error('--nats-url / NATS_URL: one or more comma-separated nats:// URLs');
   return {
     options: {
       modes,
@@ -101,7 +106,7 @@ export function parseCli(argv: string[], env: NodeJS.ProcessEnv): Cli | 'help' {
     },
     edgeUrl:
       values['edge-url'] ?? env.HOLDFAST_EDGE_URL ?? stack?.urls.edge ?? 'http://127.0.0.1:8080',
-    natsUrl: values['nats-url'] ?? env.NATS_URL ?? stack?.urls.nats ?? 'nats://127.0.0.1:4222',
+    natsUrl: nats.data.join(','),
     mockUrl: resolvedMock,
     upstreamUrl: values['upstream-url'] ?? `${resolvedMock}/v1`,
     names: natsNames(fromStack),

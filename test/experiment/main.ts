@@ -14,7 +14,7 @@ async function main(): Promise<number> {
   }
   const log = (line: string) => process.stderr.write(`${line}\n`);
   const nc = await connectNats({
-    url: cli.natsUrl,
+    servers: cli.natsUrl,
     name: 'holdfast-experiment',
     logger: createLogger({ name: 'experiment', level: 'warn' }),
   });

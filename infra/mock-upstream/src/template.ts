@@ -1,7 +1,7 @@
 import { loadTokenizer } from '@holdfast/tokenizer';
 
 /**
- * The llama-server side of prompt counting (SPEC section 3, tokenizer `upstream`): models whose
+ * The llama-server side of prompt counting (docs/configuration.md, tokenizer `upstream`): models whose
  * name matches are "self-hosted": the mock renders their chat template and counts the rendered
  * prompt, exactly as llama-server's /apply-template + /tokenize would, and reports that as
  * usage.prompt_tokens. llama-server's /apply-template runs the same request parsing as

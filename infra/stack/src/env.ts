@@ -48,6 +48,8 @@ const StackEnv = z.object({
   ANTHROPIC_BASE_URL: z.url({ protocol: /^https?$/ }).optional(),
   /** The edge's admin token; unset: the stack makes one and keeps it in `<dir>/admin-token`. */
   EDGE_ADMIN_TOKEN: z.string().min(16).optional(),
+  /** true: as `--cluster` (a 3-node NATS cluster with R3 streams). */
+  HOLDFAST_STACK_CLUSTER: env.bool(false),
   /** Colours in the prefixes (default: when stdout is a terminal). */
   NO_COLOR: z.string().optional(),
 });
@@ -61,7 +63,10 @@ export interface StackSettings {
   configPath: string;
   /** Environment handed to every child (the caller's, minus what the stack decides itself). */
   childEnv: NodeJS.ProcessEnv;
-  /** `--cluster`: a local Redis Cluster instead of one Redis (when no REDIS_URL is given). */
+  /**
+   * `pnpm stack --cluster` (or HOLDFAST_STACK_CLUSTER=true): the infra as clusters (a 3-node
+   * NATS cluster, a 3-master Redis Cluster), unless their URLs are given.
+   */
   cluster: boolean;
 }
 
@@ -84,6 +89,6 @@ export function loadSettings(
     dir: stackDir({ ...cleaned, INIT_CWD: cwd }),
     configPath: parsed.HOLDFAST_CONFIG ? abs(parsed.HOLDFAST_CONFIG) : EXAMPLE_CONFIG,
     childEnv,
-    cluster: argv.includes('--cluster'),
+    cluster: parsed.HOLDFAST_STACK_CLUSTER || argv.includes('--cluster'),
   };
 }

@@ -1,6 +1,8 @@
 import { loadSettings, type StackSettings } from './env.js';
 import { formatLine, prefix } from './log-format.js';
 import { ProcessGroup, StartError } from './process.js';
+import { NATS_CLUSTER_PROCESSES } from './nats-cluster.js';
+import { REDIS_CLUSTER_PROCESSES } from './redis-cluster.js';
 import { PROCESS_ORDER, startStack } from './stack.js';
 import { removeStackState } from './state.js';
 import { summary } from './summary.js';
@@ -8,7 +10,8 @@ import { summary } from './summary.js';
 /** `pnpm stack`: runs the whole stack as local processes until Ctrl-C (or SIGTERM). */
 const NAMES: readonly string[] = [
   ...PROCESS_ORDER,
-  ...Array.from({ length: 6 }, (_, i) => `redis-${i + 1}`),
+  ...NATS_CLUSTER_PROCESSES,
+  ...REDIS_CLUSTER_PROCESSES,
   'stack',
 ];
 

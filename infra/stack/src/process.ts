@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
+import { BaseError } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit/infra';
 
 /** Where a process's output goes: one call per line. */
@@ -12,8 +13,8 @@ export interface ProcessSpec {
   args: string[];
   env?: NodeJS.ProcessEnv;
   cwd?: string;
-  /** Up when a line contains this text (our services log `"msg":"ready"`) or a probe answers. */
-  ready: { line: string } | { probe: () => Promise<boolean> };
+  /** Up when this answers true (our services: their /readyz; infra: its port or /ping). */
+  ready: { probe: () => Promise<boolean> };
   readyTimeoutMs: number;
   /** How to ask it to stop (default SIGTERM; nats-server exits 0 only on SIGINT). */
   stopSignal?: NodeJS.Signals;
@@ -24,8 +25,10 @@ export interface ProcessSpec {
 export type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
 /** A process did not come up; the message says which and why. */
-export class StartError extends Error {
-  override readonly name = 'StartError';
+export class StartError extends BaseError<'start_failed'> {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super({ code: 'start_failed', message, cause: opts.cause });
+  }
 }
 
 /**
@@ -36,7 +39,6 @@ export class StartError extends Error {
 export class ManagedProcess {
   readonly exited: Promise<Exit>;
   #exit: Exit | undefined;
-  #readyLine = false;
   readonly #child: ChildProcess;
   readonly #spawned: Promise<void>;
 
@@ -68,11 +70,7 @@ export class ManagedProcess {
     });
     // Awaited by ready(); this branch only keeps an early failure from being "unhandled".
     this.#spawned.catch(() => undefined);
-    const readyText = 'line' in spec.ready ? spec.ready.line : undefined;
-    const onLine = (line: string) => {
-      if (readyText !== undefined && line.includes(readyText)) this.#readyLine = true;
-      sink(spec.name, line);
-    };
+    const onLine = (line: string) => sink(spec.name, line);
     createInterface({ input: child.stdout }).on('line', onLine);
     createInterface({ input: child.stderr }).on('line', onLine);
   }
@@ -93,7 +91,7 @@ export class ManagedProcess {
   async ready(): Promise<void> {
     const { spec } = this;
     await this.#spawned;
-    const probe = 'probe' in spec.ready ? spec.ready.probe : () => this.#readyLine;
+    const probe = spec.ready.probe;
     try {
       // Polls until ready, or until the process is gone (then there is nothing to wait for).
       await waitFor(async () => !this.running || (await probe()), {

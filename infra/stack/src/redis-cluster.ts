@@ -17,6 +17,12 @@ import { StartError } from './process.js';
 const MASTERS = 3;
 const REPLICAS_PER_MASTER = 1;
 
+/** The nodes' process names in the stack's output. */
+export const REDIS_CLUSTER_PROCESSES = Array.from(
+  { length: MASTERS * (1 + REPLICAS_PER_MASTER) },
+  (_, i) => `redis-${i + 1}`,
+);
+
 /** The nodes' ports, kept beside their data: nodes.conf names them, so a restart reuses them. */
 interface Layout {
   nodes: { port: number; busPort: number }[];
@@ -65,7 +71,7 @@ export async function startRedisCluster(ctx: InfraContext): Promise<StartedServe
   for (const [i, spec] of specs.entries()) {
     await mkdir(spec.dir, { recursive: true });
     const proc = await ctx.group.start({
-      name: `redis-${i + 1}`,
+      name: REDIS_CLUSTER_PROCESSES[i]!,
       command: bin,
       // Each write fsynced before it is answered, as for the single Redis.
       args: redisClusterNodeArgs(spec, { nodeTimeoutMs: 5_000, appendfsync: 'always' }),

@@ -35,7 +35,7 @@ export interface ServiceInputs {
   redisCluster?: boolean;
 }
 
-/** The Holdfast processes in start order; each logs `"msg":"ready"` when it is up. */
+/** The Holdfast processes in start order; each answers 200 on `/readyz` once it is up. */
 export type ServiceName = 'mock-upstream' | 'authority' | 'aggregator' | 'alerter' | 'edge';
 
 const ENTRIES: Record<ServiceName, string> = {
@@ -85,6 +85,20 @@ function serviceEnv(name: ServiceName, i: ServiceInputs): NodeJS.ProcessEnv {
   }
 }
 
+/** The port of a service's /healthz, /readyz and /metrics. */
+function opsPort(name: ServiceName, ports: ServicePorts): number {
+  return name === 'mock-upstream' ? ports.mock : ports[name];
+}
+
+async function readyz(host: string, port: number): Promise<boolean> {
+  const at = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  const res = await fetch(`http://${at}:${port}/readyz`, {
+    signal: AbortSignal.timeout(2_000),
+  }).catch(() => undefined);
+  await res?.body?.cancel();
+  return res?.status === 200;
+}
+
 /** The spawn spec of one service, from its built `dist/main.js`. */
 export function serviceSpec(name: ServiceName, inputs: ServiceInputs): ProcessSpec {
   const entry = resolve(REPO_ROOT, ENTRIES[name]);
@@ -96,7 +110,9 @@ export function serviceSpec(name: ServiceName, inputs: ServiceInputs): ProcessSp
     command: process.execPath,
     args: [entry],
     env: { ...inputs.baseEnv, ...serviceEnv(name, inputs) },
-    ready: { line: '"msg":"ready"' },
+    // /readyz, not a log line: it answers whatever LOG_LEVEL says, and only once every
+    // dependency does.
+    ready: { probe: () => readyz(inputs.host, opsPort(name, inputs.ports)) },
     // The alerter waits up to a minute for the authority's config; the others start in seconds.
     readyTimeoutMs: 60_000,
     // The aggregator flushes its last batch on the way out (up to 30 s).

@@ -5,6 +5,7 @@ import { stackAdminToken, type AdminToken } from './admin-token.js';
 import { demoKeys, type DemoKey } from './demo-keys.js';
 import type { StackSettings } from './env.js';
 import { startClickHouse, startNats, startRedis, type InfraContext } from './infra.js';
+import { CLUSTER_STREAM_REPLICAS, startNatsCluster } from './nats-cluster.js';
 import { StartError, type ProcessGroup } from './process.js';
 import { portIsFree } from './ports.js';
 import { startRedisCluster } from './redis-cluster.js';
@@ -103,7 +104,7 @@ export async function startStack(
     const server = await start(ctx);
     return { url: server.url, started: true, note: server.note };
   };
-  const nats = await infra(env.NATS_URL, startNats);
+  const nats = await infra(env.NATS_URL, settings.cluster ? startNatsCluster : startNats);
   const redis = await infra(env.REDIS_URL, settings.cluster ? startRedisCluster : startRedis);
   const redisCluster = settings.cluster || redis.url.includes(',');
   const clickhouse = await infra(env.CLICKHOUSE_URL, startClickHouse);
@@ -120,7 +121,10 @@ export async function startStack(
     upstreamBaseUrl: upstream.baseUrl,
     anthropicBaseUrl: anthropic.baseUrl,
     adminToken: admin.token,
-    baseEnv: settings.childEnv,
+    // On a cluster the streams the services create get three copies, unless the caller says.
+    baseEnv: settings.cluster
+      ? { HOLDFAST_STREAM_REPLICAS: CLUSTER_STREAM_REPLICAS, ...settings.childEnv }
+      : settings.childEnv,
   };
   for (const name of ['mock-upstream', 'authority', 'aggregator', 'alerter', 'edge'] as const) {
     await group.start(serviceSpec(name, inputs));

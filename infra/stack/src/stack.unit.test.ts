@@ -70,3 +70,11 @@ describe('startStack', () => {
     expect(loadSettings({ REDIS_URL: nodes }, []).env.REDIS_URL).toBe(nodes);
   });
 });
+
+describe('pnpm stack --cluster', () => {
+  it('is the flag or HOLDFAST_STACK_CLUSTER; a plain run is not a cluster', () => {
+    expect(loadSettings({}, []).cluster).toBe(false);
+    expect(loadSettings({}, ['--cluster']).cluster).toBe(true);
+    expect(loadSettings({ HOLDFAST_STACK_CLUSTER: 'true' }, []).cluster).toBe(true);
+  });
+});

@@ -16,7 +16,7 @@ const PROVIDERS = {
 
 /**
  * The mock by default; `<PROVIDER>_BASE_URL` when set; the provider itself when only its key
- * is set (SPEC: a real provider when its key is set). The edge sends the key upstream. The
+ * is set (docs/operations.md: a real provider when its key is set). The edge sends the key upstream. The
  * example config has one upstream per provider: `default` (OpenAI's API) and `claude`
  * (Anthropic's); the mock speaks both.
  */

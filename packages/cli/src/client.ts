@@ -1,13 +1,13 @@
 import { EXIT, exitFor, type ExitCode } from './exit.js';
+import { BaseError } from '@holdfast/events';
 
 /** A failure the CLI reports on stderr and turns into an exit code. */
-export class CliError extends Error {
+export class CliError extends BaseError<'cli_failed'> {
   constructor(
     message: string,
     readonly exit: ExitCode,
   ) {
-    super(message);
-    this.name = 'CliError';
+    super({ code: 'cli_failed', message, context: { exit } });
   }
 }
 

@@ -1,4 +1,4 @@
-import { didYouMean } from '@holdfast/config';
+import { didYouMean, env as envVar } from '@holdfast/config';
 import { DEFAULT_NAMES, EVENT_TYPES, TenantId } from '@holdfast/events';
 import { CliError } from './client.js';
 import type { LocalStack } from './context.js';
@@ -6,7 +6,7 @@ import { EXIT } from './exit.js';
 
 /** Where `holdfast events` reads and what it asks the stream for. */
 export interface EventsPlan {
-  servers: string;
+  servers: string[];
   stream: string;
   /** One filter subject (nats-server 2.9 takes one): `<prefix>.<tenant|*>.<type|'>'>`. */
   subject: string;
@@ -107,8 +107,18 @@ export function eventsPlan(
     throw new CliError('--count must be a number of events', EXIT.usage);
   }
   const one = types.length === 1 ? types[0]! : '>';
+  // The services' own parser: one server or a comma-separated list.
+  const servers = envVar
+    .natsServers()
+    .safeParse(o.nats ?? (env.NATS_URL || stack.state?.urls.nats || undefined));
+  if (!servers.success) {
+    throw new CliError(
+      `${o.nats === undefined ? 'NATS_URL' : '--nats'}: must be one or more comma-separated nats:// URLs`,
+      EXIT.usage,
+    );
+  }
   return {
-    servers: o.nats ?? (env.NATS_URL || stack.state?.urls.nats || 'nats://127.0.0.1:4222'),
+    servers: servers.data,
     stream:
       env.HOLDFAST_EVENTS_STREAM || names.HOLDFAST_EVENTS_STREAM || DEFAULT_NAMES.eventsStream,
     subject: `${prefix}.${o.tenant ?? '*'}.${one}`,

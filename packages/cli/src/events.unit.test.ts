@@ -11,7 +11,7 @@ const plan = (o: Parameters<typeof eventsPlan>[0], env: NodeJS.ProcessEnv = {}, 
 describe('holdfast events: what it asks the stream for', () => {
   it('every event, new ones only, on the default stream and local NATS', () => {
     expect(plan({})).toMatchObject({
-      servers: 'nats://127.0.0.1:4222',
+      servers: ['nats://127.0.0.1:4222'],
       stream: 'HOLDFAST_EVENTS',
       subject: 'holdfast.events.*.>',
       start: { deliver_policy: 'new' },
@@ -53,14 +53,18 @@ describe('holdfast events: what it asks the stream for', () => {
       },
     } as unknown as LocalStack;
     expect(plan({}, {}, stack)).toMatchObject({
-      servers: 'nats://127.0.0.1:14222',
+      servers: ['nats://127.0.0.1:14222'],
       stream: 'X_EVENTS',
       subject: 'x.events.*.>',
     });
-    expect(plan({}, { NATS_URL: 'nats://n:1' }, stack).servers).toBe('nats://n:1');
-    expect(plan({ nats: 'nats://m:2' }, { NATS_URL: 'nats://n:1' }, stack).servers).toBe(
+    expect(plan({}, { NATS_URL: 'nats://n:1,nats://o:1' }, stack).servers).toEqual([
+      'nats://n:1',
+      'nats://o:1',
+    ]);
+    expect(plan({ nats: 'nats://m:2' }, { NATS_URL: 'nats://n:1' }, stack).servers).toEqual([
       'nats://m:2',
-    );
+    ]);
+    expect(() => plan({ nats: 'http://m:2' }, {}, stack)).toThrow('--nats: must be one or more');
   });
 
   it('refuses what it cannot mean, and says what was probably meant', () => {

@@ -19,7 +19,33 @@ export const env = {
   string: (fallback: string) => z.string().min(1).default(fallback),
   logLevel: () =>
     z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** NATS servers: one URL or a comma-separated list (`nats://a:4222,nats://b:4222`). */
+  natsServers: (fallback = 'nats://127.0.0.1:4222') =>
+    z
+      .string()
+      .min(1)
+      .default(fallback)
+      .transform((v) =>
+        v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      )
+      .refine(
+        (list) => list.length > 0 && list.every(isNatsUrl),
+        'must be one or more comma-separated nats:// URLs',
+      ),
 };
+
+const NATS_SCHEMES = new Set(['nats:', 'tls:', 'ws:', 'wss:']);
+
+function isNatsUrl(s: string): boolean {
+  try {
+    return NATS_SCHEMES.has(new URL(s).protocol);
+  } catch {
+    return false;
+  }
+}
 
 export class EnvError extends Error {
   constructor(readonly errors: string[]) {

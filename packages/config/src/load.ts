@@ -6,6 +6,7 @@ import { renderPath } from './paths.js';
 import { HoldfastConfigSchema } from './rules.js';
 import { HoldfastConfigShape } from './schema.js';
 import { didYouMean, fieldsAt } from './suggest.js';
+import { BaseError } from '@holdfast/events';
 
 export type ConfigResult = { ok: true; config: CompiledConfig } | { ok: false; errors: string[] };
 
@@ -54,13 +55,16 @@ export function parseConfig(document: unknown): ConfigResult {
   return { ok: true, config: compileConfig(parsed.data) };
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends BaseError<'invalid_config'> {
   constructor(
     readonly source: string,
     readonly errors: string[],
   ) {
-    super(`invalid config ${source}:\n  ${errors.join('\n  ')}`);
-    this.name = 'ConfigError';
+    super({
+      code: 'invalid_config',
+      message: `invalid config ${source}:\n  ${errors.join('\n  ')}`,
+      context: { source },
+    });
   }
 }
 

@@ -43,7 +43,7 @@ function errorsOf(doc: unknown): string[] {
 }
 
 describe('parseConfig', () => {
-  it('accepts the SPEC example and compiles limits to integer base units', () => {
+  it('accepts the documented example and compiles limits to integer base units', () => {
     const r = parseConfig(base);
     if (!r.ok) throw new Error(r.errors.join('\n'));
     const team = r.config.tenants.get('batch-summariser')!;

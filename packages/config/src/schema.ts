@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { isControlledField } from './fields.js';
 
 /**
- * The declarative configuration (SPEC section 3). Field names are the contract; every field
+ * The declarative configuration (docs/configuration.md). Field names are the contract; every field
  * has a default a user would expect, and cross-field rules live in `superRefine` below.
  */
 

@@ -34,7 +34,7 @@ export const AdmissionMode = z.enum(ADMISSION_MODES);
 export type AdmissionMode = z.infer<typeof AdmissionMode>;
 
 /**
- * The API surface a call came in on (SPEC section 2): OpenAI Chat Completions, OpenAI
+ * The API surface a call came in on (docs/api.md): OpenAI Chat Completions, OpenAI
  * Responses, Anthropic Messages, OpenAI embeddings. Events written before surfaces were
  * recorded carry none and read as `chat`.
  */

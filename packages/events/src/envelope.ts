@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { SYSTEM_TENANT, TenantId, Uuid } from './ids.js';
 
-/** Every event type Holdfast emits (SPEC section 5): dotted, lowercase. */
+/** Every event type Holdfast emits (docs/events.md): dotted, lowercase. */
 export const EVENT_TYPES = [
   'reservation.created',
   'reservation.extended',

@@ -5,7 +5,7 @@ import { z } from 'zod';
  * every boundary, so no dot, space, wildcard or non-ASCII character reaches a subject or key.
  */
 
-/** A tenant (team or org): lowercase, as SPEC section 3 fixes it. Used as a NATS subject token. */
+/** A tenant (team or org): lowercase, as docs/configuration.md fixes it. Used as a NATS subject token. */
 export const TenantId = z
   .string()
   .regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'must match [a-z0-9][a-z0-9_-]{0,63}');

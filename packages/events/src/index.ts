@@ -1,3 +1,4 @@
+export * from './errors.js';
 export * from './ids.js';
 export * from './amounts.js';
 export * from './windows.js';

@@ -11,3 +11,4 @@ export { DurableConsumer, type DurableConsumerOptions } from './jetstream/consum
 export { DeadLetters, type DeadLettersOptions } from './jetstream/dead-letters.js';
 export { keepWorking, nakLater } from './jetstream/messages.js';
 export { readDeadLetters, type StoredDeadLetter } from './jetstream/read-dead-letters.js';
+export * from './env.js';

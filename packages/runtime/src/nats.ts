@@ -11,7 +11,8 @@ import { closesStream, deadLetterStream, type NatsNames } from '@holdfast/events
 import type { Logger } from 'pino';
 
 export interface NatsConnectOptions {
-  url: string;
+  /** Every server of the cluster (or a comma-separated string of them). */
+  servers: string | readonly string[];
   /** Client name, shown by `nats server report connections`. */
   name: string;
   logger: Logger;
@@ -24,11 +25,13 @@ export interface NatsConnectOptions {
 
 /**
  * Connects with endless reconnects (a service outlives a NATS restart) and logs every status
- * change. The caller owns the connection and drains it on shutdown.
+ * change. Given every server of a cluster, the client moves to another when its server is lost
+ * (it also learns the others from the server it reached). The caller owns the connection and
+ * drains it on shutdown.
  */
 export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnection> {
   const nc = await connect({
-    servers: opts.url.split(','),
+    servers: typeof opts.servers === 'string' ? opts.servers.split(',') : [...opts.servers],
     name: opts.name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
@@ -56,7 +59,7 @@ export const EVENTS_DUPLICATE_WINDOW_MS = 10 * 60_000;
 export async function ensureEventsStream(
   jsm: JetStreamManager,
   names: NatsNames,
-  opts: { maxAgeMs?: number; replicas?: number } = {},
+  opts: StreamOptions & { maxAgeMs?: number } = {},
 ): Promise<void> {
   const common = {
     retention: RetentionPolicy.Limits,
@@ -64,18 +67,22 @@ export async function ensureEventsStream(
     duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_MS),
     num_replicas: opts.replicas ?? 1,
   };
-  await ensureStream(jsm, {
-    ...common,
-    name: names.eventsStream,
-    subjects: [`${names.eventsPrefix}.>`],
-    max_age: nanos(opts.maxAgeMs ?? 0),
-  });
+  await ensureStream(
+    jsm,
+    {
+      ...common,
+      name: names.eventsStream,
+      subjects: [`${names.eventsPrefix}.>`],
+      max_age: nanos(opts.maxAgeMs ?? 0),
+    },
+    opts.logger,
+  );
   // Dead letters are kept 30 days: long enough to look at and replay them.
-  await ensureStream(jsm, {
-    ...common,
-    ...deadLetterStream(names),
-    max_age: nanos(30 * 86_400_000),
-  });
+  await ensureStream(
+    jsm,
+    { ...common, ...deadLetterStream(names), max_age: nanos(30 * 86_400_000) },
+    opts.logger,
+  );
 }
 
 /**
@@ -86,25 +93,38 @@ export async function ensureEventsStream(
 export async function ensureClosesStream(
   jsm: JetStreamManager,
   names: NatsNames,
-  opts: { replicas?: number } = {},
+  opts: StreamOptions = {},
 ): Promise<void> {
-  await ensureStream(jsm, {
-    ...closesStream(names),
-    retention: RetentionPolicy.Workqueue,
-    storage: StorageType.File,
-    duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_MS),
-    num_replicas: opts.replicas ?? 1,
-  });
+  await ensureStream(
+    jsm,
+    {
+      ...closesStream(names),
+      retention: RetentionPolicy.Workqueue,
+      storage: StorageType.File,
+      duplicate_window: nanos(EVENTS_DUPLICATE_WINDOW_MS),
+      num_replicas: opts.replicas ?? 1,
+    },
+    opts.logger,
+  );
+}
+
+export interface StreamOptions {
+  /** Replicas of a stream this call creates (HOLDFAST_STREAM_REPLICAS); default 1. */
+  replicas?: number;
+  /** Told when an existing stream has other replicas than configured. */
+  logger?: Logger;
 }
 
 /**
  * Creates a stream, or makes an existing one cover our subjects and dedupe window. Settings an
  * operator chose for an existing stream (replicas, retention, limits) are left alone, so a
- * service start never turns an R3 stream back into R1.
+ * service start never turns an R3 stream back into R1 (nor R1 into R3 behind their back: that
+ * is `nats stream edit --replicas`).
  */
-async function ensureStream(
+export async function ensureStream(
   jsm: JetStreamManager,
   config: Parameters<JetStreamManager['streams']['add']>[0] & { name: string; subjects: string[] },
+  logger?: Logger,
 ): Promise<void> {
   let current;
   try {
@@ -116,11 +136,26 @@ async function ensureStream(
     await jsm.streams.add(config);
     return;
   }
+  warnOnReplicas(logger, config.name, current.num_replicas, config.num_replicas ?? 1);
   const subjects = [...new Set([...current.subjects, ...config.subjects])];
   const window = Math.max(current.duplicate_window, config.duplicate_window ?? 0);
   if (subjects.length !== current.subjects.length || window !== current.duplicate_window) {
     await jsm.streams.update(config.name, { ...current, subjects, duplicate_window: window });
   }
+}
+
+/** An existing stream or bucket keeps its replicas; say so when they are not the configured. */
+export function warnOnReplicas(
+  logger: Logger | undefined,
+  stream: string,
+  has: number,
+  configured: number,
+): void {
+  if (has === configured) return;
+  logger?.warn(
+    { stream, replicas: has, configured },
+    'existing stream keeps its replicas (HOLDFAST_STREAM_REPLICAS applies to new streams)',
+  );
 }
 
 export async function connectJetStreamManager(nc: NatsConnection): Promise<JetStreamManager> {

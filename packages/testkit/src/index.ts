@@ -10,3 +10,4 @@ export type { NatsConnection } from '@nats-io/transport-node';
 export type { Redis } from 'ioredis';
 export * from './chat-call.js';
 export * from './redis-cluster.js';
+export * from './nats-cluster.js';

@@ -6,3 +6,4 @@ export * from './resolve-infra.js';
 export * from './child.js';
 export * from './bench.js';
 export * from './redis-cluster.js';
+export * from './nats-cluster.js';

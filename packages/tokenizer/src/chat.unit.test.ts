@@ -23,7 +23,7 @@ const user = (content: ChatPromptRequest['messages'][number]['content']): ChatPr
 
 describe('countChatPrompt framing', () => {
   it('counts 3 per message, the role, the content and 3 for the primer', () => {
-    // FACTS.md: gpt-tokenizer's encodeChat gives 18 for this chat on gpt-4o and gpt-4.
+    // measured here: gpt-tokenizer's encodeChat gives 18 for this chat on gpt-4o and gpt-4.
     const request: ChatPromptRequest = {
       model: 'gpt-4o',
       messages: [

@@ -1,7 +1,7 @@
 import { jsonBound, parseJsonOrSelf, stringBound } from './bound.js';
 import type { ChatPromptRequest, PromptContentPart, PromptMessage } from './types.js';
 
-/** What one image costs with the `estimate` tokenizer (SPEC section 4's flat figure). */
+/** What one image costs with the `estimate` tokenizer (docs/budgets.md's flat figure). */
 export const ESTIMATE_IMAGE_TOKENS = 1600;
 
 /**
@@ -34,7 +34,7 @@ export const ESTIMATE_FRAMING = {
 
 /**
  * An upper bound on the prompt tokens of a chat request in every shipped tokenizer and chat
- * template (and OpenAI's framing), with images at the SPEC's flat 1,600.
+ * template (and OpenAI's framing), with images at a flat 1,600 (docs/budgets.md).
  */
 export function estimateChatPrompt(request: ChatPromptRequest): number {
   const F = ESTIMATE_FRAMING;

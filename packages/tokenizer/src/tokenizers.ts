@@ -3,7 +3,7 @@ import { textBound } from './bound.js';
 import { FAMILY_NAMES, loadFamily, type FamilyName } from './family/index.js';
 import type { ChatPromptRequest } from './types.js';
 
-/** The tokenizers a model can be configured with (SPEC section 3, minus `upstream`). */
+/** The tokenizers a model can be configured with (docs/configuration.md, minus `upstream`). */
 export const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate', ...FAMILY_NAMES] as const;
 export type TokenizerName = (typeof TOKENIZER_NAMES)[number];
 export type EncodingName = 'o200k_base' | 'cl100k_base';
@@ -29,7 +29,7 @@ interface EncodingApi {
   countTokens(text: string, options: { disallowedSpecial: Set<string> }): number;
 }
 
-// Loaded on first use: each encoding costs about 0.5 s and 65 MB (FACTS.md).
+// Loaded on first use: each encoding costs about 0.5 s and 65 MB (measured, docs/benchmarks.md).
 const LOADERS: Record<EncodingName, () => Promise<{ default: EncodingApi }>> = {
   o200k_base: () => import('gpt-tokenizer/encoding/o200k_base'),
   cl100k_base: () => import('gpt-tokenizer/encoding/cl100k_base'),

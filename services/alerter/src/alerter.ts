@@ -70,9 +70,10 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
   const jsm = await jetstreamManager(nc);
   const js = jetstream(nc);
   const own = alerterNames(names);
-  await ensureEventsStream(jsm, names);
-  await ensureWebhookStreams(jsm, own);
-  const store = await StateStore.open(nc, own.stateBucket);
+  const streams = { replicas: settings.streamReplicas, logger };
+  await ensureEventsStream(jsm, names, streams);
+  await ensureWebhookStreams(jsm, own, streams);
+  const store = await StateStore.open(nc, own.stateBucket, streams);
   await store.mirror('win.');
   const metrics = createMetrics(opts.registry ?? new Registry());
   const authority = new AuthorityClient({ nc, names });

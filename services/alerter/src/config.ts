@@ -1,50 +1,46 @@
-import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
+import { env } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
+import { loadServiceConfig, serviceEnv } from '@holdfast/runtime';
 import type { RetryPolicy } from '@holdfast/retry';
 import { z } from 'zod';
 
 /** The alerter's environment. Every variable has a default a local run can use. */
-export const AlerterEnv = z
-  .object({
-    ...natsNamesEnv,
-    NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-    /** Config file (YAML/JSON). Unset: the config is read from the authority (`config.get`). */
-    HOLDFAST_CONFIG: z.string().min(1).optional(),
-    LOG_LEVEL: env.logLevel(),
-    /** /healthz, /readyz and /metrics. */
-    ALERTER_OPS_PORT: env.port(9103),
-    /** Durable consumer name on the events stream, shared by every replica. */
-    ALERTER_CONSUMER: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}$/)
-      .default('alerter'),
-    /** Events handled at once per replica (events of one org are always handled in order). */
-    ALERTER_EVENT_CONCURRENCY: env.int(64, 1, 4_096),
-    /** Webhook deliveries in flight per replica. */
-    ALERTER_WEBHOOK_CONCURRENCY: env.int(32, 1, 1_024),
-    /** One delivery attempt gives up after this long. */
-    ALERTER_WEBHOOK_TIMEOUT_MS: env.int(10_000, 100, 120_000),
-    /** First retry delay; each next one doubles (with jitter) up to the max. */
-    ALERTER_WEBHOOK_RETRY_INITIAL_MS: env.int(2_000, 10),
-    ALERTER_WEBHOOK_RETRY_MAX_MS: env.int(600_000, 10),
-    /** A delivery still failing this long after it was queued is dead-lettered (6 h). */
-    ALERTER_WEBHOOK_RETRY_FOR_MS: env.int(21_600_000, 100),
-    /** How often the authority's usage is read, to resume tenants whose window freed room. */
-    ALERTER_USAGE_POLL_MS: env.int(5_000, 50, 3_600_000),
-    /** Burn rate: settled usage over this trailing period. */
-    ALERTER_BURN_LOOKBACK_MS: env.int(600_000, 1_000, 86_400_000),
-    /** Burn samples are merged into the shared state this often. */
-    ALERTER_BURN_FLUSH_MS: env.int(1_000, 50, 60_000),
-  })
-  .superRefine((e, ctx) => {
-    if (e.ALERTER_WEBHOOK_RETRY_INITIAL_MS > e.ALERTER_WEBHOOK_RETRY_MAX_MS) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['ALERTER_WEBHOOK_RETRY_INITIAL_MS'],
-        message: 'must not exceed ALERTER_WEBHOOK_RETRY_MAX_MS',
-      });
-    }
-  });
+export const AlerterEnv = serviceEnv({
+  /** Config file (YAML/JSON). Unset: the config is read from the authority (`config.get`). */
+  HOLDFAST_CONFIG: z.string().min(1).optional(),
+  /** /healthz, /readyz and /metrics. */
+  ALERTER_OPS_PORT: env.port(9103),
+  /** Durable consumer name on the events stream, shared by every replica. */
+  ALERTER_CONSUMER: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .default('alerter'),
+  /** Events handled at once per replica (events of one org are always handled in order). */
+  ALERTER_EVENT_CONCURRENCY: env.int(64, 1, 4_096),
+  /** Webhook deliveries in flight per replica. */
+  ALERTER_WEBHOOK_CONCURRENCY: env.int(32, 1, 1_024),
+  /** One delivery attempt gives up after this long. */
+  ALERTER_WEBHOOK_TIMEOUT_MS: env.int(10_000, 100, 120_000),
+  /** First retry delay; each next one doubles (with jitter) up to the max. */
+  ALERTER_WEBHOOK_RETRY_INITIAL_MS: env.int(2_000, 10),
+  ALERTER_WEBHOOK_RETRY_MAX_MS: env.int(600_000, 10),
+  /** A delivery still failing this long after it was queued is dead-lettered (6 h). */
+  ALERTER_WEBHOOK_RETRY_FOR_MS: env.int(21_600_000, 100),
+  /** How often the authority's usage is read, to resume tenants whose window freed room. */
+  ALERTER_USAGE_POLL_MS: env.int(5_000, 50, 3_600_000),
+  /** Burn rate: settled usage over this trailing period. */
+  ALERTER_BURN_LOOKBACK_MS: env.int(600_000, 1_000, 86_400_000),
+  /** Burn samples are merged into the shared state this often. */
+  ALERTER_BURN_FLUSH_MS: env.int(1_000, 50, 60_000),
+}).superRefine((e, ctx) => {
+  if (e.ALERTER_WEBHOOK_RETRY_INITIAL_MS > e.ALERTER_WEBHOOK_RETRY_MAX_MS) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['ALERTER_WEBHOOK_RETRY_INITIAL_MS'],
+      message: 'must not exceed ALERTER_WEBHOOK_RETRY_MAX_MS',
+    });
+  }
+});
 export type AlerterEnv = z.infer<typeof AlerterEnv>;
 
 /** Tunables of a running alerter (what tests shorten). */
@@ -57,6 +53,8 @@ export interface AlerterSettings {
   usagePollMs: number;
   burnLookbackMs: number;
   burnFlushMs: number;
+  /** Replicas of the streams and the KV bucket the alerter creates. */
+  streamReplicas: number;
 }
 
 /**
@@ -68,7 +66,7 @@ export type WebhookRetryPolicy = RetryPolicy & { retryForMs: number };
 
 export const DEFAULT_SETTINGS: AlerterSettings = settingsFromEnv(AlerterEnv.parse({}));
 
-export function settingsFromEnv(e: AlerterEnv): AlerterSettings {
+function settingsFromEnv(e: AlerterEnv): AlerterSettings {
   return {
     consumer: e.ALERTER_CONSUMER,
     eventConcurrency: e.ALERTER_EVENT_CONCURRENCY,
@@ -82,17 +80,18 @@ export function settingsFromEnv(e: AlerterEnv): AlerterSettings {
     usagePollMs: e.ALERTER_USAGE_POLL_MS,
     burnLookbackMs: e.ALERTER_BURN_LOOKBACK_MS,
     burnFlushMs: e.ALERTER_BURN_FLUSH_MS,
+    streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
   };
 }
 
 /** Parses the environment; throws an EnvError naming each bad variable. */
-export function loadEnv(source: NodeJS.ProcessEnv = process.env): AlerterEnv {
-  return parseEnv(AlerterEnv, source);
+export function loadConfig(source: NodeJS.ProcessEnv = process.env) {
+  return loadServiceConfig(AlerterEnv, source, (e) => ({
+    opsPort: e.ALERTER_OPS_PORT,
+    settings: settingsFromEnv(e),
+  }));
 }
-
-export function namesFromEnv(e: AlerterEnv): NatsNames {
-  return natsNames(e);
-}
+export type AlerterConfig = ReturnType<typeof loadConfig>;
 
 /**
  * The alerter's own NATS names, derived from the events names so a test (or a second

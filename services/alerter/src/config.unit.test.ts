@@ -1,13 +1,13 @@
 import { EnvError } from '@holdfast/config';
 import { namesWithPrefix } from '@holdfast/events';
 import { describe, expect, test } from 'vitest';
-import { alerterNames, loadEnv, settingsFromEnv } from './config.js';
+import { alerterNames, loadConfig } from './config.js';
 
 describe('alerter environment', () => {
   test('defaults: ops port 9103, retries for 6 hours', () => {
-    const env = loadEnv({});
-    expect(env.ALERTER_OPS_PORT).toBe(9103);
-    expect(settingsFromEnv(env).retry).toEqual({
+    const config = loadConfig({});
+    expect(config.opsPort).toBe(9103);
+    expect(config.settings.retry).toEqual({
       initialMs: 2_000,
       maxMs: 600_000,
       retryForMs: 21_600_000,
@@ -15,9 +15,12 @@ describe('alerter environment', () => {
   });
 
   test('errors name the variable', () => {
-    expect(() => loadEnv({ ALERTER_OPS_PORT: 'x' })).toThrow(EnvError);
+    expect(() => loadConfig({ ALERTER_OPS_PORT: 'x' })).toThrow(EnvError);
     expect(() =>
-      loadEnv({ ALERTER_WEBHOOK_RETRY_INITIAL_MS: '5000', ALERTER_WEBHOOK_RETRY_MAX_MS: '1000' }),
+      loadConfig({
+        ALERTER_WEBHOOK_RETRY_INITIAL_MS: '5000',
+        ALERTER_WEBHOOK_RETRY_MAX_MS: '1000',
+      }),
     ).toThrow(/ALERTER_WEBHOOK_RETRY_INITIAL_MS/);
   });
 

@@ -10,7 +10,7 @@ import {
   startOpsServer,
 } from '@holdfast/runtime';
 import { startAlerter } from './alerter.js';
-import { loadEnv, namesFromEnv, settingsFromEnv } from './config.js';
+import { loadConfig } from './config.js';
 import { loadHoldfastConfig } from './holdfast-config.js';
 
 /** Asks for the authority's config every second for a minute at start (it may start after us). */
@@ -18,10 +18,10 @@ const CONFIG_WAIT: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1, re
 
 /** Composition root: env -> NATS -> config -> alerter -> ops server -> shutdown -> ready. */
 async function main(): Promise<void> {
-  const env = loadEnv();
-  const logger = createLogger({ name: 'alerter', level: env.LOG_LEVEL });
-  const names = namesFromEnv(env);
-  const nc = await connectNats({ url: env.NATS_URL, name: 'holdfast-alerter', logger });
+  const { env, nats, logLevel, opsPort, settings } = loadConfig();
+  const logger = createLogger({ name: 'alerter', level: logLevel });
+  const { names } = nats;
+  const nc = await connectNats({ servers: nats.servers, name: 'holdfast-alerter', logger });
   const authority = new AuthorityClient({ nc, names });
 
   const config = await retry(() => loadHoldfastConfig({ path: env.HOLDFAST_CONFIG, authority }), {
@@ -43,10 +43,10 @@ async function main(): Promise<void> {
     configFromAuthority: env.HOLDFAST_CONFIG === undefined,
     logger,
     registry,
-    settings: settingsFromEnv(env),
+    settings,
   });
   const ops = await startOpsServer({
-    port: env.ALERTER_OPS_PORT,
+    port: opsPort,
     logger,
     registry,
     checks: alerter.checks,

@@ -1,6 +1,7 @@
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { retry } from '@holdfast/retry';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
+import { warnOnReplicas, type StreamOptions } from '@holdfast/runtime';
 import type { QueuedIterator } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { z } from 'zod';
@@ -42,8 +43,16 @@ export class StateStore {
     this.#kv = kv;
   }
 
-  static async open(nc: NatsConnection, bucket: string): Promise<StateStore> {
-    const kv = await new Kvm(nc).create(bucket, { history: 1 });
+  /** Creates the bucket with `opts.replicas`; an existing bucket keeps its replicas. */
+  static async open(
+    nc: NatsConnection,
+    bucket: string,
+    opts: StreamOptions = {},
+  ): Promise<StateStore> {
+    const replicas = opts.replicas ?? 1;
+    const kv = await new Kvm(nc).create(bucket, { history: 1, replicas });
+    const status = await kv.status();
+    warnOnReplicas(opts.logger, status.streamInfo.config.name, status.replicas, replicas);
     return new StateStore(kv);
   }
 

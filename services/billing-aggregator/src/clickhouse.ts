@@ -42,7 +42,7 @@ export function createClickHouse(opts: ClickHouseOptions): SqlExecutor & {
     password: opts.password,
     request_timeout: opts.requestTimeoutMs ?? 30_000,
     log: { level: opts.quiet ? ClickHouseLogLevel.OFF : ClickHouseLogLevel.WARN },
-    // Keep-alive sockets idle for less than the server's 3 s keep-alive timeout (FACTS).
+    // Keep-alive sockets idle for less than the server's 3 s keep-alive timeout (measured here).
     keep_alive: { enabled: true, idle_socket_ttl: 2_500 },
   });
   return {

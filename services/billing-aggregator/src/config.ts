@@ -1,74 +1,65 @@
-import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
-import type { NatsNames } from '@holdfast/events';
+import { env } from '@holdfast/config';
+import { loadServiceConfig, serviceEnv, type ServiceConfig } from '@holdfast/runtime';
 import { z } from 'zod';
 import { isIdentifier } from './sql.js';
 
 /** The aggregator's environment. One schema; parsed by `loadConfig()` from main, never at import. */
-const AggregatorEnv = z
-  .object({
-    /** NATS servers, comma-separated. */
-    NATS_URL: env.string('nats://127.0.0.1:4222'),
-    /** ClickHouse HTTP interface. */
-    CLICKHOUSE_URL: env.url('http://127.0.0.1:8123'),
-    CLICKHOUSE_USER: env.string('default'),
-    CLICKHOUSE_PASSWORD: z.string().default(''),
-    /** The database the migrations create and the writer fills (SPEC 6: `holdfast`). */
-    CLICKHOUSE_DATABASE: env
-      .string('holdfast')
-      .refine(isIdentifier, 'must be a plain identifier [A-Za-z_][A-Za-z0-9_]*'),
-    /** /healthz, /readyz, /metrics. */
-    BILLING_AGGREGATOR_OPS_PORT: env.port(9102),
-    /** Durable consumer name; every replica shares it (JetStream spreads messages across them). */
-    BILLING_AGGREGATOR_CONSUMER: env
-      .string('billing-aggregator')
-      .refine((v) => /^[A-Za-z0-9_-]{1,64}$/.test(v), 'must match [A-Za-z0-9_-]{1,64}'),
-    /**
-     * Rows per ClickHouse insert; a batch is flushed when it reaches this size... 25,000: each
-     * insert is a part ClickHouse writes and later merges, and at 10,000 rows ClickHouse spent
-     * twice the CPU per event (13-16 µs against 7-8.5 µs, docs/benchmarks.md).
-     */
-    BILLING_AGGREGATOR_BATCH_SIZE: env.int(25_000, 1, 1_000_000),
-    /** ...or when its first event has waited this long (SPEC 6: every 5 s). */
-    BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: env.int(5_000, 10, 600_000),
-    /** Messages one pull asks for; bounds what waits in the client buffer. */
-    BILLING_AGGREGATOR_FETCH_SIZE: env.int(2_000, 1, 100_000),
-    /**
-     * Unacked messages the server lets out across all replicas. A replica holds up to two
-     * batches and a pull (one inserting, one filling): below that, it stops pulling while it
-     * inserts. The default leaves room for two replicas.
-     */
-    BILLING_AGGREGATOR_MAX_ACK_PENDING: env.int(125_000, 1, 10_000_000),
-    /** A message not acked (nor marked working) within this is redelivered. */
-    BILLING_AGGREGATOR_ACK_WAIT_MS: env.int(30_000, 1_000, 3_600_000),
-    /** Period of the drift audit job; 0 turns it off. */
-    BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: env.int(300_000, 0, 86_400_000),
-    /** Drift above this (tokens, or micro-USD for usd budgets) is logged as an error. */
-    BILLING_AGGREGATOR_AUDIT_THRESHOLD: env.int(0, 0),
-    LOG_LEVEL: env.logLevel(),
-    ...natsNamesEnv,
-  })
-  .superRefine((e, ctx) => {
-    if (e.BILLING_AGGREGATOR_FETCH_SIZE > e.BILLING_AGGREGATOR_BATCH_SIZE) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['BILLING_AGGREGATOR_FETCH_SIZE'],
-        message: 'must not exceed BILLING_AGGREGATOR_BATCH_SIZE',
-      });
-    }
-    if (e.BILLING_AGGREGATOR_MAX_ACK_PENDING < e.BILLING_AGGREGATOR_BATCH_SIZE) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['BILLING_AGGREGATOR_MAX_ACK_PENDING'],
-        message: 'must be at least BILLING_AGGREGATOR_BATCH_SIZE, or batches never fill',
-      });
-    }
-  });
+const AggregatorEnv = serviceEnv({
+  /** ClickHouse HTTP interface. */
+  CLICKHOUSE_URL: env.url('http://127.0.0.1:8123'),
+  CLICKHOUSE_USER: env.string('default'),
+  CLICKHOUSE_PASSWORD: z.string().default(''),
+  /** The database the migrations create and the writer fills (docs/clickhouse.md: `holdfast`). */
+  CLICKHOUSE_DATABASE: env
+    .string('holdfast')
+    .refine(isIdentifier, 'must be a plain identifier [A-Za-z_][A-Za-z0-9_]*'),
+  /** /healthz, /readyz, /metrics. */
+  BILLING_AGGREGATOR_OPS_PORT: env.port(9102),
+  /** Durable consumer name; every replica shares it (JetStream spreads messages across them). */
+  BILLING_AGGREGATOR_CONSUMER: env
+    .string('billing-aggregator')
+    .refine((v) => /^[A-Za-z0-9_-]{1,64}$/.test(v), 'must match [A-Za-z0-9_-]{1,64}'),
+  /**
+   * Rows per ClickHouse insert; a batch is flushed when it reaches this size... 25,000: each
+   * insert is a part ClickHouse writes and later merges, and at 10,000 rows ClickHouse spent
+   * twice the CPU per event (13-16 µs against 7-8.5 µs, docs/benchmarks.md).
+   */
+  BILLING_AGGREGATOR_BATCH_SIZE: env.int(25_000, 1, 1_000_000),
+  /** ...or when its first event has waited this long (docs/clickhouse.md: every 5 s). */
+  BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: env.int(5_000, 10, 600_000),
+  /** Messages one pull asks for; bounds what waits in the client buffer. */
+  BILLING_AGGREGATOR_FETCH_SIZE: env.int(2_000, 1, 100_000),
+  /**
+   * Unacked messages the server lets out across all replicas. A replica holds up to two
+   * batches and a pull (one inserting, one filling): below that, it stops pulling while it
+   * inserts. The default leaves room for two replicas.
+   */
+  BILLING_AGGREGATOR_MAX_ACK_PENDING: env.int(125_000, 1, 10_000_000),
+  /** A message not acked (nor marked working) within this is redelivered. */
+  BILLING_AGGREGATOR_ACK_WAIT_MS: env.int(30_000, 1_000, 3_600_000),
+  /** Period of the drift audit job; 0 turns it off. */
+  BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: env.int(300_000, 0, 86_400_000),
+  /** Drift above this (tokens, or micro-USD for usd budgets) is logged as an error. */
+  BILLING_AGGREGATOR_AUDIT_THRESHOLD: env.int(0, 0),
+}).superRefine((e, ctx) => {
+  if (e.BILLING_AGGREGATOR_FETCH_SIZE > e.BILLING_AGGREGATOR_BATCH_SIZE) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['BILLING_AGGREGATOR_FETCH_SIZE'],
+      message: 'must not exceed BILLING_AGGREGATOR_BATCH_SIZE',
+    });
+  }
+  if (e.BILLING_AGGREGATOR_MAX_ACK_PENDING < e.BILLING_AGGREGATOR_BATCH_SIZE) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['BILLING_AGGREGATOR_MAX_ACK_PENDING'],
+      message: 'must be at least BILLING_AGGREGATOR_BATCH_SIZE, or batches never fill',
+    });
+  }
+});
 
-export interface AggregatorConfig {
-  natsUrl: string;
-  names: NatsNames;
+export interface AggregatorConfig extends ServiceConfig {
   clickhouse: { url: string; username: string; password: string; database: string };
-  opsPort: number;
   consumer: {
     durable: string;
     fetchSize: number;
@@ -77,14 +68,10 @@ export interface AggregatorConfig {
   };
   batch: { maxRows: number; maxWaitMs: number };
   audit: { intervalMs: number; threshold: number };
-  logLevel: z.infer<typeof AggregatorEnv>['LOG_LEVEL'];
 }
 
 export function loadConfig(source: NodeJS.ProcessEnv = process.env): AggregatorConfig {
-  const e = parseEnv(AggregatorEnv, source);
-  return {
-    natsUrl: e.NATS_URL,
-    names: natsNames(e),
+  return loadServiceConfig(AggregatorEnv, source, (e) => ({
     clickhouse: {
       url: e.CLICKHOUSE_URL,
       username: e.CLICKHOUSE_USER,
@@ -106,6 +93,5 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): AggregatorC
       intervalMs: e.BILLING_AGGREGATOR_AUDIT_INTERVAL_MS,
       threshold: e.BILLING_AGGREGATOR_AUDIT_THRESHOLD,
     },
-    logLevel: e.LOG_LEVEL,
-  };
+  }));
 }

@@ -4,12 +4,12 @@ import { backoffDelay } from '@holdfast/retry';
 import { REDELIVER } from './consumer.js';
 
 describe('config', () => {
-  it('has defaults for every variable (SPEC: database holdfast, 5 s batches, port 9102)', () => {
+  it('has defaults for every variable (docs/clickhouse.md: database holdfast, 5 s batches, port 9102)', () => {
     const c = loadConfig({});
     expect(c.clickhouse.database).toBe('holdfast');
     expect(c.batch).toEqual({ maxRows: 25_000, maxWaitMs: 5_000 });
     expect(c.opsPort).toBe(9102);
-    expect(c.names.eventsStream).toBe('HOLDFAST_EVENTS');
+    expect(c.nats.names.eventsStream).toBe('HOLDFAST_EVENTS');
     expect(c.consumer.durable).toBe('billing-aggregator');
   });
 

@@ -58,13 +58,17 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
   const metrics = createMetrics(registry);
   const components: Stoppable[] = [];
   try {
-    const nc = await connectNats({ url: config.natsUrl, name: 'billing-aggregator', logger });
+    const nc = await connectNats({
+      servers: config.nats.servers,
+      name: 'billing-aggregator',
+      logger,
+    });
     components.push({ name: 'nats', stop: () => nc.drain() });
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
-    await ensureEventsStream(jsm, config.names);
+    await ensureEventsStream(jsm, config.nats.names, { replicas: config.nats.replicas, logger });
     const settings = config.consumer;
-    await ensureConsumer(jsm, config.names, settings);
+    await ensureConsumer(jsm, config.nats.names, settings);
 
     const ch = createClickHouse({ ...config.clickhouse, quiet: opts.quietClickHouse });
     components.push({ name: 'clickhouse', stop: () => ch.close() });
@@ -79,7 +83,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
     const sink = new EventSink({
       deadLetters: new DeadLetters({
         js,
-        names: config.names,
+        names: config.nats.names,
         service: 'billing-aggregator',
         source: CONSUMER_NAME,
         logger,
@@ -100,7 +104,7 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
     const consumer = createEventConsumer({
       js,
       jsm,
-      names: config.names,
+      names: config.nats.names,
       settings,
       logger,
       onMessage: (msg) => {
@@ -135,14 +139,14 @@ export async function startAggregator(opts: AggregatorOptions): Promise<Aggregat
       name: 'lag',
       ...startLagPoller({
         jsm,
-        stream: config.names.eventsStream,
+        stream: config.nats.names.eventsStream,
         durable: config.consumer.durable,
         metrics,
         logger,
       }),
     });
     if (config.audit.intervalMs > 0) {
-      const authority = new AuthorityClient({ nc, names: config.names });
+      const authority = new AuthorityClient({ nc, names: config.nats.names });
       components.push({
         name: 'audit',
         ...startAuditJob({

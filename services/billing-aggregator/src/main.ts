@@ -12,7 +12,7 @@ try {
     {
       opsPort: aggregator.opsPort,
       database: config.clickhouse.database,
-      stream: config.names.eventsStream,
+      stream: config.nats.names.eventsStream,
       durable: config.consumer.durable,
       batch: config.batch,
     },

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { retry } from '@holdfast/retry';
-import type { Logger } from '@holdfast/runtime';
+import { BaseError, type Logger } from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
 import { ident, qualified, raw, sql } from './sql.js';
 
@@ -19,8 +19,10 @@ export interface Migration {
   statements: string[];
 }
 
-export class MigrationError extends Error {
-  override readonly name = 'MigrationError';
+export class MigrationError extends BaseError<'migration_failed'> {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super({ code: 'migration_failed', message, cause: opts.cause });
+  }
 }
 
 /**

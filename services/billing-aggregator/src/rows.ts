@@ -11,7 +11,7 @@ const bit = z.int().min(0).max(1);
 
 /**
  * One row of `events_raw_v1`, exactly as inserted. Every column is present: ClickHouse 18.16
- * gives an omitted JSONEachRow field its type's zero, not the column DEFAULT (FACTS).
+ * gives an omitted JSONEachRow field its type's zero, not the column DEFAULT (measured here).
  */
 export const EventRow = z.strictObject({
   id: str,

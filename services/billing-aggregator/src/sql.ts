@@ -12,6 +12,8 @@
  * - Identifiers: `[A-Za-z_][A-Za-z0-9_]{0,127}`, written in backquotes.
  */
 
+import { BaseError } from '@holdfast/runtime';
+
 /** A piece of SQL that is already safe (built by `sql`, `ident` or `raw`). */
 export class Sql {
   readonly text: string;
@@ -25,8 +27,10 @@ export class Sql {
 
 export type SqlValue = string | number | bigint | boolean | null | Sql | readonly SqlValue[];
 
-export class SqlError extends Error {
-  override readonly name = 'SqlError';
+export class SqlError extends BaseError<'invalid_sql'> {
+  constructor(message: string) {
+    super({ code: 'invalid_sql', message });
+  }
 }
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;

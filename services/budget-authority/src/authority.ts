@@ -69,6 +69,8 @@ export interface AuthorityOptions {
   relayPauseMs?: number;
   /** Replicas each write waits for before the answer (durable.ts); none by default. */
   durability?: Durability;
+  /** Replicas of the streams the authority creates (events, dead letters, closes). */
+  streamReplicas?: number;
 }
 
 /**
@@ -124,7 +126,8 @@ export class Authority {
     if (this.#o.durability) {
       this.#durable = await setDurability(this.#o.redis, this.#o.durability, defineScripts);
     }
-    await ensureEventsStream(await jetstreamManager(nc), names);
+    const streams = { replicas: this.#o.streamReplicas, logger };
+    await ensureEventsStream(await jetstreamManager(nc), names, streams);
     await migrateGlobalKeys(this.#o.redis, this.ctx.keys, logger);
     await this.ctx.config.refresh();
     if (this.#o.configFile) await this.reloadConfigFile();
@@ -177,6 +180,7 @@ export class Authority {
       await jetstreamManager(nc),
       names,
       logger.child({ component: 'closes' }),
+      streams.replicas,
     );
     await this.#closes.start();
   }

@@ -34,6 +34,7 @@ export class ClosesConsumer {
     private readonly jsm: JetStreamManager,
     private readonly names: NatsNames,
     private readonly logger: Logger,
+    private readonly replicas?: number,
   ) {
     this.#letters = new DeadLetters({
       js,
@@ -58,7 +59,10 @@ export class ClosesConsumer {
   }
 
   async start(): Promise<void> {
-    await ensureClosesStream(this.jsm, this.names);
+    await ensureClosesStream(this.jsm, this.names, {
+      replicas: this.replicas,
+      logger: this.logger,
+    });
     await this.#loop.start();
   }
 

@@ -1,10 +1,9 @@
-import { env, natsNamesEnv, parseEnv, redisEnv } from '@holdfast/config';
+import { env, redisEnv } from '@holdfast/config';
+import { loadServiceConfig, serviceEnv } from '@holdfast/runtime';
 import { z } from 'zod';
 
 /** The authority's environment. */
-export const AuthorityEnv = z.object({
-  /** NATS server(s), comma-separated. */
-  NATS_URL: env.url('nats://127.0.0.1:4222'),
+export const AuthorityEnv = serviceEnv({
   /**
    * Redis holding every budget: one URL, or Redis Cluster's startup nodes comma-separated
    * (a list, or REDIS_CLUSTER=true, means Redis Cluster).
@@ -39,11 +38,11 @@ export const AuthorityEnv = z.object({
   AUTHORITY_REDIS_WAIT_TIMEOUT_MS: env.int(500, 1, 60_000),
   /** Connections waited writes are spread over (a WAIT holds its connection until it returns). */
   AUTHORITY_REDIS_WAIT_CONNECTIONS: env.int(8, 1, 64),
-  LOG_LEVEL: env.logLevel(),
-  ...natsNamesEnv,
 });
 export type AuthorityEnv = z.infer<typeof AuthorityEnv>;
 
-export function loadEnv(source: NodeJS.ProcessEnv = process.env): AuthorityEnv {
-  return parseEnv(AuthorityEnv, source);
+/** Parses the environment; throws an EnvError that names each bad variable. */
+export function loadConfig(source: NodeJS.ProcessEnv = process.env) {
+  return loadServiceConfig(AuthorityEnv, source, (e) => ({ opsPort: e.AUTHORITY_OPS_PORT }));
 }
+export type AuthorityConfig = ReturnType<typeof loadConfig>;

@@ -1,4 +1,4 @@
 export { Authority, type AuthorityOptions } from './authority.js';
 export { Keys } from './keys.js';
-export { loadEnv, type AuthorityEnv } from './config.js';
+export { loadConfig, type AuthorityConfig, type AuthorityEnv } from './config.js';
 export { createRedis, slotOf, type RedisClient } from './redis.js';

@@ -5,15 +5,16 @@ import {
   handleShutdown,
   startOpsServer,
 } from '@holdfast/runtime';
-import { natsNames, redisTarget } from '@holdfast/config';
+import { redisTarget } from '@holdfast/config';
 import { randomUUID } from 'node:crypto';
 import { Authority } from './authority.js';
-import { loadEnv } from './config.js';
+import { loadConfig } from './config.js';
 import { createRedis } from './redis.js';
 
 /** Composition root of the budget authority process. */
 async function main(): Promise<void> {
-  const env = loadEnv();
+  const config = loadConfig();
+  const { env } = config;
   const replicaId = randomUUID();
   const logger = createLogger({
     name: 'budget-authority',
@@ -28,7 +29,7 @@ async function main(): Promise<void> {
   await redis.connect();
   // No async stack capture per request: it cost 12% of the authority's CPU (relay publishes).
   const nc = await connectNats({
-    url: env.NATS_URL,
+    servers: config.nats.servers,
     name: `budget-authority-${replicaId.slice(0, 8)}`,
     logger,
     noAsyncTraces: true,
@@ -37,7 +38,7 @@ async function main(): Promise<void> {
   const authority = new Authority({
     redis,
     nc,
-    names: natsNames(env),
+    names: config.nats.names,
     logger,
     registry,
     keyPrefix: env.HOLDFAST_KEY_PREFIX,
@@ -51,6 +52,7 @@ async function main(): Promise<void> {
       timeoutMs: env.AUTHORITY_REDIS_WAIT_TIMEOUT_MS,
       connections: env.AUTHORITY_REDIS_WAIT_CONNECTIONS,
     },
+    streamReplicas: config.nats.replicas,
   });
   await authority.start();
   const ops = await startOpsServer({

@@ -72,7 +72,7 @@ function budgetExceeded(f: RefusalFacts): string {
   return `This call could ${verb} up to ${fmt(need)}${parts} and ${whose(f.tenant, w)} has ${fmt(left)} left in its ${w.window} window${held}. Lower max_tokens or raise the budget.`;
 }
 
-/** Says why a call was refused, in numbers (SPEC section 2). Shown to the caller as is. */
+/** Says why a call was refused, in numbers (docs/api.md). Shown to the caller as is. */
 export function refusalMessage(f: RefusalFacts): string {
   switch (f.code) {
     case 'budget_exceeded':

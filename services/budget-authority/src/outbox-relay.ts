@@ -7,7 +7,7 @@ import { isCluster, keysBySlot, type RedisClient } from './redis.js';
 import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
-import { decodeOutboxEntry } from './outbox.js';
+import { decodeOutboxEntry, outboxFlat } from './outbox.js';
 
 /** Takes or renews the relay lease of an org. KEYS[1] lock, ARGV[1] replica id, ARGV[2] ms. */
 const CLAIM = `
@@ -235,7 +235,8 @@ export class OutboxRelay {
   }
 
   /** A bug, never input: the raw entry becomes a dead letter (inspectable, replayable once fixed). */
-  async #park(key: string, id: string, fields: string[], err: unknown) {
+  async #park(key: string, id: string, raw: string[], err: unknown) {
+    const fields = outboxFlat(raw);
     const entry: Record<string, string> = {};
     for (let i = 0; i + 1 < fields.length; i += 2) entry[fields[i]!] = fields[i + 1]!;
     const { tenant, type } = entry;

@@ -1,4 +1,9 @@
-import { CURRENT_SCHEMA_VERSION, HoldfastEvent, type RefusalCode } from '@holdfast/events';
+import {
+  CURRENT_SCHEMA_VERSION,
+  HoldfastEvent,
+  checkEvent,
+  type RefusalCode,
+} from '@holdfast/events';
 import type { CompiledConfig } from '@holdfast/config';
 import type { z } from 'zod';
 import { refusalMessage, shrinkFacts } from './messages.js';
@@ -60,10 +65,19 @@ function decodeValue(value: string, f: FieldKind | undefined): unknown {
 }
 
 /**
+ * An outbox entry's field/value pairs: lib.lua's emit writes them as one field `e` joined by
+ * NUL; TypeScript and the scripts whose events carry free text write them as the entry's own.
+ */
+export function outboxFlat(fields: string[]): string[] {
+  return fields.length === 2 && fields[0] === 'e' ? fields[1]!.split('\0') : fields;
+}
+
+/**
  * Turns one outbox entry (flat field/value strings written by a Lua script) into an event of
  * the current schema. Throws when the entry does not validate: that is a bug, not input.
  */
-export function decodeOutboxEntry(flat: string[], config: CompiledConfig): HoldfastEvent {
+export function decodeOutboxEntry(fields: string[], config: CompiledConfig): HoldfastEvent {
+  const flat = outboxFlat(fields);
   const kinds = FIELD_KINDS.get(flat[flat.indexOf('type') + 1] ?? '');
   const raw: Record<string, unknown> = { schemaVersion: CURRENT_SCHEMA_VERSION };
   for (let i = 0; i + 1 < flat.length; i += 2) {
@@ -101,7 +115,7 @@ export function decodeOutboxEntry(flat: string[], config: CompiledConfig): Holdf
         : {}),
     });
   }
-  return HoldfastEvent.parse(raw);
+  return checkEvent(raw);
 }
 
 /** Flat outbox fields of an event written from TypeScript (no state changed with it). */

@@ -62,6 +62,11 @@ export interface Plan {
     org: string;
   };
   json(extra?: Record<string, unknown>): string;
+  /** The plan as positional strings (lib.lua's readPlan), for the scripts of every call. */
+  args: string[];
+  /** A reservation record's levels and holds texts for this plan (lib.lua's recordHolds). */
+  recordLevels: string;
+  recordHolds: string;
 }
 
 /** The part of a tenant's plan that only changes with the config: built once per config. */
@@ -71,6 +76,7 @@ interface Template {
   budgets: PlanBudget[];
   /** JSON of kp, levels, budgets, tenant, org and keepMs, without the braces. */
   json: string;
+  args: string[];
 }
 
 /** How long a closed reservation's record is kept, so a late duplicate is recognised. */
@@ -110,9 +116,65 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
     org,
     keepMs: KEEP_CLOSED_MS,
   }).slice(1, -1);
-  const t = { keys: [...fixedKeys(keys, org, ''), ...list], levels, budgets, json };
+  const t = {
+    keys: [...fixedKeys(keys, org, ''), ...list],
+    levels,
+    budgets,
+    json,
+    args: planArgs(keys.prefix, org, tenant.id, levels, budgets),
+  };
   perConfig.set(cacheKey, t);
   return t;
+}
+
+const WINDOW_CODE = { minute: 'm', day: 'd', month: 'M' } as const;
+const UNIT_CODE = { tokens: 't', usd: 'u' } as const;
+
+/**
+ * How a reservation record names a budget's window (lib.lua's recordHolds reads it): the
+ * level (its index in the chain, K the call's key, U its end user), the window (C a calendar
+ * month) and the unit.
+ */
+function holdCode(levels: readonly PlanLevel[], b: PlanBudget): string {
+  const level =
+    b.scope === 'k' ? 'K' : b.scope === 'u' ? 'U' : levels.findIndex((l) => l.tenant === b.tenant);
+  const w = b.window === 'month' && b.calendar ? 'C' : WINDOW_CODE[b.window];
+  return `${level}${w}${UNIT_CODE[b.unit]}`;
+}
+
+/**
+ * lib.lua's readPlan: kp, org, tenant, keepMs, the record's levels and holds texts, the
+ * levels' count and (tenant, state, holds, maxInFlight) each, the budgets' count and (tenant,
+ * id, window, unit, limit, enforce, calendar, debt, scope, subject, key, window state's text
+ * before and after `used,held`) each. Amounts are integers below 2^53, so String() writes
+ * every digit.
+ */
+function planArgs(
+  kp: string,
+  org: string,
+  tenant: string,
+  levels: readonly PlanLevel[],
+  budgets: readonly PlanBudget[],
+): string[] {
+  const out = [kp, org, tenant, String(KEEP_CLOSED_MS)];
+  out.push(levels.map((l) => l.tenant).join(';'));
+  out.push(budgets.map((b) => holdCode(levels, b)).join(';'));
+  out.push(String(levels.length));
+  for (const l of levels)
+    out.push(l.tenant, String(l.state), String(l.holds), String(l.maxInFlight));
+  out.push(String(budgets.length));
+  for (const b of budgets) {
+    const enforce = b.enforce ? '1' : '0';
+    const scoped = b.scope === 'k' || b.scope === 'u' ? `,${b.scope},${b.subject ?? ''}` : '';
+    out.push(b.tenant, b.id, b.window, b.unit, String(b.limit), enforce);
+    out.push(b.calendar ? '1' : '0', String(b.debt), b.scope, b.subject ?? '', String(b.key));
+    out.push(`${b.tenant},${b.id},${b.limit},`, `,${enforce}${scoped}`);
+  }
+  return out;
+}
+
+function argsOf(args: string[]): Pick<Plan, 'args' | 'recordLevels' | 'recordHolds'> {
+  return { args, recordLevels: args[4] ?? '', recordHolds: args[5] ?? '' };
 }
 
 function assemble(fixed: string): Plan['json'] {
@@ -147,6 +209,7 @@ export function planFor(
       keys: list,
       spec,
       json: assemble(now === undefined ? t.json : `${t.json},"now":${now}`),
+      ...argsOf(t.args),
     };
   }
   // The call's key or end user has budgets: the spec is this call's own (not the template's).
@@ -160,7 +223,12 @@ export function planFor(
     keepMs: KEEP_CLOSED_MS,
     ...(now === undefined ? {} : { now }),
   }).slice(1, -1);
-  return { keys: list, spec: { ...spec, budgets }, json: assemble(json) };
+  return {
+    keys: list,
+    spec: { ...spec, budgets },
+    json: assemble(json),
+    ...argsOf(planArgs(keys.prefix, tenant.org, tenant.id, t.levels, budgets)),
+  };
 }
 
 /** A budget as a script sees it, its window hash at KEYS[key]. */
@@ -234,5 +302,6 @@ export function orphanPlan(
     keys: fixedKeys(keys, org, second),
     spec: { levels: [], budgets: [], tenant, org },
     json: assemble(now === undefined ? base : `${base},"now":${now}`),
+    ...argsOf(planArgs(keys.prefix, org, tenant, [], [])),
   };
 }

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
-import { loadConfigFile, natsNames, parseConfig, redisTarget } from '@holdfast/config';
+import { loadConfigFile, parseConfig, redisTarget } from '@holdfast/config';
 import { connectNats, createLogger } from '@holdfast/runtime';
-import { loadEnv } from './config.js';
+import { loadConfig } from './config.js';
 import { Keys } from './keys.js';
 import { migrateGlobalKeys } from './migrate.js';
 import { createRedis, keysBySlot } from './redis.js';
@@ -15,11 +15,16 @@ import { Rebuilder, stateKeys } from './rebuild.js';
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { force: { type: 'boolean', default: false } } });
-  const env = loadEnv();
+  const service = loadConfig();
+  const { env } = service;
   const logger = createLogger({ name: 'authority-rebuild', level: env.LOG_LEVEL });
   const redis = createRedis(redisTarget(env), 30_000);
   await redis.connect();
-  const nc = await connectNats({ url: env.NATS_URL, name: 'authority-rebuild', logger });
+  const nc = await connectNats({
+    servers: service.nats.servers,
+    name: 'authority-rebuild',
+    logger,
+  });
   const keys = new Keys(env.HOLDFAST_KEY_PREFIX);
   try {
     await migrateGlobalKeys(redis, keys, logger);
@@ -41,7 +46,7 @@ async function main(): Promise<void> {
     const summary = await new Rebuilder({
       redis,
       nc,
-      names: natsNames(env),
+      names: service.nats.names,
       keys,
       config,
       logger,

@@ -16,7 +16,7 @@ import { END_USER_KEEP_MS } from './handlers/admit.js';
 import type { Keys } from './keys.js';
 
 /**
- * Rebuilds the authority's Redis state from the event stream (SPEC section 5: "Redis state can
+ * Rebuilds the authority's Redis state from the event stream (docs/events.md: "Redis state can
  * be rebuilt by replaying the stream"). Every event that moved a window says by how much and
  * when (`charged*` at `time`), every hold says what it held, so replaying them in order gives
  * back each window's buckets, the holds of calls still in flight, lifetime totals, suspensions

@@ -20,7 +20,7 @@ function nodeOptions(url: string): RedisOptions & { host: string; port: number }
  * The authority's command connection (the authority and its rebuild tool open Redis only
  * here). No offline queue and a command timeout: while Redis is down a request fails at once
  * with budget_store_unavailable instead of waiting (fail closed). No auto-pipelining: it made
- * the Lua path slower on this hardware (FACTS). On Redis Cluster the same holds per node: a
+ * the Lua path slower on this hardware (measured here). On Redis Cluster the same holds per node: a
  * master that is down fails the orgs whose slots it serves, the others go on; MOVED and ASK
  * (resharding, a promoted replica) are followed and the slot map refreshed.
  */

@@ -67,16 +67,17 @@ export function defineScripts(redis: RedisClient): void {
 }
 
 /**
- * Runs a script with its keys and its spec (JSON text: ARGV[1]). A script that writes is
- * answered only once the replicas asked for have it (durable.ts); usage only reads.
+ * Runs a script with its keys and its spec: JSON text as ARGV[1], or (admit and close, run on
+ * every call) positional strings. A script that writes is answered only once the replicas
+ * asked for have it (durable.ts); usage only reads.
  */
 export function run(
   redis: RedisClient,
   name: Exclude<ScriptName, 'refusals' | 'capacity' | 'refuse'>,
   keys: string[],
-  spec: string,
+  spec: string | string[],
 ): Promise<string[]> {
-  const args = [...keys, spec];
+  const args = typeof spec === 'string' ? [...keys, spec] : [...keys, ...spec];
   if (name === 'usage') return redis.hfUsage(keys.length, ...args);
   const command = COMMANDS[name];
   return durably(

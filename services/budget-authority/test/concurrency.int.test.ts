@@ -8,7 +8,7 @@ import { Authority, createRedis } from '../src/index.js';
 import { newId, quiescent, readEvents } from './harness.js';
 
 /**
- * The invariant that matters (SPEC section 4): in reserve mode, for every window, billed usage
+ * The invariant that matters (docs/budgets.md): in reserve mode, for every window, billed usage
  * never exceeds the limit, whatever the concurrency and the number of authority replicas.
  * Randomized: 3 replicas in one queue group, 320 workers (so 256+ admissions in flight),
  * tenants with minute/day/month windows in tokens and in USD, an org above one team, and

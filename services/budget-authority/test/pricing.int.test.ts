@@ -99,6 +99,13 @@ test('a hold prices the prompt at the dearest input price; settlement bills each
   expect(u.ok && u.value.tenants[0]).toMatchObject({ billedMicroUsd: 7_485 + 13_500 });
 });
 
+/** lib.lua's RECORD_FIXED: the fields of a record's fixed text, in its order. */
+const RECORD_FIXED = [
+  ...['tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt', 'priceIn'],
+  ...['priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels', 'holds'],
+  ...['sampleN', 'expB', 'endUser'],
+];
+
 test('a hold admitted before cache-write prices existed settles at its recorded input price', async ({
   start,
   redis,
@@ -108,9 +115,12 @@ test('a hold admitted before cache-write prices existed settles at its recorded 
   const h = await start(CONFIG);
   const { api: _api, ...old } = call();
   admissionOf(await h.client.admit(old));
-  // The record as the previous admit.lua wrote it: priceIn was the input price, no api.
+  // The record as an earlier admit.lua wrote it: every field its own, priceIn the input
+  // price, no api.
   const key = h.authority.ctx.keys.reservation('coder', old.reservationId);
-  await redis.hdel(key, 'priceUn', 'priceW5', 'priceW1h', 'api');
+  const fixed = (await redis.hget(key, 'r'))?.split('\u0001') ?? [];
+  await redis.hset(key, Object.fromEntries(RECORD_FIXED.map((name, i) => [name, fixed[i]!])));
+  await redis.hdel(key, 'r', 'priceUn', 'priceW5', 'priceW1h', 'api');
   await redis.hset(key, 'priceIn', '3000000');
   const settled = await h.client.settle({
     reservationId: old.reservationId,

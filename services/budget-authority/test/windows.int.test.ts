@@ -191,4 +191,50 @@ describe('leases', () => {
     });
     expect(await used(h)).toEqual([150]);
   });
+
+  test('a release that arrives after the expiry gives back what the expiry billed', async ({
+    iso,
+    nc,
+    start,
+  }) => {
+    const h = await start(config([{ window: 'day', limit: 10_000 }]));
+    const id = newId();
+    admissionOf(
+      await h.client.admit({
+        reservationId: id,
+        tenant: 'team',
+        keyId: null,
+        useCase: 'uc',
+        model: 'gpt-4o-mini',
+        promptTokens: 100,
+        maxTokens: 900,
+        leaseMs: 60_000,
+      }),
+    );
+    await waitFor(() => h.authority.relayedOrgs.includes('team'), {
+      what: 'relay lease on the org',
+    });
+    h.clock.advance(60_000);
+    await waitFor(async () =>
+      (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.expired'),
+    );
+    expect(await used(h)).toEqual([1_000]);
+    // The edge never forwarded the call, but its release waited (the authority was away) until
+    // after the lease: the release still bills nothing.
+    const late = await h.client.release({
+      reservationId: id,
+      tenant: 'team',
+      reason: 'admit_abandoned',
+    });
+    expect(late).toMatchObject({ ok: true, value: { status: 'released' } });
+    expect(await used(h)).toEqual([0]);
+    const released = await waitFor(async () =>
+      (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.released'),
+    );
+    expect(released).toMatchObject({ reservationId: id, chargedTokens: -1_000 });
+    expect(
+      await h.client.release({ reservationId: id, tenant: 'team', reason: 'admit_abandoned' }),
+    ).toMatchObject({ ok: true, value: { status: 'already_released' } });
+    expect(await used(h)).toEqual([0]);
+  });
 });

@@ -32,7 +32,7 @@ export class LiveCall {
 
 /**
  * Calls in flight by tenant, so a suspension can end a tenant's calls after its grace
- * (SPEC section 7). Timers are cleared on close.
+ * (docs/alerts.md). Timers are cleared on close.
  */
 export class Calls {
   readonly #byTenant = new Map<string, Set<LiveCall>>();

@@ -12,7 +12,7 @@ export interface Clamp {
 }
 
 /**
- * Clamps max_tokens to the use case's ceiling and the model's max output (SPEC section 2). An
+ * Clamps max_tokens to the use case's ceiling and the model's max output (docs/api.md). An
  * unregistered use case or unknown model has no ceiling here; the call still goes to the
  * authority (which refuses it and records why) with the request bounded by the protocol limit.
  */

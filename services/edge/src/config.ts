@@ -1,15 +1,13 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { env, natsNames, natsNamesEnv, parseEnv } from '@holdfast/config';
-import type { NatsNames } from '@holdfast/events';
+import { env } from '@holdfast/config';
+import { loadServiceConfig, serviceEnv } from '@holdfast/runtime';
 import { z } from 'zod';
 
 /** The edge's environment. Every outbound call has a timeout here or in the config file. */
-export const EdgeEnv = z.object({
+export const EdgeEnv = serviceEnv({
   /** HTTP port of the OpenAI-compatible API and of /healthz, /readyz, /metrics. */
   EDGE_PORT: env.port(8080),
   EDGE_HOST: env.string('0.0.0.0'),
-  /** NATS server(s), comma-separated. */
-  NATS_URL: env.url('nats://127.0.0.1:4222'),
   /** Largest request body, bytes; larger ones get 413 invalid_request. */
   EDGE_BODY_LIMIT_BYTES: env.int(10 * 1024 * 1024, 1_024, 512 * 1024 * 1024),
   /** How long an admission may take before the call fails closed (503) or open (failOpen). */
@@ -71,8 +69,6 @@ export const EdgeEnv = z.object({
    * closed (a body sent a byte at a time cannot hold a socket). The response is not limited.
    */
   EDGE_REQUEST_TIMEOUT_MS: env.int(30_000, 100, 3_600_000),
-  LOG_LEVEL: env.logLevel(),
-  ...natsNamesEnv,
 });
 export type EdgeEnv = z.infer<typeof EdgeEnv>;
 
@@ -94,6 +90,8 @@ export interface EdgeOptions {
   trustProxy: boolean | string[];
   signInPerMinute: number;
   requestTimeoutMs: number;
+  /** Replicas of the closes stream when the edge is the first to create it. */
+  streamReplicas: number;
   upstream: UpstreamTimeouts & UpstreamRetry;
 }
 
@@ -127,6 +125,7 @@ export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     trustProxy: trustProxy(e.EDGE_TRUST_PROXY),
     signInPerMinute: e.EDGE_SIGN_IN_PER_MINUTE,
     requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
+    streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,
@@ -152,14 +151,11 @@ function trustProxy(value: string | undefined): boolean | string[] {
   return value.split(',').map((s) => s.trim());
 }
 
-export interface LoadedEnv {
-  env: EdgeEnv;
-  names: NatsNames;
-  options: EdgeOptions;
-}
-
 /** Parses the environment; throws an EnvError that names each bad variable. */
-export function loadEnv(source: NodeJS.ProcessEnv = process.env): LoadedEnv {
-  const e = parseEnv(EdgeEnv, source);
-  return { env: e, names: natsNames(e), options: optionsFromEnv(e) };
+export function loadConfig(source: NodeJS.ProcessEnv = process.env) {
+  return loadServiceConfig(EdgeEnv, source, (e) => ({
+    opsPort: e.EDGE_PORT,
+    options: optionsFromEnv(e),
+  }));
 }
+export type EdgeConfig = ReturnType<typeof loadConfig>;

@@ -1,14 +1,14 @@
 import { expect, test } from 'vitest';
-import { loadEnv } from './config.js';
+import { loadConfig } from './config.js';
 
 test('the admin API and the status page are off / token-only unless configured', () => {
-  const { options } = loadEnv({});
+  const { options } = loadConfig({});
   expect(options).toMatchObject({
     adminToken: undefined,
     statusAccess: 'token',
     statusRefreshMs: 2_000,
   });
-  const on = loadEnv({
+  const on = loadConfig({
     EDGE_ADMIN_TOKEN: 'a-long-enough-admin-token',
     EDGE_STATUS_PAGE: 'open',
     EDGE_STATUS_REFRESH_MS: '500',
@@ -22,7 +22,7 @@ test('the admin API and the status page are off / token-only unless configured',
 
 test('a weak or malformed admin token stops the edge at startup, naming the variable', () => {
   for (const token of ['short', 'has spaces in the admin token', 'tab\tin-the-admin-token']) {
-    expect(() => loadEnv({ EDGE_ADMIN_TOKEN: token })).toThrow(/EDGE_ADMIN_TOKEN/);
+    expect(() => loadConfig({ EDGE_ADMIN_TOKEN: token })).toThrow(/EDGE_ADMIN_TOKEN/);
   }
-  expect(() => loadEnv({ EDGE_STATUS_PAGE: 'public' })).toThrow(/EDGE_STATUS_PAGE/);
+  expect(() => loadConfig({ EDGE_STATUS_PAGE: 'public' })).toThrow(/EDGE_STATUS_PAGE/);
 });

@@ -1,7 +1,7 @@
 import { BaseError } from '@holdfast/runtime';
 
 /**
- * Every error the edge answers with (SPEC section 2). One closed list; `httpError` maps each to
+ * Every error the edge answers with (docs/api.md). One closed list; `httpError` maps each to
  * its status through an exhaustive switch.
  */
 export const EDGE_ERROR_CODES = [

@@ -1,7 +1,7 @@
 import { expect, test } from 'vitest';
 import { anthropicErrorBody, EDGE_ERROR_CODES, EdgeError, errorBody, httpError } from './errors.js';
 
-test('every edge error code has the status of the SPEC table', () => {
+test('every edge error code has the status of the docs/api.md table', () => {
   const statuses = Object.fromEntries(EDGE_ERROR_CODES.map((c) => [c, httpError(c).status]));
   expect(statuses).toEqual({
     invalid_api_key: 401,

@@ -10,7 +10,8 @@ export { buildEdge, edgeApp, type EdgeDeps } from './app.js';
 export {
   DEFAULT_OPTIONS,
   EdgeEnv,
-  loadEnv,
+  loadConfig,
+  type EdgeConfig,
   optionsFromEnv,
   type EdgeOptions,
   type UpstreamRetry,

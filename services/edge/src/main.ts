@@ -1,17 +1,22 @@
 import { connectNats, createLogger, createRegistry, handleShutdown } from '@holdfast/runtime';
 import { buildEdge } from './app.js';
-import { loadEnv } from './config.js';
+import { loadConfig } from './config.js';
 
 /** Composition root of the edge process: env → NATS → app → listen → one shutdown path. */
 async function main(): Promise<void> {
-  const { env, names, options } = loadEnv();
-  const logger = createLogger({ name: 'edge', level: env.LOG_LEVEL });
+  const { env, nats, options, logLevel } = loadConfig();
+  const logger = createLogger({ name: 'edge', level: logLevel });
   const registry = createRegistry('edge');
   // One admit and one settle per call: skip the per-request stack capture of nats.js.
-  const nc = await connectNats({ url: env.NATS_URL, name: 'edge', logger, noAsyncTraces: true });
+  const nc = await connectNats({
+    servers: nats.servers,
+    name: 'edge',
+    logger,
+    noAsyncTraces: true,
+  });
   const app = await buildEdge({
     nc,
-    names,
+    names: nats.names,
     logger,
     registry,
     options,

@@ -11,7 +11,7 @@ import {
 } from './harness.js';
 
 /**
- * Holds that grow (SPEC section 4): in adaptive mode the hold starts at prompt + the recent p95
+ * Holds that grow (docs/budgets.md): in adaptive mode the hold starts at prompt + the recent p95
  * of real output, and the edge extends it as the streamed output reaches its end; when the
  * budget cannot pay for more, the call ends cleanly at length and never bills past its hold.
  */

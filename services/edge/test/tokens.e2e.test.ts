@@ -44,7 +44,7 @@ test('x-holdfast-prompt-tokens equals the prompt_tokens OpenAI reported for ever
 });
 
 /**
- * tokenizer `upstream` (SPEC section 3): a self-hosted model is counted with its server's own
+ * tokenizer `upstream` (docs/configuration.md): a self-hosted model is counted with its server's own
  * chat template and tokenizer (llama-server's /apply-template + /tokenize, which the mock
  * implements), so the edge's count equals the prompt_tokens the upstream then reports; an
  * upstream that cannot count falls back to the pessimistic estimate.

@@ -24,7 +24,7 @@ async function open(plan: EventsPlan, nc: NatsConnection): Promise<Consumer> {
     });
   } catch (err) {
     throw new CliError(
-      `cannot read stream ${plan.stream} on ${plan.servers} (${(err as Error).message}): is the stack running, and are HOLDFAST_EVENTS_STREAM / NATS_URL right?`,
+      `cannot read stream ${plan.stream} on ${plan.servers.join(',')} (${(err as Error).message}): is the stack running, and are HOLDFAST_EVENTS_STREAM / NATS_URL right?`,
       EXIT.unavailable,
     );
   }
@@ -53,10 +53,10 @@ export async function events(args: string[], io: Io): Promise<number> {
   const plan = eventsPlan(values, io.env, ctx.stack, Date.now());
   let nc: NatsConnection;
   try {
-    nc = await connect({ servers: plan.servers.split(','), name: 'holdfast-events' });
+    nc = await connect({ servers: plan.servers, name: 'holdfast-events' });
   } catch (err) {
     throw new CliError(
-      `cannot reach NATS at ${plan.servers} (${(err as Error).message})`,
+      `cannot reach NATS at ${plan.servers.join(',')} (${(err as Error).message})`,
       EXIT.unavailable,
     );
   }

@@ -5,7 +5,7 @@ import { EndUserId, KeyId, ModelId, PlainId, TenantId, UseCaseId, Uuid } from '.
 import { BudgetId } from '../windows.js';
 import { count, windowsField } from './common.js';
 
-/** Why a call was refused. Each maps to one HTTP status at the edge (SPEC section 2). */
+/** Why a call was refused. Each maps to one HTTP status at the edge (docs/api.md). */
 export const REFUSAL_CODES = [
   'budget_exceeded',
   'concurrency_limit',

@@ -94,8 +94,9 @@ export const ReservationReleased = z.object({
   ...holdFields,
   /**
    * What this event added to the windows' `used`, at this event's time: nothing (a release
-   * bills nothing and keeps an estimate-mode precharge). Summing charged* over a tenant's
-   * events in a window gives that window's `used`.
+   * bills nothing and keeps an estimate-mode precharge), or minus what an expiry billed when
+   * the release came after it. Summing charged* over a tenant's events in a window gives that
+   * window's `used`.
    */
   chargedTokens: z.int(),
   chargedMicroUsd: z.int(),

@@ -4,6 +4,7 @@ import { DEFAULT_NAMES, deadLetterStream } from '@holdfast/events';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { z } from 'zod';
+import { sharedEnv } from '../env.js';
 import { readDeadLetters, type StoredDeadLetter } from '../jetstream/read-dead-letters.js';
 
 const USAGE = `Usage: pnpm --filter @holdfast/runtime dead-letters [--last N] [--source NAME] [--json]
@@ -16,16 +17,12 @@ came from and its first bytes.
   --source NAME   only those of one source: billing-aggregator, alerter, alerter-webhooks, outbox-relay
   --json          one JSON object a line, with the whole body
 
-Connects to NATS_URL (the first server if several); the stream follows HOLDFAST_EVENTS_STREAM.`;
+Connects to NATS_URL (one server or several, comma-separated); the stream follows HOLDFAST_EVENTS_STREAM.`;
 
+/** The services' own NATS_URL and events stream; the dead letters are in `<it>_DEADLETTER`. */
 const Env = z.object({
-  /** NATS server(s), comma-separated. */
-  NATS_URL: z.string().min(1).default('nats://127.0.0.1:4222'),
-  /** The events stream; the dead letters are in `<it>_DEADLETTER`. */
-  HOLDFAST_EVENTS_STREAM: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,200}$/)
-    .default(DEFAULT_NAMES.eventsStream),
+  NATS_URL: sharedEnv.NATS_URL,
+  HOLDFAST_EVENTS_STREAM: sharedEnv.HOLDFAST_EVENTS_STREAM,
 });
 
 function describe(l: StoredDeadLetter): string {
@@ -58,7 +55,7 @@ async function main(): Promise<number> {
   }
   const env = Env.parse(process.env);
   const stream = deadLetterStream({ ...DEFAULT_NAMES, eventsStream: env.HOLDFAST_EVENTS_STREAM });
-  const nc = await connect({ servers: env.NATS_URL.split(','), name: 'holdfast-dead-letters' });
+  const nc = await connect({ servers: env.NATS_URL, name: 'holdfast-dead-letters' });
   try {
     const letters = await readDeadLetters(await jetstreamManager(nc), stream.name, {
       last,

@@ -1,12 +1,10 @@
 import { IsoTime, PlainId, type HoldfastEvent } from '@holdfast/events';
+import { ensureStream, type StreamOptions } from '@holdfast/runtime';
 import {
-  JetStreamApiCodes,
-  JetStreamApiError,
   RetentionPolicy,
   StorageType,
   type JetStreamClient,
   type JetStreamManager,
-  type StreamConfig,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { z } from 'zod';
@@ -27,38 +25,39 @@ export type DeliveryJob = z.infer<typeof DeliveryJob>;
 const QUEUE_DUPLICATE_WINDOW_MS = 10 * 60_000;
 const LOG_MAX_AGE_MS = 30 * 86_400_000;
 
-async function ensureStream(
+/**
+ * The delivery queue (work queue: a job leaves it when acked) and the delivery log. Existing
+ * streams keep what an operator set, as the events stream does.
+ */
+export async function ensureWebhookStreams(
   jsm: JetStreamManager,
-  config: Partial<StreamConfig> & { name: string },
+  names: AlerterNames,
+  opts: StreamOptions = {},
 ) {
-  try {
-    await jsm.streams.info(config.name);
-    await jsm.streams.update(config.name, config);
-  } catch (err) {
-    if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
-      throw err;
-    }
-    await jsm.streams.add(config);
-  }
-}
-
-/** The delivery queue (work queue: a job leaves it when acked) and the delivery log. */
-export async function ensureWebhookStreams(jsm: JetStreamManager, names: AlerterNames) {
-  await ensureStream(jsm, {
-    name: names.webhookStream,
-    subjects: [`${names.webhookSubjectPrefix}.>`],
-    retention: RetentionPolicy.Workqueue,
-    storage: StorageType.File,
-    duplicate_window: nanos(QUEUE_DUPLICATE_WINDOW_MS),
-  });
-  await ensureStream(jsm, {
-    name: names.logStream,
-    subjects: [`${names.logSubjectPrefix}.>`, `${names.deadSubjectPrefix}.>`],
-    retention: RetentionPolicy.Limits,
-    storage: StorageType.File,
-    max_age: nanos(LOG_MAX_AGE_MS),
-    duplicate_window: nanos(QUEUE_DUPLICATE_WINDOW_MS),
-  });
+  const common = { storage: StorageType.File, num_replicas: opts.replicas ?? 1 };
+  await ensureStream(
+    jsm,
+    {
+      ...common,
+      name: names.webhookStream,
+      subjects: [`${names.webhookSubjectPrefix}.>`],
+      retention: RetentionPolicy.Workqueue,
+      duplicate_window: nanos(QUEUE_DUPLICATE_WINDOW_MS),
+    },
+    opts.logger,
+  );
+  await ensureStream(
+    jsm,
+    {
+      ...common,
+      name: names.logStream,
+      subjects: [`${names.logSubjectPrefix}.>`, `${names.deadSubjectPrefix}.>`],
+      retention: RetentionPolicy.Limits,
+      max_age: nanos(LOG_MAX_AGE_MS),
+      duplicate_window: nanos(QUEUE_DUPLICATE_WINDOW_MS),
+    },
+    opts.logger,
+  );
 }
 
 /**

@@ -76,10 +76,10 @@ async function main(): Promise<number> {
     return 2;
   }
   const logger = createLogger({ name: 'billing-audit', level: 'warn' });
-  const nc = await connectNats({ url: config.natsUrl, name: 'billing-audit', logger });
+  const nc = await connectNats({ servers: config.nats.servers, name: 'billing-audit', logger });
   const ch = createClickHouse({ ...config.clickhouse, quiet: true });
   try {
-    const authority = new AuthorityClient({ nc, names: config.names, timeoutMs: 5_000 });
+    const authority = new AuthorityClient({ nc, names: config.nats.names, timeoutMs: 5_000 });
     const result = await retry(
       () =>
         runAudit({

@@ -204,39 +204,81 @@ export async function admit(
   }
   const upstream = capacity.value.upstream;
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
-  const spec = plan.json({
-    resId: req.reservationId,
-    keyId: req.keyId ?? '',
-    useCase: req.useCase,
-    model: req.model,
-    mode: tenant.mode,
-    prompt: req.promptTokens,
-    max,
-    minOut,
-    leaseMs: req.leaseMs ?? tenant.leaseMs,
-    price: admitPrices(model.pricePico),
-    api: req.api,
-    eventId: randomUUID(),
-    shadowEventId: randomUUID(),
-    extensible: req.extensible,
+  const now = ctx.scriptNow();
+  const price = admitPrices(model.pricePico).map(String);
+  const leaseMs = String(req.leaseMs ?? tenant.leaseMs);
+  const keyId = req.keyId ?? '';
+  const endUser = req.endUser ?? '';
+  const eventId = randomUUID();
+  // The record's fixed text: lib.lua's RECORD_FIXED, in its order.
+  const record = [
+    tenant.id,
+    tenant.org,
+    keyId,
+    req.useCase,
+    req.model,
+    tenant.mode,
+    req.api,
+    String(req.promptTokens),
+    price[0],
+    price[1],
+    price[2],
+    price[3],
+    price[4],
+    price[5],
+    leaseMs,
+    plan.recordLevels,
+    plan.recordHolds,
+    tenant.mode === 'adaptive' ? String(tenant.adaptive.samples) : '0',
+    tenant.onExpiry === 'bill' ? '1' : '0',
+    endUser,
+  ].join('\u0001');
+  // The reservation.created event's fields that the script does not decide.
+  const created = [
+    ...['type', 'reservation.created', 'id', eventId, 'tenant', tenant.id, 'org', tenant.org],
+    ...['reservationId', req.reservationId, 'keyId', keyId, 'useCase', req.useCase],
+    ...['model', req.model, 'mode', tenant.mode, 'api', req.api],
+    ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
+    ...(endUser ? ['endUser', endUser] : []),
+    // The upstream whose capacity the call took: on the event.
+    ...(upstream ? ['upstream', upstream] : []),
+  ].join('\u0000');
+  // admit.lua's ARGV, in its order (see its header), then the plan.
+  const spec = [
+    now === undefined ? '' : String(now),
+    req.reservationId,
+    keyId,
+    req.useCase,
+    req.model,
+    tenant.mode,
+    String(req.promptTokens),
+    String(max),
+    String(minOut),
+    leaseMs,
+    ...price,
+    req.api,
+    eventId,
+    randomUUID(),
+    req.extensible ? '1' : '0',
     // adaptive: where recent output sizes of this use case and model are kept.
-    samplesKey: plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model)),
-    percentile: tenant.adaptive.percentile,
-    minSamples: tenant.adaptive.minSamples,
-    sampleWindow: tenant.adaptive.samples,
-    expiryBills: tenant.onExpiry === 'bill',
-    refusalsPerSecond: tenant.refusalEventsPerSecond,
-    endUser: req.endUser ?? '',
-    // The upstream whose capacity the call took ('' when none declares one): on the event.
-    upstream: upstream ?? '',
+    String(plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model))),
+    String(tenant.adaptive.percentile),
+    String(tenant.adaptive.minSamples),
+    String(tenant.adaptive.samples),
+    String(tenant.refusalEventsPerSecond),
+    endUser,
     // Where the tenant's end users with budgets are tracked (0: this call has none).
-    usersKey:
+    String(
       req.endUser && tenant.endUserBudgets.length > 0
         ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id))
         : 0,
-    maxEndUsers: tenant.maxEndUsers,
-    userKeepMs: END_USER_KEEP_MS,
-  });
+    ),
+    String(tenant.maxEndUsers),
+    String(END_USER_KEEP_MS),
+    record,
+    created,
+    ...plan.args,
+  ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec),
   );

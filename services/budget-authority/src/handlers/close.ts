@@ -55,7 +55,12 @@ export async function closeReservation(
       ? planFor(cfg, tenant, ctx.keys, now, resKey, who)
       : orphanPlan(ctx.keys, org, target.tenant, now, resKey);
     return withStore(ctx.logger, what.op, () =>
-      run(ctx.redis, 'close', plan.keys, closeSpec(plan, target.reservationId, what, askSubjects)),
+      run(
+        ctx.redis,
+        'close',
+        plan.keys,
+        closeSpec(plan, now, target.reservationId, what, askSubjects),
+      ),
     );
   };
   let result = await attempt({ keyId: target.keyId, endUser: target.endUser }, inTree);
@@ -91,28 +96,32 @@ function closeEventId(reservationId: string, op: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
-/** close.lua's spec: the plan's, the reservation and what to do with it. */
-function closeSpec(plan: Plan, reservationId: string, what: CloseOp, askSubjects: boolean) {
-  return plan.json({
-    resId: reservationId,
-    eventId: closeEventId(reservationId, what.op),
-    overrunEventId: closeEventId(reservationId, `${what.op}:overrun`),
-    op: what.op,
-    usage:
-      what.op === 'settle'
-        ? {
-            prompt: what.usage.promptTokens,
-            completion: what.usage.completionTokens,
-            cached: what.usage.cachedPromptTokens,
-            w5: what.usage.cacheWrite5mTokens,
-            w1h: what.usage.cacheWrite1hTokens,
-            reasoning: what.usage.reasoningTokens,
-          }
-        : { prompt: 0, completion: 0, cached: 0, w5: 0, w1h: 0, reasoning: 0 },
-    outcome: what.op === 'settle' ? what.outcome : '',
-    reason: what.op === 'release' ? what.reason : '',
-    askSubjects,
-  });
+/** close.lua's ARGV (see its header): the call, then the plan. */
+function closeSpec(
+  plan: Plan,
+  now: number | undefined,
+  reservationId: string,
+  what: CloseOp,
+  askSubjects: boolean,
+): string[] {
+  const u = what.op === 'settle' ? what.usage : undefined;
+  return [
+    now === undefined ? '' : String(now),
+    reservationId,
+    closeEventId(reservationId, what.op),
+    closeEventId(reservationId, `${what.op}:overrun`),
+    what.op,
+    String(u?.promptTokens ?? 0),
+    String(u?.completionTokens ?? 0),
+    String(u?.cachedPromptTokens ?? 0),
+    String(u?.cacheWrite5mTokens ?? 0),
+    String(u?.cacheWrite1hTokens ?? 0),
+    String(u?.reasoningTokens ?? 0),
+    what.op === 'settle' ? what.outcome : '',
+    what.op === 'release' ? what.reason : '',
+    askSubjects ? '1' : '0',
+    ...plan.args,
+  ];
 }
 
 export async function settle(ctx: HandlerContext, req: z.output<typeof SettleRequest>) {

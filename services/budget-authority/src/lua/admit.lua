@@ -7,17 +7,31 @@
 -- KEYS[4]  the org's refusal summaries (hash), flushed by the sweeper
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
 --          (their indexes are in the spec)
--- ARGV[1]  spec (JSON): levels, budgets, the call (see plan.ts), price = {the dearest input
---          price (holds use it), output, cached input, uncached input, 5-minute and 1-hour
---          cache writes} in pico-USD per token, api; `now` only under a test clock (else
---          Redis TIME)
+-- ARGV     positional (admit.ts): now ('' = Redis TIME; a test clock's instant), resId,
+--          keyId, useCase, model, mode, prompt, max, minOut, leaseMs, price (6: the dearest
+--          input price, which holds use, output, cached input, uncached input, 5-minute and
+--          1-hour cache writes, pico-USD per token), api, eventId, shadowEventId, extensible,
+--          samplesKey, percentile, minSamples, sampleWindow, refusalsPerSecond, endUser,
+--          usersKey, maxEndUsers, userKeepMs, the record's fixed text (lib.lua's RECORD_FIXED),
+--          the reservation.created event's fixed fields (NUL-joined); then the plan (lib.lua's
+--          readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight}
 
-local spec = cjson.decode(ARGV[1])
+local spec = readPlan(32)
+spec.now = tonumber(ARGV[1])
+spec.resId, spec.keyId, spec.useCase, spec.model, spec.mode = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+spec.prompt, spec.max, spec.minOut = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+spec.leaseMs = tonumber(ARGV[10])
+spec.price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]),
+  tonumber(ARGV[15]), tonumber(ARGV[16])}
+spec.api, spec.eventId, spec.shadowEventId = ARGV[17], ARGV[18], ARGV[19]
+spec.extensible = ARGV[20] == '1'
+spec.refusalsPerSecond = tonumber(ARGV[25])
+spec.endUser, spec.usersKey = ARGV[26], tonumber(ARGV[27])
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
@@ -115,26 +129,33 @@ end
 -- end users not seen for longer than the longest window are forgotten first.
 if spec.usersKey > 0 then
   local registry = KEYS[spec.usersKey]
-  if newUser and redis.call('ZCARD', registry) >= spec.maxEndUsers then
-    redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - spec.userKeepMs))
-    if redis.call('ZCARD', registry) >= spec.maxEndUsers then
+  if newUser and redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
+    redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
+    if redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
       return refuse('end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false)
     end
   end
 end
 
--- Suspension and in-flight caps, every level.
-local inflight = 0
+-- Suspension and in-flight caps, every level. The leaf's in flight is reported on refusals
+-- only, so it is counted then (nothing changed before a refusal).
+local inflight = nil
+local function inFlight()
+  inflight = inflight or redis.call('ZCARD', KEYS[spec.levels[1].holds])
+  return inflight
+end
 for i, lv in ipairs(spec.levels) do
   if redis.call('HGET', KEYS[lv.state], 'suspended') == '1' then
     return refuse('tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
   end
-  local n = redis.call('ZCARD', KEYS[lv.holds])
-  if i == 1 then
-    inflight = n
-  end
-  if lv.maxInFlight > 0 and n >= lv.maxInFlight then
-    return refuse('concurrency_limit', 0, 1, 0, 0, windowStates(spec), n, false)
+  if lv.maxInFlight > 0 then
+    local n = redis.call('ZCARD', KEYS[lv.holds])
+    if i == 1 then
+      inflight = n
+    end
+    if n >= lv.maxInFlight then
+      return refuse('concurrency_limit', 0, 1, 0, 0, windowStates(spec), n, false)
+    end
   end
 end
 
@@ -153,14 +174,14 @@ local promptT, promptU = spec.prompt, cost(spec.prompt, 0, 0, spec.price)
 -- adaptive: the hold covers a recent percentile of real output, not max_tokens.
 local covered = spec.max
 if spec.mode == 'adaptive' then
-  local recent = redis.call('LRANGE', KEYS[spec.samplesKey], 0, spec.sampleWindow - 1)
-  if #recent >= spec.minSamples then
+  local recent = redis.call('LRANGE', KEYS[tonumber(ARGV[21])], 0, tonumber(ARGV[24]) - 1)
+  if #recent >= tonumber(ARGV[23]) then
     local xs = {}
     for i, v in ipairs(recent) do
       xs[i] = tonumber(v)
     end
     table.sort(xs)
-    covered = math.min(spec.max, math.max(1, xs[math.max(1, math.ceil(#xs * spec.percentile))]))
+    covered = math.min(spec.max, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(ARGV[22])))]))
   end
 end
 
@@ -245,12 +266,12 @@ if refusedAt then
   local b = spec.budgets[refusedAt]
   local need = (b.unit == 'usd') and needU or needT
   local retry = retryAfter(b, sums[refusedAt], helds[refusedAt] + pots[refusedAt], need, deficit)
-  return refuse('budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), inflight, false)
+  return refuse('budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), inFlight(), false)
 end
 
 if shadowAt then
   -- A shadow budget would have refused: record it, admit anyway.
-  refuse('budget_exceeded', shadowAt, -1, needT, needU, windowStates(spec), inflight, true)
+  refuse('budget_exceeded', shadowAt, -1, needT, needU, windowStates(spec), inFlight(), true)
 end
 
 -- Admit. reserve holds the worst case; adaptive holds the estimate (and, when its hold cannot
@@ -270,74 +291,70 @@ if spec.mode ~= 'reserve' and spec.mode ~= 'adaptive' then
 end
 
 local states = {}
-for i, b in ipairs(spec.budgets) do
-  local bd = bounds(spec, b)
-  local amountHeld = (b.unit == 'usd') and heldU or heldT
-  local amountCharged = (b.unit == 'usd') and chargedU or chargedT
-  hold(KEYS[b.key], amountHeld)
-  hold(KEYS[b.key], (b.unit == 'usd') and potU or potT, 'p')
-  bill(KEYS[b.key], bd[1], amountCharged)
+local budgets = spec.budgets
+for i = 1, #budgets do
+  local b = budgets[i]
+  local usd = b.unit == 'usd'
+  local amountHeld = usd and heldU or heldT
+  local amountCharged = usd and chargedU or chargedT
+  local key = KEYS[b.key]
+  hold(key, amountHeld)
+  if potT ~= 0 or potU ~= 0 then
+    hold(key, usd and potU or potT, 'p')
+  end
+  if amountCharged ~= 0 then
+    bill(key, bounds(spec, b)[1], amountCharged)
+  end
   states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
 end
 local windows = table.concat(states, ';')
 
 local expiresAt = now + spec.leaseMs
-local levelNames, levelIndex = {}, {}
-for i, lv in ipairs(spec.levels) do
-  redis.call('ZADD', KEYS[lv.holds], I(expiresAt), spec.resId)
+local nowText, expiresText = I(now), I(expiresAt)
+local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
+local chargedTText, chargedUText = I(chargedT), I(chargedU)
+for _, lv in ipairs(spec.levels) do
+  redis.call('ZADD', KEYS[lv.holds], expiresText, spec.resId)
   if chargedT ~= 0 then
-    redis.call('HINCRBY', KEYS[lv.state], 'billedT', I(chargedT))
-    redis.call('HINCRBY', KEYS[lv.state], 'billedU', I(chargedU))
+    redis.call('HINCRBY', KEYS[lv.state], 'billedT', chargedTText)
+    redis.call('HINCRBY', KEYS[lv.state], 'billedU', chargedUText)
   end
-  levelNames[i] = lv.tenant
-  levelIndex[lv.tenant] = i - 1
 end
-redis.call('ZADD', KEYS[3], I(expiresAt), spec.resId)
-local holdCodes = {}
-for i, b in ipairs(spec.budgets) do
-  holdCodes[i] = holdCode(levelIndex[b.tenant], b)
-end
+redis.call('ZADD', KEYS[3], expiresText, spec.resId)
 
 -- The record carries everything its close needs (org, levels, windows, prices, what expiry
--- bills), so it can be closed after the tenant moved to another org or left the config.
--- priceIn is what the hold priced the input at (extend grows it alike); priceUn, priceW5 and
--- priceW1h are what settlement bills uncached input and cache writes at.
-redis.call('HSET', resKey,
-  'state', 'held', 'tenant', spec.tenant, 'org', spec.org, 'keyId', spec.keyId,
-  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'api', spec.api,
-  'priceUn', I(spec.price[4]), 'priceW5', I(spec.price[5]), 'priceW1h', I(spec.price[6]),
-  'prompt', I(spec.prompt),
-  'max', I(maxTokens), 'heldT', I(heldT), 'heldU', I(heldU), 'chargedT', I(chargedT),
-  'chargedU', I(chargedU), 'priceIn', I(spec.price[1]), 'priceOut', I(spec.price[2]),
-  'priceCached', I(spec.price[3]), 'createdAt', I(now), 'expiresAt', I(expiresAt),
-  'leaseMs', I(spec.leaseMs), 'levels', table.concat(levelNames, ';'),
-  'holds', table.concat(holdCodes, ';'), 'cov', I(covered), 'potT', I(potT), 'potU', I(potU),
-  'sampleN', (spec.mode == 'adaptive') and I(spec.sampleWindow) or '0',
-  'expB', spec.expiryBills and '1' or '0', 'endUser', spec.endUser)
+-- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant
+-- moved to another org or left the config. Amounts that are 0 are left out.
+local covText = I(covered)
+local record = {'HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText,
+  'heldU', heldUText, 'max', maxText, 'cov', covText, 'createdAt', nowText,
+  'expiresAt', expiresText}
+if chargedT ~= 0 or chargedU ~= 0 then
+  record[#record + 1] = 'chargedT'
+  record[#record + 1] = chargedTText
+  record[#record + 1] = 'chargedU'
+  record[#record + 1] = chargedUText
+end
+if potT ~= 0 or potU ~= 0 then
+  record[#record + 1] = 'potT'
+  record[#record + 1] = I(potT)
+  record[#record + 1] = 'potU'
+  record[#record + 1] = I(potU)
+end
+redis.call(unpack(record))
 redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
 if spec.usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).
-  redis.call('ZADD', KEYS[spec.usersKey], I(now), spec.endUser)
+  redis.call('ZADD', KEYS[spec.usersKey], nowText, spec.endUser)
   for _, b in ipairs(spec.budgets) do
     if b.scope == 'u' then
-      redis.call('PEXPIRE', KEYS[b.key], spec.userKeepMs)
+      redis.call('PEXPIRE', KEYS[b.key], ARGV[29])
     end
   end
 end
 
-local created = withEndUser({
-  'type', 'reservation.created', 'id', spec.eventId, 'time', I(now),
-  'tenant', spec.tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', spec.keyId,
-  'useCase', spec.useCase, 'model', spec.model, 'mode', spec.mode, 'api', spec.api,
-  'heldTokens', I(heldT), 'heldMicroUsd', I(heldU), 'promptTokens', I(spec.prompt),
-  'maxTokens', I(maxTokens), 'requestedMaxTokens', I(spec.max),
-  'chargedTokens', I(chargedT), 'chargedMicroUsd', I(chargedU),
-  'expiresAt', I(expiresAt), 'windows', windows,
-})
-if spec.upstream ~= '' then
-  created[#created + 1] = 'upstream'
-  created[#created + 1] = spec.upstream
-end
-emit(created)
+emitText(ARGV[31] .. '\0time\0' .. nowText .. '\0heldTokens\0' .. heldTText .. '\0heldMicroUsd\0' ..
+  heldUText .. '\0maxTokens\0' .. maxText .. '\0chargedTokens\0' .. chargedTText ..
+  '\0chargedMicroUsd\0' .. chargedUText .. '\0expiresAt\0' .. expiresText .. '\0windows\0' .. windows)
 
-return {'ok', I(heldT), I(heldU), I(maxTokens), shrunk and '1' or '0', I(expiresAt), '0', windows, I(covered)}
+return {'ok', heldTText, heldUText, maxText, shrunk and '1' or '0', expiresText, '0', windows, covText}

@@ -13,26 +13,29 @@
 -- KEYS[4]  unused (the refusal summaries, for a uniform key layout)
 -- KEYS[n]  the levels' state hashes and holds sorted sets and the budgets' window hashes of
 --          the tenant's current plan, when it has one in this org (indexes in the spec)
--- ARGV[1]  spec (JSON): kp, org, tenant ('' with expire: whoever holds it), levels, budgets,
---          op ('settle' | 'release' | 'expire'), usage {prompt, completion, cached, w5, w1h,
---          reasoning} (cached and the cache writes are parts of prompt), outcome,
---          reason, eventId, overrunEventId, keepMs; `now` only under a test clock
+-- ARGV     positional (close.ts): now ('' = Redis TIME; a test clock's instant), resId,
+--          eventId, overrunEventId, op ('settle' | 'release' | 'expire'), the usage (prompt,
+--          completion, cached, w5, w1h, reasoning; cached and the cache writes are parts of
+--          prompt), outcome, reason, askSubjects; then the plan (lib.lua's readPlan; tenant ''
+--          with expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due.
 
-local spec = cjson.decode(ARGV[1])
+local spec = readPlan(15)
+spec.now = tonumber(ARGV[1])
+spec.resId, spec.eventId, spec.overrunEventId, spec.op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+spec.usage = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
+  w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
+spec.outcome, spec.reason, spec.askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
-local f = redis.call('HMGET', resKey,
-  'state', 'tenant', 'keyId', 'useCase', 'model', 'mode', 'heldT', 'heldU', 'chargedT',
-  'chargedU', 'priceIn', 'priceOut', 'priceCached', 'createdAt', 'expiresAt', 'leaseMs',
-  'levels', 'holds', 'billedT', 'billedU', 'potT', 'potU', 'sampleN', 'expB', 'expT', 'expU',
-  'api', 'priceUn', 'priceW5', 'priceW1h', 'endUser')
-local state, tenant = f[1], f[2]
+local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'chargedT', 'chargedU',
+  'createdAt', 'expiresAt', 'billedT', 'billedU', 'potT', 'potU', 'expT', 'expU', 'r')
+local state = f[1]
 
 if not state then
   if spec.op == 'release' then
@@ -42,183 +45,206 @@ if not state then
   end
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
+local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
+  priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser =
+  unpack(recordFixed(resKey, f[14]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 if state == 'settled' then
-  return {'already_settled', f[19] or '0', f[20] or '0', windowStates(spec), '0', '0'}
+  return {'already_settled', f[8] or '0', f[9] or '0', windowStates(spec), '0', '0'}
 end
 if state == 'released' then
   return {'already_released', '0', '0', windowStates(spec), '0', '0'}
 end
-if state == 'expired' and spec.op ~= 'settle' then
+if state == 'expired' and spec.op == 'expire' then
   return {'already_expired', '0', '0', windowStates(spec), '0', '0'}
 end
-if spec.op == 'expire' and tonumber(f[15]) > now then
+if spec.op == 'expire' and tonumber(f[7]) > now then
   return {'not_due', '0', '0', windowStates(spec), '0', '0'}
 end
+keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
 
 -- The hold is on its key's or end user's windows but the caller did not name them (the
 -- sweeper, a client of the API): ask for a run with them, so the event reports those windows
 -- too (the books, the rebuild and the alerter read windows from events). Nothing changed yet.
-if spec.askSubjects and f[18] then
+if spec.askSubjects and holdsText then
   local haveK, haveU = false, false
   for _, b in ipairs(spec.budgets) do
     haveK = haveK or b.scope == 'k'
     haveU = haveU or b.scope == 'u'
   end
-  if (string.find(f[18], 'K', 1, true) and not haveK) or (string.find(f[18], 'U', 1, true) and not haveU) then
-    return {'subjects', f[3] or '', f[31] or ''}
+  if (string.find(holdsText, 'K', 1, true) and not haveK) or (string.find(holdsText, 'U', 1, true) and not haveU) then
+    return {'subjects', keyId, endUser}
   end
 end
 
-local heldT, heldU = tonumber(f[7]), tonumber(f[8])
-local levels = recordLevels(f[17])
-local recorded = recordHolds(spec, levels, f[18], {tenant = tenant, keyId = f[3], endUser = f[31]})
-local prechargedT, prechargedU = tonumber(f[9]), tonumber(f[10])
+local heldT, heldU = tonumber(f[2]), tonumber(f[3])
+local levels = recordLevels(levelsText)
+local prechargedT, prechargedU = tonumber(f[4]) or 0, tonumber(f[5]) or 0
 -- What an expiry already billed (worst case, see below); a late settle corrects it.
-local expiredT, expiredU = tonumber(f[25]) or 0, tonumber(f[26]) or 0
+local expiredT, expiredU = tonumber(f[12]) or 0, tonumber(f[13]) or 0
 
--- The windows to bill: the recorded ones, then the current plan's not among them.
-local targets, seen = {}, {}
-for _, h in ipairs(recorded) do
-  targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3]}
-  seen[h[1]] = true
-end
-for _, b in ipairs(spec.budgets) do
-  local key = KEYS[b.key]
-  if not seen[key] then
-    targets[#targets + 1] = {key = key, unit = b.unit, b = b}
-    seen[key] = true
+-- The windows to change: the recorded ones (their holds given back), then the current plan's
+-- not among them (billed only). When the record was admitted on this very plan (the same
+-- levels and windows of the tenant's own), they are the plan's budgets, in its order.
+local targets = {}
+local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
+  and not string.find(holdsText, '[KU]')
+if asPlanned then
+  for i, b in ipairs(spec.budgets) do
+    targets[i] = {key = KEYS[b.key], unit = b.unit, b = b, held = true}
   end
-end
-local function billAll(amountT, amountU)
-  for _, t in ipairs(targets) do
-    local bd = bounds(spec, t.b)
-    slide(t.key, bd[2], bd[3])
-    bill(t.key, bd[1], (t.unit == 'usd') and amountU or amountT)
+else
+  local seen = {}
+  for _, h in ipairs(recordHolds(spec, levels, holdsText, {tenant = tenant, keyId = keyId, endUser = endUser})) do
+    targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true}
+    seen[h[1]] = true
   end
-  for _, level in ipairs(levels) do
-    local stateKey = tenantKey(spec, level, ':state')
-    redis.call('HINCRBY', stateKey, 'billedT', I(amountT))
-    redis.call('HINCRBY', stateKey, 'billedU', I(amountU))
+  for _, b in ipairs(spec.budgets) do
+    local key = KEYS[b.key]
+    if not seen[key] then
+      targets[#targets + 1] = {key = key, unit = b.unit, b = b}
+      seen[key] = true
+    end
   end
-end
-
-if state == 'held' then
-  -- Give the hold back on every window it was recorded against, and leave the in-flight sets.
-  local potT, potU = tonumber(f[21]) or 0, tonumber(f[22]) or 0
-  for _, h in ipairs(recorded) do
-    hold(h[1], (h[2] == 'usd') and -heldU or -heldT)
-    hold(h[1], (h[2] == 'usd') and -potU or -potT, 'p')
-  end
-  for _, level in ipairs(levels) do
-    redis.call('ZREM', tenantKey(spec, level, ':holds'), spec.resId)
-  end
-  redis.call('ZREM', KEYS[3], spec.resId)
 end
 
 local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
 local overT, overU = 0, 0
+local billing = false
 local closed, eventType = 'released', 'reservation.released'
 if spec.op == 'settle' then
   local u = spec.usage
   -- Each category at its price. A record written before cache-write prices existed has
   -- priceIn as its input price, and bills writes as input.
-  local input = tonumber(f[28]) or tonumber(f[11])
-  local price = {input, tonumber(f[12]), tonumber(f[13]), tonumber(f[29]) or input,
-    tonumber(f[30]) or input}
+  local input = tonumber(priceUn) or tonumber(priceIn)
+  local price = {input, tonumber(priceOut), tonumber(priceCached), tonumber(priceW5) or input,
+    tonumber(priceW1h) or input}
   billedT = u.prompt + u.completion
   costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h)
   chargeT = billedT - prechargedT - expiredT
   chargeU = costU - prechargedU - expiredU
-  billAll(chargeT, chargeU)
-  -- An overrun: the provider reported more than the hold paid for. The truth is billed (above)
+  billing = true
+  -- An overrun: the provider reported more than the hold paid for. The truth is billed
   -- and the excess recorded, so it is never silent.
-  if f[6] == 'reserve' or f[6] == 'adaptive' then
+  if mode == 'reserve' or mode == 'adaptive' then
     overT = math.max(0, billedT - prechargedT - heldT)
     overU = math.max(0, costU - prechargedU - heldU)
   end
-  local sampleN = tonumber(f[23]) or 0
-  if sampleN > 0 then
+  local samples = tonumber(sampleN) or 0
+  if samples > 0 then
     -- adaptive: remember the real output size for the next estimates.
-    local samples = tenantKey(spec, tenant, ':out:' .. f[4] .. ':' .. f[5])
-    redis.call('LPUSH', samples, I(u.completion))
-    redis.call('LTRIM', samples, 0, sampleN - 1)
+    local key = tenantKey(spec, tenant, ':out:' .. useCase .. ':' .. model)
+    redis.call('LPUSH', key, I(u.completion))
+    redis.call('LTRIM', key, 0, samples - 1)
   end
   closed, eventType = 'settled', 'reservation.settled'
 elseif spec.op == 'expire' then
   -- Nobody knows how this call ended (its edge died mid-call). With `expB` (reserve's
   -- default) it is billed at its worst case, so the books never show less than the model may
   -- have billed; a settle that arrives later corrects it to the real usage.
-  if f[24] == '1' then
+  if expB == '1' then
     chargeT, chargeU = heldT, heldU
-    billAll(chargeT, chargeU)
+    billing = true
   end
   closed, eventType = 'expired', 'reservation.expired'
+elseif state == 'expired' then
+  -- A release after the expiry (it waited in the closes stream while the authority was away,
+  -- and the lease ran out first): the edge knows the call billed nothing, as a release in time
+  -- would have, so what the expiry billed at its worst case is given back.
+  chargeT, chargeU = -expiredT, -expiredU
+  billing = true
 end
 
-redis.call('HSET', resKey, 'state', closed, 'closedAt', I(now), 'billedT', I(billedT), 'billedU', I(costU))
+-- Every window once: give back the hold (when still held, and on the windows it was recorded
+-- against), bill the charge, and keep what it says for the event.
+local isHeld = state == 'held'
+local potT, potU = tonumber(f[10]) or 0, tonumber(f[11]) or 0
+local states = {}
+for i, t in ipairs(targets) do
+  local usd = t.unit == 'usd'
+  local bd = bounds(spec, t.b)
+  local amount = billing and (usd and chargeU or chargeT) or 0
+  local bucket = 'b' .. I(bd[1])
+  local s, h, p, billed = slide(t.key, bd[2], bd[3], bucket)
+  local changed = false
+  if isHeld and t.held then
+    h = math.max(0, h - (usd and heldU or heldT))
+    changed = true
+    local dp = usd and potU or potT
+    if dp ~= 0 then
+      p = math.max(0, p - dp)
+      redis.call('HSET', t.key, 'p', I(p))
+    end
+  end
+  if amount ~= 0 then
+    s = s + amount
+    redis.call('HSET', t.key, 's', I(s), 'h', I(h), bucket, I((tonumber(billed) or 0) + amount))
+  elseif changed then
+    redis.call('HSET', t.key, 's', I(s), 'h', I(h))
+  end
+  if asPlanned then
+    states[i] = windowState(t.b, s, h)
+  end
+end
+if billing then
+  for _, level in ipairs(levels) do
+    local stateKey = tenantKey(spec, level, ':state')
+    redis.call('HINCRBY', stateKey, 'billedT', I(chargeT))
+    redis.call('HINCRBY', stateKey, 'billedU', I(chargeU))
+  end
+end
+if isHeld then
+  -- Leave the in-flight sets.
+  for _, level in ipairs(levels) do
+    redis.call('ZREM', tenantKey(spec, level, ':holds'), spec.resId)
+  end
+  redis.call('ZREM', KEYS[3], spec.resId)
+end
+
+local nowText = I(now)
 if spec.op == 'expire' then
-  redis.call('HSET', resKey, 'expT', I(chargeT), 'expU', I(chargeU))
+  redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', '0', 'billedU', '0',
+    'expT', I(chargeT), 'expU', I(chargeU))
+else
+  redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', I(billedT),
+    'billedU', I(costU))
 end
 redis.call('PEXPIRE', resKey, spec.keepMs)
 
-local windows = windowStates(spec)
-local api = f[27] or 'chat'
-local fields = {
-  'type', eventType, 'id', spec.eventId, 'time', I(now), 'tenant', tenant, 'org', spec.org,
-  'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5], 'mode', f[6],
-  'api', api,
-  'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
-  'chargedTokens', I(chargeT), 'chargedMicroUsd', I(chargeU), 'windows', windows,
-}
-local function add(k, v)
-  fields[#fields + 1] = k
-  fields[#fields + 1] = v
-end
+local windows = asPlanned and table.concat(states, ';') or windowStates(spec)
+local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
+  '\0reservationId\0' .. spec.resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
+  '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api
+local ending = '\0windows\0' .. windows .. (endUser ~= '' and ('\0endUser\0' .. endUser) or '')
+local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
+local body
 if spec.op == 'settle' then
-  add('promptTokens', I(spec.usage.prompt))
-  add('completionTokens', I(spec.usage.completion))
-  add('cachedPromptTokens', I(spec.usage.cached))
-  add('cacheWrite5mTokens', I(spec.usage.w5))
-  add('cacheWrite1hTokens', I(spec.usage.w1h))
-  add('reasoningTokens', I(spec.usage.reasoning))
-  add('billedTokens', I(billedT))
-  add('costMicroUsd', I(costU))
-  add('outcome', spec.outcome)
-  add('durationMs', I(math.max(0, now - tonumber(f[14]))))
+  local u = spec.usage
+  body = '\0promptTokens\0' .. ARGV[6] .. '\0completionTokens\0' .. ARGV[7] ..
+    '\0cachedPromptTokens\0' .. ARGV[8] .. '\0cacheWrite5mTokens\0' .. ARGV[9] ..
+    '\0cacheWrite1hTokens\0' .. ARGV[10] .. '\0reasoningTokens\0' .. ARGV[11] ..
+    '\0billedTokens\0' .. I(billedT) .. '\0costMicroUsd\0' .. I(costU) ..
+    '\0outcome\0' .. spec.outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 elseif spec.op == 'release' then
-  add('reason', spec.reason)
-  add('durationMs', I(math.max(0, now - tonumber(f[14]))))
+  body = '\0reason\0' .. spec.reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 else
-  add('leaseMs', f[16])
+  body = '\0leaseMs\0' .. leaseMs
 end
-local endUser = f[31] or ''
-if endUser ~= '' then
-  add('endUser', endUser)
-end
-emit(fields)
+emitText('type\0' .. eventType .. '\0id\0' .. spec.eventId .. head .. heldText ..
+  '\0chargedTokens\0' .. I(chargeT) .. '\0chargedMicroUsd\0' .. I(chargeU) .. body .. ending)
 
 if overT > 0 or overU > 0 then
   local leaf = tenantKey(spec, tenant, ':state')
   redis.call('HINCRBY', leaf, 'overN', 1)
   redis.call('HINCRBY', leaf, 'overT', I(overT))
   redis.call('HINCRBY', leaf, 'overU', I(overU))
-  redis.call('HSET', leaf, 'overAt', I(now))
-  local over = {
-    'type', 'reservation.overrun', 'id', spec.overrunEventId, 'time', I(now),
-    'tenant', tenant, 'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3],
-    'useCase', f[4], 'model', f[5], 'mode', f[6], 'api', api,
-    'heldTokens', I(heldT + prechargedT), 'heldMicroUsd', I(heldU + prechargedU),
-    'billedTokens', I(billedT), 'costMicroUsd', I(costU),
-    'overrunTokens', I(overT), 'overrunMicroUsd', I(overU), 'windows', windows,
-  }
-  if endUser ~= '' then
-    over[#over + 1] = 'endUser'
-    over[#over + 1] = endUser
-  end
-  emit(over)
+  redis.call('HSET', leaf, 'overAt', nowText)
+  emitText('type\0reservation.overrun\0id\0' .. spec.overrunEventId .. head ..
+    '\0heldTokens\0' .. I(heldT + prechargedT) .. '\0heldMicroUsd\0' .. I(heldU + prechargedU) ..
+    '\0billedTokens\0' .. I(billedT) .. '\0costMicroUsd\0' .. I(costU) ..
+    '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)
 end
 
 return {closed, I(billedT), I(costU), windows, I(overT), I(overU)}

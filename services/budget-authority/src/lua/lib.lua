@@ -14,21 +14,22 @@ end
 --
 -- Slides a window to `start` (oldest bucket still inside it): drops older buckets and
 -- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
-local function slide(key, start, nb)
-  local v = redis.call('HMGET', key, 's', 'h', 'lo', 'p')
+-- `field` (optional) is read in the same command: its value is the fourth result.
+local function slide(key, start, nb, field)
+  local v = redis.call('HMGET', key, 's', 'h', 'lo', 'p', field or 's')
   local s = tonumber(v[1]) or 0
   local h = tonumber(v[2]) or 0
   local lo = tonumber(v[3])
   local p = tonumber(v[4]) or 0
   if lo == nil then
     redis.call('HSET', key, 'lo', I(start))
-    return s, h, p
+    return s, h, p, v[5]
   end
   if lo < start then
     if start - lo >= nb then
       -- Idle longer than the window: every bucket has left it.
       redis.call('DEL', key)
-      s = 0
+      s, v[5] = 0, false
       redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p))
     else
       for b = lo, start - 1 do
@@ -43,7 +44,7 @@ local function slide(key, start, nb)
     end
     redis.call('HSET', key, 'lo', I(start))
   end
-  return s, h, p
+  return s, h, p, v[5]
 end
 
 -- Bills `amount` (may be negative) into the current bucket of a window.
@@ -74,6 +75,35 @@ local function clockNow(spec)
   end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The plan as positional ARGV from `at` (plan.ts planArgs): kp, org, tenant, keepMs, the
+-- record's levels and holds texts for this plan (see below); the levels' count, then tenant,
+-- state and holds key indexes, maxInFlight each; the budgets' count, then tenant, id, window,
+-- unit, limit, enforce, calendar, debt, scope, subject, key index, and its window state's
+-- text before and after `used,held` each. Every C call or new string costs Redis's Lua about
+-- 0.1 µs, so what only depends on the config comes ready-made.
+local function readPlan(at)
+  local spec = {kp = ARGV[at], org = ARGV[at + 1], tenant = ARGV[at + 2], keepMs = tonumber(ARGV[at + 3]),
+    levelsText = ARGV[at + 4], holdsText = ARGV[at + 5]}
+  local i = at + 6
+  local levels = {}
+  for l = 1, tonumber(ARGV[i]) do
+    levels[l] = {tenant = ARGV[i + 1], state = tonumber(ARGV[i + 2]), holds = tonumber(ARGV[i + 3]),
+      maxInFlight = tonumber(ARGV[i + 4])}
+    i = i + 4
+  end
+  i = i + 1
+  local budgets = {}
+  for n = 1, tonumber(ARGV[i]) do
+    budgets[n] = {tenant = ARGV[i + 1], id = ARGV[i + 2], window = ARGV[i + 3], unit = ARGV[i + 4],
+      limit = tonumber(ARGV[i + 5]), enforce = ARGV[i + 6] == '1', calendar = ARGV[i + 7] == '1',
+      debt = tonumber(ARGV[i + 8]), scope = ARGV[i + 9], subject = ARGV[i + 10],
+      key = tonumber(ARGV[i + 11]), head = ARGV[i + 12], tail = ARGV[i + 13]}
+    i = i + 13
+  end
+  spec.levels, spec.budgets = levels, budgets
+  return spec, i + 1
 end
 
 -- Sliding windows: buckets of `ms`, `n` of them (the same table as WINDOW_GRANULARITY in
@@ -163,6 +193,9 @@ end
 -- One window's state for replies and events: tenant,budget,limit,used,held,enforce, and for
 -- a key's or an end user's budget also its scope (k, u) and subject.
 local function windowState(b, s, h)
+  if b.head then
+    return b.head .. I(s) .. ',' .. I(h) .. b.tail
+  end
   local state = b.tenant .. ',' .. b.id .. ',' .. I(b.limit) .. ',' .. I(s) .. ',' .. I(h) .. ',' .. (b.enforce and '1' or '0')
   if b.scope == 'k' or b.scope == 'u' then
     state = state .. ',' .. b.scope .. ',' .. b.subject
@@ -202,26 +235,29 @@ local function refusalWritten(stateKey, summaryKey, now, rate, kind, fields)
   return false
 end
 
--- Appends an event to the org's outbox (KEYS[1]); the relay publishes it to JetStream.
+-- Appends an event to the org's outbox (KEYS[1]); the relay publishes it to JetStream. The
+-- entry is one field `e`, the event's names and values joined by NUL: a stream entry of 25
+-- field pairs costs Redis 4x the time of one field (every value here is an id, a number, an
+-- enum or printable ASCII, never NUL; events with free text use emitFlat).
+local function emitText(text)
+  redis.call('XADD', KEYS[1], '*', 'e', text)
+end
 local function emit(fields)
+  emitText(table.concat(fields, '\0'))
+end
+
+-- An entry of field/value pairs (the values may hold any byte).
+local function emitFlat(fields)
   redis.call('XADD', KEYS[1], '*', unpack(fields))
 end
 
--- Reservation records name the windows they hold on compactly, so the record stays a small
--- listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
+-- Reservation records name the windows they hold on compactly (plan.ts holdCode writes
+-- them), so the record stays a small listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
 -- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window; "KMt"
 -- the key's, "UMt" the end user's). Keys are rebuilt from the prefix, the record's org, and
 -- its keyId and endUser.
-local WINDOW_CODE = {minute = 'm', day = 'd', month = 'M'}
 local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
-local UNIT_CODE = {tokens = 't', usd = 'u'}
 local UNIT_NAME = {t = 'tokens', u = 'usd'}
-
-local function holdCode(levelIndex, b)
-  local w = (b.window == 'month' and b.calendar) and 'C' or WINDOW_CODE[b.window]
-  local level = (b.scope == 'k' and 'K') or (b.scope == 'u' and 'U') or levelIndex
-  return level .. w .. UNIT_CODE[b.unit]
-end
 
 local function tenantKey(spec, tenant, suffix)
   return spec.kp .. ':{' .. spec.org .. '}:t:' .. tenant .. suffix
@@ -261,4 +297,22 @@ local function recordHolds(spec, levels, text, rec)
     out[#out + 1] = {key, unit, budget}
   end
   return out
+end
+
+-- A reservation record: what a script decides or changes, as fields of their own (state,
+-- heldT, heldU, max, cov, expiresAt, createdAt, chargedT, chargedU, potT, potU; closing adds
+-- closedAt, billedT, billedU, expT, expU), and `r`: what the call and its plan fixed before
+-- admission, RECORD_FIXED's fields joined by \1 (admit.ts writes it; no value holds \1).
+-- Written as 31 fields, the record's HSET took a quarter of admit's time. A record without
+-- `r` (written before it existed, or by rebuild) has those fields as fields of their own.
+--
+-- The fixed fields of a record, in RECORD_FIXED's order (false where an old record has none).
+local function recordFixed(key, r)
+  if r then
+    return {string.match(r, '^' .. string.rep('([^\1]*)\1', 19) .. '(.*)$')}
+  end
+  local RECORD_FIXED = {'tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt',
+    'priceIn', 'priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels',
+    'holds', 'sampleN', 'expB', 'endUser'}
+  return redis.call('HMGET', key, unpack(RECORD_FIXED))
 end

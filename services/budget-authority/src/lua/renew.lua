@@ -11,7 +11,9 @@
 
 local spec = cjson.decode(ARGV[1])
 spec.now = clockNow(spec)
-local f = redis.call('HMGET', KEYS[2], 'state', 'tenant', 'leaseMs', 'levels', 'expiresAt')
+local v = redis.call('HMGET', KEYS[2], 'state', 'expiresAt', 'r')
+local x = v[1] and recordFixed(KEYS[2], v[3]) or {}
+local f = {v[1], x[1], x[15], x[16], v[2]}
 if not f[1] or f[2] ~= spec.tenant then
   return {'unknown', '0'}
 end

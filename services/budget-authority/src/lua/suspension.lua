@@ -44,7 +44,7 @@ local function event(kind, extra)
   for i = 1, #extra do
     fields[#fields + 1] = extra[i]
   end
-  emit(fields)
+  emitFlat(fields)
 end
 
 if spec.op == 'suspend' then

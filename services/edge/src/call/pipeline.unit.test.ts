@@ -1,3 +1,4 @@
+import { Err, RpcError } from '@holdfast/runtime';
 import { afterEach, describe, expect, test } from 'vitest';
 import { KEY, unitCall, type UnitCall } from '../../test/call-deps.js';
 
@@ -78,6 +79,38 @@ describe('runCall', () => {
     expect(anthropic.json()).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
     expect(u.upstream.stats().recent).toEqual([]);
     expect(u.authority.admits.map((a) => a.api)).toEqual(['responses', 'messages']);
+  });
+
+  test('an admit without a definitive answer (internal, malformed reply, timeout, store down) is released; no_responders needs none', async () => {
+    u = await unitCall();
+    const x = u;
+    const cases = [
+      ['internal', 500],
+      ['timeout', 503],
+      ['budget_store_unavailable', 503],
+      ['no_responders', 503],
+    ] as const;
+    for (const [code, status] of cases) {
+      x.authority.admit = () =>
+        Promise.resolve(Err(new RpcError({ code, message: `the authority said ${code}` })));
+      const res = await x.app.inject({
+        method: 'POST',
+        url: '/v1/chat/completions',
+        headers: auth,
+        payload: chat(),
+      });
+      expect(res.statusCode, code).toBe(status);
+    }
+    // The releases run in the background: one per admit that may have made a hold.
+    for (let i = 0; i < 200 && x.authority.releases.length < 3; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(x.authority.releases.map((r) => r.reason)).toEqual([
+      'admit_abandoned',
+      'admit_abandoned',
+      'admit_abandoned',
+    ]);
+    expect(x.upstream.stats().recent).toEqual([]);
   });
 
   test('a model served on another API is refused before counting or admission', async () => {

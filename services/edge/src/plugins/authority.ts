@@ -59,8 +59,10 @@ export const authorityPlugin = fp(
     });
     await snapshot.start();
     // Closes the authority cannot take wait in this stream; make sure it exists (idempotent).
-    await ensureClosesStream(await jetstreamManager(opts.nc), opts.names).catch((err: unknown) =>
-      opts.logger.warn({ err }, 'closes stream not ensured; deferred closes will retry'),
+    const streams = { replicas: o.streamReplicas, logger: opts.logger };
+    await ensureClosesStream(await jetstreamManager(opts.nc), opts.names, streams).catch(
+      (err: unknown) =>
+        opts.logger.warn({ err }, 'closes stream not ensured; deferred closes will retry'),
     );
   },
   { name: 'holdfast-authority', dependencies: ['holdfast-observability', 'holdfast-suspension'] },
@@ -68,7 +70,7 @@ export const authorityPlugin = fp(
 
 /**
  * Loads the encodings the configured models use, so no request pays for loading one (about
- * half a second of blocked event loop each, FACTS.md).
+ * half a second of blocked event loop each, measured).
  */
 function warmEncodings(cfg: CompiledConfig, logger: Logger): void {
   const names = new Set([...cfg.models.values()].map((m) => m.tokenizer));

@@ -12,7 +12,7 @@ export interface SuspensionPluginOptions {
 }
 
 /**
- * Suspension grace (SPEC section 7): listens to `<eventsPrefix>.*.tenant.suspended` and
+ * Suspension grace (docs/alerts.md): listens to `<eventsPrefix>.*.tenant.suspended` and
  * `.tenant.resumed` (core NATS: every replica sees every notice). A suspension ends that
  * tenant's calls in flight, and its children's, once the event's `graceMs` has passed; only
  * calls admitted before the event's time, so a late notice never ends calls admitted after a

@@ -69,10 +69,30 @@ export interface LimitsSeen {
   resetMs?: number;
 }
 
-/** Reads OpenAI's `x-ratelimit-remaining-tokens` / `x-ratelimit-reset-tokens` headers. */
-export function limitsSeen(headers: IncomingHttpHeaders): LimitsSeen | undefined {
-  const remaining = Number(header(headers, 'x-ratelimit-remaining-tokens'));
-  const reset = durationMs(header(headers, 'x-ratelimit-reset-tokens'));
-  if (!Number.isSafeInteger(remaining) || remaining < 0 || reset === undefined) return undefined;
-  return { remainingTokens: remaining, resetMs: reset };
+/**
+ * Reads the tokens a provider says are left and when they reset: OpenAI's
+ * `x-ratelimit-remaining-tokens` / `x-ratelimit-reset-tokens` (a duration), else Anthropic's
+ * `anthropic-ratelimit-tokens-remaining` / `-reset` (an RFC 3339 time; the input-tokens pair
+ * where the combined one is absent, as on accounts with separate input and output limits).
+ */
+export function limitsSeen(headers: IncomingHttpHeaders, now = Date.now()): LimitsSeen | undefined {
+  if (header(headers, 'x-ratelimit-remaining-tokens') !== undefined) {
+    return seen(
+      header(headers, 'x-ratelimit-remaining-tokens'),
+      durationMs(header(headers, 'x-ratelimit-reset-tokens')),
+    );
+  }
+  for (const kind of ['tokens', 'input-tokens']) {
+    const remaining = header(headers, `anthropic-ratelimit-${kind}-remaining`);
+    if (remaining === undefined) continue;
+    const at = Date.parse(header(headers, `anthropic-ratelimit-${kind}-reset`) ?? '');
+    return seen(remaining, Number.isNaN(at) ? undefined : Math.max(0, at - now));
+  }
+  return undefined;
+}
+
+function seen(remainingText: string | undefined, resetMs: number | undefined) {
+  const remaining = Number(remainingText);
+  if (!Number.isSafeInteger(remaining) || remaining < 0 || resetMs === undefined) return undefined;
+  return { remainingTokens: remaining, resetMs };
 }

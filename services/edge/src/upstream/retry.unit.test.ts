@@ -61,4 +61,35 @@ describe("OpenAI's x-ratelimit headers", () => {
     ).toBeUndefined();
     expect(limitsSeen({ 'x-ratelimit-remaining-tokens': '5' })).toBeUndefined();
   });
+  test("Anthropic's tokens left, with its reset as a time; the input-tokens pair otherwise", () => {
+    const now = Date.parse('2026-12-01T12:00:00Z');
+    expect(
+      limitsSeen(
+        {
+          'anthropic-ratelimit-tokens-remaining': '900',
+          'anthropic-ratelimit-tokens-reset': '2026-12-01T12:00:20Z',
+        },
+        now,
+      ),
+    ).toEqual({ remainingTokens: 900, resetMs: 20_000 });
+    expect(
+      limitsSeen(
+        {
+          'anthropic-ratelimit-input-tokens-remaining': '40',
+          'anthropic-ratelimit-input-tokens-reset': '2026-12-01T11:59:00Z',
+        },
+        now,
+      ),
+    ).toEqual({ remainingTokens: 40, resetMs: 0 });
+    expect(
+      limitsSeen(
+        {
+          'anthropic-ratelimit-tokens-remaining': '900',
+          'anthropic-ratelimit-tokens-reset': 'tomorrow',
+        },
+        now,
+      ),
+    ).toBeUndefined();
+    expect(limitsSeen({}, now)).toBeUndefined();
+  });
 });

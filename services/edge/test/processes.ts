@@ -1,0 +1,163 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { natsNamesToEnv } from '@holdfast/config';
+import type { NatsNames, TenantUsage } from '@holdfast/events';
+import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
+import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
+import { freePort, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { sha256Hex } from '../src/index.js';
+
+/** The four services, each a real child process that a test may kill -9. */
+export type ServiceName = 'authority' | 'aggregator' | 'alerter' | 'edge';
+const ORDER: ServiceName[] = ['authority', 'aggregator', 'alerter', 'edge'];
+const MAIN: Record<ServiceName, string> = {
+  authority: '../../budget-authority/dist/main.js',
+  aggregator: '../../billing-aggregator/dist/main.js',
+  alerter: '../../alerter/dist/main.js',
+  edge: '../dist/main.js',
+};
+
+export const TENANT = 'load';
+export const KEY = 'sk-hf-load-test-key-1';
+export const CAP = 200;
+export const PRICE = { inputPerMTok: 0.15, outputPerMTok: 0.6 };
+
+/** One reserve tenant with room for every call: a refusal would only blur the books. */
+function document(upstreamUrl: string, leaseMs: number) {
+  return {
+    upstreams: [{ id: 'default', baseUrl: upstreamUrl, timeoutMs: 10_000, maxRetries: 0 }],
+    models: [{ id: 'gpt-4o-mini', upstream: 'default', tokenizer: 'o200k_base', price: PRICE }],
+    tenants: [
+      {
+        id: TENANT,
+        mode: 'reserve',
+        leaseMs,
+        budgets: [{ window: 'month', limit: 100_000_000, unit: 'tokens' }],
+        useCases: [{ id: 'UC-1', maxTokens: CAP, models: ['gpt-4o-mini'] }],
+        keys: [{ id: 'load-1', sha256: sha256Hex(KEY) }],
+      },
+    ],
+  };
+}
+
+export interface ProcessStackOptions {
+  /** One server or several, comma-separated. */
+  natsUrl: string;
+  redisUrl: string;
+  clickhouseUrl: string;
+  iso: { names: NatsNames; keyPrefix: string; database: string };
+  /** HOLDFAST_STREAM_REPLICAS of every service. */
+  replicas?: number;
+  behaviour?: BehaviourPatch;
+  /** Lease of a hold (how long a dead edge's holds stay). */
+  leaseMs?: number;
+}
+
+export interface ProcessStack {
+  upstream: MockUpstream;
+  edgeUrl: string;
+  /** Connected to every NATS server of the test. */
+  nc: NatsConnection;
+  client: AuthorityClient;
+  usage(): Promise<TenantUsage>;
+  /** kill -9 of one service. */
+  kill(name: ServiceName): Promise<void>;
+  /** Starts a killed service again with the same environment; resolves when it is ready. */
+  restart(name: ServiceName): Promise<void>;
+  lines(name: ServiceName): string[];
+  stop(): Promise<void>;
+}
+
+/**
+ * The whole gateway as separate processes (authority, aggregator, alerter, edge) around an
+ * in-process mock upstream, the way `pnpm stack` runs it, on the test's NATS, Redis and
+ * ClickHouse database and names.
+ */
+export async function startProcessStack(o: ProcessStackOptions): Promise<ProcessStack> {
+  const upstream = await startMockUpstream({ port: 0, behaviour: o.behaviour });
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-processes-'));
+  const configFile = join(dir, 'config.json');
+  await writeFile(configFile, JSON.stringify(document(upstream.url, o.leaseMs ?? 6_000)));
+  const edgePort = await freePort();
+  const common = {
+    NATS_URL: o.natsUrl,
+    HOLDFAST_STREAM_REPLICAS: String(o.replicas ?? 1),
+    ...natsNamesToEnv(o.iso.names),
+  };
+  const env: Record<ServiceName, Record<string, string>> = {
+    authority: {
+      ...common,
+      REDIS_URL: o.redisUrl,
+      HOLDFAST_CONFIG: configFile,
+      HOLDFAST_KEY_PREFIX: o.iso.keyPrefix,
+      AUTHORITY_OPS_PORT: '0',
+      AUTHORITY_RELAY_LEASE_MS: '1000',
+      AUTHORITY_SWEEP_INTERVAL_MS: '200',
+    },
+    aggregator: {
+      ...common,
+      CLICKHOUSE_URL: o.clickhouseUrl,
+      CLICKHOUSE_DATABASE: o.iso.database,
+      BILLING_AGGREGATOR_OPS_PORT: '0',
+      BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: '0',
+      BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '200',
+      BILLING_AGGREGATOR_ACK_WAIT_MS: '5000',
+    },
+    alerter: { ...common, HOLDFAST_CONFIG: configFile, ALERTER_OPS_PORT: '0' },
+    edge: { ...common, EDGE_PORT: String(edgePort), EDGE_HOST: '127.0.0.1' },
+  };
+  const procs = new Map<ServiceName, ServiceProcess>();
+  const start = async (name: ServiceName) => {
+    const entry = fileURLToPath(new URL(MAIN[name], import.meta.url));
+    procs.set(name, await startService(entry, env[name], { readyTimeoutMs: 30_000 }));
+  };
+  const nc = await connectNats({
+    servers: o.natsUrl,
+    name: 'process-stack-test',
+    logger: createLogger({ name: 'process-stack-test', level: 'silent' }),
+  });
+  const client = new AuthorityClient({ nc, names: o.iso.names, timeoutMs: 5_000 });
+  const stop = async () => {
+    for (const name of [...ORDER].reverse()) await procs.get(name)?.stop();
+    await nc.close();
+    await upstream.stop();
+    await rm(dir, { recursive: true, force: true });
+  };
+  try {
+    for (const name of ORDER) await start(name);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    upstream,
+    edgeUrl: `http://127.0.0.1:${edgePort}`,
+    nc,
+    client,
+    usage: async () => {
+      const r = await client.usage({ tenant: TENANT });
+      if (!r.ok) throw new Error(`usage failed: ${r.error.code}`);
+      return r.value.tenants[0]!;
+    },
+    kill: async (name) => {
+      await procs.get(name)?.crash();
+    },
+    restart: (name) => start(name),
+    lines: (name) => procs.get(name)?.lines ?? [],
+    stop,
+  };
+}
+
+/** Waits until nothing is held or in flight: every call settled, released or expired. */
+export function quiet(s: ProcessStack, timeoutMs = 30_000): Promise<TenantUsage> {
+  return waitFor(
+    async () => {
+      const u = await s.usage().catch(() => undefined);
+      return u && u.inFlight === 0 && u.windows.every((w) => w.held === 0) ? u : undefined;
+    },
+    { timeoutMs, what: `${TENANT} to hold nothing` },
+  );
+}
