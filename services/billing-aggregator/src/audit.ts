@@ -230,7 +230,7 @@ export async function runAudit(opts: {
   if (cfg.ok) {
     const parsed = parseConfig(cfg.value.config);
     if (parsed.ok) {
-      for (const t of parsed.config.tenants.values()) {
+      for (const t of parsed.value.tenants.values()) {
         for (const b of t.budgets) if (b.calendar) calendar.add(`${b.tenant}/${b.id}`);
       }
     }

@@ -156,13 +156,13 @@ test('the budget state rebuilt from the event stream equals the state that wrote
   expect(lost.length).toBeGreaterThan(10);
   await redis.del(...lost);
   const parsed = parseConfig(CONFIG);
-  if (!parsed.ok) throw new Error(parsed.errors.join());
+  if (!parsed.ok) throw new Error(parsed.error.errors.join());
   const rebuilder = new Rebuilder({
     redis,
     nc,
     names: iso.names,
     keys,
-    config: parsed.config,
+    config: parsed.value,
     logger: createLogger({ name: 'rebuild', level: 'silent' }),
     now,
   });
@@ -175,7 +175,7 @@ test('the budget state rebuilt from the event stream equals the state that wrote
       nc,
       names: iso.names,
       keys,
-      config: parsed.config,
+      config: parsed.value,
       logger: createLogger({ name: 'rebuild', level: 'silent' }),
       now,
     }).run(),
