@@ -116,8 +116,8 @@ export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<
   const raw = await readStream(nc, names.eventsStream);
   return raw.map((r) => {
     const p = parseEvent(JSON.stringify(r));
-    if (!p.ok) throw new Error(p.error);
-    return p.event;
+    if (!p.ok) throw new Error(p.error.message);
+    return p.value;
   });
 }
 

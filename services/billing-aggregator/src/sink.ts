@@ -54,8 +54,8 @@ export class EventSink {
    */
   accept(msg: JsMsg): Pending | Promise<void> {
     const parsed = parseEvent(msg.data);
-    if (!parsed.ok) return this.#deadLetter(msg, parsed.error);
-    const row = toEventRow(parsed.event, msg.seq);
+    if (!parsed.ok) return this.#deadLetter(msg, parsed.error.message);
+    const row = toEventRow(parsed.value, msg.seq);
     const problem = rowProblem(row);
     if (problem !== undefined) {
       return this.#deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
