@@ -40,7 +40,7 @@ export async function runCall<B>(
     if (!endUser.ok) return await adapter.sendError(request, reply, endUser.error);
     const resolved = resolveModel(deps, asked.model, adapter);
     if (!resolved.ok) return await adapter.sendError(request, reply, resolved.error);
-    const model = resolved.model;
+    const model = resolved.value;
     const early = cheapChecks(deps, caller.tenant);
     if (early) return await adapter.sendError(request, reply, early);
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
