@@ -101,7 +101,7 @@ export class EventSink {
       return;
     }
     // Persisted: now ack. Rejected rows (ClickHouse refused their data) are dead-lettered.
-    const rejected = new Map(outcome.rejected.map((r) => [r.index, r.error]));
+    const rejected = new Map(outcome.value.map((r) => [r.index, r.error]));
     let newestMs = 0;
     const parking: Promise<void>[] = [];
     groups.forEach((group, i) => {
