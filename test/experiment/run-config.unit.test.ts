@@ -15,8 +15,8 @@ describe('runDocument', () => {
       upstreamUrl: 'http://127.0.0.1:8089/v1',
     });
     const parsed = parseConfig(doc);
-    if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
-    const { tenants } = parsed.config;
+    if (!parsed.ok) throw new Error(parsed.error.errors.join('\n'));
+    const { tenants } = parsed.value;
     expect([...tenants.keys()]).toEqual([
       'acme',
       'batch-summariser',
@@ -29,7 +29,7 @@ describe('runDocument', () => {
     const batch = tenants.get(run.tenant.batch)!;
     expect(batch.mode).toBe('post');
     expect(batch.budgets.map((b) => [b.window, b.limit])).toEqual([['month', 26_000]]);
-    expect(parsed.config.raw.alerts.suspendAtHardLimit).toBe(false);
+    expect(parsed.value.raw.alerts.suspendAtHardLimit).toBe(false);
 
     // The next run replaces this run's teams instead of piling up.
     const next = newRunIdentity();
@@ -40,8 +40,8 @@ describe('runDocument', () => {
         upstreamUrl: 'http://x:1/v1',
       }),
     );
-    if (!again.ok) throw new Error(again.errors.join('\n'));
-    expect([...again.config.tenants.keys()].filter((t) => t.startsWith('exp-'))).toEqual([
+    if (!again.ok) throw new Error(again.error.errors.join('\n'));
+    expect([...again.value.tenants.keys()].filter((t) => t.startsWith('exp-'))).toEqual([
       next.tenant.batch,
       next.tenant.support,
       next.tenant.finance,

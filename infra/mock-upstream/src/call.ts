@@ -72,7 +72,7 @@ export function startCall(
   const requested = state.capacity.counting === 'requested';
   const cost = info.prompt.tokens + (requested ? info.outputCap * info.candidates : 0);
   const admission = state.capacity.admit(cost);
-  const headers = surface.rateLimitHeaders(admission.view);
+  const headers = surface.rateLimitHeaders(admission.ok ? admission.value : admission.error.view);
   if (admission.ok) {
     return new ModelCall(
       state,
@@ -84,24 +84,24 @@ export function startCall(
       headers,
     );
   }
-  const limit = admission.limit === 'tokens' ? 'tokens per min (TPM)' : 'requests per min (RPM)';
-  const seconds = admission.retryAfterMs / 1000;
-  const cap =
-    admission.limit === 'tokens' ? admission.view.limitTokens : admission.view.limitRequests;
+  const refused = admission.error;
+  const limit = refused.limit === 'tokens' ? 'tokens per min (TPM)' : 'requests per min (RPM)';
+  const seconds = refused.retryAfterMs / 1000;
+  const cap = refused.limit === 'tokens' ? refused.view.limitTokens : refused.view.limitRequests;
   const message =
     `Rate limit reached for ${info.model} (mock account) on ${limit}: Limit ${cap}, ` +
-    `Used ${admission.used}, Requested ${admission.limit === 'tokens' ? admission.requested : 1}. ` +
+    `Used ${refused.used}, Requested ${refused.limit === 'tokens' ? refused.requested : 1}. ` +
     `Please try again in ${seconds.toFixed(3)}s.`;
   void sendError(
     reply.headers({
       ...headers,
       'retry-after': String(Math.ceil(seconds)),
-      'retry-after-ms': String(Math.ceil(admission.retryAfterMs)),
+      'retry-after-ms': String(Math.ceil(refused.retryAfterMs)),
     }),
     surface,
     'rate_limit',
     message,
-    { type: admission.limit },
+    { type: refused.limit },
   );
   state.finished(
     record(

@@ -1,3 +1,4 @@
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { Capacity } from './behaviour.js';
 
 const WINDOW_MS = 60_000;
@@ -23,16 +24,18 @@ export interface CapacityView {
   resetRequestsMs: number;
 }
 
-export type Admission =
-  | { ok: true; view: CapacityView }
-  | {
-      ok: false;
-      limit: 'tokens' | 'requests';
-      retryAfterMs: number;
-      requested: number;
-      used: number;
-      view: CapacityView;
-    };
+/** A request over a limit: which one, when it fits again, and the window as it stands. */
+interface RateLimited {
+  code: 'rate_limited';
+  limit: 'tokens' | 'requests';
+  retryAfterMs: number;
+  requested: number;
+  used: number;
+  view: CapacityView;
+}
+
+/** Admitted: the window with the request in it. */
+export type Admission = Result<CapacityView, RateLimited>;
 
 interface CapacityMinute {
   /** Start of the UTC minute. */
@@ -94,17 +97,17 @@ export class CapacityLimiter {
       const retryRequests = overRequests
         ? this.freedAfter(now, window.requests + 1 - rpm, 'requests')
         : 0;
-      return {
-        ok: false,
+      return Err({
+        code: 'rate_limited',
         limit: retryTokens >= retryRequests && overTokens ? 'tokens' : 'requests',
         retryAfterMs: Math.max(retryTokens, retryRequests),
         requested: tokens,
         used: overTokens ? window.tokens : window.requests,
         view: this.view(now),
-      };
+      });
     }
     this.push({ at: now, tokens, requests: 1, accepted: true });
-    return { ok: true, view: this.view(now) };
+    return Ok(this.view(now));
   }
 
   /** Output written by a call, when the limit counts `usage`. */

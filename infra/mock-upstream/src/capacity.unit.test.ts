@@ -16,8 +16,11 @@ describe('CapacityLimiter (sliding 60 s)', () => {
     now += 10_000;
     const refused = limiter.admit(200);
     // The 600 from 20 s ago leaves the window in 40 s.
-    expect(refused).toMatchObject({ ok: false, limit: 'tokens', retryAfterMs: 40_000, used: 900 });
-    expect(refused.view).toMatchObject({
+    expect(refused).toMatchObject({
+      ok: false,
+      error: { limit: 'tokens', retryAfterMs: 40_000, used: 900 },
+    });
+    expect(!refused.ok && refused.error.view).toMatchObject({
       limitTokens: 1000,
       remainingTokens: 100,
       resetTokensMs: 50_000,
@@ -36,8 +39,14 @@ describe('CapacityLimiter (sliding 60 s)', () => {
     limiter.configure({ tokensPerMinute: 100, requestsPerMinute: 2, count: 'requested' });
     expect(limiter.admit(1).ok && limiter.admit(1).ok).toBe(true);
     now += 1_500;
-    expect(limiter.admit(1)).toMatchObject({ ok: false, limit: 'requests', retryAfterMs: 58_500 });
-    expect(limiter.admit(500)).toMatchObject({ ok: false, limit: 'tokens', retryAfterMs: 60_000 });
+    expect(limiter.admit(1)).toMatchObject({
+      ok: false,
+      error: { limit: 'requests', retryAfterMs: 58_500 },
+    });
+    expect(limiter.admit(500)).toMatchObject({
+      ok: false,
+      error: { limit: 'tokens', retryAfterMs: 60_000 },
+    });
   });
 
   it('counts output when the call ends with count: usage', () => {

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import {
   FAILURES,
   type Behaviour,
@@ -24,6 +25,12 @@ export interface Plan {
   reasoningTokens: number;
 }
 
+/** An `x-mock-*` header the mock cannot read. */
+interface InvalidHeaders {
+  code: 'invalid_mock_header';
+  message: string;
+}
+
 /**
  * Per-request overrides, for clients that can set headers but not odd bodies (the official
  * clients: `create(body, { headers })`):
@@ -41,7 +48,7 @@ export interface Plan {
 export function planRequest(
   headers: IncomingHttpHeaders,
   state: MockState,
-): { ok: true; plan: Plan } | { ok: false; message: string } {
+): Result<Plan, InvalidHeaders> {
   const errors: string[] = [];
   const number = (name: string, integer: boolean): number | undefined => {
     const raw = headers[name];
@@ -68,29 +75,26 @@ export function planRequest(
   if (fail !== undefined && !(typeof fail === 'string' && isFailure(fail))) {
     errors.push(`x-mock-fail must be one of ${FAILURES.join(', ')}`);
   }
-  if (errors.length > 0) return { ok: false, message: errors.join('; ') };
+  if (errors.length > 0) return Err({ code: 'invalid_mock_header', message: errors.join('; ') });
 
   const b: Behaviour = state.behaviour;
-  return {
-    ok: true,
-    plan: {
-      firstTokenLatencyMs: latency ?? b.firstTokenLatencyMs,
-      tokenDelayMs: delay ?? b.tokenDelayMs,
-      completion: tokens === undefined ? b.completion : { mode: 'fixed', tokens },
-      failure:
-        typeof fail === 'string' && isFailure(fail)
-          ? { kind: fail, retryAfterS, afterTokens }
-          : undefined,
-      ignoreMaxTokens: ignoreMaxTokens ?? b.ignoreMaxTokens,
-      overReport: {
-        promptTokens: extraPrompt ?? b.overReport.promptTokens,
-        completionTokens: extraCompletion ?? b.overReport.completionTokens,
-        factor: factor ?? b.overReport.factor,
-      },
-      cachedTokens: cachedTokens ?? 0,
-      reasoningTokens: reasoningTokens ?? b.reasoningTokens,
+  return Ok({
+    firstTokenLatencyMs: latency ?? b.firstTokenLatencyMs,
+    tokenDelayMs: delay ?? b.tokenDelayMs,
+    completion: tokens === undefined ? b.completion : { mode: 'fixed', tokens },
+    failure:
+      typeof fail === 'string' && isFailure(fail)
+        ? { kind: fail, retryAfterS, afterTokens }
+        : undefined,
+    ignoreMaxTokens: ignoreMaxTokens ?? b.ignoreMaxTokens,
+    overReport: {
+      promptTokens: extraPrompt ?? b.overReport.promptTokens,
+      completionTokens: extraCompletion ?? b.overReport.completionTokens,
+      factor: factor ?? b.overReport.factor,
     },
-  };
+    cachedTokens: cachedTokens ?? 0,
+    reasoningTokens: reasoningTokens ?? b.reasoningTokens,
+  });
 }
 
 function isFailure(value: string): value is FailureKind {

@@ -24,8 +24,8 @@ export function readRequest<S extends z.ZodType>(
   }
   const planned = planRequest(request.headers, state);
   if (!planned.ok) {
-    void sendError(reply, surface, 'invalid', planned.message);
+    void sendError(reply, surface, 'invalid', planned.error.message);
     return undefined;
   }
-  return { body: parsed.data, plan: planned.plan };
+  return { body: parsed.data, plan: planned.value };
 }

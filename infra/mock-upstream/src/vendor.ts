@@ -1,3 +1,4 @@
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { Plan } from './plan.js';
 import { wantedTokens } from './generate.js';
 
@@ -51,9 +52,14 @@ export interface ShapeInput {
 
 const MAX_CHOICES = 128;
 
-export function replyShape(
-  input: ShapeInput,
-): { ok: true; shape: ReplyShape } | { ok: false; message: string; param: string } {
+/** A request field the server refuses, as an OpenAI-style `invalid_request_error` names it. */
+interface InvalidField {
+  code: 'invalid_request';
+  message: string;
+  param: string;
+}
+
+export function replyShape(input: ShapeInput): Result<ReplyShape, InvalidField> {
   const { body, serverMax } = input;
   const vendorFields: Record<string, unknown> = {};
   const read = (path: string): number | undefined => {
@@ -114,22 +120,19 @@ export function replyShape(
       'min_tokens',
     );
   }
-  return {
-    ok: true,
-    shape: {
-      cap,
-      capField,
-      minTokens: min,
-      fillCap,
-      choices,
-      candidates: bestOf ?? choices,
-      vendorFields,
-    },
-  };
+  return Ok({
+    cap,
+    capField,
+    minTokens: min,
+    fillCap,
+    choices,
+    candidates: bestOf ?? choices,
+    vendorFields,
+  });
 }
 
 function invalid(message: string, param: string) {
-  return { ok: false as const, message, param };
+  return Err<InvalidField>({ code: 'invalid_request', message, param });
 }
 
 /**

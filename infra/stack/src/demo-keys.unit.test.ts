@@ -15,7 +15,7 @@ describe('demoKeys', () => {
 
   it('finds none in a config without them', () => {
     const parsed = parseConfig({ tenants: [{ id: 'team' }] });
-    if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
-    expect(demoKeys(parsed.config)).toEqual([]);
+    if (!parsed.ok) throw new Error(parsed.error.errors.join('\n'));
+    expect(demoKeys(parsed.value)).toEqual([]);
   });
 });

@@ -6,9 +6,9 @@ import { renderPath } from './paths.js';
 import { HoldfastConfigSchema } from './rules.js';
 import { HoldfastConfigShape } from './schema.js';
 import { didYouMean, fieldsAt } from './suggest.js';
-import { BaseError } from '@holdfast/events';
+import { BaseError, Err, Ok, type Result } from '@holdfast/events';
 
-export type ConfigResult = { ok: true; config: CompiledConfig } | { ok: false; errors: string[] };
+export type ConfigResult = Result<CompiledConfig, ConfigError>;
 
 /** What one issue says; an unknown field gets the closest known one, or the known ones. */
 function describe(issue: z.core.$ZodIssue, schema: z.ZodType | undefined): string {
@@ -38,21 +38,28 @@ export function formatIssues(
   );
 }
 
-/** Validates a config document: YAML/JSON text or an already-parsed object. Never throws. */
-export function parseConfig(document: unknown): ConfigResult {
+/**
+ * Validates a config document: YAML/JSON text or an already-parsed object. Never throws: a bad
+ * document is an `Err` whose ConfigError lists every bad field, `source` naming it.
+ */
+export function parseConfig(document: unknown, source = 'document'): ConfigResult {
   let raw: unknown = document;
   if (typeof document === 'string') {
     try {
       raw = parseYaml(document, { maxAliasCount: 100 }) ?? {};
     } catch (err) {
-      return { ok: false, errors: [`(document): not valid YAML: ${(err as Error).message}`] };
+      return Err(
+        new ConfigError(source, [`(document): not valid YAML: ${(err as Error).message}`]),
+      );
     }
   }
   const parsed = HoldfastConfigSchema.safeParse(raw);
   if (!parsed.success) {
-    return { ok: false, errors: formatIssues(parsed.error.issues, raw, HoldfastConfigShape) };
+    return Err(
+      new ConfigError(source, formatIssues(parsed.error.issues, raw, HoldfastConfigShape)),
+    );
   }
-  return { ok: true, config: compileConfig(parsed.data) };
+  return Ok(compileConfig(parsed.data));
 }
 
 export class ConfigError extends BaseError<'invalid_config'> {
@@ -71,7 +78,7 @@ export class ConfigError extends BaseError<'invalid_config'> {
 /** Reads and validates the config file; throws a ConfigError that names every bad field. */
 export async function loadConfigFile(path: string): Promise<CompiledConfig> {
   const text = await readFile(path, 'utf8');
-  const result = parseConfig(text);
-  if (!result.ok) throw new ConfigError(path, result.errors);
-  return result.config;
+  const result = parseConfig(text, path);
+  if (!result.ok) throw result.error;
+  return result.value;
 }

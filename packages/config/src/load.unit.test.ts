@@ -39,14 +39,14 @@ const base = {
 function errorsOf(doc: unknown): string[] {
   const r = parseConfig(doc);
   if (r.ok) throw new Error('expected errors');
-  return r.errors;
+  return r.error.errors;
 }
 
 describe('parseConfig', () => {
   it('accepts the documented example and compiles limits to integer base units', () => {
     const r = parseConfig(base);
-    if (!r.ok) throw new Error(r.errors.join('\n'));
-    const team = r.config.tenants.get('batch-summariser')!;
+    if (!r.ok) throw new Error(r.error.errors.join('\n'));
+    const team = r.value.tenants.get('batch-summariser')!;
     expect(team.org).toBe('acme');
     expect(team.chain).toEqual(['batch-summariser', 'acme']);
     expect(team.mode).toBe('reserve');
@@ -54,15 +54,15 @@ describe('parseConfig', () => {
       ['month-tokens', 40_000],
       ['minute-usd', 2_500_000],
     ]);
-    expect(r.config.models.get('gpt-4o-mini')!.pricePico).toEqual({
+    expect(r.value.models.get('gpt-4o-mini')!.pricePico).toEqual({
       input: 150_000,
       output: 600_000,
       cachedInput: 75_000,
       cacheWrite5m: 150_000,
       cacheWrite1h: 150_000,
     });
-    expect(r.config.models.get('gpt-4o-mini')!.api).toBe('openai');
-    expect(r.config.keysByHash.get('a'.repeat(64))).toEqual({
+    expect(r.value.models.get('gpt-4o-mini')!.api).toBe('openai');
+    expect(r.value.keysByHash.get('a'.repeat(64))).toEqual({
       tenant: 'batch-summariser',
       keyId: 'batch-1',
       defaultUseCase: undefined,
@@ -82,8 +82,8 @@ describe('parseConfig', () => {
     ];
     team.endUserBudgets = [{ window: 'day', limit: 20_000, unit: 'tokens' }];
     const r = parseConfig(doc);
-    if (!r.ok) throw new Error(r.errors.join('\n'));
-    const t = r.config.tenants.get('batch-summariser')!;
+    if (!r.ok) throw new Error(r.error.errors.join('\n'));
+    const t = r.value.tenants.get('batch-summariser')!;
     expect(t.keyBudgets.get('batch-1')).toEqual([
       expect.objectContaining({
         id: 'day-usd',
@@ -205,8 +205,8 @@ describe('parseConfig', () => {
       ],
     };
     const r = parseConfig(doc);
-    if (!r.ok) throw new Error(r.errors.join('\n'));
-    expect(r.config.models.get('claude-a')).toMatchObject({
+    if (!r.ok) throw new Error(r.error.errors.join('\n'));
+    expect(r.value.models.get('claude-a')).toMatchObject({
       api: 'anthropic',
       pricePico: {
         input: 3e6,
@@ -216,8 +216,8 @@ describe('parseConfig', () => {
         cacheWrite1h: 6e6,
       },
     });
-    expect(r.config.models.get('claude-b')?.pricePico.cacheWrite1h).toBe(7e6);
-    expect(r.config.upstreams.get('default')?.api).toBe('openai');
+    expect(r.value.models.get('claude-b')?.pricePico.cacheWrite1h).toBe(7e6);
+    expect(r.value.upstreams.get('default')?.api).toBe('openai');
   });
 
   it('refuses a fallback upstream that speaks another API', () => {

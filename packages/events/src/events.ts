@@ -1,6 +1,7 @@
 import { Ajv } from 'ajv';
 import { z } from 'zod';
-import { upcast } from './upcast.js';
+import { Err, Ok, type Result } from './errors.js';
+import { upcast, type EventError } from './upcast.js';
 import { AdmissionRefused } from './v1/admission.js';
 import {
   BudgetExhaustionProjected,
@@ -83,7 +84,7 @@ function compileFastChecks(): Map<string, (v: unknown) => boolean> {
   return byType;
 }
 
-export type ParseResult = { ok: true; event: HoldfastEvent } | { ok: false; error: string };
+export type ParseResult = Result<HoldfastEvent, EventError>;
 
 /**
  * Parses an event read from the wire: JSON text or bytes, upcast to the current schema
@@ -94,14 +95,16 @@ export function parseEvent(data: string | Uint8Array): ParseResult {
   try {
     raw = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
   } catch {
-    return { ok: false, error: 'event is not valid JSON' };
+    return Err({ code: 'invalid_json', message: 'event is not valid JSON' });
   }
   const upcasted = upcast(raw);
   if (!upcasted.ok) return upcasted;
-  if (fastCheck(upcasted.value)) return { ok: true, event: upcasted.value as HoldfastEvent };
+  if (fastCheck(upcasted.value)) return Ok(upcasted.value as HoldfastEvent);
   const parsed = HoldfastEvent.safeParse(upcasted.value);
-  if (!parsed.success) return { ok: false, error: z.prettifyError(parsed.error) };
-  return { ok: true, event: parsed.data };
+  if (!parsed.success) {
+    return Err({ code: 'invalid_event', message: z.prettifyError(parsed.error) });
+  }
+  return Ok(parsed.data);
 }
 
 /** ajv's verdict on an event of the current schema (defaults filled, unknown keys removed). */

@@ -50,14 +50,17 @@ describe('parseEvent', () => {
   });
 
   it('rejects malformed JSON, unknown types and future versions without throwing', () => {
-    expect(parseEvent('{nope')).toEqual({ ok: false, error: 'event is not valid JSON' });
+    expect(parseEvent('{nope')).toEqual({
+      ok: false,
+      error: { code: 'invalid_json', message: 'event is not valid JSON' },
+    });
     expect(parseEvent('[]')).toMatchObject({ ok: false });
     expect(
       parseEvent(JSON.stringify({ ...settled, type: 'reservation.teleported' })),
     ).toMatchObject({ ok: false });
     expect(parseEvent(JSON.stringify({ ...settled, schemaVersion: 2 }))).toEqual({
       ok: false,
-      error: 'unsupported schemaVersion 2',
+      error: { code: 'unsupported_version', message: 'unsupported schemaVersion 2' },
     });
   });
 
@@ -83,7 +86,7 @@ describe('fields added to v1 later', () => {
     const parsed = parseEvent(JSON.stringify(settled));
     expect(parsed).toMatchObject({
       ok: true,
-      event: { api: 'chat', cacheWrite5mTokens: 0, cacheWrite1hTokens: 0, reasoningTokens: 0 },
+      value: { api: 'chat', cacheWrite5mTokens: 0, cacheWrite1hTokens: 0, reasoningTokens: 0 },
     });
   });
 
@@ -95,7 +98,7 @@ describe('fields added to v1 later', () => {
       cacheWrite1hTokens: 2,
       reasoningTokens: 9,
     };
-    expect(parseEvent(JSON.stringify(messages))).toMatchObject({ ok: true, event: messages });
+    expect(parseEvent(JSON.stringify(messages))).toMatchObject({ ok: true, value: messages });
     expect(parseEvent(JSON.stringify({ ...settled, api: 'completions' }))).toMatchObject({
       ok: false,
     });

@@ -1,4 +1,5 @@
 import { CURRENT_SCHEMA_VERSION } from './envelope.js';
+import { Err, Ok, type Result } from './errors.js';
 
 type Upcaster = (raw: Record<string, unknown>) => Record<string, unknown>;
 
@@ -8,22 +9,36 @@ type Upcaster = (raw: Record<string, unknown>) => Record<string, unknown>;
  */
 const UPCASTERS: Record<number, Upcaster> = {};
 
-export function upcast(
-  raw: unknown,
-): { ok: true; value: Record<string, unknown> } | { ok: false; error: string } {
+/**
+ * Why an event read from the wire was refused. A plain object, not a BaseError: every message
+ * of a stream goes through the parse, and a poison one only needs its code and reason.
+ */
+export interface EventError {
+  code: 'invalid_json' | 'not_an_object' | 'unsupported_version' | 'invalid_event';
+  message: string;
+}
+
+export function upcast(raw: unknown): Result<Record<string, unknown>, EventError> {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    return { ok: false, error: 'event is not a JSON object' };
+    return Err({ code: 'not_an_object', message: 'event is not a JSON object' });
   }
   let event = raw as Record<string, unknown>;
   let version = event.schemaVersion;
   while (typeof version === 'number' && version < CURRENT_SCHEMA_VERSION) {
     const step = UPCASTERS[version];
-    if (!step) return { ok: false, error: `no upcaster from schemaVersion ${version}` };
+    if (!step)
+      return Err({
+        code: 'unsupported_version',
+        message: `no upcaster from schemaVersion ${version}`,
+      });
     event = step(event);
     version = event.schemaVersion;
   }
   if (version !== CURRENT_SCHEMA_VERSION) {
-    return { ok: false, error: `unsupported schemaVersion ${String(version)}` };
+    return Err({
+      code: 'unsupported_version',
+      message: `unsupported schemaVersion ${String(version)}`,
+    });
   }
-  return { ok: true, value: event };
+  return Ok(event);
 }

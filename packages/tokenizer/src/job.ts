@@ -26,5 +26,10 @@ export interface WorkerRequest {
   job: CountJob;
 }
 
+/**
+ * A wire format between threads, not a `Result`: it crosses `postMessage` (structured clone,
+ * which keeps no Error class), is flat so each count costs one small object, and is turned
+ * into a resolve or a reject by the pool, so no caller ever sees it.
+ */
 export type WorkerReply =
   { id: number; ok: true; tokens: number } | { id: number; ok: false; message: string };

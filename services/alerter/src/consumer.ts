@@ -99,11 +99,11 @@ export class EventConsumer {
     const parsed = parseEvent(m.data);
     if (!parsed.ok) {
       // A poison message: parked where an operator looks (docs/events.md), never retried.
-      const parked = await this.#letters.term(m, parsed.error);
+      const parked = await this.#letters.term(m, parsed.error.message);
       this.#o.metrics.events.inc({ type: 'unknown', result: parked ? 'poison' : 'retry' });
       return;
     }
-    const event = parsed.event;
+    const event = parsed.value;
     try {
       await this.#serial.run(event.org, () => this.#o.handler(event, m.seq));
       this.#o.metrics.events.inc({ type: event.type, result: 'ok' });

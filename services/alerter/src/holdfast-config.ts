@@ -70,8 +70,9 @@ async function fetchConfig(authority: AuthorityClient): Promise<CompiledConfig> 
   const reply = await authority.configGet();
   if (!reply.ok) throw reply.error;
   const parsed = parseConfig(reply.value.config);
-  if (!parsed.ok) throw new Error(`authority config is invalid:\n  ${parsed.errors.join('\n  ')}`);
-  return parsed.config;
+  if (!parsed.ok)
+    throw new Error(`authority config is invalid:\n  ${parsed.error.errors.join('\n  ')}`);
+  return parsed.value;
 }
 
 /** Loads the config from HOLDFAST_CONFIG, else from the authority. */

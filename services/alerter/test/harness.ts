@@ -56,13 +56,13 @@ export async function startReplica(opts: {
   settings?: Partial<AlerterSettings>;
 }): Promise<Replica> {
   const parsed = parseConfig(opts.config);
-  if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+  if (!parsed.ok) throw new Error(parsed.error.errors.join('\n'));
   const nc = await connect({ servers: opts.natsUrl, name: 'alerter-test' });
   const registry = new Registry();
   const alerter = await startAlerter({
     nc,
     names: opts.names,
-    config: parsed.config,
+    config: parsed.value,
     logger: createLogger({ name: 'alerter-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     registry,
     settings: { ...DEFAULT_SETTINGS, ...FAST, ...opts.settings },
@@ -116,8 +116,8 @@ export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<
   const raw = await readStream(nc, names.eventsStream);
   return raw.map((r) => {
     const p = parseEvent(JSON.stringify(r));
-    if (!p.ok) throw new Error(p.error);
-    return p.event;
+    if (!p.ok) throw new Error(p.error.message);
+    return p.value;
   });
 }
 

@@ -45,12 +45,12 @@ async function tracker(
       { id: 'team-o', budgets: [{ window: 'month', limit: 1_000, soft: [0.8], grace: 2_500 }] },
     ],
   });
-  if (!parsed.ok) throw new Error(parsed.errors.join());
+  if (!parsed.ok) throw new Error(parsed.error.errors.join());
   const logger = createLogger({ name: 'tracker-test', level: 'silent' });
   return new WindowTracker({
     store: await StateStore.open(nc, bucket),
     sink,
-    config: new ConfigSource({ config: parsed.config, logger }),
+    config: new ConfigSource({ config: parsed.value, logger }),
     logger,
     metrics: createMetrics(new Registry()),
   });

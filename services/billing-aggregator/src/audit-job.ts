@@ -31,10 +31,10 @@ export function startAuditJob(opts: {
     const result = await runAudit(opts);
     if (!result.ok) {
       metrics.audits.inc({ result: 'failed' });
-      logger.warn({ error: result.error }, 'drift audit could not run');
+      logger.warn({ error: result.error.message }, 'drift audit could not run');
       return;
     }
-    const { report } = result;
+    const report = result.value;
     metrics.auditDrift.set({ unit: 'tokens' }, report.maxDrift.tokens);
     metrics.auditDrift.set({ unit: 'usd' }, report.maxDrift.usd);
     const drifting = report.rows.filter((r) => r.drift !== 0);

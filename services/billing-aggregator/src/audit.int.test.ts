@@ -23,7 +23,7 @@ test('drift audit: the authority and ClickHouse agree to the token after quiesce
   await waitFor(
     async () => {
       const r = await runAudit({ ch, database: iso.database, authority: client });
-      report = r.ok ? r.report : undefined;
+      report = r.ok ? r.value : undefined;
       return report && report.maxDrift.tokens === 0 && report.maxDrift.usd === 0;
     },
     { timeoutMs: 30_000, what: 'zero drift' },
@@ -79,7 +79,7 @@ test('drift audit: the authority and ClickHouse agree to the token after quiesce
           authority: client,
           settleMs: 1_500,
         });
-        return r.ok && r.report.maxDrift.tokens === 0 && r.report.maxDrift.usd === 0;
+        return r.ok && r.value.maxDrift.tokens === 0 && r.value.maxDrift.usd === 0;
       },
       { timeoutMs: 30_000, what: 'zero drift under traffic' },
     );

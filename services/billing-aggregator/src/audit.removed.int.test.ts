@@ -14,7 +14,7 @@ test('teams the config no longer has (as after pnpm experiment) are listed apart
   await waitFor(
     async () => {
       const r = await runAudit({ ch, database: iso.database, authority: client });
-      return r.ok && r.report.maxDrift.tokens === 0 && r.report.maxDrift.usd === 0;
+      return r.ok && r.value.maxDrift.tokens === 0 && r.value.maxDrift.usd === 0;
     },
     { timeoutMs: 30_000, what: 'zero drift before the removal' },
   );
@@ -29,15 +29,15 @@ test('teams the config no longer has (as after pnpm experiment) are listed apart
   expect(applied.ok).toBe(true);
 
   const r = await runAudit({ ch, database: iso.database, authority: client });
-  if (!r.ok) throw new Error(r.error);
-  expect(r.report.maxDrift).toEqual({ tokens: 0, usd: 0 });
-  expect(r.report.rows.map((x) => x.tenant)).not.toContain('solo');
+  if (!r.ok) throw new Error(r.error.message);
+  expect(r.value.maxDrift).toEqual({ tokens: 0, usd: 0 });
+  expect(r.value.rows.map((x) => x.tenant)).not.toContain('solo');
   // acme's counters still hold team-b's usage, and ClickHouse still counts it for acme.
   expect(
-    r.report.rows.find((x) => x.tenant === 'acme' && x.counter === 'lifetime-tokens'),
+    r.value.rows.find((x) => x.tenant === 'acme' && x.counter === 'lifetime-tokens'),
   ).toMatchObject({ drift: 0 });
-  expect(r.report.removed.map((x) => x.tenant).sort()).toEqual(['solo', 'team-b']);
-  expect(r.report.removed.every((x) => x.lifetimeTokens > 0)).toBe(true);
+  expect(r.value.removed.map((x) => x.tenant).sort()).toEqual(['solo', 'team-b']);
+  expect(r.value.removed.every((x) => x.lifetimeTokens > 0)).toBe(true);
 
   const out = await runCli([], aggregatorEnv(infra));
   expect(out.code).toBe(0);

@@ -1,6 +1,13 @@
 import { parseConfig } from '@holdfast/config';
 import { windowBounds, type BudgetWindow, type UsageReply } from '@holdfast/events';
-import { errorMessage, type AuthorityClient } from '@holdfast/runtime';
+import {
+  BaseError,
+  Err,
+  Ok,
+  errorMessage,
+  type AuthorityClient,
+  type Result,
+} from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
 import { qualified, sql } from './sql.js';
 
@@ -206,7 +213,10 @@ function maxDrift(rows: DriftRow[]): AuditReport['maxDrift'] {
   return { tokens: max('tokens'), usd: max('usd') };
 }
 
-export type AuditResult = { ok: true; report: AuditReport } | { ok: false; error: string };
+/** Why an audit could not run: one side of the comparison did not answer. */
+class AuditError extends BaseError<'authority_unavailable' | 'clickhouse_unavailable'> {}
+
+export type AuditResult = Result<AuditReport, AuditError>;
 
 /** One audit: the authority's usage, then ClickHouse sums at the authority's time. */
 export async function runAudit(opts: {
@@ -224,13 +234,22 @@ export async function runAudit(opts: {
 }): Promise<AuditResult> {
   // Always every tenant: an org's windows add up the events of the teams below it.
   const usage = await opts.authority.usage({});
-  if (!usage.ok) return { ok: false, error: `authority: ${usage.error.message}` };
+  if (!usage.ok) {
+    return Err(
+      new AuditError({
+        code: 'authority_unavailable',
+        message: `authority: ${usage.error.message}`,
+        retry: true,
+        cause: usage.error,
+      }),
+    );
+  }
   const calendar = new Set<string>();
   const cfg = await opts.authority.configGet();
   if (cfg.ok) {
     const parsed = parseConfig(cfg.value.config);
     if (parsed.ok) {
-      for (const t of parsed.config.tenants.values()) {
+      for (const t of parsed.value.tenants.values()) {
         for (const b of t.budgets) if (b.calendar) calendar.add(`${b.tenant}/${b.id}`);
       }
     }
@@ -239,9 +258,16 @@ export async function runAudit(opts: {
   try {
     const sums = await clickhouseSums(opts.ch, opts.database, Date.parse(usage.value.time));
     const report = compare(usage.value, sums, calendar);
-    return { ok: true, report: opts.tenant ? only(report, opts.tenant) : report };
+    return Ok(opts.tenant ? only(report, opts.tenant) : report);
   } catch (err) {
-    return { ok: false, error: `clickhouse: ${errorMessage(err)}` };
+    return Err(
+      new AuditError({
+        code: 'clickhouse_unavailable',
+        message: `clickhouse: ${errorMessage(err)}`,
+        retry: true,
+        cause: err,
+      }),
+    );
   }
 }
 

@@ -54,8 +54,8 @@ export class EventSink {
    */
   accept(msg: JsMsg): Pending | Promise<void> {
     const parsed = parseEvent(msg.data);
-    if (!parsed.ok) return this.#deadLetter(msg, parsed.error);
-    const row = toEventRow(parsed.event, msg.seq);
+    if (!parsed.ok) return this.#deadLetter(msg, parsed.error.message);
+    const row = toEventRow(parsed.value, msg.seq);
     const problem = rowProblem(row);
     if (problem !== undefined) {
       return this.#deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
@@ -101,7 +101,7 @@ export class EventSink {
       return;
     }
     // Persisted: now ack. Rejected rows (ClickHouse refused their data) are dead-lettered.
-    const rejected = new Map(outcome.rejected.map((r) => [r.index, r.error]));
+    const rejected = new Map(outcome.value.map((r) => [r.index, r.error]));
     let newestMs = 0;
     const parking: Promise<void>[] = [];
     groups.forEach((group, i) => {

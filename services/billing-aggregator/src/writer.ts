@@ -1,4 +1,4 @@
-import { errorMessage } from '@holdfast/runtime';
+import { BaseError, Err, Ok, errorMessage, type Result } from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
 import { EVENTS_RAW_COLUMNS } from './rows.js';
 import { qualified } from './sql.js';
@@ -30,11 +30,21 @@ export function isDataError(err: unknown): boolean {
   return typeof code === 'string' && DATA_ERROR_CODES.has(code);
 }
 
-type WriteOutcome =
-  /** Every row not listed in `rejected` is persisted. */
-  | { ok: true; rejected: Array<{ index: number; error: string }> }
-  /** ClickHouse is unavailable (or failed in a way a retry may fix); nothing is known persisted. */
-  | { ok: false; error: unknown };
+/** A row ClickHouse refused, by its index in the batch, and why. */
+interface RejectedRow {
+  index: number;
+  error: string;
+}
+
+/** ClickHouse is unavailable (or failed in a way a retry may fix); nothing is known persisted. */
+class WriteError extends BaseError<'clickhouse_unavailable'> {
+  constructor(cause: unknown) {
+    super({ code: 'clickhouse_unavailable', message: errorMessage(cause), retry: true, cause });
+  }
+}
+
+/** Ok: every row not listed as rejected is persisted. */
+type WriteOutcome = Result<RejectedRow[], WriteError>;
 
 export interface EventsWriter {
   /** `rows`: each one row of events_raw_v1 encoded as RowBinary (`RowBinaryEncoder`). */
@@ -47,28 +57,28 @@ const COLUMN_NAMES = EVENTS_RAW_COLUMNS.map(([name]) => name);
  * The writer of `events_raw_v1`, the only table the aggregator fills (every other relation is
  * a view over it). A batch is one INSERT, its rows' bytes in one body. When ClickHouse rejects
  * the data, the batch is split in halves until the offending rows are found: those come back as
- * `rejected`, every other row is persisted. Inserting a row twice is harmless (the table
+ * the rejected rows, every other row is persisted. Inserting a row twice is harmless (the table
  * collapses equal ids), so a half that went in before a later failure may be sent again.
  */
 export function createEventsWriter(opts: { ch: SqlExecutor; database: string }): EventsWriter {
   const table = qualified(opts.database, 'events_raw_v1');
 
   async function write(rows: readonly Uint8Array[], offset: number): Promise<WriteOutcome> {
-    if (rows.length === 0) return { ok: true, rejected: [] };
+    if (rows.length === 0) return Ok([]);
     try {
       await opts.ch.insertRowBinary(table, COLUMN_NAMES, Buffer.concat(rows));
-      return { ok: true, rejected: [] };
+      return Ok([]);
     } catch (err) {
-      if (!isDataError(err)) return { ok: false, error: err };
+      if (!isDataError(err)) return Err(new WriteError(err));
       if (rows.length === 1) {
-        return { ok: true, rejected: [{ index: offset, error: errorMessage(err) }] };
+        return Ok([{ index: offset, error: errorMessage(err) }]);
       }
       const mid = Math.ceil(rows.length / 2);
       const left = await write(rows.slice(0, mid), offset);
       if (!left.ok) return left;
       const right = await write(rows.slice(mid), offset + mid);
       if (!right.ok) return right;
-      return { ok: true, rejected: [...left.rejected, ...right.rejected] };
+      return Ok([...left.value, ...right.value]);
     }
   }
 

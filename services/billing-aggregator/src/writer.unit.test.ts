@@ -49,7 +49,7 @@ describe('events writer', () => {
   it('inserts a batch in one insert', async () => {
     const f = fakeClickHouse(() => undefined);
     const w = createEventsWriter({ ch: f.ch, database: 'holdfast' });
-    expect(await w.write(bytes(rows(10)))).toEqual({ ok: true, rejected: [] });
+    expect(await w.write(bytes(rows(10)))).toEqual({ ok: true, value: [] });
     expect(f.inserts()).toBe(1);
     expect(f.stored).toHaveLength(10);
   });
@@ -62,7 +62,7 @@ describe('events writer', () => {
     );
     const w = createEventsWriter({ ch: f.ch, database: 'holdfast' });
     const out = await w.write(bytes(batch));
-    expect(out.ok && out.rejected.map((r) => r.index)).toEqual([3, 12]);
+    expect(out.ok && out.value.map((r) => r.index)).toEqual([3, 12]);
     expect(f.stored).toHaveLength(14);
     expect(f.inserts()).toBeLessThan(16);
   });
@@ -73,7 +73,10 @@ describe('events writer', () => {
     );
     const w = createEventsWriter({ ch: f.ch, database: 'holdfast' });
     const out = await w.write(bytes(rows(8)));
-    expect(out.ok).toBe(false);
+    expect(out).toMatchObject({
+      ok: false,
+      error: { code: 'clickhouse_unavailable', retry: true },
+    });
     expect(f.inserts()).toBe(1);
   });
 

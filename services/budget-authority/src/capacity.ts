@@ -1,5 +1,6 @@
 import type { CompiledConfig, CompiledModel, UpstreamConfig } from '@holdfast/config';
 import type { CapacityUsage } from '@holdfast/events';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import { runCapacity } from './scripts.js';
 
@@ -54,9 +55,20 @@ function spec(ctx: HandlerContext, s: Scopes, extra: Record<string, unknown>): s
   });
 }
 
-export type Taken =
-  | { ok: true; upstream: string | undefined }
-  | { ok: false; retryAfterSeconds: number; upstream: string; used: number; limit: number };
+/**
+ * Every upstream of the model is full: the soonest to have room, and how full it is. A plain
+ * object (every admission may meet one), not a BaseError.
+ */
+interface CapacityFull {
+  code: 'upstream_capacity';
+  retryAfterSeconds: number;
+  upstream: string;
+  used: number;
+  limit: number;
+}
+
+/** The upstream the call's capacity was taken on (undefined: the model's own declares none). */
+export type Taken = Result<string | undefined, CapacityFull>;
 
 /**
  * Reserves a call's worst case against the capacity of the first of the model's upstreams that
@@ -68,22 +80,22 @@ export async function takeCapacity(
   ctx: HandlerContext,
   call: { reservationId: string; model: CompiledModel; tokens: number; share: number },
 ): Promise<Taken> {
-  let full: Extract<Taken, { ok: false }> | undefined;
+  let full: CapacityFull | undefined;
   for (const upstream of upstreamsOf(ctx.config.current, call.model)) {
     const s = scopesOn(ctx, upstream, call.model);
     // An upstream that declares nothing has room; the call goes where it always would.
-    if (!s) return { ok: true, upstream: full ? upstream.id : undefined };
+    if (!s) return Ok(full ? upstream.id : undefined);
     const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, call.reservationId)];
     const r = await runCapacity(
       ctx.redis,
       keys,
       spec(ctx, s, { op: 'take', tokens: call.tokens, share: call.share }),
     );
-    if (r[0] === 'ok') return { ok: true, upstream: upstream.id };
+    if (r[0] === 'ok') return Ok(upstream.id);
     const retry = Number(r[1]);
     if (!full || retry < full.retryAfterSeconds) {
       full = {
-        ok: false,
+        code: 'upstream_capacity',
         retryAfterSeconds: retry,
         upstream: upstream.id,
         used: Number(r[3]),
@@ -91,7 +103,7 @@ export async function takeCapacity(
       };
     }
   }
-  return full ?? { ok: true, upstream: undefined };
+  return full ? Err(full) : Ok(undefined);
 }
 
 /** Closes what a reservation took of an upstream's capacity (no-op where none was declared). */

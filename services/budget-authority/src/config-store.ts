@@ -94,12 +94,12 @@ export class ConfigStore {
     const parsed = parseConfig(JSON.parse(text));
     if (!parsed.ok) {
       this.#logger.error(
-        { errors: parsed.errors, version },
+        { errors: parsed.error.errors, version },
         'stored config no longer validates; keeping the old one',
       );
       return false;
     }
-    this.#config = parsed.config;
+    this.#config = parsed.value;
     this.#version = version;
     this.#logger.info({ version: this.#version, hash: this.#config.hash }, 'config loaded');
     return true;
@@ -119,9 +119,9 @@ export class ConfigStore {
   ): Promise<Result<Applied, RpcError>> {
     const parsed = parseConfig(document);
     if (!parsed.ok) {
-      return Err(new RpcError({ code: 'invalid_config', message: parsed.errors.join('; ') }));
+      return Err(new RpcError({ code: 'invalid_config', message: parsed.error.errors.join('; ') }));
     }
-    const next = parsed.config;
+    const next = parsed.value;
     await this.refresh();
     const { expectedVersion } = opts;
     if (expectedVersion !== undefined && expectedVersion !== this.#version) {
@@ -200,11 +200,11 @@ export class ConfigStore {
       return Err(
         new RpcError({
           code: 'invalid_config',
-          message: `the document is valid, but not once merged with the changes made through the admin API since the last one (${merged.kept.map((c) => c.path).join(', ')}): ${parsed.errors.join('; ')}. Make those changes part of the document, or apply it with replace to drop them`,
+          message: `the document is valid, but not once merged with the changes made through the admin API since the last one (${merged.kept.map((c) => c.path).join(', ')}): ${parsed.error.errors.join('; ')}. Make those changes part of the document, or apply it with replace to drop them`,
         }),
       );
     }
-    return Ok({ config: parsed.config, kept: merged.kept, overridden: merged.overridden });
+    return Ok({ config: parsed.value, kept: merged.kept, overridden: merged.overridden });
   }
 
   /**
@@ -219,14 +219,14 @@ export class ConfigStore {
   > {
     const parsed = parseConfig(await readFile(path, 'utf8'));
     if (!parsed.ok) {
-      return Err(new RpcError({ code: 'invalid_config', message: parsed.errors.join('; ') }));
+      return Err(new RpcError({ code: 'invalid_config', message: parsed.error.errors.join('; ') }));
     }
     await this.refresh();
     const last = await readFileRecord(this.#redis, this.#keys);
-    if (last?.hash === parsed.config.hash && this.#version > 0) {
+    if (last?.hash === parsed.value.hash && this.#version > 0) {
       return Ok({ skipped: true, appliedAt: last.version });
     }
-    const r = await this.apply(parsed.config.raw, `file:${path}`, { mode: 'merge', file: path });
+    const r = await this.apply(parsed.value.raw, `file:${path}`, { mode: 'merge', file: path });
     return r.ok ? Ok({ ...r.value, skipped: false }) : r;
   }
 

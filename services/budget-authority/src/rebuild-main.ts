@@ -35,8 +35,8 @@ async function main(): Promise<void> {
       if (stored === null) throw new Error('no config: set HOLDFAST_CONFIG or apply one first');
       const parsed = parseConfig(JSON.parse(stored));
       if (!parsed.ok)
-        throw new Error(`stored config does not validate: ${parsed.errors.join('; ')}`);
-      config = parsed.config;
+        throw new Error(`stored config does not validate: ${parsed.error.errors.join('; ')}`);
+      config = parsed.value;
     }
     if (values.force) {
       const existing = await stateKeys(redis, keys);

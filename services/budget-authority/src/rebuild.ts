@@ -140,10 +140,13 @@ export class Rebuilder {
         last = m.seq;
         const parsed = parseEvent(m.data);
         if (!parsed.ok) {
-          logger.warn({ seq: m.seq, error: parsed.error }, 'event skipped: it does not validate');
+          logger.warn(
+            { seq: m.seq, error: parsed.error.message },
+            'event skipped: it does not validate',
+          );
           continue;
         }
-        this.#apply(parsed.event);
+        this.#apply(parsed.value);
         seen++;
       }
       if (got === 0) break;

@@ -100,8 +100,8 @@ export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<
   const iter = await consumer.fetch({ max_messages: total, expires: 5_000 });
   for await (const m of iter) {
     const parsed = parseEvent(m.data);
-    if (!parsed.ok) throw new Error(parsed.error);
-    events.push(parsed.event);
+    if (!parsed.ok) throw new Error(parsed.error.message);
+    events.push(parsed.value);
     if (events.length === total) break;
   }
   return events;

@@ -158,10 +158,10 @@ export function rebuilder(o: {
   now: number;
 }): Rebuilder {
   const parsed = parseConfig(CONFIG);
-  if (!parsed.ok) throw new Error(parsed.errors.join());
+  if (!parsed.ok) throw new Error(parsed.error.errors.join());
   return new Rebuilder({
     ...o,
-    config: parsed.config,
+    config: parsed.value,
     logger: createLogger({ name: 'rebuild', level: 'silent' }),
   });
 }

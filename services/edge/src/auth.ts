@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
 import { TenantId, UseCaseId } from '@holdfast/events';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import { EdgeError } from './errors.js';
 
 /** Who is calling: the tenant (team), the virtual key (null in trustHeaders mode), the use case. */
@@ -40,7 +41,7 @@ export function sha256Hex(text: string): string {
 export function authenticate(
   headers: IncomingHttpHeaders,
   cfg: CompiledConfig,
-): { ok: true; caller: Caller } | { ok: false; error: EdgeError } {
+): Result<Caller, EdgeError> {
   let tenant: CompiledTenant | undefined;
   let keyId: string | null = null;
   let defaultUseCase: string | undefined;
@@ -88,11 +89,11 @@ export function authenticate(
       `Use case "${printable(useCase)}" is not registered for team ${tenant.id}.`,
     );
   }
-  return { ok: true, caller: { tenant, keyId, useCase, namesUsers } };
+  return Ok({ tenant, keyId, useCase, namesUsers });
 }
 
-function fail(code: EdgeError['code'], message: string): { ok: false; error: EdgeError } {
-  return { ok: false, error: new EdgeError({ code, message }) };
+function fail(code: EdgeError['code'], message: string): Result<never, EdgeError> {
+  return Err(new EdgeError({ code, message }));
 }
 
 /** A header value as it may appear in a message: printable ASCII, at most 64 characters. */

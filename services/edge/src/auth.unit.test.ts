@@ -30,13 +30,13 @@ const doc = (trustHeaders: boolean) =>
   );
 
 const code = (r: ReturnType<typeof authenticate>) => (r.ok ? 'ok' : r.error.code);
-const useCase = (r: ReturnType<typeof authenticate>) => (r.ok ? r.caller.useCase : r.error.code);
+const useCase = (r: ReturnType<typeof authenticate>) => (r.ok ? r.value.useCase : r.error.code);
 
 describe('authenticate', () => {
   const keys = doc(false);
   test('a bearer key, hashed, names the tenant and key', () => {
     const r = authenticate({ authorization: 'Bearer sk-one' }, keys);
-    expect(r.ok && { tenant: r.caller.tenant.id, keyId: r.caller.keyId }).toEqual({
+    expect(r.ok && { tenant: r.value.tenant.id, keyId: r.value.keyId }).toEqual({
       tenant: 'one',
       keyId: 'k1',
     });
@@ -57,12 +57,12 @@ describe('authenticate', () => {
 
   test("Anthropic's x-api-key names the key too; a Bearer token wins when both are sent", () => {
     const r = authenticate({ 'x-api-key': 'sk-three' }, keys);
-    expect(r.ok && { tenant: r.caller.tenant.id, keyId: r.caller.keyId }).toEqual({
+    expect(r.ok && { tenant: r.value.tenant.id, keyId: r.value.keyId }).toEqual({
       tenant: 'two',
       keyId: 'k3',
     });
     const both = authenticate({ authorization: 'Bearer sk-one', 'x-api-key': 'sk-three' }, keys);
-    expect(both.ok && both.caller.keyId).toBe('k1');
+    expect(both.ok && both.value.keyId).toBe('k1');
     for (const key of ['', 'sk-nope', 'Bearer sk-one'])
       expect(code(authenticate({ 'x-api-key': key }, keys))).toBe('invalid_api_key');
   });
@@ -89,7 +89,7 @@ describe('authenticate', () => {
   test('trustHeaders: the tenant comes from x-team and keys are not needed', () => {
     const trust = doc(true);
     const r = authenticate({ 'x-team': 'one' }, trust);
-    expect(r.ok && { tenant: r.caller.tenant.id, keyId: r.caller.keyId }).toEqual({
+    expect(r.ok && { tenant: r.value.tenant.id, keyId: r.value.keyId }).toEqual({
       tenant: 'one',
       keyId: null,
     });

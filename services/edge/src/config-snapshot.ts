@@ -93,13 +93,16 @@ export class ConfigSnapshot {
     this.#older = 0;
     const parsed = parseConfig(config);
     if (!parsed.ok) {
-      logger.error({ version, errors: parsed.errors }, 'authority config rejected; keeping ours');
+      logger.error(
+        { version, errors: parsed.error.errors },
+        'authority config rejected; keeping ours',
+      );
       return this.#current !== undefined;
     }
-    this.#current = parsed.config;
+    this.#current = parsed.value;
     this.#version = version;
     logger.info({ version, hash }, 'config loaded');
-    this.#o.onLoad?.(parsed.config);
+    this.#o.onLoad?.(parsed.value);
     return true;
   }
 

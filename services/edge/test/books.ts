@@ -146,6 +146,6 @@ export function testClickHouse(url: string): SqlExecutor & { close(): Promise<vo
 /** The drift audit's verdict after quiescence: the authority's counters against ClickHouse. */
 export async function auditDrift(s: Stack, ch: SqlExecutor, database: string) {
   const r = await runAudit({ ch, database, authority: s.client });
-  if (!r.ok) throw new Error(r.error);
-  return r.report.maxDrift;
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.maxDrift;
 }

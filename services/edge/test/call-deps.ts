@@ -114,7 +114,7 @@ export async function unitCall(
   app.addHook('onRequest', (request, _reply, done) => {
     request.audit = {};
     const auth = authenticate(request.headers, config);
-    request.caller = auth.ok ? auth.caller : null;
+    request.caller = auth.ok ? auth.value : null;
     done();
   });
   const route = <B>(path: string, schema: unknown, adapter: SurfaceAdapter<B>, anthropic = false) =>

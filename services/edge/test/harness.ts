@@ -272,8 +272,8 @@ async function readEvents(nc: NatsConnection, names: NatsNames): Promise<Holdfas
   const events: HoldfastEvent[] = [];
   for await (const m of await consumer.fetch({ max_messages: total, expires: 5_000 })) {
     const parsed = parseEvent(m.data);
-    if (!parsed.ok) throw new Error(parsed.error);
-    events.push(parsed.event);
+    if (!parsed.ok) throw new Error(parsed.error.message);
+    events.push(parsed.value);
     if (events.length === total) break;
   }
   return events;

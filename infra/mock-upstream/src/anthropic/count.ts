@@ -1,4 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import { imageSizeFromDataUrl, loadTokenizer } from '@holdfast/tokenizer';
 import type { PromptCount } from '../usage.js';
 import type { PromptCache } from './cache.js';
@@ -35,9 +36,15 @@ const MAX_BREAKPOINTS = 4;
 
 type Count = (text: string) => number;
 
+/** Cache breakpoints Anthropic refuses (too many, or a 1h one after a 5m one). */
+interface InvalidCache {
+  code: 'invalid_cache_control';
+  message: string;
+}
+
 export async function promptSegments(
   body: CountTokensBody,
-): Promise<{ ok: true; segments: Segment[]; total: number } | { ok: false; message: string }> {
+): Promise<Result<{ segments: Segment[]; total: number }, InvalidCache>> {
   const tokenizer = await loadTokenizer('o200k_base');
   const count: Count = (t) => tokenizer.countText(t);
   const segments: Segment[] = [];
@@ -66,20 +73,20 @@ export async function promptSegments(
 
   const marks = segments.filter((s) => s.breakpoint);
   if (marks.length > MAX_BREAKPOINTS) {
-    return {
-      ok: false,
+    return Err({
+      code: 'invalid_cache_control',
       message: `A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${marks.length}.`,
-    };
+    });
   }
   // Longer-lived entries must come first in the prompt, as Anthropic requires.
   const fiveMinute = marks.findIndex((s) => s.breakpoint === '5m');
   if (fiveMinute >= 0 && marks.slice(fiveMinute).some((s) => s.breakpoint === '1h')) {
-    return {
-      ok: false,
+    return Err({
+      code: 'invalid_cache_control',
       message: "A cache_control ttl='1h' block must come before any ttl='5m' block.",
-    };
+    });
   }
-  return { ok: true, segments, total: segments.reduce((n, s) => n + s.tokens, 0) };
+  return Ok({ segments, total: segments.reduce((n, s) => n + s.tokens, 0) });
 }
 
 function ttl(control: CacheControl | null | undefined): '5m' | '1h' | null {

@@ -1,3 +1,4 @@
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { PromptContentPart, PromptMessage, PromptTool } from '@holdfast/tokenizer';
 import { countPrompt } from '../prompt.js';
 import type { ResponseStore } from './store.js';
@@ -14,9 +15,17 @@ import type { InputTokensBody, ResponsesContent, ResponsesItem, ResponsesTool } 
  * (its inputs and outputs, not its instructions, which OpenAI does not carry over) comes
  * before this call's input. Tools and `text.format` count as on chat.
  */
-export type CountedInput =
-  | { ok: true; tokens: number; conversation: PromptMessage[]; own: PromptMessage[] }
-  | { ok: false; message: string; param: string; code: string | null };
+/** A refused input, as OpenAI's error names it: `code` is OpenAI's (null where it sends none). */
+export interface InputRefusal {
+  code: string | null;
+  message: string;
+  param: string;
+}
+
+export type CountedInput = Result<
+  { tokens: number; conversation: PromptMessage[]; own: PromptMessage[] },
+  InputRefusal
+>;
 
 export async function countInput(
   body: InputTokensBody,
@@ -31,10 +40,11 @@ export async function countInput(
   const previousId = body.previous_response_id;
   const previous = previousId ? store.get(previousId) : undefined;
   if (previousId && !previous) {
-    return {
-      ...refuse(`Previous response with id '${previousId}' not found.`, 'previous_response_id'),
+    return Err({
       code: 'previous_response_not_found',
-    };
+      message: `Previous response with id '${previousId}' not found.`,
+      param: 'previous_response_id',
+    });
   }
   const own = toMessages(body.input ?? []);
   if (typeof own === 'string') return refuse(own, 'input');
@@ -49,11 +59,11 @@ export async function countInput(
     tool_choice: toChatToolChoice(body.tool_choice),
     response_format: toResponseFormat(body.text?.format),
   });
-  return { ok: true, tokens, conversation, own };
+  return Ok({ tokens, conversation, own });
 }
 
-function refuse(message: string, param: string) {
-  return { ok: false as const, message, param, code: null };
+function refuse(message: string, param: string): CountedInput {
+  return Err({ code: null, message, param });
 }
 
 function parts(content: ResponsesContent): string | PromptContentPart[] {

@@ -36,8 +36,8 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
       counts: true,
       serverMax: state.behaviour.maxOutputTokens,
     });
-    if (!shaped.ok) return sendInvalid(reply, shaped.message, shaped.param);
-    const { shape } = shaped;
+    if (!shaped.ok) return sendInvalid(reply, shaped.error.message, shaped.error.param);
+    const shape = shaped.value;
 
     const promptTokens = await countPrompt(body);
     const stream = body.stream === true;

@@ -62,12 +62,12 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
       counts: false,
       serverMax: maxOutput,
     });
-    if (!shaped.ok) return invalid(reply, `${shaped.param}: ${shaped.message}`);
+    if (!shaped.ok) return invalid(reply, `${shaped.error.param}: ${shaped.error.message}`);
     const counted = await promptSegments(body);
-    if (!counted.ok) return invalid(reply, counted.message);
+    if (!counted.ok) return invalid(reply, counted.error.message);
     const cache = planCache(
       body.model,
-      counted.segments,
+      counted.value.segments,
       state.promptCache,
       state.behaviour.promptCacheMinTokens,
     );
@@ -83,8 +83,8 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
         stream,
         includeUsage: true,
         maxTokens: body.max_tokens,
-        outputCap: shaped.shape.cap,
-        vendorFields: shaped.shape.vendorFields,
+        outputCap: shaped.value.cap,
+        vendorFields: shaped.value.vendorFields,
         choices: 1,
         candidates: 1,
         endUser: body.metadata?.user_id ?? null,
@@ -100,7 +100,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
       `${body.model}\n${JSON.stringify([body.system, body.messages])}`,
       state.behaviour.seed,
     );
-    const out = await generate(call.id, body, shaped.shape, plan, seed);
+    const out = await generate(call.id, body, shaped.value, plan, seed);
     if (stream) {
       await streamMessage(call, plan, body.model, out);
       return reply;
@@ -124,7 +124,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     const read = readRequest(CountTokensBody, request, reply, state, ANTHROPIC);
     if (!read) return reply;
     const counted = await promptSegments(read.body);
-    if (!counted.ok) return invalid(reply, counted.message);
-    return { input_tokens: counted.total };
+    if (!counted.ok) return invalid(reply, counted.error.message);
+    return { input_tokens: counted.value.total };
   });
 }

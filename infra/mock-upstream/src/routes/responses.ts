@@ -6,7 +6,7 @@ import { completionPieces, hash32, reasoningFor, toolArguments } from '../genera
 import { sendInvalid } from '../openai.js';
 import type { Plan } from '../plan.js';
 import { readRequest } from '../request.js';
-import { countInput, type CountedInput } from '../responses/input.js';
+import { countInput, type InputRefusal } from '../responses/input.js';
 import {
   outputItems,
   responseObject,
@@ -41,9 +41,9 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       counts: false,
       serverMax: state.behaviour.maxOutputTokens,
     });
-    if (!shaped.ok) return sendInvalid(reply, shaped.message, shaped.param);
+    if (!shaped.ok) return sendInvalid(reply, shaped.error.message, shaped.error.param);
     const counted = await countInput(body, state.responses);
-    if (!counted.ok) return refuse(reply, counted);
+    if (!counted.ok) return refuse(reply, counted.error);
 
     const stream = body.stream === true;
     const call = startCall(
@@ -56,21 +56,21 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
         stream,
         includeUsage: true,
         maxTokens: body.max_output_tokens ?? null,
-        outputCap: shaped.shape.cap,
-        vendorFields: shaped.shape.vendorFields,
+        outputCap: shaped.value.cap,
+        vendorFields: shaped.value.vendorFields,
         choices: 1,
         candidates: 1,
         endUser: body.user ?? body.safety_identifier ?? null,
         prompt: {
-          ...uncachedPrompt(counted.tokens),
-          cached: Math.min(plan.cachedTokens, counted.tokens),
+          ...uncachedPrompt(counted.value.tokens),
+          cached: Math.min(plan.cachedTokens, counted.value.tokens),
         },
       },
       plan,
     );
     if (!call || (await call.failBeforeResponse())) return reply;
 
-    const out = await generate(call, state, body, shaped.shape, plan);
+    const out = await generate(call, state, body, shaped.value, plan);
     const createdAt = Math.floor(Date.now() / 1000);
     const finalize = () => {
       const output = visibleTokens(out) + out.reasoning;
@@ -82,7 +82,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       if (body.store !== false) {
         state.responses.put(response.id, {
           response,
-          conversation: [...counted.conversation, ...asMessages(out)],
+          conversation: [...counted.value.conversation, ...asMessages(out)],
         });
       }
       return response;
@@ -110,8 +110,8 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       return sendInvalid(reply, message, param);
     }
     const counted = await countInput(parsed.data, state.responses);
-    if (!counted.ok) return refuse(reply, counted);
-    return { object: 'response.input_tokens', input_tokens: counted.tokens };
+    if (!counted.ok) return refuse(reply, counted.error);
+    return { object: 'response.input_tokens', input_tokens: counted.value.tokens };
   });
 
   app.get<{ Params: { id: string } }>('/v1/responses/:id', (request, reply) => {
@@ -131,10 +131,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
   });
 }
 
-function refuse(
-  reply: Parameters<typeof sendInvalid>[0],
-  counted: Extract<CountedInput, { ok: false }>,
-) {
+function refuse(reply: Parameters<typeof sendInvalid>[0], counted: InputRefusal) {
   return sendError(reply, OPENAI, 'invalid', counted.message, {
     param: counted.param,
     code: counted.code,

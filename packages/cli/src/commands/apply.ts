@@ -46,11 +46,11 @@ export async function apply(args: string[], io: Io): Promise<number> {
   const parsed = parseConfig(text);
   if (!parsed.ok) {
     io.stderr(
-      `${file}: invalid config (nothing applied):\n${parsed.errors.map((e) => `  ${e}\n`).join('')}`,
+      `${file}: invalid config (nothing applied):\n${parsed.error.errors.map((e) => `  ${e}\n`).join('')}`,
     );
     return EXIT.invalid;
   }
-  const { tenants, models } = parsed.config;
+  const { tenants, models } = parsed.value;
   if (values['dry-run']) {
     ctx.print(
       { valid: true, tenants: tenants.size, models: models.size },

@@ -1,4 +1,12 @@
-import { DurableConsumer, errorMessage, type DeadLetters, type Logger } from '@holdfast/runtime';
+import {
+  DurableConsumer,
+  Err,
+  errorMessage,
+  Ok,
+  type DeadLetters,
+  type Logger,
+  type Result,
+} from '@holdfast/runtime';
 import {
   DeliverPolicy,
   type JetStreamClient,
@@ -17,11 +25,27 @@ import { signWebhook, webhookBody } from './sign.js';
 
 const DELIVERER_CONSUMER = 'deliverer';
 
-interface AttemptResult {
-  ok: boolean;
+/** What the delivery log records of an attempt (its status, error and duration fields). */
+interface AttemptFields {
   status: number | null;
   error: string | null;
   durationMs: number;
+}
+
+/**
+ * Why a job was not delivered: the receiver answered a non-2xx (`status` set), could not be
+ * reached, or was never called (its secret is not set). A plain object: it goes into the log.
+ */
+interface AttemptError extends AttemptFields {
+  code: 'webhook_refused' | 'webhook_unreachable' | 'not_attempted';
+}
+
+type AttemptResult = Result<AttemptFields, AttemptError>;
+
+/** The log's fields of an attempt, either way it went (without the error's code). */
+function fields(r: AttemptResult | AttemptError): AttemptFields {
+  const { status, error, durationMs } = 'ok' in r ? (r.ok ? r.value : r.error) : r;
+  return { status, error, durationMs };
 }
 
 export interface DeliveryWorkerOptions {
@@ -123,14 +147,14 @@ export class DeliveryWorker {
     }
     const secret = this.#o.secrets[hook.secretEnv];
     if (!secret) {
-      await this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, emptyResult());
+      await this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, notAttempted());
       return;
     }
     const result = await this.#post(hook.url, secret, job);
     if (result.ok) {
       const latencyMs = Date.now() - Date.parse(job.event.time);
       this.#o.metrics.deliveryLatency.observe(latencyMs / 1_000);
-      await this.#record(job, { ...base, outcome: 'delivered', ...result });
+      await this.#record(job, { ...base, outcome: 'delivered', ...fields(result) });
       m.ack();
       return;
     }
@@ -141,13 +165,13 @@ export class DeliveryWorker {
       policy: this.#o.settings.retry,
     });
     if (step.kind === 'dead_letter') {
-      await this.#deadLetter(m, job, base, 'retries exhausted', result);
+      await this.#deadLetter(m, job, base, 'retries exhausted', result.error);
       return;
     }
     await this.#record(job, {
       ...base,
       outcome: 'failed',
-      ...result,
+      ...fields(result),
       nextAttemptAt: new Date(Date.now() + step.delayMs).toISOString(),
     });
     m.nak(step.delayMs);
@@ -165,21 +189,24 @@ export class DeliveryWorker {
         signal: AbortSignal.timeout(this.#o.settings.webhookTimeoutMs),
       });
       await res.body?.cancel();
-      const ok = res.status >= 200 && res.status < 300;
-      return {
-        ok,
+      const durationMs = performance.now() - started;
+      if (res.status >= 200 && res.status < 300) {
+        return Ok({ status: res.status, error: null, durationMs });
+      }
+      return Err({
+        code: 'webhook_refused',
         status: res.status,
-        error: ok ? null : `HTTP ${res.status}`,
-        durationMs: performance.now() - started,
-      };
+        error: `HTTP ${res.status}`,
+        durationMs,
+      });
     } catch (err) {
       const cause = (err as { cause?: { code?: string } }).cause?.code;
-      return {
-        ok: false,
+      return Err({
+        code: 'webhook_unreachable',
         status: null,
         error: cause ? `${errorMessage(err)} (${cause})` : errorMessage(err),
         durationMs: performance.now() - started,
-      };
+      });
     }
   }
 
@@ -188,8 +215,9 @@ export class DeliveryWorker {
     job: DeliveryJob,
     base: Omit<Attempt, 'outcome'>,
     reason: string,
-    result: AttemptResult,
+    failure: AttemptError,
   ): Promise<void> {
+    const result = fields(failure);
     try {
       await this.#o.log.deadLetter(
         { ...logEntry({ ...base, outcome: 'dead_lettered', ...result }, job), reason, job },
@@ -239,6 +267,6 @@ function logEntry(r: Attempt, job: DeliveryJob): DeliveryLogRecord {
   };
 }
 
-function emptyResult(): AttemptResult {
-  return { ok: false, status: null, error: null, durationMs: 0 };
+function notAttempted(): AttemptError {
+  return { code: 'not_attempted', status: null, error: null, durationMs: 0 };
 }

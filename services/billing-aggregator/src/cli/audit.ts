@@ -92,15 +92,15 @@ async function main(): Promise<number> {
       {
         // Events still in flight: run again every 500 ms until within the threshold or --wait.
         policy: { initialMs: 500, maxMs: 500, factor: 1, retryForMs: waitMs },
-        retryIf: (r) => r.ok && exceeds(r.report, threshold),
+        retryIf: (r) => r.ok && exceeds(r.value, threshold),
         retryable: () => false,
       },
     );
     if (!result.ok) {
-      console.error(`audit failed: ${result.error}`);
+      console.error(`audit failed: ${result.error.message}`);
       return 2;
     }
-    const { report } = result;
+    const report = result.value;
     const over = exceeds(report, threshold);
     if (values.json) console.log(JSON.stringify({ ...report, threshold, ok: !over }, null, 2));
     else {

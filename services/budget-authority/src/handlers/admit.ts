@@ -191,8 +191,9 @@ export async function admit(
     }),
   );
   if (!capacity.ok) return capacity;
-  if (!capacity.value.ok) {
-    const full = capacity.value;
+  const taken = capacity.value;
+  if (!taken.ok) {
+    const full = taken.error;
     const recorded = await recordRefusal(ctx, tenant, req, 'upstream_capacity', full.upstream);
     if (!recorded.ok) return recorded;
     ctx.metrics.admissions.inc({ outcome: 'refused', code: 'upstream_capacity' });
@@ -202,7 +203,7 @@ export async function admit(
       { retryAfterSeconds: full.retryAfterSeconds },
     );
   }
-  const upstream = capacity.value.upstream;
+  const upstream = taken.value;
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const now = ctx.scriptNow();
   const price = admitPrices(model.pricePico).map(String);

@@ -1,4 +1,4 @@
-import { Err, RpcError } from '@holdfast/runtime';
+import { Err, Ok, RpcError } from '@holdfast/runtime';
 import type { Logger } from '@holdfast/runtime';
 
 /**
@@ -7,7 +7,7 @@ import type { Logger } from '@holdfast/runtime';
  */
 export async function withStore<T>(logger: Logger, op: string, step: () => Promise<T>) {
   try {
-    return { ok: true as const, value: await step() };
+    return Ok(await step());
   } catch (err) {
     logger.error({ err, op }, 'budget store failed');
     return Err(

@@ -1,5 +1,6 @@
 import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
 import { ModelId } from '@holdfast/events';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyRequest } from 'fastify';
 import { printable } from '../auth.js';
@@ -65,21 +66,15 @@ export function resolveModel(
   deps: CallDeps,
   name: string,
   adapter: Pick<SurfaceAdapter<unknown>, 'apis' | 'path'>,
-): { ok: true; model: CompiledModel | undefined } | { ok: false; error: EdgeError } {
+): Result<CompiledModel | undefined, EdgeError> {
   if (!ModelId.safeParse(name).success) {
     const message = `Model "${printable(name)}" is not allowed.`;
-    return {
-      ok: false,
-      error: new EdgeError({ code: 'model_not_allowed', message, param: 'model' }),
-    };
+    return Err(new EdgeError({ code: 'model_not_allowed', message, param: 'model' }));
   }
   const model = deps.config()?.models.get(name);
   if (model && !adapter.apis.includes(model.api)) {
     const message = `Model ${name} is on an upstream that speaks the ${model.api === 'anthropic' ? 'Anthropic Messages' : 'OpenAI'} API: call it on ${SERVED_ON[model.api]}, not here.`;
-    return {
-      ok: false,
-      error: new EdgeError({ code: 'invalid_request', message, param: 'model' }),
-    };
+    return Err(new EdgeError({ code: 'invalid_request', message, param: 'model' }));
   }
-  return { ok: true, model };
+  return Ok(model);
 }

@@ -92,26 +92,28 @@ export async function forwardCall<B>(
       requestId: call.hold.reservationId,
     });
     if (!result.ok) {
-      closeFailedOpen(call.hold, result.failure, result.sent, call.promptTokens);
-      request.audit.outcome = result.failure.kind;
-      return await answerFailure(request, reply, adapter, result.failure);
+      const { failure, sent } = result.error;
+      closeFailedOpen(call.hold, failure, sent, call.promptTokens);
+      request.audit.outcome = failure.kind;
+      return await answerFailure(request, reply, adapter, failure);
     }
+    const { opened } = result.value;
     const run: Run = {
       deps,
       request,
       reply,
       adapter: adapter,
       call,
-      grant: { ...grant, upstream: result.opened.upstream },
-      opened: result.opened,
-      transcript: adapter.transcript(body, { ...grant, upstream: result.opened.upstream }),
-      meter: await meterFor(deps, call.model, result.opened, forwardedHeaders(request, adapter)),
+      grant: { ...grant, upstream: opened.upstream },
+      opened,
+      transcript: adapter.transcript(body, { ...grant, upstream: opened.upstream }),
+      meter: await meterFor(deps, call.model, opened, forwardedHeaders(request, adapter)),
       growth: growthOf(deps, request, call),
     };
     try {
       return call.asked.stream ? await relay(run) : await collect(run);
     } finally {
-      result.opened.done();
+      opened.done();
     }
   } finally {
     lease?.stop();
@@ -211,8 +213,8 @@ function handler(run: Run, write: (forward: string) => void) {
 
 /** The failure of a stream that ran to its end but did not finish (no terminal event). */
 function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
-  if (!end.ok) return end.failure;
-  if (end.sawDone || transcript.finished() || transcript.usage()) return undefined;
+  if (!end.ok) return end.error;
+  if (end.value.sawDone || transcript.finished() || transcript.usage()) return undefined;
   return { kind: 'dropped', message: 'the upstream stream ended before it finished' };
 }
 

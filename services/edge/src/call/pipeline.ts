@@ -1,4 +1,5 @@
 import type { CompiledModel } from '@holdfast/config';
+import { Err, Ok } from '@holdfast/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { admit } from '../admission.js';
 import { clampMaxTokens, type Clamp } from '../clamp.js';
@@ -40,7 +41,7 @@ export async function runCall<B>(
     if (!endUser.ok) return await adapter.sendError(request, reply, endUser.error);
     const resolved = resolveModel(deps, asked.model, adapter);
     if (!resolved.ok) return await adapter.sendError(request, reply, resolved.error);
-    const model = resolved.model;
+    const model = resolved.value;
     const early = cheapChecks(deps, caller.tenant);
     if (early) return await adapter.sendError(request, reply, early);
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
@@ -185,13 +186,12 @@ async function admitCall(
   }
   if (!model) {
     hold.release('not_forwarded');
-    return {
-      ok: false,
-      error: new EdgeError({
+    return Err(
+      new EdgeError({
         code: 'budget_authority_unavailable',
         message: 'The edge config is out of date. Retry shortly.',
       }),
-    };
+    );
   }
   if (a.metered) {
     reply.headers(
@@ -209,13 +209,10 @@ async function admitCall(
       [H.unmetered]: 'authority_unavailable',
     });
   }
-  return {
-    ok: true,
-    value: {
-      hold,
-      maxOutput: a.metered ? a.admitted.maxTokens : call.clamp.maxTokens,
-      admitted: a.metered ? a.admitted : null,
-      model,
-    },
-  };
+  return Ok({
+    hold,
+    maxOutput: a.metered ? a.admitted.maxTokens : call.clamp.maxTokens,
+    admitted: a.metered ? a.admitted : null,
+    model,
+  });
 }

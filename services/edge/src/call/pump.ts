@@ -1,10 +1,14 @@
 import type { Writable } from 'node:stream';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { LiveCall } from '../calls.js';
 import { classify, type Failure, type Opened } from '../upstream/client.js';
 import { SseParser, type SseEvent } from '../upstream/sse.js';
 
-/** How reading an upstream response ended: it ran to its end, or it failed / was aborted. */
-export type PumpEnd = { ok: true; sawDone: boolean } | { ok: false; failure: Failure };
+/**
+ * How reading an upstream response ended: it ran to its end, or it failed / was aborted (the
+ * failure's `kind` is its code). Built once per response, never per chunk.
+ */
+export type PumpEnd = Result<{ sawDone: boolean }, Failure>;
 
 /**
  * A handler of one SSE `data` payload. It returns nothing to go on at once, or a promise to
@@ -27,10 +31,7 @@ export async function pump(
   onData: OnData,
   opts: { out?: Writable; asJson?: (body: unknown) => SseEvent[] } = {},
 ): Promise<PumpEnd> {
-  const failed = (err: unknown): PumpEnd => ({
-    ok: false,
-    failure: classify(err, live.signal, opened.signal),
-  });
+  const failed = (err: unknown): PumpEnd => Err(classify(err, live.signal, opened.signal));
   const type = String(opened.headers['content-type'] ?? '');
   if (!type.includes('text/event-stream')) {
     try {
@@ -42,7 +43,7 @@ export async function pump(
         if (live.signal.aborted) break;
         await onData(event);
       }
-      return live.signal.aborted ? failed(live.signal.reason) : { ok: true, sawDone: true };
+      return live.signal.aborted ? failed(live.signal.reason) : Ok({ sawDone: true });
     } catch (err) {
       return failed(err);
     }
@@ -87,7 +88,7 @@ export async function pump(
               waiting = false;
               drain();
               if (!waiting) {
-                if (ended) finish({ ok: true, sawDone });
+                if (ended) finish(Ok({ sawDone }));
                 else if (!out?.writableNeedDrain) body.resume();
               }
             },
@@ -118,7 +119,7 @@ export async function pump(
     body.on('data', onBytes);
     body.once('end', () => {
       ended = true;
-      if (!waiting) finish({ ok: true, sawDone });
+      if (!waiting) finish(Ok({ sawDone }));
     });
     body.once('error', (err) => finish(failed(err)));
   });

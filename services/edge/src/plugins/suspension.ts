@@ -29,7 +29,7 @@ export const suspensionPlugin = fp(
         if (!parsed.ok) {
           return logger.warn({ subject: msg.subject }, 'unreadable suspension event ignored');
         }
-        const e = parsed.event;
+        const e = parsed.value;
         if (e.type === 'tenant.suspended') {
           const live = calls.suspend(e.tenant, e.graceMs, Date.parse(e.time));
           logger.info(

@@ -36,7 +36,7 @@ export function v1Routes(app: FastifyInstance): void {
     }
     const auth = authenticate(request.headers, cfg);
     if (!auth.ok) return sendError(request, reply, auth.error);
-    const { caller } = auth;
+    const caller = auth.value;
     request.caller = caller;
     Object.assign(request.audit, {
       tenant: caller.tenant.id,

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { UpstreamConfig } from '@holdfast/config';
-import type { Logger } from '@holdfast/runtime';
+import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { UpstreamRetry, UpstreamTimeouts } from '../config.js';
 import type { EdgeMetrics } from '../metrics.js';
@@ -79,9 +79,19 @@ export interface Opened {
   done(): void;
 }
 
-export type OpenResult =
-  | { ok: true; opened: Opened; attempts: number }
-  | { ok: false; failure: Failure; sent: boolean; attempts: number; upstream: string };
+/** Why a call could not be opened: its last failure (`kind` is the code), and on which upstream. */
+interface OpenFailure {
+  failure: Failure;
+  /** The provider may have read the prompt (the edge settles what may have been used). */
+  sent: boolean;
+  attempts: number;
+  upstream: string;
+}
+
+export type OpenResult = Result<{ opened: Opened; attempts: number }, OpenFailure>;
+
+/** One attempt: the response opened, or how it failed and whether the request went out. */
+type AttemptResult = Result<Opened, { failure: Failure; sent: boolean }>;
 
 export interface UpstreamCall {
   path: string;
@@ -163,8 +173,8 @@ export class UpstreamClient {
   async open(call: UpstreamCall): Promise<OpenResult> {
     const started = performance.now();
     const result = await this.#open(call);
-    const upstream = result.ok ? result.opened.upstream.id : result.upstream;
-    const outcome = result.ok ? 'ok' : result.failure.kind;
+    const upstream = result.ok ? result.value.opened.upstream.id : result.error.upstream;
+    const outcome = result.ok ? 'ok' : result.error.failure.kind;
     const seconds = (performance.now() - started) / 1_000;
     this.#o.metrics.upstreamDuration.observe({ upstream, outcome }, seconds);
     return result;
@@ -190,14 +200,14 @@ export class UpstreamClient {
       for (let retry = 0; retry <= target.maxRetries; retry++) {
         attempts++;
         const result = await this.#attempt(call, target);
-        if (result.ok) return { ok: true, opened: result.opened, attempts };
-        last = { failure: result.failure, upstream: target.id };
-        if (result.sent || result.failure.kind === 'aborted') {
-          return { ok: false, ...last, sent: result.sent, attempts };
+        if (result.ok) return Ok({ opened: result.value, attempts });
+        last = { failure: result.error.failure, upstream: target.id };
+        if (result.error.sent || result.error.failure.kind === 'aborted') {
+          return Err({ ...last, sent: result.error.sent, attempts });
         }
-        const f = result.failure;
+        const f = result.error.failure;
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
-          return { ok: false, ...last, sent: false, attempts };
+          return Err({ ...last, sent: false, attempts });
         }
         if (retry === target.maxRetries) {
           story.stop = target.maxRetries === 0 ? 'no_retries' : 'retries';
@@ -215,18 +225,15 @@ export class UpstreamClient {
         try {
           await sleep(delay, undefined, { signal: call.signal });
         } catch {
-          return { ok: false, ...abortedFailure(call.signal, target.id), sent: false, attempts };
+          return Err({ ...abortedFailure(call.signal, target.id), sent: false, attempts });
         }
       }
     }
     if (!last) throw new Error('model has no upstream');
-    return { ok: false, ...told(last), sent: false, attempts };
+    return Err({ ...told(last), sent: false, attempts });
   }
 
-  async #attempt(
-    call: UpstreamCall,
-    target: UpstreamConfig,
-  ): Promise<{ ok: true; opened: Opened } | { ok: false; failure: Failure; sent: boolean }> {
+  async #attempt(call: UpstreamCall, target: UpstreamConfig): Promise<AttemptResult> {
     const { logger, metrics, timeouts, env } = this.#o;
     // This attempt's signal: aborted by the call's, or by the attempt's own deadline.
     const attempt = new AbortController();
@@ -273,17 +280,14 @@ export class UpstreamClient {
         if (seen) this.#o.onLimits(target, seen);
       }
       if (res.statusCode >= 200 && res.statusCode < 300) {
-        return {
-          ok: true,
-          opened: {
-            upstream: target,
-            status: res.statusCode,
-            headers: res.headers,
-            body: res.body,
-            signal,
-            done,
-          },
-        };
+        return Ok({
+          upstream: target,
+          status: res.statusCode,
+          headers: res.headers,
+          body: res.body,
+          signal,
+          done,
+        });
       }
       const message = await upstreamErrorMessage(res.body);
       done();
@@ -291,8 +295,7 @@ export class UpstreamClient {
         { upstream: target.id, status: res.statusCode, message },
         'upstream refused the call',
       );
-      return {
-        ok: false,
+      return Err({
         sent: false,
         failure: {
           kind: 'status',
@@ -300,13 +303,13 @@ export class UpstreamClient {
           message,
           retryAfterMs: retryAfterMs(res.headers),
         },
-      };
+      });
     } catch (err) {
       done();
       const failure = classify(err, call.signal, signal);
       metrics.upstreamFirstByte.observe({ upstream: target.id, outcome: failure.kind }, seconds());
       logger.warn({ upstream: target.id, failure }, 'upstream attempt failed');
-      return { ok: false, failure, sent: failure.kind !== 'connect' };
+      return Err({ failure, sent: failure.kind !== 'connect' });
     }
   }
 }

@@ -1,15 +1,22 @@
 import type { UpstreamConfig } from '@holdfast/config';
-import type { Logger } from '@holdfast/runtime';
+import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { request, type Dispatcher } from 'undici';
 import { baseUrl, rootUrl, upstreamHeaders } from './endpoint.js';
 
 /**
- * What an upstream's counting endpoint said: a count, or why not. `status` is the upstream's
- * HTTP status when it answered one (a 4xx about the request itself means the call would fail
- * the same way); null when it could not be reached or answered nonsense.
+ * Why an upstream's counting endpoint gave no count. `status` is the upstream's HTTP status
+ * when it answered one (`count_refused`: a 4xx about the request itself means the call would
+ * fail the same way); null when it could not be reached or answered nonsense. A plain object:
+ * the caller falls back to its own count, so nothing needs a stack.
  */
-export type CountReply =
-  { ok: true; tokens: number } | { ok: false; status: number | null; message: string };
+export interface CountError {
+  code: 'count_refused' | 'count_unreachable' | 'count_bad_reply' | 'no_upstream';
+  status: number | null;
+  message: string;
+}
+
+/** What an upstream's counting endpoint said: a count, or why not. */
+export type CountReply = Result<number, CountError>;
 
 export interface UpstreamCounterOptions {
   agent: Dispatcher;
@@ -45,7 +52,7 @@ export class UpstreamCounter {
     const { stream: _s, stream_options: _o, ...rendered } = body;
     const root = rootUrl(target, this.#o.env);
     const prompt = await this.#post(target, `${root}/apply-template`, rendered);
-    const text = prompt.ok ? (prompt.json as { prompt?: unknown }).prompt : undefined;
+    const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
     return typeof text === 'string' ? this.tokenize(target, text) : undefined;
   }
 
@@ -56,7 +63,7 @@ export class UpstreamCounter {
       content: text,
       add_special: false,
     });
-    const tokens = reply.ok ? (reply.json as { tokens?: unknown }).tokens : undefined;
+    const tokens = reply.ok ? (reply.value as { tokens?: unknown }).tokens : undefined;
     return Array.isArray(tokens) ? tokens.length : undefined;
   }
 
@@ -91,7 +98,7 @@ export class UpstreamCounter {
         { role: 'assistant', content: reply },
       ];
       const r = await this.messages(target, { model, messages }, forwarded);
-      return r.ok ? r.tokens : undefined;
+      return r.ok ? r.value : undefined;
     };
     const key = `${target.id}\u0000${model}`;
     let base = this.#replyBase.get(key);
@@ -119,11 +126,11 @@ export class UpstreamCounter {
   ): Promise<CountReply> {
     const reply = await this.#post(target, url, body, forwarded);
     if (!reply.ok) return reply;
-    const tokens = (reply.json as { input_tokens?: unknown }).input_tokens;
+    const tokens = (reply.value as { input_tokens?: unknown }).input_tokens;
     if (typeof tokens === 'number' && Number.isSafeInteger(tokens) && tokens >= 0) {
-      return { ok: true, tokens };
+      return Ok(tokens);
     }
-    return { ok: false, status: null, message: 'the upstream answered no input_tokens' };
+    return Err(badReply('the upstream answered no input_tokens'));
   }
 
   async #post(
@@ -131,7 +138,7 @@ export class UpstreamCounter {
     url: string,
     body: unknown,
     forwarded: Readonly<Record<string, string>> = {},
-  ): Promise<{ ok: true; json: object } | { ok: false; status: number | null; message: string }> {
+  ): Promise<Result<object, CountError>> {
     try {
       const res = await request(url, {
         method: 'POST',
@@ -146,18 +153,24 @@ export class UpstreamCounter {
           { upstream: target.id, url, status: res.statusCode, message },
           'upstream count refused',
         );
-        return { ok: false, status: res.statusCode, message };
+        return Err({ code: 'count_refused', status: res.statusCode, message });
       }
       const json: unknown = await res.body.json();
-      if (typeof json === 'object' && json !== null) return { ok: true, json };
-      return { ok: false, status: null, message: 'the upstream answered no JSON object' };
+      if (typeof json === 'object' && json !== null) return Ok(json);
+      return Err(badReply('the upstream answered no JSON object'));
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       this.#o.logger.warn({ upstream: target.id, url, err: message }, 'upstream count failed');
-      return { ok: false, status: null, message };
+      return Err({ code: 'count_unreachable', status: null, message });
     }
   }
 }
+
+const badReply = (message: string): CountError => ({
+  code: 'count_bad_reply',
+  status: null,
+  message,
+});
 
 /** The `error.message` of an upstream error body (OpenAI's and Anthropic's shapes), at most 64 KiB read. */
 export async function upstreamErrorMessage(body: Dispatcher.ResponseData['body']): Promise<string> {

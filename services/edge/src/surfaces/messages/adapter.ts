@@ -54,7 +54,7 @@ export async function countMessagesPrompt(
     const counted: Record<string, unknown> = { model: upstreamModel };
     for (const field of COUNTED_FIELDS) if (body[field] != null) counted[field] = body[field];
     const reply = await ctx.deps.upstream.count.messages(ctx.target, counted, ctx.headers);
-    if (reply.ok) return Ok(reply.tokens);
+    if (reply.ok) return Ok(reply.value);
   }
   return Ok(await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer));
 }

@@ -28,14 +28,14 @@ export async function countTokens(
     const message = `Use case ${caller.useCase} is not registered for team ${caller.tenant.id}.`;
     return sendError(request, reply, new EdgeError({ code: 'use_case_not_registered', message }));
   }
-  if (!resolved.model || !useCase.models.includes(body.model)) {
+  if (!resolved.value || !useCase.models.includes(body.model)) {
     const message = `Model ${body.model} is not allowed for use case ${useCase.id}.`;
     const err = new EdgeError({ code: 'model_not_allowed', message, param: 'model' });
     return sendError(request, reply, err);
   }
   const counted = await countMessagesPrompt(
     body,
-    countContext(deps, request, messagesAdapter, resolved.model),
+    countContext(deps, request, messagesAdapter, resolved.value),
   );
   if (!counted.ok) return sendError(request, reply, counted.error);
   Object.assign(request.audit, { model: body.model, promptTokens: counted.value });

@@ -4,6 +4,7 @@ import { forwardedBody } from '../../call/forward.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
+import type { CountError } from '../../upstream/counting.js';
 import { asChatPrompt, stateKeptUpstream } from './input.js';
 import type { ResponsesRequest } from './schema.js';
 import { ResponsesTranscript } from './transcript.js';
@@ -81,16 +82,17 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
   const upstream = ctx.upstream;
   const counted = upstream
     ? await ctx.deps.upstream.count.responsesInput(upstream, countedBody(body, upstreamModel))
-    : { ok: false as const, status: null, message: 'the model has no upstream' };
-  if (counted.ok) return Ok(counted.tokens);
-  if (counted.status !== null && counted.status < 500 && !NO_ENDPOINT.has(counted.status)) {
+    : Err<CountError>({ code: 'no_upstream', status: null, message: 'the model has no upstream' });
+  if (counted.ok) return Ok(counted.value);
+  const { error } = counted;
+  if (error.status !== null && error.status < 500 && !NO_ENDPOINT.has(error.status)) {
     // The upstream read the request and found it wrong: the call would fail the same way.
-    const message = `The upstream rejected the request: ${counted.message}`;
+    const message = `The upstream rejected the request: ${error.message}`;
     return Err(new EdgeError({ code: 'invalid_request', message }));
   }
   const allowance = ctx.model?.upstreamStateAllowanceTokens;
   if (allowance !== undefined) return Ok((await local()) + allowance);
-  const why = counted.status === null ? counted.message : `it answered ${counted.status}`;
+  const why = error.status === null ? error.message : `it answered ${error.status}`;
   return Err(
     new EdgeError({
       code: 'invalid_request',
