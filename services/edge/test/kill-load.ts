@@ -120,7 +120,9 @@ export async function readBooks(s: ProcessStack, ch: SqlExecutor, database: stri
       clickhouse = await read();
       return clickhouse.tokens === ledgerBooks.tokens;
     },
-    { timeoutMs: 30_000, what: 'ClickHouse to catch up with the ledger' },
+    // After a NATS server's loss the aggregator's consumer restarts once its heartbeats are
+    // missed, with backoff: on a loaded 2-core box that has taken over 30 s.
+    { timeoutMs: 90_000, what: 'ClickHouse to catch up with the ledger' },
   ).catch(() => undefined);
   return {
     provider: { tokens: provider.prompt + provider.completion, microUsd: provider.microUsd },
@@ -139,7 +141,7 @@ export async function consumersCaughtUp(s: ProcessStack, names: NatsNames): Prom
         const c = await jsm.consumers.info(names.eventsStream, durable);
         return c.num_pending === 0 && c.num_ack_pending === 0;
       },
-      { timeoutMs: 30_000, what: `${durable} to have consumed every event` },
+      { timeoutMs: 90_000, what: `${durable} to have consumed every event` },
     );
   }
 }

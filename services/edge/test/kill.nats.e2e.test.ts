@@ -75,4 +75,4 @@ test('kill -9 of one NATS server of three under load: nothing lost, nothing coun
   } finally {
     await cluster.stop();
   }
-});
+}, 240_000);
