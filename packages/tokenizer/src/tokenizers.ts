@@ -4,7 +4,7 @@ import { FAMILY_NAMES, loadFamily, type FamilyName } from './family/index.js';
 import type { ChatPromptRequest } from './types.js';
 
 /** The tokenizers a model can be configured with (docs/configuration.md, minus `upstream`). */
-export const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate', ...FAMILY_NAMES] as const;
+const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate', ...FAMILY_NAMES] as const;
 export type TokenizerName = (typeof TOKENIZER_NAMES)[number];
 export type EncodingName = 'o200k_base' | 'cl100k_base';
 
@@ -91,10 +91,6 @@ async function loadFamilyTokenizer(name: FamilyName): Promise<Tokenizer> {
 
 function isEncodingName(name: TokenizerName): name is EncodingName {
   return name === 'o200k_base' || name === 'cl100k_base';
-}
-
-export function isTokenizerName(value: string): value is TokenizerName {
-  return (TOKENIZER_NAMES as readonly string[]).includes(value);
 }
 
 /**

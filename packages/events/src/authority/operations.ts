@@ -1,5 +1,5 @@
 /** The authority's request-reply operations; subject `<authorityPrefix>.<operation>`. */
-export const AUTHORITY_OPERATIONS = [
+const AUTHORITY_OPERATIONS = [
   'admit',
   'extend',
   'renew',
@@ -24,7 +24,7 @@ export const AUTHORITY_QUEUE = 'holdfast-authority';
 export const ERROR_HEADER = 'Holdfast-Error';
 export const ERROR_MESSAGE_HEADER = 'Holdfast-Error-Message';
 
-export const AUTHORITY_ERROR_CODES = [
+const AUTHORITY_ERROR_CODES = [
   /** The request did not match its schema. Nothing changed. */
   'invalid_request',
   /** Redis did not answer: fail closed, nothing admitted. */
