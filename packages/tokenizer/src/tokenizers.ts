@@ -1,11 +1,10 @@
 import { estimateChatPrompt, ESTIMATE_INPUT_SPECIALS } from './estimate.js';
 import { textBound } from './bound.js';
-import { FAMILY_NAMES, loadFamily, type FamilyName } from './family/index.js';
+import { loadFamily, type FamilyName } from './family/index.js';
 import type { ChatPromptRequest } from './types.js';
 
 /** The tokenizers a model can be configured with (docs/configuration.md, minus `upstream`). */
-const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate', ...FAMILY_NAMES] as const;
-export type TokenizerName = (typeof TOKENIZER_NAMES)[number];
+export type TokenizerName = 'o200k_base' | 'cl100k_base' | 'estimate' | FamilyName;
 export type EncodingName = 'o200k_base' | 'cl100k_base';
 
 export interface Tokenizer {
