@@ -5,7 +5,7 @@ import { buildApp } from './app.js';
 import { Behaviour, BehaviourPatch, DEFAULT_BEHAVIOUR, type FailNextInput } from './behaviour.js';
 import { MockState, type MockStats } from './state.js';
 
-export const DEFAULT_PORT = 8089;
+const DEFAULT_PORT = 8089;
 
 export interface MockUpstreamOptions {
   /** Default 8089; 0 picks a free port. */

@@ -6,13 +6,7 @@ import { stateFile, type StackState } from '@holdfast/config';
  * a running `pnpm stack` is. Its schema and readers live in @holdfast/config (stack-state.ts),
  * so `holdfast`, the drift audit and `pnpm experiment` find the stack without this package.
  */
-export {
-  isAlive,
-  readStackState,
-  readStackStateFile,
-  stateFile,
-  StackState,
-} from '@holdfast/config';
+export { isAlive, readStackState, readStackStateFile, StackState } from '@holdfast/config';
 
 export async function writeStackState(dir: string, state: StackState): Promise<void> {
   await writeFile(stateFile(dir), `${JSON.stringify(state, null, 2)}\n`);

@@ -8,7 +8,7 @@ import { usage } from './commands/usage.js';
 import { DEFAULT_URL, type Io } from './context.js';
 import { EXIT } from './exit.js';
 
-export const USAGE = `holdfast: manage a Holdfast gateway through its edge's admin API
+const USAGE = `holdfast: manage a Holdfast gateway through its edge's admin API
 
 Usage:
   holdfast apply FILE [--replace] [--expected-version N] [--dry-run]

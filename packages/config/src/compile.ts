@@ -77,15 +77,15 @@ export interface CompiledConfig {
   >;
 }
 
-export function usdToMicro(usd: number): number {
+function usdToMicro(usd: number): number {
   return Math.round(usd * 1_000_000);
 }
 
-export function usdPerMTokToPico(usd: number): number {
+function usdPerMTokToPico(usd: number): number {
   return Math.round(usd * 1_000_000);
 }
 
-export function configHash(cfg: HoldfastConfig): string {
+function configHash(cfg: HoldfastConfig): string {
   return createHash('sha256').update(JSON.stringify(cfg)).digest('hex');
 }
 

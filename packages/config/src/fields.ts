@@ -14,7 +14,7 @@
  *   forwarded only when allowed, with `num_predict` set.
  * - Anthropic Messages (for OpenAI-compatible proxies of it): `max_tokens_to_sample`.
  */
-export const CONTROLLED_FIELDS = [
+const CONTROLLED_FIELDS = [
   'max_tokens',
   'max_completion_tokens',
   'max_output_tokens',

@@ -62,7 +62,7 @@ export function parseConfig(document: unknown, source = 'document'): ConfigResul
   return Ok(compileConfig(parsed.data));
 }
 
-export class ConfigError extends BaseError<'invalid_config'> {
+class ConfigError extends BaseError<'invalid_config'> {
   constructor(
     readonly source: string,
     readonly errors: string[],

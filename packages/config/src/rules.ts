@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { HoldfastConfigShape, type HoldfastConfig } from './schema.js';
 
 /** Max depth of org -> ... -> team chains. */
-export const MAX_HIERARCHY_DEPTH = 4;
+const MAX_HIERARCHY_DEPTH = 4;
 
 type Ctx = z.core.$RefinementCtx<HoldfastConfig>;
 

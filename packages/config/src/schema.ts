@@ -28,7 +28,7 @@ const Usd = z.number().min(0).max(LIMITS.maxPricePerMTok);
  * OpenAI-compatible server) or `anthropic` (the Messages API). Its models are served on that
  * API's surfaces only: an `anthropic` model on POST /v1/messages, an `openai` one on the rest.
  */
-export const UPSTREAM_APIS = ['openai', 'anthropic'] as const;
+const UPSTREAM_APIS = ['openai', 'anthropic'] as const;
 
 /**
  * A provider account's limits, shared by every tenant behind the gateway. `counting` says how
@@ -36,7 +36,7 @@ export const UPSTREAM_APIS = ['openai', 'anthropic'] as const;
  * rule: the prompt plus the output it may ask for, on arrival) or `usage` (what it really
  * used, once it ends).
  */
-export const Capacity = z
+const Capacity = z
   .strictObject({
     tokensPerMinute: z.int().min(1).max(LIMITS.maxBudgetAmount).optional(),
     requestsPerMinute: z.int().min(1).max(100_000_000).optional(),
@@ -91,7 +91,7 @@ export const Upstream = z.strictObject({
  * @holdfast/tokenizer's names: OpenAI encodings, open-weight families counted with their chat
  * templates, and `estimate`, a proven upper bound for any other model.
  */
-export const TOKENIZERS = [
+const TOKENIZERS = [
   'o200k_base',
   'cl100k_base',
   'llama3',
@@ -232,7 +232,7 @@ export const Tenant = z.strictObject({
   keys: z.array(Key).default([]),
 });
 
-export const Webhook = z.strictObject({
+const Webhook = z.strictObject({
   id: PlainId,
   url: z.url({ protocol: /^https?$/ }),
   /** Environment variable holding the signing secret (Standard Webhooks `whsec_...`). */
@@ -240,7 +240,7 @@ export const Webhook = z.strictObject({
   events: z.array(EventType).min(1),
 });
 
-export const Alerts = z.strictObject({
+const Alerts = z.strictObject({
   /** Warn when a window is projected to run out within this many seconds. */
   exhaustionHorizonSeconds: z
     .int()
@@ -252,7 +252,7 @@ export const Alerts = z.strictObject({
 });
 
 /** How much of an upstream's capacity each priority may use (fractions of its limits). */
-export const CapacityShares = z
+const CapacityShares = z
   .strictObject({
     high: z.number().gt(0).max(1).default(1),
     normal: z.number().gt(0).max(1).default(0.9),
@@ -283,4 +283,3 @@ export type ModelConfig = z.infer<typeof Model>;
 export type UpstreamConfig = z.infer<typeof Upstream>;
 export type UpstreamApi = UpstreamConfig['api'];
 export type UseCaseConfig = z.infer<typeof UseCase>;
-export type WebhookConfig = z.infer<typeof Webhook>;

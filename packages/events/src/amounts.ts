@@ -17,19 +17,16 @@ export const LIMITS = {
   maxLeaseMs: 86_400_000,
 } as const;
 
-/** A non-negative integer amount of tokens or micro-USD. */
-export const Amount = z.int().min(0).max(LIMITS.maxBudgetAmount);
-
 /** Units a budget counts in. `usd` budgets count integer micro-USD. */
-export const BUDGET_UNITS = ['tokens', 'usd'] as const;
+const BUDGET_UNITS = ['tokens', 'usd'] as const;
 export const BudgetUnit = z.enum(BUDGET_UNITS);
 export type BudgetUnit = z.infer<typeof BudgetUnit>;
 
-export const BUDGET_WINDOWS = ['minute', 'day', 'month'] as const;
+const BUDGET_WINDOWS = ['minute', 'day', 'month'] as const;
 export const BudgetWindow = z.enum(BUDGET_WINDOWS);
 export type BudgetWindow = z.infer<typeof BudgetWindow>;
 
-export const ADMISSION_MODES = ['meter', 'post', 'estimate', 'reserve', 'adaptive'] as const;
+const ADMISSION_MODES = ['meter', 'post', 'estimate', 'reserve', 'adaptive'] as const;
 export const AdmissionMode = z.enum(ADMISSION_MODES);
 export type AdmissionMode = z.infer<typeof AdmissionMode>;
 
@@ -38,14 +35,9 @@ export type AdmissionMode = z.infer<typeof AdmissionMode>;
  * Responses, Anthropic Messages, OpenAI embeddings. Events written before surfaces were
  * recorded carry none and read as `chat`.
  */
-export const API_SURFACES = ['chat', 'responses', 'messages', 'embeddings'] as const;
+const API_SURFACES = ['chat', 'responses', 'messages', 'embeddings'] as const;
 export const ApiSurface = z.enum(API_SURFACES);
 export type ApiSurface = z.infer<typeof ApiSurface>;
-
-/** Micro-USD to USD, for messages and dashboards. */
-export function microUsdToUsd(micro: number): number {
-  return micro / 1_000_000;
-}
 
 /**
  * Micro-USD as dollars for people, every micro-dollar kept so two amounts never print alike

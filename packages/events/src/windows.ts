@@ -6,10 +6,6 @@ import { TenantId } from './ids.js';
 export const BudgetId = z.string().regex(/^(minute|day|month)-(tokens|usd)$/);
 export type BudgetId = z.infer<typeof BudgetId>;
 
-export function budgetId(window: BudgetWindow, unit: BudgetUnit): BudgetId {
-  return `${window}-${unit}`;
-}
-
 /**
  * The state of one budget window after a change. Amounts are tokens, or micro-USD when
  * `unit` is `usd`. `used` is what was billed inside the sliding window; `held` is what live
@@ -37,12 +33,6 @@ export type WindowState = z.infer<typeof WindowState>;
 export function utilisation(w: Pick<WindowState, 'used' | 'limit'>): number {
   if (w.limit === 0) return w.used > 0 ? Infinity : 0;
   return w.used / w.limit;
-}
-
-/** Committed share of a window: billed plus held, over the limit (what admission checks). */
-export function committed(w: Pick<WindowState, 'used' | 'held' | 'limit'>): number {
-  if (w.limit === 0) return w.used + w.held > 0 ? Infinity : 0;
-  return (w.used + w.held) / w.limit;
 }
 
 /**

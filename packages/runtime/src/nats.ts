@@ -1,7 +1,6 @@
 import {
   JetStreamApiCodes,
   JetStreamApiError,
-  jetstreamManager,
   RetentionPolicy,
   StorageType,
   type JetStreamManager,
@@ -50,7 +49,7 @@ export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnect
 }
 
 /** How long JetStream remembers a Nats-Msg-Id; a relay republishing within it is deduplicated. */
-export const EVENTS_DUPLICATE_WINDOW_MS = 10 * 60_000;
+const EVENTS_DUPLICATE_WINDOW_MS = 10 * 60_000;
 
 /**
  * Creates the events stream and the dead-letter stream, or updates them to the expected
@@ -156,8 +155,4 @@ export function warnOnReplicas(
     { stream, replicas: has, configured },
     'existing stream keeps its replicas (HOLDFAST_STREAM_REPLICAS applies to new streams)',
   );
-}
-
-export async function connectJetStreamManager(nc: NatsConnection): Promise<JetStreamManager> {
-  return jetstreamManager(nc);
 }

@@ -8,7 +8,7 @@ export interface ReadinessCheck {
 }
 
 /** The body of /healthz and /readyz for a service. */
-export async function readiness(
+async function readiness(
   checks: ReadinessCheck[],
 ): Promise<{ ok: boolean; checks: Record<string, boolean> }> {
   const results = await Promise.all(

@@ -83,7 +83,7 @@ export const infraTest = base.extend<InfraFixtures>({
 });
 
 /** Deletes every key under a prefix (SCAN, never KEYS). */
-export async function deleteByPrefix(redis: Redis, prefix: string): Promise<void> {
+async function deleteByPrefix(redis: Redis, prefix: string): Promise<void> {
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);

@@ -7,7 +7,10 @@ declare module 'vitest' {
   }
 }
 
-/** vitest globalSetup: resolves NATS, Redis and ClickHouse once per run. */
+/**
+ * vitest globalSetup: resolves NATS, Redis and ClickHouse once per run.
+ * @public vitest calls it by name from the built file (vitest.config.ts), which knip cannot follow.
+ */
 export async function setup(project: TestProject): Promise<() => Promise<void>> {
   const { urls, stop } = await resolveInfra();
   for (const [name, entry] of Object.entries(urls)) {

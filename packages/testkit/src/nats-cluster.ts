@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { freePort } from './ports.js';
 import { waitFor } from './wait-for.js';
 
-export interface NatsClusterNode {
+interface NatsClusterNode {
   name: string;
   /** Client URL of this node. */
   url: string;

@@ -106,7 +106,7 @@ export async function redisClusterOk(nodes: { host: string; port: number }[]): P
 }
 
 /** Which node serves which slot range (CLUSTER SLOTS as seen by `via`). */
-export async function redisClusterSlots(via: {
+async function redisClusterSlots(via: {
   host: string;
   port: number;
 }): Promise<{ from: number; to: number; master: number; replicas: number[] }[]> {
@@ -119,7 +119,7 @@ export async function redisClusterSlots(via: {
   }));
 }
 
-export interface LocalRedisClusterNode extends RedisClusterNodeSpec {
+interface LocalRedisClusterNode extends RedisClusterNodeSpec {
   url: string;
   /** The process, while it runs. */
   child: ChildProcess | undefined;

@@ -10,7 +10,7 @@ import type { ChatPromptRequest, EmbeddingInput } from './types.js';
  * so 8,000 characters hold the loop for about 1 ms inline, while a worker round trip adds
  * 0.1-1 ms; a 100k-token prompt holds the loop 40-90 ms inline and under 4 ms via the pool.
  */
-export const DEFAULT_INLINE_MAX_CHARS = 8_000;
+const DEFAULT_INLINE_MAX_CHARS = 8_000;
 
 export interface TokenCounterOptions {
   /** Larger prompts go to the worker pool. 0 sends every BPE count to the pool. */

@@ -23,7 +23,7 @@ export const ESTIMATE_IMAGE_TOKENS = 1600;
  * - per tool call: Qwen's `<tool_call>\n{"name": "`, `", "arguments": `, `}\n</tool_call>`
  *   (54), DeepSeek's fenced JSON with 4 specials (30), Llama's `{"name": "...", "parameters": `.
  */
-export const ESTIMATE_FRAMING = {
+const ESTIMATE_FRAMING = {
   perRequest: 160,
   perMessage: 48,
   toolsBlock: 640,

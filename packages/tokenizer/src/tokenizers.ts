@@ -1,11 +1,10 @@
 import { estimateChatPrompt, ESTIMATE_INPUT_SPECIALS } from './estimate.js';
 import { textBound } from './bound.js';
-import { FAMILY_NAMES, loadFamily, type FamilyName } from './family/index.js';
+import { loadFamily, type FamilyName } from './family/index.js';
 import type { ChatPromptRequest } from './types.js';
 
 /** The tokenizers a model can be configured with (docs/configuration.md, minus `upstream`). */
-export const TOKENIZER_NAMES = ['o200k_base', 'cl100k_base', 'estimate', ...FAMILY_NAMES] as const;
-export type TokenizerName = (typeof TOKENIZER_NAMES)[number];
+export type TokenizerName = 'o200k_base' | 'cl100k_base' | 'estimate' | FamilyName;
 export type EncodingName = 'o200k_base' | 'cl100k_base';
 
 export interface Tokenizer {
@@ -91,10 +90,6 @@ async function loadFamilyTokenizer(name: FamilyName): Promise<Tokenizer> {
 
 function isEncodingName(name: TokenizerName): name is EncodingName {
   return name === 'o200k_base' || name === 'cl100k_base';
-}
-
-export function isTokenizerName(value: string): value is TokenizerName {
-  return (TOKENIZER_NAMES as readonly string[]).includes(value);
 }
 
 /**

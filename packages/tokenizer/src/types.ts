@@ -12,7 +12,7 @@ export interface PromptContentPart {
   image_url?: { url: string; detail?: string | null };
 }
 
-export interface PromptFunctionDefinition {
+interface PromptFunctionDefinition {
   name: string;
   description?: string | null;
   /** A JSON Schema object. */

@@ -152,7 +152,7 @@ export type ConfigGetReply = z.infer<typeof ConfigGetReply>;
  * - `replace`: the stored config becomes exactly the document; what the admin API had changed
  *   is reported as overridden.
  */
-export const CONFIG_APPLY_MODES = ['edit', 'merge', 'replace'] as const;
+const CONFIG_APPLY_MODES = ['edit', 'merge', 'replace'] as const;
 export const ConfigApplyMode = z.enum(CONFIG_APPLY_MODES);
 export type ConfigApplyMode = z.infer<typeof ConfigApplyMode>;
 

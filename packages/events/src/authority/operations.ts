@@ -1,18 +1,16 @@
 /** The authority's request-reply operations; subject `<authorityPrefix>.<operation>`. */
-export const AUTHORITY_OPERATIONS = [
-  'admit',
-  'extend',
-  'renew',
-  'settle',
-  'release',
-  'usage',
-  'suspend',
-  'resume',
-  'config.get',
-  'config.apply',
-  'capacity.report',
-] as const;
-export type AuthorityOperation = (typeof AUTHORITY_OPERATIONS)[number];
+export type AuthorityOperation =
+  | 'admit'
+  | 'extend'
+  | 'renew'
+  | 'settle'
+  | 'release'
+  | 'usage'
+  | 'suspend'
+  | 'resume'
+  | 'config.get'
+  | 'config.apply'
+  | 'capacity.report';
 
 /** Queue group every authority replica joins, so each request is answered once. */
 export const AUTHORITY_QUEUE = 'holdfast-authority';
@@ -24,16 +22,14 @@ export const AUTHORITY_QUEUE = 'holdfast-authority';
 export const ERROR_HEADER = 'Holdfast-Error';
 export const ERROR_MESSAGE_HEADER = 'Holdfast-Error-Message';
 
-export const AUTHORITY_ERROR_CODES = [
+export type AuthorityErrorCode =
   /** The request did not match its schema. Nothing changed. */
-  'invalid_request',
+  | 'invalid_request'
   /** Redis did not answer: fail closed, nothing admitted. */
-  'budget_store_unavailable',
+  | 'budget_store_unavailable'
   /** The config document was rejected; the message names the fields. */
-  'invalid_config',
+  | 'invalid_config'
   /** config.apply with an `expectedVersion` that is no longer the stored one. Nothing changed. */
-  'version_conflict',
+  | 'version_conflict'
   /** A bug; details are in the authority's log. */
-  'internal',
-] as const;
-export type AuthorityErrorCode = (typeof AUTHORITY_ERROR_CODES)[number];
+  | 'internal';

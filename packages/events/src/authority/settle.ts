@@ -81,7 +81,7 @@ export type DeferredClose = z.input<typeof DeferredClose>;
  * What happened to the reservation. A second settle or release changes nothing and says why;
  * a release of an unknown id leaves a tombstone so a late admit with that id is refused.
  */
-export const CLOSE_STATUSES = [
+const CLOSE_STATUSES = [
   'settled',
   'released',
   'already_settled',

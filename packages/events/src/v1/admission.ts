@@ -6,7 +6,7 @@ import { BudgetId } from '../windows.js';
 import { count, windowsField } from './common.js';
 
 /** Why a call was refused. Each maps to one HTTP status at the edge (docs/api.md). */
-export const REFUSAL_CODES = [
+const REFUSAL_CODES = [
   'budget_exceeded',
   'concurrency_limit',
   'tenant_suspended',

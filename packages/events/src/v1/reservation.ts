@@ -36,7 +36,7 @@ export const ReservationExtended = z.object({
   ...windowsField,
 });
 
-export const SETTLE_OUTCOMES = [
+const SETTLE_OUTCOMES = [
   'completed',
   'client_disconnected',
   'upstream_error',
@@ -77,7 +77,7 @@ export const ReservationSettled = z.object({
   ...windowsField,
 });
 
-export const RELEASE_REASONS = [
+const RELEASE_REASONS = [
   'upstream_error',
   'client_disconnected',
   'timeout',
