@@ -20,6 +20,7 @@ export {
 export { EDGE_ERROR_CODES, httpError, type EdgeErrorCode } from './errors.js';
 export { H as HOLDFAST_HEADERS } from './headers.js';
 export { sha256Hex } from './auth.js';
+export { start, type EdgeServiceDeps, type StartedEdge } from './service.js';
 
 export interface StartEdgeOptions {
   nc: NatsConnection;
