@@ -32,7 +32,7 @@ export async function stopInReverse(
  */
 export async function startParts<T extends { checks: ReadinessCheck[] }>(
   logger: Logger,
-  build: (parts: Stoppable[]) => Promise<T>,
+  build: (parts: Stoppable[]) => Promise<T> | T,
   timeoutMs?: number,
 ): Promise<T & Started> {
   const parts: Stoppable[] = [];

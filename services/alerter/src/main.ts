@@ -28,7 +28,11 @@ async function main(): Promise<void> {
     },
   ];
   handleShutdown(logger, parts);
-  const service = await pending;
+  const service = await pending.catch((err: unknown) => {
+    if (starting.signal.aborted) return undefined; // handleShutdown exits once start has unwound
+    throw err;
+  });
+  if (!service) return;
   const ops = await startOpsServer({
     port: config.opsPort,
     logger,
