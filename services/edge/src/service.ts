@@ -1,5 +1,6 @@
 import {
   connectNats,
+  createLogger,
   createRegistry,
   startParts,
   type Logger,
@@ -8,8 +9,10 @@ import {
 import type { TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import type { NatsNames } from '@holdfast/events';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { buildEdge } from './app.js';
-import type { EdgeConfig } from './config.js';
+import { DEFAULT_OPTIONS, type EdgeConfig, type EdgeOptions } from './config.js';
 
 export interface EdgeServiceDeps {
   logger: Logger;
@@ -65,4 +68,48 @@ export function start(config: EdgeConfig, deps: EdgeServiceDeps): Promise<Starte
       ],
     };
   });
+}
+
+export interface StartEdgeOptions {
+  nc: NatsConnection;
+  names: NatsNames;
+  /** Default: a silent logger. */
+  logger?: Logger;
+  registry?: Registry;
+  /** Merged over DEFAULT_OPTIONS. */
+  options?: Partial<Omit<EdgeOptions, 'upstream'>> & {
+    upstream?: Partial<EdgeOptions['upstream']>;
+  };
+  env?: NodeJS.ProcessEnv;
+  host?: string;
+  /** Default 0: a free port. */
+  port?: number;
+}
+
+export interface RunningEdge {
+  app: FastifyInstance;
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** Starts an edge listening on a port, in-process (tests, the local stack, benchmarks). */
+export async function startEdge(opts: StartEdgeOptions): Promise<RunningEdge> {
+  const app = await buildEdge({
+    nc: opts.nc,
+    names: opts.names,
+    logger: opts.logger ?? createLogger({ name: 'edge', level: 'silent' }),
+    registry: opts.registry ?? createRegistry('edge'),
+    options: {
+      ...DEFAULT_OPTIONS,
+      ...opts.options,
+      upstream: { ...DEFAULT_OPTIONS.upstream, ...opts.options?.upstream },
+    },
+    env: opts.env,
+  });
+  const host = opts.host ?? '127.0.0.1';
+  await app.listen({ host, port: opts.port ?? 0 });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : (opts.port ?? 0);
+  return { app, url: `http://${host}:${port}`, port, stop: () => app.close() };
 }
