@@ -27,7 +27,7 @@ async function main(): Promise<void> {
       },
     },
   ];
-  handleShutdown(logger, parts);
+  handleShutdown(logger, parts, 30_000);
   const service = await pending.catch((err: unknown) => {
     if (starting.signal.aborted) return undefined; // handleShutdown exits once start has unwound
     throw err;

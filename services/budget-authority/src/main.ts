@@ -21,10 +21,14 @@ async function main(): Promise<void> {
     checks: service.checks,
   });
   process.on('SIGHUP', () => void service.authority.reloadConfigFile());
-  handleShutdown(logger, [
-    { name: 'authority', stop: () => service.stop() },
-    { name: 'ops-server', stop: () => ops.stop() },
-  ]);
+  handleShutdown(
+    logger,
+    [
+      { name: 'authority', stop: () => service.stop() },
+      { name: 'ops-server', stop: () => ops.stop() },
+    ],
+    30_000,
+  );
   logger.info(
     {
       opsPort: ops.port,

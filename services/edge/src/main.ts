@@ -10,7 +10,8 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ name: 'edge', level: config.logLevel });
   const service = await start(config, { logger, warmPool: ['o200k_base'] });
-  handleShutdown(logger, [{ name: 'edge', stop: () => service.stop() }]);
+  // The outer deadline covers the parts' own (http, then nats, 15 s each).
+  handleShutdown(logger, [{ name: 'edge', stop: () => service.stop() }], 30_000);
   logger.info({ port: service.port, configVersion: service.app.configSnapshot.version }, 'ready');
 }
 
