@@ -6,6 +6,7 @@ export * from './rpc.js';
 export * from './authority-client.js';
 export * from './metrics.js';
 export * from './ops-server.js';
+export * from './service.js';
 export { ensureDurable, type DurableConfig } from './jetstream/durable.js';
 export { DurableConsumer } from './jetstream/consumer.js';
 export { DeadLetters } from './jetstream/dead-letters.js';

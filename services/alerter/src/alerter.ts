@@ -3,8 +3,9 @@ import {
   ensureEventsStream,
   AuthorityClient,
   DeadLetters,
+  startParts,
   type Logger,
-  type ReadinessCheck,
+  type Started,
 } from '@holdfast/runtime';
 import type { HoldfastEvent, NatsNames } from '@holdfast/events';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -38,10 +39,8 @@ export interface AlerterOptions {
   secrets?: NodeJS.ProcessEnv;
 }
 
-export interface Alerter {
-  checks: ReadinessCheck[];
-  stop(): Promise<void>;
-}
+/** A running alerter: `stop` stops its parts in reverse start order, each with a deadline. */
+export type Alerter = Started;
 
 /**
  * Events whose `windows` are the authority's state after a change: every event that carries
@@ -155,24 +154,25 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     handler: handle,
   });
 
-  await deliverer.start();
-  burn.start();
-  suspension.start();
-  await consumer.start();
-  logger.info({ ...own, consumer: settings.consumer }, 'alerter started');
-
-  return {
-    checks: [
-      { name: 'nats', check: () => !nc.isClosed() },
-      { name: 'events-consumer', check: () => consumer.consuming },
-      { name: 'webhook-deliverer', check: () => deliverer.consuming },
-    ],
-    async stop() {
-      await consumer.stop();
-      await suspension.stop();
-      await burn.stop();
-      await deliverer.stop();
-      store.stop();
-    },
-  };
+  // Stopped in reverse: no new events, then the pollers flush, then deliveries in flight
+  // finish, then the state mirror.
+  return startParts(logger, async (parts) => {
+    parts.push({ name: 'state-store', stop: () => store.stop() });
+    await deliverer.start();
+    parts.push({ name: 'webhook-deliverer', stop: () => deliverer.stop() });
+    burn.start();
+    parts.push({ name: 'burn-monitor', stop: () => burn.stop() });
+    suspension.start();
+    parts.push({ name: 'suspension', stop: () => suspension.stop() });
+    await consumer.start();
+    parts.push({ name: 'events-consumer', stop: () => consumer.stop() });
+    logger.info({ ...own, consumer: settings.consumer }, 'alerter started');
+    return {
+      checks: [
+        { name: 'nats', check: () => !nc.isClosed() },
+        { name: 'events-consumer', check: () => consumer.consuming },
+        { name: 'webhook-deliverer', check: () => deliverer.consuming },
+      ],
+    };
+  });
 }

@@ -1,4 +1,5 @@
 export { startAlerter, type Alerter, type AlerterOptions } from './alerter.js';
+export { start, type AlerterDeps } from './service.js';
 export {
   alerterNames,
   AlerterEnv,

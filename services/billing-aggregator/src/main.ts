@@ -1,16 +1,30 @@
-import { createLogger, handleShutdown } from '@holdfast/runtime';
+import { createLogger, createRegistry, handleShutdown, startOpsServer } from '@holdfast/runtime';
 import { loadConfig } from './config.js';
-import { startAggregator } from './index.js';
+import { start } from './service.js';
 
-/** Composition root: config -> start -> one shutdown path -> ready. */
+/** The process: config -> start -> ops server -> one shutdown path -> ready. */
 const config = loadConfig();
 const logger = createLogger({ name: 'billing-aggregator', level: config.logLevel });
 try {
-  const aggregator = await startAggregator({ config, logger });
-  handleShutdown(logger, [{ name: 'aggregator', stop: () => aggregator.stop() }], 30_000);
+  const registry = createRegistry('billing-aggregator');
+  const service = await start(config, { logger, registry });
+  const ops = await startOpsServer({
+    port: config.opsPort,
+    logger,
+    registry,
+    checks: service.checks,
+  });
+  handleShutdown(
+    logger,
+    [
+      { name: 'aggregator', stop: () => service.stop() },
+      { name: 'ops', stop: ops.stop },
+    ],
+    30_000,
+  );
   logger.info(
     {
-      opsPort: aggregator.opsPort,
+      opsPort: ops.port,
       database: config.clickhouse.database,
       stream: config.nats.names.eventsStream,
       durable: config.consumer.durable,

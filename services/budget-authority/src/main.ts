@@ -1,82 +1,39 @@
-import {
-  createLogger,
-  createRegistry,
-  connectNats,
-  handleShutdown,
-  startOpsServer,
-} from '@holdfast/runtime';
-import { redisTarget } from '@holdfast/config';
+import { createLogger, createRegistry, handleShutdown, startOpsServer } from '@holdfast/runtime';
 import { randomUUID } from 'node:crypto';
-import { Authority } from './authority.js';
 import { loadConfig } from './config.js';
-import { createRedis } from './redis.js';
+import { start } from './service.js';
 
-/** Composition root of the budget authority process. */
+/** The process: config -> start -> ops server -> SIGHUP reload and one shutdown path -> ready. */
 async function main(): Promise<void> {
   const config = loadConfig();
-  const { env } = config;
   const replicaId = randomUUID();
   const logger = createLogger({
     name: 'budget-authority',
-    level: env.LOG_LEVEL,
+    level: config.logLevel,
     base: { replica: replicaId.slice(0, 8) },
   });
   const registry = createRegistry('budget-authority');
-
-  const target = redisTarget(env);
-  const redis = createRedis(target, env.AUTHORITY_REDIS_TIMEOUT_MS);
-  redis.on('error', (err: Error) => logger.warn({ err: err.message }, 'redis connection error'));
-  await redis.connect();
-  // No async stack capture per request: it cost 12% of the authority's CPU (relay publishes).
-  const nc = await connectNats({
-    servers: config.nats.servers,
-    name: `budget-authority-${replicaId.slice(0, 8)}`,
-    logger,
-    noAsyncTraces: true,
-  });
-
-  const authority = new Authority({
-    redis,
-    nc,
-    names: config.nats.names,
-    logger,
-    registry,
-    keyPrefix: env.HOLDFAST_KEY_PREFIX,
-    replicaId,
-    configFile: env.HOLDFAST_CONFIG,
-    sweepIntervalMs: env.AUTHORITY_SWEEP_INTERVAL_MS,
-    relayLeaseMs: env.AUTHORITY_RELAY_LEASE_MS,
-    relayPauseMs: env.AUTHORITY_RELAY_PAUSE_MS,
-    durability: {
-      replicas: env.AUTHORITY_REDIS_WAIT_REPLICAS ?? (target.cluster ? 1 : 0),
-      timeoutMs: env.AUTHORITY_REDIS_WAIT_TIMEOUT_MS,
-      connections: env.AUTHORITY_REDIS_WAIT_CONNECTIONS,
-    },
-    streamReplicas: config.nats.replicas,
-  });
-  await authority.start();
+  const service = await start(config, { logger, registry, replicaId });
   const ops = await startOpsServer({
-    port: env.AUTHORITY_OPS_PORT,
+    port: config.opsPort,
     logger,
     registry,
-    checks: [
-      { name: 'redis', check: () => authority.ready() },
-      { name: 'nats', check: () => !nc.isClosed() },
-    ],
+    checks: service.checks,
   });
-  process.on('SIGHUP', () => void authority.reloadConfigFile());
-
-  handleShutdown(logger, [
-    { name: 'redis', stop: () => void redis.quit().catch(() => redis.disconnect()) },
-    { name: 'nats', stop: () => nc.drain() },
-    { name: 'authority', stop: () => authority.stop() },
-    { name: 'ops-server', stop: () => ops.stop() },
-  ]);
+  process.on('SIGHUP', () => void service.authority.reloadConfigFile());
+  handleShutdown(
+    logger,
+    [
+      { name: 'authority', stop: () => service.stop() },
+      { name: 'ops-server', stop: () => ops.stop() },
+    ],
+    30_000,
+  );
   logger.info(
     {
       opsPort: ops.port,
-      configVersion: authority.ctx.config.version,
-      redis: { nodes: target.nodes.length, cluster: target.cluster },
+      configVersion: service.authority.ctx.config.version,
+      redis: service.redis,
     },
     'ready',
   );

@@ -1,36 +1,18 @@
-import { connectNats, createLogger, createRegistry, handleShutdown } from '@holdfast/runtime';
-import { buildEdge } from './app.js';
+import { createLogger, handleShutdown } from '@holdfast/runtime';
 import { loadConfig } from './config.js';
+import { start } from './service.js';
 
-/** Composition root of the edge process: env → NATS → app → listen → one shutdown path. */
+/**
+ * The process: config -> start -> one shutdown path -> ready. No separate ops server: the
+ * edge serves /healthz, /readyz and /metrics on its API port (plugins/observability.ts).
+ */
 async function main(): Promise<void> {
-  const { env, nats, options, logLevel } = loadConfig();
-  const logger = createLogger({ name: 'edge', level: logLevel });
-  const registry = createRegistry('edge');
-  // One admit and one settle per call: skip the per-request stack capture of nats.js.
-  const nc = await connectNats({
-    servers: nats.servers,
-    name: 'edge',
-    logger,
-    noAsyncTraces: true,
-  });
-  const app = await buildEdge({
-    nc,
-    names: nats.names,
-    logger,
-    registry,
-    options,
-    warmPool: ['o200k_base'],
-  });
-  await app.listen({ host: env.EDGE_HOST, port: env.EDGE_PORT });
-  const address = app.server.address();
-  const port = typeof address === 'object' && address ? address.port : env.EDGE_PORT;
-  // Stopped in reverse: the HTTP server (cutting open streams, settling them), then NATS.
-  handleShutdown(logger, [
-    { name: 'nats', stop: () => nc.drain() },
-    { name: 'http', stop: () => app.close() },
-  ]);
-  logger.info({ port, configVersion: app.configSnapshot.version }, 'ready');
+  const config = loadConfig();
+  const logger = createLogger({ name: 'edge', level: config.logLevel });
+  const service = await start(config, { logger, warmPool: ['o200k_base'] });
+  // The outer deadline covers the parts' own (http, then nats, 15 s each).
+  handleShutdown(logger, [{ name: 'edge', stop: () => service.stop() }], 30_000);
+  logger.info({ port: service.port, configVersion: service.app.configSnapshot.version }, 'ready');
 }
 
 main().catch((err: unknown) => {
