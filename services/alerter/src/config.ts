@@ -5,7 +5,7 @@ import type { RetryPolicy } from '@holdfast/retry';
 import { z } from 'zod';
 
 /** The alerter's environment. Every variable has a default a local run can use. */
-export const AlerterEnv = serviceEnv({
+const AlerterEnv = serviceEnv({
   /** Config file (YAML/JSON). Unset: the config is read from the authority (`config.get`). */
   HOLDFAST_CONFIG: z.string().min(1).optional(),
   /** /healthz, /readyz and /metrics. */
@@ -41,7 +41,7 @@ export const AlerterEnv = serviceEnv({
     });
   }
 });
-export type AlerterEnv = z.infer<typeof AlerterEnv>;
+type AlerterEnv = z.infer<typeof AlerterEnv>;
 
 /** Tunables of a running alerter (what tests shorten). */
 export interface AlerterSettings {

@@ -47,7 +47,7 @@ export interface TenantSums {
   since: Record<string, { tokens: number; microUsd: number }>;
 }
 
-export interface DriftRow {
+interface DriftRow {
   /** The tenant the counter belongs to (the budget's level, or the tenant for lifetime). */
   tenant: string;
   /** A budget id (`month-tokens`) or `lifetime-tokens` / `lifetime-usd`. */

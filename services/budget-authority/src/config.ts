@@ -3,7 +3,7 @@ import { loadServiceConfig, serviceEnv } from '@holdfast/runtime';
 import { z } from 'zod';
 
 /** The authority's environment. */
-export const AuthorityEnv = serviceEnv({
+const AuthorityEnv = serviceEnv({
   /**
    * Redis holding every budget: one URL, or Redis Cluster's startup nodes comma-separated
    * (a list, or REDIS_CLUSTER=true, means Redis Cluster).
@@ -39,7 +39,7 @@ export const AuthorityEnv = serviceEnv({
   /** Connections waited writes are spread over (a WAIT holds its connection until it returns). */
   AUTHORITY_REDIS_WAIT_CONNECTIONS: env.int(8, 1, 64),
 });
-export type AuthorityEnv = z.infer<typeof AuthorityEnv>;
+type AuthorityEnv = z.infer<typeof AuthorityEnv>;
 
 /** Parses the environment; throws an EnvError that names each bad variable. */
 export function loadConfig(source: NodeJS.ProcessEnv = process.env) {

@@ -37,7 +37,7 @@ export interface EdgeDeps {
  * budgets (status page and /v1/budgets) and the admin API under /admin.
  * Not encapsulated, so the instance that registers it sees its decorations.
  */
-export const edgeApp = fp(registerEdge, { name: 'holdfast-edge' });
+const edgeApp = fp(registerEdge, { name: 'holdfast-edge' });
 
 async function registerEdge(app: FastifyInstance, deps: EdgeDeps): Promise<void> {
   app.decorate('edgeOptions', deps.options);

@@ -4,7 +4,7 @@ import { loadServiceConfig, serviceEnv } from '@holdfast/runtime';
 import { z } from 'zod';
 
 /** The edge's environment. Every outbound call has a timeout here or in the config file. */
-export const EdgeEnv = serviceEnv({
+const EdgeEnv = serviceEnv({
   /** HTTP port of the OpenAI-compatible API and of /healthz, /readyz, /metrics. */
   EDGE_PORT: env.port(8080),
   EDGE_HOST: env.string('0.0.0.0'),
@@ -70,7 +70,7 @@ export const EdgeEnv = serviceEnv({
    */
   EDGE_REQUEST_TIMEOUT_MS: env.int(30_000, 100, 3_600_000),
 });
-export type EdgeEnv = z.infer<typeof EdgeEnv>;
+type EdgeEnv = z.infer<typeof EdgeEnv>;
 
 /** The tunables the app reads, derived from the environment (tests build them directly). */
 export interface EdgeOptions {
@@ -110,7 +110,7 @@ export interface UpstreamRetry {
 
 export const DEFAULT_OPTIONS: EdgeOptions = optionsFromEnv(EdgeEnv.parse({}));
 
-export function optionsFromEnv(e: EdgeEnv): EdgeOptions {
+function optionsFromEnv(e: EdgeEnv): EdgeOptions {
   return {
     bodyLimitBytes: e.EDGE_BODY_LIMIT_BYTES,
     admitTimeoutMs: e.EDGE_ADMIT_TIMEOUT_MS,

@@ -5,6 +5,7 @@ import { TokenCounter } from '@holdfast/tokenizer';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { Registry } from 'prom-client';
 import { authenticate, sha256Hex } from '../src/auth.js';
+import '../src/types.js';
 import type { SurfaceAdapter } from '../src/call/adapter.js';
 import type { CallDeps } from '../src/call/deps.js';
 import { runCall } from '../src/call/pipeline.js';
