@@ -1,4 +1,4 @@
-import type { NatsNames } from '@holdfast/events';
+import { BaseError, type NatsNames } from '@holdfast/events';
 import { z } from 'zod';
 import { formatIssues } from './load.js';
 
@@ -47,10 +47,12 @@ function isNatsUrl(s: string): boolean {
   }
 }
 
-export class EnvError extends Error {
+export class EnvError extends BaseError<'invalid_environment'> {
   constructor(readonly errors: string[]) {
-    super(`invalid environment:\n  ${errors.join('\n  ')}`);
-    this.name = 'EnvError';
+    super({
+      code: 'invalid_environment',
+      message: `invalid environment:\n  ${errors.join('\n  ')}`,
+    });
   }
 }
 

@@ -12,7 +12,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Registry } from 'prom-client';
 import { BurnMonitor } from './burn-monitor.js';
-import { alerterNames, DEFAULT_SETTINGS, type AlerterSettings } from './config.js';
+import { alerterNames, DEFAULT_SETTINGS, type AlerterSettings } from './env.js';
 import { EventConsumer } from './consumer.js';
 import { ConfigSource, missingSecrets } from './holdfast-config.js';
 import { createMetrics } from './metrics.js';

@@ -14,7 +14,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import type { AlerterSettings } from './config.js';
+import type { AlerterSettings } from './env.js';
 import { KeyedSerial } from './keyed-serial.js';
 import type { AlerterMetrics } from './metrics.js';
 

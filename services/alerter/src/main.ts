@@ -6,7 +6,7 @@ import {
   startOpsServer,
   type Stoppable,
 } from '@holdfast/runtime';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { start } from './service.js';
 
 /** The process: env -> start (may wait for the authority) -> ops server -> shutdown -> ready. */

@@ -11,7 +11,7 @@ import {
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Registry } from 'prom-client';
 import { startAlerter } from './alerter.js';
-import type { AlerterConfig } from './config.js';
+import type { AlerterConfig } from './env.js';
 import { loadHoldfastConfig } from './holdfast-config.js';
 
 /** Asks for the authority's config every second for a minute at start (it may start after us). */

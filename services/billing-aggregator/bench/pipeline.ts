@@ -37,7 +37,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/env.js';
 import { toEventRow } from '../src/rows.js';
 import { migrate } from '../src/migrate.js';
 import { ident, qualified, sql } from '../src/sql.js';

@@ -3,7 +3,7 @@ import { ensureEventsStream } from '@holdfast/runtime';
 import { AckPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { ensureConsumer } from './consumer.js';
 
 test('a consumer left by an older release is brought to the configured limits at start', async ({

@@ -1,4 +1,4 @@
-export { loadConfig } from './config.js';
+export { loadConfig } from './env.js';
 export { migrate } from './migrate.js';
 export { createClickHouse, type SqlExecutor } from './clickhouse.js';
 export { runAudit } from './audit.js';

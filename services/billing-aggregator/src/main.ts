@@ -1,5 +1,5 @@
 import { createLogger, createRegistry, handleShutdown, startOpsServer } from '@holdfast/runtime';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { start } from './service.js';
 
 /** The process: config -> start -> ops server -> one shutdown path -> ready. */

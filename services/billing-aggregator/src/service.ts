@@ -15,7 +15,7 @@ import type { Registry } from 'prom-client';
 import { startAuditJob } from './audit-job.js';
 import { Batcher } from './batcher.js';
 import { createClickHouse } from './clickhouse.js';
-import type { AggregatorConfig } from './config.js';
+import type { AggregatorConfig } from './env.js';
 import { createEventConsumer, ensureConsumer, REDELIVER } from './consumer.js';
 import { HealthGate } from './health-gate.js';
 import { startLagPoller } from './lag.js';

@@ -7,7 +7,7 @@ import type { HoldfastEvent, NatsNames } from '@holdfast/events';
 import { createLogger, type Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import { createClickHouse, type SqlExecutor } from '../src/clickhouse.js';
-import { loadConfig, type AggregatorConfig } from '../src/config.js';
+import { loadConfig, type AggregatorConfig } from '../src/env.js';
 import { migrate } from '../src/migrate.js';
 import { qualified, sql } from '../src/sql.js';
 import { settledCall } from './events.js';

@@ -1,6 +1,6 @@
 import { createLogger, createRegistry, handleShutdown, startOpsServer } from '@holdfast/runtime';
 import { randomUUID } from 'node:crypto';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { start } from './service.js';
 
 /** The process: config -> start -> ops server -> SIGHUP reload and one shutdown path -> ready. */

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { loadConfigFile, parseConfig, redisTarget } from '@holdfast/config';
 import { connectNats, createLogger } from '@holdfast/runtime';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { Keys } from './keys.js';
 import { migrateGlobalKeys } from './migrate.js';
 import { createRedis, keysBySlot } from './redis.js';

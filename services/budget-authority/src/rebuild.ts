@@ -11,7 +11,7 @@ import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { scanAll, SlotBatch, type RedisClient } from './redis.js';
-import { KEEP_CLOSED_MS } from './plan.js';
+import { KEEP_CLOSED_MS } from './script-args.js';
 import { END_USER_KEEP_MS } from './handlers/admit.js';
 import type { Keys } from './keys.js';
 

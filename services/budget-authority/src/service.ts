@@ -9,7 +9,7 @@ import {
 import { randomUUID } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { Authority } from './authority.js';
-import type { AuthorityConfig } from './config.js';
+import type { AuthorityConfig } from './env.js';
 import { createRedis } from './redis.js';
 
 export interface AuthorityDeps {

@@ -7,7 +7,7 @@ import fp from 'fastify-plugin';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { adminRoutes } from './admin/plugin.js';
-import type { EdgeOptions } from './config.js';
+import type { EdgeOptions } from './env.js';
 import { authorityPlugin } from './plugins/authority.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { observabilityPlugin } from './plugins/observability.js';

@@ -1,5 +1,5 @@
 import { createLogger, handleShutdown } from '@holdfast/runtime';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { start } from './service.js';
 
 /**

@@ -12,7 +12,7 @@ import type { Registry } from 'prom-client';
 import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { buildEdge } from './app.js';
-import { DEFAULT_OPTIONS, type EdgeConfig, type EdgeOptions } from './config.js';
+import { DEFAULT_OPTIONS, type EdgeConfig, type EdgeOptions } from './env.js';
 
 export interface EdgeServiceDeps {
   logger: Logger;

@@ -2,7 +2,7 @@ import type { AuthorityClient } from '@holdfast/runtime';
 import type { TokenCounter } from '@holdfast/tokenizer';
 import type { Caller } from './auth.js';
 import type { Calls } from './calls.js';
-import type { EdgeOptions } from './config.js';
+import type { EdgeOptions } from './env.js';
 import type { ConfigSnapshot } from './config-snapshot.js';
 import type { Holds } from './holds.js';
 import type { EdgeMetrics } from './metrics.js';

@@ -10,7 +10,7 @@ import type { SurfaceAdapter } from '../src/call/adapter.js';
 import type { CallDeps } from '../src/call/deps.js';
 import { runCall } from '../src/call/pipeline.js';
 import { Calls } from '../src/calls.js';
-import { DEFAULT_OPTIONS } from '../src/config.js';
+import { DEFAULT_OPTIONS } from '../src/env.js';
 import { Holds } from '../src/holds.js';
 import { EdgeMetrics } from '../src/metrics.js';
 import { errorsPlugin } from '../src/plugins/errors.js';

@@ -14,7 +14,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import type { AlerterNames, AlerterSettings } from '../config.js';
+import type { AlerterNames, AlerterSettings } from '../env.js';
 import { RESTART } from '../consumer.js';
 import type { ConfigSource } from '../holdfast-config.js';
 import type { AlerterMetrics } from '../metrics.js';

@@ -2,7 +2,7 @@ import { deadLetterHeaders, IsoTime, PlainId } from '@holdfast/events';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers } from '@nats-io/transport-node';
 import { z } from 'zod';
-import type { AlerterNames } from '../config.js';
+import type { AlerterNames } from '../env.js';
 import { DELIVERY_OUTCOMES } from '../metrics.js';
 
 /**

@@ -8,7 +8,7 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { z } from 'zod';
-import type { AlerterNames } from '../config.js';
+import type { AlerterNames } from '../env.js';
 import type { ConfigSource } from '../holdfast-config.js';
 
 /** One delivery of one event to one webhook. The event is stored whole: retries resend it. */

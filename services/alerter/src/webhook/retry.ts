@@ -1,5 +1,5 @@
 import { backoffDelay, Jitter, retryDelay } from '@holdfast/retry';
-import type { WebhookRetryPolicy } from '../config.js';
+import type { WebhookRetryPolicy } from '../env.js';
 
 /**
  * The shared backoff with "equal jitter" unless the policy names another: attempt n (1-based)

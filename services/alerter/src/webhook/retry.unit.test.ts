@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { DEFAULT_SETTINGS } from '../config.js';
+import { DEFAULT_SETTINGS } from '../env.js';
 import { backoffMs, nextStep, schedule } from './retry.js';
 
 const policy = { initialMs: 1_000, maxMs: 60_000, retryForMs: 3_600_000 };

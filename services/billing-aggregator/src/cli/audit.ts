@@ -5,7 +5,7 @@ import { retry } from '@holdfast/retry';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
 import { exceeds, runAudit, type AuditReport } from '../audit.js';
 import { createClickHouse } from '../clickhouse.js';
-import { loadConfig } from '../config.js';
+import { loadConfig } from '../env.js';
 
 const USAGE = `Usage: pnpm --filter @holdfast/billing-aggregator drift-audit [--threshold N] [--tenant ID] [--wait MS] [--json]
        (the binary: holdfast-billing-audit)

@@ -9,10 +9,10 @@ import type {
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { orphanPlan, planFor, type Plan, type PlanCall } from '../plan.js';
+import { orphanPlan, planFor, type Plan, type PlanCall } from '../script-args.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
-import { withStore } from './store-error.js';
+import { withStore } from '../store-error.js';
 import { closeCapacity } from '../capacity.js';
 
 type CloseOp =

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { ExtendReply, ExtendRequest, RenewReply, RenewRequest } from '@holdfast/events';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { planFor, orphanPlan, type PlanCall } from '../plan.js';
+import { planFor, orphanPlan, type PlanCall } from '../script-args.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
-import { withStore } from './store-error.js';
+import { withStore } from '../store-error.js';
 
 /**
  * Grows a live hold to cover more output, if every window still has room (extend.lua). A hold

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { ResumeRequest, SuspendRequest, SuspensionReply } from '@holdfast/events';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { planFor } from '../plan.js';
+import { planFor } from '../script-args.js';
 import { run } from '../scripts.js';
-import { withStore } from './store-error.js';
+import { withStore } from '../store-error.js';
 
 type Op =
   | { op: 'suspend'; req: SuspendRequest & { budget: string | null; graceMs: number } }

@@ -8,10 +8,10 @@ import {
 import type { CompiledTenant } from '@holdfast/config';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { planFor } from '../plan.js';
+import { planFor } from '../script-args.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
-import { withStore } from './store-error.js';
+import { withStore } from '../store-error.js';
 import { capacityUsage } from '../capacity.js';
 import { END_USER_KEEP_MS } from './admit.js';
 

@@ -77,7 +77,7 @@ local function clockNow(spec)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The plan as positional ARGV from `at` (plan.ts planArgs): kp, org, tenant, keepMs, the
+-- The plan as positional ARGV from `at` (script-args.ts planArgs): kp, org, tenant, keepMs, the
 -- record's levels and holds texts for this plan (see below); the levels' count, then tenant,
 -- state and holds key indexes, maxInFlight each; the budgets' count, then tenant, id, window,
 -- unit, limit, enforce, calendar, debt, scope, subject, key index, and its window state's
@@ -251,7 +251,7 @@ local function emitFlat(fields)
   redis.call('XADD', KEYS[1], '*', unpack(fields))
 end
 
--- Reservation records name the windows they hold on compactly (plan.ts holdCode writes
+-- Reservation records name the windows they hold on compactly (script-args.ts holdCode writes
 -- them), so the record stays a small listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
 -- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window; "KMt"
 -- the key's, "UMt" the end user's). Keys are rebuilt from the prefix, the record's org, and

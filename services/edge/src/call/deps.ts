@@ -2,7 +2,7 @@ import type { CompiledConfig } from '@holdfast/config';
 import type { TokenCounter } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
 import type { Calls } from '../calls.js';
-import type { EdgeOptions } from '../config.js';
+import type { EdgeOptions } from '../env.js';
 import type { Holds } from '../holds.js';
 import type { EdgeMetrics } from '../metrics.js';
 import type { UpstreamClient } from '../upstream/client.js';

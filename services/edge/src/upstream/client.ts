@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { UpstreamConfig } from '@holdfast/config';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
-import type { UpstreamRetry, UpstreamTimeouts } from '../config.js';
+import type { UpstreamRetry, UpstreamTimeouts } from '../env.js';
 import type { EdgeMetrics } from '../metrics.js';
 import { upstreamErrorMessage, UpstreamCounter } from './counting.js';
 import { surfaceBase, upstreamHeaders } from './endpoint.js';

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { backoffDelay, Jitter } from '@holdfast/retry';
-import type { UpstreamRetry } from '../config.js';
+import type { UpstreamRetry } from '../env.js';
 
 /** Statuses worth another attempt: rate limited, or the upstream failed on its side. */
 export function isRetryableStatus(status: number): boolean {

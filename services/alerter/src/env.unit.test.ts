@@ -1,7 +1,7 @@
 import { EnvError } from '@holdfast/config';
 import { namesWithPrefix } from '@holdfast/events';
 import { describe, expect, test } from 'vitest';
-import { alerterNames, loadConfig } from './config.js';
+import { alerterNames, loadConfig } from './env.js';
 
 describe('alerter environment', () => {
   test('defaults: ops port 9103, retries for 6 hours', () => {

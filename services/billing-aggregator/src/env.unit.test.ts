@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 import { backoffDelay } from '@holdfast/retry';
 import { REDELIVER } from './consumer.js';
 

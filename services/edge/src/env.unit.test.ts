@@ -1,5 +1,5 @@
 import { expect, test } from 'vitest';
-import { loadConfig } from './config.js';
+import { loadConfig } from './env.js';
 
 test('the admin API and the status page are off / token-only unless configured', () => {
   const { options } = loadConfig({});
