@@ -138,8 +138,11 @@ export interface LocalRedisCluster {
   /** SIGSTOP / SIGCONT of the node on `port`: a replica that falls behind, as if cut off. */
   pause(port: number): void;
   resume(port: number): void;
-  /** The ports of the replicas of the master on `port` now. */
-  replicasOf(port: number): Promise<number[]>;
+  /**
+   * A replica of the master on `port`, waited for: under load a replica is left out of
+   * CLUSTER SLOTS for a moment whenever the small node timeout marks it failing.
+   */
+  aReplicaOf(port: number, timeoutMs?: number): Promise<number>;
   /** Starts the node on `port` again from its files (nodes.conf, AOF); it rejoins. */
   restart(port: number): Promise<void>;
   /** Resolves once every running node says cluster_state:ok. */
@@ -232,9 +235,18 @@ export async function startRedisCluster(
     },
     pause: (port) => node(port).child?.kill('SIGSTOP'),
     resume: (port) => node(port).child?.kill('SIGCONT'),
-    replicasOf: async (port) => [
-      ...new Set((await slots()).filter((s) => s.master === port).flatMap((s) => s.replicas)),
-    ],
+    aReplicaOf: async (port, timeoutMs = 20_000) => {
+      let found: number | undefined;
+      await waitFor(
+        async () => {
+          const bySlots = (await slots()).filter((s) => s.master === port);
+          found = bySlots.flatMap((s) => s.replicas)[0];
+          return found !== undefined;
+        },
+        { timeoutMs, what: `a replica of the master on ${port}` },
+      );
+      return found!;
+    },
     restart: (port) => launch(node(port)),
     waitOk,
     stop: async () => {

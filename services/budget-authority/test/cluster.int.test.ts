@@ -62,13 +62,12 @@ describe('Redis Cluster', () => {
       const victim = [...masterOf.values()].find((m) => m !== capacityMaster)!;
       // Its replica falls behind first (paused, as if cut off): what the master acknowledges
       // now is on the master only, so a kill loses it unless the authority waited (WAIT 1).
-      const [replica] = await cluster.replicasOf(victim);
-      expect(replica).toBeDefined();
-      cluster.pause(replica!);
+      const replica = await cluster.aReplicaOf(victim);
+      cluster.pause(replica);
       await new Promise((r) => setTimeout(r, 600));
       const killedAt = Date.now();
       cluster.kill(victim);
-      cluster.resume(replica!);
+      cluster.resume(replica);
       const hit = orgs.filter((o) => masterOf.get(o) === victim);
       await waitFor(async () => !(await cluster.masters()).includes(victim), {
         timeoutMs: 20_000,
