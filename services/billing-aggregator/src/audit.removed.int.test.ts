@@ -52,11 +52,13 @@ test('teams the config no longer has (as after pnpm experiment) are listed apart
     (await agg.registry.getSingleMetric('holdfast_aggregator_audits_total')?.get())?.values.find(
       (v) => v.labels.result === result,
     )?.value ?? 0;
-  const [okBefore, driftBefore] = [await audits('ok'), await audits('drift')];
+  const [okBefore, repeatedBefore] = [await audits('ok'), await audits('drift_repeated')];
   await waitFor(async () => (await audits('ok')) >= okBefore + 2, {
     what: 'two more periodic audits',
   });
-  expect(await audits('drift')).toBe(driftBefore);
+  // A race at one snapshot's instant may show once on a loaded box (documented); removed
+  // tenants would show in every run.
+  expect(await audits('drift_repeated')).toBe(repeatedBefore);
   const gauge = await agg.registry.getSingleMetric('holdfast_aggregator_audit_drift')?.get();
   expect(gauge?.values.map((v) => v.value)).toEqual([0, 0]);
 });

@@ -58,7 +58,7 @@ export function createMetrics(registry: Registry) {
     }),
     audits: new Counter({
       name: 'holdfast_aggregator_audits_total',
-      help: 'Drift audits run, by result: ok, drift, failed',
+      help: 'Drift audits run, by result: ok, drift, drift_repeated (drift in consecutive runs), failed',
       labelNames: ['result'] as const,
       registers,
     }),
