@@ -1,3 +1,4 @@
+import { BaseError } from '@holdfast/runtime';
 import type { ChainableCommander } from 'ioredis';
 import type { RedisClient } from './redis.js';
 
@@ -53,14 +54,18 @@ export async function setDurability(
  * closed (budget_store_unavailable) rather than acknowledge what a failover could lose. The
  * write may still stand; `reply` is its answer so the caller can undo it (an admission's hold).
  */
-export class NotReplicatedError extends Error {
+export class NotReplicatedError extends BaseError<'not_replicated'> {
   constructor(
     readonly reply: unknown,
     readonly acked: number,
     readonly wanted: number,
   ) {
-    super(`write reached ${acked} of ${wanted} replicas in time`);
-    this.name = 'NotReplicatedError';
+    super({
+      code: 'not_replicated',
+      message: `write reached ${acked} of ${wanted} replicas in time`,
+      retry: true,
+      context: { acked, wanted },
+    });
   }
 }
 

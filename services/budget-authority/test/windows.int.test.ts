@@ -37,6 +37,27 @@ async function spend(h: Harness, tokens: number): Promise<void> {
   });
 }
 
+/** A hold of 1,000 tokens (100 prompt + 900 output) on a 60 s lease, its org relayed. */
+async function heldFor60s(h: Harness): Promise<string> {
+  const id = newId();
+  admissionOf(
+    await h.client.admit({
+      reservationId: id,
+      tenant: 'team',
+      keyId: null,
+      useCase: 'uc',
+      model: 'gpt-4o-mini',
+      promptTokens: 100,
+      maxTokens: 900,
+      leaseMs: 60_000,
+    }),
+  );
+  await waitFor(() => h.authority.relayedOrgs.includes('team'), {
+    what: 'relay lease on the org',
+  });
+  return id;
+}
+
 async function used(h: Harness): Promise<number[]> {
   const u = await h.client.usage({ tenant: 'team' });
   if (!u.ok) throw new Error(u.error.message);
@@ -138,22 +159,7 @@ describe('leases', () => {
     start,
   }) => {
     const h = await start(config([{ window: 'day', limit: 10_000 }]));
-    const id = newId();
-    admissionOf(
-      await h.client.admit({
-        reservationId: id,
-        tenant: 'team',
-        keyId: null,
-        useCase: 'uc',
-        model: 'gpt-4o-mini',
-        promptTokens: 100,
-        maxTokens: 900,
-        leaseMs: 60_000,
-      }),
-    );
-    await waitFor(() => h.authority.relayedOrgs.includes('team'), {
-      what: 'relay lease on the org',
-    });
+    const id = await heldFor60s(h);
     h.clock.advance(59_999);
     expect(await h.authority.expireOverdue()).toBe(0);
     h.clock.advance(1);
@@ -198,22 +204,7 @@ describe('leases', () => {
     start,
   }) => {
     const h = await start(config([{ window: 'day', limit: 10_000 }]));
-    const id = newId();
-    admissionOf(
-      await h.client.admit({
-        reservationId: id,
-        tenant: 'team',
-        keyId: null,
-        useCase: 'uc',
-        model: 'gpt-4o-mini',
-        promptTokens: 100,
-        maxTokens: 900,
-        leaseMs: 60_000,
-      }),
-    );
-    await waitFor(() => h.authority.relayedOrgs.includes('team'), {
-      what: 'relay lease on the org',
-    });
+    const id = await heldFor60s(h);
     h.clock.advance(60_000);
     await waitFor(async () =>
       (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.expired'),
