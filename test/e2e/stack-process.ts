@@ -74,7 +74,13 @@ export async function startStackProcess(
     if (!running()) throw new Error('the stack exited');
   } catch (err) {
     await cleanup();
-    throw new Error(`${(err as Error).message}\n${lines.slice(-30).join('\n')}`);
+    // The services' own lines say why one failed; the NATS and Redis servers' would bury them.
+    throw new Error(
+      `${(err as Error).message}\n${lines
+        .filter((l) => !/^nats-|^redis-/.test(l))
+        .slice(-60)
+        .join('\n')}`,
+    );
   }
   const state = readStackState(dir);
   if (!state) throw new Error(`no stack.json in ${dir}`);

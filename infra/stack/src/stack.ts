@@ -8,6 +8,7 @@ import { startClickHouse, startNats, startRedis, type InfraContext } from './inf
 import { CLUSTER_STREAM_REPLICAS, startNatsCluster } from './nats-cluster.js';
 import { StartError, type ProcessGroup } from './process.js';
 import { portIsFree } from './ports.js';
+import { reservePorts } from '@holdfast/testkit/infra';
 import { startRedisCluster } from './redis-cluster.js';
 import { serviceSpec, type ServiceInputs, type ServicePorts } from './services.js';
 import { isAlive, readStackStateFile, writeStackState, type StackState } from './state.js';
@@ -88,6 +89,8 @@ export async function startStack(
       throw new StartError(`port ${port} (${name}) is in use: free it or set ${PORT_VARS[name]}`);
     }
   }
+  // The servers the stack starts on free ports must not be given one of these.
+  reservePorts(Object.values(ports));
   await mkdir(dir, { recursive: true });
   const admin = await stackAdminToken(dir, env.EDGE_ADMIN_TOKEN);
 

@@ -1,7 +1,18 @@
 import { createServer } from 'node:net';
 
-/** A TCP port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
+/**
+ * Ports this process handed out or was told are taken. The kernel may give a closed port out
+ * again at once, so without this two servers of one stack (or one test) could be told the same
+ * port before either binds it.
+ */
+const handedOut = new Set<number>();
+
+/** Never hand out these ports (ones this process was given for its own servers). */
+export function reservePorts(ports: Iterable<number>): void {
+  for (const p of ports) handedOut.add(p);
+}
+
+function ephemeralPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -12,4 +23,16 @@ export function freePort(): Promise<number> {
       srv.close(() => resolve(port));
     });
   });
+}
+
+/** A TCP port that was free a moment ago on 127.0.0.1, and not handed out before by this process. */
+export async function freePort(): Promise<number> {
+  // Tests run for a while: forget old ports long before the ephemeral range (~28k) runs out.
+  if (handedOut.size > 10_000) handedOut.clear();
+  for (;;) {
+    const port = await ephemeralPort();
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
