@@ -35,12 +35,22 @@ export interface LoggerConfig {
   base?: Record<string, unknown>;
 }
 
+/** Lines wait at most this long in the logger's buffer before they are written. */
+const LOG_FLUSH_MS = 200;
+
 /**
- * Lines go to stdout asynchronously: while one write is in flight the next lines gather and
- * go in one write(2), instead of a blocking write per line (the edge's line per request was
- * 6% of its CPU under load, most of it the system call). pino flushes what is left on exit.
+ * Lines go to stdout asynchronously and in blocks: they gather until 4 KiB or 200 ms, then go
+ * in one write(2), instead of a write per line (the edge's line per request was 6% of its CPU
+ * under load, most of it the system call). pino writes what is left on exit; a kill -9 loses
+ * at most the last 200 ms of lines.
  */
 export function createLogger(cfg: LoggerConfig): Logger {
+  const destination = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: 4096,
+    periodicFlush: LOG_FLUSH_MS,
+  });
   return pino(
     {
       name: cfg.name,
@@ -49,6 +59,6 @@ export function createLogger(cfg: LoggerConfig): Logger {
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    pino.destination({ dest: 1, sync: false }),
+    destination,
   );
 }
