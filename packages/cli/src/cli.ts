@@ -1,5 +1,6 @@
 import { CliError } from './client.js';
 import { apply } from './commands/apply.js';
+import { deadLetters } from './commands/dead-letters.js';
 import { diff } from './commands/diff.js';
 import { events } from './commands/events.js';
 import { keys } from './commands/keys.js';
@@ -28,11 +29,14 @@ Usage:
                                   the events on JetStream, one line each (--json: JSON lines
                                   {seq, subject, event}); follows until Ctrl-C, from now unless
                                   told; --no-follow stops at the end (and starts at the first)
+  holdfast dead-letters [--last N] [--source NAME] [--nats URL]
+                                  the newest messages any service parked (20 unless told),
+                                  oldest first: reason, service, origin, body (--json: whole)
 
 Every command takes --url URL and --json. The edge is --url, else $HOLDFAST_URL, else the
 running \`pnpm stack\` (its stack.json in $HOLDFAST_STACK_DIR, default .tmp/stack), else
 ${DEFAULT_URL}. The admin token is $HOLDFAST_ADMIN_TOKEN (the edge's EDGE_ADMIN_TOKEN), else
-the one \`pnpm stack\` keeps in its stack dir (admin-token). \`events\` reads NATS at --nats,
+the one \`pnpm stack\` keeps in its stack dir (admin-token). \`events\` and \`dead-letters\` read NATS at --nats,
 else $NATS_URL, else the running stack's, else nats://127.0.0.1:4222.
 
 Exit codes: 0 ok, 1 failed, 2 usage, 3 invalid config or request, 4 no or wrong admin token,
@@ -54,6 +58,8 @@ export async function run(argv: string[], io: Io): Promise<number> {
     switch (command) {
       case 'apply':
         return await apply(args, io);
+      case 'dead-letters':
+        return await deadLetters(args, io);
       case 'diff':
         return await diff(args, io);
       case 'events':

@@ -1,8 +1,9 @@
-import { didYouMean, env as envVar } from '@holdfast/config';
-import { DEFAULT_NAMES, EVENT_TYPES, TenantId } from '@holdfast/events';
+import { didYouMean } from '@holdfast/config';
+import { EVENT_TYPES, TenantId } from '@holdfast/events';
 import { CliError } from './client.js';
 import type { LocalStack } from './context.js';
 import { EXIT } from './exit.js';
+import { natsTarget } from './nats-target.js';
 
 /** Where `holdfast events` reads and what it asks the stream for. */
 export interface EventsPlan {
@@ -67,9 +68,8 @@ const matches = (pattern: string) => (type: string) =>
   pattern.endsWith('.*') ? type.startsWith(pattern.slice(0, -1)) : type === pattern;
 
 /**
- * The plan from the options: NATS from --nats, NATS_URL, the running stack or localhost; the
- * stream and subject prefix from HOLDFAST_EVENTS_*, the stack's names or the defaults. Without
- * a start, following shows new events and --no-follow everything stored.
+ * The plan from the options: NATS and the stream as natsTarget finds them. Without a start,
+ * following shows new events and --no-follow everything stored.
  */
 export function eventsPlan(
   o: EventsOptions,
@@ -77,9 +77,7 @@ export function eventsPlan(
   stack: LocalStack,
   now: number,
 ): EventsPlan {
-  const names = stack.state?.natsNames ?? {};
-  const prefix =
-    env.HOLDFAST_EVENTS_PREFIX || names.HOLDFAST_EVENTS_PREFIX || DEFAULT_NAMES.eventsPrefix;
+  const target = natsTarget(o.nats, env, stack);
   if (o.tenant !== undefined && !TenantId.safeParse(o.tenant).success) {
     throw new CliError(
       `--tenant ${o.tenant}: not a tenant id ([a-z0-9][a-z0-9_-]{0,63})`,
@@ -107,21 +105,10 @@ export function eventsPlan(
     throw new CliError('--count must be a number of events', EXIT.usage);
   }
   const one = types.length === 1 ? types[0]! : '>';
-  // The services' own parser: one server or a comma-separated list.
-  const servers = envVar
-    .natsServers()
-    .safeParse(o.nats ?? (env.NATS_URL || stack.state?.urls.nats || undefined));
-  if (!servers.success) {
-    throw new CliError(
-      `${o.nats === undefined ? 'NATS_URL' : '--nats'}: must be one or more comma-separated nats:// URLs`,
-      EXIT.usage,
-    );
-  }
   return {
-    servers: servers.data,
-    stream:
-      env.HOLDFAST_EVENTS_STREAM || names.HOLDFAST_EVENTS_STREAM || DEFAULT_NAMES.eventsStream,
-    subject: `${prefix}.${o.tenant ?? '*'}.${one}`,
+    servers: target.servers,
+    stream: target.stream,
+    subject: `${target.prefix}.${o.tenant ?? '*'}.${one}`,
     types: types.length > 1 ? (t) => types.some((p) => matches(p)(t)) : undefined,
     start,
     follow,

@@ -7,7 +7,7 @@ import { z } from 'zod';
  * names, the replicas of the streams it creates, the log level. Each service spreads this into
  * its own schema with `serviceEnv({...})`, so two services cannot parse one variable two ways.
  */
-export const sharedEnv = {
+const sharedEnv = {
   /** One server or a comma-separated list; the client gets them all and moves on when one is lost. */
   NATS_URL: env.natsServers(),
   /**

@@ -1,10 +1,11 @@
 import { DeliverPolicy, jetstream, type Consumer, type JsMsg } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { CliError } from '../client.js';
 import { context, parse, type Io } from '../context.js';
 import { eventLine } from '../events-format.js';
 import { eventsPlan, type EventsPlan } from '../events-plan.js';
 import { EXIT } from '../exit.js';
+import { connectTo } from '../nats-target.js';
 
 const POLICY = {
   new: DeliverPolicy.New,
@@ -51,15 +52,7 @@ export async function events(args: string[], io: Io): Promise<number> {
   }
   const ctx = context(io, values);
   const plan = eventsPlan(values, io.env, ctx.stack, Date.now());
-  let nc: NatsConnection;
-  try {
-    nc = await connect({ servers: plan.servers, name: 'holdfast-events' });
-  } catch (err) {
-    throw new CliError(
-      `cannot reach NATS at ${plan.servers.join(',')} (${(err as Error).message})`,
-      EXIT.unavailable,
-    );
-  }
+  const nc = await connectTo(plan.servers, 'holdfast-events');
   let printed = 0;
   const show = (m: JsMsg): boolean => {
     let raw: Record<string, unknown>;

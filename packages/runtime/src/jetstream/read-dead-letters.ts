@@ -13,7 +13,7 @@ export interface StoredDeadLetter extends DeadLetterInfo {
 
 /**
  * The newest `last` dead letters of a dead-letter stream, oldest first, optionally only those
- * of one source. For an operator's look (`pnpm --filter @holdfast/runtime dead-letters`) and
+ * of one source. For an operator's look (`holdfast dead-letters`) and
  * for tests; it reads message by message, which suits a stream that should stay small.
  */
 export async function readDeadLetters(

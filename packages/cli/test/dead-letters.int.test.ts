@@ -1,17 +1,10 @@
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { createLogger, DeadLetters, ensureEventsStream } from '@holdfast/runtime';
 import { infraTest as test } from '@holdfast/testkit';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
-import { DeadLetters } from '../jetstream/dead-letters.js';
-import { createLogger } from '../logger.js';
-import { ensureEventsStream } from '../nats.js';
+import { holdfast } from './stack.js';
 
-const run = promisify(execFile);
-const TOOL = fileURLToPath(new URL('../../dist/cli/dead-letters.js', import.meta.url));
-
-test('the dead-letters tool shows an operator every parked message: reason, service, origin, body', async ({
+test('holdfast dead-letters shows an operator every parked message: reason, service, origin, body', async ({
   nc,
   natsUrl,
   iso,
@@ -31,14 +24,15 @@ test('the dead-letters tool shows an operator every parked message: reason, serv
     'outbox.1-0',
   );
   await letters('alerter').publish('x', { reason: 'other' }, 'other.1');
-  const env = { ...process.env, NATS_URL: natsUrl, HOLDFAST_EVENTS_STREAM: iso.names.eventsStream };
+  const env = { NATS_URL: natsUrl, HOLDFAST_EVENTS_STREAM: iso.names.eventsStream };
 
-  const human = await run('node', [TOOL], { env });
+  const human = await holdfast(['dead-letters'], env);
+  expect(human).toMatchObject({ code: 0, stderr: '' });
   expect(human.stdout).toContain('reason:  id: invalid uuid');
   expect(human.stdout).toContain('from:    budget-authority, outbox entry hf:{acme}:outbox 1-0');
   expect(human.stdout).toContain('2 dead letter(s) shown');
 
-  const json = await run('node', [TOOL, '--json', '--source', 'outbox-relay'], { env });
+  const json = await holdfast(['dead-letters', '--json', '--source', 'outbox-relay'], env);
   const lines = json.stdout.trim().split('\n');
   expect(lines).toHaveLength(1);
   expect(JSON.parse(lines[0]!)).toMatchObject({
@@ -47,4 +41,11 @@ test('the dead-letters tool shows an operator every parked message: reason, serv
     deadLetterSubject: `${iso.token}.deadletter.outbox-relay`,
     data: '{"id":"not-a-uuid"}',
   });
+
+  // Bad input is a usage error; a stream that is not there says where it looked.
+  expect(await holdfast(['dead-letters', '--last', '-1'], env)).toMatchObject({ code: 2 });
+  expect(await holdfast(['dead-letters', '--source', 'a.b>'], env)).toMatchObject({ code: 2 });
+  const missing = await holdfast(['dead-letters'], { ...env, HOLDFAST_EVENTS_STREAM: 'NOPE' });
+  expect(missing.code).toBe(7);
+  expect(missing.stderr).toContain('NOPE_DEADLETTER');
 });
