@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
-import { H } from '../headers.js';
+import { H } from '../request/headers.js';
 import { EdgeMetrics } from '../metrics.js';
 import type { Audit } from '../types.js';
 
