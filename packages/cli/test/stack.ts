@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Authority, createRedis } from '@holdfast/budget-authority';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import { natsNamesToEnv } from '@holdfast/config';
 import { sha256Hex, startEdge } from '@holdfast/edge';
 import { startMockUpstream } from '@holdfast/mock-upstream';
-import { AuthorityClient, createLogger, createRegistry } from '@holdfast/runtime';
+import { AuthorityClient } from '@holdfast/runtime';
 import { chatCall, infraTest } from '@holdfast/testkit';
 
 export const ADMIN_TOKEN = 'hf-cli-test-admin-token-93ad';
@@ -92,20 +92,18 @@ export function spawnHoldfast(args: string[], env: Record<string, string>) {
 export const cliTest = infraTest.extend<{ stack: CliStack }>({
   stack: async ({ nc, natsUrl, redisUrl, iso }, use) => {
     const upstream = await startMockUpstream({ port: 0 });
-    const redis = createRedis(redisUrl);
-    redis.on('error', () => undefined);
-    await redis.connect();
-    const authority = new Authority({
-      redis,
+    // The real clock and the service's default sweep and relay lease.
+    const authority = await startTestAuthority({
+      natsUrl,
+      redisUrl,
       nc,
       names: iso.names,
-      logger: createLogger({ name: 'authority', level: 'silent' }),
-      registry: createRegistry('authority'),
       keyPrefix: iso.keyPrefix,
+      config: teamConfig(upstream.url),
+      clock: false,
+      sweepIntervalMs: 1_000,
+      relayLeaseMs: 5_000,
     });
-    await authority.start();
-    const applied = await authority.ctx.config.apply(teamConfig(upstream.url), 'test');
-    if (!applied.ok) throw new Error(applied.error.message);
     const edge = await startEdge({ nc, names: iso.names, options: { adminToken: ADMIN_TOKEN } });
     await use({
       url: edge.url,
@@ -115,7 +113,6 @@ export const cliTest = infraTest.extend<{ stack: CliStack }>({
     });
     await edge.stop();
     await authority.stop();
-    redis.disconnect();
     await upstream.stop();
   },
 });

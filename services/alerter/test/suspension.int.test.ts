@@ -2,7 +2,8 @@ import type { TenantResumed, TenantSuspended } from '@holdfast/events';
 import { infraTest as test, waitFor, type Isolation } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { call, startAuthority } from './authority.js';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
+import { call } from './authority.js';
 import {
   readEvents,
   removeAlerterState,
@@ -38,12 +39,15 @@ async function setup(ctx: {
   iso: Isolation;
 }) {
   const { nc, natsUrl, redisUrl, iso } = ctx;
-  const authority = await startAuthority({
+  // A clock the test moves (to age usage out of a sliding window), starting now.
+  const authority = await startTestAuthority({
+    natsUrl,
     redisUrl,
     nc,
     names: iso.names,
     keyPrefix: iso.keyPrefix,
     config: CONFIG,
+    clockStartsAt: Date.now(),
   });
   cleanup(() => authority.stop());
   cleanup(() => removeAlerterState(nc, iso.names));

@@ -21,7 +21,7 @@ import { HealthGate } from './health-gate.js';
 import { startLagPoller } from './lag.js';
 import { createMetrics } from './metrics.js';
 import { migrateWhenReachable } from './migrate.js';
-import { CONSUMER_NAME, EventSink, type Pending } from './sink.js';
+import { BatchCommit, CONSUMER_NAME, type Pending } from './batch-commit.js';
 import { createEventsWriter } from './writer.js';
 
 export interface AggregatorDeps {
@@ -64,7 +64,7 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       logger,
       onChange: (up) => metrics.clickhouseUp.set(up ? 1 : 0),
     });
-    const sink = new EventSink({
+    const commit = new BatchCommit({
       deadLetters: new DeadLetters({
         js,
         names: config.nats.names,
@@ -82,7 +82,7 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
     const batcher = new Batcher<Pending>({
       maxItems: config.batch.maxRows,
       maxWaitMs: config.batch.maxWaitMs,
-      flush: (items) => sink.flush(items),
+      flush: (items) => commit.flush(items),
       logger,
     });
     const consumer = createEventConsumer({
@@ -92,7 +92,7 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       settings,
       logger,
       onMessage: (msg) => {
-        const pending = sink.accept(msg);
+        const pending = commit.accept(msg);
         if (pending instanceof Promise) return pending;
         if (!gate.isOpen) return gate.wait().then(() => batcher.add(pending));
         return batcher.add(pending);

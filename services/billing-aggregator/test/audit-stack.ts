@@ -1,21 +1,12 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { natsNamesToEnv } from '@holdfast/config';
-import type { NatsNames } from '@holdfast/events';
-import { AuthorityClient } from '@holdfast/runtime';
-import { startService, type ServiceProcess } from '@holdfast/testkit';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
+import type { AuthorityClient } from '@holdfast/runtime';
 import { startAggregator } from '../src/index.js';
 import { aggregatorTest } from './fixture.js';
 import { aggregatorConfig, silent } from './harness.js';
 
-/** What the drift audit tests run against: a real authority process with a config file. */
-const AUTHORITY_MAIN = fileURLToPath(
-  new URL('../../budget-authority/dist/main.js', import.meta.url),
-);
 const AUDIT_CLI = fileURLToPath(new URL('../dist/cli/audit.js', import.meta.url));
 
 const useCases = [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini', 'gpt-4o'] }];
@@ -107,27 +98,9 @@ export async function workload(
   return { admitted, refused };
 }
 
-/** The budget authority as a process, applying CONFIG from a file, on the test's names. */
-async function startAuditedAuthority(o: {
-  natsUrl: string;
-  redisUrl: string;
-  iso: { keyPrefix: string; names: NatsNames };
-}): Promise<ServiceProcess> {
-  const dir = await mkdtemp(join(tmpdir(), 'holdfast-audit-'));
-  const configFile = join(dir, 'holdfast.json');
-  await writeFile(configFile, JSON.stringify(CONFIG));
-  return startService(AUTHORITY_MAIN, {
-    NATS_URL: o.natsUrl,
-    REDIS_URL: o.redisUrl,
-    HOLDFAST_CONFIG: configFile,
-    HOLDFAST_KEY_PREFIX: o.iso.keyPrefix,
-    AUTHORITY_OPS_PORT: '0',
-    ...natsNamesToEnv(o.iso.names),
-  });
-}
-
 /**
- * aggregatorTest plus `audited`: the authority process (CONFIG), an aggregator whose audit
+ * aggregatorTest plus `audited`: the real authority in this process (CONFIG applied, real
+ * clock, the service's default sweep and relay lease), an aggregator whose audit
  * job runs every 300 ms, and a client of the authority; stopped after the test.
  */
 export const auditTest = aggregatorTest.extend<{
@@ -135,13 +108,22 @@ export const auditTest = aggregatorTest.extend<{
 }>({
   audited: async ({ nc, infra, redisUrl, redis, iso }, use) => {
     void redis; // its fixture removes the test's keys afterwards
-    const authority = await startAuditedAuthority({ natsUrl: infra.natsUrl, redisUrl, iso });
+    const authority = await startTestAuthority({
+      natsUrl: infra.natsUrl,
+      redisUrl,
+      nc,
+      names: iso.names,
+      keyPrefix: iso.keyPrefix,
+      config: CONFIG,
+      clock: false,
+      sweepIntervalMs: 1_000,
+      relayLeaseMs: 5_000,
+    });
     const agg = await startAggregator({
       config: aggregatorConfig(infra, { BILLING_AGGREGATOR_AUDIT_INTERVAL_MS: '300' }),
       logger: silent,
     });
-    const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
-    await use({ client, agg });
+    await use({ client: authority.client, agg });
     await agg.stop();
     await authority.stop();
   },

@@ -20,6 +20,8 @@ export interface AuthorityDeps {
   replicaId?: string;
   /** Epoch ms for what the process does on its own (AuthorityOptions.clock). */
   clock?: () => number;
+  /** Scripts read Redis TIME even with `clock` set (AuthorityOptions.redisTime). */
+  redisTime?: boolean;
 }
 
 export interface StartedAuthority extends Started {
@@ -60,6 +62,7 @@ export function start(config: AuthorityConfig, deps: AuthorityDeps): Promise<Sta
       registry,
       keyPrefix: env.HOLDFAST_KEY_PREFIX,
       clock: deps.clock,
+      redisTime: deps.redisTime,
       replicaId,
       configFile: env.HOLDFAST_CONFIG,
       sweepIntervalMs: env.AUTHORITY_SWEEP_INTERVAL_MS,

@@ -6,8 +6,8 @@ import {
   newId,
   readEvents,
   refusalOf,
-  type Harness,
 } from './harness.js';
+import type { TestAuthority } from '../src/testing.js';
 import { waitFor } from '@holdfast/testkit';
 
 const config = (budget: Record<string, unknown>) => ({
@@ -35,7 +35,7 @@ const call = (extensible: boolean, maxTokens = 1_000) => ({
 });
 
 /** Settles five calls of 100 prompt + `completion` output, so the estimate has samples. */
-async function learn(h: Harness, completion: number) {
+async function learn(h: TestAuthority, completion: number) {
   for (let i = 0; i < 5; i++) {
     const c = admissionOf(await h.client.admit(call(true)));
     await h.client.settle({

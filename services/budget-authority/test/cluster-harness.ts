@@ -3,7 +3,7 @@ import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { createRedis, slotOf, type RedisClient } from '../src/redis.js';
-import { startAuthority, type Harness } from './harness.js';
+import { startTestAuthority, type TestAuthority } from '../src/testing.js';
 
 /**
  * A Redis Cluster for a test file (3 masters with a replica each, on free ports, started
@@ -58,14 +58,14 @@ export async function spreadOrgs(
 export async function clusterReplicas(
   cluster: LocalRedisCluster,
   iso: { keyPrefix: string; names: NatsNames },
-  nc: NatsConnection,
+  { nc, natsUrl }: { nc: NatsConnection; natsUrl: string },
   config: unknown,
-): Promise<Harness[]> {
+): Promise<TestAuthority[]> {
   return Promise.all(
     [0, 1, 2].map(() =>
-      startAuthority({
+      startTestAuthority({
+        natsUrl,
         redisUrl: cluster.url,
-        cluster: true,
         nc,
         names: iso.names,
         keyPrefix: iso.keyPrefix,

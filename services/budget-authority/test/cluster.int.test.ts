@@ -5,7 +5,8 @@ import { stateKeys } from '../src/rebuild.js';
 import { keysBySlot, slotOf } from '../src/redis.js';
 import { clusterReplicas, spreadOrgs, useRedisCluster } from './cluster-harness.js';
 import { activity, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
-import { authorityTest as test, quiescent, readEvents, startAuthority } from './harness.js';
+import { authorityTest as test, quiescent, readEvents } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 import { checkBooks, newBooks, orgsConfig, runLoad, startLoad, teamsOf } from './load.js';
 
 /**
@@ -21,12 +22,13 @@ const { cluster: c, admin: a } = useRedisCluster();
 describe('Redis Cluster', () => {
   test('256+ calls in flight from 3 replicas over 12 orgs on 3 masters: no limit exceeded, no hold left, the books agree', async ({
     nc,
+    natsUrl,
     iso,
   }) => {
     const [cluster, admin] = [c(), a()];
     const { orgs } = await spreadOrgs(cluster, iso.token);
     const config = orgsConfig(orgs);
-    const reps = await clusterReplicas(cluster, iso, nc, config);
+    const reps = await clusterReplicas(cluster, iso, { nc, natsUrl }, config);
     try {
       const teams = teamsOf(orgs);
       const books = newBooks();
@@ -48,11 +50,12 @@ describe('Redis Cluster', () => {
 
   test('kill -9 of a master under load: its replica takes over, only its orgs fail closed and recover, nothing acknowledged is lost', async ({
     nc,
+    natsUrl,
     iso,
   }) => {
     const [cluster, admin] = [c(), a()];
     const { orgs, masterOf } = await spreadOrgs(cluster, iso.token);
-    const reps = await clusterReplicas(cluster, iso, nc, orgsConfig(orgs));
+    const reps = await clusterReplicas(cluster, iso, { nc, natsUrl }, orgsConfig(orgs));
     try {
       const teams = teamsOf(orgs);
       const { books, end } = await startLoad(reps[0]!.client, teams);
@@ -114,12 +117,13 @@ describe('Redis Cluster', () => {
 
   test('the budget state rebuilt from the stream onto the cluster equals the state that wrote it', async ({
     nc,
+    natsUrl,
     iso,
   }) => {
     const [cluster, admin] = [c(), a()];
     const on = {
+      natsUrl,
       redisUrl: cluster.url,
-      cluster: true,
       nc,
       names: iso.names,
       keyPrefix: iso.keyPrefix,
@@ -127,7 +131,7 @@ describe('Redis Cluster', () => {
       durability: { replicas: 1, timeoutMs: 2_000 },
       redisTimeoutMs: 3_000,
     };
-    const h = await startAuthority(on);
+    const h = await startTestAuthority(on);
     const live = await activity(h);
     const keys = new Keys(iso.keyPrefix);
     await outboxesRelayed(admin, keys);
@@ -145,7 +149,7 @@ describe('Redis Cluster', () => {
     const rebuilt = await rebuilder({ redis: admin, nc, names: iso.names, keys, now }).run();
     expect(rebuilt).toMatchObject({ liveHolds: 4 });
 
-    const h2 = await startAuthority(on);
+    const h2 = await startTestAuthority(on);
     try {
       h2.clock.now = now;
       const after = await h2.client.usage({});

@@ -1,10 +1,8 @@
-import type { HoldfastEvent, NatsNames } from '@holdfast/events';
-import { AuthorityClient, createLogger } from '@holdfast/runtime';
+import type { HoldfastEvent } from '@holdfast/events';
+import { AuthorityClient } from '@holdfast/runtime';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { Registry } from 'prom-client';
 import { describe, expect } from 'vitest';
-import { Authority, createRedis } from '../src/index.js';
+import { startTestAuthority } from '../src/testing.js';
 import { newId, quiescent, readEvents } from './harness.js';
 
 /**
@@ -46,42 +44,6 @@ interface Tally {
   settled: number;
   released: number;
   abandoned: number;
-}
-
-async function replicas(
-  n: number,
-  natsUrl: string,
-  redisUrl: string,
-  names: NatsNames,
-  keyPrefix: string,
-) {
-  const started: { authority: Authority; nc: NatsConnection; stop: () => Promise<void> }[] = [];
-  for (let i = 0; i < n; i++) {
-    const nc = await connect({ servers: natsUrl });
-    const redis = createRedis(redisUrl);
-    await redis.connect();
-    const authority = new Authority({
-      redis,
-      nc,
-      names,
-      keyPrefix,
-      logger: createLogger({ name: `authority-${i}`, level: 'silent' }),
-      registry: new Registry(),
-      sweepIntervalMs: 200,
-      relayLeaseMs: 1_000,
-    });
-    await authority.start();
-    started.push({
-      authority,
-      nc,
-      stop: async () => {
-        await authority.stop();
-        await nc.drain();
-        redis.disconnect();
-      },
-    });
-  }
-  return started;
 }
 
 async function runLoad(
@@ -158,7 +120,19 @@ describe('concurrency', () => {
     nc,
     iso,
   }) => {
-    const reps = await replicas(3, natsUrl, redisUrl, iso.names, iso.keyPrefix);
+    const reps = await Promise.all(
+      [0, 1, 2].map(() =>
+        startTestAuthority({
+          natsUrl,
+          redisUrl,
+          nc,
+          names: iso.names,
+          keyPrefix: iso.keyPrefix,
+          clock: false,
+          sweepIntervalMs: 200,
+        }),
+      ),
+    );
     const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 10_000 });
     try {
       const applied = await client.configApply({ document: CONFIG });

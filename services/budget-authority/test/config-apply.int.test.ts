@@ -1,5 +1,6 @@
 import { expect, onTestFinished } from 'vitest';
-import { BASE_CONFIG, startAuthority, authorityTest as test } from './harness.js';
+import { BASE_CONFIG, authorityTest as test } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 
 const withLimit = (limit: number) => ({
   ...BASE_CONFIG,
@@ -75,10 +76,12 @@ test('config.get answers the stored version on every replica, even before its no
   start,
   redisUrl,
   nc,
+  natsUrl,
   iso,
 }) => {
   const a = await start(BASE_CONFIG);
-  const b = await startAuthority({
+  const b = await startTestAuthority({
+    natsUrl,
     redisUrl,
     nc,
     names: iso.names,

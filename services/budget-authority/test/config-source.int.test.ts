@@ -7,7 +7,8 @@ import type { HoldfastConfig } from '@holdfast/config';
 import { AuthorityClient } from '@holdfast/runtime';
 import { infraTest as test, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
 import { expect, onTestFinished } from 'vitest';
-import { BASE_CONFIG, processEnv, startAuthority } from './harness.js';
+import { BASE_CONFIG, processEnv } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 
@@ -126,9 +127,11 @@ test('changes made through the admin API last across restarts; the file applies 
 test('holdfast apply (merge) keeps keys made through the admin API; replace drops them and says so', async ({
   nc,
   redisUrl,
+  natsUrl,
   iso,
 }) => {
-  const h = await startAuthority({
+  const h = await startTestAuthority({
+    natsUrl,
     redisUrl,
     nc,
     names: iso.names,

@@ -1,7 +1,8 @@
 import { findBinary, startKillableRedis, waitFor, type KillableRedis } from '@holdfast/testkit';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { createRedis, type RedisClient } from '../src/redis.js';
-import { authorityTest as test, quiescent, readEvents, startAuthority } from './harness.js';
+import { authorityTest as test, quiescent, readEvents } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 import { checkBooks, orgsConfig, startLoad, teamsOf } from './load.js';
 
 /**
@@ -31,12 +32,14 @@ describe('one Redis with appendfsync always', () => {
 
   test('kill -9 of Redis under 256+ calls in flight and a restart from its AOF: nothing acknowledged is lost, no limit exceeded', async ({
     nc,
+    natsUrl,
     iso,
   }) => {
     const orgs = Array.from({ length: 12 }, (_, i) => `${iso.token}-org${i}`);
     const reps = await Promise.all(
       [0, 1, 2].map(() =>
-        startAuthority({
+        startTestAuthority({
+          natsUrl,
           redisUrl: redis.url,
           nc,
           names: iso.names,

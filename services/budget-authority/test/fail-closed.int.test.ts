@@ -1,7 +1,8 @@
 import { findBinary, infraTest as test, startRedisServer, waitFor } from '@holdfast/testkit';
 import { Redis } from 'ioredis';
 import { expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, newId, startAuthority } from './harness.js';
+import { admissionOf, BASE_CONFIG, newId } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 
 const call = () => ({
   reservationId: newId(),
@@ -15,13 +16,15 @@ const call = () => ({
 
 test('when Redis does not answer the authority refuses with a coded error, never admits blindly', async ({
   nc,
+  natsUrl,
   iso,
 }) => {
   const bin = findBinary('redis-server');
   if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
   // A private Redis, so pausing and stopping it cannot disturb other tests.
   const server = await startRedisServer(bin);
-  const h = await startAuthority({
+  const h = await startTestAuthority({
+    natsUrl,
     redisUrl: server.url,
     nc,
     names: iso.names,

@@ -8,84 +8,12 @@ import {
   type Refused,
 } from '@holdfast/events';
 import { natsNamesToEnv } from '@holdfast/config';
-import { AuthorityClient, createLogger } from '@holdfast/runtime';
+import type { AuthorityClient } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { Registry } from 'prom-client';
 import { infraTest, waitFor } from '@holdfast/testkit';
-import type { Durability } from '../src/durable.js';
-import { Authority, createRedis } from '../src/index.js';
+import { startTestAuthority, type TestAuthority } from '../src/testing.js';
 import { scanAll, type RedisClient } from '../src/redis.js';
-
-export interface Harness {
-  authority: Authority;
-  client: AuthorityClient;
-  clock: { now: number; advance(ms: number): void };
-  stop(): Promise<void>;
-}
-
-/** Starts an in-process authority on isolated names, with a movable clock, and applies a config. */
-export async function startAuthority(opts: {
-  redisUrl: string;
-  nc: NatsConnection;
-  names: NatsNames;
-  keyPrefix: string;
-  config: unknown;
-  clock?: boolean;
-  /** This process's clock (scripts still read Redis TIME): a replica whose host clock is off. */
-  now?: () => number;
-  sweepIntervalMs?: number;
-  /** `redisUrl` lists Redis Cluster nodes (comma-separated). */
-  cluster?: boolean;
-  /** Replicas each write waits for (Redis WAIT) before the authority answers. */
-  durability?: Durability;
-  /** The Redis command timeout (default 1 s). */
-  redisTimeoutMs?: number;
-}): Promise<Harness> {
-  const clock = {
-    now: Date.UTC(2026, 10, 30, 12, 0, 0),
-    advance(ms: number) {
-      this.now += ms;
-    },
-  };
-  const redis = createRedis(
-    { nodes: opts.redisUrl.split(','), cluster: opts.cluster ?? opts.redisUrl.includes(',') },
-    opts.redisTimeoutMs,
-  );
-  redis.on('error', () => undefined);
-  await redis.connect();
-  const authority = new Authority({
-    redis,
-    nc: opts.nc,
-    names: opts.names,
-    logger: createLogger({
-      name: 'authority-test',
-      level: process.env.TEST_LOG_LEVEL ?? 'silent',
-    }),
-    registry: new Registry(),
-    keyPrefix: opts.keyPrefix,
-    clock: opts.now ?? (opts.clock === false ? Date.now : () => clock.now),
-    redisTime: opts.now !== undefined || opts.clock === false,
-    sweepIntervalMs: opts.sweepIntervalMs ?? 100,
-    relayLeaseMs: 1_000,
-    ...(opts.durability ? { durability: opts.durability } : {}),
-  });
-  await authority.start();
-  let stopped = false;
-  const applied = await authority.ctx.config.apply(opts.config, 'test');
-  if (!applied.ok) throw new Error(applied.error.message);
-  return {
-    authority,
-    client: new AuthorityClient({ nc: opts.nc, names: opts.names, timeoutMs: 5_000 }),
-    clock,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      await authority.stop();
-      redis.disconnect();
-    },
-  };
-}
 
 /** Every event on the test's stream so far, in stream order. */
 export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
@@ -180,11 +108,14 @@ export function admissionOf(r: AdmitResult): Admitted {
  * infraTest plus `start(config)`: an in-process authority on the test's isolated names, with a
  * movable clock, stopped after the test.
  */
-export const authorityTest = infraTest.extend<{ start: (config: unknown) => Promise<Harness> }>({
-  start: async ({ nc, redisUrl, iso }, use) => {
-    const started: Harness[] = [];
+export const authorityTest = infraTest.extend<{
+  start: (config: unknown) => Promise<TestAuthority>;
+}>({
+  start: async ({ nc, natsUrl, redisUrl, iso }, use) => {
+    const started: TestAuthority[] = [];
     await use(async (config) => {
-      const h = await startAuthority({
+      const h = await startTestAuthority({
+        natsUrl,
         redisUrl,
         nc,
         names: iso.names,

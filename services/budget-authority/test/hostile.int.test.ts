@@ -9,9 +9,9 @@ import {
   quiescent,
   readEvents,
   refusalOf,
-  startAuthority,
   authorityTest as test,
 } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 
 /**
  * Issue 11 at the authority: admin actions that compose, no cheap denial of service, one clock.
@@ -170,9 +170,11 @@ describe('one clock', () => {
   test('every window decision uses Redis time: a replica whose clock runs an hour fast changes nothing', async ({
     redisUrl,
     nc: conn,
+    natsUrl,
     iso,
   }) => {
-    const h = await startAuthority({
+    const h = await startTestAuthority({
+      natsUrl,
       redisUrl,
       nc: conn,
       names: iso.names,
@@ -180,7 +182,8 @@ describe('one clock', () => {
       config: team({ budgets: [{ window: 'minute', limit: 1_000 }] }),
       clock: false,
     });
-    const skewed = await startAuthority({
+    const skewed = await startTestAuthority({
+      natsUrl,
       redisUrl,
       nc: conn,
       names: iso.names,

@@ -8,8 +8,8 @@ import {
   quiescent,
   readEvents,
   refusalOf,
-  startAuthority,
 } from './harness.js';
+import { startTestAuthority } from '../src/testing.js';
 
 /**
  * Keys and end users as budget levels (issue 16 part 2): a key's own budgets and each end
@@ -54,6 +54,7 @@ describe('key and end-user budgets', () => {
     redisUrl,
     redis,
     nc,
+    natsUrl,
     iso,
   }) => {
     const config = {
@@ -86,7 +87,8 @@ describe('key and end-user budgets', () => {
     };
     const replicas = await Promise.all(
       [0, 1].map(() =>
-        startAuthority({
+        startTestAuthority({
+          natsUrl,
           redisUrl,
           nc,
           names: iso.names,

@@ -7,8 +7,8 @@ import {
   readEvents,
   refusalOf,
   authorityTest as test,
-  type Harness,
 } from './harness.js';
+import type { TestAuthority } from '../src/testing.js';
 
 const team = (tenant: Record<string, unknown>) => ({
   ...BASE_CONFIG,
@@ -28,7 +28,7 @@ const call = (promptTokens: number, maxTokens: number) => ({
 });
 
 /** Bills `tokens` to the team: one call admitted and settled at that prompt. */
-async function spend(h: Harness, prompt: number, completion: number) {
+async function spend(h: TestAuthority, prompt: number, completion: number) {
   const c = call(prompt, completion);
   admissionOf(await h.client.admit(c));
   await h.client.settle({

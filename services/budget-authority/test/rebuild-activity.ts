@@ -7,7 +7,8 @@ import { expect } from 'vitest';
 import type { Keys } from '../src/keys.js';
 import { Rebuilder, stateKeys } from '../src/rebuild.js';
 import type { RedisClient } from '../src/redis.js';
-import { admissionOf, BASE_CONFIG, newId, type Harness } from './harness.js';
+import { admissionOf, BASE_CONFIG, newId } from './harness.js';
+import type { TestAuthority } from '../src/testing.js';
 
 /**
  * The activity the rebuild tests replay (rebuild.int.test.ts on one Redis, cluster.int.test.ts
@@ -68,7 +69,7 @@ export const call = (tenant: string, prompt: number, extensible = false) => ({
   extensible,
 });
 
-export async function activity(h: Harness): Promise<string[]> {
+export async function activity(h: TestAuthority): Promise<string[]> {
   const live: string[] = [];
   for (let i = 0; i < 10; i++) {
     const a = admissionOf(await h.client.admit(call('team-r', 100 + i)));

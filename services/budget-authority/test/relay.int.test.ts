@@ -3,14 +3,8 @@ import { ensureEventsStream, readDeadLetters } from '@holdfast/runtime';
 import { waitFor, type NatsConnection, type Redis } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
-import {
-  admissionOf,
-  BASE_CONFIG,
-  newId,
-  readEvents,
-  authorityTest as test,
-  type Harness,
-} from './harness.js';
+import { admissionOf, BASE_CONFIG, newId, readEvents, authorityTest as test } from './harness.js';
+import type { TestAuthority } from '../src/testing.js';
 
 test('an event relayed twice (crash between publish and delete) is stored once', async ({
   iso,
@@ -90,7 +84,7 @@ async function addInvalidEntry(redis: Redis, outbox: string): Promise<string> {
 }
 
 /** Admits one call and waits until its reservation.created event is in the stream. */
-async function admitAndSeeEvent(h: Harness, nc: NatsConnection, names: NatsNames) {
+async function admitAndSeeEvent(h: TestAuthority, nc: NatsConnection, names: NatsNames) {
   const reservationId = newId();
   admissionOf(
     await h.client.admit({

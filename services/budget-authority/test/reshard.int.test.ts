@@ -53,11 +53,12 @@ async function moveSlot(slot: number, from: number, to: number, all: number[]): 
 describe('Redis Cluster resharding', () => {
   test("moving an org's slot under load: that org fails closed while its keys are split, then follows MOVED; the books agree", async ({
     nc,
+    natsUrl,
     iso,
   }) => {
     const [cluster, admin] = [c(), a()];
     const { orgs, masterOf } = await spreadOrgs(cluster, iso.token);
-    const reps = await clusterReplicas(cluster, iso, nc, orgsConfig(orgs));
+    const reps = await clusterReplicas(cluster, iso, { nc, natsUrl }, orgsConfig(orgs));
     try {
       const teams = teamsOf(orgs);
       const { books, end } = await startLoad(reps[0]!.client, teams);

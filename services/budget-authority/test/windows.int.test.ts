@@ -7,8 +7,8 @@ import {
   readEvents,
   refusalOf,
   authorityTest as test,
-  type Harness,
 } from './harness.js';
+import type { TestAuthority } from '../src/testing.js';
 
 const config = (budgets: Record<string, unknown>[]) => ({
   ...BASE_CONFIG,
@@ -17,7 +17,7 @@ const config = (budgets: Record<string, unknown>[]) => ({
   ],
 });
 
-async function spend(h: Harness, tokens: number): Promise<void> {
+async function spend(h: TestAuthority, tokens: number): Promise<void> {
   const id = newId();
   admissionOf(
     await h.client.admit({
@@ -38,7 +38,7 @@ async function spend(h: Harness, tokens: number): Promise<void> {
 }
 
 /** A hold of 1,000 tokens (100 prompt + 900 output) on a 60 s lease, its org relayed. */
-async function heldFor60s(h: Harness): Promise<string> {
+async function heldFor60s(h: TestAuthority): Promise<string> {
   const id = newId();
   admissionOf(
     await h.client.admit({
@@ -58,7 +58,7 @@ async function heldFor60s(h: Harness): Promise<string> {
   return id;
 }
 
-async function used(h: Harness): Promise<number[]> {
+async function used(h: TestAuthority): Promise<number[]> {
   const u = await h.client.usage({ tenant: 'team' });
   if (!u.ok) throw new Error(u.error.message);
   return u.value.tenants[0]!.windows.map((w) => w.used);

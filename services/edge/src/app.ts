@@ -10,7 +10,7 @@ import { adminRoutes } from './admin/plugin.js';
 import type { EdgeOptions } from './env.js';
 import { authorityPlugin } from './plugins/authority.js';
 import { errorsPlugin } from './plugins/errors.js';
-import { observabilityPlugin } from './plugins/observability.js';
+import { observabilityPlugin, readinessChecks } from './plugins/observability.js';
 import { suspensionPlugin } from './plugins/suspension.js';
 import { upstreamPlugin } from './plugins/upstream.js';
 import { v1Routes } from './routes/v1.js';
@@ -44,7 +44,7 @@ async function registerEdge(app: FastifyInstance, deps: EdgeDeps): Promise<void>
   await app.register(errorsPlugin);
   await app.register(observabilityPlugin, {
     registry: deps.registry,
-    ready: () => app.configSnapshot.current !== undefined && !deps.nc.isClosed(),
+    checks: readinessChecks(app, deps.nc),
   });
   await app.register(upstreamPlugin, {
     logger: deps.logger,

@@ -13,6 +13,7 @@ import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { buildEdge } from './app.js';
 import { DEFAULT_OPTIONS, type EdgeConfig, type EdgeOptions } from './env.js';
+import { readinessChecks } from './plugins/observability.js';
 
 export interface EdgeServiceDeps {
   logger: Logger;
@@ -62,10 +63,7 @@ export function start(config: EdgeConfig, deps: EdgeServiceDeps): Promise<Starte
     return {
       app,
       port,
-      checks: [
-        { name: 'config', check: () => app.configSnapshot.current !== undefined },
-        { name: 'nats', check: () => !nc.isClosed() },
-      ],
+      checks: readinessChecks(app, nc),
     };
   });
 }

@@ -1,10 +1,10 @@
 import type { AuthorityClient } from '@holdfast/runtime';
 import type { TokenCounter } from '@holdfast/tokenizer';
-import type { Caller } from './auth.js';
-import type { Calls } from './calls.js';
+import type { Caller } from './request/auth.js';
+import type { Calls } from './call/in-flight.js';
 import type { EdgeOptions } from './env.js';
-import type { ConfigSnapshot } from './config-snapshot.js';
-import type { Holds } from './holds.js';
+import type { ConfigSnapshot } from './authority/config-snapshot.js';
+import type { Holds } from './authority/holds.js';
 import type { EdgeMetrics } from './metrics.js';
 import type { UpstreamClient } from './upstream/client.js';
 

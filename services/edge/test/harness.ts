@@ -1,13 +1,13 @@
-import { Authority, createRedis } from '@holdfast/budget-authority';
+import type { Authority } from '@holdfast/budget-authority';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import type { HoldfastEvent, NatsNames, TenantUsage } from '@holdfast/events';
 import { parseEvent } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
-import { AuthorityClient, createLogger, type Logger } from '@holdfast/runtime';
+import { AuthorityClient } from '@holdfast/runtime';
 import { infraTest, waitFor } from '@holdfast/testkit';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import OpenAI, { APIError } from 'openai';
-import { Registry } from 'prom-client';
 import { sha256Hex, startEdge, type RunningEdge, type StartEdgeOptions } from '../src/index.js';
 
 /** Virtual keys of the test config; their sha256 is what the config stores. */
@@ -151,7 +151,12 @@ export interface StackOptions {
 }
 
 async function startStack(
-  fx: { nc: NatsConnection; redisUrl: string; iso: { names: NatsNames; keyPrefix: string } },
+  fx: {
+    nc: NatsConnection;
+    natsUrl: string;
+    redisUrl: string;
+    iso: { names: NatsNames; keyPrefix: string };
+  },
   opts: StackOptions,
   cleanup: Array<() => Promise<void>>,
 ): Promise<Stack> {
@@ -162,41 +167,30 @@ async function startStack(
     ...(opts.upstreamApiKey ? { apiKey: opts.upstreamApiKey } : {}),
   });
   cleanup.push(() => upstream.stop());
-  const url = opts.redisUrl ?? fx.redisUrl;
-  const redis = createRedis({ nodes: url.split(','), cluster: url.includes(',') });
-  redis.on('error', () => undefined);
-  await redis.connect();
-  const logger: Logger = createLogger({ name: 'authority-test', level: 'silent' });
-  const newAuthority = () =>
-    new Authority({
-      redis,
+  // The real clock (scripts on Redis TIME); no document: applyConfig applies it over NATS.
+  const startAuthority = () =>
+    startTestAuthority({
+      natsUrl: fx.natsUrl,
+      redisUrl: opts.redisUrl ?? fx.redisUrl,
       nc,
       names: iso.names,
-      logger,
-      registry: new Registry(),
       keyPrefix: iso.keyPrefix,
-      sweepIntervalMs: 100,
-      relayLeaseMs: 1_000,
+      clock: false,
       ...(opts.waitReplicas ? { durability: { replicas: opts.waitReplicas, timeoutMs: 500 } } : {}),
     });
-  let authority = newAuthority();
-  await authority.start();
+  let running = await startAuthority();
   let authorityUp = true;
   const stopAuthority = async () => {
     if (!authorityUp) return;
     authorityUp = false;
-    await authority.stop();
+    await running.stop();
   };
   const restartAuthority = async () => {
     if (authorityUp) return;
-    authority = newAuthority();
-    await authority.start();
+    running = await startAuthority();
     authorityUp = true;
   };
-  cleanup.push(async () => {
-    await stopAuthority();
-    redis.disconnect();
-  });
+  cleanup.push(stopAuthority);
   const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
   const applyConfig = async () => {
     const r = await client.configApply({ document: testConfig(upstream.url, opts.patch) });
@@ -224,7 +218,7 @@ async function startStack(
   return {
     upstream,
     get authority() {
-      return authority;
+      return running.authority;
     },
     client,
     edge,
@@ -254,9 +248,9 @@ async function startStack(
 
 /** infraTest plus `stack(opts)`: mock upstream, in-process authority, edge; stopped after. */
 export const edgeTest = infraTest.extend<{ stack: (opts?: StackOptions) => Promise<Stack> }>({
-  stack: async ({ nc, redisUrl, iso }, use) => {
+  stack: async ({ nc, natsUrl, redisUrl, iso }, use) => {
     const cleanup: Array<() => Promise<void>> = [];
-    await use((opts = {}) => startStack({ nc, redisUrl, iso }, opts, cleanup));
+    await use((opts = {}) => startStack({ nc, natsUrl, redisUrl, iso }, opts, cleanup));
     for (const stop of cleanup.reverse()) await stop();
   },
 });

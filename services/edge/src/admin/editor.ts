@@ -7,8 +7,8 @@ import type {
   DeclaredConfig,
 } from '@holdfast/events';
 import { Err, Ok, type AuthorityClient, type Logger, type Result } from '@holdfast/runtime';
-import { fromAuthority } from '../authority-errors.js';
-import type { ConfigSnapshot } from '../config-snapshot.js';
+import { fromAuthority } from '../authority/errors.js';
+import type { ConfigSnapshot } from '../authority/config-snapshot.js';
 import { EdgeError } from '../errors.js';
 
 /**

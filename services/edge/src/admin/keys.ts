@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Err, Ok } from '@holdfast/runtime';
 import type { FastifyInstance } from 'fastify';
 import type { z } from 'zod';
-import { sha256Hex } from '../auth.js';
+import { sha256Hex } from '../request/auth.js';
 import { EdgeError } from '../errors.js';
 import { alreadyExists, editFor, findTenant, keyView, notFound, unwrap } from './common.js';
 import type { ConfigEditor } from './editor.js';

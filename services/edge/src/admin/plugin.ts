@@ -1,6 +1,6 @@
 import type { Logger } from '@holdfast/runtime';
 import type { FastifyInstance } from 'fastify';
-import { bearerToken } from '../auth.js';
+import { bearerToken } from '../request/auth.js';
 import { EdgeError } from '../errors.js';
 import { sendError } from '../plugins/errors.js';
 import { configRoutes, YAML_TYPES } from './config-routes.js';

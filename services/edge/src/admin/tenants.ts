@@ -2,7 +2,7 @@ import { formatIssues, Tenant } from '@holdfast/config';
 import { Err, Ok } from '@holdfast/runtime';
 import type { FastifyInstance } from 'fastify';
 import type { z } from 'zod';
-import { fromAuthority } from '../authority-errors.js';
+import { fromAuthority } from '../authority/errors.js';
 import { EdgeError } from '../errors.js';
 import { alreadyExists, editFor, findTenant, notFound, tenantView, unwrap } from './common.js';
 import type { ConfigEditor } from './editor.js';
@@ -14,8 +14,8 @@ import {
   TenantPatch,
   VersionQuery,
 } from './schemas.js';
-import { printable } from '../auth.js';
-import { endUserId } from '../end-user.js';
+import { printable } from '../request/auth.js';
+import { endUserId } from '../request/end-user.js';
 
 /** Fields with routes of their own; a PATCH cannot touch them (nor the id). */
 const NOT_PATCHABLE = new Set(['id', 'budgets', 'useCases', 'keys']);

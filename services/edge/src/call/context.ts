@@ -3,7 +3,7 @@ import { ModelId } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyRequest } from 'fastify';
-import { printable } from '../auth.js';
+import { printable } from '../request/auth.js';
 import { EdgeError } from '../errors.js';
 import type { CountContext, SurfaceAdapter } from './adapter.js';
 import type { CallDeps } from './deps.js';

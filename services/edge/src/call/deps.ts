@@ -1,9 +1,9 @@
 import type { CompiledConfig } from '@holdfast/config';
 import type { TokenCounter } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
-import type { Calls } from '../calls.js';
+import type { Calls } from './in-flight.js';
 import type { EdgeOptions } from '../env.js';
-import type { Holds } from '../holds.js';
+import type { Holds } from '../authority/holds.js';
 import type { EdgeMetrics } from '../metrics.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import type { AuthorityPort } from './ports.js';

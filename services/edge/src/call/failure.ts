@@ -1,6 +1,6 @@
 import { EdgeError } from '../errors.js';
 import { plainUsage } from '../surfaces/usage.js';
-import type { Hold } from '../holds.js';
+import type { Hold } from '../authority/holds.js';
 import type { AbortWhy, Failure } from '../upstream/client.js';
 import { rateLimitedMessage } from '../upstream/rate-limited.js';
 

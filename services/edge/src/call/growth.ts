@@ -1,7 +1,7 @@
 import type { AuthorityPort } from './ports.js';
-import type { LiveCall } from '../calls.js';
+import type { LiveCall } from './in-flight.js';
 import type { EdgeMetrics } from '../metrics.js';
-import type { HoldRef } from '../holds.js';
+import type { HoldRef } from '../authority/holds.js';
 import type { OutputMeter } from './output-meter.js';
 
 export interface GrowthOptions {

@@ -1,4 +1,4 @@
-import type { Hold } from '../holds.js';
+import type { Hold } from '../authority/holds.js';
 import type { AuthorityPort } from './ports.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Writable } from 'node:stream';
 import { Err, Ok, type Result } from '@holdfast/runtime';
-import type { LiveCall } from '../calls.js';
+import type { LiveCall } from './in-flight.js';
 import { classify, type Failure, type Opened } from '../upstream/client.js';
 import { SseParser, type SseEvent } from '../upstream/sse.js';
 

@@ -8,8 +8,8 @@ import type { CompiledConfig } from '@holdfast/config';
 import { loadTokenizer } from '@holdfast/tokenizer';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { ensureClosesStream } from '@holdfast/runtime';
-import { ConfigSnapshot } from '../config-snapshot.js';
-import { Holds } from '../holds.js';
+import { ConfigSnapshot } from '../authority/config-snapshot.js';
+import { Holds } from '../authority/holds.js';
 
 export interface AuthorityPluginOptions {
   nc: NatsConnection;

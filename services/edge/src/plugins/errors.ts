@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { printable } from '../auth.js';
+import { printable } from '../request/auth.js';
 import { anthropicErrorBody, EdgeError, errorBody, httpError } from '../errors.js';
 import type { ErrorShape } from '../types.js';
 

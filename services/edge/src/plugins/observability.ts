@@ -1,8 +1,9 @@
-import { registerOpsRoutes } from '@holdfast/runtime';
+import { registerOpsRoutes, type ReadinessCheck } from '@holdfast/runtime';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Registry } from 'prom-client';
-import { H } from '../headers.js';
+import { H } from '../request/headers.js';
 import { EdgeMetrics } from '../metrics.js';
 import type { Audit } from '../types.js';
 
@@ -21,10 +22,23 @@ export function recordRequest(request: FastifyRequest, status: number, ms: numbe
   );
 }
 
+/**
+ * The edge's readiness, the one list /readyz answers and `start` returns: one check, named
+ * `config` as /readyz has always shown it, true once a config is loaded while NATS is up.
+ */
+export function readinessChecks(app: FastifyInstance, nc: NatsConnection): ReadinessCheck[] {
+  return [
+    {
+      name: 'config',
+      check: () => app.configSnapshot.current !== undefined && !nc.isClosed(),
+    },
+  ];
+}
+
 export interface ObservabilityOptions {
   registry: Registry;
-  /** /readyz is 200 only when this says so (a config is loaded, NATS is up). */
-  ready: () => boolean;
+  /** What /readyz answers (`readinessChecks`). */
+  checks: ReadinessCheck[];
 }
 
 /**
@@ -47,7 +61,7 @@ export const observabilityPlugin = fp(
       recordRequest(request, reply.statusCode, reply.elapsedTime);
       done();
     });
-    registerOpsRoutes(app, opts.registry, [{ name: 'config', check: opts.ready }]);
+    registerOpsRoutes(app, opts.registry, opts.checks);
   },
   { name: 'holdfast-observability' },
 );

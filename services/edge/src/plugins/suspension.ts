@@ -3,7 +3,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Calls } from '../calls.js';
+import { Calls } from '../call/in-flight.js';
 
 export interface SuspensionPluginOptions {
   nc: NatsConnection;

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { printable } from '../auth.js';
+import { printable } from '../request/auth.js';
 import { EdgeError } from '../errors.js';
 import { sendError } from '../plugins/errors.js';
 

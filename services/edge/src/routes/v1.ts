@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { authenticate } from '../auth.js';
+import { authenticate } from '../request/auth.js';
 import { callDeps } from '../call/deps.js';
 import { runCall } from '../call/pipeline.js';
 import { EdgeError } from '../errors.js';

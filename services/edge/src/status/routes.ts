@@ -17,7 +17,7 @@ import {
   sessionCookie,
 } from './session.js';
 import { SignInLimit } from './sign-in-limit.js';
-import { endUserId } from '../end-user.js';
+import { endUserId } from '../request/end-user.js';
 import { readBudgets } from './view.js';
 import { resolveViewer, sessionFor, type Viewer } from './viewer.js';
 

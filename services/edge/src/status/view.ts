@@ -7,8 +7,8 @@ import {
 } from '@holdfast/events';
 import { Err, Ok, type AuthorityClient, type Result } from '@holdfast/runtime';
 import type { CompiledConfig } from '@holdfast/config';
-import { printable } from '../auth.js';
-import { fromAuthority } from '../authority-errors.js';
+import { printable } from '../request/auth.js';
+import { fromAuthority } from '../authority/errors.js';
 import { EdgeError } from '../errors.js';
 import type { Viewer } from './viewer.js';
 

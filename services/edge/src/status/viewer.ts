@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { CompiledConfig } from '@holdfast/config';
 import { TenantId } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
-import { bearerToken, printable, sha256Hex } from '../auth.js';
+import { bearerToken, printable, sha256Hex } from '../request/auth.js';
 import { isAdminToken } from '../admin/token.js';
 import { EdgeError } from '../errors.js';
 import { fingerprint, hasSession, readSession, type SessionSubject } from './session.js';

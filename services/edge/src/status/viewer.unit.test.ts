@@ -1,6 +1,6 @@
 import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
 import { describe, expect, test } from 'vitest';
-import { sha256Hex } from '../auth.js';
+import { sha256Hex } from '../request/auth.js';
 import { isAdminToken } from '../admin/token.js';
 import { randomBytes } from 'node:crypto';
 import {

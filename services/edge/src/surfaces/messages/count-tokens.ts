@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { countContext, resolveModel } from '../../call/context.js';
 import type { CallDeps } from '../../call/deps.js';
 import { EdgeError } from '../../errors.js';
-import { H } from '../../headers.js';
+import { H } from '../../request/headers.js';
 import { sendError } from '../../plugins/errors.js';
 import { countMessagesPrompt } from './adapter.js';
 import { messagesAdapter } from './adapter.js';

@@ -1,5 +1,5 @@
 import { expect, test, vi } from 'vitest';
-import { Calls } from './calls.js';
+import { Calls } from './in-flight.js';
 
 test('a suspension ends the calls of the tenant and of teams below it, not of others', () => {
   const calls = new Calls();

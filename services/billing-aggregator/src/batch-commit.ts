@@ -23,7 +23,7 @@ export interface Pending {
 /** The dead letters' source: `holdfast.deadletter.billing-aggregator`. */
 export const CONSUMER_NAME = 'billing-aggregator';
 
-export interface EventSinkOptions {
+export interface BatchCommitOptions {
   deadLetters: DeadLetters;
   writer: EventsWriter;
   gate: HealthGate;
@@ -40,11 +40,11 @@ export interface EventSinkOptions {
  * insert collapses into the first (events_raw_v1 is keyed by event id, read with FINAL), so
  * there is no third step marking dedupe keys: the table key is the mark.
  */
-export class EventSink {
-  readonly #o: EventSinkOptions;
+export class BatchCommit {
+  readonly #o: BatchCommitOptions;
   readonly #encoder = new RowBinaryEncoder();
 
-  constructor(opts: EventSinkOptions) {
+  constructor(opts: BatchCommitOptions) {
     this.#o = opts;
   }
 

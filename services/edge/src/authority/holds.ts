@@ -9,7 +9,7 @@ import {
 } from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
-import type { EdgeMetrics } from './metrics.js';
+import type { EdgeMetrics } from '../metrics.js';
 
 export type Close =
   | { how: 'settle'; usage: Usage; outcome: SettleOutcome }

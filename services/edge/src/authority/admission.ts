@@ -2,12 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { LIMITS, type Admitted, type ApiSurface, type Refused } from '@holdfast/events';
 import { sleep } from '@holdfast/retry';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
-import type { Caller } from './auth.js';
-import type { AuthorityPort } from './call/ports.js';
-import { EdgeError, type EdgeErrorCode } from './errors.js';
-import { windowHeaders } from './headers.js';
+import type { Caller } from '../request/auth.js';
+import type { AuthorityPort } from '../call/ports.js';
+import { EdgeError, type EdgeErrorCode } from '../errors.js';
+import { windowHeaders } from '../request/headers.js';
 import type { Hold, Holds } from './holds.js';
-import type { EdgeMetrics } from './metrics.js';
+import type { EdgeMetrics } from '../metrics.js';
 
 export interface AdmissionDeps {
   authority: AuthorityPort;

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { CallAborted, type AbortWhy } from './upstream/client.js';
+import { CallAborted, type AbortWhy } from '../upstream/client.js';
 
 /** One admitted call in flight; the edge can end it early (client gone, tenant suspended). */
 export class LiveCall {

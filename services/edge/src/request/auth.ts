@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
 import { TenantId, UseCaseId } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
-import { EdgeError } from './errors.js';
+import { EdgeError } from '../errors.js';
 
 /** Who is calling: the tenant (team), the virtual key (null in trustHeaders mode), the use case. */
 export interface Caller {

@@ -1,5 +1,5 @@
 import type { Admitted, BudgetWindow, WindowState } from '@holdfast/events';
-import type { Clamp } from './clamp.js';
+import type { Clamp } from '../call/clamp.js';
 
 /** Response headers Holdfast adds (docs/api.md lists them). */
 export const H = {

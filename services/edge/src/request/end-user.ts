@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Caller } from './auth.js';
-import { EdgeError } from './errors.js';
+import { EdgeError } from '../errors.js';
 
 /** What an end user id may be as sent: printable ASCII without ';' or ',' (see EndUserId). */
 const PLAIN = /^[\x21-\x2b\x2d-\x3a\x3c-\x7e]{1,128}$/;

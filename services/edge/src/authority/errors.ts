@@ -1,9 +1,9 @@
 import type { RpcError } from '@holdfast/runtime';
-import { EdgeError } from './errors.js';
+import { EdgeError } from '../errors.js';
 
 /**
  * An error of an authority request (usage, suspend, config) as the edge answers it. Admission
- * has its own mapping (admission.ts), with failOpen; these requests always fail closed.
+ * has its own mapping (admission.ts, beside this file), with failOpen; these requests always fail closed.
  */
 export function fromAuthority(err: RpcError): EdgeError {
   switch (err.code) {
