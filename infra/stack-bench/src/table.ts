@@ -48,19 +48,11 @@ function comparison(load: string, p: Pairing, other: string): string {
   return `${signed(p.addedP50, 2)} ms p50, ${signed(p.addedP99, 2)} ms p99`;
 }
 
+/** Calls/s and latency by load and target; the stack against proxy column when a proxy ran. */
 function latencyTable(s: Summary): string {
-  const rows = [
-    [
-      'load',
-      'target',
-      'calls/s',
-      'p50 ms',
-      'p99 ms',
-      'errors',
-      'against direct',
-      'stack against proxy',
-    ],
-  ];
+  const withProxy = s.loads.some((l) => l.proxy);
+  const header = ['load', 'target', 'calls/s', 'p50 ms', 'p99 ms', 'errors', 'against direct'];
+  const rows = [withProxy ? [...header, 'stack against proxy'] : header];
   for (const l of s.loads) {
     for (const [name, t] of [
       ['direct', l.direct],
@@ -69,7 +61,7 @@ function latencyTable(s: Summary): string {
     ] as const) {
       if (!t) continue;
       const vsDirect = { direct: undefined, proxy: l.proxyVsDirect, stack: l.stackVsDirect }[name];
-      rows.push([
+      const row = [
         l.load,
         name,
         fmt(t.perSecond),
@@ -77,8 +69,11 @@ function latencyTable(s: Summary): string {
         fmt(t.p99, 2),
         String(t.errors),
         vsDirect ? comparison(l.load, vsDirect, 'direct') : '',
-        name === 'stack' && l.proxy ? comparison(l.load, l.stackVsProxy, 'proxy') : '',
-      ]);
+      ];
+      if (withProxy) {
+        row.push(name === 'stack' && l.proxy ? comparison(l.load, l.stackVsProxy, 'proxy') : '');
+      }
+      rows.push(row);
     }
   }
   return columns(rows);
