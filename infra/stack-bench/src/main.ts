@@ -162,9 +162,9 @@ try {
   };
   const header =
     `bench:stack ${result.commit}: ${flags.rounds} rounds x ${flags.seconds} s a phase, direct, ` +
-    `bare proxy and stack interleaved; chat completions with ${flags.completionTokens}-token replies from the ` +
-    `mock at zero latency; medians over rounds (${process.version}, ${cores} cores, load ` +
-    `average ${loadAverage.toFixed(2)} at start)`;
+    `bare proxy and stack interleaved; chat completions with ${flags.completionTokens}-token ` +
+    `replies from the mock at zero latency; medians over rounds (${process.version}, ` +
+    `${cores} cores, load average ${loadAverage.toFixed(2)} at start)`;
   say(`\n${renderReport(summary, header)}`);
   if (earlier) say(renderComparison(earlier, summary));
   await mkdir(dirname(out), { recursive: true });

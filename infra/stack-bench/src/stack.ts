@@ -115,7 +115,8 @@ function bareProxySpec(port: number, mockUrl: string): ProcessSpec {
  * The whole stack as `pnpm stack` starts it (infra/stack's code: the same processes, flags and
  * start order), in a data dir of the run's own and on free ports only, with the bench config,
  * the mock at zero latency replying `completionTokens` tokens, and NATS monitoring on; then
- * the bare proxy in front of the mock, last, so it is stopped first. The caller stops `group` (also when this throws).
+ * the bare proxy in front of the mock, last, so it is stopped first.
+ * The caller stops `group` (also when this throws).
  */
 export async function startBenchStack(o: StackOptions): Promise<{
   group: ProcessGroup;

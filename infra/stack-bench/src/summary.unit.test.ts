@@ -12,18 +12,17 @@ describe('median', () => {
 });
 
 describe('summarise', () => {
+  const directAndStack = [
+    phase(0, 'direct', 1000, 1),
+    phase(0, 'stack', 100, 10),
+    phase(1, 'stack', 200, 12),
+    phase(1, 'direct', 4000, 1),
+    phase(2, 'direct', 1000, 2),
+    phase(2, 'stack', 300, 10),
+  ];
+
   it('pairs stack and direct within each round for ratios, and medians the rest over rounds', () => {
-    const s = summarise(
-      [
-        phase(0, 'direct', 1000, 1),
-        phase(0, 'stack', 100, 10),
-        phase(1, 'stack', 200, 12),
-        phase(1, 'direct', 4000, 1),
-        phase(2, 'direct', 1000, 2),
-        phase(2, 'stack', 300, 10),
-      ],
-      2,
-    );
+    const s = summarise(directAndStack, 2);
     const [closed] = s.loads;
     // Per round: 0.1, 0.05, 0.3 -> 0.1 (not 200 / 1000).
     expect(closed!.stackVsDirect.throughputRatio).toBeCloseTo(0.1);
@@ -43,21 +42,9 @@ describe('summarise', () => {
     expect(closed!.edgeOverProxyCpu).toBeNaN();
   });
 
-  it('pairs the bare proxy with the stack and with direct, and takes its CPU from its own process', () => {
-    const s = summarise(
-      [
-        phase(0, 'direct', 1000, 1),
-        phase(0, 'proxy', 500, 2),
-        phase(0, 'stack', 100, 10),
-        phase(1, 'stack', 200, 12),
-        phase(1, 'proxy', 400, 4),
-        phase(1, 'direct', 4000, 1),
-        phase(2, 'direct', 1000, 2),
-        phase(2, 'proxy', 600, 3),
-        phase(2, 'stack', 300, 10),
-      ],
-      2,
-    );
+  it('pairs the bare proxy with stack and direct, its CPU read from its own process', () => {
+    const proxy = [phase(0, 'proxy', 500, 2), phase(1, 'proxy', 400, 4), phase(2, 'proxy', 600, 3)];
+    const s = summarise([...directAndStack, ...proxy], 2);
     const [closed] = s.loads;
     // Per round stack / proxy: 0.2, 0.5, 0.5; proxy / direct: 0.5, 0.1, 0.6.
     expect(closed!.stackVsProxy.throughputRatio).toBeCloseTo(0.5);
