@@ -3,10 +3,13 @@ import { z } from 'zod';
 
 export const USAGE = `pnpm bench:stack [flags]
 
-The whole stack (as pnpm stack runs it) in front of the mock upstream, and the mock called
-directly, interleaved over rounds. Prints a table and writes JSON.
+The whole stack (as pnpm stack runs it) in front of the mock upstream, the mock called
+directly, and a bare fastify + undici proxy in front of the mock (the proxy hop alone),
+interleaved over rounds. Prints a table and writes JSON (schema v2; --against and --medians
+also read v1 results, from before the bare proxy, whose proxy figures show as -).
 
-  --rounds N          rounds of every phase, direct and stack alternating (3)
+  --rounds N          rounds of every phase: direct, proxy, stack, the order reversed each
+                      round (3)
   --seconds S         length of one phase (6)
   --connections N     closed loop: connections, each sending its next call when one ends (32)
   --rates R,R         open loop: fixed call rates per second (100,300)
@@ -15,13 +18,20 @@ directly, interleaved over rounds. Prints a table and writes JSON.
   --out PATH          where the JSON goes (default .tmp/bench-stack/<time>.json)
   --against PATH      a previous JSON to compare with
   --medians PATHS     no run: print the medians of earlier runs' JSON (a.json,b.json,c.json)
-  --cpu-prof NAMES    services to run with node --cpu-prof (e.g. edge,authority); profiles land
-                      in the run's data dir, which is then kept
+  --cpu-prof NAMES    services to run with node --cpu-prof (e.g. edge,authority,bare-proxy);
+                      profiles land in the run's data dir, which is then kept
   --keep              keep the run's data dir (NATS store, Redis AOF, ClickHouse data)
   --help
 `;
 
-const PROFILED = ['edge', 'authority', 'aggregator', 'alerter', 'mock-upstream'] as const;
+const PROFILED = [
+  'edge',
+  'authority',
+  'aggregator',
+  'alerter',
+  'mock-upstream',
+  'bare-proxy',
+] as const;
 
 /** `a,b,c` as a list (empty items dropped). */
 const csv = () => z.string().transform((s) => s.split(',').filter((x) => x.trim() !== ''));

@@ -22,12 +22,12 @@ describe('parseFlags', () => {
       '--rounds',
       '5',
       '--cpu-prof',
-      'edge,authority',
+      'edge,authority,bare-proxy',
     ]);
     expect(flags).toMatchObject({
       rates: [50, 200, 1000],
       rounds: 5,
-      cpuProf: ['edge', 'authority'],
+      cpuProf: ['edge', 'authority', 'bare-proxy'],
     });
   });
 

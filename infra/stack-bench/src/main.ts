@@ -7,7 +7,14 @@ import { parseFlags, USAGE, type Flags } from './flags.js';
 import { LoadGenerator } from './load/driver.js';
 import { renderMedians } from './medians.js';
 import { NatsMonitor } from './nats-monitor.js';
-import { plan, runPhase, type PhaseDeps, type PhaseResult, type PhaseSpec } from './phase.js';
+import {
+  plan,
+  runPhase,
+  TARGETS,
+  type PhaseDeps,
+  type PhaseResult,
+  type PhaseSpec,
+} from './phase.js';
 import { readEarlier, renderComparison, SCHEMA, type BenchResult } from './result.js';
 import { RedisStats } from './redis-stats.js';
 import { BENCH_DIR, startBenchStack, type BenchStack } from './stack.js';
@@ -39,8 +46,12 @@ function commit(): string {
 
 function progress(spec: PhaseSpec, r: PhaseResult, rounds: number): string {
   const holdfast = HOLDFAST.map((k) => r.cpu[k] ?? NaN).reduce((a, b) => a + b, 0);
-  const cpu =
-    spec.target === 'stack' ? `, Holdfast ${(holdfast / r.client.calls).toFixed(0)} µs/call` : '';
+  const perCall = (us: number) => `${(us / r.client.calls).toFixed(0)} µs/call`;
+  const cpu = {
+    direct: '',
+    proxy: `, bare proxy ${perCall(r.cpu['bare-proxy'] ?? NaN)}`,
+    stack: `, Holdfast ${perCall(holdfast)}`,
+  }[spec.target];
   const errors =
     r.client.errors > 0 ? `, ${r.client.errors} errors: ${r.client.errorSamples[0]}` : '';
   return (
@@ -68,7 +79,7 @@ async function measure(
     };
     await checkTargets(deps.targets, flags.completionTokens);
     say('warming up (3 s a target)');
-    for (const t of ['direct', 'stack'] as const) {
+    for (const t of TARGETS) {
       await load.run(deps.targets[t].plain, { mode: 'closed', connections: flags.connections }, 3);
     }
     await deps.nats.settle({ quietMs: 300, timeoutMs: 20_000 });
@@ -150,10 +161,10 @@ try {
     phases,
   };
   const header =
-    `bench:stack ${result.commit}: ${flags.rounds} rounds x ${flags.seconds} s a phase, direct and ` +
-    `stack interleaved; chat completions with ${flags.completionTokens}-token replies from the ` +
-    `mock at zero latency; medians over rounds (${process.version}, ${cores} cores, load ` +
-    `average ${loadAverage.toFixed(2)} at start)`;
+    `bench:stack ${result.commit}: ${flags.rounds} rounds x ${flags.seconds} s a phase, direct, ` +
+    `bare proxy and stack interleaved; chat completions with ${flags.completionTokens}-token ` +
+    `replies from the mock at zero latency; medians over rounds (${process.version}, ` +
+    `${cores} cores, load average ${loadAverage.toFixed(2)} at start)`;
   say(`\n${renderReport(summary, header)}`);
   if (earlier) say(renderComparison(earlier, summary));
   await mkdir(dirname(out), { recursive: true });

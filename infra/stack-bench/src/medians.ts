@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import type { BenchResult } from './result.js';
-import { SCHEMA } from './result.js';
+import { SCHEMA, upcast, type BenchResult } from './result.js';
 import { median, type Summary } from './summary.js';
 import { renderReport } from './table.js';
 
@@ -29,13 +28,19 @@ export function medianOf(values: readonly unknown[]): unknown {
   return first;
 }
 
-/** `--medians a.json,b.json,c.json`: the report of the medians over runs of the same flags. */
+/**
+ * `--medians a.json,b.json,c.json`: the report of the medians over runs of the same flags and
+ * schema (v1 runs, without the bare proxy, are read too, but not mixed with later ones: the
+ * proxy's medians would be over only some of the runs).
+ */
 export async function renderMedians(paths: readonly string[]): Promise<string> {
-  const runs = await Promise.all(
-    paths.map(async (p) => JSON.parse(await readFile(p, 'utf8')) as BenchResult),
+  const read = await Promise.all(
+    paths.map(async (p) => JSON.parse(await readFile(p, 'utf8')) as { schema?: unknown }),
   );
-  const shape = (r: BenchResult) =>
+  const runs = read.map((r) => upcast(r) as BenchResult);
+  const shape = (r: BenchResult, i: number) =>
     JSON.stringify([
+      read[i]!.schema,
       r.flags.rounds,
       r.flags.seconds,
       r.flags.connections,
@@ -44,8 +49,8 @@ export async function renderMedians(paths: readonly string[]): Promise<string> {
     ]);
   for (const [i, r] of runs.entries()) {
     if (r.schema !== SCHEMA) throw new Error(`${paths[i]} is not a bench:stack result`);
-    if (shape(r) !== shape(runs[0]!))
-      throw new Error(`${paths[i]} ran with other flags than ${paths[0]}`);
+    if (shape(r, i) !== shape(runs[0]!, 0))
+      throw new Error(`${paths[i]} ran with other flags or schema than ${paths[0]}`);
   }
   const summary = medianOf(runs.map((r) => r.summary)) as Summary;
   const header =

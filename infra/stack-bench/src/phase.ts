@@ -4,7 +4,9 @@ import type { Load, LoadResult, Target } from './load/protocol.js';
 import { countsDelta, type NatsCounts, type NatsMonitor } from './nats-monitor.js';
 import type { CommandStat, RedisStats, SlowlogSample } from './redis-stats.js';
 
-export type TargetName = 'direct' | 'stack';
+/** The mock called directly, through the bench's bare proxy, and through the whole stack. */
+export const TARGETS = ['direct', 'proxy', 'stack'] as const;
+export type TargetName = (typeof TARGETS)[number];
 
 export interface PhaseSpec {
   round: number;
@@ -85,7 +87,11 @@ export async function runPhase(spec: PhaseSpec, d: PhaseDeps): Promise<PhaseResu
   };
 }
 
-/** Every phase of a run: per load, the two targets side by side, their order swapped each round. */
+/**
+ * Every phase of a run: per load, the three targets side by side, their order reversed each
+ * round (direct, proxy, stack; then stack, proxy, direct), so that neither end of the
+ * comparison always runs first.
+ */
 export function plan(o: {
   rounds: number;
   connections: number;
@@ -115,7 +121,7 @@ export function plan(o: {
   ];
   const phases: PhaseSpec[] = [];
   for (let round = 0; round < o.rounds; round++) {
-    const order: TargetName[] = round % 2 === 0 ? ['direct', 'stack'] : ['stack', 'direct'];
+    const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
     for (const l of loads) for (const target of order) phases.push({ ...l, round, target });
   }
   return phases;

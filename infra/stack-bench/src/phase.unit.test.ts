@@ -2,22 +2,28 @@ import { describe, expect, it } from 'vitest';
 import { plan } from './phase.js';
 
 describe('plan', () => {
-  it('puts the two targets of a load side by side and swaps their order every round', () => {
+  it('puts the three targets of a load side by side and reverses their order every round', () => {
     const phases = plan({ rounds: 2, connections: 32, rates: [100], stream: true });
     expect(phases.map((p) => `${p.round} ${p.load} ${p.target}`)).toEqual([
       '0 closed@32 direct',
+      '0 closed@32 proxy',
       '0 closed@32 stack',
       '0 closed@32 stream direct',
+      '0 closed@32 stream proxy',
       '0 closed@32 stream stack',
       '0 open 100/s direct',
+      '0 open 100/s proxy',
       '0 open 100/s stack',
       '1 closed@32 stack',
+      '1 closed@32 proxy',
       '1 closed@32 direct',
       '1 closed@32 stream stack',
+      '1 closed@32 stream proxy',
       '1 closed@32 stream direct',
       '1 open 100/s stack',
+      '1 open 100/s proxy',
       '1 open 100/s direct',
     ]);
-    expect(phases.filter((p) => p.stream)).toHaveLength(4);
+    expect(phases.filter((p) => p.stream)).toHaveLength(6);
   });
 });

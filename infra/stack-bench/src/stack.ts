@@ -14,8 +14,10 @@ import { freePort } from '@holdfast/testkit/infra';
 export const BENCH_DIR = join(REPO_ROOT, '.tmp/bench-stack');
 export const BENCH_KEY = 'sk-hf-bench-stack';
 const CONFIG = fileURLToPath(new URL('../bench-config.yaml', import.meta.url));
+const BARE_PROXY_ENTRY = fileURLToPath(new URL('./bare-proxy/main.js', import.meta.url));
 
-type StackProcess = (typeof PROCESS_ORDER)[number];
+/** The stack's processes, and the bench's bare proxy started beside them. */
+type BenchProcess = (typeof PROCESS_ORDER)[number] | 'bare-proxy';
 
 /** Variables of the caller that would point the stack elsewhere than its own fresh servers. */
 const NOT_PASSED = [
@@ -38,9 +40,11 @@ export interface StackOptions {
 }
 
 export interface BenchStack {
-  pids: Record<StackProcess, number>;
+  pids: Record<BenchProcess, number>;
   edgeUrl: string;
   mockUrl: string;
+  /** The bare proxy (bare-proxy/app.ts) in front of the mock. */
+  proxyUrl: string;
   redisUrl: string;
   natsMonitorUrl: string;
   group: ProcessGroup;
@@ -80,10 +84,38 @@ class BenchGroup extends ProcessGroup {
   }
 }
 
+async function readyz(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2_000) }).catch(
+    () => undefined,
+  );
+  await res?.body?.cancel();
+  return res?.status === 200;
+}
+
+/** The bare proxy as one more process of the group: stopped with it, its pid known. */
+function bareProxySpec(port: number, mockUrl: string): ProcessSpec {
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    name: 'bare-proxy',
+    command: process.execPath,
+    args: [BARE_PROXY_ENTRY],
+    env: {
+      PATH: process.env.PATH,
+      BARE_PROXY_HOST: '127.0.0.1',
+      BARE_PROXY_PORT: String(port),
+      BARE_PROXY_UPSTREAM: new URL(mockUrl).origin,
+    },
+    ready: { probe: () => readyz(url) },
+    readyTimeoutMs: 20_000,
+    stopTimeoutMs: 10_000,
+  };
+}
+
 /**
  * The whole stack as `pnpm stack` starts it (infra/stack's code: the same processes, flags and
  * start order), in a data dir of the run's own and on free ports only, with the bench config,
- * the mock at zero latency replying `completionTokens` tokens, and NATS monitoring on.
+ * the mock at zero latency replying `completionTokens` tokens, and NATS monitoring on; then
+ * the bare proxy in front of the mock, last, so it is stopped first.
  * The caller stops `group` (also when this throws).
  */
 export async function startBenchStack(o: StackOptions): Promise<{
@@ -100,6 +132,7 @@ export async function startBenchStack(o: StackOptions): Promise<{
     ALERTER_OPS_PORT: await freePort(),
     HOLDFAST_NATS_MONITOR_PORT: await freePort(),
   };
+  const bareProxyPort = await freePort();
   const source: NodeJS.ProcessEnv = { ...process.env };
   for (const name of NOT_PASSED) delete source[name];
   for (const name of Object.keys(source))
@@ -121,17 +154,20 @@ export async function startBenchStack(o: StackOptions): Promise<{
   if (o.cpuProf.length > 0) await mkdir(profileDir, { recursive: true });
   const logs = lineTails(40);
   const group = new BenchGroup(logs.sink, o.cpuProf, profileDir);
-  const started = startStack(settings, group).then((stack): BenchStack => {
-    const pid = (name: StackProcess) => {
+  const started = startStack(settings, group).then(async (stack): Promise<BenchStack> => {
+    await group.start(bareProxySpec(bareProxyPort, stack.state.urls.mock));
+    const pid = (name: BenchProcess) => {
       const p = group.processes.find((x) => x.name === name);
-      if (!p) throw new Error(`${name} is not one of the stack's processes`);
+      if (!p) throw new Error(`${name} is not one of the bench's processes`);
       return p.pid;
     };
-    const pids = Object.fromEntries(PROCESS_ORDER.map((n) => [n, pid(n)])) as BenchStack['pids'];
+    const names: BenchProcess[] = [...PROCESS_ORDER, 'bare-proxy'];
+    const pids = Object.fromEntries(names.map((n) => [n, pid(n)])) as BenchStack['pids'];
     return {
       pids,
       edgeUrl: stack.state.urls.edge,
       mockUrl: stack.state.urls.mock,
+      proxyUrl: `http://127.0.0.1:${bareProxyPort}`,
       redisUrl: stack.state.urls.redis,
       natsMonitorUrl: `http://127.0.0.1:${ports.HOLDFAST_NATS_MONITOR_PORT}`,
       group,

@@ -51,15 +51,29 @@ export interface TargetSummary {
   };
 }
 
+/** One target against another: paired within each round, then the median over rounds. */
+export interface Pairing {
+  /** Throughput of the one over the other's (closed loops). */
+  throughputRatio: number;
+  /** Latency the one adds over the other (ms). */
+  addedP50: number;
+  addedP99: number;
+}
+
 export interface LoadSummary {
   load: string;
   direct: TargetSummary | undefined;
+  /** Through the bench's bare proxy (bare-proxy/app.ts). */
+  proxy: TargetSummary | undefined;
   stack: TargetSummary | undefined;
-  /** Per round stack/direct throughput, then the median (closed loops). */
-  throughputRatio: number;
-  /** Per round stack - direct, then the median (ms). */
-  addedP50: number;
-  addedP99: number;
+  /** The stack against the mock called directly: what a user pays. */
+  stackVsDirect: Pairing;
+  /** The stack against the bare proxy: what Holdfast adds to the proxy hop. */
+  stackVsProxy: Pairing;
+  /** The bare proxy against the mock called directly: the proxy hop itself. */
+  proxyVsDirect: Pairing;
+  /** Per round the edge's CPU µs per call less the bare proxy's, then the median. */
+  edgeOverProxyCpu: number;
 }
 
 export interface Summary {
@@ -160,16 +174,26 @@ function summariseTarget(phases: readonly PhaseResult[], cores: number): TargetS
 
 function paired(
   phases: readonly PhaseResult[],
-  f: (stack: PhaseResult, direct: PhaseResult) => number,
+  one: TargetName,
+  other: TargetName,
+  f: (one: PhaseResult, other: PhaseResult) => number,
 ): number {
   const rounds = [...new Set(phases.map((p) => p.round))];
   return median(
     rounds.map((round) => {
-      const s = phases.find((p) => p.round === round && p.target === 'stack');
-      const d = phases.find((p) => p.round === round && p.target === 'direct');
-      return s && d ? f(s, d) : NaN;
+      const a = phases.find((p) => p.round === round && p.target === one);
+      const b = phases.find((p) => p.round === round && p.target === other);
+      return a && b ? f(a, b) : NaN;
     }),
   );
+}
+
+function pairing(phases: readonly PhaseResult[], one: TargetName, other: TargetName): Pairing {
+  return {
+    throughputRatio: paired(phases, one, other, (a, b) => a.client.perSecond / b.client.perSecond),
+    addedP50: paired(phases, one, other, (a, b) => a.client.p50 - b.client.p50),
+    addedP99: paired(phases, one, other, (a, b) => a.client.p99 - b.client.p99),
+  };
 }
 
 export function summarise(phases: readonly PhaseResult[], cores: number): Summary {
@@ -179,13 +203,22 @@ export function summarise(phases: readonly PhaseResult[], cores: number): Summar
       const mine = of.filter((p) => p.target === t);
       return mine.length > 0 ? summariseTarget(mine, cores) : undefined;
     };
+    const cpuPerCall = (p: PhaseResult, name: string) =>
+      perCall(p.cpu[name] ?? NaN, p.client.calls);
     return {
       load,
       direct: target('direct'),
+      proxy: target('proxy'),
       stack: target('stack'),
-      throughputRatio: paired(of, (s, d) => s.client.perSecond / d.client.perSecond),
-      addedP50: paired(of, (s, d) => s.client.p50 - d.client.p50),
-      addedP99: paired(of, (s, d) => s.client.p99 - d.client.p99),
+      stackVsDirect: pairing(of, 'stack', 'direct'),
+      stackVsProxy: pairing(of, 'stack', 'proxy'),
+      proxyVsDirect: pairing(of, 'proxy', 'direct'),
+      edgeOverProxyCpu: paired(
+        of,
+        'stack',
+        'proxy',
+        (s, p) => cpuPerCall(s, 'edge') - cpuPerCall(p, 'bare-proxy'),
+      ),
     };
   });
   const direct = phases.filter((p) => p.target === 'direct');

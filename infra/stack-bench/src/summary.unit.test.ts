@@ -1,35 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { PhaseResult, TargetName } from './phase.js';
+import { phase } from '../test/phases.js';
 import { median, summarise } from './summary.js';
-
-function phase(round: number, target: TargetName, perSecond: number, p50: number): PhaseResult {
-  const calls = perSecond * 10;
-  const cpu = { edge: calls * 500, authority: calls * 300, 'mock-upstream': calls * 100 };
-  return {
-    round,
-    target,
-    load: 'closed@32',
-    client: {
-      calls,
-      errors: 0,
-      errorSamples: [],
-      seconds: 10,
-      perSecond,
-      p50,
-      p90: p50,
-      p99: p50 * 2,
-      max: p50 * 3,
-      mean: p50,
-      sendLagP99: 0,
-    },
-    windowSeconds: 10,
-    settleMs: 0,
-    cpu,
-    cpuDuringLoad: cpu,
-    machineBusy: 10 * 1e6,
-    nats: { inMsgs: calls * 10, outMsgs: calls * 9, inBytes: 0, outBytes: 0, byClient: {} },
-  };
-}
 
 describe('median', () => {
   it('is the middle value, or the mean of the two middle ones; NaN is left out', () => {
@@ -41,25 +12,51 @@ describe('median', () => {
 });
 
 describe('summarise', () => {
+  const directAndStack = [
+    phase(0, 'direct', 1000, 1),
+    phase(0, 'stack', 100, 10),
+    phase(1, 'stack', 200, 12),
+    phase(1, 'direct', 4000, 1),
+    phase(2, 'direct', 1000, 2),
+    phase(2, 'stack', 300, 10),
+  ];
+
   it('pairs stack and direct within each round for ratios, and medians the rest over rounds', () => {
-    const s = summarise(
-      [
-        phase(0, 'direct', 1000, 1),
-        phase(0, 'stack', 100, 10),
-        phase(1, 'stack', 200, 12),
-        phase(1, 'direct', 4000, 1),
-        phase(2, 'direct', 1000, 2),
-        phase(2, 'stack', 300, 10),
-      ],
-      2,
-    );
+    const s = summarise(directAndStack, 2);
     const [closed] = s.loads;
     // Per round: 0.1, 0.05, 0.3 -> 0.1 (not 200 / 1000).
-    expect(closed!.throughputRatio).toBeCloseTo(0.1);
-    expect(closed!.addedP50).toBe(9);
+    expect(closed!.stackVsDirect.throughputRatio).toBeCloseTo(0.1);
+    expect(closed!.stackVsDirect.addedP50).toBe(9);
     expect(closed!.stack!.perSecond).toBe(200);
     expect(closed!.stack!.cpuPerCall).toMatchObject({ edge: 500, authority: 300, holdfast: NaN });
     expect(closed!.stack!.nats.inPerCall).toBe(10);
     expect(closed!.stack!.machineBusyShare).toBe(0.5);
+  });
+
+  it('has no proxy figures for a run without proxy phases', () => {
+    const s = summarise([phase(0, 'direct', 1000, 1), phase(0, 'stack', 100, 10)], 2);
+    const [closed] = s.loads;
+    expect(closed!.proxy).toBeUndefined();
+    expect(closed!.stackVsProxy.throughputRatio).toBeNaN();
+    expect(closed!.proxyVsDirect.addedP50).toBeNaN();
+    expect(closed!.edgeOverProxyCpu).toBeNaN();
+  });
+
+  it('pairs the bare proxy with stack and direct, its CPU read from its own process', () => {
+    const proxy = [phase(0, 'proxy', 500, 2), phase(1, 'proxy', 400, 4), phase(2, 'proxy', 600, 3)];
+    const s = summarise([...directAndStack, ...proxy], 2);
+    const [closed] = s.loads;
+    // Per round stack / proxy: 0.2, 0.5, 0.5; proxy / direct: 0.5, 0.1, 0.6.
+    expect(closed!.stackVsProxy.throughputRatio).toBeCloseTo(0.5);
+    expect(closed!.proxyVsDirect.throughputRatio).toBeCloseTo(0.5);
+    // Per round stack - proxy p50: 8, 8, 7; proxy - direct: 1, 3, 1.
+    expect(closed!.stackVsProxy.addedP50).toBe(8);
+    expect(closed!.proxyVsDirect.addedP50).toBe(1);
+    expect(closed!.stackVsDirect.throughputRatio).toBeCloseTo(0.1);
+    // The bare proxy's CPU per call by round: 200, 210, 220.
+    expect(closed!.proxy!.cpuPerCall['bare-proxy']).toBe(210);
+    expect(closed!.proxy!.perSecond).toBe(500);
+    // The edge's 500 µs a call less the bare proxy's of the same round: 300, 290, 280.
+    expect(closed!.edgeOverProxyCpu).toBe(290);
   });
 });

@@ -1,4 +1,11 @@
-import { HOLDFAST, type LoadSummary, type Summary, type TargetSummary } from './summary.js';
+import type { TargetName } from './phase.js';
+import {
+  HOLDFAST,
+  type LoadSummary,
+  type Pairing,
+  type Summary,
+  type TargetSummary,
+} from './summary.js';
 
 /** Text columns: the first left-aligned, the others right-aligned. */
 export function columns(rows: ReadonlyArray<readonly string[]>): string {
@@ -30,62 +37,93 @@ export const PROCESS_LABELS: Record<string, string> = {
   clickhouse: 'clickhouse-server',
   holdfast: 'all of Holdfast',
   'mock-upstream': 'mock upstream',
+  'bare-proxy': 'bare proxy',
   'load generator': 'load generator',
   'bench runner': 'bench runner',
 };
 
-function comparison(l: LoadSummary): string {
-  if (l.load.startsWith('closed')) return `${fmt(l.throughputRatio, 3)}x of direct`;
-  return `${signed(l.addedP50, 2)} ms p50, ${signed(l.addedP99, 2)} ms p99`;
+/** `0.080x of direct` for a closed loop, the added p50 and p99 for an open one. */
+function comparison(load: string, p: Pairing, other: string): string {
+  if (load.startsWith('closed')) return `${fmt(p.throughputRatio, 3)}x of ${other}`;
+  return `${signed(p.addedP50, 2)} ms p50, ${signed(p.addedP99, 2)} ms p99`;
 }
 
+/** Calls/s and latency by load and target; the stack against proxy column when a proxy ran. */
 function latencyTable(s: Summary): string {
-  const rows = [
-    ['load', 'target', 'calls/s', 'p50 ms', 'p99 ms', 'errors', 'stack against direct'],
-  ];
+  const withProxy = s.loads.some((l) => l.proxy);
+  const header = ['load', 'target', 'calls/s', 'p50 ms', 'p99 ms', 'errors', 'against direct'];
+  const rows = [withProxy ? [...header, 'stack against proxy'] : header];
   for (const l of s.loads) {
     for (const [name, t] of [
       ['direct', l.direct],
+      ['proxy', l.proxy],
       ['stack', l.stack],
     ] as const) {
       if (!t) continue;
-      rows.push([
+      const vsDirect = { direct: undefined, proxy: l.proxyVsDirect, stack: l.stackVsDirect }[name];
+      const row = [
         l.load,
         name,
         fmt(t.perSecond),
         fmt(t.p50, 2),
         fmt(t.p99, 2),
         String(t.errors),
-        name === 'stack' ? comparison(l) : '',
-      ]);
+        vsDirect ? comparison(l.load, vsDirect, 'direct') : '',
+      ];
+      if (withProxy) {
+        row.push(name === 'stack' && l.proxy ? comparison(l.load, l.stackVsProxy, 'proxy') : '');
+      }
+      rows.push(row);
     }
   }
   return columns(rows);
 }
 
+type Row = readonly [string, (t: TargetSummary, l: LoadSummary) => string];
+
+/** One column per load that ran `which`; undefined when none did. */
 function perLoad(
   s: Summary,
   label: string,
-  rows: ReadonlyArray<readonly [string, (t: TargetSummary) => string]>,
-  which: 'stack' | 'direct',
-): string {
+  rows: readonly Row[],
+  which: TargetName,
+): string | undefined {
   const loads = s.loads.filter((l) => l[which]);
+  if (loads.length === 0) return undefined;
   return columns([
     [label, ...loads.map((l) => l.load)],
-    ...rows.map(([name, f]) => [name, ...loads.map((l) => f(l[which]!))]),
+    ...rows.map(([name, f]) => [name, ...loads.map((l) => f(l[which]!, l))]),
   ]);
 }
 
-/** CPU per call by process; the stack's rows only for stack phases. */
-function cpuTable(s: Summary, which: 'stack' | 'direct'): string {
-  const row = (k: string) =>
-    [PROCESS_LABELS[k] ?? k, (t: TargetSummary) => fmt(t.cpuPerCall[k])] as const;
-  const stackRows = which === 'stack' ? [...HOLDFAST.map(row), row('holdfast')] : [];
+const TARGET_LABELS: Record<TargetName, string> = {
+  direct: 'direct',
+  proxy: 'bare proxy',
+  stack: 'stack',
+};
+
+/**
+ * CPU per call by process: the stack's rows (and the edge's CPU less the bare proxy's, paired
+ * by round) only for stack phases, the bare proxy's only for proxy phases.
+ */
+function cpuTable(s: Summary, which: TargetName): string | undefined {
+  const row = (k: string): Row => [PROCESS_LABELS[k] ?? k, (t) => fmt(t.cpuPerCall[k])];
+  const edgeOverProxy: Row = ['  edge less bare proxy', (_, l) => fmt(l.edgeOverProxyCpu)];
+  const own: Row[] = {
+    stack: [
+      row('edge'),
+      ...(s.loads.some((l) => l.proxy) ? [edgeOverProxy] : []),
+      ...HOLDFAST.slice(1).map(row),
+      row('holdfast'),
+    ],
+    proxy: [row('bare-proxy')],
+    direct: [],
+  }[which];
   return perLoad(
     s,
-    `CPU µs per call, ${which}`,
+    `CPU µs per call, ${TARGET_LABELS[which]}`,
     [
-      ...stackRows,
+      ...own,
       row('mock-upstream'),
       row('load generator'),
       ...(which === 'stack' ? [row('bench runner')] : []),
@@ -96,7 +134,7 @@ function cpuTable(s: Summary, which: 'stack' | 'direct'): string {
   );
 }
 
-function natsTable(s: Summary): string {
+function natsTable(s: Summary): string | undefined {
   const clients = [
     ...new Set(s.loads.flatMap((l) => Object.keys(l.stack?.nats.byClient ?? {}))),
   ].sort();
@@ -106,23 +144,20 @@ function natsTable(s: Summary): string {
     'NATS messages per call (in / out)',
     [
       ['nats-server', (t) => io(t.nats.inPerCall, t.nats.outPerCall)],
-      ...clients.map(
-        (c) =>
-          [
-            `  ${c}`,
-            (t: TargetSummary) => {
-              const x = t.nats.byClient[c];
-              return x ? io(x.inPerCall, x.outPerCall) : '-';
-            },
-          ] as const,
-      ),
+      ...clients.map((c): Row => [
+        `  ${c}`,
+        (t) => {
+          const x = t.nats.byClient[c];
+          return x ? io(x.inPerCall, x.outPerCall) : '-';
+        },
+      ]),
       ['bytes per call', (t) => fmt(t.nats.bytesPerCall)],
     ],
     'stack',
   );
 }
 
-function redisTable(s: Summary): string {
+function redisTable(s: Summary): string | undefined {
   const withRedis = s.loads.filter((l) => l.stack?.redis);
   const commands = [
     ...new Set(withRedis.flatMap((l) => Object.keys(l.stack!.redis!.commands))),
@@ -134,50 +169,43 @@ function redisTable(s: Summary): string {
     s,
     'Redis per call (calls x µs each)',
     [
-      ...commands.map(
-        (c) =>
-          [
-            c,
-            (t: TargetSummary) => {
-              const x = t.redis?.commands[c];
-              return x ? `${fmt(x.callsPerCall, 2)} x ${fmt(x.usecPerCall, 1)}` : '-';
-            },
-          ] as const,
-      ),
+      ...commands.map((c): Row => [
+        c,
+        (t) => {
+          const x = t.redis?.commands[c];
+          return x ? `${fmt(x.callsPerCall, 2)} x ${fmt(x.usecPerCall, 1)}` : '-';
+        },
+      ]),
       ['Redis µs per call (commands sent)', (t) => fmt(t.redis?.usecPerGatewayCall, 1)],
-      ...scripts.map(
-        (name) =>
-          [
-            `  script ${name}: µs (Lua / n commands µs)`,
-            (t: TargetSummary) => {
-              const x = t.redis?.scripts[name];
-              if (!x) return '-';
-              const lua = x.usecPerCall - x.commandsUsecPerCall;
-              return `${fmt(x.usecPerCall)} (${fmt(lua)} / ${fmt(x.commandsPerCall)} ${fmt(x.commandsUsecPerCall)})`;
-            },
-          ] as const,
-      ),
+      ...scripts.map((name): Row => [
+        `  script ${name}: µs (Lua / n commands µs)`,
+        (t) => {
+          const x = t.redis?.scripts[name];
+          if (!x) return '-';
+          const lua = x.usecPerCall - x.commandsUsecPerCall;
+          return `${fmt(x.usecPerCall)} (${fmt(lua)} / ${fmt(x.commandsPerCall)} ${fmt(x.commandsUsecPerCall)})`;
+        },
+      ]),
     ],
     'stack',
   );
 }
 
-/** The whole report as printed. */
+/** The whole report as printed (a table no phase fed is left out). */
 export function renderReport(s: Summary, header: string): string {
   const idle = s.idleHoldfastPerSecond;
+  const tables = [
+    latencyTable(s),
+    cpuTable(s, 'stack'),
+    cpuTable(s, 'proxy'),
+    cpuTable(s, 'direct'),
+    natsTable(s),
+    redisTable(s),
+  ].filter((t) => t !== undefined);
   return [
     header,
     '',
-    latencyTable(s),
-    '',
-    cpuTable(s, 'stack'),
-    '',
-    cpuTable(s, 'direct'),
-    '',
-    natsTable(s),
-    '',
-    redisTable(s),
-    '',
+    ...tables.flatMap((t) => [t, '']),
     `Holdfast idle (while the calls went direct): ${fmt(idle.holdfast)} µs of CPU per second ` +
       `(${HOLDFAST.map((k) => `${k} ${fmt(idle[k])}`).join(', ')})`,
     '',

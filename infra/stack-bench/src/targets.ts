@@ -20,19 +20,21 @@ function target(url: string, headers: Record<string, string>, stream: boolean): 
   };
 }
 
-/** The same chat completion, to the mock itself and through the edge. */
+/** The same chat completion, to the mock itself, through the bare proxy and through the edge. */
 export function targets(urls: {
   mockUrl: string;
+  proxyUrl: string;
   edgeUrl: string;
 }): Record<TargetName, { plain: Target; stream: Target }> {
   const auth = { authorization: `Bearer ${BENCH_KEY}` };
   return {
     direct: { plain: target(urls.mockUrl, {}, false), stream: target(urls.mockUrl, {}, true) },
+    proxy: { plain: target(urls.proxyUrl, {}, false), stream: target(urls.proxyUrl, {}, true) },
     stack: { plain: target(urls.edgeUrl, auth, false), stream: target(urls.edgeUrl, auth, true) },
   };
 }
 
-/** One call to each target before any load: both answer 200 with the expected reply length. */
+/** One call to each target before any load: each answers 200 with the expected reply length. */
 export async function checkTargets(
   all: Record<TargetName, { plain: Target }>,
   completionTokens: number,

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import { phase } from '../test/phases.js';
+import { summarise } from './summary.js';
+import { renderReport } from './table.js';
+
+/** The first line that starts with `words` (spaces before, and any number between them). */
+const line = (report: string, words: string) => {
+  const start = new RegExp(`^\\s*${words.trim().split(/\s+/).join('\\s+')}\\s`);
+  return report.split('\n').find((l) => start.test(l)) ?? '';
+};
+
+describe('renderReport', () => {
+  const withProxy = renderReport(
+    summarise(
+      [phase(0, 'direct', 1000, 1), phase(0, 'proxy', 500, 2), phase(0, 'stack', 100, 10)],
+      2,
+    ),
+    'header',
+  );
+
+  it('shows each load on the three targets, the stack against direct and against proxy', () => {
+    const [header] = withProxy.split('\n').slice(2);
+    expect(header).toMatch(/against direct +stack against proxy$/);
+    expect(line(withProxy, 'closed@32 proxy')).toMatch(/0\.500x of direct$/);
+    expect(line(withProxy, 'closed@32 stack')).toMatch(/0\.100x of direct +0\.200x of proxy$/);
+  });
+
+  it("gives the bare proxy's phases a CPU table of their own, and the edge less the proxy", () => {
+    expect(withProxy).toContain('CPU µs per call, bare proxy  closed@32');
+    expect(line(withProxy, 'bare proxy')).toMatch(/ 200$/);
+    expect(line(withProxy, 'edge less bare proxy')).toMatch(/ 300$/);
+  });
+
+  it('leaves the proxy out of a run that had none', () => {
+    const report = renderReport(
+      summarise([phase(0, 'direct', 1000, 1), phase(0, 'stack', 100, 10)], 2),
+      'header',
+    );
+    expect(report).not.toContain('proxy');
+    expect(line(report, 'closed@32 stack')).toMatch(/0\.100x of direct$/);
+  });
+});

@@ -1,0 +1,44 @@
+import type { PhaseResult, TargetName } from '../src/phase.js';
+
+/**
+ * A closed-loop phase of 10 s at `perSecond`: the edge 500 µs a call, the authority 300, the
+ * mock 100, and in proxy phases the bare proxy 200 + 10 per round (so rounds differ).
+ */
+export function phase(
+  round: number,
+  target: TargetName,
+  perSecond: number,
+  p50: number,
+): PhaseResult {
+  const calls = perSecond * 10;
+  const cpu = {
+    edge: calls * 500,
+    authority: calls * 300,
+    'mock-upstream': calls * 100,
+    'bare-proxy': calls * (target === 'proxy' ? 200 + round * 10 : 0),
+  };
+  return {
+    round,
+    target,
+    load: 'closed@32',
+    client: {
+      calls,
+      errors: 0,
+      errorSamples: [],
+      seconds: 10,
+      perSecond,
+      p50,
+      p90: p50,
+      p99: p50 * 2,
+      max: p50 * 3,
+      mean: p50,
+      sendLagP99: 0,
+    },
+    windowSeconds: 10,
+    settleMs: 0,
+    cpu,
+    cpuDuringLoad: cpu,
+    machineBusy: 10 * 1e6,
+    nats: { inMsgs: calls * 10, outMsgs: calls * 9, inBytes: 0, outBytes: 0, byClient: {} },
+  };
+}
