@@ -98,8 +98,9 @@ test(
     // 4. Restart the whole stack from the same dir: the key still works, and is reported.
     expect(await stack.interrupt()).toBe(0);
     stack = await startStackProcess({}, { dir });
-    expect(stack.lines.some((l) => l.includes('config file unchanged since it was applied'))).toBe(
-      true,
+    await waitFor(
+      () => stack.lines.some((l) => l.includes('config file unchanged since it was applied')),
+      { timeoutMs: 5_000, what: 'the authority saying it kept the stored config' },
     );
     const again = await chat(stack, secret);
     expect(again.status).toBe(200);

@@ -21,7 +21,14 @@ test('pnpm stack: starts NATS, Redis, ClickHouse and every service, serves a cal
   const { state, lines } = stack;
   expect(state.processes.map((p) => p.name)).toEqual(PROCESS_ORDER);
   // Logs are prefixed per process; the summary names the demo keys.
-  expect(lines.some((l) => l.startsWith('edge          | ') && l.includes(' ready '))).toBe(true);
+  // Services write their lines in blocks (at most 200 ms late).
+  await waitFor(
+    () => lines.some((l) => l.startsWith('edge          | ') && l.includes(' ready ')),
+    {
+      timeoutMs: 5_000,
+      what: "the edge's ready line",
+    },
+  );
   expect(lines).toContain('  sk-hf-demo-support-bot          support-bot');
 
   const openai = new OpenAI({

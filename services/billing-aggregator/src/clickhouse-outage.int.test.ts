@@ -75,7 +75,10 @@ test(
       });
       expect(await viewTokens(ch, iso.database)).toBe(expectedTokens);
       await waitFor(async () => (await ready()) === 200, { what: '/readyz back to ready' });
-      expect(service.lines.some((l) => l.includes('ClickHouse answers again'))).toBe(true);
+      await waitFor(() => service.lines.some((l) => l.includes('ClickHouse answers again')), {
+        timeoutMs: 5_000,
+        what: 'the line saying ClickHouse answers again',
+      });
     } finally {
       await service.stop();
       await ch.close();

@@ -23,9 +23,15 @@ function withTenant(doc: Doc, id: string, change: (t: Record<string, unknown>) =
   return copy;
 }
 
-function logged(proc: ServiceProcess, msg: string): Record<string, unknown> | undefined {
-  const line = proc.lines.find((l) => l.includes(`"msg":"${msg}"`));
-  return line ? (JSON.parse(line) as Record<string, unknown>) : undefined;
+/** The process's log line with this message; lines are written in blocks, so wait for it. */
+function logged(proc: ServiceProcess, msg: string): Promise<Record<string, unknown>> {
+  return waitFor(
+    () => {
+      const line = proc.lines.find((l) => l.includes(`"msg":"${msg}"`));
+      return line ? (JSON.parse(line) as Record<string, unknown>) : undefined;
+    },
+    { timeoutMs: 5_000, what: `the log line "${msg}"` },
+  );
 }
 
 test('changes made through the admin API last across restarts; the file applies only when it changed, merged, and says what it overrode', async ({
@@ -63,7 +69,7 @@ test('changes made through the admin API last across restarts; the file applies 
   await proc.stop();
   proc = await start();
   expect(
-    logged(proc, 'config file unchanged since it was applied; serving the stored config'),
+    await logged(proc, 'config file unchanged since it was applied; serving the stored config'),
   ).toMatchObject({
     appliedAt: 1,
     version: 2,
@@ -103,10 +109,12 @@ test('changes made through the admin API last across restarts; the file applies 
   expect(tenant(merged.config, 'batch-summariser').maxInFlight).toBe(8);
   expect(tenant(merged.config, 'support-bot').keys.map((k) => k.id)).toEqual(['ops-1']);
   expect(tenant(merged.config, 'support-bot').budgets[0]?.limit).toBe(70_000);
-  expect(logged(proc, 'kept changes made through the admin API')).toMatchObject({
+  expect(await logged(proc, 'kept changes made through the admin API')).toMatchObject({
     kept: [{ path: 'tenants[id=support-bot].keys[id=ops-1]', change: 'added' }],
   });
-  expect(logged(proc, 'the document overrides changes made through the admin API')).toMatchObject({
+  expect(
+    await logged(proc, 'the document overrides changes made through the admin API'),
+  ).toMatchObject({
     overridden: [
       { path: 'tenants[id=support-bot].budgets[month-tokens].limit', change: 'changed' },
     ],
@@ -118,7 +126,7 @@ test('changes made through the admin API last across restarts; the file applies 
   proc = await start();
   expect((await stored()).version).toBe(4);
   expect(
-    logged(proc, 'config file unchanged since it was applied; serving the stored config'),
+    await logged(proc, 'config file unchanged since it was applied; serving the stored config'),
   ).toMatchObject({
     appliedAt: 4,
   });
