@@ -1,11 +1,13 @@
-export * from './schema.js';
-export * from './rules.js';
-export * from './compile.js';
-export * from './load.js';
-export * from './env.js';
-export * from './redis-env.js';
-export * from './fields.js';
-export * from './paths.js';
-export * from './merge.js';
-export * from './stack-state.js';
-export { didYouMean } from './suggest.js';
+// The tenant document: its schema, rules, compiled form, loading and merging.
+export * from './document/schema.js';
+export * from './document/rules.js';
+export * from './document/compile.js';
+export * from './document/load.js';
+export * from './document/fields.js';
+export * from './document/paths.js';
+export * from './document/merge.js';
+export { didYouMean } from './document/suggest.js';
+// The environment every service reads, Redis targets, and where `pnpm stack` keeps its state.
+export * from './env/env.js';
+export * from './env/redis-env.js';
+export * from './env/stack-state.js';

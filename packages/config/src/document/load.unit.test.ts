@@ -300,7 +300,7 @@ describe('the example config of the stack', () => {
   it('validates', async () => {
     const { loadConfigFile } = await import('./load.js');
     const cfg = await loadConfigFile(
-      new URL('../../../infra/config/holdfast.example.yaml', import.meta.url).pathname,
+      new URL('../../../../infra/config/holdfast.example.yaml', import.meta.url).pathname,
     );
     expect([...cfg.tenants.keys()]).toEqual([
       'acme',

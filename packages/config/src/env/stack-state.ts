@@ -10,7 +10,7 @@ import { z } from 'zod';
  */
 
 /** The repository's `.tmp/stack` (this file is packages/config/{src,dist}/stack-state.*). */
-export const DEFAULT_STACK_DIR = fileURLToPath(new URL('../../../.tmp/stack', import.meta.url));
+export const DEFAULT_STACK_DIR = fileURLToPath(new URL('../../../../.tmp/stack', import.meta.url));
 
 /** The file in the stack dir that holds the edge's admin token (mode 0600). */
 export const ADMIN_TOKEN_FILE = 'admin-token';

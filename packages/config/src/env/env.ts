@@ -1,6 +1,6 @@
 import { BaseError, type NatsNames } from '@holdfast/events';
 import { z } from 'zod';
-import { formatIssues } from './load.js';
+import { formatIssues } from '../document/load.js';
 
 /**
  * zod helpers for service environment variables. Each service declares one schema built from
