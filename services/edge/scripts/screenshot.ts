@@ -13,10 +13,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Authority, createRedis } from '@holdfast/budget-authority';
+import { createRedis } from '@holdfast/budget-authority';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import { namesWithPrefix } from '@holdfast/events';
 import { startMockUpstream } from '@holdfast/mock-upstream';
-import { createLogger, createRegistry } from '@holdfast/runtime';
 import { requireUrl, resolveInfra, waitFor } from '@holdfast/testkit/infra';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -100,24 +100,21 @@ async function main(): Promise<void> {
   const names = namesWithPrefix(`shot${randomBytes(3).toString('hex')}`);
   const redis = createRedis(requireUrl(infra.urls, 'redis'));
   await redis.connect();
-  const logger = createLogger({ name: 'screenshot', level: 'warn' });
   const keyPrefix = `hf-shot-${randomBytes(3).toString('hex')}`;
-  const authority = new Authority({
-    redis,
-    nc,
-    names,
-    logger,
-    registry: createRegistry('authority'),
-    keyPrefix,
-  });
   const upstream = await startMockUpstream({ port: 0 });
-  const stops: Array<() => Promise<unknown>> = [];
+  const stops: Array<() => Promise<unknown>> = [() => upstream.stop()];
   try {
-    await authority.start();
+    // The authority as every test starts it (its own start(config, deps)), on the real clock.
+    const authority = await startTestAuthority({
+      natsUrl: requireUrl(infra.urls, 'nats'),
+      nc,
+      redisUrl: requireUrl(infra.urls, 'redis'),
+      names,
+      keyPrefix,
+      config: config(upstream.url),
+      clock: false,
+    });
     stops.push(() => authority.stop());
-    stops.push(() => upstream.stop());
-    const applied = await authority.ctx.config.apply(config(upstream.url), 'screenshot');
-    if (!applied.ok) throw new Error(applied.error.message);
     const edge = await startEdge({ nc, names, options: { adminToken: ADMIN_TOKEN } });
     stops.push(() => edge.stop());
     const client = (key: string) =>
