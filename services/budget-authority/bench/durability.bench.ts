@@ -12,7 +12,7 @@
  *   pnpm --filter @holdfast/budget-authority bench:durability   (BENCH_ROUNDS, BENCH_SECONDS)
  */
 import { randomUUID } from 'node:crypto';
-import { createLogger } from '@holdfast/runtime';
+import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
   findBinary,
@@ -26,39 +26,31 @@ import {
   type LoadResult,
 } from '@holdfast/testkit/infra';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { Registry } from 'prom-client';
-import { Authority } from '../src/authority.js';
 import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
-import { createRedis } from '../src/redis.js';
+import { startTestAuthority } from '../src/testing.js';
 import { admitRequest, CONFIG, settleRequest } from './requests.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 
-/** An in-process authority on `nodes`; returns one admit + settle and its teardown. */
-async function variant(nc: NatsConnection, nodes: string, cluster: boolean, wait: number) {
-  const redis = createRedis({ nodes: nodes.split(','), cluster }, 5_000);
-  redis.on('error', () => undefined);
-  await redis.connect();
+/** An in-process authority on `redisUrl` (a list is a cluster); one admit + settle and its teardown. */
+async function variant(nc: NatsConnection, natsUrl: string, redisUrl: string, wait: number) {
   const prefix = `bench-${randomUUID().slice(0, 8)}`;
-  const authority = new Authority({
-    redis,
+  // Started as every test starts it; the service's own sweep interval, Redis TIME.
+  const started = await startTestAuthority({
+    natsUrl,
     nc,
-    names: {
-      eventsStream: `${prefix.toUpperCase()}_EVENTS`,
-      eventsPrefix: `${prefix}.events`,
-      authorityPrefix: `${prefix}.authority.v1`,
-    },
-    logger: createLogger({ name: 'bench', level: 'silent' }),
-    registry: new Registry(),
+    redisUrl,
+    names: namesWithPrefix(prefix),
     keyPrefix: prefix,
+    config: CONFIG,
+    clock: false,
+    sweepIntervalMs: 1_000,
+    redisTimeoutMs: 5_000,
     durability: { replicas: wait, timeoutMs: 500 },
   });
-  await authority.start();
-  const applied = await authority.ctx.config.apply(CONFIG, 'bench');
-  if (!applied.ok) throw new Error(applied.error.message);
-  const ctx = authority.ctx;
+  const ctx = started.authority.ctx;
   const call = async () => {
     const reservationId = randomUUID();
     const a = await admit(ctx, admitRequest(reservationId));
@@ -68,10 +60,7 @@ async function variant(nc: NatsConnection, nodes: string, cluster: boolean, wait
   };
   return {
     call,
-    stop: async () => {
-      await authority.stop();
-      redis.disconnect();
-    },
+    stop: () => started.stop(),
   };
 }
 
@@ -79,17 +68,18 @@ async function main(): Promise<void> {
   const bin = findBinary('redis-server');
   if (!bin) throw new Error('redis-server is not on PATH');
   const { urls, stop } = await resolveInfra(['nats']);
-  const nc = await connect({ servers: requireUrl(urls, 'nats') });
+  const natsUrl = requireUrl(urls, 'nats');
+  const nc = await connect({ servers: natsUrl });
   const noAof = await startRedisServer(bin);
   const everysec = await startKillableRedis(bin, { appendfsync: 'everysec' });
   const always = await startKillableRedis(bin, { appendfsync: 'always' });
   const cluster = await startRedisCluster(bin, { appendfsync: 'everysec' });
   const variants = {
-    'one Redis, no AOF': await variant(nc, noAof.url, false, 0),
-    'one Redis, AOF everysec': await variant(nc, everysec.url, false, 0),
-    'one Redis, AOF always': await variant(nc, always.url, false, 0),
-    'cluster 3x1, WAIT 0': await variant(nc, cluster.url, true, 0),
-    'cluster 3x1, WAIT 1': await variant(nc, cluster.url, true, 1),
+    'one Redis, no AOF': await variant(nc, natsUrl, noAof.url, 0),
+    'one Redis, AOF everysec': await variant(nc, natsUrl, everysec.url, 0),
+    'one Redis, AOF always': await variant(nc, natsUrl, always.url, 0),
+    'cluster 3x1, WAIT 0': await variant(nc, natsUrl, cluster.url, 0),
+    'cluster 3x1, WAIT 1': await variant(nc, natsUrl, cluster.url, 1),
   };
   for (const v of Object.values(variants)) await closedLoop(v.call, 8, 500);
 

@@ -12,13 +12,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createLogger } from '@holdfast/runtime';
+import { namesWithPrefix } from '@holdfast/events';
 import { requireUrl, resolveInfra } from '@holdfast/testkit/infra';
-import { Registry } from 'prom-client';
-import { Authority } from '../src/authority.js';
 import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
 import { createRedis } from '../src/redis.js';
+import { startTestAuthority } from '../src/testing.js';
 import { admitRequest, CONFIG, settleRequest } from './requests.js';
 import { RAW_LUA, rawKeys } from './raw.js';
 
@@ -73,24 +72,22 @@ async function main(): Promise<void> {
   const redis = createRedis(requireUrl(urls, 'redis'), 5_000);
   await redis.connect();
   const { connect } = await import('@nats-io/transport-node');
-  const nc = await connect({ servers: requireUrl(urls, 'nats') });
+  const natsUrl = requireUrl(urls, 'nats');
+  const nc = await connect({ servers: natsUrl });
   const prefix = `bench-${randomUUID().slice(0, 8)}`;
-  const authority = new Authority({
-    redis,
+  // Started as every test starts it; the service's own sweep interval, Redis TIME.
+  const authority = await startTestAuthority({
+    natsUrl,
     nc,
-    names: {
-      eventsStream: `${prefix.toUpperCase()}_EVENTS`,
-      eventsPrefix: `${prefix}.events`,
-      authorityPrefix: `${prefix}.authority.v1`,
-    },
-    logger: createLogger({ name: 'bench', level: 'silent' }),
-    registry: new Registry(),
+    redisUrl: requireUrl(urls, 'redis'),
+    names: namesWithPrefix(prefix),
     keyPrefix: prefix,
+    config: CONFIG,
+    clock: false,
+    sweepIntervalMs: 1_000,
+    redisTimeoutMs: 5_000,
   });
-  await authority.start();
-  const applied = await authority.ctx.config.apply(CONFIG, 'bench');
-  if (!applied.ok) throw new Error(applied.error.message);
-  const ctx = authority.ctx;
+  const ctx = authority.authority.ctx;
 
   const raw = (await redis.script('LOAD', RAW_LUA)) as string;
   const bare = await measured(redis, () =>
