@@ -11,6 +11,7 @@ import {
   UsageReply,
   type AdmitRequest,
   type AuthorityOperation,
+  type BatchedOperation,
   type ConfigApplyRequest,
   type ExtendRequest,
   type NatsNames,
@@ -24,6 +25,7 @@ import {
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { z } from 'zod';
 import type { Result } from './errors.js';
+import { RequestBatcher } from './request-batcher.js';
 import { authoritySubject, request, type RpcError } from './rpc.js';
 
 export interface AuthorityClientOptions {
@@ -31,6 +33,12 @@ export interface AuthorityClientOptions {
   names: NatsNames;
   /** Per-request timeout, ms. */
   timeoutMs?: number;
+  /**
+   * Send the call path's requests (admit, extend, renew, settle, release) made in one turn of
+   * the event loop as one `batch` message (RequestBatcher). For a process that asks for many
+   * at once: the edge.
+   */
+  batch?: boolean;
 }
 
 /** Typed requests to the budget authority. Every reply is validated against its schema. */
@@ -38,11 +46,24 @@ export class AuthorityClient {
   readonly #nc: NatsConnection;
   readonly #names: NatsNames;
   readonly #timeoutMs: number;
+  readonly #batcher: RequestBatcher | undefined;
 
   constructor(opts: AuthorityClientOptions) {
     this.#nc = opts.nc;
     this.#names = opts.names;
     this.#timeoutMs = opts.timeoutMs ?? 2_000;
+    this.#batcher = opts.batch ? new RequestBatcher(opts.nc, opts.names) : undefined;
+  }
+
+  /** A call-path request: batched with others of this turn when the client batches. */
+  #callPath<S extends z.ZodType>(
+    op: BatchedOperation,
+    body: unknown,
+    schema: S,
+    timeoutMs?: number,
+  ): Promise<Result<z.output<S>, RpcError>> {
+    if (!this.#batcher) return this.#call(op, body, schema, timeoutMs);
+    return this.#batcher.request(op, body, schema, timeoutMs ?? this.#timeoutMs);
   }
 
   #call<S extends z.ZodType>(
@@ -61,19 +82,19 @@ export class AuthorityClient {
   }
 
   admit(req: AdmitRequest, timeoutMs?: number) {
-    return this.#call('admit', req, AdmitReply, timeoutMs);
+    return this.#callPath('admit', req, AdmitReply, timeoutMs);
   }
   extend(req: ExtendRequest, timeoutMs?: number) {
-    return this.#call('extend', req, ExtendReply, timeoutMs);
+    return this.#callPath('extend', req, ExtendReply, timeoutMs);
   }
   renew(req: RenewRequest, timeoutMs?: number) {
-    return this.#call('renew', req, RenewReply, timeoutMs);
+    return this.#callPath('renew', req, RenewReply, timeoutMs);
   }
   settle(req: SettleRequest, timeoutMs?: number) {
-    return this.#call('settle', req, CloseReply, timeoutMs);
+    return this.#callPath('settle', req, CloseReply, timeoutMs);
   }
   release(req: ReleaseRequest, timeoutMs?: number) {
-    return this.#call('release', req, CloseReply, timeoutMs);
+    return this.#callPath('release', req, CloseReply, timeoutMs);
   }
   usage(req: UsageRequest = {}, timeoutMs?: number) {
     return this.#call('usage', req, UsageReply, timeoutMs);

@@ -3,7 +3,9 @@ import {
   ERROR_HEADER,
   ERROR_MESSAGE_HEADER,
   type AuthorityErrorCode,
+  BatchRequest,
   type AuthorityOperation,
+  type BatchedOperation,
   type NatsNames,
 } from '@holdfast/events';
 import { headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
@@ -31,16 +33,63 @@ export function authoritySubject(names: NatsNames, op: AuthorityOperation): stri
   return `${names.authorityPrefix}.${op}`;
 }
 
+/** What one request comes to: the handler's reply, or an error with its code. */
+type Answer = { ok: true; value: unknown } | { ok: false; code: string; message: string };
+
+/** One operation as the authority serves it: its request schema and its handler. */
+export interface Route<S extends z.ZodType = z.ZodType> {
+  schema: S;
+  handler: Handler<z.output<S>, unknown>;
+}
+
 /**
- * Serves one operation in the authority's queue group. The request is parsed with its schema
- * (a malformed one gets `invalid_request`, never a crash); a thrown bug becomes `internal`.
+ * Answers one request body: parsed with its schema (a malformed one is `invalid_request`, never
+ * a crash), then handled; a thrown bug becomes `internal`.
  */
-export function serve<S extends z.ZodType, Rep>(
+async function answer(
+  route: Route,
+  body: unknown,
+  msg: Msg,
+  ctx: { logger: Logger; subject: string },
+): Promise<Answer> {
+  const parsed = route.schema.safeParse(body);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    const where = first?.path.length ? `${first.path.join('.')}: ` : '';
+    return {
+      ok: false,
+      code: 'invalid_request',
+      message: `${where}${first?.message ?? 'invalid request'}`,
+    };
+  }
+  try {
+    const result = await route.handler(parsed.data, msg);
+    if (!result.ok) return { ok: false, code: result.error.code, message: result.error.message };
+    return { ok: true, value: result.value };
+  } catch (err) {
+    ctx.logger.error({ err, subject: ctx.subject }, 'handler failed');
+    return { ok: false, code: 'internal', message: 'internal error' };
+  }
+}
+
+function parseBody(msg: Msg): { ok: true; body: unknown } | { ok: false } {
+  try {
+    return { ok: true, body: msg.data.length === 0 ? {} : JSON.parse(decoder.decode(msg.data)) };
+  } catch {
+    return { ok: false };
+  }
+}
+
+interface ServeOptions {
+  logger: Logger;
+  queue?: string;
+}
+
+function subscribe(
   nc: NatsConnection,
   subject: string,
-  schema: S,
-  handler: Handler<z.output<S>, Rep>,
-  opts: { logger: Logger; queue?: string; onDone?: (outcome: string, ms: number) => void },
+  opts: ServeOptions,
+  handle: (msg: Msg) => Promise<void>,
 ): Subscription {
   return nc.subscribe(subject, {
     queue: opts.queue ?? AUTHORITY_QUEUE,
@@ -49,40 +98,69 @@ export function serve<S extends z.ZodType, Rep>(
         opts.logger.error({ err, subject }, 'subscription error');
         return;
       }
-      const started = performance.now();
-      void handle(msg).then((outcome) => opts.onDone?.(outcome, performance.now() - started));
+      void handle(msg);
     },
   });
+}
 
-  async function handle(msg: Msg): Promise<string> {
-    let body: unknown;
-    try {
-      body = msg.data.length === 0 ? {} : JSON.parse(decoder.decode(msg.data));
-    } catch {
-      respondError(msg, 'invalid_request', 'request body is not valid JSON');
-      return 'invalid_request';
+/**
+ * Serves one operation in the authority's queue group: a coded error travels in headers, a
+ * reply as the JSON body.
+ */
+export function serve<S extends z.ZodType, Rep>(
+  nc: NatsConnection,
+  subject: string,
+  schema: S,
+  handler: Handler<z.output<S>, Rep>,
+  opts: ServeOptions & { onDone?: (outcome: string, ms: number) => void },
+): Subscription {
+  const route: Route = { schema, handler: handler as Handler<unknown, unknown> };
+  return subscribe(nc, subject, opts, async (msg) => {
+    const started = performance.now();
+    const body = parseBody(msg);
+    const a = body.ok
+      ? await answer(route, body.body, msg, { logger: opts.logger, subject })
+      : { ok: false as const, code: 'invalid_request', message: 'request body is not valid JSON' };
+    if (a.ok) msg.respond(encoder.encode(JSON.stringify(a.value)));
+    else respondError(msg, a.code, a.message);
+    opts.onDone?.(a.ok ? 'ok' : a.code, performance.now() - started);
+  });
+}
+
+/**
+ * Serves `batch`: several requests of the call path in one message, each answered by its
+ * operation's route exactly as if it had come alone (all at once, like requests that arrive
+ * together), the answers in one reply in the items' order. A batch that does not parse is
+ * answered `invalid_request` in headers, like any request.
+ */
+export function serveBatch(
+  nc: NatsConnection,
+  subject: string,
+  routes: Record<BatchedOperation, Route>,
+  opts: ServeOptions & {
+    onBatch?: (size: number) => void;
+    onDone?: (op: BatchedOperation, outcome: string, ms: number) => void;
+  },
+): Subscription {
+  return subscribe(nc, subject, opts, async (msg) => {
+    const body = parseBody(msg);
+    const batch = body.ok ? BatchRequest.safeParse(body.body) : undefined;
+    if (!batch?.success) {
+      const why = body.ok ? batch?.error.issues[0]?.message : 'request body is not valid JSON';
+      respondError(msg, 'invalid_request', `batch: ${why ?? 'invalid request'}`);
+      return;
     }
-    const parsed = schema.safeParse(body);
-    if (!parsed.success) {
-      const first = parsed.error.issues[0];
-      const where = first?.path.length ? `${first.path.join('.')}: ` : '';
-      respondError(msg, 'invalid_request', `${where}${first?.message ?? 'invalid request'}`);
-      return 'invalid_request';
-    }
-    try {
-      const result = await handler(parsed.data, msg);
-      if (!result.ok) {
-        respondError(msg, result.error.code, result.error.message);
-        return result.error.code;
-      }
-      msg.respond(encoder.encode(JSON.stringify(result.value)));
-      return 'ok';
-    } catch (err) {
-      opts.logger.error({ err, subject }, 'handler failed');
-      respondError(msg, 'internal', 'internal error');
-      return 'internal';
-    }
-  }
+    opts.onBatch?.(batch.data.items.length);
+    const items = await Promise.all(
+      batch.data.items.map(async ({ op, body: item }) => {
+        const started = performance.now();
+        const a = await answer(routes[op], item, msg, { logger: opts.logger, subject });
+        opts.onDone?.(op, a.ok ? 'ok' : a.code, performance.now() - started);
+        return a;
+      }),
+    );
+    msg.respond(encoder.encode(JSON.stringify({ items })));
+  });
 }
 
 /**
@@ -115,16 +193,32 @@ export async function request<S extends z.ZodType>(
     );
   }
   const code = msg.headers?.get(ERROR_HEADER);
-  if (code) {
-    return Err(
-      new RpcError({
-        code: code as AuthorityErrorCode,
-        message: msg.headers?.get(ERROR_MESSAGE_HEADER) ?? code,
-        retry: code === 'budget_store_unavailable',
-      }),
-    );
+  if (code) return Err(codedError(code, msg.headers?.get(ERROR_MESSAGE_HEADER) ?? code));
+  let reply: unknown;
+  try {
+    reply = JSON.parse(decoder.decode(msg.data));
+  } catch {
+    reply = undefined;
   }
-  const parsed = replySchema.safeParse(JSON.parse(decoder.decode(msg.data)));
+  return parseReply(replySchema, reply, subject);
+}
+
+/** A coded error a handler returned, as the caller gets it. */
+export function codedError(code: string, message: string): RpcError {
+  return new RpcError({
+    code: code as AuthorityErrorCode,
+    message,
+    retry: code === 'budget_store_unavailable',
+  });
+}
+
+/** Checks a reply against its schema: a reply that does not match is `internal`. */
+export function parseReply<S extends z.ZodType>(
+  schema: S,
+  reply: unknown,
+  subject: string,
+): Result<z.output<S>, RpcError> {
+  const parsed = schema.safeParse(reply);
   if (!parsed.success) {
     return Err(new RpcError({ code: 'internal', message: `malformed reply on ${subject}` }));
   }

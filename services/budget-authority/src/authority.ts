@@ -13,9 +13,18 @@ import {
   SuspendRequest,
   UsageRequest,
   type AuthorityOperation,
+  type BatchedOperation,
   type NatsNames,
 } from '@holdfast/events';
-import { authoritySubject, ensureEventsStream, Ok, serve, type Handler } from '@holdfast/runtime';
+import {
+  authoritySubject,
+  ensureEventsStream,
+  Ok,
+  serve,
+  serveBatch,
+  type Handler,
+  type Route,
+} from '@holdfast/runtime';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { RedisClient } from './redis.js';
@@ -132,11 +141,17 @@ export class Authority {
     await this.ctx.config.refresh();
     if (this.#o.configFile) await this.reloadConfigFile();
     const ctx = this.ctx;
-    this.#serve('admit', AdmitRequest, (req) => admit(ctx, req));
-    this.#serve('extend', ExtendRequest, (req) => extend(ctx, req));
-    this.#serve('renew', RenewRequest, (req) => renew(ctx, req));
-    this.#serve('settle', SettleRequest, (req) => settle(ctx, req));
-    this.#serve('release', ReleaseRequest, (req) => release(ctx, req));
+    const callPath = {
+      admit: route(AdmitRequest, (req) => admit(ctx, req)),
+      extend: route(ExtendRequest, (req) => extend(ctx, req)),
+      renew: route(RenewRequest, (req) => renew(ctx, req)),
+      settle: route(SettleRequest, (req) => settle(ctx, req)),
+      release: route(ReleaseRequest, (req) => release(ctx, req)),
+    };
+    for (const [op, r] of Object.entries(callPath)) {
+      this.#serve(op as BatchedOperation, r.schema, r.handler);
+    }
+    this.#serveBatch(callPath);
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
     this.#serve('capacity.report', CapacityReportRequest, async (req) =>
       Ok({ recorded: await reportCapacity(ctx, req) }),
@@ -246,6 +261,21 @@ export class Authority {
     );
   }
 
+  /** The call path's operations in one message (an edge under load asks for many at once). */
+  #serveBatch(routes: Record<BatchedOperation, Route>): void {
+    const { metrics } = this.ctx;
+    this.#subs.push(
+      serveBatch(this.#o.nc, authoritySubject(this.#o.names, 'batch'), routes, {
+        logger: this.#o.logger,
+        onBatch: (size) => metrics.batchSize.observe(size),
+        onDone: (op, outcome, ms) => {
+          metrics.requests.inc({ op, outcome });
+          metrics.latency.observe({ op }, ms / 1_000);
+        },
+      }),
+    );
+  }
+
   #serve<S extends z.ZodType>(
     op: AuthorityOperation,
     schema: S,
@@ -276,4 +306,9 @@ export class Authority {
     const lens = await Promise.all(orgs.map((o) => this.ctx.redis.xlen(this.ctx.keys.outbox(o))));
     return lens.reduce((a, b) => a + b, 0);
   }
+}
+
+/** One operation's schema and handler, typed together. */
+function route<S extends z.ZodType>(schema: S, handler: Handler<z.output<S>, unknown>): Route {
+  return { schema, handler: handler as Handler<unknown, unknown> };
 }

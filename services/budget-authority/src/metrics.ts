@@ -5,6 +5,7 @@ import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 export class AuthorityMetrics {
   readonly requests: Counter<'op' | 'outcome'>;
   readonly latency: Histogram<'op'>;
+  readonly batchSize: Histogram;
   readonly admissions: Counter<'outcome' | 'code'>;
   readonly closes: Counter<'op' | 'status'>;
   readonly extensions: Counter<'status'>;
@@ -31,6 +32,12 @@ export class AuthorityMetrics {
       help: 'Time from receiving a request to sending its reply.',
       labelNames: ['op'],
       buckets: LATENCY_BUCKETS,
+      registers: [registry],
+    });
+    this.batchSize = new Histogram({
+      name: 'holdfast_authority_batch_items',
+      help: 'Requests carried by each batch message (an edge sends what it asks for in one turn together).',
+      buckets: [2, 4, 8, 16, 32, 64],
       registers: [registry],
     });
     this.admissions = new Counter({

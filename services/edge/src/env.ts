@@ -16,6 +16,11 @@ const EdgeEnv = serviceEnv({
   EDGE_SETTLE_TIMEOUT_MS: env.int(2_000, 10, 60_000),
   /** Attempts of a settle/release before it is handed to the closes stream for the authority. */
   EDGE_SETTLE_ATTEMPTS: env.int(8, 1, 100),
+  /**
+   * Send the admits, settles and releases asked for in one turn of the event loop as one NATS
+   * message (fewer messages per call under load); 0 sends each alone.
+   */
+  EDGE_AUTHORITY_BATCH: env.bool(true),
   /** How often to poll the authority for a new config (a NATS notice usually comes first). */
   EDGE_CONFIG_POLL_MS: env.int(5_000, 50, 600_000),
   /** TCP connect timeout towards an upstream. */
@@ -78,6 +83,8 @@ export interface EdgeOptions {
   admitTimeoutMs: number;
   settleTimeoutMs: number;
   settleAttempts: number;
+  /** Batch the call path's authority requests (EDGE_AUTHORITY_BATCH). */
+  authorityBatch: boolean;
   configPollMs: number;
   /** The admin API's bearer token; undefined: the admin API is disabled. */
   adminToken: string | undefined;
@@ -116,6 +123,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     admitTimeoutMs: e.EDGE_ADMIT_TIMEOUT_MS,
     settleTimeoutMs: e.EDGE_SETTLE_TIMEOUT_MS,
     settleAttempts: e.EDGE_SETTLE_ATTEMPTS,
+    authorityBatch: e.EDGE_AUTHORITY_BATCH,
     configPollMs: e.EDGE_CONFIG_POLL_MS,
     adminToken: e.EDGE_ADMIN_TOKEN,
     statusAccess: e.EDGE_STATUS_PAGE,

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /** The authority's request-reply operations; subject `<authorityPrefix>.<operation>`. */
 export type AuthorityOperation =
   | 'admit'
@@ -10,7 +12,42 @@ export type AuthorityOperation =
   | 'resume'
   | 'config.get'
   | 'config.apply'
-  | 'capacity.report';
+  | 'capacity.report'
+  | 'batch';
+
+/**
+ * The operations one `batch` request may carry: those of a call's path, which an edge under
+ * load asks for many at the same moment. Each item is answered as if it came alone.
+ */
+export const BATCHED_OPERATIONS = ['admit', 'extend', 'renew', 'settle', 'release'] as const;
+export type BatchedOperation = (typeof BATCHED_OPERATIONS)[number];
+
+/** Most items one batch carries (each is a few hundred bytes: far below NATS's payload limit). */
+export const MAX_BATCH_ITEMS = 64;
+
+/** Several requests in one message; each `body` is checked against its operation's schema. */
+export const BatchRequest = z.strictObject({
+  items: z
+    .array(z.strictObject({ op: z.enum(BATCHED_OPERATIONS), body: z.unknown() }))
+    .min(1)
+    .max(MAX_BATCH_ITEMS),
+});
+export type BatchRequest = z.infer<typeof BatchRequest>;
+
+/**
+ * One item's answer: its reply, or its error. Inside a batch an item's error travels in the
+ * body (one message carries many answers); an error of the batch itself (it does not parse)
+ * travels in headers like any other.
+ */
+export const BatchItemReply = z.discriminatedUnion('ok', [
+  z.strictObject({ ok: z.literal(true), value: z.unknown() }),
+  z.strictObject({ ok: z.literal(false), code: z.string().max(64), message: z.string() }),
+]);
+export type BatchItemReply = z.infer<typeof BatchItemReply>;
+
+/** The answers, in the order of the request's items. */
+export const BatchReply = z.strictObject({ items: z.array(BatchItemReply) });
+export type BatchReply = z.infer<typeof BatchReply>;
 
 /** Queue group every authority replica joins, so each request is answered once. */
 export const AUTHORITY_QUEUE = 'holdfast-authority';

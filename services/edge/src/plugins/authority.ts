@@ -29,6 +29,7 @@ export const authorityPlugin = fp(
       nc: opts.nc,
       names: opts.names,
       timeoutMs: o.admitTimeoutMs,
+      batch: o.authorityBatch,
     });
     const snapshot = new ConfigSnapshot({
       authority,
