@@ -4,7 +4,6 @@ export * from './shutdown.js';
 export * from './nats.js';
 export * from './rpc.js';
 export * from './authority-client.js';
-export { RequestBatcher } from './request-batcher.js';
 export * from './metrics.js';
 export * from './ops-server.js';
 export * from './service.js';
