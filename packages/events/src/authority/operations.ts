@@ -19,7 +19,7 @@ export type AuthorityOperation =
  * The operations one `batch` request may carry: those of a call's path, which an edge under
  * load asks for many at the same moment. Each item is answered as if it came alone.
  */
-export const BATCHED_OPERATIONS = ['admit', 'extend', 'renew', 'settle', 'release'] as const;
+const BATCHED_OPERATIONS = ['admit', 'extend', 'renew', 'settle', 'release'] as const;
 export type BatchedOperation = (typeof BATCHED_OPERATIONS)[number];
 
 /** Most items one batch carries (each is a few hundred bytes: far below NATS's payload limit). */
@@ -39,11 +39,10 @@ export type BatchRequest = z.infer<typeof BatchRequest>;
  * body (one message carries many answers); an error of the batch itself (it does not parse)
  * travels in headers like any other.
  */
-export const BatchItemReply = z.discriminatedUnion('ok', [
+const BatchItemReply = z.discriminatedUnion('ok', [
   z.strictObject({ ok: z.literal(true), value: z.unknown() }),
   z.strictObject({ ok: z.literal(false), code: z.string().max(64), message: z.string() }),
 ]);
-export type BatchItemReply = z.infer<typeof BatchItemReply>;
 
 /** The answers, in the order of the request's items. */
 export const BatchReply = z.strictObject({ items: z.array(BatchItemReply) });
