@@ -1,10 +1,17 @@
 import {
   BatchReply,
+  ERROR_HEADER,
+  ERROR_MESSAGE_HEADER,
   MAX_BATCH_ITEMS,
   type BatchedOperation,
   type NatsNames,
 } from '@holdfast/events';
-import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  createInbox,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from '@nats-io/transport-node';
 import type { z } from 'zod';
 import { Err, type Result } from './errors.js';
 import { authoritySubject, codedError, parseReply, request, RpcError } from './rpc.js';
@@ -17,23 +24,39 @@ interface Pending {
   resolve: (reply: Result<unknown, RpcError>) => void;
 }
 
+/** A batch sent and not fully answered: its items, each cleared once answered. */
+interface Open {
+  items: (Pending | undefined)[];
+  left: number;
+  timers: NodeJS.Timeout[];
+}
+
 /** After a batch found no responder (an authority without `batch`), requests go alone this long. */
 const ALONE_FOR_MS = 10_000;
 
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
 /**
  * Coalesces the call path's requests (admit, settle, release, extend, renew) made in one turn of
- * the event loop into one `batch` request. Under load an edge asks for many at the same moment,
- * and every message costs each process it crosses a wake-up: one message instead of n saves
- * the edge, the NATS server and the authority most of that. Nothing waits for company: the
- * batch leaves at the end of the turn (setImmediate, after the I/O callbacks that asked), and
- * a request that is alone in its turn goes as itself, so at low rates nothing changes.
+ * the event loop into one `batch` message. Under load an edge asks for many at the same moment,
+ * and every message costs each process it crosses a wake-up: one message instead of n saves the
+ * edge, the NATS server and the authority most of that. Nothing waits for company: the batch
+ * leaves at the end of the turn (setImmediate, after the I/O callbacks that asked), and a
+ * request that is alone in its turn goes as itself, so at low rates nothing changes.
  *
  * Each item is answered as if it had come alone: its own reply schema, its own error code, its
- * own timeout (a batch waits for its longest; an item that may wait less times out alone).
+ * own timeout. The authority answers what is ready together in one reply and a straggler in a
+ * later one (all to this batcher's inbox), so an item whose Redis node is failing over does not
+ * hold up the others of its batch.
  */
 export class RequestBatcher {
   #queue: Pending[] = [];
   #aloneUntil = 0;
+  readonly #inbox = createInbox();
+  #sub: Subscription | undefined;
+  #sent = 0;
+  readonly #open = new Map<string, Open>();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -56,80 +79,139 @@ export class RequestBatcher {
     const queue = this.#queue;
     this.#queue = [];
     for (let i = 0; i < queue.length; i += MAX_BATCH_ITEMS) {
-      void this.#send(queue.slice(i, i + MAX_BATCH_ITEMS));
+      this.#send(queue.slice(i, i + MAX_BATCH_ITEMS));
     }
   }
 
-  #alone(p: Pending): Promise<void> {
+  #alone(p: Pending): void {
     const subject = authoritySubject(this.names, p.op);
-    return request(this.nc, subject, p.body, p.schema, p.timeoutMs).then(p.resolve);
+    void request(this.nc, subject, p.body, p.schema, p.timeoutMs).then(p.resolve);
   }
 
-  async #send(items: Pending[]): Promise<void> {
+  #send(items: Pending[]): void {
     if (items.length === 1 || Date.now() < this.#aloneUntil) {
-      await Promise.all(items.map((p) => this.#alone(p)));
+      for (const p of items) this.#alone(p);
       return;
     }
-    const timeoutMs = Math.max(...items.map((p) => p.timeoutMs));
-    const answers = items.map((p) => once(p, timeoutMs, this.names));
-    const reply = await request(
-      this.nc,
-      authoritySubject(this.names, 'batch'),
-      { items: items.map(({ op, body }) => ({ op, body })) },
-      BatchReply,
-      timeoutMs,
-    );
-    if (!reply.ok && reply.error.code === 'no_responders') {
-      this.#aloneUntil = Date.now() + ALONE_FOR_MS;
-      await Promise.all(items.map((p, i) => this.#alone({ ...p, resolve: answers[i]! })));
-      return;
+    this.#listen();
+    const reply = `${this.#inbox}.${++this.#sent}`;
+    const open: Open = { items: [...items], left: items.length, timers: [] };
+    this.#open.set(reply, open);
+    // One timer per distinct timeout (an edge has two: admits and closes).
+    for (const ms of new Set(items.map((p) => p.timeoutMs))) {
+      open.timers.push(setTimeout(() => this.#timeout(reply, ms), ms));
     }
-    if (!reply.ok) {
-      for (const answer of answers) answer(Err(reply.error));
-      return;
+    const body = { items: items.map(({ op, body: item }) => ({ op, body: item })) };
+    try {
+      this.nc.publish(authoritySubject(this.names, 'batch'), encoder.encode(JSON.stringify(body)), {
+        reply,
+      });
+    } catch (err) {
+      // The connection is closed or draining: every item fails as a request would.
+      this.#answerAll(reply, () =>
+        Err(
+          new RpcError({ code: 'timeout', message: 'NATS unavailable', retry: true, cause: err }),
+        ),
+      );
     }
-    const got = reply.value.items;
-    items.forEach((p, i) => {
-      const a = got[i];
-      const subject = authoritySubject(this.names, p.op);
-      if (!a) {
-        answers[i]!(
-          Err(new RpcError({ code: 'internal', message: `malformed reply on ${subject}` })),
-        );
-      } else if (!a.ok) answers[i]!(Err(codedError(a.code, a.message)));
-      else answers[i]!(parseReply(p.schema, a.value, subject));
+  }
+
+  /** Subscribes to this batcher's inbox, where every batch's replies come, once. */
+  #listen(): void {
+    if (this.#sub) return;
+    this.#sub = this.nc.subscribe(`${this.#inbox}.*`, {
+      callback: (err, msg) => {
+        if (!err) this.#reply(msg);
+      },
     });
   }
-}
 
-/**
- * The item's resolve, called once: by its answer, or by its own timeout when it may wait less
- * than the batch it travels in.
- */
-function once(
-  p: Pending,
-  batchTimeoutMs: number,
-  names: NatsNames,
-): (reply: Result<unknown, RpcError>) => void {
-  if (p.timeoutMs >= batchTimeoutMs) return p.resolve;
-  let done = false;
-  const timer = setTimeout(() => {
-    const subject = authoritySubject(names, p.op);
-    finish(
-      Err(
-        new RpcError({
-          code: 'timeout',
-          message: `no reply on ${subject} within ${p.timeoutMs} ms`,
-          retry: true,
-        }),
-      ),
-    );
-  }, p.timeoutMs);
-  function finish(reply: Result<unknown, RpcError>): void {
-    if (done) return;
-    done = true;
-    clearTimeout(timer);
-    p.resolve(reply);
+  /** One reply to a batch: some of its items' answers, an error for all, or nobody there. */
+  #reply(msg: Msg): void {
+    const open = this.#open.get(msg.subject);
+    if (!open) return;
+    if (msg.data.length === 0 && msg.headers?.code === 503) {
+      // No authority serves `batch` (an older one): the items go alone, and later ones too.
+      this.#aloneUntil = Date.now() + ALONE_FOR_MS;
+      this.#answerAll(msg.subject, undefined);
+      return;
+    }
+    const code = msg.headers?.get(ERROR_HEADER);
+    if (code) {
+      const message = msg.headers?.get(ERROR_MESSAGE_HEADER) ?? code;
+      this.#answerAll(msg.subject, () => Err(codedError(code, message)));
+      return;
+    }
+    let parsed: ReturnType<typeof BatchReply.safeParse> | undefined;
+    try {
+      parsed = BatchReply.safeParse(JSON.parse(decoder.decode(msg.data)));
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed?.success) {
+      this.#answerAll(msg.subject, (p) =>
+        Err(new RpcError({ code: 'internal', message: `malformed reply on ${this.#subject(p)}` })),
+      );
+      return;
+    }
+    for (const a of parsed.data.items) {
+      const p = open.items[a.i];
+      if (!p) continue;
+      this.#answer(msg.subject, open, a.i, () =>
+        a.ok ? parseReply(p.schema, a.value, this.#subject(p)) : Err(codedError(a.code, a.message)),
+      );
+    }
   }
-  return finish;
+
+  /** The items still waiting on `ms` time out: no reply within their own timeout. */
+  #timeout(reply: string, ms: number): void {
+    const open = this.#open.get(reply);
+    if (!open) return;
+    open.items.forEach((p, i) => {
+      if (p?.timeoutMs !== ms) return;
+      this.#answer(reply, open, i, () =>
+        Err(
+          new RpcError({
+            code: 'timeout',
+            message: `no reply on ${this.#subject(p)} within ${ms} ms`,
+            retry: true,
+          }),
+        ),
+      );
+    });
+  }
+
+  /** Answers every item still waiting; `undefined` sends each alone instead. */
+  #answerAll(reply: string, result: ((p: Pending) => Result<unknown, RpcError>) | undefined): void {
+    const open = this.#open.get(reply);
+    if (!open) return;
+    open.items.forEach((p, i) => {
+      if (!p) return;
+      if (result) this.#answer(reply, open, i, () => result(p));
+      else {
+        this.#answer(reply, open, i, undefined);
+        this.#alone(p);
+      }
+    });
+  }
+
+  #answer(
+    reply: string,
+    open: Open,
+    i: number,
+    result: (() => Result<unknown, RpcError>) | undefined,
+  ): void {
+    const p = open.items[i];
+    if (!p) return;
+    open.items[i] = undefined;
+    if (result) p.resolve(result());
+    if (--open.left === 0) {
+      for (const t of open.timers) clearTimeout(t);
+      this.#open.delete(reply);
+    }
+  }
+
+  #subject(p: Pending): string {
+    return authoritySubject(this.names, p.op);
+  }
 }

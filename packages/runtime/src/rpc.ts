@@ -130,8 +130,9 @@ export function serve<S extends z.ZodType, Rep>(
 /**
  * Serves `batch`: several requests of the call path in one message, each answered by its
  * operation's route exactly as if it had come alone (all at once, like requests that arrive
- * together), the answers in one reply in the items' order. A batch that does not parse is
- * answered `invalid_request` in headers, like any request.
+ * together). Answers ready in the same turn of the event loop leave in one reply; one that
+ * takes longer follows in another, so a slow item never holds up the rest. A batch that does
+ * not parse is answered `invalid_request` in headers, like any request.
  */
 export function serveBatch(
   nc: NatsConnection,
@@ -151,15 +152,20 @@ export function serveBatch(
       return;
     }
     opts.onBatch?.(batch.data.items.length);
-    const items = await Promise.all(
-      batch.data.items.map(async ({ op, body: item }) => {
+    let ready: (Answer & { i: number })[] = [];
+    const send = () => {
+      msg.respond(encoder.encode(JSON.stringify({ items: ready })));
+      ready = [];
+    };
+    await Promise.all(
+      batch.data.items.map(async ({ op, body: item }, i) => {
         const started = performance.now();
         const a = await answer(routes[op], item, msg, { logger: opts.logger, subject });
         opts.onDone?.(op, a.ok ? 'ok' : a.code, performance.now() - started);
-        return a;
+        if (ready.length === 0) setImmediate(send);
+        ready.push({ i, ...a });
       }),
     );
-    msg.respond(encoder.encode(JSON.stringify({ items })));
   });
 }
 

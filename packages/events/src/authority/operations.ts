@@ -35,16 +35,25 @@ export const BatchRequest = z.strictObject({
 export type BatchRequest = z.infer<typeof BatchRequest>;
 
 /**
- * One item's answer: its reply, or its error. Inside a batch an item's error travels in the
- * body (one message carries many answers); an error of the batch itself (it does not parse)
- * travels in headers like any other.
+ * One item's answer, by its index in the request: its reply, or its error. Inside a batch an
+ * item's error travels in the body (one message carries many answers); an error of the batch
+ * itself (it does not parse) travels in headers like any other.
  */
 const BatchItemReply = z.discriminatedUnion('ok', [
-  z.strictObject({ ok: z.literal(true), value: z.unknown() }),
-  z.strictObject({ ok: z.literal(false), code: z.string().max(64), message: z.string() }),
+  z.strictObject({ i: z.int().min(0), ok: z.literal(true), value: z.unknown() }),
+  z.strictObject({
+    i: z.int().min(0),
+    ok: z.literal(false),
+    code: z.string().max(64),
+    message: z.string(),
+  }),
 ]);
 
-/** The answers, in the order of the request's items. */
+/**
+ * Answers to a batch: every item is answered once, by one of possibly several replies (those
+ * ready together go together; one that takes long, say its org's Redis node is failing over,
+ * comes later on its own, and does not hold up the others).
+ */
 export const BatchReply = z.strictObject({ items: z.array(BatchItemReply) });
 export type BatchReply = z.infer<typeof BatchReply>;
 
