@@ -14,7 +14,14 @@ import {
 } from '@nats-io/transport-node';
 import type { z } from 'zod';
 import { Err, type Result } from './errors.js';
-import { authoritySubject, codedError, parseReply, request, RpcError } from './rpc.js';
+import {
+  authoritySubject,
+  codedError,
+  DEFAULT_MAX_PAYLOAD,
+  parseReply,
+  request,
+  RpcError,
+} from './rpc.js';
 
 interface Pending {
   op: BatchedOperation;
@@ -93,6 +100,15 @@ export class RequestBatcher {
       for (const p of items) this.#alone(p);
       return;
     }
+    const body = encoder.encode(
+      JSON.stringify({ items: items.map(({ op, body: item }) => ({ op, body: item })) }),
+    );
+    if (body.length > (this.nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD)) {
+      const half = Math.ceil(items.length / 2);
+      this.#send(items.slice(0, half));
+      this.#send(items.slice(half));
+      return;
+    }
     this.#listen();
     const reply = `${this.#inbox}.${++this.#sent}`;
     const open: Open = { items: [...items], left: items.length, timers: [] };
@@ -101,11 +117,8 @@ export class RequestBatcher {
     for (const ms of new Set(items.map((p) => p.timeoutMs))) {
       open.timers.push(setTimeout(() => this.#timeout(reply, ms), ms));
     }
-    const body = { items: items.map(({ op, body: item }) => ({ op, body: item })) };
     try {
-      this.nc.publish(authoritySubject(this.names, 'batch'), encoder.encode(JSON.stringify(body)), {
-        reply,
-      });
+      this.nc.publish(authoritySubject(this.names, 'batch'), body, { reply });
     } catch (err) {
       // The connection is closed or draining: every item fails as a request would.
       this.#answerAll(reply, () =>

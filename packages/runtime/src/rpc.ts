@@ -154,7 +154,7 @@ export function serveBatch(
     opts.onBatch?.(batch.data.items.length);
     let ready: (Answer & { i: number })[] = [];
     const send = () => {
-      msg.respond(encoder.encode(JSON.stringify({ items: ready })));
+      respondInParts(msg, ready, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
       ready = [];
     };
     await Promise.all(
@@ -167,6 +167,21 @@ export function serveBatch(
       }),
     );
   });
+}
+
+/** NATS's default payload limit, for a connection that has not been told its server's yet. */
+export const DEFAULT_MAX_PAYLOAD = 1_048_576;
+
+/** Answers in as many replies as NATS's payload limit needs (many windows make a big answer). */
+function respondInParts(msg: Msg, items: unknown[], maxPayload: number): void {
+  const bytes = encoder.encode(JSON.stringify({ items }));
+  if (bytes.length <= maxPayload || items.length === 1) {
+    msg.respond(bytes);
+    return;
+  }
+  const half = Math.ceil(items.length / 2);
+  respondInParts(msg, items.slice(0, half), maxPayload);
+  respondInParts(msg, items.slice(half), maxPayload);
 }
 
 /**

@@ -38,10 +38,16 @@ function launch(bin: string, args: string[], dir: string): ChildProcess {
   return child;
 }
 
-export async function startNatsServer(bin: string): Promise<LocalServer> {
+/** A nats-server with JetStream; `config` is extra server configuration (`max_payload: 8192`). */
+export async function startNatsServer(bin: string, config?: string): Promise<LocalServer> {
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-nats-'));
   const port = await freePort();
-  const child = launch(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], dir);
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir];
+  if (config !== undefined) {
+    await writeFile(join(dir, 'extra.conf'), config);
+    args.push('-c', join(dir, 'extra.conf'));
+  }
+  const child = launch(bin, args, dir);
   const url = `nats://127.0.0.1:${port}`;
   await waitFor(() => canConnect(port), { timeoutMs: 15_000, what: `nats-server on ${port}` });
   return { url, stop: () => stopChild(child, dir) };
