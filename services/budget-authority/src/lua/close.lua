@@ -80,7 +80,6 @@ if spec.askSubjects and holdsText then
 end
 
 local heldT, heldU = tonumber(f[2]), tonumber(f[3])
-local levels = recordLevels(levelsText)
 local prechargedT, prechargedU = tonumber(f[4]) or 0, tonumber(f[5]) or 0
 -- What an expiry already billed (worst case, see below); a late settle corrects it.
 local expiredT, expiredU = tonumber(f[12]) or 0, tonumber(f[13]) or 0
@@ -91,11 +90,17 @@ local expiredT, expiredU = tonumber(f[12]) or 0, tonumber(f[13]) or 0
 local targets = {}
 local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
   and not string.find(holdsText, '[KU]')
+-- The levels' state and holds keys: the plan's own (the same keys) when admitted on it.
+local stateKeys, holdsKeys = {}, {}
 if asPlanned then
-  for i, b in ipairs(spec.budgets) do
-    targets[i] = {key = KEYS[b.key], unit = b.unit, b = b, held = true}
+  for i, lv in ipairs(spec.levels) do
+    stateKeys[i], holdsKeys[i] = KEYS[lv.state], KEYS[lv.holds]
   end
 else
+  local levels = recordLevels(levelsText)
+  for i, level in ipairs(levels) do
+    stateKeys[i], holdsKeys[i] = tenantKey(spec, level, ':state'), tenantKey(spec, level, ':holds')
+  end
   local seen = {}
   for _, h in ipairs(recordHolds(spec, levels, holdsText, {tenant = tenant, keyId = keyId, endUser = endUser})) do
     targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true}
@@ -162,7 +167,13 @@ end
 local isHeld = state == 'held'
 local potT, potU = tonumber(f[10]) or 0, tonumber(f[11]) or 0
 local states = {}
-for i, t in ipairs(targets) do
+local budgets = spec.budgets
+for i = 1, asPlanned and #budgets or #targets do
+  local t = targets[i]
+  if asPlanned then
+    local b = budgets[i]
+    t = {key = KEYS[b.key], unit = b.unit, b = b, held = true}
+  end
   local usd = t.unit == 'usd'
   local bd = bounds(spec, t.b)
   local amount = billing and (usd and chargeU or chargeT) or 0
@@ -188,28 +199,28 @@ for i, t in ipairs(targets) do
     states[i] = windowState(t.b, s, h)
   end
 end
+local chargeTText, chargeUText = I(chargeT), I(chargeU)
 if billing then
-  for _, level in ipairs(levels) do
-    local stateKey = tenantKey(spec, level, ':state')
-    redis.call('HINCRBY', stateKey, 'billedT', I(chargeT))
-    redis.call('HINCRBY', stateKey, 'billedU', I(chargeU))
+  for _, stateKey in ipairs(stateKeys) do
+    redis.call('HINCRBY', stateKey, 'billedT', chargeTText)
+    redis.call('HINCRBY', stateKey, 'billedU', chargeUText)
   end
 end
 if isHeld then
   -- Leave the in-flight sets.
-  for _, level in ipairs(levels) do
-    redis.call('ZREM', tenantKey(spec, level, ':holds'), spec.resId)
+  for _, holdsKey in ipairs(holdsKeys) do
+    redis.call('ZREM', holdsKey, spec.resId)
   end
   redis.call('ZREM', KEYS[3], spec.resId)
 end
 
-local nowText = I(now)
+local nowText, billedTText, costUText = I(now), I(billedT), I(costU)
 if spec.op == 'expire' then
   redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', '0', 'billedU', '0',
     'expT', I(chargeT), 'expU', I(chargeU))
 else
-  redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', I(billedT),
-    'billedU', I(costU))
+  redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', billedTText,
+    'billedU', costUText)
 end
 redis.call('PEXPIRE', resKey, spec.keepMs)
 
@@ -225,7 +236,7 @@ if spec.op == 'settle' then
   body = '\0promptTokens\0' .. ARGV[6] .. '\0completionTokens\0' .. ARGV[7] ..
     '\0cachedPromptTokens\0' .. ARGV[8] .. '\0cacheWrite5mTokens\0' .. ARGV[9] ..
     '\0cacheWrite1hTokens\0' .. ARGV[10] .. '\0reasoningTokens\0' .. ARGV[11] ..
-    '\0billedTokens\0' .. I(billedT) .. '\0costMicroUsd\0' .. I(costU) ..
+    '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. spec.outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 elseif spec.op == 'release' then
   body = '\0reason\0' .. spec.reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
@@ -233,7 +244,7 @@ else
   body = '\0leaseMs\0' .. leaseMs
 end
 emitText('type\0' .. eventType .. '\0id\0' .. spec.eventId .. head .. heldText ..
-  '\0chargedTokens\0' .. I(chargeT) .. '\0chargedMicroUsd\0' .. I(chargeU) .. body .. ending)
+  '\0chargedTokens\0' .. chargeTText .. '\0chargedMicroUsd\0' .. chargeUText .. body .. ending)
 
 if overT > 0 or overU > 0 then
   local leaf = tenantKey(spec, tenant, ':state')
@@ -243,8 +254,8 @@ if overT > 0 or overU > 0 then
   redis.call('HSET', leaf, 'overAt', nowText)
   emitText('type\0reservation.overrun\0id\0' .. spec.overrunEventId .. head ..
     '\0heldTokens\0' .. I(heldT + prechargedT) .. '\0heldMicroUsd\0' .. I(heldU + prechargedU) ..
-    '\0billedTokens\0' .. I(billedT) .. '\0costMicroUsd\0' .. I(costU) ..
+    '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)
 end
 
-return {closed, I(billedT), I(costU), windows, I(overT), I(overU)}
+return {closed, billedTText, costUText, windows, I(overT), I(overU)}

@@ -16,7 +16,12 @@ end
 -- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
 -- `field` (optional) is read in the same command: its value is the fourth result.
 local function slide(key, start, nb, field)
-  local v = redis.call('HMGET', key, 's', 'h', 'lo', 'p', field or 's')
+  local v
+  if field then
+    v = redis.call('HMGET', key, 's', 'h', 'lo', 'p', field)
+  else
+    v = redis.call('HMGET', key, 's', 'h', 'lo', 'p')
+  end
   local s = tonumber(v[1]) or 0
   local h = tonumber(v[2]) or 0
   local lo = tonumber(v[3])
@@ -307,9 +312,11 @@ end
 -- `r` (written before it existed, or by rebuild) has those fields as fields of their own.
 --
 -- The fixed fields of a record, in RECORD_FIXED's order (false where an old record has none).
+local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local function recordFixed(key, r)
   if r then
-    return {string.match(r, '^' .. string.rep('([^\1]*)\1', 19) .. '(.*)$')}
+    -- RECORD_PATTERN: 19 times '([^\1]*)\1', then '(.*)$' (a literal: built once per load).
+    return {string.match(r, RECORD_PATTERN)}
   end
   local RECORD_FIXED = {'tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt',
     'priceIn', 'priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels',
