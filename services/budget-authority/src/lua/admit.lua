@@ -37,9 +37,11 @@ spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
--- A retried admit with the same id answers what the first one decided.
-local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
-if prior[1] then
+-- A retried admit with the same id answers what the first one decided (its state first: a
+-- new id, the usual case, reads one field).
+local priorState = redis.call('HGET', resKey, 'state')
+if priorState then
+  local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
   if prior[1] == 'held' then
     return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec), prior[6]}
   end
@@ -299,7 +301,9 @@ for i = 1, #budgets do
   local amountHeld = usd and heldU or heldT
   local amountCharged = usd and chargedU or chargedT
   local key = KEYS[b.key]
-  hold(key, amountHeld)
+  if amountHeld ~= 0 then
+    hold(key, amountHeld)
+  end
   if potT ~= 0 or potU ~= 0 then
     hold(key, usd and potU or potT, 'p')
   end

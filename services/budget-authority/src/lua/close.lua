@@ -33,8 +33,11 @@ spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
+-- The record: f[1..10] = state, heldT, heldU, chargedT, chargedU, createdAt, expiresAt, r,
+-- potT, potU. What only a closed record has (billedT, billedU of a settled one; expT, expU of
+-- an expired one) is read when its state says so.
 local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'chargedT', 'chargedU',
-  'createdAt', 'expiresAt', 'billedT', 'billedU', 'potT', 'potU', 'expT', 'expU', 'r')
+  'createdAt', 'expiresAt', 'r', 'potT', 'potU')
 local state = f[1]
 
 if not state then
@@ -47,12 +50,13 @@ if not state then
 end
 local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
   priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser =
-  unpack(recordFixed(resKey, f[14]))
+  unpack(recordFixed(resKey, f[8]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 if state == 'settled' then
-  return {'already_settled', f[8] or '0', f[9] or '0', windowStates(spec), '0', '0'}
+  local billed = redis.call('HMGET', resKey, 'billedT', 'billedU')
+  return {'already_settled', billed[1] or '0', billed[2] or '0', windowStates(spec), '0', '0'}
 end
 if state == 'released' then
   return {'already_released', '0', '0', windowStates(spec), '0', '0'}
@@ -68,7 +72,7 @@ keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
 -- The hold is on its key's or end user's windows but the caller did not name them (the
 -- sweeper, a client of the API): ask for a run with them, so the event reports those windows
 -- too (the books, the rebuild and the alerter read windows from events). Nothing changed yet.
-if spec.askSubjects and holdsText then
+if spec.askSubjects and holdsText and string.find(holdsText, '[KU]') then
   local haveK, haveU = false, false
   for _, b in ipairs(spec.budgets) do
     haveK = haveK or b.scope == 'k'
@@ -82,7 +86,11 @@ end
 local heldT, heldU = tonumber(f[2]), tonumber(f[3])
 local prechargedT, prechargedU = tonumber(f[4]) or 0, tonumber(f[5]) or 0
 -- What an expiry already billed (worst case, see below); a late settle corrects it.
-local expiredT, expiredU = tonumber(f[12]) or 0, tonumber(f[13]) or 0
+local expiredT, expiredU = 0, 0
+if state == 'expired' then
+  local e = redis.call('HMGET', resKey, 'expT', 'expU')
+  expiredT, expiredU = tonumber(e[1]) or 0, tonumber(e[2]) or 0
+end
 
 -- The windows to change: the recorded ones (their holds given back), then the current plan's
 -- not among them (billed only). When the record was admitted on this very plan (the same
@@ -165,38 +173,41 @@ end
 -- Every window once: give back the hold (when still held, and on the windows it was recorded
 -- against), bill the charge, and keep what it says for the event.
 local isHeld = state == 'held'
-local potT, potU = tonumber(f[10]) or 0, tonumber(f[11]) or 0
+local potT, potU = tonumber(f[9]) or 0, tonumber(f[10]) or 0
 local states = {}
 local budgets = spec.budgets
 for i = 1, asPlanned and #budgets or #targets do
-  local t = targets[i]
+  local key, unit, b, held
   if asPlanned then
-    local b = budgets[i]
-    t = {key = KEYS[b.key], unit = b.unit, b = b, held = true}
+    b = budgets[i]
+    key, unit, held = KEYS[b.key], b.unit, true
+  else
+    local t = targets[i]
+    key, unit, b, held = t.key, t.unit, t.b, t.held
   end
-  local usd = t.unit == 'usd'
-  local bd = bounds(spec, t.b)
+  local usd = unit == 'usd'
+  local bd = bounds(spec, b)
   local amount = billing and (usd and chargeU or chargeT) or 0
   local bucket = 'b' .. I(bd[1])
-  local s, h, p, billed = slide(t.key, bd[2], bd[3], bucket)
+  local s, h, p, billed = slide(key, bd[2], bd[3], bucket)
   local changed = false
-  if isHeld and t.held then
+  if isHeld and held then
     h = math.max(0, h - (usd and heldU or heldT))
     changed = true
     local dp = usd and potU or potT
     if dp ~= 0 then
       p = math.max(0, p - dp)
-      redis.call('HSET', t.key, 'p', I(p))
+      redis.call('HSET', key, 'p', I(p))
     end
   end
   if amount ~= 0 then
     s = s + amount
-    redis.call('HSET', t.key, 's', I(s), 'h', I(h), bucket, I((tonumber(billed) or 0) + amount))
+    redis.call('HSET', key, 's', I(s), 'h', I(h), bucket, I((tonumber(billed) or 0) + amount))
   elseif changed then
-    redis.call('HSET', t.key, 's', I(s), 'h', I(h))
+    redis.call('HSET', key, 's', I(s), 'h', I(h))
   end
   if asPlanned then
-    states[i] = windowState(t.b, s, h)
+    states[i] = windowState(b, s, h)
   end
 end
 local chargeTText, chargeUText = I(chargeT), I(chargeU)

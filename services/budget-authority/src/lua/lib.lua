@@ -111,9 +111,6 @@ local function readPlan(at)
   return spec, i + 1
 end
 
--- Sliding windows: buckets of `ms`, `n` of them (the same table as WINDOW_GRANULARITY in
--- @holdfast/events).
-local GRANULARITY = {minute = {1000, 60}, day = {60000, 1440}, month = {3600000, 720}}
 
 -- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
 local function civil(days)
@@ -151,9 +148,18 @@ local function windowBounds(now, window, calendar)
     local index = y * 12 + m - 1
     return {index, index, 1, 0}
   end
-  local g = GRANULARITY[window]
-  local cur = math.floor(now / g[1])
-  return {cur, cur - g[2] + 1, g[2], g[1]}
+  -- Sliding windows: buckets of `ms`, `n` of them (the same table as WINDOW_GRANULARITY in
+  -- @holdfast/events; an if chain, as a table would be built again on every call).
+  local ms, n
+  if window == 'minute' then
+    ms, n = 1000, 60
+  elseif window == 'day' then
+    ms, n = 60000, 1440
+  else
+    ms, n = 3600000, 720
+  end
+  local cur = math.floor(now / ms)
+  return {cur, cur - n + 1, n, ms}
 end
 
 -- The first instant of the next calendar month (UTC), ms.
@@ -261,8 +267,6 @@ end
 -- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window; "KMt"
 -- the key's, "UMt" the end user's). Keys are rebuilt from the prefix, the record's org, and
 -- its keyId and endUser.
-local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
-local UNIT_NAME = {t = 'tokens', u = 'usd'}
 
 local function tenantKey(spec, tenant, suffix)
   return spec.kp .. ':{' .. spec.org .. '}:t:' .. tenant .. suffix
@@ -280,6 +284,8 @@ end
 -- The record's holds: list of {window key, unit, budget (window, calendar, tenant)}. `rec`
 -- is the record's tenant, keyId and endUser (for key and end-user windows).
 local function recordHolds(spec, levels, text, rec)
+  local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
+  local UNIT_NAME = {t = 'tokens', u = 'usd'}
   local out = {}
   for code in string.gmatch(text or '', '[^;]+') do
     local at = string.sub(code, 1, -3)
