@@ -27,8 +27,9 @@ spec.now = tonumber(ARGV[1])
 local resId, keyId, useCase, model, mode = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local prompt, maxAsked, minOut = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local leaseMs = tonumber(ARGV[10])
-local price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]),
-  tonumber(ARGV[15]), tonumber(ARGV[16])}
+-- Holds cost the call's input at the first price and no cache writes: the other three
+-- (ARGV[14-16]) are for the record (its fixed text) and the settle.
+local price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
 local api, eventId, shadowEventId = ARGV[17], ARGV[18], ARGV[19]
 local extensible = ARGV[20] == '1'
 local refusalsPerSecond = tonumber(ARGV[25])

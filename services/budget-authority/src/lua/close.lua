@@ -25,10 +25,9 @@
 
 local spec = readPlan(15)
 spec.now = tonumber(ARGV[1])
-spec.resId, spec.eventId, spec.overrunEventId, spec.op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-spec.usage = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
-  w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
-spec.outcome, spec.reason, spec.askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
+-- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
+local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local outcome, reason, askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
@@ -41,7 +40,7 @@ local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'chargedT', 'ch
 local state = f[1]
 
 if not state then
-  if spec.op == 'release' then
+  if op == 'release' then
     -- Tombstone: an admit with this id that arrives late is refused, not held forever.
     redis.call('HSET', resKey, 'state', 'released', 'tenant', spec.tenant)
     redis.call('PEXPIRE', resKey, spec.keepMs)
@@ -61,10 +60,10 @@ end
 if state == 'released' then
   return {'already_released', '0', '0', windowStates(spec), '0', '0'}
 end
-if state == 'expired' and spec.op == 'expire' then
+if state == 'expired' and op == 'expire' then
   return {'already_expired', '0', '0', windowStates(spec), '0', '0'}
 end
-if spec.op == 'expire' and tonumber(f[7]) > now then
+if op == 'expire' and tonumber(f[7]) > now then
   return {'not_due', '0', '0', windowStates(spec), '0', '0'}
 end
 keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
@@ -72,7 +71,7 @@ keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
 -- The hold is on its key's or end user's windows but the caller did not name them (the
 -- sweeper, a client of the API): ask for a run with them, so the event reports those windows
 -- too (the books, the rebuild and the alerter read windows from events). Nothing changed yet.
-if spec.askSubjects and holdsText and string.find(holdsText, '[KU]') then
+if askSubjects and holdsText and string.find(holdsText, '[KU]') then
   local haveK, haveU = false, false
   for _, b in ipairs(spec.budgets) do
     haveK = haveK or b.scope == 'k'
@@ -127,8 +126,9 @@ local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
 local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
-if spec.op == 'settle' then
-  local u = spec.usage
+if op == 'settle' then
+  local u = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
+    w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
   -- Each category at its price. A record written before cache-write prices existed has
   -- priceIn as its input price, and bills writes as input.
   local input = tonumber(priceUn) or tonumber(priceIn)
@@ -153,7 +153,7 @@ if spec.op == 'settle' then
     redis.call('LTRIM', key, 0, samples - 1)
   end
   closed, eventType = 'settled', 'reservation.settled'
-elseif spec.op == 'expire' then
+elseif op == 'expire' then
   -- Nobody knows how this call ended (its edge died mid-call). With `expB` (reserve's
   -- default) it is billed at its worst case, so the books never show less than the model may
   -- have billed; a settle that arrives later corrects it to the real usage.
@@ -220,13 +220,13 @@ end
 if isHeld then
   -- Leave the in-flight sets.
   for _, holdsKey in ipairs(holdsKeys) do
-    redis.call('ZREM', holdsKey, spec.resId)
+    redis.call('ZREM', holdsKey, resId)
   end
-  redis.call('ZREM', KEYS[3], spec.resId)
+  redis.call('ZREM', KEYS[3], resId)
 end
 
 local nowText, billedTText, costUText = I(now), I(billedT), I(costU)
-if spec.op == 'expire' then
+if op == 'expire' then
   redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', '0', 'billedU', '0',
     'expT', I(chargeT), 'expU', I(chargeU))
 else
@@ -237,24 +237,23 @@ redis.call('PEXPIRE', resKey, spec.keepMs)
 
 local windows = asPlanned and table.concat(states, ';') or windowStates(spec)
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
-  '\0reservationId\0' .. spec.resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
+  '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
   '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api
 local ending = '\0windows\0' .. windows .. (endUser ~= '' and ('\0endUser\0' .. endUser) or '')
 local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
 local body
-if spec.op == 'settle' then
-  local u = spec.usage
+if op == 'settle' then
   body = '\0promptTokens\0' .. ARGV[6] .. '\0completionTokens\0' .. ARGV[7] ..
     '\0cachedPromptTokens\0' .. ARGV[8] .. '\0cacheWrite5mTokens\0' .. ARGV[9] ..
     '\0cacheWrite1hTokens\0' .. ARGV[10] .. '\0reasoningTokens\0' .. ARGV[11] ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
-    '\0outcome\0' .. spec.outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
-elseif spec.op == 'release' then
-  body = '\0reason\0' .. spec.reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
+    '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
+elseif op == 'release' then
+  body = '\0reason\0' .. reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 else
   body = '\0leaseMs\0' .. leaseMs
 end
-emitText('type\0' .. eventType .. '\0id\0' .. spec.eventId .. head .. heldText ..
+emitText('type\0' .. eventType .. '\0id\0' .. eventId .. head .. heldText ..
   '\0chargedTokens\0' .. chargeTText .. '\0chargedMicroUsd\0' .. chargeUText .. body .. ending)
 
 if overT > 0 or overU > 0 then
@@ -263,7 +262,7 @@ if overT > 0 or overU > 0 then
   redis.call('HINCRBY', leaf, 'overT', I(overT))
   redis.call('HINCRBY', leaf, 'overU', I(overU))
   redis.call('HSET', leaf, 'overAt', nowText)
-  emitText('type\0reservation.overrun\0id\0' .. spec.overrunEventId .. head ..
+  emitText('type\0reservation.overrun\0id\0' .. overrunEventId .. head ..
     '\0heldTokens\0' .. I(heldT + prechargedT) .. '\0heldMicroUsd\0' .. I(heldU + prechargedU) ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)

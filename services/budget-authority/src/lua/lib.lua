@@ -89,8 +89,6 @@ end
 -- text before and after `used,held` each. Every C call or new string costs Redis's Lua about
 -- 0.1 µs, so what only depends on the config comes ready-made.
 local function readPlan(at)
-  local spec = {kp = ARGV[at], org = ARGV[at + 1], tenant = ARGV[at + 2], keepMs = tonumber(ARGV[at + 3]),
-    levelsText = ARGV[at + 4], holdsText = ARGV[at + 5]}
   local i = at + 6
   local levels = {}
   for l = 1, tonumber(ARGV[i]) do
@@ -107,10 +105,13 @@ local function readPlan(at)
       key = tonumber(ARGV[i + 11]), head = ARGV[i + 12], tail = ARGV[i + 13]}
     i = i + 13
   end
-  spec.levels, spec.budgets = levels, budgets
+  -- Every field the scripts set later is in the constructor (now, bounds: false until set),
+  -- so the table is sized once.
+  local spec = {kp = ARGV[at], org = ARGV[at + 1], tenant = ARGV[at + 2], keepMs = tonumber(ARGV[at + 3]),
+    levelsText = ARGV[at + 4], holdsText = ARGV[at + 5], levels = levels, budgets = budgets,
+    now = false, bounds = false}
   return spec, i + 1
 end
-
 
 -- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
 local function civil(days)
