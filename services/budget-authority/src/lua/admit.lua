@@ -294,6 +294,7 @@ if mode ~= 'reserve' and mode ~= 'adaptive' then
   covered = maxTokens
 end
 
+local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
 local states = {}
 local budgets = spec.budgets
 for i = 1, #budgets do
@@ -303,7 +304,7 @@ for i = 1, #budgets do
   local amountCharged = usd and chargedU or chargedT
   local key = KEYS[b.key]
   if amountHeld ~= 0 then
-    hold(key, amountHeld)
+    hold(key, amountHeld, 'h', usd and heldUText or heldTText)
   end
   if potT ~= 0 or potU ~= 0 then
     hold(key, usd and potU or potT, 'p')
@@ -317,7 +318,6 @@ local windows = table.concat(states, ';')
 
 local expiresAt = now + leaseMs
 local nowText, expiresText = I(now), I(expiresAt)
-local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
 local chargedTText, chargedUText = I(chargedT), I(chargedU)
 for _, lv in ipairs(spec.levels) do
   redis.call('ZADD', KEYS[lv.holds], expiresText, resId)
@@ -332,22 +332,14 @@ redis.call('ZADD', KEYS[3], expiresText, resId)
 -- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant
 -- moved to another org or left the config. Amounts that are 0 are left out.
 local covText = I(covered)
-local record = {'HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText,
-  'heldU', heldUText, 'max', maxText, 'cov', covText, 'createdAt', nowText,
-  'expiresAt', expiresText}
+redis.call('HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText, 'heldU', heldUText,
+  'max', maxText, 'cov', covText, 'createdAt', nowText, 'expiresAt', expiresText)
 if chargedT ~= 0 or chargedU ~= 0 then
-  record[#record + 1] = 'chargedT'
-  record[#record + 1] = chargedTText
-  record[#record + 1] = 'chargedU'
-  record[#record + 1] = chargedUText
+  redis.call('HSET', resKey, 'chargedT', chargedTText, 'chargedU', chargedUText)
 end
 if potT ~= 0 or potU ~= 0 then
-  record[#record + 1] = 'potT'
-  record[#record + 1] = I(potT)
-  record[#record + 1] = 'potU'
-  record[#record + 1] = I(potU)
+  redis.call('HSET', resKey, 'potT', I(potT), 'potU', I(potU))
 end
-redis.call(unpack(record))
 redis.call('PEXPIRE', resKey, leaseMs + spec.keepMs)
 if usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).

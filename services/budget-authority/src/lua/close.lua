@@ -200,14 +200,16 @@ for i = 1, asPlanned and #budgets or #targets do
       redis.call('HSET', key, 'p', I(p))
     end
   end
+  s = s + amount
+  local sText, hText = I(s), I(h)
   if amount ~= 0 then
-    s = s + amount
-    redis.call('HSET', key, 's', I(s), 'h', I(h), bucket, I((tonumber(billed) or 0) + amount))
+    redis.call('HSET', key, 's', sText, 'h', hText, bucket, I((tonumber(billed) or 0) + amount))
   elseif changed then
-    redis.call('HSET', key, 's', I(s), 'h', I(h))
+    redis.call('HSET', key, 's', sText, 'h', hText)
   end
   if asPlanned then
-    states[i] = windowState(b, s, h)
+    -- windowState's text, from the amounts just written (a plan's budget has head and tail).
+    states[i] = b.head .. sText .. ',' .. hText .. b.tail
   end
 end
 local chargeTText, chargeUText = I(chargeT), I(chargeU)

@@ -61,10 +61,11 @@ local function bill(key, cur, amount)
 end
 
 -- Changes a window's held amount (field 'h') or potential overrun ('p'), never below zero.
-local function hold(key, amount, field)
+-- `text` (optional): the amount already written with I().
+local function hold(key, amount, field, text)
   field = field or 'h'
   if amount ~= 0 then
-    local h = redis.call('HINCRBY', key, field, I(amount))
+    local h = redis.call('HINCRBY', key, field, text or I(amount))
     if h < 0 then
       redis.call('HSET', key, field, '0')
     end
@@ -178,7 +179,8 @@ end
 local function bounds(spec, b)
   local calendar = b.window == 'month' and b.calendar
   local kind = calendar and 'calmonth' or b.window
-  spec.bounds = spec.bounds or {}
+  -- Sized for every kind at once (a table that grows is rehashed at each power of two).
+  spec.bounds = spec.bounds or {minute = false, day = false, month = false, calmonth = false}
   local bd = spec.bounds[kind]
   if not bd then
     bd = windowBounds(spec.now, b.window, calendar)
