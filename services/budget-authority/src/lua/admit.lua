@@ -23,22 +23,26 @@
 
 local spec = readPlan(32)
 spec.now = tonumber(ARGV[1])
-spec.resId, spec.keyId, spec.useCase, spec.model, spec.mode = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-spec.prompt, spec.max, spec.minOut = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-spec.leaseMs = tonumber(ARGV[10])
-spec.price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]),
-  tonumber(ARGV[15]), tonumber(ARGV[16])}
-spec.api, spec.eventId, spec.shadowEventId = ARGV[17], ARGV[18], ARGV[19]
-spec.extensible = ARGV[20] == '1'
-spec.refusalsPerSecond = tonumber(ARGV[25])
-spec.endUser, spec.usersKey = ARGV[26], tonumber(ARGV[27])
+-- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
+local resId, keyId, useCase, model, mode = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local prompt, maxAsked, minOut = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local leaseMs = tonumber(ARGV[10])
+-- Holds cost the call's input at the first price and no cache writes: the other three
+-- (ARGV[14-16]) are for the record (its fixed text) and the settle.
+local price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
+local api, eventId, shadowEventId = ARGV[17], ARGV[18], ARGV[19]
+local extensible = ARGV[20] == '1'
+local refusalsPerSecond = tonumber(ARGV[25])
+local endUser, usersKey = ARGV[26], tonumber(ARGV[27])
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
--- A retried admit with the same id answers what the first one decided.
-local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
-if prior[1] then
+-- A retried admit with the same id answers what the first one decided (its state first: a
+-- new id, the usual case, reads one field).
+local priorState = redis.call('HGET', resKey, 'state')
+if priorState then
+  local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
   if prior[1] == 'held' then
     return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec), prior[6]}
   end
@@ -46,13 +50,13 @@ if prior[1] then
 end
 
 -- An end user with budgets not seen before (or forgotten): a refusal leaves no window of it.
-local newUser = spec.usersKey > 0 and not redis.call('ZSCORE', KEYS[spec.usersKey], spec.endUser)
+local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUser)
 
 -- The call's end user on an event, when the client named one (the field is absent otherwise).
 local function withEndUser(fields)
-  if spec.endUser ~= '' then
+  if endUser ~= '' then
     fields[#fields + 1] = 'endUser'
-    fields[#fields + 1] = spec.endUser
+    fields[#fields + 1] = endUser
   end
   return fields
 end
@@ -60,11 +64,11 @@ end
 local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
   local b = spec.budgets[bi]
   local list = {
-    'type', 'admission.refused', 'id', shadow and spec.shadowEventId or spec.eventId,
+    'type', 'admission.refused', 'id', shadow and shadowEventId or eventId,
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
-    'reservationId', spec.resId, 'keyId', spec.keyId, 'useCase', spec.useCase,
-    'model', spec.model, 'mode', spec.mode, 'api', spec.api, 'code', code,
-    'promptTokens', I(spec.prompt), 'maxTokens', I(spec.max),
+    'reservationId', resId, 'keyId', keyId, 'useCase', useCase,
+    'model', model, 'mode', mode, 'api', api, 'code', code,
+    'promptTokens', I(prompt), 'maxTokens', I(maxAsked),
     'neededTokens', I(needT), 'neededMicroUsd', I(needU),
     'budget', b and b.id or '', 'level', b and b.tenant or '',
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
@@ -84,8 +88,8 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
     end
   end
   local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
-    spec.useCase, spec.model, spec.keyId, shadow and '1' or '0', spec.api, b and b.scope or ''}, '|')
-  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, spec.refusalsPerSecond, kind, list) then
+    useCase, model, keyId, shadow and '1' or '0', api, b and b.scope or ''}, '|')
+  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, refusalsPerSecond, kind, list) then
     emit(list)
   end
   return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight)}
@@ -127,8 +131,8 @@ end
 
 -- A new end user gets budgets only while the tenant has room for one more (maxEndUsers):
 -- end users not seen for longer than the longest window are forgotten first.
-if spec.usersKey > 0 then
-  local registry = KEYS[spec.usersKey]
+if usersKey > 0 then
+  local registry = KEYS[usersKey]
   if newUser and redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
     redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
     if redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
@@ -167,13 +171,13 @@ for i, b in ipairs(spec.budgets) do
 end
 
 local function amounts(outputTokens)
-  return spec.prompt + outputTokens, cost(spec.prompt, 0, outputTokens, spec.price)
+  return prompt + outputTokens, cost(prompt, 0, outputTokens, price)
 end
-local promptT, promptU = spec.prompt, cost(spec.prompt, 0, 0, spec.price)
+local promptT, promptU = prompt, cost(prompt, 0, 0, price)
 
 -- adaptive: the hold covers a recent percentile of real output, not max_tokens.
-local covered = spec.max
-if spec.mode == 'adaptive' then
+local covered = maxAsked
+if mode == 'adaptive' then
   local recent = redis.call('LRANGE', KEYS[tonumber(ARGV[21])], 0, tonumber(ARGV[24]) - 1)
   if #recent >= tonumber(ARGV[23]) then
     local xs = {}
@@ -181,7 +185,7 @@ if spec.mode == 'adaptive' then
       xs[i] = tonumber(v)
     end
     table.sort(xs)
-    covered = math.min(spec.max, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(ARGV[22])))]))
+    covered = math.min(maxAsked, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(ARGV[22])))]))
   end
 end
 
@@ -196,20 +200,20 @@ local function check(maxTokens)
     local worst = (b.unit == 'usd') and worstU or worstT
     local promptNeed = (b.unit == 'usd') and promptU or promptT
     local s, h, d = sums[i], helds[i], 0
-    if spec.mode == 'reserve' then
+    if mode == 'reserve' then
       d = s + h + need - b.limit
-    elseif spec.mode == 'adaptive' then
+    elseif mode == 'adaptive' then
       d = s + h + need - b.limit
-      if not spec.extensible then
+      if not extensible then
         -- Its hold cannot grow: every overrun still possible must fit in the debt bound.
         local d2 = s + h + pots[i] + worst - b.limit - b.debt
         if d2 > d then
           d = d2
         end
       end
-    elseif spec.mode == 'estimate' then
+    elseif mode == 'estimate' then
       d = s + promptNeed - b.limit
-    elseif spec.mode == 'post' then
+    elseif mode == 'post' then
       d = s - b.limit + 1
     end
     if d > 0 then
@@ -223,7 +227,7 @@ local function check(maxTokens)
   return refusedAt, deficit, shadowAt
 end
 
-local maxTokens, shrunk = spec.max, false
+local maxTokens, shrunk = maxAsked, false
 local refusedAt, deficit, shadowAt = check(maxTokens)
 
 -- Shrink to fit: lower max_tokens to the most output every enforced budget can still pay for,
@@ -231,16 +235,16 @@ local refusedAt, deficit, shadowAt = check(maxTokens)
 -- usd window charges ceil((prompt * in + out * out_price) / 1e6) micro-USD, which is at most
 -- `room` exactly when prompt * in + out * out_price <= room * 1e6; an output price of 0 makes
 -- any output affordable once the prompt is.
-if refusedAt and spec.minOut > 0 and spec.mode == 'reserve' then
+if refusedAt and minOut > 0 and mode == 'reserve' then
   local afford = maxTokens
   for i, b in ipairs(spec.budgets) do
     if b.enforce then
       local room = b.limit - sums[i] - helds[i]
       local out
       if b.unit == 'tokens' then
-        out = room - spec.prompt
-      elseif spec.price[2] > 0 then
-        out = math.floor((room * 1000000 - spec.prompt * spec.price[1]) / spec.price[2])
+        out = room - prompt
+      elseif price[2] > 0 then
+        out = math.floor((room * 1000000 - prompt * price[1]) / price[2])
       elseif promptU <= room then
         out = afford
       else
@@ -249,7 +253,7 @@ if refusedAt and spec.minOut > 0 and spec.mode == 'reserve' then
       afford = math.min(afford, out)
     end
   end
-  if afford >= spec.minOut then
+  if afford >= minOut then
     local r, d, sh = check(afford)
     if r == nil then
       maxTokens, shrunk = afford, true
@@ -278,18 +282,19 @@ end
 -- grow, records what it could still overrun); estimate bills the prompt now; post/meter hold
 -- nothing.
 local heldT, heldU, chargedT, chargedU, potT, potU = 0, 0, 0, 0, 0, 0
-if spec.mode == 'reserve' or spec.mode == 'adaptive' then
+if mode == 'reserve' or mode == 'adaptive' then
   heldT, heldU = needT, needU
-  if spec.mode == 'adaptive' and not spec.extensible then
+  if mode == 'adaptive' and not extensible then
     potT, potU = worstT - needT, worstU - needU
   end
-elseif spec.mode == 'estimate' then
+elseif mode == 'estimate' then
   chargedT, chargedU = promptT, promptU
 end
-if spec.mode ~= 'reserve' and spec.mode ~= 'adaptive' then
+if mode ~= 'reserve' and mode ~= 'adaptive' then
   covered = maxTokens
 end
 
+local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
 local states = {}
 local budgets = spec.budgets
 for i = 1, #budgets do
@@ -298,7 +303,9 @@ for i = 1, #budgets do
   local amountHeld = usd and heldU or heldT
   local amountCharged = usd and chargedU or chargedT
   local key = KEYS[b.key]
-  hold(key, amountHeld)
+  if amountHeld ~= 0 then
+    hold(key, amountHeld, 'h', usd and heldUText or heldTText)
+  end
   if potT ~= 0 or potU ~= 0 then
     hold(key, usd and potU or potT, 'p')
   end
@@ -309,43 +316,34 @@ for i = 1, #budgets do
 end
 local windows = table.concat(states, ';')
 
-local expiresAt = now + spec.leaseMs
+local expiresAt = now + leaseMs
 local nowText, expiresText = I(now), I(expiresAt)
-local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
 local chargedTText, chargedUText = I(chargedT), I(chargedU)
 for _, lv in ipairs(spec.levels) do
-  redis.call('ZADD', KEYS[lv.holds], expiresText, spec.resId)
+  redis.call('ZADD', KEYS[lv.holds], expiresText, resId)
   if chargedT ~= 0 then
     redis.call('HINCRBY', KEYS[lv.state], 'billedT', chargedTText)
     redis.call('HINCRBY', KEYS[lv.state], 'billedU', chargedUText)
   end
 end
-redis.call('ZADD', KEYS[3], expiresText, spec.resId)
+redis.call('ZADD', KEYS[3], expiresText, resId)
 
 -- The record carries everything its close needs (org, levels, windows, prices, what expiry
 -- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant
 -- moved to another org or left the config. Amounts that are 0 are left out.
 local covText = I(covered)
-local record = {'HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText,
-  'heldU', heldUText, 'max', maxText, 'cov', covText, 'createdAt', nowText,
-  'expiresAt', expiresText}
+redis.call('HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText, 'heldU', heldUText,
+  'max', maxText, 'cov', covText, 'createdAt', nowText, 'expiresAt', expiresText)
 if chargedT ~= 0 or chargedU ~= 0 then
-  record[#record + 1] = 'chargedT'
-  record[#record + 1] = chargedTText
-  record[#record + 1] = 'chargedU'
-  record[#record + 1] = chargedUText
+  redis.call('HSET', resKey, 'chargedT', chargedTText, 'chargedU', chargedUText)
 end
 if potT ~= 0 or potU ~= 0 then
-  record[#record + 1] = 'potT'
-  record[#record + 1] = I(potT)
-  record[#record + 1] = 'potU'
-  record[#record + 1] = I(potU)
+  redis.call('HSET', resKey, 'potT', I(potT), 'potU', I(potU))
 end
-redis.call(unpack(record))
-redis.call('PEXPIRE', resKey, spec.leaseMs + spec.keepMs)
-if spec.usersKey > 0 then
+redis.call('PEXPIRE', resKey, leaseMs + spec.keepMs)
+if usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).
-  redis.call('ZADD', KEYS[spec.usersKey], nowText, spec.endUser)
+  redis.call('ZADD', KEYS[usersKey], nowText, endUser)
   for _, b in ipairs(spec.budgets) do
     if b.scope == 'u' then
       redis.call('PEXPIRE', KEYS[b.key], ARGV[29])

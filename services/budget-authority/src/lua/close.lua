@@ -25,20 +25,22 @@
 
 local spec = readPlan(15)
 spec.now = tonumber(ARGV[1])
-spec.resId, spec.eventId, spec.overrunEventId, spec.op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-spec.usage = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
-  w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
-spec.outcome, spec.reason, spec.askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
+-- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
+local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local outcome, reason, askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
+-- The record: f[1..10] = state, heldT, heldU, chargedT, chargedU, createdAt, expiresAt, r,
+-- potT, potU. What only a closed record has (billedT, billedU of a settled one; expT, expU of
+-- an expired one) is read when its state says so.
 local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'chargedT', 'chargedU',
-  'createdAt', 'expiresAt', 'billedT', 'billedU', 'potT', 'potU', 'expT', 'expU', 'r')
+  'createdAt', 'expiresAt', 'r', 'potT', 'potU')
 local state = f[1]
 
 if not state then
-  if spec.op == 'release' then
+  if op == 'release' then
     -- Tombstone: an admit with this id that arrives late is refused, not held forever.
     redis.call('HSET', resKey, 'state', 'released', 'tenant', spec.tenant)
     redis.call('PEXPIRE', resKey, spec.keepMs)
@@ -47,20 +49,21 @@ if not state then
 end
 local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
   priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser =
-  unpack(recordFixed(resKey, f[14]))
+  unpack(recordFixed(resKey, f[8]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 if state == 'settled' then
-  return {'already_settled', f[8] or '0', f[9] or '0', windowStates(spec), '0', '0'}
+  local billed = redis.call('HMGET', resKey, 'billedT', 'billedU')
+  return {'already_settled', billed[1] or '0', billed[2] or '0', windowStates(spec), '0', '0'}
 end
 if state == 'released' then
   return {'already_released', '0', '0', windowStates(spec), '0', '0'}
 end
-if state == 'expired' and spec.op == 'expire' then
+if state == 'expired' and op == 'expire' then
   return {'already_expired', '0', '0', windowStates(spec), '0', '0'}
 end
-if spec.op == 'expire' and tonumber(f[7]) > now then
+if op == 'expire' and tonumber(f[7]) > now then
   return {'not_due', '0', '0', windowStates(spec), '0', '0'}
 end
 keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
@@ -68,7 +71,7 @@ keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
 -- The hold is on its key's or end user's windows but the caller did not name them (the
 -- sweeper, a client of the API): ask for a run with them, so the event reports those windows
 -- too (the books, the rebuild and the alerter read windows from events). Nothing changed yet.
-if spec.askSubjects and holdsText then
+if askSubjects and holdsText and string.find(holdsText, '[KU]') then
   local haveK, haveU = false, false
   for _, b in ipairs(spec.budgets) do
     haveK = haveK or b.scope == 'k'
@@ -80,10 +83,13 @@ if spec.askSubjects and holdsText then
 end
 
 local heldT, heldU = tonumber(f[2]), tonumber(f[3])
-local levels = recordLevels(levelsText)
 local prechargedT, prechargedU = tonumber(f[4]) or 0, tonumber(f[5]) or 0
 -- What an expiry already billed (worst case, see below); a late settle corrects it.
-local expiredT, expiredU = tonumber(f[12]) or 0, tonumber(f[13]) or 0
+local expiredT, expiredU = 0, 0
+if state == 'expired' then
+  local e = redis.call('HMGET', resKey, 'expT', 'expU')
+  expiredT, expiredU = tonumber(e[1]) or 0, tonumber(e[2]) or 0
+end
 
 -- The windows to change: the recorded ones (their holds given back), then the current plan's
 -- not among them (billed only). When the record was admitted on this very plan (the same
@@ -91,11 +97,17 @@ local expiredT, expiredU = tonumber(f[12]) or 0, tonumber(f[13]) or 0
 local targets = {}
 local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
   and not string.find(holdsText, '[KU]')
+-- The levels' state and holds keys: the plan's own (the same keys) when admitted on it.
+local stateKeys, holdsKeys = {}, {}
 if asPlanned then
-  for i, b in ipairs(spec.budgets) do
-    targets[i] = {key = KEYS[b.key], unit = b.unit, b = b, held = true}
+  for i, lv in ipairs(spec.levels) do
+    stateKeys[i], holdsKeys[i] = KEYS[lv.state], KEYS[lv.holds]
   end
 else
+  local levels = recordLevels(levelsText)
+  for i, level in ipairs(levels) do
+    stateKeys[i], holdsKeys[i] = tenantKey(spec, level, ':state'), tenantKey(spec, level, ':holds')
+  end
   local seen = {}
   for _, h in ipairs(recordHolds(spec, levels, holdsText, {tenant = tenant, keyId = keyId, endUser = endUser})) do
     targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true}
@@ -114,8 +126,9 @@ local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
 local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
-if spec.op == 'settle' then
-  local u = spec.usage
+if op == 'settle' then
+  local u = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
+    w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
   -- Each category at its price. A record written before cache-write prices existed has
   -- priceIn as its input price, and bills writes as input.
   local input = tonumber(priceUn) or tonumber(priceIn)
@@ -140,7 +153,7 @@ if spec.op == 'settle' then
     redis.call('LTRIM', key, 0, samples - 1)
   end
   closed, eventType = 'settled', 'reservation.settled'
-elseif spec.op == 'expire' then
+elseif op == 'expire' then
   -- Nobody knows how this call ended (its edge died mid-call). With `expB` (reserve's
   -- default) it is billed at its worst case, so the books never show less than the model may
   -- have billed; a settle that arrives later corrects it to the real usage.
@@ -160,80 +173,90 @@ end
 -- Every window once: give back the hold (when still held, and on the windows it was recorded
 -- against), bill the charge, and keep what it says for the event.
 local isHeld = state == 'held'
-local potT, potU = tonumber(f[10]) or 0, tonumber(f[11]) or 0
+local potT, potU = tonumber(f[9]) or 0, tonumber(f[10]) or 0
 local states = {}
-for i, t in ipairs(targets) do
-  local usd = t.unit == 'usd'
-  local bd = bounds(spec, t.b)
+local budgets = spec.budgets
+for i = 1, asPlanned and #budgets or #targets do
+  local key, unit, b, held
+  if asPlanned then
+    b = budgets[i]
+    key, unit, held = KEYS[b.key], b.unit, true
+  else
+    local t = targets[i]
+    key, unit, b, held = t.key, t.unit, t.b, t.held
+  end
+  local usd = unit == 'usd'
+  local bd = bounds(spec, b)
   local amount = billing and (usd and chargeU or chargeT) or 0
   local bucket = 'b' .. I(bd[1])
-  local s, h, p, billed = slide(t.key, bd[2], bd[3], bucket)
+  local s, h, p, billed = slide(key, bd[2], bd[3], bucket)
   local changed = false
-  if isHeld and t.held then
+  if isHeld and held then
     h = math.max(0, h - (usd and heldU or heldT))
     changed = true
     local dp = usd and potU or potT
     if dp ~= 0 then
       p = math.max(0, p - dp)
-      redis.call('HSET', t.key, 'p', I(p))
+      redis.call('HSET', key, 'p', I(p))
     end
   end
+  s = s + amount
+  local sText, hText = I(s), I(h)
   if amount ~= 0 then
-    s = s + amount
-    redis.call('HSET', t.key, 's', I(s), 'h', I(h), bucket, I((tonumber(billed) or 0) + amount))
+    redis.call('HSET', key, 's', sText, 'h', hText, bucket, I((tonumber(billed) or 0) + amount))
   elseif changed then
-    redis.call('HSET', t.key, 's', I(s), 'h', I(h))
+    redis.call('HSET', key, 's', sText, 'h', hText)
   end
   if asPlanned then
-    states[i] = windowState(t.b, s, h)
+    -- windowState's text, from the amounts just written (a plan's budget has head and tail).
+    states[i] = b.head .. sText .. ',' .. hText .. b.tail
   end
 end
+local chargeTText, chargeUText = I(chargeT), I(chargeU)
 if billing then
-  for _, level in ipairs(levels) do
-    local stateKey = tenantKey(spec, level, ':state')
-    redis.call('HINCRBY', stateKey, 'billedT', I(chargeT))
-    redis.call('HINCRBY', stateKey, 'billedU', I(chargeU))
+  for _, stateKey in ipairs(stateKeys) do
+    redis.call('HINCRBY', stateKey, 'billedT', chargeTText)
+    redis.call('HINCRBY', stateKey, 'billedU', chargeUText)
   end
 end
 if isHeld then
   -- Leave the in-flight sets.
-  for _, level in ipairs(levels) do
-    redis.call('ZREM', tenantKey(spec, level, ':holds'), spec.resId)
+  for _, holdsKey in ipairs(holdsKeys) do
+    redis.call('ZREM', holdsKey, resId)
   end
-  redis.call('ZREM', KEYS[3], spec.resId)
+  redis.call('ZREM', KEYS[3], resId)
 end
 
-local nowText = I(now)
-if spec.op == 'expire' then
+local nowText, billedTText, costUText = I(now), I(billedT), I(costU)
+if op == 'expire' then
   redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', '0', 'billedU', '0',
     'expT', I(chargeT), 'expU', I(chargeU))
 else
-  redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', I(billedT),
-    'billedU', I(costU))
+  redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', billedTText,
+    'billedU', costUText)
 end
 redis.call('PEXPIRE', resKey, spec.keepMs)
 
 local windows = asPlanned and table.concat(states, ';') or windowStates(spec)
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
-  '\0reservationId\0' .. spec.resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
+  '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
   '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api
 local ending = '\0windows\0' .. windows .. (endUser ~= '' and ('\0endUser\0' .. endUser) or '')
 local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
 local body
-if spec.op == 'settle' then
-  local u = spec.usage
+if op == 'settle' then
   body = '\0promptTokens\0' .. ARGV[6] .. '\0completionTokens\0' .. ARGV[7] ..
     '\0cachedPromptTokens\0' .. ARGV[8] .. '\0cacheWrite5mTokens\0' .. ARGV[9] ..
     '\0cacheWrite1hTokens\0' .. ARGV[10] .. '\0reasoningTokens\0' .. ARGV[11] ..
-    '\0billedTokens\0' .. I(billedT) .. '\0costMicroUsd\0' .. I(costU) ..
-    '\0outcome\0' .. spec.outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
-elseif spec.op == 'release' then
-  body = '\0reason\0' .. spec.reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
+    '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
+    '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
+elseif op == 'release' then
+  body = '\0reason\0' .. reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 else
   body = '\0leaseMs\0' .. leaseMs
 end
-emitText('type\0' .. eventType .. '\0id\0' .. spec.eventId .. head .. heldText ..
-  '\0chargedTokens\0' .. I(chargeT) .. '\0chargedMicroUsd\0' .. I(chargeU) .. body .. ending)
+emitText('type\0' .. eventType .. '\0id\0' .. eventId .. head .. heldText ..
+  '\0chargedTokens\0' .. chargeTText .. '\0chargedMicroUsd\0' .. chargeUText .. body .. ending)
 
 if overT > 0 or overU > 0 then
   local leaf = tenantKey(spec, tenant, ':state')
@@ -241,10 +264,10 @@ if overT > 0 or overU > 0 then
   redis.call('HINCRBY', leaf, 'overT', I(overT))
   redis.call('HINCRBY', leaf, 'overU', I(overU))
   redis.call('HSET', leaf, 'overAt', nowText)
-  emitText('type\0reservation.overrun\0id\0' .. spec.overrunEventId .. head ..
+  emitText('type\0reservation.overrun\0id\0' .. overrunEventId .. head ..
     '\0heldTokens\0' .. I(heldT + prechargedT) .. '\0heldMicroUsd\0' .. I(heldU + prechargedU) ..
-    '\0billedTokens\0' .. I(billedT) .. '\0costMicroUsd\0' .. I(costU) ..
+    '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)
 end
 
-return {closed, I(billedT), I(costU), windows, I(overT), I(overU)}
+return {closed, billedTText, costUText, windows, I(overT), I(overU)}

@@ -16,7 +16,12 @@ end
 -- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
 -- `field` (optional) is read in the same command: its value is the fourth result.
 local function slide(key, start, nb, field)
-  local v = redis.call('HMGET', key, 's', 'h', 'lo', 'p', field or 's')
+  local v
+  if field then
+    v = redis.call('HMGET', key, 's', 'h', 'lo', 'p', field)
+  else
+    v = redis.call('HMGET', key, 's', 'h', 'lo', 'p')
+  end
   local s = tonumber(v[1]) or 0
   local h = tonumber(v[2]) or 0
   local lo = tonumber(v[3])
@@ -56,10 +61,11 @@ local function bill(key, cur, amount)
 end
 
 -- Changes a window's held amount (field 'h') or potential overrun ('p'), never below zero.
-local function hold(key, amount, field)
+-- `text` (optional): the amount already written with I().
+local function hold(key, amount, field, text)
   field = field or 'h'
   if amount ~= 0 then
-    local h = redis.call('HINCRBY', key, field, I(amount))
+    local h = redis.call('HINCRBY', key, field, text or I(amount))
     if h < 0 then
       redis.call('HSET', key, field, '0')
     end
@@ -84,8 +90,6 @@ end
 -- text before and after `used,held` each. Every C call or new string costs Redis's Lua about
 -- 0.1 µs, so what only depends on the config comes ready-made.
 local function readPlan(at)
-  local spec = {kp = ARGV[at], org = ARGV[at + 1], tenant = ARGV[at + 2], keepMs = tonumber(ARGV[at + 3]),
-    levelsText = ARGV[at + 4], holdsText = ARGV[at + 5]}
   local i = at + 6
   local levels = {}
   for l = 1, tonumber(ARGV[i]) do
@@ -102,13 +106,13 @@ local function readPlan(at)
       key = tonumber(ARGV[i + 11]), head = ARGV[i + 12], tail = ARGV[i + 13]}
     i = i + 13
   end
-  spec.levels, spec.budgets = levels, budgets
+  -- Every field the scripts set later is in the constructor (now, bounds: false until set),
+  -- so the table is sized once.
+  local spec = {kp = ARGV[at], org = ARGV[at + 1], tenant = ARGV[at + 2], keepMs = tonumber(ARGV[at + 3]),
+    levelsText = ARGV[at + 4], holdsText = ARGV[at + 5], levels = levels, budgets = budgets,
+    now = false, bounds = false}
   return spec, i + 1
 end
-
--- Sliding windows: buckets of `ms`, `n` of them (the same table as WINDOW_GRANULARITY in
--- @holdfast/events).
-local GRANULARITY = {minute = {1000, 60}, day = {60000, 1440}, month = {3600000, 720}}
 
 -- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
 local function civil(days)
@@ -146,9 +150,18 @@ local function windowBounds(now, window, calendar)
     local index = y * 12 + m - 1
     return {index, index, 1, 0}
   end
-  local g = GRANULARITY[window]
-  local cur = math.floor(now / g[1])
-  return {cur, cur - g[2] + 1, g[2], g[1]}
+  -- Sliding windows: buckets of `ms`, `n` of them (the same table as WINDOW_GRANULARITY in
+  -- @holdfast/events; an if chain, as a table would be built again on every call).
+  local ms, n
+  if window == 'minute' then
+    ms, n = 1000, 60
+  elseif window == 'day' then
+    ms, n = 60000, 1440
+  else
+    ms, n = 3600000, 720
+  end
+  local cur = math.floor(now / ms)
+  return {cur, cur - n + 1, n, ms}
 end
 
 -- The first instant of the next calendar month (UTC), ms.
@@ -166,7 +179,8 @@ end
 local function bounds(spec, b)
   local calendar = b.window == 'month' and b.calendar
   local kind = calendar and 'calmonth' or b.window
-  spec.bounds = spec.bounds or {}
+  -- Sized for every kind at once (a table that grows is rehashed at each power of two).
+  spec.bounds = spec.bounds or {minute = false, day = false, month = false, calmonth = false}
   local bd = spec.bounds[kind]
   if not bd then
     bd = windowBounds(spec.now, b.window, calendar)
@@ -256,8 +270,6 @@ end
 -- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window; "KMt"
 -- the key's, "UMt" the end user's). Keys are rebuilt from the prefix, the record's org, and
 -- its keyId and endUser.
-local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
-local UNIT_NAME = {t = 'tokens', u = 'usd'}
 
 local function tenantKey(spec, tenant, suffix)
   return spec.kp .. ':{' .. spec.org .. '}:t:' .. tenant .. suffix
@@ -275,6 +287,8 @@ end
 -- The record's holds: list of {window key, unit, budget (window, calendar, tenant)}. `rec`
 -- is the record's tenant, keyId and endUser (for key and end-user windows).
 local function recordHolds(spec, levels, text, rec)
+  local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
+  local UNIT_NAME = {t = 'tokens', u = 'usd'}
   local out = {}
   for code in string.gmatch(text or '', '[^;]+') do
     local at = string.sub(code, 1, -3)
@@ -307,9 +321,11 @@ end
 -- `r` (written before it existed, or by rebuild) has those fields as fields of their own.
 --
 -- The fixed fields of a record, in RECORD_FIXED's order (false where an old record has none).
+local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local function recordFixed(key, r)
   if r then
-    return {string.match(r, '^' .. string.rep('([^\1]*)\1', 19) .. '(.*)$')}
+    -- RECORD_PATTERN: 19 times '([^\1]*)\1', then '(.*)$' (a literal: built once per load).
+    return {string.match(r, RECORD_PATTERN)}
   end
   local RECORD_FIXED = {'tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt',
     'priceIn', 'priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels',
