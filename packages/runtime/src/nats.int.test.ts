@@ -1,6 +1,12 @@
-import { deadLetterStream, deadLetterSubject, eventSubject } from '@holdfast/events';
+import {
+  deadLetterStream,
+  deadLetterSubject,
+  eventSubject,
+  namesWithPrefix,
+} from '@holdfast/events';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { expect } from 'vitest';
 import { ensureEventsStream } from './nats.js';
 
@@ -37,4 +43,26 @@ test('ensureEventsStream leaves an operator-tuned stream alone (replicas, age) a
   const info = await jsm.streams.info(iso.names.eventsStream);
   expect(info.config.max_age).toBe(3_600_000_000_000);
   expect(info.config.duplicate_window).toBe(600_000_000_000);
+});
+
+test('ensureEventsStream from many processes at once (replicas starting together): every one succeeds', async ({
+  natsUrl,
+  iso,
+}) => {
+  // Separate connections, as separate replicas have: each looks, finds nothing and adds.
+  const conns = await Promise.all(Array.from({ length: 6 }, () => connect({ servers: natsUrl })));
+  try {
+    const managers = await Promise.all(conns.map((c) => jetstreamManager(c)));
+    for (let round = 0; round < 40; round++) {
+      const names = namesWithPrefix(`${iso.token}r${round}`);
+      const results = await Promise.allSettled(
+        managers.map((jsm) => ensureEventsStream(jsm, names)),
+      );
+      expect(results.filter((r) => r.status === 'rejected')).toEqual([]);
+      await managers[0]!.streams.delete(names.eventsStream);
+      await managers[0]!.streams.delete(`${names.eventsStream}_DEADLETTER`);
+    }
+  } finally {
+    await Promise.all(conns.map((c) => c.close()));
+  }
 });

@@ -132,8 +132,18 @@ export async function ensureStream(
     if (!(err instanceof JetStreamApiError) || err.code !== JetStreamApiCodes.StreamNotFound) {
       throw err;
     }
-    await jsm.streams.add(config);
-    return;
+    try {
+      await jsm.streams.add(config);
+      return;
+    } catch (addErr) {
+      // Another process made it between our look and our add (replicas starting together:
+      // the server may then answer "subjects overlap"); take it as it is, or fail as we did.
+      current = (
+        await jsm.streams.info(config.name).catch(() => {
+          throw addErr;
+        })
+      ).config;
+    }
   }
   warnOnReplicas(logger, config.name, current.num_replicas, config.num_replicas ?? 1);
   const subjects = [...new Set([...current.subjects, ...config.subjects])];
