@@ -116,3 +116,13 @@ export async function startTestAuthority(opts: TestAuthorityOptions): Promise<Te
     stop,
   };
 }
+
+/** Batch messages an authority received and the requests they carried (its batch histogram). */
+export async function batchStats(
+  authority: Authority,
+): Promise<{ batches: number; items: number }> {
+  const { values } = await authority.ctx.metrics.batchSize.get();
+  const value = (name: string) =>
+    values.find((v) => v.metricName === `holdfast_authority_batch_items_${name}`)?.value ?? 0;
+  return { batches: value('count'), items: value('sum') };
+}

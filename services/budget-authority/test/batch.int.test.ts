@@ -11,7 +11,7 @@ import {
   refusalOf,
   authorityTest as test,
 } from './harness.js';
-import { startTestAuthority } from '../src/testing.js';
+import { batchStats, startTestAuthority } from '../src/testing.js';
 
 const admitBody = (over: Record<string, unknown> = {}) => ({
   reservationId: newId(),
@@ -35,19 +35,6 @@ const supportBotLimit = (limit: number) => ({
 const batching = (nc: NatsConnection, names: NatsNames, timeoutMs = 5_000) =>
   new AuthorityClient({ nc, names, timeoutMs, batch: true });
 
-/** Batch messages the authority received and the items they carried (its batch-size histogram). */
-async function batchStats(h: {
-  authority: { ctx: { metrics: unknown } };
-}): Promise<{ batches: number; items: number }> {
-  const metrics = h.authority.ctx.metrics as {
-    batchSize: { get(): Promise<{ values: { metricName?: string; value: number }[] }> };
-  };
-  const { values } = await metrics.batchSize.get();
-  const value = (name: string) =>
-    values.find((v) => v.metricName === `holdfast_authority_batch_items_${name}`)?.value ?? 0;
-  return { batches: value('count'), items: value('sum') };
-}
-
 describe('batched requests: the call path of one turn in one message', () => {
   test('48 admits asked at once on a budget of 40: one batch, exactly the budget admitted, none over', async ({
     start,
@@ -64,7 +51,7 @@ describe('batched requests: the call path of one turn in one message', () => {
     expect(admitted).toHaveLength(40);
     expect(refused).toHaveLength(8);
     for (const r of refused) expect(refusalOf(r).code).toBe('budget_exceeded');
-    expect(await batchStats(h)).toEqual({ batches: 1, items: 48 });
+    expect(await batchStats(h.authority)).toEqual({ batches: 1, items: 48 });
 
     // Settle half and release half, again in one turn: each close answered as alone.
     const closes = await Promise.all(
@@ -89,7 +76,7 @@ describe('batched requests: the call path of one turn in one message', () => {
     expect(closes.map((c) => c.ok && c.value.status)).toEqual(
       admitted.map((_, i) => (i % 2 === 0 ? 'settled' : 'released')),
     );
-    expect((await batchStats(h)).items).toBe(88);
+    expect((await batchStats(h.authority)).items).toBe(88);
     const usage = await quiescent(h.client, redis, iso.keyPrefix);
     const month = usage.tenants
       .find((t) => t.tenant === 'support-bot')!
@@ -164,7 +151,7 @@ describe('batched requests: the call path of one turn in one message', () => {
       Array.from({ length: MAX_BATCH_ITEMS * 2 + 3 }, () => client.admit(admitBody())),
     );
     expect(replies.every((r) => r.ok && r.value.admitted)).toBe(true);
-    expect(await batchStats(h)).toEqual({ batches: 3, items: MAX_BATCH_ITEMS * 2 + 3 });
+    expect(await batchStats(h.authority)).toEqual({ batches: 3, items: MAX_BATCH_ITEMS * 2 + 3 });
   });
 
   test('a batch nobody answers: the item that may wait less times out first, then the rest', async ({
@@ -240,7 +227,7 @@ describe('batched requests: the call path of one turn in one message', () => {
         Array.from({ length: 64 }, () => client.admit(admitBody())),
       );
       expect(replies.filter((r) => r.ok && r.value.admitted)).toHaveLength(64);
-      const { batches, items } = await batchStats(h);
+      const { batches, items } = await batchStats(h.authority);
       expect(items).toBe(64);
       expect(batches).toBeGreaterThan(1);
       expect(answers).toBeGreaterThan(batches);
