@@ -102,18 +102,38 @@ function request(r: Rand, team: string): Record<string, unknown> {
   return body;
 }
 
+/** Longer than any call may take (the upstream's timeout is 30 s): a call past it is stuck. */
+const STUCK_MS = 60_000;
+
 async function call(s: Stack, r: Rand, team: string): Promise<void> {
   const leave = r() < 0.2 ? AbortSignal.timeout(Math.floor(r() * 300)) : undefined;
+  const stuck = AbortSignal.timeout(STUCK_MS);
+  const body = request(r, team);
+  let status: number | undefined;
+  let received = '';
   try {
     const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { authorization: `Bearer sk-${team}`, 'content-type': 'application/json' },
-      body: JSON.stringify(request(r, team)),
-      signal: leave,
+      body: JSON.stringify(body),
+      signal: leave ? AbortSignal.any([leave, stuck]) : stuck,
     });
-    await res.text();
+    status = res.status;
+    const decoder = new TextDecoder();
+    const reader = res.body?.getReader();
+    for (let part = await reader?.read(); part && !part.done; part = await reader?.read()) {
+      received += decoder.decode(part.value, { stream: true });
+    }
     if (![200, 403, 429].includes(res.status)) throw new Error(`unexpected ${res.status}`);
   } catch (err) {
+    if (stuck.aborted) {
+      // Say which call never ended, and how far it got, instead of timing the test out.
+      const { messages: _m, ...fields } = body;
+      throw new Error(
+        `a call of ${team} did not end within ${STUCK_MS} ms: ${JSON.stringify(fields)}, status ${status ?? 'none'}, ${received.length} characters received, last: ${JSON.stringify(received.slice(-300))}`,
+        { cause: err },
+      );
+    }
     if (!leave?.aborted) throw err;
   }
 }
