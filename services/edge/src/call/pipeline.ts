@@ -7,6 +7,8 @@ import { EdgeError } from '../errors.js';
 import { admissionHeaders, H } from '../request/headers.js';
 import { Hold } from '../authority/holds.js';
 import { recordRequest } from '../plugins/observability.js';
+import { upstreamError } from './failure.js';
+import type { LiveCall } from './in-flight.js';
 import type { Asked, MinOutput, SurfaceAdapter } from './adapter.js';
 import { resolveEndUser } from '../request/end-user.js';
 import { countContext, resolveModel } from './context.js';
@@ -48,7 +50,7 @@ export async function runCall<B>(
     const tooSmall = belowLeast(adapter.minOutput?.(body), asked, clamp.maxTokens);
     if (tooSmall) return await adapter.sendError(request, reply, tooSmall);
     const counted = await adapter.countPrompt(body, countContext(deps, request, adapter, model));
-    if (live.signal.aborted) return await gone(request, reply);
+    if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
     if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
     const promptTokens = counted.value;
     admission = await admitCall(deps, request, reply, {
@@ -63,9 +65,10 @@ export async function runCall<B>(
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
     if (live.signal.aborted) {
-      // The client left while its call was being admitted: nothing reached the model.
-      hold.release('client_disconnected');
-      return await gone(request, reply);
+      // The call ended while it was being admitted (its client left, its team was
+      // suspended): nothing reached the model.
+      hold.release(live.abortedBy === 'suspended' ? 'not_forwarded' : 'client_disconnected');
+      return await endedEarly(request, reply, adapter, live);
     }
     return await forwardCall(deps, request, reply, adapter, body, {
       live,
@@ -125,7 +128,19 @@ function cheapChecks(
 }
 
 /** A client that went away: nothing to answer. */
-function gone(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+/**
+ * A call ended before it was forwarded. Its client left: nothing to answer. The edge ended it
+ * (its team suspended while its prompt was counted or it was admitted): the client, still
+ * waiting, gets the error, never silence.
+ */
+function endedEarly(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  adapter: Pick<SurfaceAdapter<unknown>, 'sendError'>,
+  live: LiveCall,
+): FastifyReply | Promise<FastifyReply> {
+  const err = upstreamError({ kind: 'aborted', why: live.abortedBy ?? 'client_disconnected' });
+  if (err) return adapter.sendError(request, reply, err);
   recordRequest(request, 499, reply.elapsedTime);
   request.audit.outcome = 'client_disconnected';
   reply.hijack();

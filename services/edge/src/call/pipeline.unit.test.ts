@@ -30,6 +30,28 @@ async function settledOnce(x: UnitCall) {
 }
 
 describe('runCall', () => {
+  test('a team suspended while its call is being admitted: the client gets tenant_suspended, never silence; nothing reaches the model', async () => {
+    const x = (u = await unitCall());
+    const admit = x.authority.admit.bind(x.authority);
+    // The suspension notice arrives while the admission is on its way.
+    x.authority.admit = (req) => {
+      x.deps.calls.suspend('team', 0);
+      return admit(req);
+    };
+    const res = await x.app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: auth,
+      payload: chat(),
+    });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toMatchObject({ error: { code: 'tenant_suspended' } });
+    await settledOnce(x);
+    expect(x.authority.releases).toEqual([expect.objectContaining({ reason: 'not_forwarded' })]);
+    expect(x.upstream.stats().recent).toHaveLength(0);
+    expect(x.authority.held).toBe(0);
+  });
+
   test('counts, clamps and admits with the surface, forwards the grant, settles what the provider reported', async () => {
     u = await unitCall();
     const res = await u.app.inject({
