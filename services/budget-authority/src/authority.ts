@@ -261,6 +261,12 @@ export class Authority {
     );
   }
 
+  /** A request answered, alone or in a batch: counted and timed by its operation. */
+  #answered(op: AuthorityOperation, outcome: string, ms: number): void {
+    this.ctx.metrics.requests.inc({ op, outcome });
+    this.ctx.metrics.latency.observe({ op }, ms / 1_000);
+  }
+
   /** The call path's operations in one message (an edge under load asks for many at once). */
   #serveBatch(routes: Record<BatchedOperation, Route>): void {
     const { metrics } = this.ctx;
@@ -268,10 +274,7 @@ export class Authority {
       serveBatch(this.#o.nc, authoritySubject(this.#o.names, 'batch'), routes, {
         logger: this.#o.logger,
         onBatch: (size) => metrics.batchSize.observe(size),
-        onDone: (op, outcome, ms) => {
-          metrics.requests.inc({ op, outcome });
-          metrics.latency.observe({ op }, ms / 1_000);
-        },
+        onDone: (op, outcome, ms) => this.#answered(op, outcome, ms),
       }),
     );
   }
@@ -281,14 +284,10 @@ export class Authority {
     schema: S,
     handler: Handler<z.output<S>, unknown>,
   ): void {
-    const { metrics } = this.ctx;
     this.#subs.push(
       serve(this.#o.nc, authoritySubject(this.#o.names, op), schema, handler, {
         logger: this.#o.logger,
-        onDone: (outcome, ms) => {
-          metrics.requests.inc({ op, outcome });
-          metrics.latency.observe({ op }, ms / 1_000);
-        },
+        onDone: (outcome, ms) => this.#answered(op, outcome, ms),
       }),
     );
   }
