@@ -30,6 +30,25 @@ async function settledOnce(x: UnitCall) {
 }
 
 describe('runCall', () => {
+  test('a team suspended while its prompt is being counted: the client gets tenant_suspended, nothing is admitted or sent upstream', async () => {
+    const x = (u = await unitCall());
+    const count = x.deps.counter.countChat.bind(x.deps.counter);
+    x.deps.counter.countChat = (...args) => {
+      x.deps.calls.suspend('team', 0);
+      return count(...args);
+    };
+    const res = await x.app.inject({
+      method: 'POST',
+      url: '/v1/chat/completions',
+      headers: auth,
+      payload: chat(),
+    });
+    expect(res.statusCode).toBe(403);
+    expect(res.json()).toMatchObject({ error: { code: 'tenant_suspended' } });
+    expect(x.authority.admits).toEqual([]);
+    expect(x.upstream.stats().recent).toHaveLength(0);
+  });
+
   test('a team suspended while its call is being admitted: the client gets tenant_suspended, never silence; nothing reaches the model', async () => {
     const x = (u = await unitCall());
     const admit = x.authority.admit.bind(x.authority);
