@@ -1,7 +1,3 @@
-import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { REPO_ROOT } from '@holdfast/stack';
 import { Redis } from 'ioredis';
 
 /** One command's line of `INFO commandstats`. */
@@ -28,7 +24,7 @@ export interface SlowlogSample {
   topLevel: string[];
 }
 
-/** `cmdstat_evalsha:calls=10,usec=1570,usec_per_call=157.00,...` lines, by command. */
+/** `cmdstat_fcall:calls=10,usec=1570,usec_per_call=157.00,...` lines, by command. */
 export function parseCommandStats(info: string): Record<string, CommandStat> {
   const out: Record<string, CommandStat> = {};
   for (const line of info.split(/\r?\n/)) {
@@ -39,25 +35,20 @@ export function parseCommandStats(info: string): Record<string, CommandStat> {
 }
 
 /**
- * Script names by SHA1, for the authority's scripts: each is sent as `lib.lua` + newline +
- * its own file (services/budget-authority/src/scripts.ts), and the plain file is tried too.
- * A script this cannot name shows as `sha:<first 8 hex>`.
+ * The script a command runs: the authority's scripts are Redis Functions named
+ * `hf_<script>_<hash of the library>` (services/budget-authority/src/scripts.ts), called by
+ * FCALL; an EVALSHA (another tool, or an authority of an older version) shows as
+ * `sha:<first 8 hex>`. Not a script: undefined.
  */
-export function scriptNames(
-  dir = join(REPO_ROOT, 'services/budget-authority/src/lua'),
-): Map<string, string> {
-  const names = new Map<string, string>();
-  if (!existsSync(dir)) return names;
-  const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
-  const libPath = join(dir, 'lib.lua');
-  const lib = existsSync(libPath) ? readFileSync(libPath, 'utf8') : '';
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.lua'))) {
-    const text = readFileSync(join(dir, file), 'utf8');
-    const name = file.replace(/\.lua$/, '');
-    names.set(sha1(text), name);
-    if (lib) names.set(sha1(`${lib}\n${text}`), name);
+export function scriptOf(args: readonly string[]): string | undefined {
+  const command = (args[0] ?? '').toLowerCase();
+  if (command === 'fcall' || command === 'fcall_ro') {
+    const fn = args[1] ?? '';
+    return /^hf_(.+)_[0-9a-f]{12}$/.exec(fn)?.[1] ?? `fn:${fn}`;
   }
-  return names;
+  if (command === 'evalsha') return `sha:${(args[1] ?? '').slice(0, 8)}`;
+  if (command === 'eval') return 'eval';
+  return undefined;
 }
 
 /** `SLOWLOG GET` entry: id, unix time, µs, argv, client address, client name. */
@@ -75,15 +66,12 @@ const SCRIPT_CLIENT = '?:0';
 const OURS = new Set(['slowlog', 'config', 'info']);
 
 /**
- * Groups a SLOWLOG sample by script (EVALSHA's sha, named): each script's time, and the
+ * Groups a SLOWLOG sample by script (named by scriptOf): each script's time, and the
  * commands it ran, which Redis logs right before it (one thread: nothing interleaves). The
  * oldest group may be cut by the log's length, so everything up to the first command sent by
  * a client is skipped.
  */
-export function slowlogSample(
-  entries: readonly SlowlogEntry[],
-  names: ReadonlyMap<string, string>,
-): SlowlogSample {
+export function slowlogSample(entries: readonly SlowlogEntry[]): SlowlogSample {
   const sorted = [...entries].sort((a, b) => a[0] - b[0]);
   const sums: Record<string, { n: number; usec: number; inner: number; innerUsec: number }> = {};
   const topLevel = new Map<string, number>();
@@ -102,9 +90,8 @@ export function slowlogSample(
       continue;
     }
     topLevel.set(command, (topLevel.get(command) ?? 0) + 1);
-    if (command !== 'evalsha' && command !== 'eval') continue;
-    const sha = command === 'evalsha' ? (args[1] ?? '') : '';
-    const key = sha ? (names.get(sha) ?? `sha:${sha.slice(0, 8)}`) : 'eval';
+    const key = scriptOf(args);
+    if (!key) continue;
     const s = (sums[key] ??= { n: 0, usec: 0, inner: 0, innerUsec: 0 });
     s.n += 1;
     s.usec += usec;
@@ -130,7 +117,6 @@ export function slowlogSample(
 /** The stack's Redis, as the bench reads it: reset before a phase, read after. */
 export class RedisStats {
   readonly #redis: Redis;
-  readonly #names = scriptNames();
 
   constructor(
     url: string,
@@ -160,7 +146,7 @@ export class RedisStats {
     const entries = (await this.#redis.slowlog('GET', this.slowlogSize)) as SlowlogEntry[];
     // Back to Redis's default, so phases that do not measure Redis do not pay for the log.
     await this.#redis.config('SET', 'slowlog-log-slower-than', '10000');
-    const sample = slowlogSample(entries, this.#names);
+    const sample = slowlogSample(entries);
     const sent = Object.fromEntries(
       Object.entries(commands).filter(([c]) => sample.topLevel.includes(c.split('|')[0]!)),
     );

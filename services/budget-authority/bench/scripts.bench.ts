@@ -1,8 +1,8 @@
 /**
  * Redis time per script (issue 14's "Redis at most 40 µs per admit or settle script"): the
  * admit and settle handlers run in-process against a Redis of the bench's own, no NATS, and
- * Redis's own `INFO commandstats` says what each EVALSHA cost it (its Lua and the commands it
- * ran), beside the bare 3-window check-and-reserve script in the same run. An org with a team
+ * Redis's own `INFO commandstats` says what each FCALL cost it (its Lua and the commands it
+ * ran), beside the bare 3-window check-and-reserve script (an EVALSHA) in the same run. An org with a team
  * under it and three windows, as the issue measures.
  *
  *   pnpm --filter @holdfast/budget-authority bench:scripts      (BENCH_CALLS, default 5,000)
@@ -24,10 +24,10 @@ import { RAW_LUA, rawKeys } from './raw.js';
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
 const IN_FLIGHT = 16;
 
-/** usec per call of evalsha since the last reset, and how many calls. */
-async function evalshaStats(redis: ReturnType<typeof createRedis>) {
+/** usec per call of a command (evalsha, fcall) since the last reset, and how many calls. */
+async function commandStats(redis: ReturnType<typeof createRedis>, command: string) {
   const info = String(await redis.call('INFO', 'commandstats'));
-  const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info);
+  const m = new RegExp(`cmdstat_${command}:calls=(\\d+),usec=(\\d+)`).exec(info);
   return { calls: Number(m?.[1] ?? 0), usecPerCall: Number(m?.[2] ?? 0) / Number(m?.[1] ?? 1) };
 }
 
@@ -48,12 +48,16 @@ async function redisCpuUs(redis: ReturnType<typeof createRedis>): Promise<number
 }
 
 /** Runs `phase` and returns its commandstats figures with the Redis CPU per call beside them. */
-async function measured(redis: ReturnType<typeof createRedis>, phase: () => Promise<void>) {
+async function measured(
+  redis: ReturnType<typeof createRedis>,
+  command: 'evalsha' | 'fcall',
+  phase: () => Promise<void>,
+) {
   await redis.call('CONFIG', 'RESETSTAT');
   const before = await redisCpuUs(redis);
   await phase();
   const after = await redisCpuUs(redis);
-  const stats = await evalshaStats(redis);
+  const stats = await commandStats(redis, command);
   const cpu = before === undefined || after === undefined ? NaN : (after - before) / stats.calls;
   return { ...stats, cpuPerCall: cpu };
 }
@@ -90,21 +94,21 @@ async function main(): Promise<void> {
   const ctx = authority.authority.ctx;
 
   const raw = (await redis.script('LOAD', RAW_LUA)) as string;
-  const bare = await measured(redis, () =>
+  const bare = await measured(redis, 'evalsha', () =>
     inParallel(CALLS, async () => {
       await redis.evalsha(raw, 3, ...rawKeys(prefix), '1394');
     }),
   );
 
   const ids = Array.from({ length: CALLS }, () => randomUUID());
-  const admits = await measured(redis, () =>
+  const admits = await measured(redis, 'fcall', () =>
     inParallel(CALLS, async (i) => {
       const r = await admit(ctx, admitRequest(ids[i]!));
       if (!r.ok || !r.value.admitted) throw new Error('not admitted');
     }),
   );
 
-  const settles = await measured(redis, () =>
+  const settles = await measured(redis, 'fcall', () =>
     inParallel(CALLS, async (i) => {
       const r = await settle(ctx, settleRequest(ids[i]!));
       if (!r.ok || r.value.status !== 'settled') throw new Error('not settled');

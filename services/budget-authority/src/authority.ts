@@ -44,7 +44,7 @@ import { usage } from './handlers/usage.js';
 import { Keys } from './keys.js';
 import { AuthorityMetrics } from './metrics.js';
 import { OutboxRelay } from './outbox-relay.js';
-import { defineScripts } from './scripts.js';
+import { loadScripts } from './scripts.js';
 import { migrateGlobalKeys } from './migrate.js';
 import { setDurability, type Durability } from './durable.js';
 
@@ -108,7 +108,6 @@ export class Authority {
       holds: () => this.#countHolds(),
       outbox: () => this.#countOutbox(),
     });
-    defineScripts(opts.redis);
     this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock, scriptNow };
     this.#relay = new OutboxRelay({
       redis: opts.redis,
@@ -133,8 +132,9 @@ export class Authority {
   async start(): Promise<void> {
     const { nc, names, logger } = this.#o;
     if (this.#o.durability) {
-      this.#durable = await setDurability(this.#o.redis, this.#o.durability, defineScripts);
+      this.#durable = await setDurability(this.#o.redis, this.#o.durability);
     }
+    await loadScripts(this.#o.redis);
     const streams = { replicas: this.#o.streamReplicas, logger };
     await ensureEventsStream(await jetstreamManager(nc), names, streams);
     await migrateGlobalKeys(this.#o.redis, this.ctx.keys, logger);

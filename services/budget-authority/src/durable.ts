@@ -27,20 +27,18 @@ const settings = new WeakMap<RedisClient, Setting>();
 
 /**
  * Sets what every write script on this connection waits for (see `durably`). With replicas to
- * wait for, opens the pool the waited writes go through (duplicates of `redis`, each given the
- * scripts by `prepare`); `close` ends them.
+ * wait for, opens the pool the waited writes go through (duplicates of `redis`); `close` ends
+ * them.
  */
 export async function setDurability(
   redis: RedisClient,
   d: Durability,
-  prepare: (c: RedisClient) => void,
 ): Promise<{ close: () => void }> {
   const pool: RedisClient[] = [];
   if (d.replicas > 0) {
     for (let i = 0; i < Math.max(1, d.connections ?? 8); i++) {
       const c = redis.duplicate();
       c.on('error', () => undefined);
-      prepare(c);
       pool.push(c);
     }
     await Promise.all(pool.map((c) => c.connect()));

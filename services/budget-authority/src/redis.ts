@@ -65,8 +65,8 @@ export function isCluster(redis: RedisClient): redis is Cluster {
   return redis instanceof Cluster;
 }
 
-/** The connections a whole-keyspace command (SCAN, INFO) must run on: every master. */
-function masters(redis: RedisClient): Redis[] {
+/** The connections a whole-keyspace command (SCAN, INFO, FUNCTION LOAD) must run on: every master. */
+export function masters(redis: RedisClient): Redis[] {
   return isCluster(redis) ? redis.nodes('master') : [redis];
 }
 

@@ -1,15 +1,11 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Result } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
 import { durably } from './durable.js';
-import type { RedisClient } from './redis.js';
+import { masters, type RedisClient } from './redis.js';
 
 /** Lua sources live in src/lua; this path works from src/ (tests) and dist/ (built). */
 const LUA_DIR = new URL('../src/lua/', import.meta.url);
-
-function source(name: string): string {
-  const lib = readFileSync(new URL('lib.lua', LUA_DIR), 'utf8');
-  return `${lib}\n${readFileSync(new URL(`${name}.lua`, LUA_DIR), 'utf8')}`;
-}
 
 const SCRIPTS = [
   'admit',
@@ -24,47 +20,100 @@ const SCRIPTS = [
 ] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
-const COMMANDS = {
-  admit: 'hfAdmit',
-  extend: 'hfExtend',
-  close: 'hfClose',
-  renew: 'hfRenew',
-  suspension: 'hfSuspension',
-  usage: 'hfUsage',
-  refusals: 'hfRefusals',
-  capacity: 'hfCapacity',
-  refuse: 'hfRefuse',
-} as const satisfies Record<ScriptName, string>;
+/**
+ * The scripts as one Redis Functions library: lib.lua's helpers are defined once when the
+ * library loads, not on every call as EVAL would (each script used to be lib.lua + itself).
+ * Each script's text is unchanged: it runs as a function's body, KEYS and ARGV being upvalues
+ * the function sets first (Redis runs one function at a time). The library's and functions'
+ * names carry a hash of the code, so authorities of two versions can share a Redis during a
+ * rolling deploy, each calling its own.
+ */
+export interface Library {
+  name: string;
+  code: string;
+  functions: Record<ScriptName, string>;
+}
 
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** See lua/admit.lua. */
-    hfAdmit(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
-    /** See lua/extend.lua. */
-    hfExtend(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
-    /** See lua/close.lua. */
-    hfClose(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
-    /** See lua/renew.lua. */
-    hfRenew(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
-    /** See lua/refusals.lua. */
-    hfRefusals(numKeys: number, ...keysAndIds: string[]): Result<number, Context>;
-    /** See lua/capacity.lua. */
-    hfCapacity(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
-    /** See lua/refuse.lua. */
-    hfRefuse(numKeys: number, ...keysAndSpec: string[]): Result<number, Context>;
-    /** See lua/suspension.lua. */
-    hfSuspension(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
-    /** See lua/usage.lua. */
-    hfUsage(numKeys: number, ...keysAndSpec: string[]): Result<string[], Context>;
+export function buildLibrary(dir: URL = LUA_DIR): Library {
+  const read = (file: string) => readFileSync(new URL(file, dir), 'utf8');
+  const lib = read('lib.lua');
+  const bodies = SCRIPTS.map((name) => [name, read(`${name}.lua`)] as const);
+  const hash = createHash('sha1')
+    .update(lib)
+    .update(bodies.map(([n, b]) => `${n}\n${b}`).join('\n'))
+    .digest('hex')
+    .slice(0, 12);
+  const functions = Object.fromEntries(
+    SCRIPTS.map((name) => [name, `hf_${name}_${hash}`]),
+  ) as Record<ScriptName, string>;
+  const registered = bodies.map(
+    ([name, body]) =>
+      `redis.register_function('${functions[name]}', function(keys, args)\n` +
+      `KEYS, ARGV = keys, args\n${body}\nend)\n`,
+  );
+  const name = `holdfast_${hash}`;
+  return {
+    name,
+    code: `#!lua name=${name}\nlocal KEYS, ARGV\n${lib}\n${registered.join('')}`,
+    functions,
+  };
+}
+
+const LIBRARY = buildLibrary();
+
+/** The library this code calls (names by script), for tools that read Redis's own stats. */
+export const scriptLibrary = (): Library => LIBRARY;
+
+/** Loads the library on every master (replicas get it by replication). Idempotent. */
+export async function loadScripts(redis: RedisClient): Promise<void> {
+  await Promise.all(
+    masters(redis).map((node) =>
+      node.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY.code).catch((err: unknown) => {
+        const { host, port } = node.options;
+        throw new Error(`loading the scripts on Redis ${host}:${port}: ${String(err)}`, {
+          cause: err,
+        });
+      }),
+    ),
+  );
+}
+
+const reloading = new WeakMap<RedisClient, Promise<void>>();
+
+/** One reload at a time per connection, however many calls found the library missing. */
+function reload(redis: RedisClient): Promise<void> {
+  let p = reloading.get(redis);
+  if (!p) {
+    p = loadScripts(redis).finally(() => reloading.delete(redis));
+    reloading.set(redis, p);
+  }
+  return p;
+}
+
+const isMissing = (err: unknown): boolean =>
+  err instanceof Error && /Function not found/i.test(err.message);
+
+/**
+ * Calls a script; a Redis that lost the library (restarted without persistence, flushed, a new
+ * cluster node) gets it loaded again and the call is made once more. A call that found no
+ * function changed nothing, so the retry cannot apply it twice.
+ */
+async function call<T>(redis: RedisClient, once: () => Promise<T>): Promise<T> {
+  try {
+    return await once();
+  } catch (err) {
+    if (!isMissing(err)) throw err;
+    await reload(redis);
+    return once();
   }
 }
 
-/** Registers every script on a connection (EVALSHA, falling back to EVAL once per script). */
-export function defineScripts(redis: RedisClient): void {
-  for (const name of SCRIPTS) {
-    redis.defineCommand(COMMANDS[name], { lua: source(name) });
-  }
-}
+const fcall = (
+  c: RedisClient | ChainableCommander,
+  name: ScriptName,
+  keys: string[],
+  args: string[],
+) => c.fcall(LIBRARY.functions[name], keys.length, ...keys, ...args);
 
 /**
  * Runs a script with its keys and its spec: JSON text as ARGV[1], or (admit and close, run on
@@ -77,27 +126,31 @@ export function run(
   keys: string[],
   spec: string | string[],
 ): Promise<string[]> {
-  const args = typeof spec === 'string' ? [...keys, spec] : [...keys, ...spec];
-  if (name === 'usage') return redis.hfUsage(keys.length, ...args);
-  const command = COMMANDS[name];
-  return durably(
-    redis,
-    () => redis[command](keys.length, ...args),
-    (p) => void p[command](keys.length, ...args),
+  const args = typeof spec === 'string' ? [spec] : spec;
+  if (name === 'usage')
+    return call(redis, () => fcall(redis, name, keys, args) as Promise<string[]>);
+  return call(redis, () =>
+    durably(
+      redis,
+      () => fcall(redis, name, keys, args) as Promise<string[]>,
+      (p) => void fcall(p, name, keys, args),
+    ),
   );
 }
 
 /** Runs capacity.lua over an upstream's scopes and one reservation's record. */
 export function runCapacity(redis: RedisClient, keys: string[], spec: string): Promise<string[]> {
-  return redis.hfCapacity(keys.length, ...keys, spec);
+  return call(redis, () => fcall(redis, 'capacity', keys, [spec]) as Promise<string[]>);
 }
 
 /** Records a refusal decided before any budget is read, rate limited (lua/refuse.lua). */
 export function runRefuse(redis: RedisClient, keys: string[], spec: string): Promise<number> {
-  return durably(
-    redis,
-    () => redis.hfRefuse(keys.length, ...keys, spec),
-    (p) => void p.hfRefuse(keys.length, ...keys, spec),
+  return call(redis, () =>
+    durably(
+      redis,
+      () => fcall(redis, 'refuse', keys, [spec]) as Promise<number>,
+      (p) => void fcall(p, 'refuse', keys, [spec]),
+    ),
   );
 }
 
@@ -108,5 +161,8 @@ export function flushRefusals(
   summaries: string,
   eventIds: string[],
 ): Promise<number> {
-  return redis.hfRefusals(2, outbox, summaries, ...eventIds);
+  return call(
+    redis,
+    () => fcall(redis, 'refusals', [outbox, summaries], eventIds) as Promise<number>,
+  );
 }
