@@ -9,6 +9,10 @@
  *
  * Beside commandstats, the Redis process's own CPU time per call (all of its work: parsing
  * the call, the script, the reply), which a busy box does not inflate.
+ *
+ * BENCH_CALLGRIND=1 runs the bench's Redis under valgrind's callgrind (callgrind.ts) and adds
+ * the instructions each script command ran per call: a count, the same on a busy box, so a
+ * change to a script can be judged across runs (BENCH_CALLS=1000 keeps it near a minute).
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -18,6 +22,7 @@ import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
 import { createRedis } from '../src/redis.js';
 import { startTestAuthority } from '../src/testing.js';
+import { startCallgrindRedis, type CallgrindRedis, type ScriptCommand } from './callgrind.js';
 import { admitRequest, CONFIG, settleRequest } from './requests.js';
 import { RAW_LUA, rawKeys } from './raw.js';
 
@@ -50,16 +55,23 @@ async function redisCpuUs(redis: ReturnType<typeof createRedis>): Promise<number
 /** Runs `phase` and returns its commandstats figures with the Redis CPU per call beside them. */
 async function measured(
   redis: ReturnType<typeof createRedis>,
-  command: 'evalsha' | 'fcall',
+  command: ScriptCommand,
   phase: () => Promise<void>,
+  callgrind?: CallgrindRedis,
 ) {
   await redis.call('CONFIG', 'RESETSTAT');
+  callgrind?.zero();
   const before = await redisCpuUs(redis);
   await phase();
   const after = await redisCpuUs(redis);
+  const instructions = callgrind?.read()[command];
   const stats = await commandStats(redis, command);
   const cpu = before === undefined || after === undefined ? NaN : (after - before) / stats.calls;
-  return { ...stats, cpuPerCall: cpu };
+  return {
+    ...stats,
+    cpuPerCall: cpu,
+    instructionsPerCall: instructions === undefined ? NaN : instructions / stats.calls,
+  };
 }
 
 async function inParallel(n: number, one: (i: number) => Promise<void>): Promise<void> {
@@ -72,8 +84,10 @@ async function inParallel(n: number, one: (i: number) => Promise<void>): Promise
 }
 
 async function main(): Promise<void> {
-  const { urls, stop } = await resolveInfra(['redis', 'nats']);
-  const redis = createRedis(requireUrl(urls, 'redis'), 5_000);
+  const callgrind = process.env.BENCH_CALLGRIND === '1' ? await startCallgrindRedis() : undefined;
+  const { urls, stop } = await resolveInfra(callgrind ? ['nats'] : ['redis', 'nats']);
+  const redisUrl = callgrind?.url ?? requireUrl(urls, 'redis');
+  const redis = createRedis(redisUrl, 5_000);
   await redis.connect();
   const { connect } = await import('@nats-io/transport-node');
   const natsUrl = requireUrl(urls, 'nats');
@@ -83,7 +97,7 @@ async function main(): Promise<void> {
   const authority = await startTestAuthority({
     natsUrl,
     nc,
-    redisUrl: requireUrl(urls, 'redis'),
+    redisUrl,
     names: namesWithPrefix(prefix),
     keyPrefix: prefix,
     config: CONFIG,
@@ -94,31 +108,50 @@ async function main(): Promise<void> {
   const ctx = authority.authority.ctx;
 
   const raw = (await redis.script('LOAD', RAW_LUA)) as string;
-  const bare = await measured(redis, 'evalsha', () =>
-    inParallel(CALLS, async () => {
-      await redis.evalsha(raw, 3, ...rawKeys(prefix), '1394');
-    }),
+  const bare = await measured(
+    redis,
+    'evalsha',
+    () =>
+      inParallel(CALLS, async () => {
+        await redis.evalsha(raw, 3, ...rawKeys(prefix), '1394');
+      }),
+    callgrind,
   );
 
   const ids = Array.from({ length: CALLS }, () => randomUUID());
-  const admits = await measured(redis, 'fcall', () =>
-    inParallel(CALLS, async (i) => {
-      const r = await admit(ctx, admitRequest(ids[i]!));
-      if (!r.ok || !r.value.admitted) throw new Error('not admitted');
-    }),
+  const admits = await measured(
+    redis,
+    'fcall',
+    () =>
+      inParallel(CALLS, async (i) => {
+        const r = await admit(ctx, admitRequest(ids[i]!));
+        if (!r.ok || !r.value.admitted) throw new Error('not admitted');
+      }),
+    callgrind,
   );
 
-  const settles = await measured(redis, 'fcall', () =>
-    inParallel(CALLS, async (i) => {
-      const r = await settle(ctx, settleRequest(ids[i]!));
-      if (!r.ok || r.value.status !== 'settled') throw new Error('not settled');
-    }),
+  const settles = await measured(
+    redis,
+    'fcall',
+    () =>
+      inParallel(CALLS, async (i) => {
+        const r = await settle(ctx, settleRequest(ids[i]!));
+        if (!r.ok || r.value.status !== 'settled') throw new Error('not settled');
+      }),
+    callgrind,
   );
 
-  const row = (name: string, s: { calls: number; usecPerCall: number; cpuPerCall: number }) =>
-    `${name.padEnd(34)} ${s.usecPerCall.toFixed(1).padStart(8)} µs ${s.cpuPerCall.toFixed(1).padStart(11)} µs   (${s.calls} calls)`;
+  const counted = (s: { instructionsPerCall: number }) =>
+    callgrind ? ` ${Math.round(s.instructionsPerCall).toLocaleString('en-US').padStart(13)}` : '';
+  const row = (
+    name: string,
+    s: { calls: number; usecPerCall: number; cpuPerCall: number; instructionsPerCall: number },
+  ) =>
+    `${name.padEnd(34)} ${s.usecPerCall.toFixed(1).padStart(8)} µs ${s.cpuPerCall.toFixed(1).padStart(11)} µs${counted(s)}   (${s.calls} calls)`;
   console.log(`Redis time per script, ${CALLS} calls, ${IN_FLIGHT} in flight`);
-  console.log(`${''.padEnd(34)} ${'commandstats'.padStart(11)} ${'Redis CPU/call'.padStart(14)}`);
+  console.log(
+    `${''.padEnd(34)} ${'commandstats'.padStart(11)} ${'Redis CPU/call'.padStart(14)}${callgrind ? ` ${'instructions'.padStart(13)}` : ''}`,
+  );
   console.log(row('bare 3-window check-and-reserve', bare));
   console.log(row('admit (org + team, 3 windows)', admits));
   console.log(row('settle', settles));
@@ -126,6 +159,7 @@ async function main(): Promise<void> {
   await nc.drain();
   redis.disconnect();
   await stop();
+  await callgrind?.stop();
 }
 
 await main();
