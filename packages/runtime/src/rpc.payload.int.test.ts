@@ -37,7 +37,7 @@ const Sized = z.strictObject({ bytes: z.int() });
 describe('a reply over the NATS server max_payload', () => {
   test('a single reply over the limit: the requester gets reply_too_large at once, not a timeout, and it is logged', async () => {
     const subject = `t.${crypto.randomUUID()}.big`;
-    const sub = serve(nc, subject, Sized, async (req) => Ok(listing(req.bytes)), {
+    const sub = serve(nc, subject, Sized, (req) => Promise.resolve(Ok(listing(req.bytes))), {
       logger,
       queue: 'q',
     });
@@ -63,7 +63,7 @@ describe('a reply over the NATS server max_payload', () => {
     const subject = `t.${crypto.randomUUID()}.batch`;
     const route: Route = {
       schema: Sized,
-      handler: async (req) => Ok(listing((req as { bytes: number }).bytes)),
+      handler: (req) => Promise.resolve(Ok(listing((req as { bytes: number }).bytes))),
     };
     const sub = serveBatch(
       nc,
@@ -98,7 +98,7 @@ describe('a reply over the NATS server max_payload', () => {
 
   test('a request over the limit: request_too_large at once (nothing sent), not a timeout', async () => {
     const subject = `t.${crypto.randomUUID()}.echo`;
-    const sub = serve(nc, subject, Any, async () => Ok({}), { logger, queue: 'q' });
+    const sub = serve(nc, subject, Any, () => Promise.resolve(Ok({})), { logger, queue: 'q' });
     const started = performance.now();
     const r = await request(nc, subject, listing(40_000), Any, 5_000);
     expect(r.ok).toBe(false);
@@ -111,7 +111,7 @@ describe('a reply over the NATS server max_payload', () => {
 
   test('an error reply carries the code in headers, with an empty body', async () => {
     const subject = `t.${crypto.randomUUID()}.raw`;
-    const sub = serve(nc, subject, Sized, async (req) => Ok(listing(req.bytes)), {
+    const sub = serve(nc, subject, Sized, (req) => Promise.resolve(Ok(listing(req.bytes))), {
       logger,
       queue: 'q',
     });

@@ -1,8 +1,5 @@
-import { findBinary, startNatsServer } from '@holdfast/testkit';
-import { connect } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { BASE_CONFIG, newId, authorityTest as test } from './harness.js';
-import { startTestAuthority } from '../src/testing.js';
+import { BASE_CONFIG, newId, authorityTest as test, withPayloadLimit } from './harness.js';
 
 /** 128 KiB: one tenant's 100 end users (~190 KB of windows) are over it. */
 const MAX_PAYLOAD = 131_072;
@@ -31,17 +28,7 @@ test('usage replies on a NATS server with a small max_payload: a listing callers
   redis: _cleanup,
   iso,
 }) => {
-  const server = await startNatsServer(findBinary('nats-server')!, `max_payload: ${MAX_PAYLOAD}`);
-  const nc = await connect({ servers: server.url });
-  try {
-    const h = await startTestAuthority({
-      natsUrl: server.url,
-      redisUrl,
-      nc,
-      names: iso.names,
-      keyPrefix: iso.keyPrefix,
-      config,
-    });
+  await withPayloadLimit(MAX_PAYLOAD, { redisUrl, iso, config }, async (h) => {
     // Callers of each tenant name 100 end users (hostile or not: any `user` value makes one).
     for (const tenant of TENANTS) {
       const admits = await Promise.all(
@@ -98,9 +85,5 @@ test('usage replies on a NATS server with a small max_payload: a listing callers
       maxTokens: 16,
     });
     expect(after.ok && after.value.admitted).toBe(true);
-    await h.stop();
-  } finally {
-    await nc.close();
-    await server.stop();
-  }
+  });
 });
