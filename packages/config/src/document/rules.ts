@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { CONFIG_LIMITS } from './limits.js';
 import { HoldfastConfigShape, type HoldfastConfig } from './schema.js';
 
 /** Max depth of org -> ... -> team chains. */
@@ -199,4 +200,20 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   });
 }
 
-export const HoldfastConfigSchema = HoldfastConfigShape.superRefine(checkReferences);
+/** The whole document fits the one NATS message it is read in (CONFIG_LIMITS.documentBytes). */
+function checkSize(cfg: HoldfastConfig, ctx: Ctx): void {
+  const bytes = Buffer.byteLength(JSON.stringify(cfg));
+  const max = CONFIG_LIMITS.documentBytes;
+  if (bytes > max) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [],
+      message: `the document is ${bytes.toLocaleString('en-US')} bytes as JSON (defaults filled in), over the limit of ${max.toLocaleString('en-US')} (docs/configuration.md#limits)`,
+    });
+  }
+}
+
+export const HoldfastConfigSchema = HoldfastConfigShape.superRefine((cfg, ctx) => {
+  checkSize(cfg, ctx);
+  checkReferences(cfg, ctx);
+});
