@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { CONFIG_LIMITS } from './limits.js';
+import { checkLimits } from './limits.js';
 import { HoldfastConfigShape, type HoldfastConfig } from './schema.js';
 
 /** Max depth of org -> ... -> team chains. */
@@ -200,20 +200,11 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   });
 }
 
-/** The whole document fits the one NATS message it is read in (CONFIG_LIMITS.documentBytes). */
-function checkSize(cfg: HoldfastConfig, ctx: Ctx): void {
-  const bytes = Buffer.byteLength(JSON.stringify(cfg));
-  const max = CONFIG_LIMITS.documentBytes;
-  if (bytes > max) {
-    ctx.addIssue({
-      code: 'custom',
-      path: [],
-      message: `the document is ${bytes.toLocaleString('en-US')} bytes as JSON (defaults filled in), over the limit of ${max.toLocaleString('en-US')} (docs/configuration.md#limits)`,
-    });
-  }
-}
+/** A valid document, as stored: every cross-field rule. */
+export const HoldfastConfigSchema = HoldfastConfigShape.superRefine(checkReferences);
 
-export const HoldfastConfigSchema = HoldfastConfigShape.superRefine((cfg, ctx) => {
-  checkSize(cfg, ctx);
+/** A document being applied: also within every CONFIG_LIMITS (docs/configuration.md#limits). */
+export const NewConfigSchema = HoldfastConfigShape.superRefine((cfg, ctx) => {
+  checkLimits(cfg, ctx);
   checkReferences(cfg, ctx);
 });

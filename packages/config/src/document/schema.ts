@@ -12,14 +12,6 @@ import {
 } from '@holdfast/events';
 import { z } from 'zod';
 import { isControlledField } from './fields.js';
-import { CONFIG_LIMITS as MAX, tooMany } from './limits.js';
-
-/** A budget list: one budget per window and unit, so at most 6. */
-const Budgets = () =>
-  z
-    .array(Budget)
-    .max(MAX.budgetsPerList, tooMany('budgets, one per window and unit', MAX.budgetsPerList))
-    .default([]);
 
 /**
  * The declarative configuration (docs/configuration.md). Field names are the contract; every field
@@ -118,10 +110,7 @@ export const Model = z.strictObject({
   id: ModelId,
   upstream: PlainId,
   /** Other upstreams that serve the same model, tried after the first one is rate limited. */
-  fallbackUpstreams: z
-    .array(PlainId)
-    .max(MAX.fallbackUpstreams, tooMany('fallback upstreams', MAX.fallbackUpstreams))
-    .default([]),
+  fallbackUpstreams: z.array(PlainId).default([]),
   /** The model name sent upstream, when it differs from `id`. */
   upstreamModel: z.string().min(1).max(256).optional(),
   tokenizer: z.enum(TOKENIZERS).default('estimate'),
@@ -178,10 +167,7 @@ export const UseCase = z.strictObject({
   id: UseCaseId,
   /** Ceiling for max_tokens; larger requests are clamped to it. */
   maxTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
-  models: z
-    .array(ModelId)
-    .min(1)
-    .max(MAX.modelsPerUseCase, tooMany('models per use case', MAX.modelsPerUseCase)),
+  models: z.array(ModelId).min(1),
 });
 
 export const Key = z.strictObject({
@@ -194,7 +180,7 @@ export const Key = z.strictObject({
    * Budgets of this key alone (one application or developer under the team), checked and
    * charged with the team's and its org's in the same atomic step.
    */
-  budgets: Budgets(),
+  budgets: z.array(Budget).default([]),
   /** The caller may name the end user in an `x-holdfast-user` header (a trusted backend). */
   allowUserHeader: z.boolean().default(false),
 });
@@ -234,22 +220,16 @@ export const Tenant = z.strictObject({
     .default({ percentile: 0.95, minSamples: 20, samples: 200 }),
   /** Admit a call that does not fit with max_tokens lowered, down to this many tokens. */
   shrinkToFit: z.strictObject({ minOutputTokens: z.int().min(1) }).optional(),
-  budgets: Budgets(),
+  budgets: z.array(Budget).default([]),
   /**
    * Budgets every end user of the tenant gets (the OpenAI `user` field, the Anthropic
    * `metadata.user_id`, or `x-holdfast-user` where the key allows it), created on first use.
    */
-  endUserBudgets: Budgets(),
+  endUserBudgets: z.array(Budget).default([]),
   /** End users with budgets tracked at once; a new one past this is refused (end_user_limit). */
   maxEndUsers: z.int().min(1).max(1_000_000).default(10_000),
-  useCases: z
-    .array(UseCase)
-    .max(MAX.useCasesPerTenant, tooMany('use cases per tenant', MAX.useCasesPerTenant))
-    .default([]),
-  keys: z
-    .array(Key)
-    .max(MAX.keysPerTenant, tooMany('keys per tenant', MAX.keysPerTenant))
-    .default([]),
+  useCases: z.array(UseCase).default([]),
+  keys: z.array(Key).default([]),
 });
 
 const Webhook = z.strictObject({
@@ -257,10 +237,7 @@ const Webhook = z.strictObject({
   url: z.url({ protocol: /^https?$/ }),
   /** Environment variable holding the signing secret (Standard Webhooks `whsec_...`). */
   secretEnv: EnvName,
-  events: z
-    .array(EventType)
-    .min(1)
-    .max(MAX.eventsPerWebhook, tooMany('event types (each once)', MAX.eventsPerWebhook)),
+  events: z.array(EventType).min(1),
 });
 
 const Alerts = z.strictObject({
@@ -289,10 +266,10 @@ export const HoldfastConfigShape = z.strictObject({
   auth: z
     .strictObject({ trustHeaders: z.boolean().default(false) })
     .default({ trustHeaders: false }),
-  upstreams: z.array(Upstream).max(MAX.upstreams, tooMany('upstreams', MAX.upstreams)).default([]),
-  models: z.array(Model).max(MAX.models, tooMany('models', MAX.models)).default([]),
-  tenants: z.array(Tenant).max(MAX.tenants, tooMany('tenants', MAX.tenants)).default([]),
-  webhooks: z.array(Webhook).max(MAX.webhooks, tooMany('webhooks', MAX.webhooks)).default([]),
+  upstreams: z.array(Upstream).default([]),
+  models: z.array(Model).default([]),
+  tenants: z.array(Tenant).default([]),
+  webhooks: z.array(Webhook).default([]),
   alerts: Alerts.default({ exhaustionHorizonSeconds: 3_600, suspendAtHardLimit: true }),
   capacity: z
     .strictObject({ shares: CapacityShares.default({ high: 1, normal: 0.9, low: 0.7 }) })
