@@ -14,7 +14,9 @@ import type { z } from 'zod';
 import { BaseError, Err, Ok, type Result } from './errors.js';
 
 /** An error a handler returns on purpose; it travels to the caller in headers. */
-export class RpcError extends BaseError<AuthorityErrorCode | 'timeout' | 'no_responders'> {}
+export class RpcError extends BaseError<
+  AuthorityErrorCode | 'timeout' | 'no_responders' | 'request_too_large'
+> {}
 
 export type Handler<Req, Rep> = (request: Req, msg: Msg) => Promise<Result<Rep, RpcError>>;
 
@@ -27,6 +29,40 @@ function respondError(msg: Msg, code: string, message: string): void {
   // Header values are single-line; keep them short and printable.
   h.set(ERROR_MESSAGE_HEADER, message.replace(/[\r\n]+/g, ' ').slice(0, 1_000));
   msg.respond(undefined, { headers: h });
+}
+
+/** The payload limit of the server this connection is on (NATS's default before it knows). */
+function maxPayloadOf(nc: NatsConnection): number {
+  return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+}
+
+/** Where a reply goes, for the log: the connection, its subject and logger. */
+interface ReplyContext {
+  nc: NatsConnection;
+  subject: string;
+  logger: Logger;
+}
+
+/**
+ * A reply that NATS would refuse (over the server's max_payload): logged, and described for
+ * the requester, who gets it as `reply_too_large` instead of hearing nothing until its timeout.
+ * The request was handled; only its reply is lost.
+ */
+function tooLarge(ctx: ReplyContext, bytes: number, maxPayload: number): string {
+  ctx.logger.error({ subject: ctx.subject, bytes, maxPayload }, 'reply too large');
+  return `the reply to ${ctx.subject} is ${bytes} bytes, over the NATS max_payload of ${maxPayload} bytes: the request was handled but its reply cannot be sent; ask for less (one tenant) or raise max_payload`;
+}
+
+/**
+ * Sends one reply, never throwing: a reply over the payload limit is answered
+ * `reply_too_large` (see tooLarge); a connection that cannot send any more is logged.
+ */
+function respondSafely(msg: Msg, ctx: ReplyContext, send: () => void): void {
+  try {
+    send();
+  } catch (err) {
+    ctx.logger.error({ err, subject: ctx.subject }, 'reply not sent');
+  }
 }
 
 export function authoritySubject(names: NatsNames, op: AuthorityOperation): string {
@@ -98,7 +134,11 @@ function subscribe(
         opts.logger.error({ err, subject }, 'subscription error');
         return;
       }
-      void handle(msg);
+      // A handler's own failures are answered inside `handle`; this only catches a bug there,
+      // which must not become an unhandled rejection (that would end the process).
+      handle(msg).catch((err: unknown) =>
+        opts.logger.error({ err, subject }, 'request not answered'),
+      );
     },
   });
 }
@@ -121,9 +161,17 @@ export function serve<S extends z.ZodType, Rep>(
     const a = body.ok
       ? await answer(route, body.body, msg, { logger: opts.logger, subject })
       : { ok: false as const, code: 'invalid_request', message: 'request body is not valid JSON' };
-    if (a.ok) msg.respond(encoder.encode(JSON.stringify(a.value)));
-    else respondError(msg, a.code, a.message);
-    opts.onDone?.(a.ok ? 'ok' : a.code, performance.now() - started);
+    const ctx = { nc, subject, logger: opts.logger };
+    let outcome = a.ok ? 'ok' : a.code;
+    respondSafely(msg, ctx, () => {
+      if (!a.ok) return respondError(msg, a.code, a.message);
+      const bytes = encoder.encode(JSON.stringify(a.value));
+      const max = maxPayloadOf(nc);
+      if (bytes.length <= max) return msg.respond(bytes);
+      outcome = 'reply_too_large';
+      respondError(msg, outcome, tooLarge(ctx, bytes.length, max));
+    });
+    opts.onDone?.(outcome, performance.now() - started);
   });
 }
 
@@ -153,9 +201,11 @@ export function serveBatch(
     }
     opts.onBatch?.(batch.data.items.length);
     let ready: (Answer & { i: number })[] = [];
+    const ctx = { nc, subject, logger: opts.logger };
     const send = () => {
-      respondInParts(msg, ready, nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD);
+      const parts = ready;
       ready = [];
+      respondSafely(msg, ctx, () => respondInParts(msg, parts, maxPayloadOf(nc), ctx));
     };
     await Promise.all(
       batch.data.items.map(async ({ op, body: item }, i) => {
@@ -172,16 +222,34 @@ export function serveBatch(
 /** NATS's default payload limit, for a connection that has not been told its server's yet. */
 export const DEFAULT_MAX_PAYLOAD = 1_048_576;
 
-/** Answers in as many replies as NATS's payload limit needs (many windows make a big answer). */
-function respondInParts(msg: Msg, items: unknown[], maxPayload: number): void {
+/**
+ * Answers in as many replies as NATS's payload limit needs (many windows make a big answer).
+ * One item whose answer alone is over the limit is answered `reply_too_large` in its place.
+ */
+function respondInParts(
+  msg: Msg,
+  items: (Answer & { i: number })[],
+  maxPayload: number,
+  ctx: ReplyContext,
+): void {
   const bytes = encoder.encode(JSON.stringify({ items }));
-  if (bytes.length <= maxPayload || items.length === 1) {
+  if (bytes.length <= maxPayload) {
     msg.respond(bytes);
     return;
   }
+  const [only] = items;
+  if (items.length === 1 && only !== undefined) {
+    const message = tooLarge(ctx, bytes.length, maxPayload);
+    msg.respond(
+      encoder.encode(
+        JSON.stringify({ items: [{ i: only.i, ok: false, code: 'reply_too_large', message }] }),
+      ),
+    );
+    return;
+  }
   const half = Math.ceil(items.length / 2);
-  respondInParts(msg, items.slice(0, half), maxPayload);
-  respondInParts(msg, items.slice(half), maxPayload);
+  respondInParts(msg, items.slice(0, half), maxPayload, ctx);
+  respondInParts(msg, items.slice(half), maxPayload, ctx);
 }
 
 /**
@@ -196,8 +264,19 @@ export async function request<S extends z.ZodType>(
   timeoutMs: number,
 ): Promise<Result<z.output<S>, RpcError>> {
   let msg: Msg;
+  const payload = encoder.encode(JSON.stringify(body));
+  const max = maxPayloadOf(nc);
+  if (payload.length > max) {
+    return Err(
+      new RpcError({
+        code: 'request_too_large',
+        message: `the request to ${subject} is ${payload.length} bytes, over the NATS max_payload of ${max} bytes: nothing was sent`,
+        context: { subject, bytes: payload.length, maxPayload: max },
+      }),
+    );
+  }
   try {
-    msg = await nc.request(subject, encoder.encode(JSON.stringify(body)), { timeout: timeoutMs });
+    msg = await nc.request(subject, payload, { timeout: timeoutMs });
   } catch (err) {
     const name = (err as Error).name;
     const noResponders =

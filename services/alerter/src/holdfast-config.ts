@@ -69,7 +69,7 @@ export class ConfigSource {
 async function fetchConfig(authority: AuthorityClient): Promise<CompiledConfig> {
   const reply = await authority.configGet();
   if (!reply.ok) throw reply.error;
-  const parsed = parseConfig(reply.value.config);
+  const parsed = parseConfig(reply.value.config, 'stored config', { limits: false });
   if (!parsed.ok)
     throw new Error(`authority config is invalid:\n  ${parsed.error.errors.join('\n  ')}`);
   return parsed.value;

@@ -247,7 +247,7 @@ export async function runAudit(opts: {
   const calendar = new Set<string>();
   const cfg = await opts.authority.configGet();
   if (cfg.ok) {
-    const parsed = parseConfig(cfg.value.config);
+    const parsed = parseConfig(cfg.value.config, 'stored config', { limits: false });
     if (parsed.ok) {
       for (const t of parsed.value.tenants.values()) {
         for (const b of t.budgets) if (b.calendar) calendar.add(`${b.tenant}/${b.id}`);

@@ -91,7 +91,8 @@ export class ConfigStore {
     const [text, stored] = await this.#redis.mget(this.#keys.config, this.#keys.configVersion);
     const version = Number(stored ?? 0);
     if (typeof text !== 'string' || version <= this.#version) return false;
-    const parsed = parseConfig(JSON.parse(text));
+    // The stored document: applied under the limits of its time (parseConfig's `limits`).
+    const parsed = parseConfig(JSON.parse(text), 'stored config', { limits: false });
     if (!parsed.ok) {
       this.#logger.error(
         { errors: parsed.error.errors, version },

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
     else {
       const stored = await redis.get(keys.config);
       if (stored === null) throw new Error('no config: set HOLDFAST_CONFIG or apply one first');
-      const parsed = parseConfig(JSON.parse(stored));
+      const parsed = parseConfig(JSON.parse(stored), 'stored config', { limits: false });
       if (!parsed.ok)
         throw new Error(`stored config does not validate: ${parsed.error.errors.join('; ')}`);
       config = parsed.value;

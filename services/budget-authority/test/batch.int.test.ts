@@ -1,7 +1,6 @@
 import { ERROR_HEADER, MAX_BATCH_ITEMS, type NatsNames } from '@holdfast/events';
 import { AuthorityClient, authoritySubject } from '@holdfast/runtime';
-import { findBinary, startNatsServer } from '@holdfast/testkit';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { describe, expect } from 'vitest';
 import {
   admissionOf,
@@ -10,8 +9,9 @@ import {
   quiescent,
   refusalOf,
   authorityTest as test,
+  withPayloadLimit,
 } from './harness.js';
-import { batchStats, startTestAuthority } from '../src/testing.js';
+import { batchStats } from '../src/testing.js';
 
 const admitBody = (over: Record<string, unknown> = {}) => ({
   reservationId: newId(),
@@ -203,39 +203,29 @@ describe('batched requests: the call path of one turn in one message', () => {
     redis: _cleanup,
     iso,
   }) => {
-    const server = await startNatsServer(findBinary('nats-server')!, 'max_payload: 8192');
-    const nc = await connect({ servers: server.url });
-    try {
-      const h = await startTestAuthority({
-        natsUrl: server.url,
-        redisUrl,
-        nc,
-        names: iso.names,
-        keyPrefix: iso.keyPrefix,
-        config: supportBotLimit(1_000_000),
-      });
-      // Every reply to a batch, as it reaches this connection.
-      let answers = 0;
-      const inbox = nc.subscribe('_INBOX.>', {
-        callback: (_err, m) => {
-          if (m.string().startsWith('{"items":')) answers++;
-        },
-      });
-      const client = batching(nc, iso.names);
-      // 64 admits are ~12 KB asked and ~20 KB answered.
-      const replies = await Promise.all(
-        Array.from({ length: 64 }, () => client.admit(admitBody())),
-      );
-      expect(replies.filter((r) => r.ok && r.value.admitted)).toHaveLength(64);
-      const { batches, items } = await batchStats(h.authority);
-      expect(items).toBe(64);
-      expect(batches).toBeGreaterThan(1);
-      expect(answers).toBeGreaterThan(batches);
-      inbox.unsubscribe();
-      await h.stop();
-    } finally {
-      await nc.close();
-      await server.stop();
-    }
+    await withPayloadLimit(
+      8_192,
+      { redisUrl, iso, config: supportBotLimit(1_000_000) },
+      async (h, nc) => {
+        // Every reply to a batch, as it reaches this connection.
+        let answers = 0;
+        const inbox = nc.subscribe('_INBOX.>', {
+          callback: (_err, m) => {
+            if (m.string().startsWith('{"items":')) answers++;
+          },
+        });
+        const client = batching(nc, iso.names);
+        // 64 admits are ~12 KB asked and ~20 KB answered.
+        const replies = await Promise.all(
+          Array.from({ length: 64 }, () => client.admit(admitBody())),
+        );
+        expect(replies.filter((r) => r.ok && r.value.admitted)).toHaveLength(64);
+        const { batches, items } = await batchStats(h.authority);
+        expect(items).toBe(64);
+        expect(batches).toBeGreaterThan(1);
+        expect(answers).toBeGreaterThan(batches);
+        inbox.unsubscribe();
+      },
+    );
   });
 });

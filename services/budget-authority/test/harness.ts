@@ -10,8 +10,8 @@ import {
 import { natsNamesToEnv } from '@holdfast/config';
 import type { AuthorityClient } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { infraTest, waitFor } from '@holdfast/testkit';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { findBinary, infraTest, startNatsServer, waitFor, type Isolation } from '@holdfast/testkit';
 import { startTestAuthority, type TestAuthority } from '../src/testing.js';
 import { scanAll, type RedisClient } from '../src/redis.js';
 
@@ -168,4 +168,35 @@ export async function quiescent(
     { timeoutMs, what: 'outboxes drained' },
   );
   return usage;
+}
+
+/**
+ * Runs `fn` against an authority on a nats-server of its own whose `max_payload` is
+ * `maxPayload` bytes (Redis is the test's), with a connection to that server; then stops all.
+ */
+export async function withPayloadLimit(
+  maxPayload: number,
+  o: { redisUrl: string; iso: Isolation; config: unknown },
+  fn: (h: TestAuthority, nc: NatsConnection) => Promise<void>,
+): Promise<void> {
+  const server = await startNatsServer(findBinary('nats-server')!, `max_payload: ${maxPayload}`);
+  const nc = await connect({ servers: server.url });
+  try {
+    const h = await startTestAuthority({
+      natsUrl: server.url,
+      redisUrl: o.redisUrl,
+      nc,
+      names: o.iso.names,
+      keyPrefix: o.iso.keyPrefix,
+      config: o.config,
+    });
+    try {
+      await fn(h, nc);
+    } finally {
+      await h.stop();
+    }
+  } finally {
+    await nc.close();
+    await server.stop();
+  }
 }

@@ -3,7 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { compileConfig, type CompiledConfig } from './compile.js';
 import { renderPath } from './paths.js';
-import { HoldfastConfigSchema } from './rules.js';
+import { HoldfastConfigSchema, NewConfigSchema } from './rules.js';
 import { HoldfastConfigShape } from './schema.js';
 import { didYouMean, fieldsAt } from './suggest.js';
 import { BaseError, Err, Ok, type Result } from '@holdfast/events';
@@ -40,9 +40,15 @@ export function formatIssues(
 
 /**
  * Validates a config document: YAML/JSON text or an already-parsed object. Never throws: a bad
- * document is an `Err` whose ConfigError lists every bad field, `source` naming it.
+ * document is an `Err` whose ConfigError lists every bad field, `source` naming it. A document
+ * read back from the store (`limits: false`) is not held to CONFIG_LIMITS: it was applied
+ * under the limits of its time, and a limit added since must not stop it from loading.
  */
-export function parseConfig(document: unknown, source = 'document'): ConfigResult {
+export function parseConfig(
+  document: unknown,
+  source = 'document',
+  opts: { limits?: boolean } = {},
+): ConfigResult {
   let raw: unknown = document;
   if (typeof document === 'string') {
     try {
@@ -53,7 +59,8 @@ export function parseConfig(document: unknown, source = 'document'): ConfigResul
       );
     }
   }
-  const parsed = HoldfastConfigSchema.safeParse(raw);
+  const schema = opts.limits === false ? HoldfastConfigSchema : NewConfigSchema;
+  const parsed = schema.safeParse(raw);
   if (!parsed.success) {
     return Err(
       new ConfigError(source, formatIssues(parsed.error.issues, raw, HoldfastConfigShape)),

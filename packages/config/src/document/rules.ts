@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { checkLimits } from './limits.js';
 import { HoldfastConfigShape, type HoldfastConfig } from './schema.js';
 
 /** Max depth of org -> ... -> team chains. */
@@ -199,4 +200,11 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   });
 }
 
+/** A valid document, as stored: every cross-field rule. */
 export const HoldfastConfigSchema = HoldfastConfigShape.superRefine(checkReferences);
+
+/** A document being applied: also within every CONFIG_LIMITS (docs/configuration.md#limits). */
+export const NewConfigSchema = HoldfastConfigShape.superRefine((cfg, ctx) => {
+  checkLimits(cfg, ctx);
+  checkReferences(cfg, ctx);
+});

@@ -76,5 +76,11 @@ export type AuthorityErrorCode =
   | 'invalid_config'
   /** config.apply with an `expectedVersion` that is no longer the stored one. Nothing changed. */
   | 'version_conflict'
+  /**
+   * The reply was over the NATS server's max_payload, so it could not be sent: the request was
+   * handled (a config.apply did apply), only its answer is lost. Ask for less (one tenant's
+   * usage), or raise max_payload. Logged by the authority as `reply too large`.
+   */
+  | 'reply_too_large'
   /** A bug; details are in the authority's log. */
   | 'internal';

@@ -15,8 +15,16 @@ import { withStore } from '../store-error.js';
 import { capacityUsage } from '../capacity.js';
 import { END_USER_KEEP_MS } from './admit.js';
 
-/** End users a usage reply lists at most (the most recently seen first). */
+/** End users a usage reply lists at most per tenant (the most recently seen first). */
 const END_USERS_LISTED = 100;
+/**
+ * The same when every tenant is asked for (the alerter's poll, the status page of an admin).
+ * End users are made by callers (any `user` value), not by the config: at 100 a tenant, a few
+ * tenants full of them made that reply larger than NATS's max_payload (1 MiB), and it could
+ * not be sent at all. At 10 a tenant (about 16 KB at most) it grows with the configured
+ * tenants only; one tenant's usage still lists 100.
+ */
+const END_USERS_LISTED_ALL = 10;
 
 /**
  * The tenant's end users with budgets still tracked at `now` (seen within END_USER_KEEP_MS),
@@ -27,6 +35,7 @@ async function trackedEndUsers(
   tenant: CompiledTenant,
   now: number,
   only: string | undefined,
+  limit: number,
 ): Promise<{ users: [string, number][]; count: number }> {
   if (tenant.endUserBudgets.length === 0) return { users: [], count: 0 };
   const registry = ctx.keys.users(tenant.org, tenant.id);
@@ -34,15 +43,7 @@ async function trackedEndUsers(
   const [count, listed] = await Promise.all([
     ctx.redis.zcount(registry, since, '+inf'),
     only === undefined
-      ? ctx.redis.zrevrangebyscore(
-          registry,
-          '+inf',
-          since,
-          'WITHSCORES',
-          'LIMIT',
-          0,
-          END_USERS_LISTED,
-        )
+      ? ctx.redis.zrevrangebyscore(registry, '+inf', since, 'WITHSCORES', 'LIMIT', 0, limit)
       : ctx.redis
           .zscore(registry, only)
           .then((score) => (score !== null && Number(score) >= since ? [only, score] : [])),
@@ -57,9 +58,10 @@ async function tenantUsage(
   tenant: CompiledTenant,
   now: number,
   endUser: string | undefined,
+  endUsersListed: number,
 ): Promise<TenantUsage> {
   const cfg = ctx.config.current;
-  const tracked = await trackedEndUsers(ctx, tenant, now, endUser);
+  const tracked = await trackedEndUsers(ctx, tenant, now, endUser, endUsersListed);
   const keyIds = [...tenant.keyBudgets.keys()];
   const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id), {
     keyIds,
@@ -142,6 +144,7 @@ export async function usage(
   } else {
     tenants = [...cfg.tenants.values()];
   }
+  const listed = req.tenant === undefined ? END_USERS_LISTED_ALL : END_USERS_LISTED;
   // One instant for every tenant, on Redis's clock (the one the scripts slide windows by), so
   // the reply's `time` is exactly the instant its windows are as of (the drift audit sums
   // ClickHouse up to it).
@@ -149,7 +152,7 @@ export async function usage(
     const now = ctx.scriptNow() ?? (await redisNow(ctx));
     return {
       now,
-      tenants: await Promise.all(tenants.map((t) => tenantUsage(ctx, t, now, req.endUser))),
+      tenants: await Promise.all(tenants.map((t) => tenantUsage(ctx, t, now, req.endUser, listed))),
     };
   });
   if (!result.ok) return result;

@@ -91,7 +91,7 @@ export class ConfigSnapshot {
     if (version === 0 || version === this.#version) return this.#current !== undefined;
     if (version < this.#version && this.#older < 3) return this.#current !== undefined;
     this.#older = 0;
-    const parsed = parseConfig(config);
+    const parsed = parseConfig(config, 'stored config', { limits: false });
     if (!parsed.ok) {
       logger.error(
         { version, errors: parsed.error.errors },

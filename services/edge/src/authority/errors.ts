@@ -22,7 +22,17 @@ export function fromAuthority(err: RpcError): EdgeError {
         headers: { 'retry-after': '1' },
         cause: err,
       });
+    case 'request_too_large':
+      // Nothing was sent: say what was too big (a config document, say), and by how much.
+      return new EdgeError({
+        code: 'request_too_large',
+        message: `Too large for the budget authority: ${err.message}.`,
+        cause: err,
+      });
+    case 'reply_too_large':
     case 'internal':
+      // reply_too_large: the authority's answer (usage of every tenant, the whole config) is
+      // over NATS's max_payload; logged here and by the authority, a 500 to the client.
       return new EdgeError({ code: 'internal', message: err.message, cause: err });
   }
 }
