@@ -24,8 +24,8 @@ interface Pending {
 }
 
 /**
- * Collects burn samples from settled usage, merges them into the shared store every
- * `flushMs` (one compare-and-set per touched window per replica, not one per event), and
+ * Collects burn samples from settled usage, merges them into the shared store `flushMs` after
+ * they came (one compare-and-set per touched window per replica, not one per event), and
  * fires `budget.exhaustion_projected` through the tracker's once-per-period guard.
  *
  * Samples are held in memory until the next flush and the events are acked before it: a crash
@@ -44,6 +44,7 @@ export class BurnMonitor {
   #pending = new Map<string, Pending>();
   readonly #latest = new Map<string, Snapshot>();
   #timer: NodeJS.Timeout | undefined;
+  #started = false;
   #flushing: Promise<void> = Promise.resolve();
 
   constructor(opts: {
@@ -67,15 +68,32 @@ export class BurnMonitor {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.#flushing = this.#flushing.then(() => this.flush());
-    }, this.#flushMs);
+    this.#started = true;
+    if (this.#pending.size > 0) this.#schedule();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    this.#started = false;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     await this.#flushing;
     await this.flush();
+  }
+
+  /**
+   * A flush `flushMs` after the first sample that waits, then again while some wait (a failed
+   * merge keeps its samples): no timer runs while nothing was settled (issue 14).
+   */
+  #schedule(): void {
+    if (!this.#started || this.#timer) return;
+    this.#timer = setTimeout(() => {
+      this.#flushing = this.#flushing
+        .then(() => this.flush())
+        .finally(() => {
+          this.#timer = undefined;
+          if (this.#pending.size > 0) this.#schedule();
+        });
+    }, this.#flushMs);
   }
 
   /** Takes the charged amounts and window states of one authority event. */
@@ -96,6 +114,7 @@ export class BurnMonitor {
       p.samples.set(bucket, (p.samples.get(bucket) ?? 0) + amount);
       this.#pending.set(key, p);
     }
+    if (this.#pending.size > 0) this.#schedule();
   }
 
   /** Merges the samples taken since the last flush and checks those windows' projections. */

@@ -11,6 +11,12 @@ const FLUSH_BATCH = 32;
 /** Overdue holds read per org per pass. */
 const EXPIRE_BATCH = 500;
 
+/** An overdue hold's org, and its tenant when it was found in a tenant's own set. */
+interface Hold {
+  org: string;
+  tenant: string;
+}
+
 /**
  * The authority's once-a-second chores for the orgs this replica relays:
  * - gives back holds whose lease ran out (a call that never settled or released: an edge that
@@ -46,39 +52,59 @@ export class ExpirySweeper {
   }
 
   async #pass(): Promise<void> {
-    const expired = await this.sweep();
+    const { due, refusing } = await this.#read(true);
+    const expired = await this.#expire(due);
     if (expired > 0) this.logger.info({ expired }, 'expired overdue holds');
-    const summaries = await this.flushRefusals();
+    const summaries = await this.#flushRefusals(refusing);
     if (summaries > 0) this.logger.debug({ summaries }, 'summarised refusals written');
   }
 
   /** One expiry pass; returns how many holds expired. */
   async sweep(): Promise<number> {
+    return this.#expire((await this.#read(false)).due);
+  }
+
+  /**
+   * Reads, in one round trip per Redis node, the holds whose lease ran out and (`refusals`)
+   * the orgs with refusals to summarise. An idle authority makes this one read a second.
+   */
+  async #read(refusals: boolean): Promise<{ due: Map<string, Hold>; refusing: string[] }> {
     const { redis, keys } = this.ctx;
     const orgs = this.relay.owned;
-    if (orgs.length === 0) return 0;
+    if (orgs.length === 0) return { due: new Map(), refusing: [] };
     const now = this.ctx.clock();
     const read = new SlotBatch(redis);
-    for (const org of orgs) {
-      const k = keys.leases(org);
-      read.add(k, (p) => p.zrangebyscore(k, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH));
-    }
     // Holds admitted before the lease index existed sit only in their tenants' sets.
     const legacy = [...this.ctx.config.current.tenants.values()].filter((t) =>
       orgs.includes(t.org),
     );
-    for (const t of legacy) {
-      const k = keys.holds(t.org, t.id);
-      read.add(k, (p) => p.zrangebyscore(k, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH));
+    const holds = [
+      ...orgs.map((org) => ({ org, tenant: '', key: keys.leases(org) })),
+      ...legacy.map((t) => ({ org: t.org, tenant: t.id, key: keys.holds(t.org, t.id) })),
+    ];
+    for (const { key } of holds) {
+      read.add(key, (p) => p.zrangebyscore(key, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH));
+    }
+    if (refusals) {
+      for (const org of orgs) {
+        const k = keys.refusals(org);
+        read.add(k, (p) => p.hlen(k));
+      }
     }
     const replies = await read.exec();
-    const due = new Map<string, { org: string; tenant: string }>();
-    replies.forEach(([err, ids], i) => {
+    const due = new Map<string, Hold>();
+    holds.forEach(({ org, tenant }, i) => {
+      const [err, ids] = replies[i]!;
       if (err || !Array.isArray(ids)) return;
-      const org = i < orgs.length ? orgs[i]! : legacy[i - orgs.length]!.org;
-      const tenant = i < orgs.length ? '' : legacy[i - orgs.length]!.id;
       for (const id of ids as string[]) if (!due.has(id)) due.set(id, { org, tenant });
     });
+    const refusing = replies
+      .slice(holds.length)
+      .flatMap(([err, n], i) => (err || typeof n !== 'number' || n === 0 ? [] : [orgs[i]!]));
+    return { due, refusing };
+  }
+
+  async #expire(due: Map<string, Hold>): Promise<number> {
     let expired = 0;
     for (const [reservationId, { org, tenant }] of due) {
       const r = await closeReservation(this.ctx, { tenant, org, reservationId }, { op: 'expire' });
@@ -90,21 +116,11 @@ export class ExpirySweeper {
     return expired;
   }
 
-  /** Writes every org's pending refusal summaries; returns how many events were written. */
-  async flushRefusals(): Promise<number> {
+  /** Writes the pending refusal summaries of `orgs`; returns how many events were written. */
+  async #flushRefusals(orgs: readonly string[]): Promise<number> {
     const { redis, keys } = this.ctx;
-    const orgs = this.relay.owned;
-    if (orgs.length === 0) return 0;
-    const lengths = new SlotBatch(redis);
-    for (const org of orgs) {
-      const k = keys.refusals(org);
-      lengths.add(k, (p) => p.hlen(k));
-    }
-    const replies = await lengths.exec();
     let written = 0;
-    for (const [i, [err, n]] of replies.entries()) {
-      if (err || typeof n !== 'number' || n === 0) continue;
-      const org = orgs[i]!;
+    for (const org of orgs) {
       for (;;) {
         const ids = Array.from({ length: FLUSH_BATCH }, () => randomUUID());
         const w = await flushRefusals(redis, keys.outbox(org), keys.refusals(org), ids);

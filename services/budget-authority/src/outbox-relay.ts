@@ -20,6 +20,13 @@ return 1`;
 /** Redis Cluster: the pause between two polls that found nothing, ms. */
 const POLL_IDLE_MS = 20;
 
+/**
+ * Longest XREAD BLOCK, ms. A read blocks until the leases are due for renewal (a third of the
+ * lease), at most this long: an idle relay wakes about once a lease third, not five times a
+ * second (issue 14). New entries end the block at once.
+ */
+const MAX_BLOCK_MS = 2_000;
+
 /** Between two failed rounds: 50 ms doubling to 2 s, back to 50 ms after a round that worked. */
 const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 2_000 };
 
@@ -76,7 +83,12 @@ export class OutboxRelay {
     // XREAD BLOCK holds its connection; give it its own. On Redis Cluster one XREAD cannot
     // span the orgs' slots, and a blocked read would stall the node's shared connection.
     if (!isCluster(opts.redis)) {
-      this.#blocking = opts.redis.duplicate({ enableOfflineQueue: true });
+      // ioredis's command timeout also bounds a blocked read: give it the block on top.
+      const timeoutMs = opts.redis.options.commandTimeout;
+      this.#blocking = opts.redis.duplicate({
+        enableOfflineQueue: true,
+        commandTimeout: timeoutMs === undefined ? undefined : timeoutMs + MAX_BLOCK_MS,
+      });
       this.#blocking.on('error', (err: Error) =>
         opts.logger.debug({ err: err.message }, 'relay connection error'),
       );
@@ -146,7 +158,10 @@ export class OutboxRelay {
           await sleep(this.#leaseMs / 3);
           continue;
         }
-        const relayed = await this.#relayOnce(200);
+        const untilClaim = this.#leaseMs / 3 - (Date.now() - this.#claimedAt);
+        const relayed = await this.#relayOnce(
+          Math.ceil(Math.min(MAX_BLOCK_MS, Math.max(1, untilClaim))),
+        );
         backoff.reset();
         // Under a trickle of events, wait a moment so the next round carries a batch: one
         // XREAD, one pipelined publish and one XDEL for many events instead of one each.
