@@ -1,17 +1,7 @@
 import type { Logger } from '@holdfast/runtime';
 import type { Keys } from './keys.js';
 import { isCluster, type RedisClient } from './redis.js';
-
-/** Renames each old key to its new name unless the new one exists; returns how many moved. */
-const MOVE = `
-local moved = 0
-for i = 1, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 and redis.call('EXISTS', KEYS[i + 1]) == 0 then
-    redis.call('RENAME', KEYS[i], KEYS[i + 1])
-    moved = moved + 1
-  end
-end
-return moved`;
+import { moveKeys } from './scripts.js';
 
 /**
  * Moves the config keys and org registry of an older authority (untagged names, see keys.ts)
@@ -25,6 +15,6 @@ export async function migrateGlobalKeys(
 ): Promise<void> {
   if (isCluster(redis)) return;
   const pairs = keys.legacyGlobalKeys.flat();
-  const moved = Number(await redis.eval(MOVE, pairs.length, ...pairs));
+  const moved = Number(await moveKeys(redis, pairs));
   if (moved > 0) logger.info({ moved }, 'moved the config keys to their {_system}-tagged names');
 }

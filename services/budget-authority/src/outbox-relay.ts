@@ -8,15 +8,9 @@ import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { decodeOutboxEntry, outboxFlat } from './outbox.js';
+import { claimLease, unclaimLease } from './scripts.js';
 
 /** Takes or renews the relay lease of an org. KEYS[1] lock, ARGV[1] replica id, ARGV[2] ms. */
-const CLAIM = `
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if owner then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1`;
-
 /** Redis Cluster: the pause between two polls that found nothing, ms. */
 const POLL_IDLE_MS = 20;
 
@@ -112,14 +106,7 @@ export class OutboxRelay {
     // Hand the leases over at once instead of making the others wait for them to lapse.
     await Promise.all(
       this.#owned.map((org) =>
-        this.#o.redis
-          .eval(
-            `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`,
-            1,
-            this.#o.keys.relayLock(org),
-            this.#o.replicaId,
-          )
-          .catch(() => 0),
+        unclaimLease(this.#o.redis, this.#o.keys.relayLock(org), this.#o.replicaId).catch(() => 0),
       ),
     );
   }
@@ -132,13 +119,7 @@ export class OutboxRelay {
     const orgs = await this.#o.config.orgs();
     const results = await Promise.allSettled(
       orgs.map((org) =>
-        this.#o.redis.eval(
-          CLAIM,
-          1,
-          this.#o.keys.relayLock(org),
-          this.#o.replicaId,
-          String(this.#leaseMs),
-        ),
+        claimLease(this.#o.redis, this.#o.keys.relayLock(org), this.#o.replicaId, this.#leaseMs),
       ),
     );
     this.#owned = orgs.filter((_, i) => {

@@ -17,6 +17,10 @@ const SCRIPTS = [
   'refusals',
   'capacity',
   'refuse',
+  'apply',
+  'claim',
+  'unclaim',
+  'migrate',
 ] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
@@ -116,42 +120,42 @@ const fcall = (
 ) => c.fcall(LIBRARY.functions[name], keys.length, ...keys, ...args);
 
 /**
+ * Runs one of the library's scripts. `durable`: a write answered only once the replicas asked
+ * for have it (durable.ts).
+ */
+function script<T>(
+  redis: RedisClient,
+  name: ScriptName,
+  keys: string[],
+  args: string[],
+  durable: boolean,
+): Promise<T> {
+  const once = () => fcall(redis, name, keys, args) as Promise<T>;
+  if (!durable) return call(redis, once);
+  return call(redis, () => durably(redis, once, (p) => void fcall(p, name, keys, args)));
+}
+
+/**
  * Runs a script with its keys and its spec: JSON text as ARGV[1], or (admit and close, run on
- * every call) positional strings. A script that writes is answered only once the replicas
- * asked for have it (durable.ts); usage only reads.
+ * every call) positional strings. Every one but usage writes (usage only reads).
  */
 export function run(
   redis: RedisClient,
-  name: Exclude<ScriptName, 'refusals' | 'capacity' | 'refuse'>,
+  name: 'admit' | 'extend' | 'close' | 'renew' | 'suspension' | 'usage',
   keys: string[],
   spec: string | string[],
 ): Promise<string[]> {
-  const args = typeof spec === 'string' ? [spec] : spec;
-  if (name === 'usage')
-    return call(redis, () => fcall(redis, name, keys, args) as Promise<string[]>);
-  return call(redis, () =>
-    durably(
-      redis,
-      () => fcall(redis, name, keys, args) as Promise<string[]>,
-      (p) => void fcall(p, name, keys, args),
-    ),
-  );
+  return script(redis, name, keys, typeof spec === 'string' ? [spec] : spec, name !== 'usage');
 }
 
 /** Runs capacity.lua over an upstream's scopes and one reservation's record. */
 export function runCapacity(redis: RedisClient, keys: string[], spec: string): Promise<string[]> {
-  return call(redis, () => fcall(redis, 'capacity', keys, [spec]) as Promise<string[]>);
+  return script(redis, 'capacity', keys, [spec], false);
 }
 
 /** Records a refusal decided before any budget is read, rate limited (lua/refuse.lua). */
 export function runRefuse(redis: RedisClient, keys: string[], spec: string): Promise<number> {
-  return call(redis, () =>
-    durably(
-      redis,
-      () => fcall(redis, 'refuse', keys, [spec]) as Promise<number>,
-      (p) => void fcall(p, 'refuse', keys, [spec]),
-    ),
-  );
+  return script(redis, 'refuse', keys, [spec], true);
 }
 
 /** Writes up to `eventIds.length` kinds of rate-limited refusals of an org; returns how many. */
@@ -161,8 +165,30 @@ export function flushRefusals(
   summaries: string,
   eventIds: string[],
 ): Promise<number> {
-  return call(
-    redis,
-    () => fcall(redis, 'refusals', [outbox, summaries], eventIds) as Promise<number>,
-  );
+  return script(redis, 'refusals', [outbox, summaries], eventIds, false);
+}
+
+/** A config apply's one atomic write (lua/apply.lua): the version after it, or -1. */
+export function runApply(redis: RedisClient, keys: string[], args: string[]): Promise<number> {
+  return script(redis, 'apply', keys, args, true);
+}
+
+/** Takes or renews a relay lease (lua/claim.lua): 1 when `owner` holds it now. */
+export function claimLease(
+  redis: RedisClient,
+  lock: string,
+  owner: string,
+  leaseMs: number,
+): Promise<number> {
+  return script(redis, 'claim', [lock], [owner, String(leaseMs)], false);
+}
+
+/** Drops a relay lease if `owner` still holds it (lua/unclaim.lua). */
+export function unclaimLease(redis: RedisClient, lock: string, owner: string): Promise<number> {
+  return script(redis, 'unclaim', [lock], [owner], false);
+}
+
+/** Renames each old key of `pairs` (old, new, ...) unless the new one exists; how many moved. */
+export function moveKeys(redis: RedisClient, pairs: string[]): Promise<number> {
+  return script(redis, 'migrate', pairs, [], false);
 }

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { CompiledConfig } from '@holdfast/config';
 import type { RedisClient } from './redis.js';
-import { APPLY_SCRIPT } from './declared.js';
-import { durably } from './durable.js';
 import { SYSTEM_ORG, type Keys } from './keys.js';
 import { encodeOutboxFields } from './outbox.js';
+import { runApply } from './scripts.js';
 
 export interface ApplyWrite {
   /**
@@ -61,13 +60,15 @@ export async function writeApply(
     source: w.source.slice(0, 200),
   });
   const orgs = [...new Set([...w.config.tenants.values()].map((t) => t.org))];
-  const args = [
+  const scriptKeys = [
     keys.configVersion,
     keys.config,
     keys.outbox(SYSTEM_ORG),
     keys.orgs,
     keys.configDeclared,
     keys.configFile,
+  ];
+  const args = [
     String(w.from.version),
     w.from.declaredHash ?? '*',
     configChanges ? JSON.stringify(w.config.raw) : '',
@@ -77,10 +78,6 @@ export async function writeApply(
     declared ? JSON.stringify(declared) : '',
     file ? JSON.stringify(file) : '',
   ];
-  const result = await durably(
-    redis,
-    () => redis.eval(APPLY_SCRIPT, 6, ...args),
-    (p) => void p.eval(APPLY_SCRIPT, 6, ...args),
-  );
+  const result = await runApply(redis, scriptKeys, args);
   return Number(result) < 0 ? 'moved' : { version: Number(result) };
 }
