@@ -29,6 +29,18 @@ async function settledOnce(x: UnitCall) {
   }
 }
 
+/** Posts a chat call; the client must get 403 tenant_suspended. */
+async function expectSuspended(x: Awaited<ReturnType<typeof unitCall>>): Promise<void> {
+  const res = await x.app.inject({
+    method: 'POST',
+    url: '/v1/chat/completions',
+    headers: auth,
+    payload: chat(),
+  });
+  expect(res.statusCode).toBe(403);
+  expect(res.json()).toMatchObject({ error: { code: 'tenant_suspended' } });
+}
+
 describe('runCall', () => {
   test('a team suspended while its prompt is being counted: the client gets tenant_suspended, nothing is admitted or sent upstream', async () => {
     const x = (u = await unitCall());
@@ -37,14 +49,7 @@ describe('runCall', () => {
       x.deps.calls.suspend('team', 0);
       return count(...args);
     };
-    const res = await x.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: auth,
-      payload: chat(),
-    });
-    expect(res.statusCode).toBe(403);
-    expect(res.json()).toMatchObject({ error: { code: 'tenant_suspended' } });
+    await expectSuspended(x);
     expect(x.authority.admits).toEqual([]);
     expect(x.upstream.stats().recent).toHaveLength(0);
   });
@@ -57,14 +62,7 @@ describe('runCall', () => {
       x.deps.calls.suspend('team', 0);
       return admit(req);
     };
-    const res = await x.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: auth,
-      payload: chat(),
-    });
-    expect(res.statusCode).toBe(403);
-    expect(res.json()).toMatchObject({ error: { code: 'tenant_suspended' } });
+    await expectSuspended(x);
     await settledOnce(x);
     expect(x.authority.releases).toEqual([expect.objectContaining({ reason: 'not_forwarded' })]);
     expect(x.upstream.stats().recent).toHaveLength(0);
