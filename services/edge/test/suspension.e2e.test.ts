@@ -1,6 +1,6 @@
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { apiError, chat, edgeTest as test, KEYS } from './harness.js';
+import { apiError, chat, edgeTest as test, KEYS, UNREAD_AT_HANGUP } from './harness.js';
 
 test('a suspension ends the tenant calls in flight after its grace: settled as budget_exhausted', async ({
   stack,
@@ -36,7 +36,8 @@ test('a suspension ends the tenant calls in flight after its grace: settled as b
   const billed = s.upstream.stats().recent.filter((r) => r.maxTokens === 512);
   const provider = billed.reduce((n, r) => n + r.promptTokens + r.completionTokens, 0);
   expect(usage.billedTokens).toBeLessThanOrEqual(provider);
-  expect(usage.billedTokens).toBeGreaterThanOrEqual(provider - 2);
+  // Two calls cut: each may leave tokens the provider sent and the edge never read.
+  expect(usage.billedTokens).toBeGreaterThanOrEqual(provider - 2 * UNREAD_AT_HANGUP);
   const events = await s.events(
     (e) =>
       e.filter((x) => x.type === 'reservation.settled' && x.tenant === 'support-bot').length === 2,
