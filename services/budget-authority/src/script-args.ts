@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { BudgetWindow } from '@holdfast/events';
 import {
   budgetsInChain,
@@ -62,8 +63,12 @@ export interface Plan {
     org: string;
   };
   json(extra?: Record<string, unknown>): string;
-  /** The plan as positional strings (lib.lua's readPlan), for the scripts of every call. */
-  args: string[];
+  /**
+   * The plan as positional strings (lib.lua's readPlan), for the scripts of every call: by
+   * reference (the tenant's part named by its id, which the Redis keeps once it has seen it),
+   * or with `full` the tenant's part in full, for a Redis that answered NOPLAN.
+   */
+  args(full: boolean): string[];
   /** A reservation record's levels and holds texts for this plan (lib.lua's recordHolds). */
   recordLevels: string;
   recordHolds: string;
@@ -76,7 +81,10 @@ interface Template {
   budgets: PlanBudget[];
   /** JSON of kp, levels, budgets, tenant, org and keepMs, without the braces. */
   json: string;
+  /** The tenant's part of the positional plan (lib.lua's parseTemplate) and its id. */
   args: string[];
+  id: string;
+  holds: string;
 }
 
 /** How long a closed reservation's record is kept, so a late duplicate is recognised. */
@@ -121,7 +129,7 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
     levels,
     budgets,
     json,
-    args: planArgs(keys.prefix, org, tenant.id, levels, budgets),
+    ...templateArgs(keys.prefix, org, tenant.id, levels, budgets),
   };
   perConfig.set(cacheKey, t);
   return t;
@@ -143,38 +151,62 @@ function holdCode(levels: readonly PlanLevel[], b: PlanBudget): string {
 }
 
 /**
- * lib.lua's readPlan: kp, org, tenant, keepMs, the record's levels and holds texts, the
- * levels' count and (tenant, state, holds, maxInFlight) each, the budgets' count and (tenant,
- * id, window, unit, limit, enforce, calendar, debt, scope, subject, key, window state's text
- * before and after `used,held`) each. Amounts are integers below 2^53, so String() writes
- * every digit.
+ * lib.lua's parseTemplate: kp, org, tenant, keepMs, the record's levels and holds texts, the
+ * levels' count and (tenant, state, holds, maxInFlight) each, the budgets' count and each
+ * budget (budgetArgs). Its id is a hash of that text: one id, one content. Amounts are
+ * integers below 2^53, so String() writes every digit.
  */
-function planArgs(
+function templateArgs(
   kp: string,
   org: string,
   tenant: string,
   levels: readonly PlanLevel[],
   budgets: readonly PlanBudget[],
-): string[] {
-  const out = [kp, org, tenant, String(KEEP_CLOSED_MS)];
-  out.push(levels.map((l) => l.tenant).join(';'));
-  out.push(budgets.map((b) => holdCode(levels, b)).join(';'));
-  out.push(String(levels.length));
+): Pick<Template, 'args' | 'id' | 'holds'> {
+  const holds = budgets.map((b) => holdCode(levels, b)).join(';');
+  const args = [kp, org, tenant, String(KEEP_CLOSED_MS), levels.map((l) => l.tenant).join(';')];
+  args.push(holds, String(levels.length));
   for (const l of levels)
-    out.push(l.tenant, String(l.state), String(l.holds), String(l.maxInFlight));
-  out.push(String(budgets.length));
-  for (const b of budgets) {
-    const enforce = b.enforce ? '1' : '0';
-    const scoped = b.scope === 'k' || b.scope === 'u' ? `,${b.scope},${b.subject ?? ''}` : '';
-    out.push(b.tenant, b.id, b.window, b.unit, String(b.limit), enforce);
-    out.push(b.calendar ? '1' : '0', String(b.debt), b.scope, b.subject ?? '', String(b.key));
-    out.push(`${b.tenant},${b.id},${b.limit},`, `,${enforce}${scoped}`);
-  }
-  return out;
+    args.push(l.tenant, String(l.state), String(l.holds), String(l.maxInFlight));
+  args.push(String(budgets.length));
+  for (const b of budgets) args.push(...budgetArgs(b));
+  const id = createHash('sha1').update(args.join('\u0000')).digest('base64url').slice(0, 20);
+  return { args, id, holds };
 }
 
-function argsOf(args: string[]): Pick<Plan, 'args' | 'recordLevels' | 'recordHolds'> {
-  return { args, recordLevels: args[4] ?? '', recordHolds: args[5] ?? '' };
+/**
+ * lib.lua's readBudget: tenant, id, window, unit, limit, enforce, calendar, debt, scope,
+ * subject, key index, and its window state's text before and after `used,held`.
+ */
+function budgetArgs(b: PlanBudget): string[] {
+  const enforce = b.enforce ? '1' : '0';
+  const scoped = b.scope === 'k' || b.scope === 'u' ? `,${b.scope},${b.subject ?? ''}` : '';
+  return [
+    ...[b.tenant, b.id, b.window, b.unit, String(b.limit), enforce, b.calendar ? '1' : '0'],
+    ...[String(b.debt), b.scope, b.subject ?? '', String(b.key)],
+    ...[`${b.tenant},${b.id},${b.limit},`, `,${enforce}${scoped}`],
+  ];
+}
+
+/**
+ * lib.lua's readPlan: the tenant's part by id ('0') or in full ('1'), then the call's own
+ * budgets (its key's and end user's): their count, each budget, and their holds' codes.
+ */
+function planArgs(
+  t: Pick<Template, 'args' | 'id' | 'holds' | 'levels'>,
+  extra: readonly PlanBudget[],
+): Pick<Plan, 'args' | 'recordLevels' | 'recordHolds'> {
+  const own = [String(extra.length)];
+  for (const b of extra) own.push(...budgetArgs(b));
+  const codes = extra.map((b) => holdCode(t.levels, b)).join(';');
+  if (extra.length > 0) own.push(codes);
+  const byRef = [t.id, '0', ...own];
+  const inFull = [t.id, '1', ...t.args, ...own];
+  return {
+    args: (full) => (full ? inFull : byRef),
+    recordLevels: t.args[4] ?? '',
+    recordHolds: extra.length === 0 ? t.holds : t.holds ? `${t.holds};${codes}` : codes,
+  };
 }
 
 function assemble(fixed: string): Plan['json'] {
@@ -209,7 +241,7 @@ export function planFor(
       keys: list,
       spec,
       json: assemble(now === undefined ? t.json : `${t.json},"now":${now}`),
-      ...argsOf(t.args),
+      ...planArgs(t, extra),
     };
   }
   // The call's key or end user has budgets: the spec is this call's own (not the template's).
@@ -227,7 +259,7 @@ export function planFor(
     keys: list,
     spec: { ...spec, budgets },
     json: assemble(json),
-    ...argsOf(planArgs(keys.prefix, tenant.org, tenant.id, t.levels, budgets)),
+    ...planArgs(t, extra),
   };
 }
 
@@ -302,6 +334,6 @@ export function orphanPlan(
     keys: fixedKeys(keys, org, second),
     spec: { levels: [], budgets: [], tenant, org },
     json: assemble(now === undefined ? base : `${base},"now":${now}`),
-    ...argsOf(planArgs(keys.prefix, org, tenant, [], [])),
+    ...planArgs({ levels: [], ...templateArgs(keys.prefix, org, tenant, [], []) }, []),
   };
 }

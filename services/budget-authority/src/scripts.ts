@@ -96,19 +96,34 @@ function reload(redis: RedisClient): Promise<void> {
 
 const isMissing = (err: unknown): boolean =>
   err instanceof Error && /Function not found/i.test(err.message);
+const isUnknownPlan = (err: unknown): boolean =>
+  err instanceof Error && err.message.startsWith('NOPLAN');
 
 /**
- * Calls a script; a Redis that lost the library (restarted without persistence, flushed, a new
- * cluster node) gets it loaded again and the call is made once more. A call that found no
- * function changed nothing, so the retry cannot apply it twice.
+ * Calls a script: `once(full)` with a plan sent by reference first. A Redis that lost the
+ * library (restarted without persistence, flushed, a new cluster node) gets it loaded again,
+ * and one that does not hold the call's plan (NOPLAN) gets it in full; either way the call is
+ * made once more. A call that found no function or no plan changed nothing (readPlan is every
+ * plan script's first step), so the retry cannot apply it twice.
  */
-async function call<T>(redis: RedisClient, once: () => Promise<T>): Promise<T> {
-  try {
-    return await once();
-  } catch (err) {
-    if (!isMissing(err)) throw err;
-    await reload(redis);
-    return once();
+async function call<T>(redis: RedisClient, once: (full: boolean) => Promise<T>): Promise<T> {
+  let full = false;
+  let reloaded = false;
+  for (;;) {
+    try {
+      return await once(full);
+    } catch (err) {
+      if (isMissing(err) && !reloaded) {
+        reloaded = true;
+        // A library loaded again keeps no plans.
+        full = true;
+        await reload(redis);
+      } else if (isUnknownPlan(err) && !full) {
+        full = true;
+      } else {
+        throw err;
+      }
+    }
   }
 }
 
@@ -119,9 +134,14 @@ const fcall = (
   args: string[],
 ) => c.fcall(LIBRARY.functions[name], keys.length, ...keys, ...args);
 
+/** The arguments a plan script ends with (script-args.ts Plan.args). */
+export interface PlanArgs {
+  args(full: boolean): string[];
+}
+
 /**
  * Runs one of the library's scripts. `durable`: a write answered only once the replicas asked
- * for have it (durable.ts).
+ * for have it (durable.ts). `plan`: its arguments follow `args`.
  */
 function script<T>(
   redis: RedisClient,
@@ -129,23 +149,29 @@ function script<T>(
   keys: string[],
   args: string[],
   durable: boolean,
+  plan?: PlanArgs,
 ): Promise<T> {
-  const once = () => fcall(redis, name, keys, args) as Promise<T>;
-  if (!durable) return call(redis, once);
-  return call(redis, () => durably(redis, once, (p) => void fcall(p, name, keys, args)));
+  return call(redis, (full) => {
+    const argv = plan ? [...args, ...plan.args(full)] : args;
+    const once = () => fcall(redis, name, keys, argv) as Promise<T>;
+    return durable ? durably(redis, once, (p) => void fcall(p, name, keys, argv)) : once();
+  });
 }
 
 /**
  * Runs a script with its keys and its spec: JSON text as ARGV[1], or (admit and close, run on
- * every call) positional strings. Every one but usage writes (usage only reads).
+ * every call) positional strings followed by the plan's. Every one but usage writes (usage
+ * only reads).
  */
 export function run(
   redis: RedisClient,
   name: 'admit' | 'extend' | 'close' | 'renew' | 'suspension' | 'usage',
   keys: string[],
   spec: string | string[],
+  plan?: PlanArgs,
 ): Promise<string[]> {
-  return script(redis, name, keys, typeof spec === 'string' ? [spec] : spec, name !== 'usage');
+  const args = typeof spec === 'string' ? [spec] : spec;
+  return script(redis, name, keys, args, name !== 'usage', plan);
 }
 
 /** Runs capacity.lua over an upstream's scopes and one reservation's record. */

@@ -244,7 +244,7 @@ export async function admit(
     // The upstream whose capacity the call took: on the event.
     ...(upstream ? ['upstream', upstream] : []),
   ].join('\u0000');
-  // admit.lua's ARGV, in its order (see its header), then the plan.
+  // admit.lua's ARGV, in its order (see its header); the plan's follow (run).
   const spec = [
     now === undefined ? '' : String(now),
     req.reservationId,
@@ -278,10 +278,9 @@ export async function admit(
     String(END_USER_KEEP_MS),
     record,
     created,
-    ...plan.args,
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
-    run(ctx.redis, 'admit', plan.keys, spec),
+    run(ctx.redis, 'admit', plan.keys, spec, plan),
   );
   const release = () =>
     closeCapacity(ctx, {

@@ -9,7 +9,7 @@ import type {
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { orphanPlan, planFor, type Plan, type PlanCall } from '../script-args.js';
+import { orphanPlan, planFor, type PlanCall } from '../script-args.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
@@ -59,7 +59,8 @@ export async function closeReservation(
         ctx.redis,
         'close',
         plan.keys,
-        closeSpec(plan, now, target.reservationId, what, askSubjects),
+        closeSpec(now, target.reservationId, what, askSubjects),
+        plan,
       ),
     );
   };
@@ -96,9 +97,8 @@ function closeEventId(reservationId: string, op: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
-/** close.lua's ARGV (see its header): the call, then the plan. */
+/** close.lua's ARGV (see its header): the call's; the plan's follow (run). */
 function closeSpec(
-  plan: Plan,
   now: number | undefined,
   reservationId: string,
   what: CloseOp,
@@ -120,7 +120,6 @@ function closeSpec(
     what.op === 'settle' ? what.outcome : '',
     what.op === 'release' ? what.reason : '',
     askSubjects ? '1' : '0',
-    ...plan.args,
   ];
 }
 

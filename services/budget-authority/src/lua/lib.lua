@@ -83,35 +83,88 @@ local function clockNow(spec)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The plan as positional ARGV from `at` (script-args.ts planArgs): kp, org, tenant, keepMs, the
--- record's levels and holds texts for this plan (see below); the levels' count, then tenant,
--- state and holds key indexes, maxInFlight each; the budgets' count, then tenant, id, window,
--- unit, limit, enforce, calendar, debt, scope, subject, key index, and its window state's
--- text before and after `used,held` each. Every C call or new string costs Redis's Lua about
--- 0.1 µs, so what only depends on the config comes ready-made.
-local function readPlan(at)
-  local i = at + 6
-  local levels = {}
+-- A budget as positional ARGV from `i` (script-args.ts budgetArgs): tenant, id, window, unit,
+-- limit, enforce, calendar, debt, scope, subject, key index, and its window state's text
+-- before and after `used,held`.
+local BUDGET_ARGS = 13
+local function readBudget(i)
+  return {tenant = ARGV[i], id = ARGV[i + 1], window = ARGV[i + 2], unit = ARGV[i + 3],
+    limit = tonumber(ARGV[i + 4]), enforce = ARGV[i + 5] == '1', calendar = ARGV[i + 6] == '1',
+    debt = tonumber(ARGV[i + 7]), scope = ARGV[i + 8], subject = ARGV[i + 9],
+    key = tonumber(ARGV[i + 10]), head = ARGV[i + 11], tail = ARGV[i + 12]}
+end
+
+-- A tenant's plan in full from `i` (script-args.ts templateArgs): kp, org, tenant, keepMs, the
+-- record's levels and holds texts (see below); the levels' count, then tenant, state and holds
+-- key indexes, maxInFlight each; the budgets' count, then each budget (readBudget).
+local function parseTemplate(i)
+  local m = {kp = ARGV[i], org = ARGV[i + 1], tenant = ARGV[i + 2], keepMs = tonumber(ARGV[i + 3]),
+    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}}
+  i = i + 6
   for l = 1, tonumber(ARGV[i]) do
-    levels[l] = {tenant = ARGV[i + 1], state = tonumber(ARGV[i + 2]), holds = tonumber(ARGV[i + 3]),
+    m.levels[l] = {tenant = ARGV[i + 1], state = tonumber(ARGV[i + 2]), holds = tonumber(ARGV[i + 3]),
       maxInFlight = tonumber(ARGV[i + 4])}
     i = i + 4
   end
   i = i + 1
-  local budgets = {}
   for n = 1, tonumber(ARGV[i]) do
-    budgets[n] = {tenant = ARGV[i + 1], id = ARGV[i + 2], window = ARGV[i + 3], unit = ARGV[i + 4],
-      limit = tonumber(ARGV[i + 5]), enforce = ARGV[i + 6] == '1', calendar = ARGV[i + 7] == '1',
-      debt = tonumber(ARGV[i + 8]), scope = ARGV[i + 9], subject = ARGV[i + 10],
-      key = tonumber(ARGV[i + 11]), head = ARGV[i + 12], tail = ARGV[i + 13]}
-    i = i + 13
+    m.budgets[n] = readBudget(i + 1)
+    i = i + BUDGET_ARGS
+  end
+  return m, i + 1
+end
+
+-- Tenants' plans kept between calls, by id (a hash of the plan's text, so an id names one
+-- content), while the library stays loaded: a call names its tenant's plan instead of sending
+-- its 40-70 arguments, which Redis would turn into strings, numbers and tables on every call.
+-- Two generations, the older dropped whole when the newer has PLAN_GENERATION plans (a plan in
+-- use moves to the newer): at most twice that many kept, whatever the configs and tenants. A
+-- node that has not seen a plan (restarted, promoted, the library reloaded, the plan evicted)
+-- answers NOPLAN before it reads or writes anything, and the authority sends the plan in full.
+-- Replicas never run the scripts (Redis replicates their writes), so each master keeps its own.
+local PLAN_GENERATION = 1024
+local plans, oldPlans, planCount = {}, {}, 0
+
+local function keepPlan(id, m)
+  if planCount >= PLAN_GENERATION then
+    plans, oldPlans, planCount = {}, plans, 0
+  end
+  plans[id] = m
+  planCount = planCount + 1
+end
+
+-- The plan from `at` (script-args.ts Plan.args): its id; '1' and the plan in full (parseTemplate)
+-- or '0' for one this node keeps; then the budgets of the call's own key and end user: their
+-- count, each budget (readBudget) and, if any, their holds' codes (for the record's holds text).
+-- Each call gets a spec of its own (the kept plan's levels and budgets are only read): the
+-- scripts set `now` and `bounds` on it.
+local function readPlan(at)
+  local id = ARGV[at]
+  local m, i = plans[id], at + 2
+  if ARGV[at + 1] == '1' then
+    m, i = parseTemplate(i)
+    keepPlan(id, m)
+  elseif not m then
+    m = oldPlans[id]
+    if not m then
+      error({err = 'NOPLAN this Redis does not hold plan ' .. id})
+    end
+    keepPlan(id, m)
+  end
+  local budgets, holdsText = m.budgets, m.holdsText
+  local extra = tonumber(ARGV[i])
+  if extra > 0 then
+    budgets = {unpack(m.budgets)}
+    for n = 1, extra do
+      budgets[#budgets + 1] = readBudget(i + 1 + (n - 1) * BUDGET_ARGS)
+    end
+    local codes = ARGV[i + 1 + extra * BUDGET_ARGS]
+    holdsText = (holdsText == '') and codes or (holdsText .. ';' .. codes)
   end
   -- Every field the scripts set later is in the constructor (now, bounds: false until set),
   -- so the table is sized once.
-  local spec = {kp = ARGV[at], org = ARGV[at + 1], tenant = ARGV[at + 2], keepMs = tonumber(ARGV[at + 3]),
-    levelsText = ARGV[at + 4], holdsText = ARGV[at + 5], levels = levels, budgets = budgets,
-    now = false, bounds = false}
-  return spec, i + 1
+  return {kp = m.kp, org = m.org, tenant = m.tenant, keepMs = m.keepMs, levelsText = m.levelsText,
+    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false, bounds = false}
 end
 
 -- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
