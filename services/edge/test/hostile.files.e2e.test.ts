@@ -1,0 +1,187 @@
+import { expect } from 'vitest';
+import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
+import { CLAUDE, post, withClaude } from './surfaces.js';
+
+/**
+ * Red team: a file is billed by its pages (the text and an image of each), which no count of
+ * the request's bytes can see; the mock bills each file part 3,000 tokens on top of its JSON,
+ * as a two-page PDF. A 2,000-token budget: a file the edge counted from its bytes would be
+ * admitted on a hold of a few dozen tokens and billed far past the limit.
+ */
+
+/** A tiny PDF (a few bytes of base64): what its bytes say is nothing like what it costs. */
+const PDF = 'data:application/pdf;base64,JVBERi0xLjQKJcfsj6IK';
+
+const LIMIT = 2_000;
+
+function small(c: TestConfig): void {
+  withClaude(c);
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: LIMIT, unit: 'tokens' }];
+  // Claude counted locally (no count_tokens), and a copy with a stated allowance.
+  c.models.push(
+    { ...entry(c.models, CLAUDE), id: 'claude-local', tokenizer: 'estimate' },
+    { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-files', upstreamStateAllowanceTokens: 3_500 },
+  );
+  const uc = entry(
+    entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
+    'UC-101',
+  );
+  uc.models.push('claude-local', 'gpt-files');
+}
+
+const auth = { authorization: `Bearer ${KEYS.support}` };
+
+const chatFile = (model: string) => ({
+  model,
+  max_tokens: 20,
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Summarise this.' },
+        { type: 'file', file: { filename: 'a.pdf', file_data: PDF } },
+      ],
+    },
+  ],
+});
+
+async function nothingSpent(s: Stack): Promise<void> {
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ used: 0, held: 0 });
+  expect(s.upstream.stats().recent).toHaveLength(0);
+}
+
+test('a file the edge cannot count is refused (chat, messages counted locally): a 400 naming it, nothing held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: small });
+  const chat = await post(s, '/v1/chat/completions', chatFile('gpt-4o-mini'), auth);
+  expect(chat.status).toBe(400);
+  expect(chat.body.error).toMatchObject({
+    code: 'invalid_request',
+    param: 'messages.0.content.1',
+  });
+  expect(JSON.stringify(chat.body)).toContain('/v1/responses');
+  const document = {
+    type: 'document',
+    source: { type: 'url', url: 'https://example.test/annual-report.pdf' },
+  };
+  const messages = await post(
+    s,
+    '/v1/messages',
+    {
+      model: 'claude-local',
+      max_tokens: 20,
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'Summarise this.' }, document] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'read', input: {} }] },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  expect(messages.status).toBe(400);
+  expect(messages.body).toMatchObject({
+    type: 'error',
+    error: { type: 'invalid_request_error' },
+  });
+  expect(JSON.stringify(messages.body)).toContain('messages.0.content.1');
+  // Inside a tool result too.
+  const inResult = await post(
+    s,
+    '/v1/messages',
+    {
+      model: 'claude-local',
+      max_tokens: 20,
+      messages: [
+        {
+          role: 'user',
+          content: [{ type: 'tool_result', tool_use_id: 't1', content: [document] }],
+        },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  expect(inResult.status).toBe(400);
+  expect(JSON.stringify(inResult.body)).toContain('messages.0.content.0.content.0');
+  await nothingSpent(s);
+});
+
+test('a file the upstream counts is held at its real size: Responses input_tokens, Messages count_tokens', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: small });
+  // Responses: the upstream's input_tokens counts the file: 3,000+ does not fit 2,000.
+  const responses = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-4o-mini',
+      max_output_tokens: 20,
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'Summarise this.' },
+            { type: 'input_file', filename: 'a.pdf', file_data: PDF },
+          ],
+        },
+      ],
+    },
+    auth,
+  );
+  expect(responses.status).toBe(429);
+  expect(responses.body.error).toMatchObject({ code: 'budget_exceeded' });
+  expect(s.upstream.stats().requests.responsesInputTokens).toBe(1);
+  // Messages on a model counted by the upstream's count_tokens: the same.
+  const messages = await post(
+    s,
+    '/v1/messages',
+    {
+      model: CLAUDE,
+      max_tokens: 20,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'document',
+              source: { type: 'base64', media_type: 'application/pdf', data: PDF.split(',')[1] },
+            },
+          ],
+        },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  expect(messages.status).toBe(429);
+  expect(s.upstream.stats().requests.responses ?? 0).toBe(0);
+  expect(s.upstream.stats().requests.messages ?? 0).toBe(0);
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ used: 0, held: 0 });
+});
+
+test('with upstreamStateAllowanceTokens a chat file is admitted on its local count plus the allowance, and billed within it', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      small(c);
+      entry(c.tenants, 'support-bot').budgets = [
+        { window: 'month', limit: 10_000, unit: 'tokens' },
+      ];
+    },
+  });
+  const r = await post(s, '/v1/chat/completions', chatFile('gpt-files'), auth);
+  expect(r.status).toBe(200);
+  const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
+  const held = Number(r.headers.get('x-holdfast-held'));
+  expect(prompt).toBeGreaterThan(3_500);
+  const b = s.upstream.stats().billed;
+  // The provider billed the file's pages (3,000) and the text: within the hold.
+  expect(b.promptTokens).toBeGreaterThan(3_000);
+  expect(b.promptTokens).toBeLessThanOrEqual(prompt);
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(held);
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.overruns.count).toBe(0);
+});
