@@ -131,7 +131,8 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     maxOutput: body.max_completion_tokens ?? body.max_tokens ?? null,
     choices: body.n ?? 1,
     stream: body.stream === true,
-    endUser: body.user ?? null,
+    // OpenAI's successor of `user` names the end user too (as on Responses); `user` wins.
+    endUser: body.user ?? body.safety_identifier ?? null,
   }),
   countPrompt,
   upstreamBody,
