@@ -133,7 +133,8 @@ export const Model = z.strictObject({
    * Input the edge cannot count: Responses calls that continue state kept upstream
    * (`previous_response_id`, `conversation`, a stored `prompt`) or send a file are counted with
    * the upstream's `POST /v1/responses/input_tokens`, Messages `document` blocks with its
-   * count_tokens; a chat `file` part has no counting endpoint. When the upstream cannot count
+   * count_tokens; a chat `file` part has no counting endpoint, and a tool the provider runs
+   * (web search, MCP) reads input no endpoint counts. When the upstream cannot count
    * it, such calls are refused with a 400, unless this is set: then they are admitted with the
    * local count of the call's own input plus this many tokens for what the edge cannot see, a
    * pessimistic allowance the operator states (a longer conversation or file is still billed

@@ -1,7 +1,12 @@
 import { Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
-import { countUnseen, type UnseenInput } from '../../call/unseen.js';
+import {
+  countUnseen,
+  messagesProviderTool,
+  withProviderTool,
+  type UnseenInput,
+} from '../../call/unseen.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
@@ -46,10 +51,11 @@ const COUNTED_FIELDS = [
  * answer, the local count of the chat request the prompt amounts to (the proven bound with
  * `estimate`).
  */
-export async function countMessagesPrompt(
-  body: CountTokensRequest,
-  ctx: CountContext,
-): Promise<Counted> {
+export function countMessagesPrompt(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
+  return withProviderTool(messagesProviderTool(body), ctx.model, () => countInput(body, ctx));
+}
+
+async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
   const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
   let why = 'the model is not counted by its upstream (its tokenizer is not upstream)';
   if (ctx.target) {

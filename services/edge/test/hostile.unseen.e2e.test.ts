@@ -3,10 +3,12 @@ import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './ha
 import { CLAUDE, post, withClaude } from './surfaces.js';
 
 /**
- * Red team: a file is billed by its pages (the text and an image of each), which no count of
- * the request's bytes can see; the mock bills each file part 3,000 tokens on top of its JSON,
- * as a two-page PDF. A 2,000-token budget: a file the edge counted from its bytes would be
- * admitted on a hold of a few dozen tokens and billed far past the limit.
+ * Red team, input the edge cannot see. A file is billed by its pages (the text and an image of
+ * each), which no count of the request's bytes can see: the mock bills each file part 3,000
+ * tokens on top of its JSON, as a two-page PDF. A tool the provider runs (web search, MCP) is
+ * billed what it reads as input: the mock bills 5,000 a tool, as a page of search results. A
+ * 2,000-token budget: a call the edge counted from its bytes would be admitted on a hold of a
+ * few dozen tokens and billed far past the limit.
  */
 
 /** A tiny PDF (a few bytes of base64): what its bytes say is nothing like what it costs. */
@@ -20,7 +22,7 @@ function small(c: TestConfig): void {
   // Claude counted locally (no count_tokens), and a copy with a stated allowance.
   c.models.push(
     { ...entry(c.models, CLAUDE), id: 'claude-local', tokenizer: 'estimate' },
-    { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-files', upstreamStateAllowanceTokens: 3_500 },
+    { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-files', upstreamStateAllowanceTokens: 6_000 },
   );
   const uc = entry(
     entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
@@ -175,11 +177,96 @@ test('with upstreamStateAllowanceTokens a chat file is admitted on its local cou
   expect(r.status).toBe(200);
   const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
   const held = Number(r.headers.get('x-holdfast-held'));
-  expect(prompt).toBeGreaterThan(3_500);
+  expect(prompt).toBeGreaterThan(6_000);
   const b = s.upstream.stats().billed;
   // The provider billed the file's pages (3,000) and the text: within the hold.
   expect(b.promptTokens).toBeGreaterThan(3_000);
   expect(b.promptTokens).toBeLessThanOrEqual(prompt);
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(held);
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.overruns.count).toBe(0);
+});
+
+test('a tool the provider runs (web search, server tools, MCP) is refused: a 400 naming it, nothing held or sent; client-run tools go on', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: small });
+  const search = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-4o-mini',
+      max_output_tokens: 20,
+      input: 'Find the latest annual report.',
+      tools: [{ type: 'function', name: 'f', parameters: {} }, { type: 'web_search' }],
+    },
+    auth,
+  );
+  expect(search.status).toBe(400);
+  expect(search.body.error).toMatchObject({ code: 'invalid_request', param: 'tools.1' });
+  const claude = (extra: Record<string, unknown>) =>
+    post(
+      s,
+      '/v1/messages',
+      {
+        model: CLAUDE,
+        max_tokens: 20,
+        messages: [{ role: 'user', content: 'Find it.' }],
+        ...extra,
+      },
+      { 'x-api-key': KEYS.support },
+    );
+  const server = await claude({
+    tools: [{ type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 }],
+  });
+  expect(server.status).toBe(400);
+  expect(JSON.stringify(server.body)).toContain('tools.0');
+  const mcp = await claude({
+    mcp_servers: [{ type: 'url', url: 'https://mcp.example.test/sse', name: 'docs' }],
+  });
+  expect(mcp.status).toBe(400);
+  expect(JSON.stringify(mcp.body)).toContain('mcp_servers');
+  await nothingSpent(s);
+  // Tools the client runs are counted as their definitions, as before.
+  const own = await claude({
+    tools: [
+      { name: 'lookup', input_schema: { type: 'object' } },
+      { type: 'bash_20250124', name: 'bash' },
+    ],
+  });
+  expect(own.status).toBe(200);
+  const b = s.upstream.stats().billed;
+  expect((await s.settled('support-bot')).billedTokens).toBe(b.promptTokens + b.completionTokens);
+});
+
+test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its count plus the allowance', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      small(c);
+      entry(c.tenants, 'support-bot').budgets = [
+        { window: 'month', limit: 10_000, unit: 'tokens' },
+      ];
+    },
+  });
+  const r = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-files',
+      max_output_tokens: 20,
+      input: 'Search.',
+      tools: [{ type: 'web_search' }],
+    },
+    auth,
+  );
+  expect(r.status).toBe(200);
+  const held = Number(r.headers.get('x-holdfast-held'));
+  expect(Number(r.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThan(6_000);
+  const b = s.upstream.stats().billed;
+  expect(b.promptTokens).toBeGreaterThan(5_000);
   expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(held);
   const u = await s.settled('support-bot');
   expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
