@@ -272,3 +272,47 @@ test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its c
   expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
   expect(u.overruns.count).toBe(0);
 });
+
+test("an image on a model counted by estimate is held at the upstream model's vision cost, not a flat 1,600", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      small(c);
+      // The config's default tokenizer (estimate) for a model that runs gpt-4o-mini.
+      c.models.push({
+        ...entry(c.models, 'gpt-4o-mini'),
+        id: 'mini-estimate',
+        tokenizer: 'estimate',
+        upstreamModel: 'gpt-4o-mini',
+      });
+      const t = entry(c.tenants, 'support-bot');
+      t.budgets = [{ window: 'month', limit: 60_000, unit: 'tokens' }];
+      (t.useCases as { models: string[] }[])[0]!.models.push('mini-estimate');
+    },
+  });
+  const image = { type: 'image_url', image_url: { url: 'https://example.test/receipt.png' } };
+  const body = {
+    model: 'mini-estimate',
+    max_tokens: 20,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Total?' }, image] }],
+  };
+  const one = await post(s, '/v1/chat/completions', body, auth);
+  expect(one.status).toBe(200);
+  const b = s.upstream.stats().billed;
+  // gpt-4o-mini bills an image of unknown size up to 2,833 + 8 x 5,667 tokens.
+  expect(b.promptTokens).toBeGreaterThan(48_000);
+  expect(Number(one.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThanOrEqual(
+    b.promptTokens,
+  );
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(
+    Number(one.headers.get('x-holdfast-held')),
+  );
+  // A second one does not fit what is left: refused before the model, never billed past 60,000.
+  const two = await post(s, '/v1/chat/completions', body, auth);
+  expect(two.status).toBe(429);
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.windows[0]!.used).toBeLessThanOrEqual(60_000);
+  expect(u.overruns.count).toBe(0);
+});
