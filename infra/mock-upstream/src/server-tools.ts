@@ -3,7 +3,7 @@
  * pages or tool output the model reads before it answers, which no count of the request can
  * see (the counting endpoints do not include it). A flat figure per tool the request offers.
  */
-export const SERVER_TOOL_INPUT_TOKENS = 5_000;
+const SERVER_TOOL_INPUT_TOKENS = 5_000;
 
 /** Responses tools the client runs itself; any other type runs at the provider. */
 const CLIENT_TOOLS = new Set(['function', 'custom']);
