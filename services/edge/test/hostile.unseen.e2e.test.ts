@@ -33,6 +33,31 @@ function small(c: TestConfig): void {
 
 const auth = { authorization: `Bearer ${KEYS.support}` };
 
+/** small, with room for a call the allowance admits. */
+function roomy(c: TestConfig): void {
+  small(c);
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 10_000, unit: 'tokens' }];
+}
+
+/**
+ * A call admitted on its count plus the 6,000 allowance: the provider billed no more than the
+ * prompt and the hold, the ledger has its bill, no overrun. Returns the prompt it billed.
+ */
+async function billedWithinHold(s: Stack, r: Awaited<ReturnType<typeof post>>): Promise<number> {
+  expect(r.status).toBe(200);
+  const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
+  expect(prompt).toBeGreaterThan(6_000);
+  const b = s.upstream.stats().billed;
+  expect(b.promptTokens).toBeLessThanOrEqual(prompt);
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(
+    Number(r.headers.get('x-holdfast-held')),
+  );
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.overruns.count).toBe(0);
+  return b.promptTokens;
+}
+
 const chatFile = (model: string) => ({
   model,
   max_tokens: 20,
@@ -165,27 +190,11 @@ test('a file the upstream counts is held at its real size: Responses input_token
 test('with upstreamStateAllowanceTokens a chat file is admitted on its local count plus the allowance, and billed within it', async ({
   stack,
 }) => {
-  const s = await stack({
-    patch: (c) => {
-      small(c);
-      entry(c.tenants, 'support-bot').budgets = [
-        { window: 'month', limit: 10_000, unit: 'tokens' },
-      ];
-    },
-  });
+  const s = await stack({ patch: roomy });
   const r = await post(s, '/v1/chat/completions', chatFile('gpt-files'), auth);
   expect(r.status).toBe(200);
-  const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
-  const held = Number(r.headers.get('x-holdfast-held'));
-  expect(prompt).toBeGreaterThan(6_000);
-  const b = s.upstream.stats().billed;
   // The provider billed the file's pages (3,000) and the text: within the hold.
-  expect(b.promptTokens).toBeGreaterThan(3_000);
-  expect(b.promptTokens).toBeLessThanOrEqual(prompt);
-  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(held);
-  const u = await s.settled('support-bot');
-  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
-  expect(u.overruns.count).toBe(0);
+  expect(await billedWithinHold(s, r)).toBeGreaterThan(3_000);
 });
 
 test('a tool the provider runs (web search, server tools, MCP) is refused: a 400 naming it, nothing held or sent; client-run tools go on', async ({
@@ -243,14 +252,7 @@ test('a tool the provider runs (web search, server tools, MCP) is refused: a 400
 test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its count plus the allowance', async ({
   stack,
 }) => {
-  const s = await stack({
-    patch: (c) => {
-      small(c);
-      entry(c.tenants, 'support-bot').budgets = [
-        { window: 'month', limit: 10_000, unit: 'tokens' },
-      ];
-    },
-  });
+  const s = await stack({ patch: roomy });
   const r = await post(
     s,
     '/v1/responses',
@@ -262,15 +264,8 @@ test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its c
     },
     auth,
   );
-  expect(r.status).toBe(200);
-  const held = Number(r.headers.get('x-holdfast-held'));
-  expect(Number(r.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThan(6_000);
-  const b = s.upstream.stats().billed;
-  expect(b.promptTokens).toBeGreaterThan(5_000);
-  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(held);
-  const u = await s.settled('support-bot');
-  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
-  expect(u.overruns.count).toBe(0);
+  // The provider billed what the search read (5,000) and the text: within the hold.
+  expect(await billedWithinHold(s, r)).toBeGreaterThan(5_000);
 });
 
 test("an image on a model counted by estimate is held at the upstream model's vision cost, not a flat 1,600", async ({
