@@ -1,9 +1,9 @@
 import { request as httpRequest } from 'node:http';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { sha256Hex } from '../src/index.js';
-import { chat, edgeTest as test, KEYS, type Stack, type TestConfig } from './harness.js';
-import { CLAUDE, post, withClaude, words } from './surfaces.js';
+import { apps, APP_B } from './apps.js';
+import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
+import { CLAUDE, post, words } from './surfaces.js';
 
 /**
  * Red team, identities: who an end user is (every body field a client may name one in), what
@@ -11,19 +11,12 @@ import { CLAUDE, post, withClaude, words } from './surfaces.js';
  * not trust (request and reservation ids, duplicated credentials).
  */
 
-const APP = 'sk-hf-apps-b';
+const APP = APP_B;
 
-function apps(c: TestConfig): void {
-  withClaude(c);
-  c.tenants.push({
-    id: 'apps',
-    mode: 'reserve',
-    budgets: [{ window: 'month', limit: 1_000_000, unit: 'tokens' }],
-    endUserBudgets: [{ window: 'day', limit: 1_500, unit: 'tokens' }],
-    maxEndUsers: 2,
-    useCases: [{ id: 'uc', maxTokens: 200, models: ['gpt-4o-mini', CLAUDE] }],
-    keys: [{ id: 'app-b', sha256: sha256Hex(APP) }],
-  });
+/** Team apps (end-user budgets) tracking at most 2 end users. */
+function capped(c: TestConfig): void {
+  apps(c);
+  entry(c.tenants, 'apps').maxEndUsers = 2;
 }
 
 const auth = { authorization: `Bearer ${APP}` };
@@ -36,7 +29,7 @@ async function endUsers(s: Stack): Promise<(string | undefined)[]> {
 test('chat: safety_identifier names the end user, as on Responses; user wins when both are sent', async ({
   stack,
 }) => {
-  const s = await stack({ patch: apps });
+  const s = await stack({ patch: capped });
   const one = await post(
     s,
     '/v1/chat/completions',
@@ -76,7 +69,7 @@ test('chat: safety_identifier names the end user, as on Responses; user wins whe
 test('maxEndUsers exhausted: a new end user (or a variant of a known one) gets 429 end_user_limit on every surface, holds nothing, reaches no model; known ones and calls naming none go on', async ({
   stack,
 }) => {
-  const s = await stack({ patch: apps });
+  const s = await stack({ patch: capped });
   const ask = (user: string | undefined) =>
     post(s, '/v1/chat/completions', chat(10, { max_tokens: 20, ...(user ? { user } : {}) }), auth);
   expect((await ask('u1')).status).toBe(200);
