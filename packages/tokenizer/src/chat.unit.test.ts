@@ -154,6 +154,15 @@ describe('countChatPrompt images', () => {
     );
     expect(countChatPrompt(one, estimate)).toBe(countChatPrompt(user([]), estimate) + 1600);
   });
+
+  it("charges an image the model's vision cost with the estimate tokenizer when that is more", () => {
+    const mini = { ...image('https://example.test/cat.png'), model: 'gpt-4o-mini' };
+    const none = { ...user([]), model: 'gpt-4o-mini' };
+    // gpt-4o-mini: 2,833 + 8 tiles x 5,667 for an image of unknown size.
+    expect(countChatPrompt(mini, estimate) - countChatPrompt(none, estimate)).toBe(
+      2_833 + 8 * 5_667,
+    );
+  });
 });
 
 describe('estimate tokenizer', () => {

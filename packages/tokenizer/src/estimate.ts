@@ -1,5 +1,6 @@
 import { jsonBound, parseJsonOrSelf, stringBound } from './bound.js';
 import type { ChatPromptRequest, PromptContentPart, PromptMessage } from './types.js';
+import { imageTokens } from './vision.js';
 
 /** What one image costs with the `estimate` tokenizer (docs/budgets.md's flat figure). */
 export const ESTIMATE_IMAGE_TOKENS = 1600;
@@ -34,12 +35,15 @@ const ESTIMATE_FRAMING = {
 
 /**
  * An upper bound on the prompt tokens of a chat request in every shipped tokenizer and chat
- * template (and OpenAI's framing), with images at a flat 1,600 (docs/budgets.md).
+ * template (and OpenAI's framing), with images at a flat 1,600 or the model's vision cost when
+ * OpenAI's formula for it says more (docs/budgets.md).
  */
 export function estimateChatPrompt(request: ChatPromptRequest): number {
   const F = ESTIMATE_FRAMING;
   let total = F.perRequest;
-  for (const message of request.messages) total += F.perMessage + messageBound(message);
+  for (const message of request.messages) {
+    total += F.perMessage + messageBound(message, request.model);
+  }
   const tools = [...(request.tools ?? []), ...(request.functions ?? [])];
   if (tools.length > 0) {
     total += F.toolsBlock;
@@ -54,12 +58,12 @@ export function estimateChatPrompt(request: ChatPromptRequest): number {
 }
 
 /** Every field of the message as JSON (templates render ids, names, calls), images flat. */
-function messageBound(message: PromptMessage): number {
+function messageBound(message: PromptMessage, model: string): number {
   const { content, tool_calls: calls, ...rest } = message;
   let total = jsonBound(rest);
   if (typeof content === 'string') total += stringBound(content);
   else if (Array.isArray(content)) {
-    for (const part of content as readonly PromptContentPart[]) total += partBound(part);
+    for (const part of content as readonly PromptContentPart[]) total += partBound(part, model);
   }
   for (const call of calls ?? []) {
     total += ESTIMATE_FRAMING.perToolCall + jsonBound(call);
@@ -71,8 +75,16 @@ function messageBound(message: PromptMessage): number {
   return total;
 }
 
-function partBound(part: PromptContentPart): number {
-  if (part.type === 'image_url') return ESTIMATE_IMAGE_TOKENS;
+/**
+ * An image: the flat 1,600, or what OpenAI's vision formula charges the model when that is
+ * more (gpt-4o-mini's tiles, the mini/nano patches: up to tens of thousands for one image).
+ */
+function partBound(part: PromptContentPart, model: string): number {
+  if (part.type === 'image_url') {
+    const url = part.image_url?.url;
+    const vision = typeof url === 'string' ? imageTokens(model, url, part.image_url?.detail) : 0;
+    return Math.max(ESTIMATE_IMAGE_TOKENS, vision);
+  }
   if (part.type === 'text' && typeof part.text === 'string') return stringBound(part.text);
   if (part.type === 'refusal' && typeof part.refusal === 'string') {
     return stringBound(part.refusal);

@@ -3,40 +3,17 @@ import type { HoldfastEvent } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { qualified, sql } from '@holdfast/billing-aggregator';
 import { expect } from 'vitest';
-import { sha256Hex } from '../src/index.js';
 import { admin, withAdmin } from './admin.js';
 import { startTestAggregator, testClickHouse } from './books.js';
-import { chat, edgeTest as test, type Stack, type TestConfig } from './harness.js';
-import { CLAUDE, withClaude } from './surfaces.js';
+import { apps, APP_A, APP_B } from './apps.js';
+import { chat, edgeTest as test, type Stack } from './harness.js';
+import { CLAUDE } from './surfaces.js';
 
 /**
  * Issue 16 part 2 through the edge: a key's own budgets and each end user's (OpenAI `user`,
  * Anthropic `metadata.user_id`, `x-holdfast-user` from a key that may send it), in answers,
  * headers, /v1/budgets, the admin API, events and ClickHouse.
  */
-
-const APP_A = 'sk-hf-apps-a';
-const APP_B = 'sk-hf-apps-b';
-
-function apps(c: TestConfig): void {
-  withClaude(c);
-  c.tenants.push({
-    id: 'apps',
-    mode: 'reserve',
-    budgets: [{ window: 'month', limit: 1_000_000, unit: 'tokens' }],
-    endUserBudgets: [{ window: 'day', limit: 1_500, unit: 'tokens', soft: [0.5] }],
-    useCases: [{ id: 'uc', maxTokens: 200, models: ['gpt-4o-mini', CLAUDE] }],
-    keys: [
-      {
-        id: 'app-a',
-        sha256: sha256Hex(APP_A),
-        allowUserHeader: true,
-        budgets: [{ window: 'day', limit: 100_000, unit: 'tokens' }],
-      },
-      { id: 'app-b', sha256: sha256Hex(APP_B) },
-    ],
-  });
-}
 
 async function call(
   s: Stack,

@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import { imageSizeFromDataUrl, loadTokenizer } from '@holdfast/tokenizer';
+import { FILE_INPUT_TOKENS } from '../prompt.js';
 import type { PromptCount } from '../usage.js';
 import type { PromptCache } from './cache.js';
 import type { CacheControl, ContentBlock, CountTokensBody } from './schema.js';
@@ -14,7 +15,8 @@ import type { CacheControl, ContentBlock, CountTokensBody } from './schema.js';
  * - system: its text;
  * - each message: 3 tokens of framing, then its content: text; images by Anthropic's formula
  *   (width x height / 750 after fitting 1568 px, 1,600 when the size is unknown); tool_use as its
- *   name and input JSON plus 3; tool_result as its content plus 3; thinking as its text; any
+ *   name and input JSON plus 3; tool_result as its content plus 3; thinking as its text; a
+ *   document FILE_INPUT_TOKENS plus its JSON (its pages, which its bytes do not show); any
  *   other block as its JSON;
  * - 3 tokens for the reply primer.
  * Each tool, system block and content block is one "block" of the prompt, the unit that
@@ -118,6 +120,8 @@ function blockTokens(block: ContentBlock, count: Count): number {
     }
     case 'thinking':
       return count(str(b.thinking));
+    case 'document':
+      return FILE_INPUT_TOKENS + count(JSON.stringify(strip(block)));
     default:
       return count(JSON.stringify(strip(block)));
   }

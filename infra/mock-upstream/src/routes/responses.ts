@@ -17,6 +17,7 @@ import {
 import { InputTokensBody, ResponsesBody } from '../responses/schema.js';
 import { streamResponse } from '../responses/stream.js';
 import type { MockState } from '../state.js';
+import { responsesToolInput } from '../server-tools.js';
 import { OPENAI, sendError } from '../surface.js';
 import { uncachedPrompt } from '../usage.js';
 import { candidateLength, replyShape, type ReplyShape } from '../vendor.js';
@@ -61,8 +62,9 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
         choices: 1,
         candidates: 1,
         endUser: body.user ?? body.safety_identifier ?? null,
+        // Provider-run tools read more input than the request shows (never in input_tokens).
         prompt: {
-          ...uncachedPrompt(counted.value.tokens),
+          ...uncachedPrompt(counted.value.tokens + responsesToolInput(body.tools)),
           cached: Math.min(plan.cachedTokens, counted.value.tokens),
         },
       },

@@ -130,12 +130,14 @@ export const Model = z.strictObject({
     cacheWrite1hPerMTok: Usd.optional(),
   }),
   /**
-   * Responses API calls that continue state kept upstream (`previous_response_id`,
-   * `conversation`, a stored `prompt`) are counted with the upstream's `POST
-   * /v1/responses/input_tokens`. When the upstream has no such endpoint (or it fails), such
-   * calls are refused with a 400, unless this is set: then they are admitted with the local
-   * count of the call's own input plus this many tokens for the state the edge cannot see, a
-   * pessimistic allowance the operator states (a longer stored conversation is still billed
+   * Input the edge cannot count: Responses calls that continue state kept upstream
+   * (`previous_response_id`, `conversation`, a stored `prompt`) or send a file are counted with
+   * the upstream's `POST /v1/responses/input_tokens`, Messages `document` blocks with its
+   * count_tokens; a chat `file` part has no counting endpoint, and a tool the provider runs
+   * (web search, MCP) reads input no endpoint counts. When the upstream cannot count
+   * it, such calls are refused with a 400, unless this is set: then they are admitted with the
+   * local count of the call's own input plus this many tokens for what the edge cannot see, a
+   * pessimistic allowance the operator states (a longer conversation or file is still billed
    * in full, and recorded as an overrun).
    */
   upstreamStateAllowanceTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
+import { countUnseen, type UnseenInput } from '../../call/unseen.js';
 import type { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -57,7 +58,24 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counte
     const counted = await ctx.deps.upstream.count.chatPrompt(ctx.target, rendered);
     if (counted !== undefined) return Ok(counted);
   }
-  return Ok(await ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer));
+  const local = () => ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer);
+  const file = filePart(body);
+  if (file) {
+    const why =
+      'Chat Completions has no counting endpoint: send it on POST /v1/responses, where the upstream counts it';
+    return countUnseen(file, local, ctx.model, why);
+  }
+  return Ok(await local());
+}
+
+/** The first `file` content part (a PDF by id or inline): input only the upstream can size. */
+function filePart(body: ChatRequest): UnseenInput | undefined {
+  for (const [i, message] of body.messages.entries()) {
+    if (!Array.isArray(message.content)) continue;
+    const j = (message.content as { type: string }[]).findIndex((p) => p.type === 'file');
+    if (j >= 0) return { param: `messages.${i}.content.${j}`, what: 'a file part' };
+  }
+  return undefined;
 }
 
 /** What goes upstream: the known fields, always streamed, with the granted output per choice. */
@@ -113,7 +131,8 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     maxOutput: body.max_completion_tokens ?? body.max_tokens ?? null,
     choices: body.n ?? 1,
     stream: body.stream === true,
-    endUser: body.user ?? null,
+    // OpenAI's successor of `user` names the end user too (as on Responses); `user` wins.
+    endUser: body.user ?? body.safety_identifier ?? null,
   }),
   countPrompt,
   upstreamBody,

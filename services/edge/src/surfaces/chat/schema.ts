@@ -105,6 +105,7 @@ export const ChatRequest = z.looseObject({
   stop: z.union([Text, z.array(Text).max(4)]).nullish(),
   seed: Int.nullish(),
   user: z.string().max(512).nullish(),
+  safety_identifier: z.string().max(512).nullish(),
   tools: z.array(Tool).max(1_024).nullish(),
   tool_choice: z
     .union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.string().min(1) })])

@@ -1,6 +1,12 @@
 import { Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
+import {
+  countUnseen,
+  messagesProviderTool,
+  withProviderTool,
+  type UnseenInput,
+} from '../../call/unseen.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
@@ -45,18 +51,42 @@ const COUNTED_FIELDS = [
  * answer, the local count of the chat request the prompt amounts to (the proven bound with
  * `estimate`).
  */
-export async function countMessagesPrompt(
-  body: CountTokensRequest,
-  ctx: CountContext,
-): Promise<Counted> {
+export function countMessagesPrompt(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
+  return withProviderTool(messagesProviderTool(body), ctx.model, () => countInput(body, ctx));
+}
+
+async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
   const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
+  let why = 'the model is not counted by its upstream (its tokenizer is not upstream)';
   if (ctx.target) {
     const counted: Record<string, unknown> = { model: upstreamModel };
     for (const field of COUNTED_FIELDS) if (body[field] != null) counted[field] = body[field];
     const reply = await ctx.deps.upstream.count.messages(ctx.target, counted, ctx.headers);
     if (reply.ok) return Ok(reply.value);
+    why = `the upstream's /v1/messages/count_tokens could not count it (${reply.error.status === null ? reply.error.message : `it answered ${reply.error.status}`})`;
   }
-  return Ok(await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer));
+  const local = () => ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer);
+  const document = documentBlock(body);
+  if (document) return countUnseen(document, local, ctx.model, why);
+  return Ok(await local());
+}
+
+/** The first `document` block (a PDF inline, by URL or by file id), tool results' included. */
+function documentBlock(body: CountTokensRequest): UnseenInput | undefined {
+  const find = (blocks: unknown, at: string): UnseenInput | undefined => {
+    if (!Array.isArray(blocks)) return undefined;
+    for (const [j, block] of (blocks as { type?: unknown; content?: unknown }[]).entries()) {
+      if (block.type === 'document') return { param: `${at}.${j}`, what: 'a document block' };
+      const inner = block.type === 'tool_result' && find(block.content, `${at}.${j}.content`);
+      if (inner) return inner;
+    }
+    return undefined;
+  };
+  for (const [i, message] of body.messages.entries()) {
+    const found = find(message.content, `messages.${i}.content`);
+    if (found) return found;
+  }
+  return undefined;
 }
 
 /**

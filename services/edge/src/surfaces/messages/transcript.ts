@@ -63,7 +63,8 @@ export class MessagesTranscript implements Transcript {
     const index = typeof data.index === 'number' ? data.index : 0;
     if (type === 'message_start') {
       this.#meta = (data.message ?? {}) as MessageMeta;
-      this.#usage = { ...this.#meta.usage };
+      // A message_delta that came first (out of order) keeps its counts: they are cumulative.
+      this.#usage = { ...this.#meta.usage, ...this.#usage };
     } else if (type === 'content_block_start') {
       const start = (data.content_block ?? {}) as BlockState['start'];
       this.#blocks.set(index, {

@@ -104,6 +104,33 @@ describe('MessagesTranscript', () => {
     });
   });
 
+  test('usage only in message_delta, input grown by server tools, events out of order: the cumulative counts win', () => {
+    const only = new MessagesTranscript({ model: 'claude' });
+    only.accept(ev('message_start', { message: { id: 'm', content: [] } }));
+    expect(only.inputUsage()).toBeUndefined();
+    only.accept(ev('message_delta', { delta: {}, usage: { output_tokens: 7 } }));
+    // No input counts anywhere: no provider usage (the edge bills its own count of both).
+    expect(only.usage()).toBeUndefined();
+    only.accept(ev('message_delta', { delta: {}, usage: { input_tokens: 12, output_tokens: 9 } }));
+    expect(only.usage()).toMatchObject({ promptTokens: 12, completionTokens: 9 });
+    // A server tool read 5,000 more input: message_delta says so, cumulatively.
+    const grown = new MessagesTranscript({ model: 'claude' });
+    grown.accept(
+      ev('message_start', { message: { usage: { input_tokens: 10, output_tokens: 1 } } }),
+    );
+    grown.accept(
+      ev('message_delta', { delta: {}, usage: { input_tokens: 5_010, output_tokens: 30 } }),
+    );
+    expect(grown.usage()).toMatchObject({ promptTokens: 5_010, completionTokens: 30 });
+    // message_delta before message_start: the start's early output_tokens do not undo it.
+    const late = new MessagesTranscript({ model: 'claude' });
+    late.accept(ev('message_delta', { delta: {}, usage: { output_tokens: 40 } }));
+    late.accept(
+      ev('message_start', { message: { usage: { input_tokens: 10, output_tokens: 1 } } }),
+    );
+    expect(late.usage()).toMatchObject({ promptTokens: 10, completionTokens: 40 });
+  });
+
   test('a cut stream is closed as Anthropic closes one at max_tokens', () => {
     const t = new MessagesTranscript({ model: 'claude' });
     for (const e of stream()) t.accept(e);

@@ -126,6 +126,15 @@ describe('the Responses adapter', () => {
     );
     expect(
       state({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }),
-    ).toBe('input[0] (a file kept upstream)');
+    ).toBe('input[0] (a file only the upstream can count)');
+    // Inline too: a PDF is billed by its pages, which its bytes do not show.
+    const inline = {
+      type: 'input_file',
+      filename: 'a.pdf',
+      file_data: 'data:application/pdf;base64,JVBERi0=',
+    };
+    expect(state({ input: [{ role: 'user', content: [inline] }] })).toBe(
+      'input[0] (a file only the upstream can count)',
+    );
   });
 });

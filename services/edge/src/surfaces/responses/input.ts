@@ -34,7 +34,7 @@ export function asChatPrompt(body: ResponsesRequest, model: string): ChatPromptR
 /**
  * Why the call's input is not all in the request (null: it is): state kept upstream that only
  * the upstream can count. Previous responses, conversations and stored prompts; input items
- * that reference stored items or files by id.
+ * that reference stored items; files, by id, URL or inline.
  */
 export function stateKeptUpstream(body: ResponsesRequest): string | null {
   if (body.previous_response_id) return 'previous_response_id';
@@ -45,8 +45,10 @@ export function stateKeptUpstream(body: ResponsesRequest): string | null {
     if (item.type === 'item_reference') return `input[${i}] (item_reference)`;
     const parts = [item.content, item.output].flatMap((c) => (Array.isArray(c) ? c : []));
     for (const part of parts) {
-      if (part.file_id || (part.type === 'input_file' && part.file_url)) {
-        return `input[${i}] (a file kept upstream)`;
+      // A file inline (file_data) too: the provider reads it as its pages, text and images,
+      // which its bytes do not show.
+      if (part.file_id || part.type === 'input_file') {
+        return `input[${i}] (a file only the upstream can count)`;
       }
     }
   }

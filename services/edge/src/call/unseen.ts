@@ -1,0 +1,102 @@
+import type { CompiledModel } from '@holdfast/config';
+import { Err, Ok } from '@holdfast/runtime';
+import { EdgeError } from '../errors.js';
+import type { Counted } from './adapter.js';
+
+/** Where a request carries input the edge cannot size: a file or document, by its path. */
+export interface UnseenInput {
+  /** The field path (`messages.0.content.1`), the 400's param. */
+  param: string;
+  /** What it is (`a file part`, `a document block`). */
+  what: string;
+}
+
+/**
+ * A call whose input only its upstream can count (a file: the provider reads it as its pages,
+ * the text and an image of each, which the request's own bytes do not show) and whose
+ * upstream did not count it: admitted with the model's stated allowance on top of the local
+ * count, else refused with a 400 that says why. `why` says why the upstream did not count it.
+ */
+export function countUnseen(
+  unseen: UnseenInput,
+  local: () => Promise<number>,
+  model: CompiledModel | undefined,
+  why: string,
+): Promise<Counted> | Counted {
+  const allowance = model?.upstreamStateAllowanceTokens;
+  if (allowance !== undefined) return local().then((n) => Ok(n + allowance));
+  return Err(
+    new EdgeError({
+      code: 'invalid_request',
+      param: unseen.param,
+      message:
+        `This call sends ${unseen.what} (${unseen.param}): the provider bills a file by its pages, ` +
+        `which Holdfast cannot count from the request, and ${why}. Send its text instead, or have ` +
+        `the model configured with upstreamStateAllowanceTokens.`,
+    }),
+  );
+}
+
+/**
+ * A call that offers the model a tool the provider runs itself (web search, fetch, code
+ * execution, MCP): what it reads is billed as input, and no count of the request (the
+ * upstream's counting endpoints included) can see it. Admitted with the model's stated
+ * allowance on top of its count, else refused with a 400 naming the tool.
+ */
+export async function withProviderTool(
+  tool: UnseenInput | undefined,
+  model: CompiledModel | undefined,
+  count: () => Promise<Counted>,
+): Promise<Counted> {
+  if (!tool) return count();
+  const allowance = model?.upstreamStateAllowanceTokens;
+  if (allowance === undefined) {
+    return Err(
+      new EdgeError({
+        code: 'invalid_request',
+        param: tool.param,
+        message:
+          `This call offers ${tool.what} (${tool.param}), which the provider runs itself and bills ` +
+          `what it reads (search results, fetched pages, tool output) as input: Holdfast cannot ` +
+          `bound that before the call. Offer it as a function tool and run it yourself, or have ` +
+          `the model configured with upstreamStateAllowanceTokens.`,
+      }),
+    );
+  }
+  const counted = await count();
+  return counted.ok ? Ok(counted.value + allowance) : counted;
+}
+
+/** Responses tools the client runs (their results come back as visible input); others run upstream. */
+const CLIENT_RESPONSES_TOOLS = new Set([
+  'function',
+  'custom',
+  'computer_use_preview',
+  'local_shell',
+]);
+
+/** The first Responses tool the provider runs itself (any type but the client's own). */
+export function responsesProviderTool(
+  tools: readonly { type: string }[] | null | undefined,
+): UnseenInput | undefined {
+  const i = (tools ?? []).findIndex((t) => !CLIENT_RESPONSES_TOOLS.has(t.type));
+  return i < 0 ? undefined : { param: `tools.${i}`, what: `the ${tools![i]!.type} tool` };
+}
+
+/** Anthropic tools the client runs: its own (no type, custom) and the client-side built-ins. */
+const CLIENT_MESSAGES_TOOL = /^(custom|(bash|text_editor|computer|memory)_\w+)$/;
+
+/** The first Messages server tool (web search, web fetch, code execution) or MCP server. */
+export function messagesProviderTool(body: {
+  tools?: readonly { type?: string | null }[] | null;
+  mcp_servers?: unknown;
+}): UnseenInput | undefined {
+  const tools = body.tools ?? [];
+  const i = tools.findIndex((t) => t.type != null && !CLIENT_MESSAGES_TOOL.test(t.type));
+  if (i >= 0) return { param: `tools.${i}`, what: `the ${tools[i]!.type} server tool` };
+  const servers = body.mcp_servers;
+  if (Array.isArray(servers) && servers.length > 0) {
+    return { param: 'mcp_servers', what: 'an MCP server' };
+  }
+  return undefined;
+}

@@ -1,0 +1,184 @@
+import { request as httpRequest } from 'node:http';
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { apps, APP_B } from './apps.js';
+import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
+import { CLAUDE, post, words } from './surfaces.js';
+
+/**
+ * Red team, identities: who an end user is (every body field a client may name one in), what
+ * a client rotating or varying its end user gets, and ids a client sends that the edge must
+ * not trust (request and reservation ids, duplicated credentials).
+ */
+
+const APP = APP_B;
+
+/** Team apps (end-user budgets) tracking at most 2 end users. */
+function capped(c: TestConfig): void {
+  apps(c);
+  entry(c.tenants, 'apps').maxEndUsers = 2;
+}
+
+const auth = { authorization: `Bearer ${APP}` };
+
+async function endUsers(s: Stack): Promise<(string | undefined)[]> {
+  const events = await s.events((e) => e.some((x) => x.type === 'reservation.settled'));
+  return events.filter((e) => e.type === 'reservation.created').map((e) => e.endUser);
+}
+
+test('chat: safety_identifier names the end user, as on Responses; user wins when both are sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: capped });
+  const one = await post(
+    s,
+    '/v1/chat/completions',
+    chat(10, { max_tokens: 20, safety_identifier: 'alice' }),
+    auth,
+  );
+  expect(one.status).toBe(200);
+  expect(one.headers.get('x-holdfast-remaining-user-day-tokens')).not.toBeNull();
+  const both = await post(
+    s,
+    '/v1/chat/completions',
+    chat(10, { max_tokens: 20, user: 'bob', safety_identifier: 'alice' }),
+    auth,
+  );
+  expect(both.status).toBe(200);
+  const responses = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-4o-mini',
+      input: 'hi',
+      max_output_tokens: 20,
+      user: 'bob',
+      safety_identifier: 'x',
+    },
+    auth,
+  );
+  expect(responses.status).toBe(200);
+  await s.events((e) => e.filter((x) => x.type === 'reservation.settled').length === 3);
+  expect(await endUsers(s)).toEqual(['alice', 'bob', 'bob']);
+  const u = await s.settled('apps');
+  expect(u.billedTokens).toBe(
+    s.upstream.stats().billed.promptTokens + s.upstream.stats().billed.completionTokens,
+  );
+});
+
+test('maxEndUsers exhausted: a new end user (or a variant of a known one) gets 429 end_user_limit on every surface, holds nothing, reaches no model; known ones and calls naming none go on', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: capped });
+  const ask = (user: string | undefined) =>
+    post(s, '/v1/chat/completions', chat(10, { max_tokens: 20, ...(user ? { user } : {}) }), auth);
+  expect((await ask('u1')).status).toBe(200);
+  expect((await ask('u2')).status).toBe(200);
+  const served = s.upstream.stats().recent.length;
+  // A new id, and variants of a known one (ids are kept exactly as sent, or hashed).
+  for (const user of ['u3', 'U1', 'u1 ', ' u1', 'u1\u0000', 'u\u0031\u0301', 'x'.repeat(512)]) {
+    const r = await ask(user);
+    expect(r.status, JSON.stringify(user)).toBe(429);
+    expect(r.body.error).toMatchObject({ code: 'end_user_limit', type: 'insufficient_quota' });
+  }
+  const messages = await post(
+    s,
+    '/v1/messages',
+    {
+      model: CLAUDE,
+      max_tokens: 20,
+      metadata: { user_id: 'u4' },
+      messages: [{ role: 'user', content: words(10) }],
+    },
+    { 'x-api-key': APP },
+  );
+  expect(messages.status).toBe(429);
+  expect(messages.body).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+  expect(messages.headers.get('x-holdfast-error-code')).toBe('end_user_limit');
+  expect(s.upstream.stats().recent).toHaveLength(served);
+  expect((await ask('u1')).status).toBe(200);
+  expect((await ask(undefined)).status).toBe(200);
+  const u = await s.settled('apps');
+  expect(u.endUserCount).toBe(2);
+  expect(u.endUsers.map((e) => e.id).sort()).toEqual(['u1', 'u2']);
+  const b = s.upstream.stats().billed;
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+});
+
+/** A raw request with headers as a list (so a header can be sent twice). */
+function rawPost(s: Stack, headers: string[], body: unknown): Promise<number> {
+  const url = new URL(`${s.edge.url}/v1/chat/completions`);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        // A list of headers gets no Host of its own (Node refuses a request without one).
+        headers: ['host', url.host, 'content-type', 'application/json', ...headers],
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+test("ids a client sends are not trusted: another call's reservation id or a request id changes nothing; a credential sent twice is refused", async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour: { tokenDelayMs: 10 } });
+  // support-bot's call holds its reservation while another tenant names it.
+  const victim = s
+    .openai(KEYS.support)
+    .chat.completions.create({ ...chat(10), max_tokens: 100 })
+    .withResponse();
+  await waitFor(async () => (await s.usage('support-bot')).inFlight === 1, {
+    what: 'the victim in flight',
+  });
+  const created = await s.events((e) => e.some((x) => x.type === 'reservation.created'));
+  const id = created.find((e) => e.type === 'reservation.created')!.reservationId;
+  const injected = {
+    'x-holdfast-reservation-id': id,
+    'x-request-id': id,
+    'x-client-request-id': id,
+    'idempotency-key': id,
+  };
+  const other = await post(s, '/v1/chat/completions', chat(10, { max_tokens: 20 }), {
+    authorization: `Bearer ${KEYS.batch}`,
+    ...injected,
+  });
+  expect(other.status).toBe(200);
+  expect(other.headers.get('x-holdfast-reservation-id')).not.toBe(id);
+  expect(other.headers.get('x-request-id')).not.toBe(id);
+  const { response } = await victim;
+  expect(response.headers.get('x-holdfast-reservation-id')).toBe(id);
+  // Each call settled once, to its own tenant, as the provider billed it.
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 2,
+  );
+  const settled = events.filter((e) => e.type === 'reservation.settled');
+  expect(settled.map((e) => [e.tenant, e.reservationId === id]).sort()).toEqual([
+    ['batch-summariser', false],
+    ['support-bot', true],
+  ]);
+  const [a, b] = [await s.settled('support-bot'), await s.settled('batch-summariser')];
+  const bill = s.upstream.stats().billed;
+  expect(a.billedTokens + b.billedTokens).toBe(bill.promptTokens + bill.completionTokens);
+  expect(s.upstream.stats().recent).toHaveLength(2);
+  // A key sent twice (two x-api-key headers, or a second Authorization) does not pick either.
+  const body = chat(5, { max_tokens: 5 });
+  expect(await rawPost(s, ['x-api-key', KEYS.batch, 'x-api-key', KEYS.support], body)).toBe(401);
+  expect(
+    await rawPost(
+      s,
+      ['x-use-case', 'UC-112', 'x-use-case', 'UC-101', 'authorization', `Bearer ${KEYS.batch}`],
+      body,
+    ),
+  ).toBe(403);
+  expect(s.upstream.stats().recent).toHaveLength(2);
+});

@@ -1,0 +1,313 @@
+import { expect } from 'vitest';
+import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
+import { CLAUDE, post, withClaude } from './surfaces.js';
+
+/**
+ * Red team, input the edge cannot see. A file is billed by its pages (the text and an image of
+ * each), which no count of the request's bytes can see: the mock bills each file part 3,000
+ * tokens on top of its JSON, as a two-page PDF. A tool the provider runs (web search, MCP) is
+ * billed what it reads as input: the mock bills 5,000 a tool, as a page of search results. A
+ * 2,000-token budget: a call the edge counted from its bytes would be admitted on a hold of a
+ * few dozen tokens and billed far past the limit.
+ */
+
+/** A tiny PDF (a few bytes of base64): what its bytes say is nothing like what it costs. */
+const PDF = 'data:application/pdf;base64,JVBERi0xLjQKJcfsj6IK';
+
+const LIMIT = 2_000;
+
+function small(c: TestConfig): void {
+  withClaude(c);
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: LIMIT, unit: 'tokens' }];
+  // Claude counted locally (no count_tokens), and a copy with a stated allowance.
+  c.models.push(
+    { ...entry(c.models, CLAUDE), id: 'claude-local', tokenizer: 'estimate' },
+    { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-files', upstreamStateAllowanceTokens: 6_000 },
+  );
+  const uc = entry(
+    entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
+    'UC-101',
+  );
+  uc.models.push('claude-local', 'gpt-files');
+}
+
+const auth = { authorization: `Bearer ${KEYS.support}` };
+
+/** small, with room for a call the allowance admits. */
+function roomy(c: TestConfig): void {
+  small(c);
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 10_000, unit: 'tokens' }];
+}
+
+/**
+ * A call admitted on its count plus the 6,000 allowance: the provider billed no more than the
+ * prompt and the hold, the ledger has its bill, no overrun. Returns the prompt it billed.
+ */
+async function billedWithinHold(s: Stack, r: Awaited<ReturnType<typeof post>>): Promise<number> {
+  expect(r.status).toBe(200);
+  const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
+  expect(prompt).toBeGreaterThan(6_000);
+  const b = s.upstream.stats().billed;
+  expect(b.promptTokens).toBeLessThanOrEqual(prompt);
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(
+    Number(r.headers.get('x-holdfast-held')),
+  );
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.overruns.count).toBe(0);
+  return b.promptTokens;
+}
+
+const chatFile = (model: string) => ({
+  model,
+  max_tokens: 20,
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Summarise this.' },
+        { type: 'file', file: { filename: 'a.pdf', file_data: PDF } },
+      ],
+    },
+  ],
+});
+
+async function nothingSpent(s: Stack): Promise<void> {
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ used: 0, held: 0 });
+  expect(s.upstream.stats().recent).toHaveLength(0);
+}
+
+test('a file the edge cannot count is refused (chat, messages counted locally): a 400 naming it, nothing held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: small });
+  const chat = await post(s, '/v1/chat/completions', chatFile('gpt-4o-mini'), auth);
+  expect(chat.status).toBe(400);
+  expect(chat.body.error).toMatchObject({
+    code: 'invalid_request',
+    param: 'messages.0.content.1',
+  });
+  expect(JSON.stringify(chat.body)).toContain('/v1/responses');
+  const document = {
+    type: 'document',
+    source: { type: 'url', url: 'https://example.test/annual-report.pdf' },
+  };
+  const messages = await post(
+    s,
+    '/v1/messages',
+    {
+      model: 'claude-local',
+      max_tokens: 20,
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'Summarise this.' }, document] },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'read', input: {} }] },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  expect(messages.status).toBe(400);
+  expect(messages.body).toMatchObject({
+    type: 'error',
+    error: { type: 'invalid_request_error' },
+  });
+  expect(JSON.stringify(messages.body)).toContain('messages.0.content.1');
+  // Inside a tool result too.
+  const inResult = await post(
+    s,
+    '/v1/messages',
+    {
+      model: 'claude-local',
+      max_tokens: 20,
+      messages: [
+        {
+          role: 'user',
+          content: [{ type: 'tool_result', tool_use_id: 't1', content: [document] }],
+        },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  expect(inResult.status).toBe(400);
+  expect(JSON.stringify(inResult.body)).toContain('messages.0.content.0.content.0');
+  await nothingSpent(s);
+});
+
+test('a file the upstream counts is held at its real size: Responses input_tokens, Messages count_tokens', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: small });
+  // Responses: the upstream's input_tokens counts the file: 3,000+ does not fit 2,000.
+  const responses = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-4o-mini',
+      max_output_tokens: 20,
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'Summarise this.' },
+            { type: 'input_file', filename: 'a.pdf', file_data: PDF },
+          ],
+        },
+      ],
+    },
+    auth,
+  );
+  expect(responses.status).toBe(429);
+  expect(responses.body.error).toMatchObject({ code: 'budget_exceeded' });
+  expect(s.upstream.stats().requests.responsesInputTokens).toBe(1);
+  // Messages on a model counted by the upstream's count_tokens: the same.
+  const messages = await post(
+    s,
+    '/v1/messages',
+    {
+      model: CLAUDE,
+      max_tokens: 20,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            {
+              type: 'document',
+              source: { type: 'base64', media_type: 'application/pdf', data: PDF.split(',')[1] },
+            },
+          ],
+        },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  expect(messages.status).toBe(429);
+  expect(s.upstream.stats().requests.responses ?? 0).toBe(0);
+  expect(s.upstream.stats().requests.messages ?? 0).toBe(0);
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ used: 0, held: 0 });
+});
+
+test('with upstreamStateAllowanceTokens a chat file is admitted on its local count plus the allowance, and billed within it', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: roomy });
+  const r = await post(s, '/v1/chat/completions', chatFile('gpt-files'), auth);
+  expect(r.status).toBe(200);
+  // The provider billed the file's pages (3,000) and the text: within the hold.
+  expect(await billedWithinHold(s, r)).toBeGreaterThan(3_000);
+});
+
+test('a tool the provider runs (web search, server tools, MCP) is refused: a 400 naming it, nothing held or sent; client-run tools go on', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: small });
+  const search = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-4o-mini',
+      max_output_tokens: 20,
+      input: 'Find the latest annual report.',
+      tools: [{ type: 'function', name: 'f', parameters: {} }, { type: 'web_search' }],
+    },
+    auth,
+  );
+  expect(search.status).toBe(400);
+  expect(search.body.error).toMatchObject({ code: 'invalid_request', param: 'tools.1' });
+  const claude = (extra: Record<string, unknown>) =>
+    post(
+      s,
+      '/v1/messages',
+      {
+        model: CLAUDE,
+        max_tokens: 20,
+        messages: [{ role: 'user', content: 'Find it.' }],
+        ...extra,
+      },
+      { 'x-api-key': KEYS.support },
+    );
+  const server = await claude({
+    tools: [{ type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 }],
+  });
+  expect(server.status).toBe(400);
+  expect(JSON.stringify(server.body)).toContain('tools.0');
+  const mcp = await claude({
+    mcp_servers: [{ type: 'url', url: 'https://mcp.example.test/sse', name: 'docs' }],
+  });
+  expect(mcp.status).toBe(400);
+  expect(JSON.stringify(mcp.body)).toContain('mcp_servers');
+  await nothingSpent(s);
+  // Tools the client runs are counted as their definitions, as before.
+  const own = await claude({
+    tools: [
+      { name: 'lookup', input_schema: { type: 'object' } },
+      { type: 'bash_20250124', name: 'bash' },
+    ],
+  });
+  expect(own.status).toBe(200);
+  const b = s.upstream.stats().billed;
+  expect((await s.settled('support-bot')).billedTokens).toBe(b.promptTokens + b.completionTokens);
+});
+
+test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its count plus the allowance', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: roomy });
+  const r = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-files',
+      max_output_tokens: 20,
+      input: 'Search.',
+      tools: [{ type: 'web_search' }],
+    },
+    auth,
+  );
+  // The provider billed what the search read (5,000) and the text: within the hold.
+  expect(await billedWithinHold(s, r)).toBeGreaterThan(5_000);
+});
+
+test("an image on a model counted by estimate is held at the upstream model's vision cost, not a flat 1,600", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      small(c);
+      // The config's default tokenizer (estimate) for a model that runs gpt-4o-mini.
+      c.models.push({
+        ...entry(c.models, 'gpt-4o-mini'),
+        id: 'mini-estimate',
+        tokenizer: 'estimate',
+        upstreamModel: 'gpt-4o-mini',
+      });
+      const t = entry(c.tenants, 'support-bot');
+      t.budgets = [{ window: 'month', limit: 60_000, unit: 'tokens' }];
+      (t.useCases as { models: string[] }[])[0]!.models.push('mini-estimate');
+    },
+  });
+  const image = { type: 'image_url', image_url: { url: 'https://example.test/receipt.png' } };
+  const body = {
+    model: 'mini-estimate',
+    max_tokens: 20,
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'Total?' }, image] }],
+  };
+  const one = await post(s, '/v1/chat/completions', body, auth);
+  expect(one.status).toBe(200);
+  const b = s.upstream.stats().billed;
+  // gpt-4o-mini bills an image of unknown size up to 2,833 + 8 x 5,667 tokens.
+  expect(b.promptTokens).toBeGreaterThan(48_000);
+  expect(Number(one.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThanOrEqual(
+    b.promptTokens,
+  );
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(
+    Number(one.headers.get('x-holdfast-held')),
+  );
+  // A second one does not fit what is left: refused before the model, never billed past 60,000.
+  const two = await post(s, '/v1/chat/completions', body, auth);
+  expect(two.status).toBe(429);
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.windows[0]!.used).toBeLessThanOrEqual(60_000);
+  expect(u.overruns.count).toBe(0);
+});
