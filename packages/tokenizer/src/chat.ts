@@ -8,6 +8,7 @@ import {
   type ChatCompletionRequest,
   type ChatMessage,
 } from 'gpt-tokenizer/functionCalling';
+import { promptCounts } from './count-cache.js';
 import type { Tokenizer } from './tokenizers.js';
 import type { ChatPromptRequest, PromptMessage, PromptToolCall } from './types.js';
 import { imageTokens } from './vision.js';
@@ -30,7 +31,9 @@ type Count = (text: string) => number;
  */
 export function countChatPrompt(request: ChatPromptRequest, tokenizer: Tokenizer): number {
   if (tokenizer.countChat) return tokenizer.countChat(request);
-  const count: Count = (text) => tokenizer.countText(text);
+  // A repeated text (a system prompt, tool definitions) is counted once: count-cache.ts.
+  const cache = promptCounts(tokenizer);
+  const count: Count = (text) => cache.count(text);
   let extra = 0;
   const messages = request.messages.map((message): ChatMessage => {
     const content = flattenContent(message, request.model, tokenizer);

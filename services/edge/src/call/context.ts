@@ -16,7 +16,16 @@ export function tokenizerOf(model: CompiledModel | undefined): TokenizerName | '
 /** The model's upstream, then its fallbacks, as configured. */
 export function targetsOf(deps: CallDeps, model: CompiledModel): UpstreamConfig[] {
   const upstreams = deps.config()?.upstreams;
-  return [model.upstream, ...model.fallbackUpstreams].flatMap((id) => upstreams?.get(id) ?? []);
+  const targets: UpstreamConfig[] = [];
+  if (!upstreams) return targets;
+  // Plain loops: a spread and a flatMap here were 0.56% of the edge's busy CPU (issue 14).
+  const first = upstreams.get(model.upstream);
+  if (first) targets.push(first);
+  for (const id of model.fallbackUpstreams) {
+    const target = upstreams.get(id);
+    if (target) targets.push(target);
+  }
+  return targets;
 }
 
 /** The counting context of a call: its tokenizer (`upstream` resolved), target and headers. */

@@ -19,6 +19,7 @@ import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
 import { plainUsage } from '../surfaces/usage.js';
 import { pump, type PumpEnd } from './pump.js';
+import { WriteBatch } from './write-batch.js';
 
 export interface AdmittedCall {
   hold: Hold;
@@ -279,7 +280,7 @@ async function collect(run: Run): Promise<FastifyReply> {
   return reply.send(run.transcript.assemble(cut !== undefined, usage));
 }
 
-/** Streaming client: pass each event on as it arrives. */
+/** Streaming client: pass each event on as it arrives (what one read brings, in one write). */
 async function relay(run: Run): Promise<FastifyReply> {
   const { reply, call } = run;
   const pass = new PassThrough();
@@ -290,11 +291,12 @@ async function relay(run: Run): Promise<FastifyReply> {
     'x-accel-buffering': 'no',
   });
   void reply.send(pass);
+  const out = new WriteBatch(pass);
   const end = await pump(
     run.opened,
     call.live,
-    handler(run, (forward) => pass.write(forward)),
-    { out: pass, asJson: (json) => run.adapter.asEvents(json) },
+    handler(run, (forward) => out.write(forward)),
+    { out: pass, flush: () => out.flush(), asJson: (json) => run.adapter.asEvents(json) },
   );
   const failure = endFailure(end, run.transcript);
   const usage = await settle(run, failure);
@@ -305,15 +307,15 @@ async function relay(run: Run): Promise<FastifyReply> {
     return reply;
   }
   if (cut === 'output_limit' || cut === 'budget_exhausted') {
-    pass.write(run.transcript.endAtLength(usage));
+    out.write(run.transcript.endAtLength(usage));
     if (cut === 'output_limit') run.request.audit.code = 'output_limit';
   }
   const err = failure && cut !== 'output_limit' ? upstreamError(failure) : undefined;
   if (err) {
-    pass.write(run.transcript.errorEvent(err, run.request.id));
+    out.write(run.transcript.errorEvent(err, run.request.id));
     run.request.audit.code = err.code;
-  } else if (!failure || cut === 'output_limit') pass.write(run.transcript.doneEvent());
-  pass.end();
+  } else if (!failure || cut === 'output_limit') out.write(run.transcript.doneEvent());
+  out.end();
   return reply;
 }
 

@@ -29,7 +29,16 @@ export async function pump(
   opened: Opened,
   live: LiveCall,
   onData: OnData,
-  opts: { out?: Writable; asJson?: (body: unknown) => SseEvent[] } = {},
+  opts: {
+    out?: Writable;
+    /**
+     * Called once the payloads at hand are handed over (after each read, and after a held
+     * payload is let through), before `out`'s backpressure is looked at: where the events
+     * written meanwhile leave in one write (`SseBatch`).
+     */
+    flush?: () => void;
+    asJson?: (body: unknown) => SseEvent[];
+  } = {},
 ): Promise<PumpEnd> {
   const failed = (err: unknown): PumpEnd => Err(classify(err, live.signal, opened.signal));
   const type = String(opened.headers['content-type'] ?? '');
@@ -83,10 +92,13 @@ export async function pump(
         if (gate) {
           waiting = true;
           body.pause();
+          // What was let through before the held payload goes now, not after its wait.
+          opts.flush?.();
           gate.then(
             () => {
               waiting = false;
               drain();
+              opts.flush?.();
               if (!waiting) {
                 if (ended) finish(Ok({ sawDone }));
                 else if (!out?.writableNeedDrain) body.resume();
@@ -109,6 +121,7 @@ export async function pump(
         return fail(err);
       }
       drain();
+      opts.flush?.();
       if (!waiting && out?.writableNeedDrain) {
         body.pause();
         out.once('drain', () => {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
 import { TenantId, UseCaseId } from '@holdfast/events';
@@ -27,8 +27,9 @@ export function bearerToken(authorization: string | string[] | undefined): strin
   return value === undefined ? undefined : BEARER.exec(value)?.[1];
 }
 
+/** The hex sha256 of a text's UTF-8 (one-shot: no Hash object per call, as on every request). */
 export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+  return hash('sha256', text, 'hex');
 }
 
 /**
