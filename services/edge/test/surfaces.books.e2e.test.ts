@@ -96,7 +96,7 @@ for (const api of ['chat', 'responses', 'messages'] as const) {
       );
       const billed = provider.prompt + provider.completion;
       console.log(
-        `[seeds/000 via ${api}] served ${run.served}, refused ${run.refused}; provider billed ${billed} of ${BUDGET} (${((billed / BUDGET) * 100).toFixed(1)}%), $${(provider.microUsd / 1e6).toFixed(6)}; cached ${provider.cached}, writes 5m ${provider.write5m} / 1h ${provider.write1h}, reasoning ${provider.reasoning}`,
+        `[seeds/000 via ${api}] served ${run.served}, refused ${run.refused}, retried after a 503 ${run.retried}; provider billed ${billed} of ${BUDGET} (${((billed / BUDGET) * 100).toFixed(1)}%), $${(provider.microUsd / 1e6).toFixed(6)}; cached ${provider.cached}, writes 5m ${provider.write5m} / 1h ${provider.write1h}, reasoning ${provider.reasoning}`,
       );
       // Never over, as the provider counts it; and the budget was used, not refused away.
       expect(billed).toBeLessThanOrEqual(BUDGET);
