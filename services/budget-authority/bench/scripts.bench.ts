@@ -10,6 +10,9 @@
  * Beside commandstats, the Redis process's own CPU time per call (all of its work: parsing
  * the call, the script, the reply), which a busy box does not inflate.
  *
+ * And the bytes Redis read per call (`total_net_input_bytes` over the phase, the relay's and
+ * sweeper's few commands included): what the authority encodes and sends for each script.
+ *
  * BENCH_CALLGRIND=1 runs the bench's Redis under valgrind's callgrind (callgrind.ts) and adds
  * the instructions each script command ran per call: a count, the same on a busy box, so a
  * change to a script can be judged across runs (BENCH_CALLS=1000 keeps it near a minute).
@@ -67,9 +70,11 @@ async function measured(
   const instructions = callgrind?.read()[command];
   const stats = await commandStats(redis, command);
   const cpu = before === undefined || after === undefined ? NaN : (after - before) / stats.calls;
+  const bytesIn = /total_net_input_bytes:(\d+)/.exec(String(await redis.call('INFO', 'stats')));
   return {
     ...stats,
     cpuPerCall: cpu,
+    bytesPerCall: Number(bytesIn?.[1] ?? NaN) / stats.calls,
     instructionsPerCall: instructions === undefined ? NaN : instructions / stats.calls,
   };
 }
@@ -145,12 +150,18 @@ async function main(): Promise<void> {
     callgrind ? ` ${Math.round(s.instructionsPerCall).toLocaleString('en-US').padStart(13)}` : '';
   const row = (
     name: string,
-    s: { calls: number; usecPerCall: number; cpuPerCall: number; instructionsPerCall: number },
+    s: {
+      calls: number;
+      usecPerCall: number;
+      cpuPerCall: number;
+      bytesPerCall: number;
+      instructionsPerCall: number;
+    },
   ) =>
-    `${name.padEnd(34)} ${s.usecPerCall.toFixed(1).padStart(8)} µs ${s.cpuPerCall.toFixed(1).padStart(11)} µs${counted(s)}   (${s.calls} calls)`;
+    `${name.padEnd(34)} ${s.usecPerCall.toFixed(1).padStart(8)} µs ${s.cpuPerCall.toFixed(1).padStart(11)} µs ${Math.round(s.bytesPerCall).toLocaleString('en-US').padStart(9)}${counted(s)}   (${s.calls} calls)`;
   console.log(`Redis time per script, ${CALLS} calls, ${IN_FLIGHT} in flight`);
   console.log(
-    `${''.padEnd(34)} ${'commandstats'.padStart(11)} ${'Redis CPU/call'.padStart(14)}${callgrind ? ` ${'instructions'.padStart(13)}` : ''}`,
+    `${''.padEnd(34)} ${'commandstats'.padStart(11)} ${'Redis CPU/call'.padStart(14)} ${'bytes in'.padStart(9)}${callgrind ? ` ${'instructions'.padStart(13)}` : ''}`,
   );
   console.log(row('bare 3-window check-and-reserve', bare));
   console.log(row('admit (org + team, 3 windows)', admits));
