@@ -6,7 +6,7 @@ import { natsNamesToEnv } from '@holdfast/config';
 import type { NatsNames, TenantUsage } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
-import { freePort, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
+import { startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { sha256Hex } from '../src/index.js';
 
@@ -58,7 +58,8 @@ export interface ProcessStackOptions {
 
 export interface ProcessStack {
   upstream: MockUpstream;
-  edgeUrl: string;
+  /** The edge's URL now (a restarted edge listens on a port of its own). */
+  readonly edgeUrl: string;
   /** Connected to every NATS server of the test. */
   nc: NatsConnection;
   client: AuthorityClient;
@@ -81,7 +82,10 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-processes-'));
   const configFile = join(dir, 'config.json');
   await writeFile(configFile, JSON.stringify(document(upstream.url, o.leaseMs ?? 6_000)));
-  const edgePort = await freePort();
+  // The edge binds a port of its own choosing (0) and logs it when ready: a port picked free
+  // beforehand can be taken by another test's connection before the edge binds it (CI saw
+  // EADDRINUSE). A restarted edge may get another port: read `edgeUrl` after a restart.
+  let edgePort = 0;
   const common = {
     NATS_URL: o.natsUrl,
     HOLDFAST_STREAM_REPLICAS: String(o.replicas ?? 1),
@@ -107,12 +111,18 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
       BILLING_AGGREGATOR_ACK_WAIT_MS: '5000',
     },
     alerter: { ...common, HOLDFAST_CONFIG: configFile, ALERTER_OPS_PORT: '0' },
-    edge: { ...common, EDGE_PORT: String(edgePort), EDGE_HOST: '127.0.0.1' },
+    edge: { ...common, EDGE_PORT: '0', EDGE_HOST: '127.0.0.1' },
   };
   const procs = new Map<ServiceName, ServiceProcess>();
   const start = async (name: ServiceName) => {
     const entry = fileURLToPath(new URL(MAIN[name], import.meta.url));
-    procs.set(name, await startService(entry, env[name], { readyTimeoutMs: 30_000 }));
+    const proc = await startService(entry, env[name], { readyTimeoutMs: 30_000 });
+    procs.set(name, proc);
+    if (name === 'edge') {
+      const ready = proc.lines.find((l) => l.includes('"msg":"ready"')) ?? '';
+      edgePort = Number(/"port":(\d+)/.exec(ready)?.[1] ?? 0);
+      if (!edgePort) throw new Error(`the edge logged no port when ready: ${ready}`);
+    }
   };
   const nc = await connectNats({
     servers: o.natsUrl,
@@ -134,7 +144,9 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
   }
   return {
     upstream,
-    edgeUrl: `http://127.0.0.1:${edgePort}`,
+    get edgeUrl() {
+      return `http://127.0.0.1:${edgePort}`;
+    },
     nc,
     client,
     usage: async () => {
