@@ -29,14 +29,14 @@ async function settledOnce(x: UnitCall) {
   }
 }
 
+/** Posts a chat call with the test key. */
+function postChat(x: Awaited<ReturnType<typeof unitCall>>, payload: object = chat()) {
+  return x.app.inject({ method: 'POST', url: '/v1/chat/completions', headers: auth, payload });
+}
+
 /** Posts a chat call; the client must get 403 tenant_suspended. */
 async function expectSuspended(x: Awaited<ReturnType<typeof unitCall>>): Promise<void> {
-  const res = await x.app.inject({
-    method: 'POST',
-    url: '/v1/chat/completions',
-    headers: auth,
-    payload: chat(),
-  });
+  const res = await postChat(x);
   expect(res.statusCode).toBe(403);
   expect(res.json()).toMatchObject({ error: { code: 'tenant_suspended' } });
 }
@@ -71,12 +71,7 @@ describe('runCall', () => {
 
   test('counts, clamps and admits with the surface, forwards the grant, settles what the provider reported', async () => {
     u = await unitCall();
-    const res = await u.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: auth,
-      payload: chat({ max_tokens: 4_096 }),
-    });
+    const res = await postChat(u, chat({ max_tokens: 4_096 }));
     expect(res.statusCode).toBe(200);
     await settledOnce(u);
     expect(u.authority.admits).toEqual([
@@ -132,12 +127,7 @@ describe('runCall', () => {
     for (const [code, status] of cases) {
       x.authority.admit = () =>
         Promise.resolve(Err(new RpcError({ code, message: `the authority said ${code}` })));
-      const res = await x.app.inject({
-        method: 'POST',
-        url: '/v1/chat/completions',
-        headers: auth,
-        payload: chat(),
-      });
+      const res = await postChat(x);
       expect(res.statusCode, code).toBe(status);
     }
     // The releases run in the background: one per admit that may have made a hold.
@@ -154,12 +144,7 @@ describe('runCall', () => {
 
   test('a model served on another API is refused before counting or admission', async () => {
     u = await unitCall();
-    const res = await u.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: auth,
-      payload: chat({ model: 'claude-x' }),
-    });
+    const res = await postChat(u, chat({ model: 'claude-x' }));
     expect(res.statusCode).toBe(400);
     expect(res.json().error.message).toContain('POST /v1/messages');
     expect(u.authority.admits).toEqual([]);
@@ -181,12 +166,7 @@ describe('runCall', () => {
 
   test('an upstream that writes past the admitted output is cut there and settles no more than its hold', async () => {
     u = await unitCall({ mock: { ignoreMaxTokens: 500 } });
-    const res = await u.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: auth,
-      payload: chat({ max_tokens: 40 }),
-    });
+    const res = await postChat(u, chat({ max_tokens: 40 }));
     expect(res.json()).toMatchObject({ choices: [{ finish_reason: 'length' }] });
     expect(res.headers['x-holdfast-ended']).toBe('output_limit');
     await settledOnce(u);
@@ -198,12 +178,7 @@ describe('runCall', () => {
   test('an upstream that never answers 2xx: retried, then the hold is released and nothing billed', async () => {
     u = await unitCall();
     u.upstream.failNext({ status: 500, count: 3 });
-    const res = await u.app.inject({
-      method: 'POST',
-      url: '/v1/chat/completions',
-      headers: auth,
-      payload: chat(),
-    });
+    const res = await postChat(u);
     expect(res.statusCode).toBe(502);
     await settledOnce(u);
     expect(u.authority.releases).toEqual([expect.objectContaining({ reason: 'upstream_error' })]);
