@@ -19,17 +19,53 @@ export function parseStatCpu(stat: string): number {
   return (utime + stime) * MICROS_PER_TICK;
 }
 
-/** CPU µs used so far by each process (by name); a process that is gone reads as NaN. */
-export function readCpu(pids: Readonly<Record<string, number>>): Record<string, number> {
-  const out: Record<string, number> = {};
+/** A `/proc/<pid>/<file>` of each process (by name), parsed; a process that is gone reads as `gone`. */
+function readEach<T>(
+  pids: Readonly<Record<string, number>>,
+  file: string,
+  parse: (text: string) => T,
+  gone: T,
+): Record<string, T> {
+  const out: Record<string, T> = {};
   for (const [name, pid] of Object.entries(pids)) {
     try {
-      out[name] = parseStatCpu(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      out[name] = parse(readFileSync(`/proc/${pid}/${file}`, 'utf8'));
     } catch {
-      out[name] = NaN;
+      out[name] = gone;
     }
   }
   return out;
+}
+
+/** CPU µs used so far by each process (by name); a process that is gone reads as NaN. */
+export function readCpu(pids: Readonly<Record<string, number>>): Record<string, number> {
+  return readEach(pids, 'stat', parseStatCpu, NaN);
+}
+
+/** System calls a process made: `read`-family and `write`-family (sockets, pipes, files). */
+export interface Syscalls {
+  reads: number;
+  writes: number;
+}
+
+/**
+ * `syscr` and `syscw` of a `/proc/<pid>/io` file: read and write system calls of every
+ * thread of the process so far. A count, not a time: the box's load does not move it, only
+ * how many messages and how they are coalesced into writes.
+ */
+export function parseIo(io: string): Syscalls {
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s*(\\d+)$`, 'm').exec(io)?.[1]);
+  const reads = field('syscr');
+  const writes = field('syscw');
+  if (!Number.isFinite(reads) || !Number.isFinite(writes)) {
+    throw new Error(`not a /proc/<pid>/io file: ${io.slice(0, 80)}`);
+  }
+  return { reads, writes };
+}
+
+/** System calls so far by process (by name); a process that is gone reads as NaN. */
+export function readSyscalls(pids: Readonly<Record<string, number>>): Record<string, Syscalls> {
+  return readEach(pids, 'io', parseIo, { reads: NaN, writes: NaN });
 }
 
 /** The whole machine's busy CPU µs so far (all cores), from the first line of `/proc/stat`. */

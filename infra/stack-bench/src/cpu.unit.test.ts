@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseMachineBusy, parseStatCpu } from './cpu.js';
+import { parseIo, parseMachineBusy, parseStatCpu } from './cpu.js';
 
 describe('parseStatCpu', () => {
   it('adds utime and stime, in µs (100 ticks a second)', () => {
@@ -21,5 +21,17 @@ describe('parseMachineBusy', () => {
   it('is user + nice + system + irq + softirq + steal of the cpu line, idle and iowait left out', () => {
     const stat = 'cpu  100 2 30 5000 7 1 4 8 0 0\ncpu0 50 1 15 2500 3 0 2 4 0 0\n';
     expect(parseMachineBusy(stat)).toBe((100 + 2 + 30 + 1 + 4 + 8) * 10_000);
+  });
+});
+
+describe('parseIo', () => {
+  it('reads syscr and syscw of a /proc/<pid>/io file', () => {
+    const io =
+      'rchar: 100\nwchar: 200\nsyscr: 12\nsyscw: 34\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n';
+    expect(parseIo(io)).toEqual({ reads: 12, writes: 34 });
+  });
+
+  it('throws on something that is not an io file', () => {
+    expect(() => parseIo('nonsense')).toThrow(/io file/);
   });
 });

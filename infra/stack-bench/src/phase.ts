@@ -1,4 +1,4 @@
-import { readCpu, readMachineBusy } from './cpu.js';
+import { readCpu, readMachineBusy, readSyscalls, type Syscalls } from './cpu.js';
 import type { LoadGenerator } from './load/driver.js';
 import type { Load, LoadResult, Target } from './load/protocol.js';
 import { countsDelta, type NatsCounts, type NatsMonitor } from './nats-monitor.js';
@@ -31,6 +31,8 @@ export interface PhaseResult {
   cpu: Record<string, number>;
   /** The same, while the load ran (the settle left out). */
   cpuDuringLoad: Record<string, number>;
+  /** Read and write system calls over the window, by process (absent in older results). */
+  syscalls?: Record<string, Syscalls>;
   /** Busy CPU µs of the whole machine (all cores) while the load ran. */
   machineBusy: number;
   nats: NatsCounts;
@@ -51,6 +53,18 @@ function delta(a: Record<string, number>, b: Record<string, number>): Record<str
   return Object.fromEntries(Object.keys(b).map((k) => [k, b[k]! - (a[k] ?? NaN)]));
 }
 
+function syscallsDelta(
+  a: Record<string, Syscalls>,
+  b: Record<string, Syscalls>,
+): Record<string, Syscalls> {
+  return Object.fromEntries(
+    Object.entries(b).map(([k, x]) => [
+      k,
+      { reads: x.reads - (a[k]?.reads ?? NaN), writes: x.writes - (a[k]?.writes ?? NaN) },
+    ]),
+  );
+}
+
 /**
  * Runs one phase: counters read before, the load, the stack left to finish what the calls
  * caused (events relayed, inserted, alerted on), counters read after. Redis commandstats and
@@ -63,12 +77,14 @@ export async function runPhase(spec: PhaseSpec, d: PhaseDeps): Promise<PhaseResu
   const natsBefore = await d.nats.counts();
   const start = performance.now();
   const cpuBefore = readCpu(d.pids);
+  const callsBefore = readSyscalls(d.pids);
   const busyBefore = readMachineBusy();
   const client = await d.load.run(target, spec.shape, d.seconds);
   const cpuLoadEnd = readCpu(d.pids);
   const busyLoadEnd = readMachineBusy();
   const settleMs = await d.nats.settle({ quietMs: 300, timeoutMs: 20_000 });
   const cpuAfter = readCpu(d.pids);
+  const callsAfter = readSyscalls(d.pids);
   const windowSeconds = (performance.now() - start) / 1_000;
   const natsAfter = await d.nats.counts();
   const redis = measureRedis ? await d.redis.read() : undefined;
@@ -81,6 +97,7 @@ export async function runPhase(spec: PhaseSpec, d: PhaseDeps): Promise<PhaseResu
     settleMs,
     cpu: delta(cpuBefore, cpuAfter),
     cpuDuringLoad: delta(cpuBefore, cpuLoadEnd),
+    syscalls: syscallsDelta(callsBefore, callsAfter),
     machineBusy: busyLoadEnd - busyBefore,
     nats: countsDelta(natsBefore, natsAfter),
     ...(redis ? { redis } : {}),

@@ -28,6 +28,8 @@ export interface TargetSummary {
   p99: number;
   /** CPU µs per call by process, plus `holdfast` (the sum of HOLDFAST). */
   cpuPerCall: Record<string, number>;
+  /** Read and write system calls per call by process, plus `holdfast` (undefined in older results). */
+  syscallsPerCall?: Record<string, { reads: number; writes: number }>;
   /** While the load ran: how busy the machine's cores were, and how many other processes took. */
   machineBusyShare: number;
   othersCores: number;
@@ -131,6 +133,21 @@ function summariseTarget(phases: readonly PhaseResult[], cores: number): TargetS
       ),
     },
   };
+  const withCalls = phases.filter((p) => p.syscalls);
+  if (withCalls.length > 0) {
+    const s = (p: PhaseResult, k: string, f: 'reads' | 'writes') =>
+      k === 'holdfast'
+        ? HOLDFAST.reduce((n, name) => n + (p.syscalls![name]?.[f] ?? NaN), 0)
+        : (p.syscalls![k]?.[f] ?? NaN);
+    const per = (k: string, f: 'reads' | 'writes') =>
+      median(withCalls.map((p) => perCall(s(p, k, f), p.client.calls)));
+    summary.syscallsPerCall = Object.fromEntries(
+      [...processes, 'holdfast'].map((k) => [
+        k,
+        { reads: per(k, 'reads'), writes: per(k, 'writes') },
+      ]),
+    );
+  }
   if (withRedis.length > 0) {
     const r = (f: (p: PhaseResult) => number) => median(withRedis.map(f));
     summary.redis = {

@@ -30,6 +30,10 @@ describe('summarise', () => {
     expect(closed!.stack!.perSecond).toBe(200);
     expect(closed!.stack!.cpuPerCall).toMatchObject({ edge: 500, authority: 300, holdfast: NaN });
     expect(closed!.stack!.nats.inPerCall).toBe(10);
+    expect(closed!.stack!.syscallsPerCall).toMatchObject({
+      edge: { reads: 4, writes: 3 },
+      authority: { reads: 2, writes: 1 },
+    });
     expect(closed!.stack!.machineBusyShare).toBe(0.5);
   });
 

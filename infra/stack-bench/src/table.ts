@@ -134,6 +134,24 @@ function cpuTable(s: Summary, which: TargetName): string | undefined {
   );
 }
 
+/** Read and write system calls per call by process, for the stack's phases. */
+function syscallsTable(s: Summary): string | undefined {
+  if (!s.loads.some((l) => l.stack?.syscallsPerCall)) return undefined;
+  const row = (k: string): Row => [
+    PROCESS_LABELS[k] ?? k,
+    (t) => {
+      const x = t.syscallsPerCall?.[k];
+      return x ? `${fmt(x.reads, 2)} / ${fmt(x.writes, 2)}` : '-';
+    },
+  ];
+  return perLoad(
+    s,
+    'System calls per call (reads / writes)',
+    [...HOLDFAST.map(row), row('holdfast'), row('mock-upstream')],
+    'stack',
+  );
+}
+
 function natsTable(s: Summary): string | undefined {
   const clients = [
     ...new Set(s.loads.flatMap((l) => Object.keys(l.stack?.nats.byClient ?? {}))),
@@ -199,6 +217,7 @@ export function renderReport(s: Summary, header: string): string {
     cpuTable(s, 'stack'),
     cpuTable(s, 'proxy'),
     cpuTable(s, 'direct'),
+    syscallsTable(s),
     natsTable(s),
     redisTable(s),
   ].filter((t) => t !== undefined);

@@ -31,6 +31,12 @@ describe('renderReport', () => {
     expect(line(withProxy, 'edge less bare proxy')).toMatch(/ 300$/);
   });
 
+  it('gives the system calls per call of every process of the stack', () => {
+    expect(withProxy).toMatch(/^System calls per call \(reads \/ writes\) +closed@32$/m);
+    expect(withProxy).toMatch(/^edge +4\.00 \/ 3\.00$/m);
+    expect(withProxy).toMatch(/^budget authority +2\.00 \/ 1\.00$/m);
+  });
+
   it('leaves the proxy out of a run that had none', () => {
     const report = renderReport(
       summarise([phase(0, 'direct', 1000, 1), phase(0, 'stack', 100, 10)], 2),

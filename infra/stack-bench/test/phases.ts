@@ -2,7 +2,7 @@ import type { PhaseResult, TargetName } from '../src/phase.js';
 
 /**
  * A closed-loop phase of 10 s at `perSecond`: the edge 500 µs a call, the authority 300, the
- * mock 100, and in proxy phases the bare proxy 200 + 10 per round (so rounds differ).
+ * mock 100 (4 reads and 3 writes a call by the edge, 2 and 1 by the authority), and in proxy phases the bare proxy 200 + 10 per round (so rounds differ).
  */
 export function phase(
   round: number,
@@ -38,6 +38,10 @@ export function phase(
     settleMs: 0,
     cpu,
     cpuDuringLoad: cpu,
+    syscalls: {
+      edge: { reads: calls * 4, writes: calls * 3 },
+      authority: { reads: calls * 2, writes: calls },
+    },
     machineBusy: 10 * 1e6,
     nats: { inMsgs: calls * 10, outMsgs: calls * 9, inBytes: 0, outBytes: 0, byClient: {} },
   };
