@@ -163,6 +163,16 @@ describe('countChatPrompt images', () => {
       2_833 + 8 * 5_667,
     );
   });
+
+  it("charges a Claude image up to Anthropic's largest, 1,640, with the estimate tokenizer", () => {
+    const claude = (url: string) => ({ ...image(url), model: 'claude-sonnet-4-5' });
+    const none = countChatPrompt({ ...user([]), model: 'claude-sonnet-4-5' }, estimate);
+    // Unknown size: the 784 x 1,568 image the guide keeps unscaled, 1,639.08 tokens.
+    expect(countChatPrompt(claude('https://example.test/cat.png'), estimate) - none).toBe(1_640);
+    expect(countChatPrompt(claude(pngDataUrl(784, 1568)), estimate) - none).toBe(1_640);
+    // Smaller images still cost the SPEC's flat 1,600 at least.
+    expect(countChatPrompt(claude(pngDataUrl(64, 64)), estimate) - none).toBe(1_600);
+  });
 });
 
 describe('estimate tokenizer', () => {

@@ -2,7 +2,13 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { countChatPrompt } from './chat.js';
 import { REFERENCE_CASES } from './reference-cases.js';
 import { encodingForModel, loadTokenizer, type Tokenizer } from './tokenizers.js';
-import { patchCount, tileCount, visionCostFor, imageTokensFor } from './vision.js';
+import {
+  claudeImageTokens,
+  imageTokensFor,
+  patchCount,
+  tileCount,
+  visionCostFor,
+} from './vision.js';
 
 /**
  * Counts that OpenAI (or its documentation) published. Each case names its source; the chat
@@ -68,5 +74,19 @@ describe('image costs from OpenAI vision docs', () => {
     expect(
       imageTokensFor(visionCostFor('gpt-4.1-mini'), { width: 1024, height: 1024 }, 'high'),
     ).toBe(Math.ceil(1024 * 1.62));
+  });
+});
+
+describe("image costs from Anthropic's vision docs", () => {
+  // Source: docs.anthropic.com, "Vision", "Evaluate image size": tokens = width x height / 750;
+  // the largest sizes kept unscaled per aspect ratio are 1092x1092 (1:1, ~1,590 tokens) and
+  // 784x1568 (1:2, ~1,639); a long edge over 1,568 px is scaled down first.
+  const claude = visionCostFor('claude-opus-4-1');
+  it('pixels: 1092x1092 costs 1,590, 784x1568 1,640, and nothing costs more', () => {
+    expect(claudeImageTokens({ width: 1092, height: 1092 })).toBe(1590);
+    expect(claudeImageTokens({ width: 200, height: 200 })).toBe(54);
+    expect(imageTokensFor(claude, { width: 784, height: 1568 }, 'high')).toBe(1640);
+    expect(imageTokensFor(claude, { width: 4000, height: 4000 }, 'low')).toBe(1640);
+    expect(imageTokensFor(claude, undefined, 'auto')).toBe(1640);
   });
 });

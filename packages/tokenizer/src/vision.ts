@@ -11,7 +11,19 @@ import { imageSizeFromDataUrl, type ImageSize } from './image-size.js';
  * higher one is used (e.g. GPT-5 is counted with the 4o rates).
  */
 export type VisionCost =
-  { kind: 'tiles'; base: number; tile: number } | { kind: 'patches'; multiplier: number };
+  | { kind: 'tiles'; base: number; tile: number }
+  | { kind: 'patches'; multiplier: number }
+  | { kind: 'pixels' };
+
+/**
+ * Claude (Anthropic's "Vision" guide): width x height / 750 tokens, after the image is scaled
+ * down to a long edge of at most 1,568 px. The largest image it keeps unscaled, 784 x 1,568 (its
+ * 1:2 row), is 1,639.08 tokens, above the "about 1,600" the guide rounds to: so no Claude image
+ * costs more than 1,640, and one of unknown size costs that.
+ */
+const CLAUDE_MAX_EDGE = 1568;
+const CLAUDE_PIXELS_PER_TOKEN = 750;
+const CLAUDE_MAX_IMAGE_TOKENS = 1640;
 
 const TILES_4O: VisionCost = { kind: 'tiles', base: 85, tile: 170 };
 
@@ -21,6 +33,7 @@ const VISION_COSTS: readonly (readonly [RegExp, VisionCost])[] = [
   [/^(gpt-4\.1-nano|gpt-5-nano)/, { kind: 'patches', multiplier: 2.46 }],
   [/^o4-mini/, { kind: 'patches', multiplier: 1.72 }],
   [/^(o1|o3)(?!-mini)/, { kind: 'tiles', base: 75, tile: 150 }],
+  [/^claude/, { kind: 'pixels' }],
 ];
 
 const MAX_PATCHES = 1536;
@@ -45,6 +58,7 @@ export function imageTokensFor(
   size: ImageSize | undefined,
   detail: string,
 ): number {
+  if (cost.kind === 'pixels') return size ? claudeImageTokens(size) : CLAUDE_MAX_IMAGE_TOKENS;
   if (cost.kind === 'patches') {
     const patches = size ? patchCount(size) : MAX_PATCHES;
     return Math.ceil(patches * cost.multiplier);
@@ -53,6 +67,12 @@ export function imageTokensFor(
   // Unknown size: the most tiles a 2048x768 box can need (4 x 2).
   const tiles = size ? tileCount(size) : 8;
   return cost.base + cost.tile * tiles;
+}
+
+export function claudeImageTokens({ width, height }: ImageSize): number {
+  const s = Math.min(1, CLAUDE_MAX_EDGE / Math.max(width, height));
+  const tokens = Math.ceil((width * s * height * s) / CLAUDE_PIXELS_PER_TOKEN - EPSILON);
+  return Math.min(CLAUDE_MAX_IMAGE_TOKENS, tokens);
 }
 
 export function tileCount({ width, height }: ImageSize): number {

@@ -14,7 +14,8 @@ const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.s
 /**
  * A Messages request as the chat request a local tokenizer counts (the `estimate` bound, or an
  * encoding the operator chose): `system` a system message; text blocks text parts, images
- * image parts (the bound prices each at its flat 1,600, Anthropic's largest image); a
+ * image parts (the bound prices each at Anthropic's own formula for a Claude model, at most
+ * 1,640 for its largest image, and never under the SPEC's flat 1,600); a
  * `tool_use` an assistant tool call with its input as JSON, a `tool_result` a tool message,
  * thinking its text; any other block counts as its JSON. Tools take the chat shape, their
  * input_schema as parameters. Claude's tokenizer is not public: `tokenizer: upstream` (count_tokens)
