@@ -74,3 +74,17 @@ export async function startService(
     },
   };
 }
+
+/**
+ * The port a service bound, read from its `ready` line (`field`: `port` for the edge, `opsPort`
+ * for the others). Tests start services on port 0 and read the port here: a port picked free
+ * beforehand can be taken by another test's connection before the child binds it (EADDRINUSE).
+ */
+export function readyPort(proc: ServiceProcess, field: 'port' | 'opsPort'): number {
+  const line = proc.lines.find((l) => l.includes('"msg":"ready"'));
+  const port = line ? (JSON.parse(line) as Record<string, unknown>)[field] : undefined;
+  if (typeof port !== 'number' || port <= 0) {
+    throw new Error(`no ${field} in the ready line: ${line ?? '(no ready line)'}`);
+  }
+  return port;
+}

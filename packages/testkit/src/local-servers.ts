@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from './ports.js';
@@ -90,26 +90,61 @@ export interface RestartableServer extends LocalServer {
   restart(): Promise<void>;
 }
 
+/** Launches of one start or restart before it gives up (a launch whose port is taken exits in ~1 s). */
+const CLICKHOUSE_LAUNCHES = 10;
+const CLICKHOUSE_RELAUNCH_PAUSE_MS = 1_000;
+
 /**
  * clickhouse-server on free ports in a temp dir, for outage tests: `halt()` takes it away,
  * `restart()` brings it back with its data. `stop()` ends it and removes the dir.
+ *
+ * Its ports are picked free beforehand, not bound as 0: clickhouse-server logs no port it chose,
+ * and a restart must come back on the same port, since the clients hold its URL through the
+ * outage. A port can still be taken before clickhouse-server binds it (a connection of another
+ * test under load, seen as EADDRINUSE in CI), so each start launches again when the process
+ * exits without answering: the first start on new ports (no client has the URL yet), a restart
+ * on the same ports after a pause, until the taker lets go.
  */
 export async function startRestartableClickHouseServer(bin: string): Promise<RestartableServer> {
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-clickhouse-'));
-  const [httpPort, tcpPort] = [await freePort(), await freePort()];
-  await writeFile(join(dir, 'config.xml'), clickhouseConfig(dir, httpPort, tcpPort));
   await writeFile(join(dir, 'users.xml'), CLICKHOUSE_USERS);
   const args = bin.endsWith('/clickhouse')
     ? ['server', `--config-file=${join(dir, 'config.xml')}`]
     : [`--config-file=${join(dir, 'config.xml')}`];
-  const url = `http://127.0.0.1:${httpPort}`;
+  let httpPort = 0;
+  const pickPorts = async () => {
+    const tcpPort = await freePort();
+    httpPort = await freePort();
+    await writeFile(join(dir, 'config.xml'), clickhouseConfig(dir, httpPort, tcpPort));
+  };
   let child: ChildProcess | undefined;
-  const start = async () => {
-    child = launch(bin, args, dir);
-    await waitFor(async () => (await fetch(`${url}/ping`)).ok, {
-      timeoutMs: 30_000,
-      what: `clickhouse-server on ${httpPort}`,
-    });
+  /** One launch: true once it answers /ping, false if it exited first (a port was taken). */
+  const launchOnce = async (): Promise<boolean> => {
+    const c = launch(bin, args, dir);
+    child = c;
+    const state = await waitFor(
+      async () => {
+        if (c.exitCode !== null || c.signalCode !== null) return 'exited';
+        // "Ok.\n" is clickhouse-server's own answer, not another server's on a taken port.
+        const res = await fetch(`http://127.0.0.1:${httpPort}/ping`);
+        return res.ok && (await res.text()) === 'Ok.\n' ? 'up' : undefined;
+      },
+      { timeoutMs: 30_000, what: `clickhouse-server on ${httpPort}` },
+    );
+    return state === 'up';
+  };
+  const start = async (newPorts: boolean) => {
+    for (let launches = 1; ; launches++) {
+      if (await launchOnce()) return;
+      if (launches === CLICKHOUSE_LAUNCHES) {
+        const log = await readFile(join(dir, 'error.log'), 'utf8').catch(() => '');
+        throw new Error(
+          `clickhouse-server exited ${launches} times before answering on ${httpPort}:\n${log.split('\n').slice(-5).join('\n')}`,
+        );
+      }
+      if (newPorts) await pickPorts();
+      else await new Promise((r) => setTimeout(r, CLICKHOUSE_RELAUNCH_PAUSE_MS));
+    }
   };
   const halt = async () => {
     const c = child;
@@ -122,11 +157,12 @@ export async function startRestartableClickHouseServer(bin: string): Promise<Res
       clearTimeout(timer);
     }
   };
-  await start();
+  await pickPorts();
+  await start(true);
   return {
-    url,
+    url: `http://127.0.0.1:${httpPort}`,
     halt,
-    restart: start,
+    restart: () => start(false),
     stop: async () => {
       await halt();
       await rm(dir, { recursive: true, force: true });

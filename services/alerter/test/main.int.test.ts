@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
-import { freePort, infraTest as test, startService, waitFor } from '@holdfast/testkit';
+import { infraTest as test, readyPort, startService, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
   cleanupAfterEach,
@@ -45,19 +45,21 @@ test('the service process: ops endpoints, and no duplicate crossing after a kill
       ],
     }),
   );
-  const port = await freePort();
+  // ALERTER_OPS_PORT 0: the ops server binds a port of its own choosing, logged in the ready
+  // line. A port picked free beforehand can be taken by another test's connection first.
   const env = {
     NATS_URL: natsUrl,
     ...natsNamesToEnv(iso.names),
     HOLDFAST_CONFIG: configPath,
     HOOK_SECRET: SECRET,
-    ALERTER_OPS_PORT: String(port),
+    ALERTER_OPS_PORT: '0',
     ALERTER_WEBHOOK_RETRY_INITIAL_MS: '200',
   };
   let service = await startService(ENTRY, env);
   cleanup(() => service.stop());
 
-  const ops = `http://127.0.0.1:${port}`;
+  // The first process's ops server: the restarted one below (another port) is not asked.
+  const ops = `http://127.0.0.1:${readyPort(service, 'opsPort')}`;
   expect((await fetch(`${ops}/healthz`)).status).toBe(200);
   const ready = await waitFor(async () => {
     const r = await fetch(`${ops}/readyz`);

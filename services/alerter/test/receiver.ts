@@ -1,5 +1,4 @@
 import { createServer, type Server } from 'node:http';
-import { freePort } from '@holdfast/testkit';
 import { Webhook } from 'standardwebhooks';
 
 export interface Received {
@@ -11,7 +10,8 @@ export interface Received {
 }
 
 /**
- * A real webhook receiver on a free port. It verifies every request with the standardwebhooks
+ * A real webhook receiver on a port the kernel picks (listen on 0: a port picked free beforehand
+ * can be taken by another test's connection before the receiver binds it). It verifies every request with the standardwebhooks
  * library (400 on a bad signature, like a careful receiver) and can go down and come back up
  * on the same port. Down, it keeps the port bound and resets every connection: a closed port
  * could be taken by another test's server meanwhile (seen once in CI, under load), and the
@@ -23,16 +23,19 @@ export class Receiver {
   #server: Server | undefined;
   #down = false;
   #status = 204;
+  #port = 0;
 
-  private constructor(
-    readonly port: number,
-    readonly secret: string,
-  ) {}
+  private constructor(readonly secret: string) {}
 
   static async start(secret: string): Promise<Receiver> {
-    const r = new Receiver(await freePort(), secret);
+    const r = new Receiver(secret);
     await r.#listen();
     return r;
+  }
+
+  /** The bound port; it stays the same through `down()` and `up()`. */
+  get port(): number {
+    return this.#port;
   }
 
   get url(): string {
@@ -93,8 +96,11 @@ export class Receiver {
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.port, '127.0.0.1', () => resolve());
+      server.listen(0, '127.0.0.1', () => resolve());
     });
+    const address = server.address();
+    if (typeof address !== 'object' || !address) throw new Error('the receiver has no address');
+    this.#port = address.port;
     this.#server = server;
   }
 

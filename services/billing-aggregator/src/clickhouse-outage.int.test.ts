@@ -1,7 +1,7 @@
 import {
   findBinary,
-  freePort,
   infraTest as test,
+  readyPort,
   startRestartableClickHouseServer,
   startService,
   waitFor,
@@ -26,9 +26,11 @@ test(
     const bin = findBinary('clickhouse-server') ?? findBinary('clickhouse');
     if (!bin)
       throw new Error('clickhouse-server is not on PATH (apt-get install -y clickhouse-server)');
+    // ClickHouse keeps the ports it was started on: the aggregator holds its URL through the
+    // outage, so a restart on another port would not be the same server coming back (restart()
+    // retries binding the same port instead, see startRestartableClickHouseServer).
     const server = await startRestartableClickHouseServer(bin);
     const ch = testClickHouse(server.url);
-    const opsPort = await freePort();
     const infra = { natsUrl, clickhouseUrl: server.url, names: iso.names, database: iso.database };
     const service = await startService(
       MAIN_JS,
@@ -36,11 +38,12 @@ test(
         BILLING_AGGREGATOR_BATCH_SIZE: '500',
         BILLING_AGGREGATOR_FETCH_SIZE: '250',
         BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '500',
-        BILLING_AGGREGATOR_OPS_PORT: String(opsPort),
       }),
     );
-    const ready = async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).status;
     try {
+      // The ops server binds port 0 (aggregatorEnv) and logs the port it got when ready.
+      const opsPort = readyPort(service, 'opsPort');
+      const ready = async () => (await fetch(`http://127.0.0.1:${opsPort}/readyz`)).status;
       let expectedEvents = 0;
       let expectedTokens = 0;
       const publish = async (calls: number, tenant: string) => {

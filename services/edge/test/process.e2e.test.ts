@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
-import { freePort, startService, waitFor } from '@holdfast/testkit';
+import { readyPort, startService, waitFor } from '@holdfast/testkit';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
 import { chat, edgeTest as test, entry, KEYS } from './harness.js';
@@ -19,17 +19,19 @@ test('the edge process: ready on EDGE_PORT, logs without secrets, settles open s
     behaviour: { tokenDelayMs: 20, completion: { mode: 'fixed', tokens: 1_000 } },
     patch: (c) => (entry(c.upstreams, 'default').apiKeyEnv = 'HOLDFAST_TEST_UPSTREAM_KEY'),
   });
-  const port = await freePort();
+  // EDGE_PORT 0: the edge binds a port of its own choosing and logs it when ready. A port
+  // picked free beforehand can be taken by another test's connection before the edge binds it.
   const proc = await startService(MAIN, {
     NATS_URL: natsUrl,
-    EDGE_PORT: String(port),
+    EDGE_PORT: '0',
     EDGE_HOST: '127.0.0.1',
     LOG_LEVEL: 'debug',
     HOLDFAST_TEST_UPSTREAM_KEY: UPSTREAM_KEY,
     ...natsNamesToEnv(iso.names),
   });
-  const url = `http://127.0.0.1:${port}`;
   try {
+    const port = readyPort(proc, 'port');
+    const url = `http://127.0.0.1:${port}`;
     expect(proc.lines.find((l) => l.includes('"msg":"ready"'))).toContain(`"port":${port}`);
     expect(await (await fetch(`${url}/readyz`)).json()).toMatchObject({ ok: true });
     const client = (key: string) =>

@@ -6,7 +6,7 @@ import { natsNamesToEnv } from '@holdfast/config';
 import type { NatsNames, TenantUsage } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
-import { startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
+import { readyPort, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { sha256Hex } from '../src/index.js';
 
@@ -118,11 +118,7 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
     const entry = fileURLToPath(new URL(MAIN[name], import.meta.url));
     const proc = await startService(entry, env[name], { readyTimeoutMs: 30_000 });
     procs.set(name, proc);
-    if (name === 'edge') {
-      const ready = proc.lines.find((l) => l.includes('"msg":"ready"')) ?? '';
-      edgePort = Number(/"port":(\d+)/.exec(ready)?.[1] ?? 0);
-      if (!edgePort) throw new Error(`the edge logged no port when ready: ${ready}`);
-    }
+    if (name === 'edge') edgePort = readyPort(proc, 'port');
   };
   const nc = await connectNats({
     servers: o.natsUrl,
