@@ -197,6 +197,41 @@ test('with upstreamStateAllowanceTokens a chat file is admitted on its local cou
   expect(await billedWithinHold(s, r)).toBeGreaterThan(3_000);
 });
 
+test('the allowance is per file: three files are held three allowances, and billed within them', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      small(c);
+      entry(c.tenants, 'support-bot').budgets = [
+        { window: 'month', limit: 30_000, unit: 'tokens' },
+      ];
+    },
+  });
+  const file = (name: string) => ({ type: 'file', file: { filename: name, file_data: PDF } });
+  const body = {
+    model: 'gpt-files',
+    max_tokens: 20,
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Compare these.' },
+          file('a.pdf'),
+          file('b.pdf'),
+          file('c.pdf'),
+        ],
+      },
+    ],
+  };
+  const r = await post(s, '/v1/chat/completions', body, auth);
+  expect(r.status).toBe(200);
+  // 3 x 6,000 on top of the text: one allowance for the call held 6,000 for 9,000 of pages.
+  expect(Number(r.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThan(18_000);
+  // The provider billed the three files' pages (3 x 3,000) and the text: within the hold.
+  expect(await billedWithinHold(s, r)).toBeGreaterThan(9_000);
+});
+
 test('a tool the provider runs (web search, server tools, MCP) is refused: a 400 naming it, nothing held or sent; client-run tools go on', async ({
   stack,
 }) => {

@@ -9,13 +9,16 @@ export interface UnseenInput {
   param: string;
   /** What it is (`a file part`, `a document block`). */
   what: string;
+  /** How many such inputs the call carries: each one gets the model's allowance. */
+  count: number;
 }
 
 /**
  * A call whose input only its upstream can count (a file: the provider reads it as its pages,
  * the text and an image of each, which the request's own bytes do not show) and whose
- * upstream did not count it: admitted with the model's stated allowance on top of the local
- * count, else refused with a 400 that says why. `why` says why the upstream did not count it.
+ * upstream did not count it: admitted with the model's stated allowance for each such input on
+ * top of the local count (twenty files are not one), else refused with a 400 that says why.
+ * `why` says why the upstream did not count it.
  */
 export function countUnseen(
   unseen: UnseenInput,
@@ -24,7 +27,7 @@ export function countUnseen(
   why: string,
 ): Promise<Counted> | Counted {
   const allowance = model?.upstreamStateAllowanceTokens;
-  if (allowance !== undefined) return local().then((n) => Ok(n + allowance));
+  if (allowance !== undefined) return local().then((n) => Ok(n + allowance * unseen.count));
   return Err(
     new EdgeError({
       code: 'invalid_request',
@@ -41,7 +44,7 @@ export function countUnseen(
  * A call that offers the model a tool the provider runs itself (web search, fetch, code
  * execution, MCP): what it reads is billed as input, and no count of the request (the
  * upstream's counting endpoints included) can see it. Admitted with the model's stated
- * allowance on top of its count, else refused with a 400 naming the tool.
+ * allowance for each such tool on top of its count, else refused with a 400 naming the first.
  */
 export async function withProviderTool(
   tool: UnseenInput | undefined,
@@ -64,7 +67,7 @@ export async function withProviderTool(
     );
   }
   const counted = await count();
-  return counted.ok ? Ok(counted.value + allowance) : counted;
+  return counted.ok ? Ok(counted.value + allowance * tool.count) : counted;
 }
 
 /** Responses tools the client runs (their results come back as visible input); others run upstream. */
@@ -75,28 +78,34 @@ const CLIENT_RESPONSES_TOOLS = new Set([
   'local_shell',
 ]);
 
-/** The first Responses tool the provider runs itself (any type but the client's own). */
+/** The Responses tools the provider runs itself (any type but the client's own), by the first. */
 export function responsesProviderTool(
   tools: readonly { type: string }[] | null | undefined,
 ): UnseenInput | undefined {
-  const i = (tools ?? []).findIndex((t) => !CLIENT_RESPONSES_TOOLS.has(t.type));
-  return i < 0 ? undefined : { param: `tools.${i}`, what: `the ${tools![i]!.type} tool` };
+  const list = tools ?? [];
+  const i = list.findIndex((t) => !CLIENT_RESPONSES_TOOLS.has(t.type));
+  if (i < 0) return undefined;
+  const count = list.filter((t) => !CLIENT_RESPONSES_TOOLS.has(t.type)).length;
+  return { param: `tools.${i}`, what: `the ${list[i]!.type} tool`, count };
 }
 
 /** Anthropic tools the client runs: its own (no type, custom) and the client-side built-ins. */
 const CLIENT_MESSAGES_TOOL = /^(custom|(bash|text_editor|computer|memory)_\w+)$/;
 
-/** The first Messages server tool (web search, web fetch, code execution) or MCP server. */
+/**
+ * The Messages server tools (web search, web fetch, code execution) and MCP servers, by the
+ * first of them.
+ */
 export function messagesProviderTool(body: {
   tools?: readonly { type?: string | null }[] | null;
   mcp_servers?: unknown;
 }): UnseenInput | undefined {
   const tools = body.tools ?? [];
-  const i = tools.findIndex((t) => t.type != null && !CLIENT_MESSAGES_TOOL.test(t.type));
-  if (i >= 0) return { param: `tools.${i}`, what: `the ${tools[i]!.type} server tool` };
-  const servers = body.mcp_servers;
-  if (Array.isArray(servers) && servers.length > 0) {
-    return { param: 'mcp_servers', what: 'an MCP server' };
-  }
-  return undefined;
+  const runsUpstream = (t: { type?: string | null }) =>
+    t.type != null && !CLIENT_MESSAGES_TOOL.test(t.type);
+  const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers.length : 0;
+  const count = tools.filter(runsUpstream).length + servers;
+  const i = tools.findIndex(runsUpstream);
+  if (i >= 0) return { param: `tools.${i}`, what: `the ${tools[i]!.type} server tool`, count };
+  return servers > 0 ? { param: 'mcp_servers', what: 'an MCP server', count } : undefined;
 }

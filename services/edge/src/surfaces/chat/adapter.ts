@@ -68,14 +68,19 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counte
   return Ok(await local());
 }
 
-/** The first `file` content part (a PDF by id or inline): input only the upstream can size. */
+/** The `file` content parts (a PDF by id or inline), by the first: input only the upstream can size. */
 function filePart(body: ChatRequest): UnseenInput | undefined {
+  let first: string | undefined;
+  let count = 0;
   for (const [i, message] of body.messages.entries()) {
     if (!Array.isArray(message.content)) continue;
-    const j = (message.content as { type: string }[]).findIndex((p) => p.type === 'file');
-    if (j >= 0) return { param: `messages.${i}.content.${j}`, what: 'a file part' };
+    for (const [j, part] of (message.content as { type: string }[]).entries()) {
+      if (part.type !== 'file') continue;
+      first ??= `messages.${i}.content.${j}`;
+      count++;
+    }
   }
-  return undefined;
+  return first === undefined ? undefined : { param: first, what: 'a file part', count };
 }
 
 /** What goes upstream: the known fields, always streamed, with the granted output per choice. */

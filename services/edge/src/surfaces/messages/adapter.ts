@@ -71,22 +71,22 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
   return Ok(await local());
 }
 
-/** The first `document` block (a PDF inline, by URL or by file id), tool results' included. */
+/** The `document` blocks (a PDF inline, by URL or by file id), tool results' included, by the first. */
 function documentBlock(body: CountTokensRequest): UnseenInput | undefined {
-  const find = (blocks: unknown, at: string): UnseenInput | undefined => {
-    if (!Array.isArray(blocks)) return undefined;
+  let first: string | undefined;
+  let count = 0;
+  const find = (blocks: unknown, at: string): void => {
+    if (!Array.isArray(blocks)) return;
     for (const [j, block] of (blocks as { type?: unknown; content?: unknown }[]).entries()) {
-      if (block.type === 'document') return { param: `${at}.${j}`, what: 'a document block' };
-      const inner = block.type === 'tool_result' && find(block.content, `${at}.${j}.content`);
-      if (inner) return inner;
+      if (block.type === 'document') {
+        first ??= `${at}.${j}`;
+        count++;
+      } else if (block.type === 'tool_result') find(block.content, `${at}.${j}.content`);
     }
-    return undefined;
   };
-  for (const [i, message] of body.messages.entries()) {
-    const found = find(message.content, `messages.${i}.content`);
-    if (found) return found;
-  }
-  return undefined;
+  for (const [i, message] of body.messages.entries())
+    find(message.content, `messages.${i}.content`);
+  return first === undefined ? undefined : { param: first, what: 'a document block', count };
 }
 
 /**

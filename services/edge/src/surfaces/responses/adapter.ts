@@ -6,7 +6,7 @@ import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { CountError } from '../../upstream/counting.js';
-import { asChatPrompt, stateKeptUpstream } from './input.js';
+import { asChatPrompt, unseenState } from './input.js';
 import type { ResponsesRequest } from './schema.js';
 import { ResponsesTranscript } from './transcript.js';
 
@@ -84,8 +84,9 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
       ctx.target && (await ctx.deps.upstream.count.chatPrompt(ctx.target, { ...chat }));
     return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer));
   };
-  const state = stateKeptUpstream(body);
-  if (!state) return Ok(await local());
+  const unseen = unseenState(body);
+  const state = unseen[0];
+  if (state === undefined) return Ok(await local());
   const upstream = ctx.upstream;
   const counted = upstream
     ? await ctx.deps.upstream.count.responsesInput(upstream, countedBody(body, upstreamModel))
@@ -98,7 +99,7 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
     return Err(new EdgeError({ code: 'invalid_request', message }));
   }
   const allowance = ctx.model?.upstreamStateAllowanceTokens;
-  if (allowance !== undefined) return Ok((await local()) + allowance);
+  if (allowance !== undefined) return Ok((await local()) + allowance * unseen.length);
   const why = error.status === null ? error.message : `it answered ${error.status}`;
   return Err(
     new EdgeError({

@@ -2,7 +2,7 @@ import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
 import { describe, expect, test } from 'vitest';
 import type { Grant } from '../../call/adapter.js';
 import { responsesAdapter } from './adapter.js';
-import { asChatPrompt, stateKeptUpstream } from './input.js';
+import { asChatPrompt, unseenState } from './input.js';
 import { ResponsesRequest } from './schema.js';
 
 const cfg = compileConfig(
@@ -116,7 +116,7 @@ describe('the Responses adapter', () => {
 
   test('finds the state only the upstream can count', () => {
     const state = (extra: object) =>
-      stateKeptUpstream(ResponsesRequest.parse({ model: 'm', ...extra }));
+      unseenState(ResponsesRequest.parse({ model: 'm', ...extra }))[0] ?? null;
     expect(state({ input: 'hi' })).toBeNull();
     expect(state({ previous_response_id: 'resp_1' })).toBe('previous_response_id');
     expect(state({ conversation: { id: 'conv_1' } })).toBe('conversation');
@@ -136,5 +136,28 @@ describe('the Responses adapter', () => {
     expect(state({ input: [{ role: 'user', content: [inline] }] })).toBe(
       'input[0] (a file only the upstream can count)',
     );
+  });
+
+  test('lists every piece of state, each of which gets the allowance', () => {
+    const body = ResponsesRequest.parse({
+      model: 'm',
+      previous_response_id: 'resp_1',
+      input: [
+        { type: 'item_reference', id: 'msg_1' },
+        {
+          role: 'user',
+          content: [
+            { type: 'input_file', file_id: 'file_1' },
+            { type: 'input_file', file_id: 'file_2' },
+          ],
+        },
+      ],
+    });
+    expect(unseenState(body)).toEqual([
+      'previous_response_id',
+      'input[0] (item_reference)',
+      'input[1] (a file only the upstream can count)',
+      'input[1] (a file only the upstream can count)',
+    ]);
   });
 });

@@ -32,27 +32,29 @@ export function asChatPrompt(body: ResponsesRequest, model: string): ChatPromptR
 }
 
 /**
- * Why the call's input is not all in the request (null: it is): state kept upstream that only
- * the upstream can count. Previous responses, conversations and stored prompts; input items
- * that reference stored items; files, by id, URL or inline.
+ * Why the call's input is not all in the request (empty: it is): every piece of state kept
+ * upstream that only the upstream can count. Previous responses, conversations and stored
+ * prompts; input items that reference stored items; files, by id, URL or inline. Each one gets
+ * the model's allowance (`upstreamStateAllowanceTokens`) when the upstream cannot count them.
  */
-export function stateKeptUpstream(body: ResponsesRequest): string | null {
-  if (body.previous_response_id) return 'previous_response_id';
-  if (body.conversation) return 'conversation';
-  if (body.prompt) return 'prompt';
+export function unseenState(body: ResponsesRequest): string[] {
+  const out: string[] = [];
+  if (body.previous_response_id) out.push('previous_response_id');
+  if (body.conversation) out.push('conversation');
+  if (body.prompt) out.push('prompt');
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
   for (const [i, item] of input.entries()) {
-    if (item.type === 'item_reference') return `input[${i}] (item_reference)`;
+    if (item.type === 'item_reference') out.push(`input[${i}] (item_reference)`);
     const parts = [item.content, item.output].flatMap((c) => (Array.isArray(c) ? c : []));
     for (const part of parts) {
       // A file inline (file_data) too: the provider reads it as its pages, text and images,
       // which its bytes do not show.
       if (part.file_id || part.type === 'input_file') {
-        return `input[${i}] (a file only the upstream can count)`;
+        out.push(`input[${i}] (a file only the upstream can count)`);
       }
     }
   }
-  return null;
+  return out;
 }
 
 function itemMessages(item: ResponsesItem): PromptMessage[] {
