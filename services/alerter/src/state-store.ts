@@ -82,9 +82,9 @@ export class StateStore {
     empty: z.output<S>,
     opts: { fresh?: boolean } = {},
   ): Promise<Versioned<z.output<S>>> {
-    const local = this.#mirror.get(key);
-    if (!opts.fresh && local && Date.now() - local.confirmedAt < MIRROR_TRUST_MS) {
-      return decode(schema, empty, local.raw, local.revision);
+    if (!opts.fresh) {
+      const local = this.peek(key, schema, empty);
+      if (local) return local;
     }
     const entry = await this.#kv.get(key);
     if (!entry) {
@@ -95,6 +95,20 @@ export class StateStore {
     const raw = entry.operation === 'PUT' && entry.length > 0 ? safeJson(entry) : undefined;
     this.#remember(key, entry.revision, raw);
     return decode(schema, empty, raw, entry.revision);
+  }
+
+  /**
+   * What `read` answers from the local copy, at once: the mirrored value when the copy is
+   * trusted, else undefined (the caller then reads).
+   */
+  peek<S extends z.ZodType>(
+    key: string,
+    schema: S,
+    empty: z.output<S>,
+  ): Versioned<z.output<S>> | undefined {
+    const local = this.#mirror.get(key);
+    if (!local || Date.now() - local.confirmedAt >= MIRROR_TRUST_MS) return undefined;
+    return decode(schema, empty, local.raw, local.revision);
   }
 
   #remember(key: string, revision: number, raw: unknown): void {
