@@ -63,6 +63,8 @@ const CONSUMERS = {
   alerter: { entry: join(root, 'services/alerter/dist/main.js'), durable: 'alerter' },
   /** The raw path: consume, parse, ack (raw-consumer.ts). */
   raw: { entry: RAW_ENTRY, durable: 'bench-raw' },
+  /** The same, fed by a no_wait pull every 250 ms (deliveries in bursts). */
+  'raw-burst': { entry: RAW_ENTRY, durable: 'bench-raw-burst' },
 } as const;
 type Consumer = keyof typeof CONSUMERS;
 const only = values.only.split(',').filter((n): n is Consumer => n in CONSUMERS);
@@ -141,6 +143,7 @@ try {
     },
     alerter: { HOLDFAST_CONFIG: CONFIG, ALERTER_OPS_PORT: '0' },
     raw: {},
+    'raw-burst': { RAW_DURABLE: 'bench-raw-burst', RAW_PULL_EVERY_MS: '250' },
   };
   for (const name of only) {
     const nodeArgs = [
