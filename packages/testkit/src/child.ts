@@ -20,9 +20,14 @@ export interface ServiceProcess {
 export async function startService(
   entry: string,
   env: Record<string, string>,
-  opts: { readyTimeoutMs?: number; readyMessage?: string } = {},
+  opts: {
+    readyTimeoutMs?: number;
+    readyMessage?: string;
+    /** Flags for node itself (`--trace-gc`, `--cpu-prof`: NODE_OPTIONS refuses them). */
+    nodeArgs?: readonly string[];
+  } = {},
 ): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, [entry], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), entry], {
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -14,6 +14,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
+import type { Counter } from 'prom-client';
 import type { AlerterSettings } from './env.js';
 import { KeyedSerial } from './keyed-serial.js';
 import type { AlerterMetrics } from './metrics.js';
@@ -49,6 +50,8 @@ export class EventConsumer {
   readonly #serial = new KeyedSerial();
   readonly #letters: DeadLetters;
   readonly #loop: DurableConsumer;
+  /** The `result="ok"` series by event type (the counter's label lookup, once per type). */
+  readonly #ok = new Map<string, Counter.Internal>();
 
   constructor(opts: EventConsumerOptions) {
     this.#o = opts;
@@ -95,6 +98,15 @@ export class EventConsumer {
     return this.#loop.stop();
   }
 
+  #handled(type: HoldfastEvent['type']): Counter.Internal {
+    let series = this.#ok.get(type);
+    if (!series) {
+      series = this.#o.metrics.events.labels({ type, result: 'ok' });
+      this.#ok.set(type, series);
+    }
+    return series;
+  }
+
   async #handle(m: JsMsg): Promise<void> {
     const parsed = parseEvent(m.data);
     if (!parsed.ok) {
@@ -106,7 +118,7 @@ export class EventConsumer {
     const event = parsed.value;
     try {
       await this.#serial.run(event.org, () => this.#o.handler(event, m.seq));
-      this.#o.metrics.events.inc({ type: event.type, result: 'ok' });
+      this.#handled(event.type).inc();
       m.ack();
     } catch (err) {
       this.#logger.warn(

@@ -1,5 +1,4 @@
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
-import { retry } from '@holdfast/retry';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
 import { warnOnReplicas, type StreamOptions } from '@holdfast/runtime';
 import type { QueuedIterator } from '@nats-io/transport-node';
@@ -83,9 +82,9 @@ export class StateStore {
     empty: z.output<S>,
     opts: { fresh?: boolean } = {},
   ): Promise<Versioned<z.output<S>>> {
-    const local = this.#mirror.get(key);
-    if (!opts.fresh && local && Date.now() - local.confirmedAt < MIRROR_TRUST_MS) {
-      return decode(schema, empty, local.raw, local.revision);
+    if (!opts.fresh) {
+      const local = this.peek(key, schema, empty);
+      if (local) return local;
     }
     const entry = await this.#kv.get(key);
     if (!entry) {
@@ -96,6 +95,20 @@ export class StateStore {
     const raw = entry.operation === 'PUT' && entry.length > 0 ? safeJson(entry) : undefined;
     this.#remember(key, entry.revision, raw);
     return decode(schema, empty, raw, entry.revision);
+  }
+
+  /**
+   * What `read` answers from the local copy, at once: the mirrored value when the copy is
+   * trusted, else undefined (the caller then reads).
+   */
+  peek<S extends z.ZodType>(
+    key: string,
+    schema: S,
+    empty: z.output<S>,
+  ): Versioned<z.output<S>> | undefined {
+    const local = this.#mirror.get(key);
+    if (!local || Date.now() - local.confirmedAt >= MIRROR_TRUST_MS) return undefined;
+    return decode(schema, empty, local.raw, local.revision);
   }
 
   #remember(key: string, revision: number, raw: unknown): void {
@@ -158,19 +171,18 @@ export const stateKeys = {
 
 /**
  * Retries a compare-and-set step until it applies or decides nothing is to be done, at once:
- * a conflict means another replica just wrote, so the next read sees the new revision.
+ * a conflict means another replica just wrote, so the next read sees the new revision. An
+ * error is not a conflict: it goes to the caller at once. A plain loop (no backoff to wait
+ * for): every event runs one per window, and the first attempt nearly always decides.
  */
 export async function casLoop<T>(
   step: () => Promise<{ done: true; result: T } | { done: false }>,
   what: string,
   maxAttempts = 50,
 ): Promise<T> {
-  const r = await retry(step, {
-    policy: { initialMs: 0, maxMs: 0, maxAttempts },
-    retryIf: (v) => !v.done,
-    // An error is not a conflict: it goes to the caller at once.
-    retryable: () => false,
-  });
-  if (r.done) return r.result;
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const r = await step();
+    if (r.done) return r.result;
+  }
   throw new Error(`${what}: still conflicting after ${maxAttempts} compare-and-set attempts`);
 }

@@ -92,6 +92,15 @@ export class WindowTracker {
     if (w.limit === 0) return;
     const key = stateKeys.window(w.tenant, w.budget);
     const policy = this.#config.policy(w);
+    // The common case, decided from the local copy as the loop's first read would, without
+    // its round of promises (issue 14): nothing pending, and a stale snapshot or no change.
+    const known = this.#store.peek(key, WindowRecord, EMPTY)?.value;
+    if (
+      known?.pending.length === 0 &&
+      (!isAfter(s.position, known.at) || evaluate(known.fired, w, policy) === undefined)
+    ) {
+      return;
+    }
     let fresh = false;
     await casLoop(async (): Step<void> => {
       const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY, { fresh });
