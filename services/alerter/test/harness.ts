@@ -54,6 +54,8 @@ export async function startReplica(opts: {
   names: NatsNames;
   config: unknown;
   settings?: Partial<AlerterSettings>;
+  /** Re-read the config from the authority on `config.changed`, as the service does without a file. */
+  configFromAuthority?: boolean;
 }): Promise<Replica> {
   const parsed = parseConfig(opts.config);
   if (!parsed.ok) throw new Error(parsed.error.errors.join('\n'));
@@ -63,6 +65,7 @@ export async function startReplica(opts: {
     nc,
     names: opts.names,
     config: parsed.value,
+    configFromAuthority: opts.configFromAuthority,
     logger: createLogger({ name: 'alerter-test', level: process.env.TEST_LOG_LEVEL ?? 'silent' }),
     registry,
     settings: { ...DEFAULT_SETTINGS, ...FAST, ...opts.settings },

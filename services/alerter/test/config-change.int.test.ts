@@ -1,0 +1,91 @@
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
+import type { ThresholdCrossed } from '@holdfast/events';
+import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import {
+  cleanupAfterEach,
+  publishEvents,
+  quiescent,
+  readEvents,
+  removeAlerterState,
+  settled,
+  startReplica,
+  window,
+} from './harness.js';
+
+const cleanup = cleanupAfterEach();
+
+/** A month of 1,000 tokens that warns at `soft`. */
+const config = (soft: number) => ({
+  upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1' }],
+  models: [
+    { id: 'gpt-4o-mini', upstream: 'default', price: { inputPerMTok: 0.15, outputPerMTok: 0.6 } },
+  ],
+  tenants: [
+    {
+      id: 'team-c',
+      budgets: [{ window: 'month', limit: 1_000, soft: [soft] }],
+      useCases: [{ id: 'UC-1', maxTokens: 1_000, models: ['gpt-4o-mini'] }],
+    },
+  ],
+});
+
+test("an admin's new soft threshold applies to the next event: the alerter keeps no policy of the old config", async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
+  const authority = await startTestAuthority({
+    natsUrl,
+    redisUrl,
+    nc,
+    names: iso.names,
+    keyPrefix: iso.keyPrefix,
+    config: config(0.9),
+    clock: false,
+  });
+  cleanup(() => authority.stop());
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const replica = await startReplica({
+    natsUrl,
+    names: iso.names,
+    config: config(0.9),
+    configFromAuthority: true,
+  });
+  cleanup(() => replica.stop());
+  const crossings = async () =>
+    (await readEvents(nc, iso.names)).filter(
+      (e): e is ThresholdCrossed => e.type === 'threshold.crossed' && e.tenant === 'team-c',
+    );
+  let used = 850;
+  const publish = () =>
+    publishEvents(nc, iso.names, [
+      settled({
+        tenant: 'team-c',
+        time: new Date(),
+        charged: 1,
+        windows: [window('team-c', 1_000, ++used)],
+      }),
+    ]);
+
+  // 85% of a window that warns at 90%: nothing, and the alerter has the window's policy.
+  await publish();
+  await waitFor(() => quiescent(nc, iso.names), { what: 'the first settlement handled' });
+  expect(await crossings()).toHaveLength(0);
+
+  // The admin lowers it to 80%: the authority's config.changed makes the alerter reload, and
+  // the next usage below 90% crosses the new threshold (an old config's policy never would).
+  const applied = await authority.authority.ctx.config.apply(config(0.8), 'test');
+  expect(applied.ok).toBe(true);
+  await waitFor(
+    async () => {
+      if (used < 899) await publish();
+      return (await crossings()).length > 0;
+    },
+    { timeoutMs: 15_000, intervalMs: 200, what: 'a crossing of the new 80% threshold' },
+  );
+  const [crossed] = await crossings();
+  expect(crossed).toMatchObject({ tenant: 'team-c', threshold: 0.8 });
+  expect(used).toBeLessThan(900);
+});
