@@ -22,16 +22,28 @@ function small(c: TestConfig): void {
   // Claude counted locally (no count_tokens), and a copy with a stated allowance.
   c.models.push(
     { ...entry(c.models, CLAUDE), id: 'claude-local', tokenizer: 'estimate' },
+    {
+      ...entry(c.models, CLAUDE),
+      id: 'claude-files',
+      tokenizer: 'estimate',
+      upstreamStateAllowanceTokens: 6_000,
+    },
     { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-files', upstreamStateAllowanceTokens: 6_000 },
   );
   const uc = entry(
     entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
     'UC-101',
   );
-  uc.models.push('claude-local', 'gpt-files');
+  uc.models.push('claude-local', 'claude-files', 'gpt-files');
 }
 
 const auth = { authorization: `Bearer ${KEYS.support}` };
+
+/** small, with room for a call of several allowances. */
+function wide(c: TestConfig): void {
+  small(c);
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 30_000, unit: 'tokens' }];
+}
 
 /** small, with room for a call the allowance admits. */
 function roomy(c: TestConfig): void {
@@ -40,13 +52,18 @@ function roomy(c: TestConfig): void {
 }
 
 /**
- * A call admitted on its count plus the 6,000 allowance: the provider billed no more than the
- * prompt and the hold, the ledger has its bill, no overrun. Returns the prompt it billed.
+ * A call admitted on its count plus `allowances` times the 6,000 allowance (one per file or
+ * tool): the provider billed no more than the prompt and the hold, the ledger has its bill, no
+ * overrun. Returns the prompt it billed.
  */
-async function billedWithinHold(s: Stack, r: Awaited<ReturnType<typeof post>>): Promise<number> {
+async function billedWithinHold(
+  s: Stack,
+  r: Awaited<ReturnType<typeof post>>,
+  allowances = 1,
+): Promise<number> {
   expect(r.status).toBe(200);
   const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
-  expect(prompt).toBeGreaterThan(6_000);
+  expect(prompt).toBeGreaterThan(allowances * 6_000);
   const b = s.upstream.stats().billed;
   expect(b.promptTokens).toBeLessThanOrEqual(prompt);
   expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(
@@ -200,14 +217,7 @@ test('with upstreamStateAllowanceTokens a chat file is admitted on its local cou
 test('the allowance is per file: three files are held three allowances, and billed within them', async ({
   stack,
 }) => {
-  const s = await stack({
-    patch: (c) => {
-      small(c);
-      entry(c.tenants, 'support-bot').budgets = [
-        { window: 'month', limit: 30_000, unit: 'tokens' },
-      ];
-    },
-  });
+  const s = await stack({ patch: wide });
   const file = (name: string) => ({ type: 'file', file: { filename: name, file_data: PDF } });
   const body = {
     model: 'gpt-files',
@@ -225,11 +235,9 @@ test('the allowance is per file: three files are held three allowances, and bill
     ],
   };
   const r = await post(s, '/v1/chat/completions', body, auth);
-  expect(r.status).toBe(200);
-  // 3 x 6,000 on top of the text: one allowance for the call held 6,000 for 9,000 of pages.
-  expect(Number(r.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThan(18_000);
-  // The provider billed the three files' pages (3 x 3,000) and the text: within the hold.
-  expect(await billedWithinHold(s, r)).toBeGreaterThan(9_000);
+  // 3 x 6,000 on top of the text (one allowance for the call held 6,000 for 9,000 of pages);
+  // the provider billed the three files' pages (3 x 3,000) and the text: within the hold.
+  expect(await billedWithinHold(s, r, 3)).toBeGreaterThan(9_000);
 });
 
 test('a tool the provider runs (web search, server tools, MCP) is refused: a 400 naming it, nothing held or sent; client-run tools go on', async ({
@@ -301,6 +309,57 @@ test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its c
   );
   // The provider billed what the search read (5,000) and the text: within the hold.
   expect(await billedWithinHold(s, r)).toBeGreaterThan(5_000);
+});
+
+test('the allowance is per document block, tool results included: two documents are held two allowances', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: wide });
+  const document = (name: string) => ({
+    type: 'document',
+    source: { type: 'url', url: `https://example.test/${name}.pdf` },
+  });
+  const r = await post(
+    s,
+    '/v1/messages',
+    {
+      model: 'claude-files',
+      max_tokens: 20,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Compare the report with what the tool found.' },
+            document('annual-report'),
+            { type: 'tool_result', tool_use_id: 't1', content: [document('found')] },
+          ],
+        },
+      ],
+    },
+    { 'x-api-key': KEYS.support },
+  );
+  // 2 x 6,000 on top of the local count: the provider reads both documents' pages.
+  expect(await billedWithinHold(s, r, 2)).toBeGreaterThan(6_000);
+});
+
+test('the allowance is per provider-run tool: two tools are held two allowances, and billed within them', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: wide });
+  const r = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-files',
+      max_output_tokens: 20,
+      input: 'Search the web and our files.',
+      tools: [{ type: 'web_search' }, { type: 'file_search', vector_store_ids: ['vs_1'] }],
+    },
+    auth,
+  );
+  // 2 x 6,000 on top of the text (one allowance for the call held 6,000 for 10,000 of reads);
+  // the provider billed what both tools read (2 x 5,000) and the text: within the hold.
+  expect(await billedWithinHold(s, r, 2)).toBeGreaterThan(10_000);
 });
 
 test("an image on a model counted by estimate is held at the upstream model's vision cost, not a flat 1,600", async ({

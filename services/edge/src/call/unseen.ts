@@ -3,14 +3,16 @@ import { Err, Ok } from '@holdfast/runtime';
 import { EdgeError } from '../errors.js';
 import type { Counted } from './adapter.js';
 
-/** Where a request carries input the edge cannot size: a file or document, by its path. */
+/**
+ * One input of a request the edge cannot size (a file, a document, a tool the provider runs),
+ * by its path. The finders list every one: each gets the model's allowance, and the first
+ * names a refusal.
+ */
 export interface UnseenInput {
   /** The field path (`messages.0.content.1`), the 400's param. */
   param: string;
   /** What it is (`a file part`, `a document block`). */
   what: string;
-  /** How many such inputs the call carries: each one gets the model's allowance. */
-  count: number;
 }
 
 /**
@@ -21,19 +23,20 @@ export interface UnseenInput {
  * `why` says why the upstream did not count it.
  */
 export function countUnseen(
-  unseen: UnseenInput,
+  unseen: readonly [UnseenInput, ...UnseenInput[]],
   local: () => Promise<number>,
   model: CompiledModel | undefined,
   why: string,
 ): Promise<Counted> | Counted {
   const allowance = model?.upstreamStateAllowanceTokens;
-  if (allowance !== undefined) return local().then((n) => Ok(n + allowance * unseen.count));
+  if (allowance !== undefined) return local().then((n) => Ok(n + allowance * unseen.length));
+  const [first] = unseen;
   return Err(
     new EdgeError({
       code: 'invalid_request',
-      param: unseen.param,
+      param: first.param,
       message:
-        `This call sends ${unseen.what} (${unseen.param}): the provider bills a file by its pages, ` +
+        `This call sends ${first.what} (${first.param}): the provider bills a file by its pages, ` +
         `which Holdfast cannot count from the request, and ${why}. Send its text instead, or have ` +
         `the model configured with upstreamStateAllowanceTokens.`,
     }),
@@ -47,10 +50,11 @@ export function countUnseen(
  * allowance for each such tool on top of its count, else refused with a 400 naming the first.
  */
 export async function withProviderTool(
-  tool: UnseenInput | undefined,
+  tools: readonly UnseenInput[],
   model: CompiledModel | undefined,
   count: () => Promise<Counted>,
 ): Promise<Counted> {
+  const [tool] = tools;
   if (!tool) return count();
   const allowance = model?.upstreamStateAllowanceTokens;
   if (allowance === undefined) {
@@ -67,7 +71,7 @@ export async function withProviderTool(
     );
   }
   const counted = await count();
-  return counted.ok ? Ok(counted.value + allowance * tool.count) : counted;
+  return counted.ok ? Ok(counted.value + allowance * tools.length) : counted;
 }
 
 /** Responses tools the client runs (their results come back as visible input); others run upstream. */
@@ -78,34 +82,28 @@ const CLIENT_RESPONSES_TOOLS = new Set([
   'local_shell',
 ]);
 
-/** The Responses tools the provider runs itself (any type but the client's own), by the first. */
-export function responsesProviderTool(
+/** The Responses tools the provider runs itself (any type but the client's own). */
+export function responsesProviderTools(
   tools: readonly { type: string }[] | null | undefined,
-): UnseenInput | undefined {
-  const list = tools ?? [];
-  const i = list.findIndex((t) => !CLIENT_RESPONSES_TOOLS.has(t.type));
-  if (i < 0) return undefined;
-  const count = list.filter((t) => !CLIENT_RESPONSES_TOOLS.has(t.type)).length;
-  return { param: `tools.${i}`, what: `the ${list[i]!.type} tool`, count };
+): UnseenInput[] {
+  return (tools ?? []).flatMap((t, i) =>
+    CLIENT_RESPONSES_TOOLS.has(t.type) ? [] : [{ param: `tools.${i}`, what: `the ${t.type} tool` }],
+  );
 }
 
 /** Anthropic tools the client runs: its own (no type, custom) and the client-side built-ins. */
 const CLIENT_MESSAGES_TOOL = /^(custom|(bash|text_editor|computer|memory)_\w+)$/;
 
-/**
- * The Messages server tools (web search, web fetch, code execution) and MCP servers, by the
- * first of them.
- */
-export function messagesProviderTool(body: {
+/** The Messages server tools (web search, web fetch, code execution), then the MCP servers. */
+export function messagesProviderTools(body: {
   tools?: readonly { type?: string | null }[] | null;
   mcp_servers?: unknown;
-}): UnseenInput | undefined {
-  const tools = body.tools ?? [];
-  const runsUpstream = (t: { type?: string | null }) =>
-    t.type != null && !CLIENT_MESSAGES_TOOL.test(t.type);
-  const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers.length : 0;
-  const count = tools.filter(runsUpstream).length + servers;
-  const i = tools.findIndex(runsUpstream);
-  if (i >= 0) return { param: `tools.${i}`, what: `the ${tools[i]!.type} server tool`, count };
-  return servers > 0 ? { param: 'mcp_servers', what: 'an MCP server', count } : undefined;
+}): UnseenInput[] {
+  const tools = (body.tools ?? []).flatMap((t, i) =>
+    t.type != null && !CLIENT_MESSAGES_TOOL.test(t.type)
+      ? [{ param: `tools.${i}`, what: `the ${t.type} server tool` }]
+      : [],
+  );
+  const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers : [];
+  return [...tools, ...servers.map(() => ({ param: 'mcp_servers', what: 'an MCP server' }))];
 }

@@ -59,28 +59,26 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counte
     if (counted !== undefined) return Ok(counted);
   }
   const local = () => ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer);
-  const file = filePart(body);
+  const [file, ...more] = fileParts(body);
   if (file) {
     const why =
       'Chat Completions has no counting endpoint: send it on POST /v1/responses, where the upstream counts it';
-    return countUnseen(file, local, ctx.model, why);
+    return countUnseen([file, ...more], local, ctx.model, why);
   }
   return Ok(await local());
 }
 
-/** The `file` content parts (a PDF by id or inline), by the first: input only the upstream can size. */
-function filePart(body: ChatRequest): UnseenInput | undefined {
-  let first: string | undefined;
-  let count = 0;
-  for (const [i, message] of body.messages.entries()) {
-    if (!Array.isArray(message.content)) continue;
-    for (const [j, part] of (message.content as { type: string }[]).entries()) {
-      if (part.type !== 'file') continue;
-      first ??= `messages.${i}.content.${j}`;
-      count++;
-    }
-  }
-  return first === undefined ? undefined : { param: first, what: 'a file part', count };
+/** The `file` content parts (a PDF by id or inline): input only the upstream can size. */
+function fileParts(body: ChatRequest): UnseenInput[] {
+  return body.messages.flatMap((message, i) =>
+    Array.isArray(message.content)
+      ? (message.content as { type: string }[]).flatMap((part, j) =>
+          part.type === 'file'
+            ? [{ param: `messages.${i}.content.${j}`, what: 'a file part' }]
+            : [],
+        )
+      : [],
+  );
 }
 
 /** What goes upstream: the known fields, always streamed, with the granted output per choice. */

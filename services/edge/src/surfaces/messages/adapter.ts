@@ -3,7 +3,7 @@ import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/ad
 import { forwardedBody } from '../../call/forward.js';
 import {
   countUnseen,
-  messagesProviderTool,
+  messagesProviderTools,
   withProviderTool,
   type UnseenInput,
 } from '../../call/unseen.js';
@@ -52,7 +52,7 @@ const COUNTED_FIELDS = [
  * `estimate`).
  */
 export function countMessagesPrompt(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
-  return withProviderTool(messagesProviderTool(body), ctx.model, () => countInput(body, ctx));
+  return withProviderTool(messagesProviderTools(body), ctx.model, () => countInput(body, ctx));
 }
 
 async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
@@ -66,27 +66,21 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
     why = `the upstream's /v1/messages/count_tokens could not count it (${reply.error.status === null ? reply.error.message : `it answered ${reply.error.status}`})`;
   }
   const local = () => ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer);
-  const document = documentBlock(body);
-  if (document) return countUnseen(document, local, ctx.model, why);
+  const [document, ...more] = documentBlocks(body);
+  if (document) return countUnseen([document, ...more], local, ctx.model, why);
   return Ok(await local());
 }
 
-/** The `document` blocks (a PDF inline, by URL or by file id), tool results' included, by the first. */
-function documentBlock(body: CountTokensRequest): UnseenInput | undefined {
-  let first: string | undefined;
-  let count = 0;
-  const find = (blocks: unknown, at: string): void => {
-    if (!Array.isArray(blocks)) return;
-    for (const [j, block] of (blocks as { type?: unknown; content?: unknown }[]).entries()) {
-      if (block.type === 'document') {
-        first ??= `${at}.${j}`;
-        count++;
-      } else if (block.type === 'tool_result') find(block.content, `${at}.${j}.content`);
-    }
-  };
-  for (const [i, message] of body.messages.entries())
-    find(message.content, `messages.${i}.content`);
-  return first === undefined ? undefined : { param: first, what: 'a document block', count };
+/** The `document` blocks (a PDF inline, by URL or by file id), tool results' included. */
+function documentBlocks(body: CountTokensRequest): UnseenInput[] {
+  const find = (blocks: unknown, at: string): UnseenInput[] =>
+    Array.isArray(blocks)
+      ? (blocks as { type?: unknown; content?: unknown }[]).flatMap((block, j) => {
+          if (block.type === 'document') return [{ param: `${at}.${j}`, what: 'a document block' }];
+          return block.type === 'tool_result' ? find(block.content, `${at}.${j}.content`) : [];
+        })
+      : [];
+  return body.messages.flatMap((message, i) => find(message.content, `messages.${i}.content`));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
-import { responsesProviderTool, withProviderTool } from '../../call/unseen.js';
+import { responsesProviderTools, withProviderTool } from '../../call/unseen.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -71,7 +71,7 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
       'background: true runs the response after this request returns, where Holdfast cannot count or end it. Stream it instead.';
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'background' }));
   }
-  return withProviderTool(responsesProviderTool(body.tools), ctx.model, () =>
+  return withProviderTool(responsesProviderTools(body.tools), ctx.model, () =>
     countInput(body, ctx),
   );
 }
