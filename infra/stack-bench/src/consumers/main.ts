@@ -16,7 +16,7 @@ import {
 } from '@holdfast/testkit/infra';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { parseStatCpu, readCpu } from '../cpu.js';
+import { parseStatCpu, readCpu, readSyscalls } from '../cpu.js';
 import { BENCH_DIR } from '../stack.js';
 import { StackCalls } from './events.js';
 import { tallyGc } from './gc-trace.js';
@@ -81,13 +81,6 @@ function need(bins: string[]): string {
   return bin;
 }
 
-/** Write and read system calls of a process so far (`/proc/<pid>/io`). */
-function syscalls(pid: number): { writes: number; reads: number } {
-  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
-  const field = (k: string) => Number(new RegExp(`^${k}: (\\d+)`, 'm').exec(io)?.[1] ?? NaN);
-  return { writes: field('syscw'), reads: field('syscr') };
-}
-
 interface Counters {
   cpu: number;
   /** The main thread's share of `cpu` (the rest: V8's GC and compiler threads, libuv's pool). */
@@ -101,11 +94,12 @@ interface Counters {
 function counters(procs: Map<Consumer, ServiceProcess>): Map<Consumer, Counters> {
   const pids = Object.fromEntries([...procs].map(([n, p]) => [n, p.child.pid!]));
   const cpu = readCpu(pids);
+  const calls = readSyscalls(pids);
   return new Map(
     [...procs].map(([n, p]) => {
       const pid = p.child.pid!;
       const mainCpu = parseStatCpu(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8'));
-      return [n, { cpu: cpu[n]!, mainCpu, ...syscalls(pid), lines: p.lines.length }];
+      return [n, { cpu: cpu[n]!, mainCpu, ...calls[n]!, lines: p.lines.length }];
     }),
   );
 }
