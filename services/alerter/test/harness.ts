@@ -187,6 +187,8 @@ export function settled(opts: {
     cacheWrite5mTokens: 0,
     cacheWrite1hTokens: 0,
     reasoningTokens: 0,
+    audioPromptTokens: 0,
+    audioCompletionTokens: 0,
     billedTokens: opts.charged,
     costMicroUsd: 0,
     chargedTokens: opts.charged,

@@ -28,6 +28,7 @@ export const admitRequest = (reservationId: string) => ({
   promptTokens: 370,
   maxTokens: 1_024,
   extensible: true,
+  audioOutput: false,
   api: 'chat' as const,
 });
 
@@ -42,6 +43,8 @@ export const settleRequest = (reservationId: string) => ({
     cacheWrite5mTokens: 0,
     cacheWrite1hTokens: 0,
     reasoningTokens: 0,
+    audioPromptTokens: 0,
+    audioCompletionTokens: 0,
   },
   outcome: 'completed' as const,
 });

@@ -6,7 +6,7 @@ import {
   type NatsNames,
   type WindowState,
 } from '@holdfast/events';
-import { holdInputPrice, type CompiledConfig } from '@holdfast/config';
+import { holdInputPrice, holdOutputPrice, type CompiledConfig } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -392,7 +392,10 @@ export class Rebuilder {
           w.scope === 'key' ? 'K' : w.scope === 'end_user' ? 'U' : levelIndex.get(w.tenant);
         return `${level}${code}${UNIT_CODE[w.unit]}`;
       });
-    const none = { input: 0, output: 0, cachedInput: 0, cacheWrite5m: 0, cacheWrite1h: 0 };
+    const none = {
+      ...{ input: 0, output: 0, cachedInput: 0, cacheWrite5m: 0, cacheWrite1h: 0 },
+      ...{ audioInput: 0, audioOutput: 0 },
+    };
     const price = config.models.get(c.model)?.pricePico ?? none;
     const expiresAt = Date.parse(c.expiresAt);
     const leaseMs = expiresAt - Date.parse(c.time);
@@ -422,6 +425,11 @@ export class Rebuilder {
       priceUn: String(price.input),
       priceW5: String(price.cacheWrite5m),
       priceW1h: String(price.cacheWrite1h),
+      priceAIn: String(price.audioInput),
+      priceAOut: String(price.audioOutput),
+      // The events do not say whether the call asked for audio output: a rebuilt hold grows
+      // (extend) at the dearer output price, never below what admit held it at.
+      priceHOut: String(holdOutputPrice(price, true)),
       createdAt: String(Date.parse(c.time)),
       expiresAt: String(expiresAt),
       leaseMs: String(leaseMs),

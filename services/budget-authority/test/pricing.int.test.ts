@@ -138,3 +138,156 @@ test('a hold admitted before cache-write prices existed settles at its recorded 
     cacheWrite5mTokens: 400,
   });
 });
+
+/**
+ * Audio priced as audio (OpenAI's gpt-4o-audio): a call that asks for audio output is held at
+ * the audio output price, and settlement bills audio prompt and completion tokens at the audio
+ * prices, the rest of the prompt and completion at the text ones.
+ */
+const AUDIO = {
+  upstreams: [{ id: 'openai', baseUrl: 'https://api.openai.com/v1' }],
+  models: [
+    {
+      id: 'gpt-4o-audio',
+      upstream: 'openai',
+      price: {
+        inputPerMTok: 2.5,
+        outputPerMTok: 10,
+        cachedInputPerMTok: 1.25,
+        audioInputPerMTok: 40,
+        audioOutputPerMTok: 80,
+      },
+    },
+  ],
+  tenants: [
+    {
+      id: 'voice',
+      budgets: [{ window: 'day', limit: 10, unit: 'usd' }],
+      useCases: [{ id: 'talk', maxTokens: 4_096, models: ['gpt-4o-audio'] }],
+    },
+  ],
+};
+
+const audioCall = (audioOutput: boolean) => ({
+  reservationId: newId(),
+  tenant: 'voice',
+  keyId: null,
+  useCase: 'talk',
+  model: 'gpt-4o-audio',
+  promptTokens: 1_000,
+  maxTokens: 500,
+  audioOutput,
+});
+
+test('a call asking for audio output is held at the audio price; audio tokens settle at theirs', async ({
+  start,
+  nc,
+  iso,
+}) => {
+  const h = await start(AUDIO);
+  // Text only: 1,000 x $2.50 + 500 x $10 per MTok.
+  expect(admissionOf(await h.client.admit(audioCall(false)))).toMatchObject({
+    heldMicroUsd: 7_500,
+  });
+  // Audio asked for: the output at $80.
+  const req = audioCall(true);
+  expect(admissionOf(await h.client.admit(req))).toMatchObject({ heldMicroUsd: 42_500 });
+  const usage = {
+    promptTokens: 1_000,
+    cachedPromptTokens: 100,
+    audioPromptTokens: 200,
+    completionTokens: 400,
+    audioCompletionTokens: 300,
+  };
+  const settled = await h.client.settle({
+    reservationId: req.reservationId,
+    tenant: 'voice',
+    usage,
+  });
+  // 700 x 2.5 + 100 x 1.25 + 200 x 40 + 100 x 10 + 300 x 80 = 1,750 + 125 + 8,000 + 1,000 + 24,000.
+  expect(settled).toMatchObject({
+    ok: true,
+    value: { status: 'settled', costMicroUsd: 34_875, overrunMicroUsd: 0 },
+  });
+
+  // All of it audio: exactly the hold.
+  const worst = audioCall(true);
+  admissionOf(await h.client.admit(worst));
+  const dearest = await h.client.settle({
+    reservationId: worst.reservationId,
+    tenant: 'voice',
+    usage: { promptTokens: 1_000, completionTokens: 500, audioCompletionTokens: 500 },
+  });
+  expect(dearest).toMatchObject({ ok: true, value: { costMicroUsd: 42_500, overrunMicroUsd: 0 } });
+
+  const events = await waitFor(async () => {
+    const e = await readEvents(nc, iso.names);
+    return e.filter((x) => x.type === 'reservation.settled').length === 2 ? e : undefined;
+  });
+  expect(events.find((e) => e.type === 'reservation.settled')).toMatchObject({
+    ...usage,
+    costMicroUsd: 34_875,
+    chargedMicroUsd: 34_875,
+  });
+});
+
+test('parts that overlap or exceed their totals bill each token once, as the event says', async ({
+  start,
+  nc,
+  iso,
+}) => {
+  const h = await start(AUDIO);
+  const req = audioCall(false);
+  admissionOf(await h.client.admit(req));
+  // Cached and audio both the whole prompt: audio first, nothing left cached; no negative count.
+  const settled = await h.client.settle({
+    reservationId: req.reservationId,
+    tenant: 'voice',
+    usage: {
+      promptTokens: 100,
+      cachedPromptTokens: 100,
+      audioPromptTokens: 100,
+      completionTokens: 10,
+      audioCompletionTokens: 10,
+    },
+  });
+  // 100 x 40 + 10 x 80.
+  expect(settled).toMatchObject({ ok: true, value: { costMicroUsd: 4_800 } });
+  const events = await waitFor(async () => {
+    const e = await readEvents(nc, iso.names);
+    return e.some((x) => x.type === 'reservation.settled') ? e : undefined;
+  });
+  expect(events.find((e) => e.type === 'reservation.settled')).toMatchObject({
+    promptTokens: 100,
+    cachedPromptTokens: 0,
+    audioPromptTokens: 100,
+    audioCompletionTokens: 10,
+    costMicroUsd: 4_800,
+  });
+});
+
+test('a hold admitted before audio prices existed bills audio as text', async ({
+  start,
+  redis,
+}) => {
+  const h = await start(AUDIO);
+  const old = audioCall(false);
+  admissionOf(await h.client.admit(old));
+  // The record's fixed text as an earlier admit.ts wrote it: its first 20 fields.
+  const key = h.authority.ctx.keys.reservation('voice', old.reservationId);
+  const fixed = (await redis.hget(key, 'r'))?.split('\u0001') ?? [];
+  expect(fixed).toHaveLength(23);
+  await redis.hset(key, 'r', fixed.slice(0, 20).join('\u0001'));
+  const settled = await h.client.settle({
+    reservationId: old.reservationId,
+    tenant: 'voice',
+    usage: {
+      promptTokens: 1_000,
+      audioPromptTokens: 1_000,
+      completionTokens: 100,
+      audioCompletionTokens: 100,
+    },
+  });
+  // 1,000 x 2.5 + 100 x 10: the text prices, as before.
+  expect(settled).toMatchObject({ ok: true, value: { costMicroUsd: 3_500 } });
+});

@@ -55,6 +55,9 @@ export interface ModelPrices {
   cachedInput: number;
   cacheWrite5m: number;
   cacheWrite1h: number;
+  /** Audio prompt and completion tokens (OpenAI's audio models). */
+  audioInput: number;
+  audioOutput: number;
 }
 
 export interface CompiledModel extends ModelConfig {
@@ -148,6 +151,8 @@ export function modelPrices(price: ModelConfig['price'], api: UpstreamApi): Mode
     cacheWrite1h: usdPerMTokToPico(
       price.cacheWrite1hPerMTok ?? write(ANTHROPIC_CACHE_WRITE.oneHour),
     ),
+    audioInput: usdPerMTokToPico(price.audioInputPerMTok ?? input),
+    audioOutput: usdPerMTokToPico(price.audioOutputPerMTok ?? price.outputPerMTok),
   };
 }
 
@@ -157,6 +162,14 @@ export function modelPrices(price: ModelConfig['price'], api: UpstreamApi): Mode
  */
 export function holdInputPrice(p: ModelPrices): number {
   return Math.max(p.input, p.cachedInput, p.cacheWrite5m, p.cacheWrite1h);
+}
+
+/**
+ * The dearest price an output token of a call can be billed at: with audio output asked for
+ * (Chat Completions `modalities: ["audio"]`), any of its tokens may be audio.
+ */
+export function holdOutputPrice(p: ModelPrices, audioOutput: boolean): number {
+  return audioOutput ? Math.max(p.output, p.audioOutput) : p.output;
 }
 
 /** Builds the lookup structures services use; the config must already be validated. */

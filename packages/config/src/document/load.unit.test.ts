@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from './load.js';
+import { holdOutputPrice } from './compile.js';
 
 const base = {
   upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1', apiKeyEnv: 'OPENAI_API_KEY' }],
@@ -60,6 +61,8 @@ describe('parseConfig', () => {
       cachedInput: 75_000,
       cacheWrite5m: 150_000,
       cacheWrite1h: 150_000,
+      audioInput: 150_000,
+      audioOutput: 600_000,
     });
     expect(r.value.models.get('gpt-4o-mini')!.api).toBe('openai');
     expect(r.value.keysByHash.get('a'.repeat(64))).toEqual({
@@ -218,6 +221,48 @@ describe('parseConfig', () => {
     });
     expect(r.value.models.get('claude-b')?.pricePico.cacheWrite1h).toBe(7e6);
     expect(r.value.upstreams.get('default')?.api).toBe('openai');
+  });
+
+  it('prices audio tokens at their own rates when set, else at the text prices', () => {
+    const doc = {
+      ...base,
+      models: [
+        ...base.models,
+        {
+          id: 'gpt-4o-audio',
+          upstream: 'default',
+          price: {
+            inputPerMTok: 2.5,
+            outputPerMTok: 10,
+            audioInputPerMTok: 40,
+            audioOutputPerMTok: 80,
+          },
+        },
+      ],
+    };
+    const r = parseConfig(doc);
+    if (!r.ok) throw new Error(r.error.errors.join('\n'));
+    const audio = r.value.models.get('gpt-4o-audio')!.pricePico;
+    expect(audio).toMatchObject({
+      input: 2.5e6,
+      output: 10e6,
+      audioInput: 40e6,
+      audioOutput: 80e6,
+    });
+    expect(holdOutputPrice(audio, true)).toBe(80e6);
+    expect(holdOutputPrice(audio, false)).toBe(10e6);
+    const text = r.value.models.get('gpt-4o-mini')!.pricePico;
+    expect(holdOutputPrice(text, true)).toBe(600_000);
+    const tooDear = errorsOf({
+      ...doc,
+      models: [
+        {
+          ...doc.models[1]!,
+          price: { inputPerMTok: 1, outputPerMTok: 1, audioOutputPerMTok: 1e9 },
+        },
+      ],
+    });
+    expect(tooDear.some((e) => e.includes('audioOutputPerMTok'))).toBe(true);
   });
 
   it('refuses a fallback upstream that speaks another API', () => {

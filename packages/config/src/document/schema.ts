@@ -120,7 +120,9 @@ export const Model = z.strictObject({
    * price; cache writes (Anthropic's prompt caching) default to Anthropic's rates, 1.25x (5
    * minutes) and 2x (1 hour) the input price, on an `anthropic` upstream, and to the input
    * price elsewhere. Holds are priced at the dearest input price of the four, so a call's hold
-   * covers whatever mix of cache reads and writes the provider reports.
+   * covers whatever mix of cache reads and writes the provider reports. Audio tokens (Chat
+   * Completions `input_audio` parts, `modalities: ["audio"]` output) default to the text prices;
+   * a call that asks for audio output is held at the dearer of the two output prices.
    */
   price: z.strictObject({
     inputPerMTok: Usd,
@@ -128,6 +130,8 @@ export const Model = z.strictObject({
     cachedInputPerMTok: Usd.optional(),
     cacheWrite5mPerMTok: Usd.optional(),
     cacheWrite1hPerMTok: Usd.optional(),
+    audioInputPerMTok: Usd.optional(),
+    audioOutputPerMTok: Usd.optional(),
   }),
   /**
    * Input the edge cannot count: Responses calls that continue state kept upstream

@@ -29,6 +29,11 @@ export const AdmitRequest = z.strictObject({
    * hold may start at the estimate with no debt. false: the overrun must fit the debt bound.
    */
   extensible: z.boolean().default(false),
+  /**
+   * The call asks for audio output (Chat Completions `modalities: ["audio"]`): its output is
+   * held at the dearer of the model's text and audio output prices.
+   */
+  audioOutput: z.boolean().default(false),
 });
 export type AdmitRequest = z.input<typeof AdmitRequest>;
 

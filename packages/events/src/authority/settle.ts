@@ -12,7 +12,8 @@ const tokens = z
 /**
  * What a call used, OpenAI-style: `promptTokens` is all input (cache reads and writes are parts
  * of it), `completionTokens` all output (reasoning is part of it). Each category is billed at
- * its own price (uncached input, cached input, 5-minute and 1-hour cache writes, output); the
+ * its own price (uncached input, cached input, 5-minute and 1-hour cache writes, output, audio
+ * input and output); the
  * categories added later default to 0, so an older edge's settle still means what it meant.
  */
 export const Usage = z
@@ -27,6 +28,10 @@ export const Usage = z
     cacheWrite1hTokens: tokens.default(0),
     /** Output tokens spent reasoning (billed as output). */
     reasoningTokens: tokens.default(0),
+    /** Prompt tokens of audio input (audioInputPerMTok). */
+    audioPromptTokens: tokens.default(0),
+    /** Completion tokens of audio output (audioOutputPerMTok). */
+    audioCompletionTokens: tokens.default(0),
   })
   .refine(
     (u) => u.cachedPromptTokens + u.cacheWrite5mTokens + u.cacheWrite1hTokens <= u.promptTokens,
@@ -38,6 +43,14 @@ export const Usage = z
   .refine((u) => u.reasoningTokens <= u.completionTokens, {
     message: 'reasoningTokens must not exceed completionTokens',
     path: ['reasoningTokens'],
+  })
+  .refine((u) => u.audioPromptTokens <= u.promptTokens, {
+    message: 'audioPromptTokens must not exceed promptTokens',
+    path: ['audioPromptTokens'],
+  })
+  .refine((u) => u.audioCompletionTokens <= u.completionTokens, {
+    message: 'audioCompletionTokens must not exceed completionTokens',
+    path: ['audioCompletionTokens'],
   });
 export type Usage = z.infer<typeof Usage>;
 

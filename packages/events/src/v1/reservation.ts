@@ -60,6 +60,9 @@ export const ReservationSettled = z.object({
   cacheWrite1hTokens: count.default(0),
   /** Part of completionTokens (billed as output). */
   reasoningTokens: count.default(0),
+  /** Audio parts of promptTokens and completionTokens, each billed at its audio price. */
+  audioPromptTokens: count.default(0),
+  audioCompletionTokens: count.default(0),
   /** prompt + completion: the real usage billed by this call. */
   billedTokens: count,
   /** The real cost billed by this call, integer micro-USD, each token category at its price. */

@@ -1,7 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { AdmitReply, AdmitRequest, RefusalCode, WindowState } from '@holdfast/events';
 import type { z } from 'zod';
-import { holdInputPrice, type CompiledTenant, type ModelPrices } from '@holdfast/config';
+import {
+  holdInputPrice,
+  holdOutputPrice,
+  type CompiledTenant,
+  type ModelPrices,
+} from '@holdfast/config';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { refusalMessage, shrinkFacts } from '../messages.js';
@@ -38,9 +43,13 @@ function refused(
   });
 }
 
-/** admit.lua's `price` (see its header): the hold's input price first, then what settles. */
-function admitPrices(p: ModelPrices): number[] {
-  return [holdInputPrice(p), p.output, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
+/**
+ * admit.lua's `price` (see its header): the hold's input and output prices first (output at
+ * the audio price when the call asks for audio output and that is dearer), then what settles.
+ */
+function admitPrices(p: ModelPrices, audioOutput: boolean): number[] {
+  const holdOut = holdOutputPrice(p, audioOutput);
+  return [holdInputPrice(p), holdOut, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
 }
 
 /** Records a refusal decided before any state is read (use case or model not allowed). */
@@ -206,7 +215,8 @@ export async function admit(
   const upstream = taken.value;
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const now = ctx.scriptNow();
-  const price = admitPrices(model.pricePico).map(String);
+  const prices = model.pricePico;
+  const price = admitPrices(prices, req.audioOutput).map(String);
   const leaseMs = String(req.leaseMs ?? tenant.leaseMs);
   const keyId = req.keyId ?? '';
   const endUser = req.endUser ?? '';
@@ -222,7 +232,8 @@ export async function admit(
     req.api,
     String(req.promptTokens),
     price[0],
-    price[1],
+    // What the output settles at (the hold's may be the audio price), then the rest.
+    String(prices.output),
     price[2],
     price[3],
     price[4],
@@ -233,6 +244,10 @@ export async function admit(
     tenant.mode === 'adaptive' ? String(tenant.adaptive.samples) : '0',
     tenant.onExpiry === 'bill' ? '1' : '0',
     endUser,
+    String(prices.audioInput),
+    String(prices.audioOutput),
+    // The hold's output price, which extend grows the hold with.
+    price[1],
   ].join('\u0001');
   // The reservation.created event's fields that the script does not decide.
   const created = [
@@ -333,7 +348,7 @@ export async function admit(
       reservationId: req.reservationId,
       promptTokens: req.promptTokens,
       maxTokens: max,
-      ...shrinkFacts(tenant.mode, minOut, model.pricePico),
+      ...shrinkFacts(tenant.mode, minOut, { ...prices, output: Number(price[1]) }),
     }),
     {
       retryAfterSeconds: retry < 0 ? null : retry,

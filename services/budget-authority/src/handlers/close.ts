@@ -120,6 +120,8 @@ function closeSpec(
     what.op === 'settle' ? what.outcome : '',
     what.op === 'release' ? what.reason : '',
     askSubjects ? '1' : '0',
+    String(u?.audioPromptTokens ?? 0),
+    String(u?.audioCompletionTokens ?? 0),
   ];
 }
 

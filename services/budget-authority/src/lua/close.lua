@@ -16,14 +16,15 @@
 -- ARGV     positional (close.ts): now ('' = Redis TIME; a test clock's instant), resId,
 --          eventId, overrunEventId, op ('settle' | 'release' | 'expire'), the usage (prompt,
 --          completion, cached, w5, w1h, reasoning; cached and the cache writes are parts of
---          prompt), outcome, reason, askSubjects; then the plan (lib.lua's readPlan; tenant ''
---          with expire: whoever holds it)
+--          prompt), outcome, reason, askSubjects, the audio usage (audio prompt, audio
+--          completion: parts of prompt and completion); then the plan (lib.lua's readPlan;
+--          tenant '' with expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due.
 
-local spec = readPlan(15)
+local spec = readPlan(17)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -48,7 +49,7 @@ if not state then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
-  priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser =
+  priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser, priceAIn, priceAOut =
   unpack(recordFixed(resKey, f[8]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
@@ -123,19 +124,25 @@ else
 end
 
 local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
+-- A settle's usage as billed (settleParts), for its event.
+local usage
 local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
 if op == 'settle' then
-  local u = {prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]), cached = tonumber(ARGV[8]),
-    w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]), reasoning = tonumber(ARGV[11])}
+  local u = settleParts({prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]),
+    cached = tonumber(ARGV[8]), w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]),
+    aIn = tonumber(ARGV[15]) or 0, aOut = tonumber(ARGV[16]) or 0})
+  usage = u
   -- Each category at its price. A record written before cache-write prices existed has
-  -- priceIn as its input price, and bills writes as input.
+  -- priceIn as its input price, and bills writes as input; one written before audio prices
+  -- existed bills audio as text.
   local input = tonumber(priceUn) or tonumber(priceIn)
-  local price = {input, tonumber(priceOut), tonumber(priceCached), tonumber(priceW5) or input,
-    tonumber(priceW1h) or input}
+  local output = tonumber(priceOut)
+  local price = {input, output, tonumber(priceCached), tonumber(priceW5) or input,
+    tonumber(priceW1h) or input, tonumber(priceAIn) or input, tonumber(priceAOut) or output}
   billedT = u.prompt + u.completion
-  costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h)
+  costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h, u.aIn, u.aOut)
   chargeT = billedT - prechargedT - expiredT
   chargeU = costU - prechargedU - expiredU
   billing = true
@@ -246,8 +253,9 @@ local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
 local body
 if op == 'settle' then
   body = '\0promptTokens\0' .. ARGV[6] .. '\0completionTokens\0' .. ARGV[7] ..
-    '\0cachedPromptTokens\0' .. ARGV[8] .. '\0cacheWrite5mTokens\0' .. ARGV[9] ..
-    '\0cacheWrite1hTokens\0' .. ARGV[10] .. '\0reasoningTokens\0' .. ARGV[11] ..
+    '\0cachedPromptTokens\0' .. I(usage.cached) .. '\0cacheWrite5mTokens\0' .. I(usage.w5) ..
+    '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[11] ..
+    '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 elseif op == 'release' then

@@ -19,9 +19,10 @@ local now = spec.now
 local v = redis.call('HMGET', KEYS[2], 'state', 'heldT', 'heldU', 'max', 'cov', 'r')
 local f = {v[1]}
 if v[1] then
-  -- As this script read the record before the fixed text (lib.lua's RECORD_FIXED) existed.
+  -- As this script read the record before the fixed text (lib.lua's RECORD_FIXED) existed;
+  -- f[13] the hold's output price (priceHOut; priceOut on a record from before audio prices).
   local x = recordFixed(KEYS[2], v[6])
-  f = {v[1], x[1], x[3], x[4], x[5], x[6], v[2], v[3], x[8], v[4], v[5], x[9], x[10], x[11],
+  f = {v[1], x[1], x[3], x[4], x[5], x[6], v[2], v[3], x[8], v[4], v[5], x[9], x[23] or x[10], x[11],
     x[17], x[16], x[7], x[20]}
 end
 if not f[1] or f[2] ~= spec.tenant then

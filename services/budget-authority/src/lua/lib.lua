@@ -243,18 +243,38 @@ local function bounds(spec, b)
 end
 
 -- Cost in micro-USD (rounded up) of tokens at integer pico-USD per token prices: price =
--- {uncached input, output, cached input, 5-minute cache write, 1-hour cache write}. `cached`,
--- `w5` and `w1h` are parts of `input`; holds pass no writes (and their dearest input price).
-local function cost(input, cached, output, price, w5, w1h)
+-- {uncached input, output, cached input, 5-minute cache write, 1-hour cache write, audio
+-- input, audio output}. `cached`, `w5`, `w1h` and `aIn` are parts of `input` (settleParts
+-- keeps them within it), `aOut` of `output`; holds pass none of them (and their dearest input
+-- and output prices).
+local function cost(input, cached, output, price, w5, w1h, aIn, aOut)
   local pico = (input - cached) * price[1] + cached * price[3] + output * price[2]
   if w5 then
     pico = pico + w5 * (price[4] - price[1]) + w1h * (price[5] - price[1])
+  end
+  if aIn then
+    pico = pico + aIn * (price[6] - price[1]) + aOut * (price[7] - price[2])
   end
   local micro = math.floor(pico / 1000000)
   if micro * 1000000 < pico then
     micro = micro + 1
   end
   return micro
+end
+
+-- A settle's usage as `cost` bills it: the audio prompt tokens first (at most the prompt),
+-- then the cache reads and writes within what is left, in that order, and the audio output
+-- within the output. An upstream that reports parts that overlap or exceed their total bills
+-- each token once, at most at its total, never a negative count.
+local function settleParts(u)
+  u.aIn = math.min(u.aIn, u.prompt)
+  local rest = u.prompt - u.aIn
+  u.cached = math.min(u.cached, rest)
+  rest = rest - u.cached
+  u.w5 = math.min(u.w5, rest)
+  u.w1h = math.min(u.w1h, rest - u.w5)
+  u.aOut = math.min(u.aOut, u.completion)
+  return u
 end
 
 -- One window's state for replies and events: tenant,budget,limit,used,held,enforce, and for
@@ -374,14 +394,21 @@ end
 -- `r` (written before it existed, or by rebuild) has those fields as fields of their own.
 --
 -- The fixed fields of a record, in RECORD_FIXED's order (false where an old record has none).
-local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
+-- A record admitted before audio prices existed has 20 of them: the last three are nil.
+local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
+local RECORD_PATTERN_20 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local function recordFixed(key, r)
   if r then
-    -- RECORD_PATTERN: 19 times '([^\1]*)\1', then '(.*)$' (a literal: built once per load).
-    return {string.match(r, RECORD_PATTERN)}
+    -- RECORD_PATTERN: 22 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
+    -- cannot call `string`); RECORD_PATTERN_20 the same with 19.
+    local x = {string.match(r, RECORD_PATTERN)}
+    if x[1] then
+      return x
+    end
+    return {string.match(r, RECORD_PATTERN_20)}
   end
   local RECORD_FIXED = {'tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt',
     'priceIn', 'priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels',
-    'holds', 'sampleN', 'expB', 'endUser'}
+    'holds', 'sampleN', 'expB', 'endUser', 'priceAIn', 'priceAOut', 'priceHOut'}
   return redis.call('HMGET', key, unpack(RECORD_FIXED))
 end

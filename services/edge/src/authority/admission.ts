@@ -26,6 +26,8 @@ export interface AdmissionRequest {
   extensible: boolean;
   /** The surface the call came in on. */
   api: ApiSurface;
+  /** The call asks for audio output: its output is held at the model's dearer output price. */
+  audioOutput?: boolean;
   /** Aborted when the client leaves (a call waiting for upstream capacity stops waiting). */
   signal?: AbortSignal;
   /** The call's end user (end-user budgets, books), if the client named one. */
@@ -83,6 +85,7 @@ export async function admit(
         promptTokens: req.promptTokens,
         maxTokens: req.maxTokens,
         extensible: req.extensible,
+        audioOutput: req.audioOutput === true,
         api: req.api,
       },
       deps.timeoutMs,

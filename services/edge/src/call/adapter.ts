@@ -17,6 +17,8 @@ export interface Asked {
   stream: boolean;
   /** The end user the call is for (OpenAI `user`, Anthropic `metadata.user_id`), if any. */
   endUser: string | null;
+  /** It asks for audio output (Chat Completions `modalities`, `audio`): held at that price. */
+  audioOutput?: boolean;
 }
 
 /** The least output a call needs upstream, and why (the 400 says it). */

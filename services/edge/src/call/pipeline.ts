@@ -181,6 +181,7 @@ async function admitCall(
       promptTokens: call.promptTokens,
       maxTokens: call.clamp.maxTokens,
       extensible: call.adapter.extensible,
+      audioOutput: call.asked.audioOutput === true,
       api: call.adapter.name,
       signal: call.signal,
       endUser: call.endUser,

@@ -7,7 +7,7 @@ export function usageCount(n: unknown): number | undefined {
     : undefined;
 }
 
-/** A usage without cache or reasoning parts (what the edge counted itself). */
+/** A usage without cache, reasoning or audio parts (what the edge counted itself). */
 export function plainUsage(promptTokens: number, completionTokens: number): Usage {
   return {
     promptTokens,
@@ -16,5 +16,7 @@ export function plainUsage(promptTokens: number, completionTokens: number): Usag
     cacheWrite5mTokens: 0,
     cacheWrite1hTokens: 0,
     reasoningTokens: 0,
+    audioPromptTokens: 0,
+    audioCompletionTokens: 0,
   };
 }

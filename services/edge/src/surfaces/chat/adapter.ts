@@ -81,6 +81,14 @@ function fileParts(body: ChatRequest): UnseenInput[] {
   );
 }
 
+/**
+ * The call asks for audio output: `modalities` names it, or the `audio` output parameters are
+ * set (OpenAI refuses those without the modality; held as audio either way, never under).
+ */
+function asksAudio(body: ChatRequest): boolean {
+  return body.modalities?.includes('audio') === true || (body as { audio?: unknown }).audio != null;
+}
+
 /** What goes upstream: the known fields, always streamed, with the granted output per choice. */
 function upstreamBody(body: ChatRequest, grant: Grant) {
   const perChoice = Math.max(1, Math.floor(grant.maxOutput / grant.choices));
@@ -136,6 +144,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     stream: body.stream === true,
     // OpenAI's successor of `user` names the end user too (as on Responses); `user` wins.
     endUser: body.user ?? body.safety_identifier ?? null,
+    audioOutput: asksAudio(body),
   }),
   countPrompt,
   upstreamBody,

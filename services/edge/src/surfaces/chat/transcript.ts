@@ -42,8 +42,8 @@ interface ToolCallDelta {
 export interface ProviderUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
-  completion_tokens_details?: { reasoning_tokens?: number } | null;
+  prompt_tokens_details?: { cached_tokens?: number; audio_tokens?: number } | null;
+  completion_tokens_details?: { reasoning_tokens?: number; audio_tokens?: number } | null;
 }
 
 interface ChoiceState {
@@ -167,18 +167,24 @@ export class ChatTranscript implements Transcript {
     return this.#choices.size > 0 && this.unfinished().length === 0;
   }
 
-  /** The provider's usage when it reported a well-formed one. */
+  /**
+   * The provider's usage when it reported a well-formed one. Its parts (cached, reasoning,
+   * audio) are kept within their totals: an odd count never bills less or goes negative.
+   */
   usage(): Usage | undefined {
     const u = this.providerUsage;
     const prompt = usageCount(u?.prompt_tokens);
     const completion = usageCount(u?.completion_tokens);
     if (prompt === undefined || completion === undefined) return undefined;
-    const cached = usageCount(u?.prompt_tokens_details?.cached_tokens) ?? 0;
-    const reasoning = usageCount(u?.completion_tokens_details?.reasoning_tokens) ?? 0;
+    const part = (n: unknown, total: number) => Math.min(usageCount(n) ?? 0, total);
+    const input = u?.prompt_tokens_details;
+    const output = u?.completion_tokens_details;
     return {
       ...plainUsage(prompt, completion),
-      cachedPromptTokens: Math.min(cached, prompt),
-      reasoningTokens: Math.min(reasoning, completion),
+      cachedPromptTokens: part(input?.cached_tokens, prompt),
+      reasoningTokens: part(output?.reasoning_tokens, completion),
+      audioPromptTokens: part(input?.audio_tokens, prompt),
+      audioCompletionTokens: part(output?.audio_tokens, completion),
     };
   }
 

@@ -1,6 +1,7 @@
 import { loadTokenizer } from '@holdfast/tokenizer';
 import { describe, expect, test } from 'vitest';
 import { OutputMeter } from '../../call/output-meter.js';
+import { chatAdapter } from './adapter.js';
 import { ChatTranscript, type ChatChunk } from './transcript.js';
 import { plainUsage } from '../usage.js';
 
@@ -93,6 +94,73 @@ describe('ChatTranscript', () => {
     expect(tr.usage()).toEqual({ ...plainUsage(8, 4), cachedPromptTokens: 8 });
     tr.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
     expect(tr.usage()).toBeUndefined();
+  });
+
+  test("audio tokens are read from the stream's final usage chunk and from a whole completion", () => {
+    const usage = {
+      prompt_tokens: 900,
+      completion_tokens: 300,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 120 },
+      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 250 },
+    };
+    const audio = { ...plainUsage(900, 300), audioPromptTokens: 120, audioCompletionTokens: 250 };
+    const streamed = new ChatTranscript({ assemble: false, wantsUsage: true, model: 'm' });
+    streamed.accept({
+      event: undefined,
+      data: '{"choices":[{"index":0,"delta":{"content":"hi"}}]}',
+    });
+    expect(streamed.usage()).toBeUndefined();
+    streamed.accept({ event: undefined, data: JSON.stringify({ choices: [], usage }) });
+    expect(streamed.usage()).toEqual(audio);
+
+    const whole = new ChatTranscript({ assemble: true, wantsUsage: false, model: 'm' });
+    const completion = {
+      id: 'chatcmpl-1',
+      object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+      usage,
+    };
+    for (const event of chatAdapter.asEvents(completion)) whole.accept(event);
+    expect(whole.usage()).toEqual(audio);
+  });
+
+  test('audio counts above their totals are clamped to them, never negative or billed as less', () => {
+    const tr = new ChatTranscript({ assemble: false, wantsUsage: false, model: 'm' });
+    tr.add({
+      choices: [],
+      usage: {
+        prompt_tokens: 50,
+        completion_tokens: 20,
+        prompt_tokens_details: { cached_tokens: 10, audio_tokens: 5_000 },
+        completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 21 },
+      },
+    });
+    expect(tr.usage()).toEqual({
+      ...plainUsage(50, 20),
+      cachedPromptTokens: 10,
+      audioPromptTokens: 50,
+      audioCompletionTokens: 20,
+    });
+    // Not a count (negative, fractional, a string): no audio, the totals as text.
+    tr.add({
+      choices: [],
+      usage: {
+        prompt_tokens: 50,
+        completion_tokens: 20,
+        prompt_tokens_details: { audio_tokens: -3 },
+        completion_tokens_details: { audio_tokens: '9' as unknown as number },
+      },
+    });
+    expect(tr.usage()).toEqual(plainUsage(50, 20));
+  });
+
+  test('a call asks for audio output with modalities or the audio parameters', () => {
+    const body = { model: 'm', messages: [{ role: 'user' as const, content: 'hi' }] };
+    expect(chatAdapter.asked(body).audioOutput).toBe(false);
+    expect(chatAdapter.asked({ ...body, modalities: ['text'] }).audioOutput).toBe(false);
+    expect(chatAdapter.asked({ ...body, modalities: ['text', 'audio'] }).audioOutput).toBe(true);
+    const voice = { ...body, audio: { voice: 'alloy', format: 'wav' } };
+    expect(chatAdapter.asked(voice).audioOutput).toBe(true);
   });
 
   test('a usage-only chunk is forwarded only to a client that asked for it', () => {
