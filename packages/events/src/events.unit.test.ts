@@ -86,7 +86,14 @@ describe('fields added to v1 later', () => {
     const parsed = parseEvent(JSON.stringify(settled));
     expect(parsed).toMatchObject({
       ok: true,
-      value: { api: 'chat', cacheWrite5mTokens: 0, cacheWrite1hTokens: 0, reasoningTokens: 0 },
+      value: {
+        api: 'chat',
+        cacheWrite5mTokens: 0,
+        cacheWrite1hTokens: 0,
+        reasoningTokens: 0,
+        audioPromptTokens: 0,
+        audioCompletionTokens: 0,
+      },
     });
   });
 
@@ -97,6 +104,8 @@ describe('fields added to v1 later', () => {
       cacheWrite5mTokens: 40,
       cacheWrite1hTokens: 2,
       reasoningTokens: 9,
+      audioPromptTokens: 30,
+      audioCompletionTokens: 4,
     };
     expect(parseEvent(JSON.stringify(messages))).toMatchObject({ ok: true, value: messages });
     expect(parseEvent(JSON.stringify({ ...settled, api: 'completions' }))).toMatchObject({
@@ -114,6 +123,8 @@ describe('Usage', () => {
       cacheWrite5mTokens: 0,
       cacheWrite1hTokens: 0,
       reasoningTokens: 0,
+      audioPromptTokens: 0,
+      audioCompletionTokens: 0,
     });
   });
 
@@ -127,5 +138,10 @@ describe('Usage', () => {
     );
     expect(Usage.safeParse({ ...ok, reasoningTokens: 5 }).success).toBe(true);
     expect(Usage.safeParse({ ...ok, reasoningTokens: 6 }).success).toBe(false);
+    expect(
+      Usage.safeParse({ ...ok, audioPromptTokens: 10, audioCompletionTokens: 5 }).success,
+    ).toBe(true);
+    expect(Usage.safeParse({ ...ok, audioPromptTokens: 11 }).success).toBe(false);
+    expect(Usage.safeParse({ ...ok, audioCompletionTokens: 6 }).success).toBe(false);
   });
 });

@@ -66,12 +66,16 @@ export const EventRow = z.strictObject({
   // Added by migration 013.
   end_user: str,
   upstream: str,
+  // Added by migration 015.
+  audio_prompt_tokens: u32,
+  audio_completion_tokens: u32,
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
- * body carries. A unit test holds it equal to migration 001's CREATE TABLE and 011's ADD COLUMNs.
+ * body carries. A unit test holds it equal to migration 001's CREATE TABLE and the ADD COLUMNs
+ * of 011, 013 and 015.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -123,6 +127,8 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['reasoning_tokens', 'UInt32'],
   ['end_user', 'String'],
   ['upstream', 'String'],
+  ['audio_prompt_tokens', 'UInt32'],
+  ['audio_completion_tokens', 'UInt32'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -215,6 +221,8 @@ const COLUMN_FIELDS = new Set([
   'cacheWrite5mTokens',
   'cacheWrite1hTokens',
   'reasoningTokens',
+  'audioPromptTokens',
+  'audioCompletionTokens',
   'api',
   'maxTokens',
   'requestedMaxTokens',
@@ -337,6 +345,8 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     reasoning_tokens: num(e, 'reasoningTokens'),
     end_user: text(e, 'endUser'),
     upstream: text(e, 'upstream'),
+    audio_prompt_tokens: num(e, 'audioPromptTokens'),
+    audio_completion_tokens: num(e, 'audioCompletionTokens'),
   };
   return row;
 }

@@ -45,6 +45,26 @@ describe('event rows', () => {
     expect(toEventRow(refusal(), 1).api).toBe('chat');
   });
 
+  it('maps the audio parts of a usage to their columns, 0 for an event from before them (015)', () => {
+    const [created, settled] = settledCall({
+      prompt: 1_000,
+      completion: 300,
+      parts: { audioPrompt: 400, audioCompletion: 250 },
+    });
+    expect(toEventRow(settled, 1)).toMatchObject({
+      audio_prompt_tokens: 400,
+      audio_completion_tokens: 250,
+      extra: '',
+    });
+    expect(toEventRow(created, 1)).toMatchObject({ audio_prompt_tokens: 0 });
+    const { audioPromptTokens: _a, audioCompletionTokens: _c, ...old } = settled;
+    const before = HoldfastEvent.parse(old);
+    expect(toEventRow(before, 1)).toMatchObject({
+      audio_prompt_tokens: 0,
+      audio_completion_tokens: 0,
+    });
+  });
+
   it('keeps fields without a column in extra (a refusal message)', () => {
     const r = refusal({ shadow: true, code: 'concurrency_limit' });
     const row = toEventRow(r, 1);

@@ -1,5 +1,6 @@
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { runAudioContract } from '../test/audio-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { testClickHouse } from '../test/harness.js';
@@ -33,6 +34,7 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
     'the end user and upstream columns, key and end-user window rows, capacity per upstream (013, 014) on ClickHouse 18.16',
     runLevelsContract,
   ],
+  ['the audio token columns (015) on ClickHouse 18.16', runAudioContract],
 ];
 
 for (const [name, run] of contracts) {

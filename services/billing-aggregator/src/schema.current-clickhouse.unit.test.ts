@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runAudioContract } from '../test/audio-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { chdbExecutor } from '../test/chdb.js';
@@ -36,6 +37,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('keeps the end user and upstream, one window row per key and end user, capacity per upstream (013, 014)', async () => {
     await runLevelsContract(ch, 'levels');
+  });
+
+  it('keeps the audio token columns (015)', async () => {
+    await runAudioContract(ch, 'audio');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

@@ -28,7 +28,14 @@ export interface CallShape {
   microUsdPerToken?: number;
   /** The surface (chat by default) and the parts of the usage (0 by default). */
   api?: 'chat' | 'responses' | 'messages' | 'embeddings';
-  parts?: { cached?: number; cacheWrite5m?: number; cacheWrite1h?: number; reasoning?: number };
+  parts?: {
+    cached?: number;
+    cacheWrite5m?: number;
+    cacheWrite1h?: number;
+    reasoning?: number;
+    audioPrompt?: number;
+    audioCompletion?: number;
+  };
 }
 
 function window(tenant: string, used: number, held: number): WindowState {
@@ -97,6 +104,8 @@ export function settledCall(
     cacheWrite5mTokens: c.parts?.cacheWrite5m ?? 0,
     cacheWrite1hTokens: c.parts?.cacheWrite1h ?? 0,
     reasoningTokens: c.parts?.reasoning ?? 0,
+    audioPromptTokens: c.parts?.audioPrompt ?? 0,
+    audioCompletionTokens: c.parts?.audioCompletion ?? 0,
     billedTokens: billed,
     costMicroUsd: billed * price,
     chargedTokens: billed,
