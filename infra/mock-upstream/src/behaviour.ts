@@ -70,6 +70,14 @@ export const Behaviour = z.strictObject({
    * `reasoning`, chat `reasoning_effort`, Anthropic `thinking`); other efforts scale it.
    */
   reasoningTokens: z.int().min(0).max(1_000_000),
+  /**
+   * Chat audio (OpenAI's audio models): prompt tokens each `input_audio` part takes (within the
+   * prompt), and the output tokens that are audio when the call asks for audio output (null:
+   * all of the output but reasoning). Headers: `x-mock-audio-prompt-tokens` (the call's),
+   * `x-mock-audio-completion-tokens`.
+   */
+  audioPromptTokensPerPart: z.int().min(0).max(1_000_000),
+  audioCompletionTokens: z.int().min(0).max(1_000_000).nullable(),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -93,6 +101,8 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   overReport: { promptTokens: 0, completionTokens: 0, factor: 1 },
   capacity: null,
   reasoningTokens: 128,
+  audioPromptTokensPerPart: 50,
+  audioCompletionTokens: null,
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

@@ -5,7 +5,7 @@ import type { Failure, OverReport } from './behaviour.js';
 import type { Plan } from './plan.js';
 import type { MockState, Outcome, RequestRecord, Route } from './state.js';
 import { sendError, type Surface } from './surface.js';
-import { bill, NOTHING, type Billed, type PromptCount } from './usage.js';
+import { bill, NOTHING, type AudioCount, type Billed, type PromptCount } from './usage.js';
 
 /** What a route knows about a call before it starts. */
 export interface CallInfo extends Pick<
@@ -22,6 +22,8 @@ export interface CallInfo extends Pick<
 > {
   route: Route;
   prompt: PromptCount;
+  /** Chat calls with audio: what of the prompt is audio, and how much of the output may be. */
+  audio?: AudioCount;
 }
 
 const BILLED: readonly Outcome[] = ['completed', 'aborted', 'dropped', 'error_stream'];
@@ -42,7 +44,7 @@ function record(
   failure: Failure | undefined,
   finishReason: string | null,
 ): Omit<RequestRecord, 'seq'> {
-  const { prompt, ...rest } = info;
+  const { prompt, audio: _audio, ...rest } = info;
   return {
     id,
     ...rest,
@@ -157,7 +159,13 @@ export class ModelCall {
 
   /** The usage a provider reports (and bills) for this much output. */
   usage(completionTokens: number, reasoningTokens = 0): Billed {
-    return bill(this.info.prompt, completionTokens, reasoningTokens, this.overReport);
+    return bill(
+      this.info.prompt,
+      completionTokens,
+      reasoningTokens,
+      this.overReport,
+      this.info.audio,
+    );
   }
 
   /** Waits; false when the client left meanwhile. */

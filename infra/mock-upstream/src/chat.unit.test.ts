@@ -172,3 +172,74 @@ describe('POST /v1/chat/completions (streaming)', () => {
     });
   });
 });
+
+describe('POST /v1/chat/completions with audio', () => {
+  // One `input_audio` part (base64 the mock does not decode; its JSON is 100+ prompt tokens).
+  const spoken = [
+    {
+      role: 'user' as const,
+      content: [
+        { type: 'text' as const, text: 'Answer the question.' },
+        {
+          type: 'input_audio' as const,
+          input_audio: { data: 'UklGRiQAAABXQVZF'.repeat(40), format: 'wav' as const },
+        },
+      ],
+    },
+  ];
+
+  it('reports audio tokens, parts of the totals, in a JSON answer and in the usage chunk', async () => {
+    const client = mock.client();
+    const headers = { 'x-mock-completion-tokens': '40', 'x-mock-audio-completion-tokens': '30' };
+    const body = {
+      model: 'gpt-4o-audio-preview',
+      messages: spoken,
+      modalities: ['text' as const, 'audio' as const],
+      audio: { voice: 'alloy' as const, format: 'wav' as const },
+      max_tokens: 100,
+    };
+    const res = await client.chat.completions.create(body, { headers });
+    expect(res.usage).toMatchObject({
+      completion_tokens: 40,
+      prompt_tokens_details: { audio_tokens: 50 },
+      completion_tokens_details: { audio_tokens: 30 },
+    });
+    expect(res.usage!.prompt_tokens).toBeGreaterThan(50);
+
+    const stream = await client.chat.completions.create(
+      { ...body, stream: true, stream_options: { include_usage: true } },
+      { headers: { ...headers, 'x-mock-audio-prompt-tokens': '7' } },
+    );
+    let usage: ChatCompletionChunk['usage'] | undefined;
+    for await (const chunk of stream) usage = chunk.usage ?? usage;
+    expect(usage).toMatchObject({
+      prompt_tokens_details: { audio_tokens: 7 },
+      completion_tokens_details: { audio_tokens: 30 },
+    });
+    const [json, streamed] = mock.upstream().stats().recent;
+    expect(json).toMatchObject({ audioPromptTokens: 50, audioCompletionTokens: 30 });
+    expect(streamed).toMatchObject({ audioPromptTokens: 7, audioCompletionTokens: 30 });
+  });
+
+  it('bills all the output as audio by default, capped with it; none without audio asked', async () => {
+    const client = mock.client();
+    const audio = await client.chat.completions.create(
+      { model: 'gpt-4o-audio-preview', messages, modalities: ['text', 'audio'], max_tokens: 12 },
+      { headers: { 'x-mock-completion-tokens': '100' } },
+    );
+    expect(audio.usage).toMatchObject({
+      completion_tokens: 12,
+      prompt_tokens_details: { audio_tokens: 0 },
+      completion_tokens_details: { audio_tokens: 12 },
+    });
+    const text = await client.chat.completions.create({ model: 'gpt-4o', messages: spoken });
+    expect(text.usage).toMatchObject({
+      prompt_tokens_details: { audio_tokens: 50 },
+      completion_tokens_details: { audio_tokens: 0 },
+    });
+    expect(mock.upstream().stats().billed).toMatchObject({
+      audioPromptTokens: 50,
+      audioCompletionTokens: 12,
+    });
+  });
+});

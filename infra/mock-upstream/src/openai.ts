@@ -34,10 +34,10 @@ export function usage(b: Billed): Usage {
     prompt_tokens: b.promptTokens,
     completion_tokens: b.completionTokens,
     total_tokens: b.promptTokens + b.completionTokens,
-    prompt_tokens_details: { cached_tokens: b.cachedTokens, audio_tokens: 0 },
+    prompt_tokens_details: { cached_tokens: b.cachedTokens, audio_tokens: b.audioPromptTokens },
     completion_tokens_details: {
       reasoning_tokens: b.reasoningTokens,
-      audio_tokens: 0,
+      audio_tokens: b.audioCompletionTokens,
       accepted_prediction_tokens: 0,
       rejected_prediction_tokens: 0,
     },

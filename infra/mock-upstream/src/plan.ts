@@ -23,6 +23,9 @@ export interface Plan {
   cachedTokens: number;
   /** Reasoning tokens at `medium` effort, for requests that ask for reasoning. */
   reasoningTokens: number;
+  /** Chat: the call's audio prompt tokens (undefined: per part); audio output (null: all). */
+  audioPromptTokens: number | undefined;
+  audioCompletionTokens: number | null;
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -42,7 +45,9 @@ interface InvalidHeaders {
  * - `x-mock-overreport-prompt`, `x-mock-overreport-completion` (extra tokens) and
  *   `x-mock-overreport-factor` (a multiplier): usage reports and bills more than was generated;
  * - `x-mock-cached-tokens`: OpenAI surfaces report that many prompt tokens as cached;
- * - `x-mock-reasoning-tokens`: reasoning tokens at medium effort.
+ * - `x-mock-reasoning-tokens`: reasoning tokens at medium effort;
+ * - `x-mock-audio-prompt-tokens`, `x-mock-audio-completion-tokens`: a chat call's audio input
+ *   (when it has `input_audio` parts) and audio output (when it asks for audio).
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -71,6 +76,8 @@ export function planRequest(
   const factor = number('x-mock-overreport-factor', false);
   const cachedTokens = int('x-mock-cached-tokens');
   const reasoningTokens = int('x-mock-reasoning-tokens');
+  const audioPromptTokens = int('x-mock-audio-prompt-tokens');
+  const audioCompletionTokens = int('x-mock-audio-completion-tokens');
   const fail = headers['x-mock-fail'];
   if (fail !== undefined && !(typeof fail === 'string' && isFailure(fail))) {
     errors.push(`x-mock-fail must be one of ${FAILURES.join(', ')}`);
@@ -94,6 +101,8 @@ export function planRequest(
     },
     cachedTokens: cachedTokens ?? 0,
     reasoningTokens: reasoningTokens ?? b.reasoningTokens,
+    audioPromptTokens,
+    audioCompletionTokens: audioCompletionTokens ?? b.audioCompletionTokens,
   });
 }
 

@@ -112,6 +112,8 @@ const zeroTotals = (): Totals => ({
   cachedTokens: 0,
   cacheWriteTokens: 0,
   reasoningTokens: 0,
+  audioPromptTokens: 0,
+  audioCompletionTokens: 0,
 });
 
 function emptyStats(capacity: CapacityStats): MockStats {
@@ -142,6 +144,8 @@ function add(into: Totals, b: Billed): void {
   into.cachedTokens += b.cachedTokens;
   into.cacheWriteTokens += b.cacheWrite5mTokens + b.cacheWrite1hTokens;
   into.reasoningTokens += b.reasoningTokens;
+  into.audioPromptTokens += b.audioPromptTokens;
+  into.audioCompletionTokens += b.audioCompletionTokens;
 }
 
 /** The mock's mutable state: behaviour, queued failures, stores, the call log and statistics. */

@@ -17,9 +17,20 @@ export const uncachedPrompt = (tokens: number): PromptCount => ({
   cacheWrite1h: 0,
 });
 
+/** A chat call's audio (OpenAI's audio models): the tokens its input audio and output take. */
+export interface AudioCount {
+  /** Of the prompt: its `input_audio` parts. */
+  prompt: number;
+  /** Of the output, at most: 0 unless the call asked for audio output. */
+  completion: number;
+}
+
+export const NO_AUDIO: AudioCount = { prompt: 0, completion: 0 };
+
 /**
  * What a provider reports and bills for one call, OpenAI-style: `promptTokens` is all input
- * (cached and cache writes included), `completionTokens` all output (reasoning included).
+ * (cached, cache writes and audio included), `completionTokens` all output (reasoning and
+ * audio included).
  */
 export interface Billed {
   promptTokens: number;
@@ -28,27 +39,34 @@ export interface Billed {
   cacheWrite5mTokens: number;
   cacheWrite1hTokens: number;
   reasoningTokens: number;
+  audioPromptTokens: number;
+  audioCompletionTokens: number;
 }
 
 /**
  * The bill for the true counts, inflated as `over` says. The extra prompt tokens are uncached
- * ones, so cache and reasoning parts stay true (and the totals never fall below them).
+ * ones, so cache and reasoning parts stay true (and the totals never fall below them). Audio
+ * output is the output that is not reasoning, up to `audio.completion`; audio input is part
+ * of the prompt too.
  */
 export function bill(
   prompt: PromptCount,
   completion: number,
   reasoning: number,
   over: OverReport,
+  audio: AudioCount = NO_AUDIO,
 ): Billed {
   const inflate = (n: number, extra: number) => Math.ceil(n * over.factor) + extra;
   const cacheParts = prompt.cached + prompt.cacheWrite5m + prompt.cacheWrite1h;
   return {
-    promptTokens: Math.max(cacheParts, inflate(prompt.tokens, over.promptTokens)),
+    promptTokens: Math.max(cacheParts + audio.prompt, inflate(prompt.tokens, over.promptTokens)),
     completionTokens: Math.max(reasoning, inflate(completion, over.completionTokens)),
     cachedTokens: prompt.cached,
     cacheWrite5mTokens: prompt.cacheWrite5m,
     cacheWrite1hTokens: prompt.cacheWrite1h,
     reasoningTokens: reasoning,
+    audioPromptTokens: audio.prompt,
+    audioCompletionTokens: Math.min(audio.completion, Math.max(0, completion - reasoning)),
   };
 }
 
@@ -60,4 +78,6 @@ export const NOTHING: Billed = {
   cacheWrite5mTokens: 0,
   cacheWrite1hTokens: 0,
   reasoningTokens: 0,
+  audioPromptTokens: 0,
+  audioCompletionTokens: 0,
 };

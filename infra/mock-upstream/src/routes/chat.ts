@@ -60,6 +60,7 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
           ...uncachedPrompt(promptTokens),
           cached: Math.min(plan.cachedTokens, promptTokens),
         },
+        audio: audioOf(body, plan, promptTokens, state),
       },
       plan,
     );
@@ -78,6 +79,32 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
     }
     return sendChoices(call, body.model, candidates, shape.choices, plan);
   });
+}
+
+/**
+ * The call's audio: its `input_audio` parts take `audioPromptTokensPerPart` each (or the
+ * header's count), within the prompt and after its cached part; with `modalities: ["audio"]`
+ * or `audio` output parameters, the output is audio up to `audioCompletionTokens` (all of it
+ * but reasoning when null).
+ */
+function audioOf(body: ChatBody, plan: Plan, promptTokens: number, state: MockState) {
+  const parts = body.messages.reduce(
+    (n, m) =>
+      n +
+      (Array.isArray(m.content)
+        ? (m.content as { type?: unknown }[]).filter((p) => p.type === 'input_audio').length
+        : 0),
+    0,
+  );
+  const room = promptTokens - Math.min(plan.cachedTokens, promptTokens);
+  const asked =
+    parts > 0 ? (plan.audioPromptTokens ?? parts * state.behaviour.audioPromptTokensPerPart) : 0;
+  const output =
+    (Array.isArray(body.modalities) && body.modalities.includes('audio')) || body.audio != null;
+  return {
+    prompt: Math.min(asked, room),
+    completion: output ? (plan.audioCompletionTokens ?? Number.MAX_SAFE_INTEGER) : 0,
+  };
 }
 
 /** All output of the candidates (the returned ones and the hidden `best_of` ones). */
