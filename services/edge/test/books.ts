@@ -24,6 +24,8 @@ export interface Books {
   write1h: number;
   completion: number;
   reasoning: number;
+  audioPrompt: number;
+  audioCompletion: number;
   microUsd: number;
 }
 
@@ -38,13 +40,20 @@ type Prices = ModelPrices;
 export function providerBooks(records: readonly RequestRecord[], p: Prices): Books {
   const books = empty();
   for (const r of records) {
-    const uncached = r.promptTokens - r.cachedTokens - r.cacheWrite5mTokens - r.cacheWrite1hTokens;
+    const uncached =
+      r.promptTokens -
+      r.cachedTokens -
+      r.cacheWrite5mTokens -
+      r.cacheWrite1hTokens -
+      r.audioPromptTokens;
     const pico =
       uncached * p.input +
       r.cachedTokens * p.cachedInput +
       r.cacheWrite5mTokens * p.cacheWrite5m +
       r.cacheWrite1hTokens * p.cacheWrite1h +
-      r.completionTokens * p.output;
+      r.audioPromptTokens * p.audioInput +
+      (r.completionTokens - r.audioCompletionTokens) * p.output +
+      r.audioCompletionTokens * p.audioOutput;
     books.calls++;
     books.prompt += r.promptTokens;
     books.cached += r.cachedTokens;
@@ -52,6 +61,8 @@ export function providerBooks(records: readonly RequestRecord[], p: Prices): Boo
     books.write1h += r.cacheWrite1hTokens;
     books.completion += r.completionTokens;
     books.reasoning += r.reasoningTokens;
+    books.audioPrompt += r.audioPromptTokens;
+    books.audioCompletion += r.audioCompletionTokens;
     books.microUsd += Math.ceil(pico / 1_000_000);
   }
   return books;
@@ -66,6 +77,8 @@ function empty(): Books {
     write1h: 0,
     completion: 0,
     reasoning: 0,
+    audioPrompt: 0,
+    audioCompletion: 0,
     microUsd: 0,
   };
 }
@@ -117,6 +130,7 @@ export async function clickhouseBooks(
     SELECT count() AS calls, sum(prompt_tokens) AS prompt, sum(cached_prompt_tokens) AS cached,
       sum(cache_write_5m_tokens) AS write5m, sum(cache_write_1h_tokens) AS write1h,
       sum(completion_tokens) AS completion, sum(reasoning_tokens) AS reasoning,
+      sum(audio_prompt_tokens) AS audioPrompt, sum(audio_completion_tokens) AS audioCompletion,
       sum(cost_micro_usd) AS microUsd, groupUniqArray(api) AS apis
     FROM ${raw} FINAL WHERE ${settled}`);
   const [v] = await ch.query<Record<string, unknown>>(sql`
@@ -131,6 +145,8 @@ export async function clickhouseBooks(
     write1h: n(s?.write1h),
     completion: n(s?.completion),
     reasoning: n(s?.reasoning),
+    audioPrompt: n(s?.audioPrompt),
+    audioCompletion: n(s?.audioCompletion),
     microUsd: n(s?.microUsd),
     apis: (s?.apis as string[] | undefined) ?? [],
     charged: n(v?.charged),

@@ -1,0 +1,140 @@
+import { modelPrices } from '@holdfast/config';
+import type OpenAI from 'openai';
+import { expect } from 'vitest';
+import {
+  auditDrift,
+  clickhouseBooks,
+  providerBooks,
+  startTestAggregator,
+  testClickHouse,
+} from './books.js';
+import { edgeTest as test, type Stack, type TestConfig } from './harness.js';
+import { sha256Hex } from '../src/index.js';
+import { runQueue, digestMessages } from './workload.js';
+
+/**
+ * Audio priced as audio, end to end (edge, authority, Redis, NATS, aggregator, ClickHouse, the
+ * mock as the provider): a team with a $0.25 day budget calls an audio model (OpenAI's
+ * gpt-4o-audio prices: text $2.50 / $10, audio $40 / $80 per MTok) with `modalities: ["text",
+ * "audio"]`, 6 at a time, half of the calls streamed and half with an `input_audio` part,
+ * until the budget refuses. The provider's bill at its audio prices never passes the budget,
+ * and the ledger, ClickHouse and the provider agree on every audio and text token and to the
+ * micro-dollar.
+ */
+const VOICE = 'voice-agent';
+const KEY = 'sk-hf-voice-agent-1';
+const MODEL = 'gpt-4o-audio';
+const BUDGET_USD = 0.25;
+const PRICE = {
+  inputPerMTok: 2.5,
+  outputPerMTok: 10,
+  audioInputPerMTok: 40,
+  audioOutputPerMTok: 80,
+};
+const behaviour = {
+  firstTokenLatencyMs: 20,
+  completion: { mode: 'uniform' as const, min: 200, max: 700 },
+  // Of each reply, up to 150 tokens are audio; the rest is its text (the transcript).
+  audioCompletionTokens: 150,
+  audioPromptTokensPerPart: 60,
+};
+
+function withVoice(c: TestConfig): void {
+  c.models.push({ id: MODEL, upstream: 'default', tokenizer: 'o200k_base', price: PRICE });
+  c.tenants.push({
+    id: VOICE,
+    mode: 'reserve',
+    budgets: [{ window: 'day', limit: BUDGET_USD, unit: 'usd' }],
+    useCases: [{ id: 'talk', maxTokens: 512, models: [MODEL] }],
+    keys: [{ id: 'voice-1', sha256: sha256Hex(KEY), defaultUseCase: 'talk' }],
+  });
+}
+
+/** One spoken turn: a text question, every other call with a short clip (base64 WAV). */
+function speak(s: Stack, i: number): Promise<unknown> {
+  const [system, user] = digestMessages(i).map((m) => m.content as string);
+  const content: OpenAI.Chat.ChatCompletionContentPart[] = [
+    { type: 'text', text: user!.slice(0, 400) },
+  ];
+  if (i % 2 === 1) {
+    content.push({
+      type: 'input_audio',
+      input_audio: { data: 'UklGRiQAAABXQVZF'.repeat(8), format: 'wav' },
+    });
+  }
+  const body = {
+    model: MODEL,
+    messages: [
+      { role: 'system' as const, content: system! },
+      { role: 'user' as const, content },
+    ],
+    modalities: ['text', 'audio'] as ('text' | 'audio')[],
+    audio: { voice: 'alloy' as const, format: 'wav' as const },
+    max_tokens: 512,
+  };
+  const openai = s.openai(KEY);
+  if (i % 4 < 2) return openai.chat.completions.create(body);
+  return openai.chat.completions
+    .create({ ...body, stream: true, stream_options: { include_usage: true } })
+    .then(async (stream) => {
+      for await (const _ of stream);
+    });
+}
+
+test('a usd budget holds for audio: the provider at its audio prices never bills over it, and the books agree', async ({
+  stack,
+  natsUrl,
+  clickhouseUrl,
+  clickhouse,
+  iso,
+}) => {
+  void clickhouse; // creates the test's database, dropped afterwards
+  const s = await stack({ behaviour, patch: withVoice });
+  const aggregator = await startTestAggregator({
+    natsUrl,
+    clickhouseUrl,
+    names: iso.names,
+    database: iso.database,
+  });
+  const ch = testClickHouse(clickhouseUrl);
+  try {
+    const run = await runQueue(80, 6, (i) => speak(s, i));
+    const ledger = await s.settled(VOICE);
+    const records = s.upstream.stats().recent;
+    const provider = providerBooks(records, modelPrices(PRICE, 'openai'));
+    console.log(
+      `[audio] served ${run.served}, refused ${run.refused}; provider billed $${(provider.microUsd / 1e6).toFixed(6)} of $${BUDGET_USD} (audio in ${provider.audioPrompt}, audio out ${provider.audioCompletion} of ${provider.completion} output tokens)`,
+    );
+    // Never over the budget as the provider bills audio; the budget was used, then refused.
+    expect(provider.microUsd).toBeLessThanOrEqual(BUDGET_USD * 1e6);
+    expect(provider.microUsd).toBeGreaterThan(0.7 * BUDGET_USD * 1e6);
+    expect(run.refused).toBeGreaterThan(0);
+    expect(run.codes).toEqual({ budget_exceeded: run.refused });
+    expect(provider.calls).toBe(run.served);
+    expect(records.every((r) => r.outcome === 'completed')).toBe(true);
+    // Both kinds of token on both sides of the call.
+    expect(provider.audioPrompt).toBeGreaterThan(0);
+    expect(provider.audioCompletion).toBeGreaterThan(0);
+    expect(provider.completion).toBeGreaterThan(provider.audioCompletion);
+
+    // The ledger: the authority charged exactly audio x audio prices + text x text prices.
+    expect({ tokens: ledger.billedTokens, microUsd: ledger.billedMicroUsd }).toEqual({
+      tokens: provider.prompt + provider.completion,
+      microUsd: provider.microUsd,
+    });
+    // ClickHouse: every settlement's audio and text tokens, and its cost.
+    const books = await clickhouseBooks(ch, iso.database, VOICE, 'chat', run.served);
+    const { charged: _c, chargedMicroUsd, apis: _a, ...rows } = books;
+    expect(rows).toEqual(provider);
+    expect(chargedMicroUsd).toBe(provider.microUsd);
+    expect(await auditDrift(s, ch, iso.database)).toEqual({ tokens: 0, usd: 0 });
+    // Every hold covered its call: no overrun.
+    const events = await s.events(
+      (e) => e.filter((x) => x.type === 'reservation.settled').length === run.served,
+    );
+    expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
+  } finally {
+    await ch.close();
+    await aggregator.stop();
+  }
+});
