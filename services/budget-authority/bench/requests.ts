@@ -28,6 +28,7 @@ export const admitRequest = (reservationId: string) => ({
   promptTokens: 370,
   maxTokens: 1_024,
   extensible: true,
+  audioInput: false,
   audioOutput: false,
   api: 'chat' as const,
 });

@@ -168,7 +168,7 @@ const AUDIO = {
   ],
 };
 
-const audioCall = (audioOutput: boolean) => ({
+const audioCall = (audioOutput: boolean, audioInput = false) => ({
   reservationId: newId(),
   tenant: 'voice',
   keyId: null,
@@ -176,6 +176,7 @@ const audioCall = (audioOutput: boolean) => ({
   model: 'gpt-4o-audio',
   promptTokens: 1_000,
   maxTokens: 500,
+  audioInput,
   audioOutput,
 });
 
@@ -189,7 +190,13 @@ test('a call asking for audio output is held at the audio price; audio tokens se
   expect(admissionOf(await h.client.admit(audioCall(false)))).toMatchObject({
     heldMicroUsd: 7_500,
   });
-  // Audio asked for: the output at $80.
+  // Audio sent: the prompt at $40; audio asked for: the output at $80; both.
+  expect(admissionOf(await h.client.admit(audioCall(false, true)))).toMatchObject({
+    heldMicroUsd: 45_000,
+  });
+  expect(admissionOf(await h.client.admit(audioCall(true, true)))).toMatchObject({
+    heldMicroUsd: 80_000,
+  });
   const req = audioCall(true);
   expect(admissionOf(await h.client.admit(req))).toMatchObject({ heldMicroUsd: 42_500 });
   const usage = {

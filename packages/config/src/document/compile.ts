@@ -158,10 +158,12 @@ export function modelPrices(price: ModelConfig['price'], api: UpstreamApi): Mode
 
 /**
  * The dearest price an input token of a call can be billed at (uncached, cached, or written
- * to a cache): what a hold prices the prompt at, since the edge cannot know the mix upfront.
+ * to a cache; audio too when the call sends audio): what a hold prices the prompt at, since
+ * the edge cannot know the mix upfront.
  */
-export function holdInputPrice(p: ModelPrices): number {
-  return Math.max(p.input, p.cachedInput, p.cacheWrite5m, p.cacheWrite1h);
+export function holdInputPrice(p: ModelPrices, audioInput = false): number {
+  const text = Math.max(p.input, p.cachedInput, p.cacheWrite5m, p.cacheWrite1h);
+  return audioInput ? Math.max(text, p.audioInput) : text;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from './load.js';
-import { holdOutputPrice } from './compile.js';
+import { holdInputPrice, holdOutputPrice } from './compile.js';
 
 const base = {
   upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1', apiKeyEnv: 'OPENAI_API_KEY' }],
@@ -251,6 +251,8 @@ describe('parseConfig', () => {
     });
     expect(holdOutputPrice(audio, true)).toBe(80e6);
     expect(holdOutputPrice(audio, false)).toBe(10e6);
+    expect(holdInputPrice(audio, true)).toBe(40e6);
+    expect(holdInputPrice(audio)).toBe(2.5e6);
     const text = r.value.models.get('gpt-4o-mini')!.pricePico;
     expect(holdOutputPrice(text, true)).toBe(600_000);
     const tooDear = errorsOf({

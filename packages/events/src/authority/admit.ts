@@ -30,6 +30,11 @@ export const AdmitRequest = z.strictObject({
    */
   extensible: z.boolean().default(false),
   /**
+   * The call sends audio (Chat Completions `input_audio` parts): its prompt is held at the
+   * dearer of the model's text and audio input prices.
+   */
+  audioInput: z.boolean().default(false),
+  /**
    * The call asks for audio output (Chat Completions `modalities: ["audio"]`): its output is
    * held at the dearer of the model's text and audio output prices.
    */

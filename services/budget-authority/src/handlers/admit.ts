@@ -44,12 +44,13 @@ function refused(
 }
 
 /**
- * admit.lua's `price` (see its header): the hold's input and output prices first (output at
- * the audio price when the call asks for audio output and that is dearer), then what settles.
+ * admit.lua's `price` (see its header): the hold's input and output prices first (at the
+ * audio prices when the call sends or asks for audio and they are dearer), then what settles.
  */
-function admitPrices(p: ModelPrices, audioOutput: boolean): number[] {
-  const holdOut = holdOutputPrice(p, audioOutput);
-  return [holdInputPrice(p), holdOut, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
+function admitPrices(p: ModelPrices, req: { audioInput: boolean; audioOutput: boolean }) {
+  const holdIn = holdInputPrice(p, req.audioInput);
+  const holdOut = holdOutputPrice(p, req.audioOutput);
+  return [holdIn, holdOut, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
 }
 
 /** Records a refusal decided before any state is read (use case or model not allowed). */
@@ -216,7 +217,7 @@ export async function admit(
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const now = ctx.scriptNow();
   const prices = model.pricePico;
-  const price = admitPrices(prices, req.audioOutput).map(String);
+  const price = admitPrices(prices, req).map(String);
   const leaseMs = String(req.leaseMs ?? tenant.leaseMs);
   const keyId = req.keyId ?? '';
   const endUser = req.endUser ?? '';
@@ -348,7 +349,7 @@ export async function admit(
       reservationId: req.reservationId,
       promptTokens: req.promptTokens,
       maxTokens: max,
-      ...shrinkFacts(tenant.mode, minOut, { ...prices, output: Number(price[1]) }),
+      ...shrinkFacts(tenant.mode, minOut, { input: Number(price[0]), output: Number(price[1]) }),
     }),
     {
       retryAfterSeconds: retry < 0 ? null : retry,

@@ -26,7 +26,8 @@ export interface AdmissionRequest {
   extensible: boolean;
   /** The surface the call came in on. */
   api: ApiSurface;
-  /** The call asks for audio output: its output is held at the model's dearer output price. */
+  /** The call sends audio (its prompt is held at the dearer input price), asks for audio output. */
+  audioInput?: boolean;
   audioOutput?: boolean;
   /** Aborted when the client leaves (a call waiting for upstream capacity stops waiting). */
   signal?: AbortSignal;
@@ -85,6 +86,7 @@ export async function admit(
         promptTokens: req.promptTokens,
         maxTokens: req.maxTokens,
         extensible: req.extensible,
+        audioInput: req.audioInput === true,
         audioOutput: req.audioOutput === true,
         api: req.api,
       },

@@ -17,6 +17,8 @@ export interface Asked {
   stream: boolean;
   /** The end user the call is for (OpenAI `user`, Anthropic `metadata.user_id`), if any. */
   endUser: string | null;
+  /** It sends audio (Chat Completions `input_audio` parts): its prompt held at that price. */
+  audioInput?: boolean;
   /** It asks for audio output (Chat Completions `modalities`, `audio`): held at that price. */
   audioOutput?: boolean;
 }

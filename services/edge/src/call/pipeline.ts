@@ -181,6 +181,7 @@ async function admitCall(
       promptTokens: call.promptTokens,
       maxTokens: call.clamp.maxTokens,
       extensible: call.adapter.extensible,
+      audioInput: call.asked.audioInput === true,
       audioOutput: call.asked.audioOutput === true,
       api: call.adapter.name,
       signal: call.signal,

@@ -82,6 +82,20 @@ function fileParts(body: ChatRequest): UnseenInput[] {
 }
 
 /**
+ * The call sends audio (`input_audio` parts). Their tokens are counted as their base64 text,
+ * which a clip of silence at the smallest encoding (8 kbit/s MP3) brings to about 17 text
+ * tokens per audio token, barely above the 16x of audio over text input prices: so the prompt
+ * is held at the audio input price (docs/budgets.md, "How audio is priced").
+ */
+function sendsAudio(body: ChatRequest): boolean {
+  return body.messages.some(
+    (m) =>
+      Array.isArray(m.content) &&
+      (m.content as { type: string }[]).some((part) => part.type === 'input_audio'),
+  );
+}
+
+/**
  * The call asks for audio output: `modalities` names it, or the `audio` output parameters are
  * set (OpenAI refuses those without the modality; held as audio either way, never under).
  */
@@ -144,6 +158,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     stream: body.stream === true,
     // OpenAI's successor of `user` names the end user too (as on Responses); `user` wins.
     endUser: body.user ?? body.safety_identifier ?? null,
+    audioInput: sendsAudio(body),
     audioOutput: asksAudio(body),
   }),
   countPrompt,

@@ -163,6 +163,17 @@ describe('ChatTranscript', () => {
     expect(chatAdapter.asked(voice).audioOutput).toBe(true);
   });
 
+  test('a call sends audio when a message has an input_audio part', () => {
+    const text = { model: 'm', messages: [{ role: 'user' as const, content: 'hi' }] };
+    expect(chatAdapter.asked(text).audioInput).toBe(false);
+    const clip = { type: 'input_audio' as const, input_audio: { data: 'AAAA', format: 'mp3' } };
+    const spoken = {
+      model: 'm',
+      messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'hi' }, clip] }],
+    };
+    expect(chatAdapter.asked(spoken).audioInput).toBe(true);
+  });
+
   test('a usage-only chunk is forwarded only to a client that asked for it', () => {
     const usage = {
       event: undefined,
