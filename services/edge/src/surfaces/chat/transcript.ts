@@ -27,6 +27,8 @@ interface ChunkChoice {
     reasoning?: string | null;
     tool_calls?: ToolCallDelta[] | null;
     function_call?: { name?: string; arguments?: string } | null;
+    /** Audio output (`modalities: ["audio"]`): base64 `data` and its `transcript`, in pieces. */
+    audio?: { id?: string; data?: string; transcript?: string; expires_at?: number } | null;
   };
   logprobs?: { content?: unknown[] | null; refusal?: unknown[] | null } | null;
   finish_reason?: string | null;
@@ -52,6 +54,7 @@ interface ChoiceState {
   refusal: string[];
   toolCalls: Map<number, { id: string; type: string; name: string; args: string[] }>;
   functionCall: { name: string; args: string[] } | undefined;
+  audio: { id: string; data: string[]; transcript: string[]; expiresAt: number | null } | undefined;
   logprobs: { content: unknown[]; refusal: unknown[] } | undefined;
   finishReason: string | null;
 }
@@ -114,6 +117,7 @@ export class ChatTranscript implements Transcript {
         refusal: [],
         toolCalls: new Map(),
         functionCall: undefined,
+        audio: undefined,
         logprobs: undefined,
         finishReason: null,
       };
@@ -149,6 +153,14 @@ export class ChatTranscript implements Transcript {
         text(d.function_call.name, undefined);
       }
       text(d.function_call.arguments, s.functionCall.args);
+    }
+    if (d.audio) {
+      s.audio ??= { id: '', data: [], transcript: [], expiresAt: null };
+      if (typeof d.audio.id === 'string') s.audio.id = d.audio.id;
+      if (typeof d.audio.expires_at === 'number') s.audio.expiresAt = d.audio.expires_at;
+      // The transcript is text the model wrote (counted); the audio bytes are not text.
+      text(d.audio.transcript, s.audio.transcript);
+      if (this.opts.assemble && typeof d.audio.data === 'string') s.audio.data.push(d.audio.data);
     }
     if (this.opts.assemble && c.logprobs) {
       s.logprobs ??= { content: [], refusal: [] };
@@ -228,7 +240,10 @@ export class ChatTranscript implements Transcript {
       .map(([index, s]) => {
         const message: Record<string, unknown> = {
           role: s.role,
-          content: s.content.length > 0 || s.toolCalls.size === 0 ? s.content.join('') : null,
+          content:
+            s.content.length > 0 || (s.toolCalls.size === 0 && !s.audio)
+              ? s.content.join('')
+              : null,
           refusal: s.refusal.length > 0 ? s.refusal.join('') : null,
         };
         if (s.toolCalls.size > 0) {
@@ -244,6 +259,14 @@ export class ChatTranscript implements Transcript {
           message.function_call = {
             name: s.functionCall.name,
             arguments: s.functionCall.args.join(''),
+          };
+        }
+        if (s.audio) {
+          message.audio = {
+            id: s.audio.id,
+            data: s.audio.data.join(''),
+            expires_at: s.audio.expiresAt,
+            transcript: s.audio.transcript.join(''),
           };
         }
         return {

@@ -154,6 +154,45 @@ describe('ChatTranscript', () => {
     expect(tr.usage()).toEqual(plainUsage(50, 20));
   });
 
+  test("a streamed audio reply is assembled as OpenAI's message.audio, its transcript counted", () => {
+    const tr = new ChatTranscript({ assemble: true, wantsUsage: false, model: 'm' });
+    const meter = new OutputMeter({ cut: words, exact: true, bill: words });
+    feed(tr, meter, {
+      id: 'c1',
+      choices: [{ index: 0, delta: { role: 'assistant', content: null } }],
+    });
+    feed(tr, meter, {
+      choices: [
+        { index: 0, delta: { audio: { id: 'audio_1', transcript: 'Digits intertwine,' } } },
+      ],
+    });
+    feed(tr, meter, {
+      choices: [{ index: 0, delta: { audio: { data: 'UklGR', expires_at: 1_729_234_747 } } }],
+    });
+    feed(tr, meter, {
+      choices: [{ index: 0, delta: { audio: { data: 'sZr', transcript: ' in dance' } } }],
+    });
+    feed(tr, meter, { choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+    expect(meter.counted).toBe(4);
+    expect(tr.assemble(false, plainUsage(10, 40))).toMatchObject({
+      choices: [
+        {
+          message: {
+            role: 'assistant',
+            content: null,
+            audio: {
+              id: 'audio_1',
+              data: 'UklGRsZr',
+              expires_at: 1_729_234_747,
+              transcript: 'Digits intertwine, in dance',
+            },
+          },
+          finish_reason: 'stop',
+        },
+      ],
+    });
+  });
+
   test('a call asks for audio output with modalities or the audio parameters', () => {
     const body = { model: 'm', messages: [{ role: 'user' as const, content: 'hi' }] };
     expect(chatAdapter.asked(body).audioOutput).toBe(false);
