@@ -138,3 +138,33 @@ test('a usd budget holds for audio: the provider at its audio prices never bills
     await aggregator.stop();
   }
 });
+
+test('an audio call whose stream breaks before its usage is billed its hold, never below the provider', async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour, patch: withVoice });
+  s.upstream.failNext({ status: 'drop', afterTokens: 100 });
+  const broken = s.openai(KEY).chat.completions.create({
+    model: MODEL,
+    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    modalities: ['text', 'audio'],
+    audio: { voice: 'alloy', format: 'wav' },
+    max_tokens: 400,
+  });
+  await expect(broken).rejects.toThrow();
+  const usage = await s.settled(VOICE);
+  const [record] = s.upstream.stats().recent;
+  expect(record).toMatchObject({ outcome: 'dropped', audioCompletionTokens: 100 });
+  const provider = providerBooks([record!], modelPrices(PRICE, 'openai'));
+  const events = await s.events((e) => e.some((x) => x.type === 'reservation.settled'));
+  const created = events.find((e) => e.type === 'reservation.created');
+  const settled = events.find((e) => e.type === 'reservation.settled');
+  // No usage came: the edge cannot count audio, so the admitted output is billed as audio.
+  expect(settled).toMatchObject({
+    completionTokens: 400,
+    audioCompletionTokens: 400,
+    costMicroUsd: created?.type === 'reservation.created' ? created.heldMicroUsd : -1,
+  });
+  expect(usage.billedMicroUsd).toBeGreaterThanOrEqual(provider.microUsd);
+  expect(events.some((e) => e.type === 'reservation.overrun')).toBe(false);
+});

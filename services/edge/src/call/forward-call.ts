@@ -221,11 +221,7 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
 
 /** Settles what the call used; returns the usage settled. */
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
-  // No final usage: the edge's output count, with the provider's input figures if it sent them.
-  const usage = run.transcript.usage() ?? {
-    ...plainUsage(run.call.promptTokens, await billedOutput(run)),
-    ...run.transcript.inputUsage?.(),
-  };
+  const usage = run.transcript.usage() ?? (await unreportedUsage(run));
   const outcome = failure ? settleOutcome(failure) : 'completed';
   run.call.hold.settle(usage, outcome);
   Object.assign(run.request.audit, {
@@ -247,6 +243,27 @@ function edgeCut(
   return why === 'output_limit' || why === 'suspended' || why === 'budget_exhausted'
     ? why
     : undefined;
+}
+
+/**
+ * What to bill when the provider reported no usage (the call was cut or its client left): the
+ * edge's output count, with the provider's input figures if it sent them. Audio no count of
+ * the text shows: a call that asked for audio output is billed its admitted output as audio,
+ * one that sent audio its prompt as audio, its hold's worst case (the provider bills the audio
+ * it made or heard; the edge cannot tell how much).
+ */
+async function unreportedUsage(run: Run): Promise<Usage> {
+  const { asked, promptTokens, maxOutput } = run.call;
+  const usage: Usage = {
+    ...plainUsage(promptTokens, await billedOutput(run)),
+    ...run.transcript.inputUsage?.(),
+  };
+  if (asked.audioOutput) {
+    usage.completionTokens = maxOutput;
+    usage.audioCompletionTokens = maxOutput;
+  }
+  if (asked.audioInput) usage.audioPromptTokens = usage.promptTokens;
+  return usage;
 }
 
 /**
