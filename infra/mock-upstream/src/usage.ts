@@ -25,7 +25,7 @@ export interface AudioCount {
   completion: number;
 }
 
-export const NO_AUDIO: AudioCount = { prompt: 0, completion: 0 };
+const NO_AUDIO: AudioCount = { prompt: 0, completion: 0 };
 
 /**
  * What a provider reports and bills for one call, OpenAI-style: `promptTokens` is all input

@@ -1,13 +1,7 @@
 import { modelPrices } from '@holdfast/config';
 import type OpenAI from 'openai';
 import { expect } from 'vitest';
-import {
-  auditDrift,
-  clickhouseBooks,
-  providerBooks,
-  startTestAggregator,
-  testClickHouse,
-} from './books.js';
+import { auditDrift, clickhouseBooks, providerBooks, withAggregator } from './books.js';
 import { edgeTest as test, type Stack, type TestConfig } from './harness.js';
 import { sha256Hex } from '../src/index.js';
 import { runQueue, digestMessages } from './workload.js';
@@ -88,16 +82,8 @@ test('a usd budget holds for audio: the provider at its audio prices never bills
   clickhouse,
   iso,
 }) => {
-  void clickhouse; // creates the test's database, dropped afterwards
   const s = await stack({ behaviour, patch: withVoice });
-  const aggregator = await startTestAggregator({
-    natsUrl,
-    clickhouseUrl,
-    names: iso.names,
-    database: iso.database,
-  });
-  const ch = testClickHouse(clickhouseUrl);
-  try {
+  await withAggregator({ natsUrl, clickhouseUrl, clickhouse, iso }, async (ch) => {
     const run = await runQueue(80, 6, (i) => speak(s, i));
     const ledger = await s.settled(VOICE);
     const records = s.upstream.stats().recent;
@@ -133,10 +119,7 @@ test('a usd budget holds for audio: the provider at its audio prices never bills
       (e) => e.filter((x) => x.type === 'reservation.settled').length === run.served,
     );
     expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
-  } finally {
-    await ch.close();
-    await aggregator.stop();
-  }
+  });
 });
 
 test('an audio call whose stream breaks before its usage is billed its hold, never below the provider', async ({

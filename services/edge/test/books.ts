@@ -12,7 +12,7 @@ import { natsNamesToEnv, type ModelPrices } from '@holdfast/config';
 import type { ApiSurface, NatsNames } from '@holdfast/events';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { createLogger } from '@holdfast/runtime';
-import { waitFor } from '@holdfast/testkit';
+import { waitFor, type ClickHouseClient } from '@holdfast/testkit';
 import type { Stack } from './harness.js';
 
 /** The books of one tenant: prompt, output, each category, cost (integer micro-USD), calls. */
@@ -152,6 +152,35 @@ export async function clickhouseBooks(
     charged: n(v?.charged),
     chargedMicroUsd: n(v?.chargedMicroUsd),
   };
+}
+
+/**
+ * Runs `body` with the test's aggregator and a ClickHouse client of its database, both
+ * stopped afterwards whatever happens.
+ */
+export async function withAggregator(
+  fx: {
+    natsUrl: string;
+    clickhouseUrl: string;
+    clickhouse: ClickHouseClient;
+    iso: { names: NatsNames; database: string };
+  },
+  body: (ch: ReturnType<typeof testClickHouse>) => Promise<void>,
+): Promise<void> {
+  void fx.clickhouse; // creates the test's database, dropped afterwards
+  const aggregator = await startTestAggregator({
+    natsUrl: fx.natsUrl,
+    clickhouseUrl: fx.clickhouseUrl,
+    names: fx.iso.names,
+    database: fx.iso.database,
+  });
+  const ch = testClickHouse(fx.clickhouseUrl);
+  try {
+    await body(ch);
+  } finally {
+    await ch.close();
+    await aggregator.stop();
+  }
 }
 
 /** ClickHouse for a test's database (the aggregator's own client). */

@@ -1,16 +1,9 @@
 import { slotOf } from '@holdfast/budget-authority';
 import { modelPrices } from '@holdfast/config';
-import type { NatsNames } from '@holdfast/events';
-import {
-  findBinary,
-  startKillableRedis,
-  startRedisCluster,
-  waitFor,
-  type ClickHouseClient,
-} from '@holdfast/testkit';
+import { findBinary, startKillableRedis, startRedisCluster, waitFor } from '@holdfast/testkit';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
-import { clickhouseBooks, providerBooks, startTestAggregator, testClickHouse } from './books.js';
+import { clickhouseBooks, providerBooks, withAggregator, type testClickHouse } from './books.js';
 import { edgeTest as test, entry, KEYS, type Stack, type StackOptions } from './harness.js';
 import { digestMessages } from './workload.js';
 
@@ -115,31 +108,6 @@ async function books(
     charged: billed,
     chargedMicroUsd: provider.microUsd,
   });
-}
-
-async function withAggregator(
-  fx: {
-    natsUrl: string;
-    clickhouseUrl: string;
-    clickhouse: ClickHouseClient;
-    iso: { names: NatsNames; database: string };
-  },
-  body: (ch: ReturnType<typeof testClickHouse>) => Promise<void>,
-) {
-  void fx.clickhouse; // creates the test's database, dropped afterwards
-  const aggregator = await startTestAggregator({
-    natsUrl: fx.natsUrl,
-    clickhouseUrl: fx.clickhouseUrl,
-    names: fx.iso.names,
-    database: fx.iso.database,
-  });
-  const ch = testClickHouse(fx.clickhouseUrl);
-  try {
-    await body(ch);
-  } finally {
-    await ch.close();
-    await aggregator.stop();
-  }
 }
 
 test('kill -9 of one Redis (appendfsync always) mid-run and a restart from its AOF: mock = ClickHouse = ledger', async ({
