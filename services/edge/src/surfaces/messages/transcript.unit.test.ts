@@ -91,6 +91,9 @@ describe('MessagesTranscript', () => {
       cacheWrite5mTokens: 20,
       cacheWrite1hTokens: 10,
       reasoningTokens: 2,
+      // Messages reports no audio.
+      audioPromptTokens: 0,
+      audioCompletionTokens: 0,
     });
     expect(t.assemble(false, plainUsage(0, 0))).toMatchObject({
       id: 'msg_1',
