@@ -6,7 +6,12 @@ import {
   type NatsNames,
   type WindowState,
 } from '@holdfast/events';
-import { holdInputPrice, holdOutputPrice, type CompiledConfig } from '@holdfast/config';
+import {
+  holdInputPrice,
+  holdOutputPrice,
+  type CompiledConfig,
+  type ModelPrices,
+} from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -392,9 +397,14 @@ export class Rebuilder {
           w.scope === 'key' ? 'K' : w.scope === 'end_user' ? 'U' : levelIndex.get(w.tenant);
         return `${level}${code}${UNIT_CODE[w.unit]}`;
       });
-    const none = {
-      ...{ input: 0, output: 0, cachedInput: 0, cacheWrite5m: 0, cacheWrite1h: 0 },
-      ...{ audioInput: 0, audioOutput: 0 },
+    const none: ModelPrices = {
+      input: 0,
+      output: 0,
+      cachedInput: 0,
+      cacheWrite5m: 0,
+      cacheWrite1h: 0,
+      audioInput: 0,
+      audioOutput: 0,
     };
     const price = config.models.get(c.model)?.pricePico ?? none;
     const expiresAt = Date.parse(c.expiresAt);

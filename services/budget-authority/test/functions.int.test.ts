@@ -169,6 +169,8 @@ describe('the scripts as a Redis Functions library', () => {
       'success',
       '',
       '0',
+      '0',
+      '0',
     ];
     const close = (id: string, full: boolean) => {
       const [, ...rest] = plan.args(full);

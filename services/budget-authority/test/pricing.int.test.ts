@@ -298,3 +298,35 @@ test('a hold admitted before audio prices existed bills audio as text', async ({
   // 1,000 x 2.5 + 100 x 10: the text prices, as before.
   expect(settled).toMatchObject({ ok: true, value: { costMicroUsd: 3_500 } });
 });
+
+test('a growing hold of an audio call grows at the audio output price (adaptive)', async ({
+  start,
+}) => {
+  const tenant = AUDIO.tenants[0]!;
+  const h = await start({
+    ...AUDIO,
+    tenants: [
+      { ...tenant, mode: 'adaptive', adaptive: { percentile: 0.95, minSamples: 1, samples: 10 } },
+    ],
+  });
+  const learnt = audioCall(false);
+  admissionOf(await h.client.admit({ ...learnt, extensible: true }));
+  await h.client.settle({
+    reservationId: learnt.reservationId,
+    tenant: 'voice',
+    usage: { promptTokens: 1_000, completionTokens: 100 },
+  });
+  // Covers the recent 100 output tokens: 1,000 x 2.5 + 100 x 80.
+  const a = admissionOf(await h.client.admit({ ...audioCall(true), extensible: true }));
+  expect(a).toMatchObject({ coveredOutputTokens: 100, heldMicroUsd: 10_500 });
+  const grown = await h.client.extend({
+    reservationId: a.reservationId,
+    tenant: 'voice',
+    outputTokens: 300,
+  });
+  // 200 more output tokens at $80: 16,000 micro-USD.
+  expect(grown).toMatchObject({
+    ok: true,
+    value: { status: 'extended', coveredOutputTokens: 300, heldMicroUsd: 26_500 },
+  });
+});

@@ -9,9 +9,9 @@
 --          (their indexes are in the spec)
 -- ARGV     positional (admit.ts): now ('' = Redis TIME; a test clock's instant), resId,
 --          keyId, useCase, model, mode, prompt, max, minOut, leaseMs, price (6: the dearest
---          input price and the output price, which holds use (the audio output price when
---          the call asks for audio and it is dearer), cached input, uncached input, 5-minute
---          and 1-hour cache writes, pico-USD per token), api, eventId, shadowEventId, extensible,
+--          input price and the output price, which holds use (the audio prices when the call
+--          sends or asks for audio and they are dearer), cached input, uncached input,
+--          5-minute and 1-hour cache writes, pico-USD per token), api, eventId, shadowEventId, extensible,
 --          samplesKey, percentile, minSamples, sampleWindow, refusalsPerSecond, endUser,
 --          usersKey, maxEndUsers, userKeepMs, the record's fixed text (lib.lua's RECORD_FIXED),
 --          the reservation.created event's fixed fields (NUL-joined); then the plan (lib.lua's
