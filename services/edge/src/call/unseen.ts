@@ -13,6 +13,8 @@ export interface UnseenInput {
   param: string;
   /** What it is (`a file part`, `a document block`). */
   what: string;
+  /** How the provider bills it, for the 400 (a file: by its pages). */
+  billed?: string;
 }
 
 /**
@@ -36,7 +38,7 @@ export function countUnseen(
       code: 'invalid_request',
       param: first.param,
       message:
-        `This call sends ${first.what} (${first.param}): the provider bills a file by its pages, ` +
+        `This call sends ${first.what} (${first.param}): ${first.billed ?? 'the provider bills a file by its pages'}, ` +
         `which Holdfast cannot count from the request, and ${why}. Send its text instead, or have ` +
         `the model configured with upstreamStateAllowanceTokens.`,
     }),

@@ -59,30 +59,48 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counte
     if (counted !== undefined) return Ok(counted);
   }
   const local = () => ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer);
-  const [file, ...more] = fileParts(body);
-  if (file) {
-    const why =
-      'Chat Completions has no counting endpoint: send it on POST /v1/responses, where the upstream counts it';
-    return countUnseen([file, ...more], local, ctx.model, why);
+  const [first, ...more] = unseenInputs(body);
+  if (first) {
+    const why = first.billed
+      ? 'Chat Completions has no counting endpoint'
+      : 'Chat Completions has no counting endpoint: send it on POST /v1/responses, where the upstream counts it';
+    return countUnseen([first, ...more], local, ctx.model, why);
   }
   return Ok(await local());
 }
 
-/** The `file` content parts (a PDF by id or inline): input only the upstream can size. */
-function fileParts(body: ChatRequest): UnseenInput[] {
-  return body.messages.flatMap((message, i) =>
-    Array.isArray(message.content)
+/**
+ * Input only the upstream can size: `file` content parts (a PDF by id or inline), and earlier
+ * audio replies an assistant message brings back by id (`audio: {id}`), billed as audio input.
+ */
+function unseenInputs(body: ChatRequest): UnseenInput[] {
+  return body.messages.flatMap((message, i): UnseenInput[] => [
+    ...(audioReference(message)
+      ? [
+          {
+            param: `messages.${i}.audio`,
+            what: 'an earlier audio reply',
+            billed: 'the provider bills the audio it refers to as audio input',
+          },
+        ]
+      : []),
+    ...(Array.isArray(message.content)
       ? (message.content as { type: string }[]).flatMap((part, j) =>
           part.type === 'file'
             ? [{ param: `messages.${i}.content.${j}`, what: 'a file part' }]
             : [],
         )
-      : [],
-  );
+      : []),
+  ]);
+}
+
+/** An assistant message that refers to an earlier audio reply (its `audio.id`). */
+function audioReference(message: ChatRequest['messages'][number]): boolean {
+  return message.role === 'assistant' && (message as { audio?: unknown }).audio != null;
 }
 
 /**
- * The call sends audio (`input_audio` parts). Their tokens are counted as their base64 text,
+ * The call sends audio (`input_audio` parts, or an earlier audio reply by id). Their tokens are counted as their base64 text,
  * which a clip of silence at the smallest encoding (8 kbit/s MP3) brings to about 17 text
  * tokens per audio token, barely above the 16x of audio over text input prices: so the prompt
  * is held at the audio input price (docs/budgets.md, "How audio is priced").
@@ -90,8 +108,9 @@ function fileParts(body: ChatRequest): UnseenInput[] {
 function sendsAudio(body: ChatRequest): boolean {
   return body.messages.some(
     (m) =>
-      Array.isArray(m.content) &&
-      (m.content as { type: string }[]).some((part) => part.type === 'input_audio'),
+      audioReference(m) ||
+      (Array.isArray(m.content) &&
+        (m.content as { type: string }[]).some((part) => part.type === 'input_audio')),
   );
 }
 
