@@ -145,6 +145,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     burn.add(event, snapshots);
   };
   const consumer = new EventConsumer({
+    nc,
     js,
     jsm,
     names,
