@@ -58,6 +58,41 @@ test('bursts: what is stored between two pulls arrives together, not message by 
   }
 });
 
+test('bursts: a quiet consumer waits for the next message instead of pulling every interval, and gets it at once', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  await ensureEventsStream(await jetstreamManager(nc), iso.names);
+  const arrivals: number[] = [];
+  const { stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+    everyMs: 250,
+    onMessage: (m) => {
+      arrivals.push(Date.now());
+      m.ack();
+      return undefined;
+    },
+  });
+  // The pull requests themselves, as any subscriber of their subject sees them.
+  const requests = nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${iso.names.eventsStream}.test`);
+  let pulls = 0;
+  void (async () => {
+    for await (const _ of requests) pulls += 1;
+  })();
+  try {
+    await delay(1_600);
+    // A waiting pull lasts a second (idle heartbeat 5 s): 1-2 of them, not 6 pulls of 250 ms.
+    expect(pulls).toBeLessThanOrEqual(3);
+    const sent = Date.now();
+    await jetstream(nc).publish(eventSubject(iso.names, 'team', 'reservation.created'), '{}');
+    await waitFor(() => arrivals.length === 1, { what: 'the message' });
+    expect(arrivals[0]! - sent).toBeLessThan(150);
+  } finally {
+    requests.unsubscribe();
+    await stop();
+  }
+});
+
 test('bursts: every message under load is handed over exactly once, a handler holding backpressure now and then included', async ({
   nc,
   natsUrl,

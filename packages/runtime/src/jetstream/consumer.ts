@@ -64,8 +64,10 @@ export interface DurableConsumerOptions {
 
 /** The server's default ack wait, for a durable whose config does not set one. */
 const DEFAULT_ACK_WAIT_MS = 30_000;
-/** After stop(), how long a burst pull still out is waited for (its deliveries nak'd). */
-const STOP_WAIT_MAX_MS = 1_000;
+/** In bursts, the longest a waiting pull (the one after a pull that found nothing) lasts. */
+const IDLE_WAIT_MAX_MS = 1_000;
+/** After stop(), how long a pull still out is waited for (what it brings is nak'd). */
+const STOP_WAIT_MAX_MS = IDLE_WAIT_MAX_MS + 500;
 /** A signal that never aborts (the waits for the last pull after stop). */
 const NEVER = new AbortController().signal;
 
@@ -181,9 +183,11 @@ export class DurableConsumer {
    * stop(). One pull out at a time, and only once every delivery was handed over and the
    * handler holds no backpressure: never more than `pullSize` pulled ahead of the handler.
    * A pull that came back full is followed at once (a backlog drains at full speed), any other
-   * `everyMs` after the one before. A pull with no answer for `idleHeartbeatMs` counts as a
-   * missed heartbeat (the consumer is looked up: one deleted ends the round at once);
-   * `maxMissedHeartbeats` of them in a row end the round.
+   * `everyMs` after the one before; one that found nothing by a waiting pull for the next
+   * message (it expires within a second, or half the idle heartbeat), so a quiet consumer does
+   * not wake every interval and the first event after a quiet spell comes at once. A pull
+   * with no answer for `idleHeartbeatMs` counts as a missed heartbeat (the consumer is looked
+   * up: one deleted ends the round at once); `maxMissedHeartbeats` in a row end the round.
    */
   async #pullRound(bursts: Bursts, backoff: Backoff): Promise<void> {
     const { js, stream, durable, pullSize, maxMissedHeartbeats, logger } = this.#o;
@@ -198,12 +202,14 @@ export class DurableConsumer {
       js.getOptions().timeout ?? 5_000,
     );
     this.#pulls = pulls;
+    const { everyMs } = bursts;
+    const idleWaitMs = Math.min(IDLE_WAIT_MAX_MS, Math.floor(silenceMs / 2));
     let missed = 0;
-    let nextAt = 0;
+    let sentAt = 0;
     let stopBy: number | undefined;
     let end: string | undefined;
     this.#consuming = true;
-    logger.info({ stream, durable: name, everyMs: bursts.everyMs }, 'consuming in bursts');
+    logger.info({ stream, durable: name, everyMs }, 'consuming in bursts');
     try {
       for (;;) {
         // Every delivery is handed over (nak'd after stop) before anything else is decided.
@@ -240,13 +246,22 @@ export class DurableConsumer {
           else if (missed >= maxMissedHeartbeats) end = `${missed} pulls unanswered`;
           continue;
         }
-        const pauseMs = pulls.lastFull ? 0 : nextAt - Date.now();
+        const last = pulls.last;
+        if (last?.got === 0) {
+          // Nothing stored: one waiting pull for the next message, not one pull per interval.
+          pulls.waitForNext(idleWaitMs);
+          continue;
+        }
+        // After a full pull at once (a backlog), else an interval after the last no_wait pull
+        // was sent, or after a waiting pull brought the first message of a quiet spell.
+        const pauseMs =
+          last?.full && !last.waited ? 0 : (last?.waited ? last.at : sentAt) + everyMs - Date.now();
         if (pauseMs > 0) {
           // Woken early only by a late delivery (handed over above) or stop.
           await pulls.wait(pauseMs, stopped);
           continue;
         }
-        nextAt = Date.now() + bursts.everyMs;
+        sentAt = Date.now();
         pulls.pull(pullSize); // nothing is buffered here: the loop above took it all
       }
     } finally {

@@ -2,6 +2,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { JetStreamStatus, toJsMsg } from '@nats-io/jetstream/internal';
 import {
   createInbox,
+  nanos,
   type Msg,
   type NatsConnection,
   type Subscription,
@@ -10,16 +11,32 @@ import {
 /** What a wait on the pulls ended with. */
 export type PullWait = 'activity' | 'timeout' | 'stopped';
 
+/** How the last pull to end went. */
+export interface PullEnd {
+  /** A waiting pull (`expires`, for the next message after a quiet spell), not a no_wait one. */
+  waited: boolean;
+  /** It brought all it asked for (more may be stored). */
+  full: boolean;
+  /** Messages it brought. */
+  got: number;
+  /** When it ended (`Date.now()`). */
+  at: number;
+}
+
 /**
- * One round of burst pulls (docs/events.md, "Consuming"): `no_wait` pull requests on
+ * One round of burst pulls (docs/events.md, "Consuming") on
  * `$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`, one out at a time, under one wildcard inbox
- * subscription. A no_wait pull gets what is deliverable now and no more: its batch filled, or a
- * 404 (nothing at all) or 408 (fewer than asked) status ends it. A delivery carries its stream
- * subject, not the pull's, so it counts against the one pull out; a status comes on the pull's
- * own reply subject (`<inbox>.<n>`), so a late one of an earlier pull cannot end the next.
- * Every delivery is kept in `buffered` until the loop takes it: none is dropped while the round
- * is open. A status no pull can get past (409 consumer deleted, 503 no responders, 400) ends
- * the round (`gone`).
+ * subscription. A `no_wait` pull gets what is deliverable now and no more: its batch filled, or
+ * a 404 (nothing at all) or 408 (fewer than asked) status ends it. A waiting pull (`batch: 1`
+ * with `expires`) is what the loop sends when there was nothing: it ends with the next message
+ * that becomes deliverable (a new one, or a nak'd one whose delay is over), or a 408 when it
+ * expires, so a quiet consumer costs a wakeup per expiry instead of one per interval.
+ *
+ * A delivery carries its stream subject, not the pull's, so it counts against the one pull out;
+ * a status comes on the pull's own reply subject (`<inbox>.<n>`), so a late one of an earlier
+ * pull cannot end the next. Every delivery is kept in `buffered` until the loop takes it: none
+ * is dropped while the round is open. A status no pull can get past (409 consumer deleted, 503
+ * no responders, 400) ends the round (`gone`).
  *
  * nats.js 3.4's consume() and fetch() cannot send a no_wait pull (fetch's `expires` is at least
  * 1 s and waits for it); `toJsMsg` is exported by our patch of @nats-io/jetstream, so handlers
@@ -33,13 +50,14 @@ export class BurstPulls {
   readonly #sub: Subscription;
   /** Deliveries not yet taken by the loop, in arrival order. */
   readonly buffered: JsMsg[] = [];
-  /** The pull out (its number) and how many messages it may still bring; 0: none out. */
+  /** The pull out (its number; 0: none), what it may still bring and what it brought. */
   #open = 0;
+  #waited = false;
   #left = 0;
+  #got = 0;
   #pulls = 0;
   #wake: (() => void) | undefined;
-  /** Whether the last pull to end was filled (more is likely stored: pull again at once). */
-  #lastFull = false;
+  #last: PullEnd | undefined;
   /** Why the round must end, once a status says so. */
   #gone: string | undefined;
 
@@ -63,28 +81,28 @@ export class BurstPulls {
     });
   }
 
-  /** A pull is out that has not ended (filled, or a 404/408). */
+  /** A pull is out that has not ended. */
   get open(): boolean {
     return this.#open !== 0;
   }
 
-  get lastFull(): boolean {
-    return this.#lastFull;
+  /** The last pull to end; undefined before the first. */
+  get last(): PullEnd | undefined {
+    return this.#last;
   }
 
   get gone(): string | undefined {
     return this.#gone;
   }
 
-  /** Sends one no_wait pull for up to `batch` messages; never while one is out. */
+  /** Sends a no_wait pull for up to `batch` messages; never while one is out. */
   pull(batch: number): void {
-    if (this.open) throw new Error('a pull is out already');
-    this.#pulls += 1;
-    this.#open = this.#pulls;
-    this.#left = batch;
-    this.#nc.publish(this.#next, JSON.stringify({ batch, no_wait: true }), {
-      reply: `${this.#inbox}.${this.#pulls}`,
-    });
+    this.#send(batch, false, { batch, no_wait: true });
+  }
+
+  /** Sends a pull for the next message, answered by the server within `expiresMs`. */
+  waitForNext(expiresMs: number): void {
+    this.#send(1, true, { batch: 1, expires: nanos(expiresMs) });
   }
 
   /** Resolves on the next delivery or status, after `ms`, or when `signal` aborts. */
@@ -110,11 +128,25 @@ export class BurstPulls {
     this.#sub.unsubscribe();
   }
 
+  #send(batch: number, waited: boolean, request: object): void {
+    if (this.open) throw new Error('a pull is out already');
+    this.#pulls += 1;
+    this.#open = this.#pulls;
+    this.#waited = waited;
+    this.#left = batch;
+    this.#got = 0;
+    this.#nc.publish(this.#next, JSON.stringify(request), {
+      reply: `${this.#inbox}.${this.#pulls}`,
+    });
+  }
+
   #take(msg: Msg): void {
     if (msg.reply) {
       this.buffered.push(toJsMsg(msg, this.#ackTimeoutMs));
+      if (!this.open) return;
+      this.#got += 1;
       this.#left -= 1;
-      if (this.open && this.#left <= 0) this.#ended(this.#open, true);
+      if (this.#left <= 0) this.#ended(this.#open, true);
       return;
     }
     const pull = Number(msg.subject.slice(this.#inbox.length + 1));
@@ -135,6 +167,6 @@ export class BurstPulls {
   #ended(pull: number, full: boolean): void {
     if (pull !== this.#open) return;
     this.#open = 0;
-    this.#lastFull = full;
+    this.#last = { waited: this.#waited, full, got: this.#got, at: Date.now() };
   }
 }
