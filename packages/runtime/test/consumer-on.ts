@@ -1,5 +1,5 @@
 import { waitFor } from '@holdfast/testkit';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
 import { DurableConsumer, type DurableConsumerOptions } from '../src/jetstream/consumer.js';
 import { createLogger } from '../src/logger.js';
@@ -47,5 +47,14 @@ export async function consumerOn(
       await consumer.stop();
       await nc.close();
     },
+  };
+}
+
+/** A handler that notes each message, acks it and takes the next at once. */
+export function acking(note: (m: JsMsg) => unknown): DurableConsumerOptions['onMessage'] {
+  return (m) => {
+    note(m);
+    m.ack();
+    return undefined;
   };
 }

@@ -145,7 +145,6 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     burn.add(event, snapshots);
   };
   const consumer = new EventConsumer({
-    nc,
     js,
     jsm,
     names,

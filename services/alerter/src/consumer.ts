@@ -13,7 +13,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { nanos, type NatsConnection } from '@nats-io/transport-node';
+import { nanos } from '@nats-io/transport-node';
 import type { Counter } from 'prom-client';
 import type { AlerterSettings } from './env.js';
 import { KeyedSerial } from './keyed-serial.js';
@@ -28,7 +28,6 @@ const RETRY: RetryPolicy = { initialMs: 2_000, maxMs: 2_000, factor: 1 };
 export const RESTART: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1 };
 
 export interface EventConsumerOptions {
-  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   names: NatsNames;
@@ -57,7 +56,7 @@ export class EventConsumer {
   constructor(opts: EventConsumerOptions) {
     this.#o = opts;
     this.#logger = opts.logger.child({ component: 'events' });
-    const { nc, js, jsm, names, settings } = opts;
+    const { js, jsm, names, settings } = opts;
     this.#letters = new DeadLetters({
       js,
       names,
@@ -79,8 +78,6 @@ export class EventConsumer {
       },
       pullSize: settings.eventConcurrency,
       concurrency: settings.eventConcurrency,
-      // In bursts (`ALERTER_PULL_EVERY_MS`, 50 ms): far inside the 5 s an alert is due in.
-      ...(settings.pullEveryMs > 0 ? { bursts: { nc, everyMs: settings.pullEveryMs } } : {}),
       onMessage: (m) => this.#handle(m),
       restart: RESTART,
       redeliver: RETRY,

@@ -17,12 +17,6 @@ const AlerterEnv = serviceEnv({
     .default('alerter'),
   /** Events handled at once per replica (events of one org are always handled in order). */
   ALERTER_EVENT_CONCURRENCY: env.int(64, 1, 4_096),
-  /**
-   * Events in bursts: one pull of what is stored every this many ms (a full one is followed at
-   * once), so one socket read carries many events. Adds up to this much to an alert's latency
-   * (webhooks are due within 5 s of the crossing). 0: each event delivered as it is stored.
-   */
-  ALERTER_PULL_EVERY_MS: env.int(50, 0, 1_000),
   /** Webhook deliveries in flight per replica. */
   ALERTER_WEBHOOK_CONCURRENCY: env.int(32, 1, 1_024),
   /** One delivery attempt gives up after this long. */
@@ -53,8 +47,6 @@ type AlerterEnv = z.infer<typeof AlerterEnv>;
 export interface AlerterSettings {
   consumer: string;
   eventConcurrency: number;
-  /** Events pulled in bursts this often (ms); 0: consume(). */
-  pullEveryMs: number;
   webhookConcurrency: number;
   webhookTimeoutMs: number;
   retry: WebhookRetryPolicy;
@@ -78,7 +70,6 @@ function settingsFromEnv(e: AlerterEnv): AlerterSettings {
   return {
     consumer: e.ALERTER_CONSUMER,
     eventConcurrency: e.ALERTER_EVENT_CONCURRENCY,
-    pullEveryMs: e.ALERTER_PULL_EVERY_MS,
     webhookConcurrency: e.ALERTER_WEBHOOK_CONCURRENCY,
     webhookTimeoutMs: e.ALERTER_WEBHOOK_TIMEOUT_MS,
     retry: {

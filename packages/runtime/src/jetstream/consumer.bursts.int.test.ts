@@ -8,7 +8,7 @@ import {
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { consumerOn } from '../../test/consumer-on.js';
+import { acking, consumerOn } from '../../test/consumer-on.js';
 import { ensureEventsStream } from '../nats.js';
 
 /** Deliveries by stream sequence: how many times each came to the handler. */
@@ -29,11 +29,7 @@ test('bursts: what is stored between two pulls arrives together, not message by 
   const { stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
     everyMs: 250,
     pullSize: 100,
-    onMessage: (m) => {
-      arrivals.push(Date.now());
-      m.ack();
-      return undefined;
-    },
+    onMessage: acking(() => arrivals.push(Date.now())),
   });
   try {
     const js = jetstream(nc);
@@ -67,11 +63,7 @@ test('bursts: a quiet consumer waits for the next message instead of pulling eve
   const arrivals: number[] = [];
   const { stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
     everyMs: 250,
-    onMessage: (m) => {
-      arrivals.push(Date.now());
-      m.ack();
-      return undefined;
-    },
+    onMessage: acking(() => arrivals.push(Date.now())),
   });
   // The pull requests themselves, as any subscriber of their subject sees them.
   const requests = nc.subscribe(`$JS.API.CONSUMER.MSG.NEXT.${iso.names.eventsStream}.test`);
@@ -221,11 +213,7 @@ test('bursts: a consumer deleted under the loop is created again and consumption
   const { consumer, stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
     everyMs: 50,
     idleHeartbeatMs: 300,
-    onMessage: (m) => {
-      take(m);
-      m.ack();
-      return undefined;
-    },
+    onMessage: acking((m) => take(m)),
   });
   try {
     const js = jetstream(nc);
@@ -259,11 +247,7 @@ test('bursts: through a NATS server restart consumption resumes and nothing is l
     consumer = await consumerOn(server.url, iso.names.eventsStream, {
       everyMs: 50,
       idleHeartbeatMs: 300,
-      onMessage: (m) => {
-        take(m);
-        m.ack();
-        return undefined;
-      },
+      onMessage: acking((m) => take(m)),
     });
     const js = jetstream(nc);
     const publish = async (n: number) => {
@@ -346,11 +330,7 @@ test('bursts: stop() hands back what is buffered at once and pulls nothing after
     const next: { seq: number; count: number }[] = [];
     const replica = await consumerOn(natsUrl, iso.names.eventsStream, {
       everyMs: 50,
-      onMessage: (m) => {
-        next.push({ seq: m.seq, count: m.info.deliveryCount });
-        m.ack();
-        return undefined;
-      },
+      onMessage: acking((m) => next.push({ seq: m.seq, count: m.info.deliveryCount })),
     });
     try {
       await waitFor(() => next.length === 5, { timeoutMs: 3_000, what: 'the rest, at once' });

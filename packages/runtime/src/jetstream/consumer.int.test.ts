@@ -3,7 +3,7 @@ import { infraTest as test, waitFor } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { describe, expect } from 'vitest';
-import { consumerOn } from '../../test/consumer-on.js';
+import { acking, consumerOn } from '../../test/consumer-on.js';
 import { stallProxy } from '../../test/stall-proxy.js';
 import { ensureEventsStream } from '../nats.js';
 import { nakLater } from './messages.js';
@@ -28,11 +28,7 @@ for (const { mode, everyMs } of MODES) {
         everyMs,
         idleHeartbeatMs: 200,
         expiresMs: 1_000,
-        onMessage: (m) => {
-          seen.push(m.seq);
-          m.ack();
-          return undefined;
-        },
+        onMessage: acking((m) => seen.push(m.seq)),
       });
       try {
         const js = jetstream(nc);
