@@ -5,6 +5,7 @@ import {
   nanos,
   type Msg,
   type NatsConnection,
+  type Status,
   type Subscription,
 } from '@nats-io/transport-node';
 
@@ -36,7 +37,10 @@ export interface PullEnd {
  * a status comes on the pull's own reply subject (`<inbox>.<n>`), so a late one of an earlier
  * pull cannot end the next. Every delivery is kept in `buffered` until the loop takes it: none
  * is dropped while the round is open. A status no pull can get past (409 consumer deleted, 503
- * no responders, 400) ends the round (`gone`).
+ * no responders, 400) ends the round (`gone`). After a reconnect the pull out is taken for lost
+ * (the server it waited on may be gone, as consume() does): the loop sends the next at once,
+ * and should the old one still be answered, its deliveries are kept all the same (counted
+ * against the new one, so for a moment up to twice `pullSize` may be out).
  *
  * nats.js 3.4's consume() and fetch() cannot send a no_wait pull (fetch's `expires` is at least
  * 1 s and waits for it); `toJsMsg` is exported by our patch of @nats-io/jetstream, so handlers
@@ -48,6 +52,7 @@ export class BurstPulls {
   readonly #inbox: string;
   readonly #ackTimeoutMs: number;
   readonly #sub: Subscription;
+  readonly #status: AsyncIterable<Status> & { stop?: () => void };
   /** Deliveries not yet taken by the loop, in arrival order. */
   readonly buffered: JsMsg[] = [];
   /** The pull out (its number; 0: none), what it may still bring and what it brought. */
@@ -79,6 +84,8 @@ export class BurstPulls {
         this.#wake?.();
       },
     });
+    this.#status = nc.status();
+    void this.#watch();
   }
 
   /** A pull is out that has not ended. */
@@ -126,6 +133,15 @@ export class BurstPulls {
   close(): void {
     this.#wake = undefined;
     this.#sub.unsubscribe();
+    this.#status.stop?.();
+  }
+
+  async #watch(): Promise<void> {
+    for await (const s of this.#status) {
+      if (s.type !== 'reconnect' || !this.open) continue;
+      this.#ended(this.#open, false);
+      this.#wake?.();
+    }
   }
 
   #send(batch: number, waited: boolean, request: object): void {
