@@ -8,7 +8,7 @@ export * from './metrics.js';
 export * from './ops-server.js';
 export * from './service.js';
 export { ensureDurable, type DurableConfig } from './jetstream/durable.js';
-export { DurableConsumer, type Bursts } from './jetstream/consumer.js';
+export { DurableConsumer } from './jetstream/consumer.js';
 export { DeadLetters } from './jetstream/dead-letters.js';
 export { keepWorking, nakLater } from './jetstream/messages.js';
 export { readDeadLetters, type StoredDeadLetter } from './jetstream/read-dead-letters.js';
