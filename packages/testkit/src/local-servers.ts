@@ -21,7 +21,8 @@ export function findBinary(name: string): string | undefined {
   return found.status === 0 && out ? out : undefined;
 }
 
-async function stopChild(child: ChildProcess, dir: string): Promise<void> {
+/** Ends a process: SIGTERM, then SIGKILL after 5 s. */
+async function endProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode === null && child.signalCode === null) {
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');
@@ -29,6 +30,10 @@ async function stopChild(child: ChildProcess, dir: string): Promise<void> {
     await exited;
     clearTimeout(timer);
   }
+}
+
+async function stopChild(child: ChildProcess, dir: string): Promise<void> {
+  await endProcess(child);
   await rm(dir, { recursive: true, force: true });
 }
 
@@ -40,6 +45,19 @@ function launch(bin: string, args: string[], dir: string): ChildProcess {
 
 /** A nats-server with JetStream; `config` is extra server configuration (`max_payload: 8192`). */
 export async function startNatsServer(bin: string, config?: string): Promise<LocalServer> {
+  const server = await startRestartableNatsServer(bin, config);
+  return { url: server.url, stop: () => server.stop() };
+}
+
+/**
+ * A nats-server with JetStream on a free port and a store in a temp dir, for outage tests:
+ * `halt()` ends it (SIGTERM: JetStream writes its state), `restart()` brings it back on the
+ * same port and store, as a restarted server looks to clients that hold its URL.
+ */
+export async function startRestartableNatsServer(
+  bin: string,
+  config?: string,
+): Promise<RestartableServer> {
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-nats-'));
   const port = await freePort();
   const args = ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir];
@@ -47,10 +65,26 @@ export async function startNatsServer(bin: string, config?: string): Promise<Loc
     await writeFile(join(dir, 'extra.conf'), config);
     args.push('-c', join(dir, 'extra.conf'));
   }
-  const child = launch(bin, args, dir);
-  const url = `nats://127.0.0.1:${port}`;
-  await waitFor(() => canConnect(port), { timeoutMs: 15_000, what: `nats-server on ${port}` });
-  return { url, stop: () => stopChild(child, dir) };
+  let child: ChildProcess | undefined;
+  const up = async () => {
+    child = launch(bin, args, dir);
+    await waitFor(() => canConnect(port), { timeoutMs: 15_000, what: `nats-server on ${port}` });
+  };
+  const halt = async () => {
+    const c = child;
+    child = undefined;
+    if (c) await endProcess(c);
+  };
+  await up();
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    halt,
+    restart: up,
+    stop: async () => {
+      await halt();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export async function startRedisServer(bin: string): Promise<LocalServer> {
@@ -149,13 +183,7 @@ export async function startRestartableClickHouseServer(bin: string): Promise<Res
   const halt = async () => {
     const c = child;
     child = undefined;
-    if (c && c.exitCode === null && c.signalCode === null) {
-      const exited = new Promise((r) => c.once('exit', r));
-      c.kill('SIGTERM');
-      const timer = setTimeout(() => c.kill('SIGKILL'), 5_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    if (c) await endProcess(c);
   };
   await pickPorts();
   await start(true);

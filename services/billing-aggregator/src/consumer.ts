@@ -8,11 +8,13 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { nanos, type NatsConnection } from '@nats-io/transport-node';
 
 export interface ConsumerSettings {
   durable: string;
   fetchSize: number;
+  /** Pull in bursts this often (ms); 0 or absent: consume(). */
+  pullEveryMs?: number;
   maxAckPending: number;
   ackWaitMs: number;
 }
@@ -43,10 +45,12 @@ export async function ensureConsumer(
 
 /**
  * The aggregator's consume loop: one message at a time into the batcher, whose returned
- * promise (a full batch waiting for the previous insert) stops the pulling. Restarts after 4
- * missed heartbeats (20 s of silence), 250 ms doubling to 5 s apart.
+ * promise (a full batch waiting for the previous insert) stops the pulling. In bursts every
+ * `pullEveryMs` (the batch waits seconds anyway). Restarts after 4 missed heartbeats (20 s of
+ * silence), 250 ms doubling to 5 s apart.
  */
 export function createEventConsumer(opts: {
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   names: NatsNames;
@@ -60,6 +64,9 @@ export function createEventConsumer(opts: {
     stream: opts.names.eventsStream,
     durable: durableConfig(opts.names, opts.settings),
     pullSize: opts.settings.fetchSize,
+    ...(opts.settings.pullEveryMs
+      ? { bursts: { nc: opts.nc, everyMs: opts.settings.pullEveryMs } }
+      : {}),
     onMessage: opts.onMessage,
     restart: { initialMs: 250, maxMs: 5_000 },
     redeliver: REDELIVER,

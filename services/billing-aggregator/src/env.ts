@@ -30,6 +30,13 @@ const AggregatorEnv = serviceEnv({
   /** Messages one pull asks for; bounds what waits in the client buffer. */
   BILLING_AGGREGATOR_FETCH_SIZE: env.int(2_000, 1, 100_000),
   /**
+   * Deliveries in bursts: one pull of what is stored every this many ms (a full one is
+   * followed at once), so one socket read carries many events: a third of the CPU per event
+   * of a delivery per event (docs/benchmarks.md). Events wait up to this long more before
+   * they are batched, far inside the 5 s flush. 0: each event delivered as it is stored.
+   */
+  BILLING_AGGREGATOR_PULL_EVERY_MS: env.int(250, 0, 60_000),
+  /**
    * Unacked messages the server lets out across all replicas. A replica holds up to two
    * batches and a pull (one inserting, one filling): below that, it stops pulling while it
    * inserts. The default leaves room for two replicas.
@@ -63,6 +70,8 @@ export interface AggregatorConfig extends ServiceConfig {
   consumer: {
     durable: string;
     fetchSize: number;
+    /** 0: consume(), each message as it is stored. */
+    pullEveryMs: number;
     maxAckPending: number;
     ackWaitMs: number;
   };
@@ -82,6 +91,7 @@ export function loadConfig(source: NodeJS.ProcessEnv = process.env): AggregatorC
     consumer: {
       durable: e.BILLING_AGGREGATOR_CONSUMER,
       fetchSize: e.BILLING_AGGREGATOR_FETCH_SIZE,
+      pullEveryMs: e.BILLING_AGGREGATOR_PULL_EVERY_MS,
       maxAckPending: e.BILLING_AGGREGATOR_MAX_ACK_PENDING,
       ackWaitMs: e.BILLING_AGGREGATOR_ACK_WAIT_MS,
     },

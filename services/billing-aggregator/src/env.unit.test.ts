@@ -11,6 +11,9 @@ describe('config', () => {
     expect(c.opsPort).toBe(9102);
     expect(c.nats.names.eventsStream).toBe('HOLDFAST_EVENTS');
     expect(c.consumer.durable).toBe('billing-aggregator');
+    // In bursts by default, far inside the 5 s flush; 0 is consume().
+    expect(c.consumer.pullEveryMs).toBe(250);
+    expect(loadConfig({ BILLING_AGGREGATOR_PULL_EVERY_MS: '0' }).consumer.pullEveryMs).toBe(0);
   });
 
   it('names the variable that is wrong', () => {

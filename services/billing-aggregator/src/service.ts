@@ -86,6 +86,7 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       logger,
     });
     const consumer = createEventConsumer({
+      nc,
       js,
       jsm,
       names: config.nats.names,

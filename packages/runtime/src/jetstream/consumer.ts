@@ -1,15 +1,26 @@
 import { Backoff, sleep, type RetryPolicy } from '@holdfast/retry';
-import type {
-  ConsumerMessages,
-  JetStreamClient,
-  JetStreamManager,
-  JsMsg,
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type ConsumerMessages,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
 } from '@nats-io/jetstream';
-import { millis } from '@nats-io/transport-node';
+import { millis, type NatsConnection } from '@nats-io/transport-node';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ensureDurable, type DurableConfig } from './durable.js';
 import { nakLater, workingEveryMs } from './messages.js';
+import { BurstPulls } from './pull.js';
+
+/** Deliveries in bursts: one `no_wait` pull every `everyMs` instead of consume(). */
+export interface Bursts {
+  /** The connection `js` and `jsm` were made from: the pulls are plain requests on it. */
+  nc: NatsConnection;
+  /** Pause between two pulls (none after a pull that came back full). */
+  everyMs: number;
+}
 
 export interface DurableConsumerOptions {
   js: JetStreamClient;
@@ -17,8 +28,13 @@ export interface DurableConsumerOptions {
   stream: string;
   /** Created at start, or brought to these settings (see `ensureDurable`). */
   durable: DurableConfig;
-  /** Messages pulled ahead of the handler (consume's `max_messages`). */
+  /** Messages pulled ahead of the handler (consume's `max_messages`, a burst pull's `batch`). */
   pullSize: number;
+  /**
+   * Pull in bursts (one socket read and wakeup for many messages) instead of consume()'s
+   * delivery of each message as it is stored. Absent: consume().
+   */
+  bursts?: Bursts;
   /**
    * Handler calls at once. 1 keeps the stream's order and makes a returned promise the
    * backpressure: nothing more is handed over while it waits.
@@ -34,9 +50,12 @@ export interface DurableConsumerOptions {
   restart: RetryPolicy;
   /** Delay of the nak after a handler failed, by delivery count. */
   redeliver: RetryPolicy;
-  /** Missed idle heartbeats after which consume() starts afresh (server or consumer gone). */
+  /**
+   * Missed idle heartbeats after which consume() starts afresh (server or consumer gone); in
+   * bursts, periods of `idleHeartbeatMs` without an answer to an open pull.
+   */
   maxMissedHeartbeats: number;
-  /** Idle heartbeat asked of the server. */
+  /** Idle heartbeat asked of the server; in bursts, the silence that counts as one missed. */
   idleHeartbeatMs?: number;
   /** Life of one pull request. */
   expiresMs?: number;
@@ -45,6 +64,12 @@ export interface DurableConsumerOptions {
 
 /** The server's default ack wait, for a durable whose config does not set one. */
 const DEFAULT_ACK_WAIT_MS = 30_000;
+/** In bursts, the longest a waiting pull (the one after a pull that found nothing) lasts. */
+const IDLE_WAIT_MAX_MS = 1_000;
+/** After stop(), how long a pull still out is waited for (what it brings is nak'd). */
+const STOP_WAIT_MAX_MS = IDLE_WAIT_MAX_MS + 500;
+/** A signal that never aborts (the waits for the last pull after stop). */
+const NEVER = new AbortController().signal;
 
 /**
  * The one JetStream consume loop (docs/events.md, "Consuming"): ensure the durable, consume,
@@ -52,12 +77,14 @@ const DEFAULT_ACK_WAIT_MS = 30_000;
  * iterator ends. While a handler's promise is pending its message gets `working()` at a third
  * of the ack wait (every handler bounds its own work with timeouts). `stop()` naks what is
  * buffered, so another replica gets it at once, and waits for the handlers still running.
+ * With `bursts`, each round pulls instead of consuming (`#pullRound`).
  */
 export class DurableConsumer {
   readonly #o: DurableConsumerOptions;
   readonly #inflight = new Map<Promise<void>, JsMsg>();
   readonly #stop = new AbortController();
   #messages: ConsumerMessages | undefined;
+  #pulls: BurstPulls | undefined;
   #loop: Promise<void> | undefined;
   #working: NodeJS.Timeout | undefined;
   #consuming = false;
@@ -67,7 +94,7 @@ export class DurableConsumer {
     this.#o = opts;
   }
 
-  /** True while a consume() iterator is open (for /readyz). */
+  /** True while a consume() iterator (or a round of burst pulls) is open (for /readyz). */
   get consuming(): boolean {
     return this.#consuming;
   }
@@ -85,6 +112,8 @@ export class DurableConsumer {
     const ackWaitMs = ackWait === undefined ? DEFAULT_ACK_WAIT_MS : millis(ackWait);
     this.#working = setInterval(() => {
       for (const m of this.#inflight.values()) m.working();
+      // Pulled and waiting behind the handler's backpressure: kept too.
+      for (const m of this.#pulls?.buffered ?? []) m.working();
     }, workingEveryMs(ackWaitMs));
     // The connection keeps the process alive, not this timer.
     this.#working.unref();
@@ -100,34 +129,15 @@ export class DurableConsumer {
   }
 
   async #run(): Promise<void> {
-    const { js, jsm, stream, durable, logger } = this.#o;
+    const { jsm, stream, durable, logger } = this.#o;
     const backoff = new Backoff(this.#o.restart);
     const stopped = this.#stop.signal;
     while (!stopped.aborted) {
       try {
         // Again on every round: a consumer deleted under us is created anew.
         await ensureDurable(jsm, stream, durable);
-        const consumer = await js.consumers.get(stream, durable.durable_name);
-        const messages = await consumer.consume({
-          max_messages: this.#o.pullSize,
-          idle_heartbeat: this.#o.idleHeartbeatMs ?? 5_000,
-          expires: this.#o.expiresMs ?? 30_000,
-        });
-        this.#messages = messages;
-        // stop() may have come while this round was being set up.
-        if (stopped.aborted) messages.stop();
-        void this.#watch(messages);
-        this.#consuming = true;
-        logger.info({ stream, durable: durable.durable_name }, 'consuming');
-        for await (const m of messages) {
-          backoff.reset();
-          if (stopped.aborted) {
-            m.nak();
-            continue;
-          }
-          const wait = this.#handle(m);
-          if (wait) await wait;
-        }
+        if (this.#o.bursts) await this.#pullRound(this.#o.bursts, backoff);
+        else await this.#consumeRound(backoff);
       } catch (err) {
         logger.warn({ err: errorMessage(err), stream }, 'consume loop failed');
       } finally {
@@ -138,6 +148,149 @@ export class DurableConsumer {
       this.#restarts += 1;
       logger.info({ delayMs, stream, durable: durable.durable_name }, 'consuming again');
       await sleep(delayMs, stopped);
+    }
+  }
+
+  /** One consume() iterator, until it ends (stop, heartbeats missed, consumer gone). */
+  async #consumeRound(backoff: Backoff): Promise<void> {
+    const { js, stream, durable, logger } = this.#o;
+    const stopped = this.#stop.signal;
+    const consumer = await js.consumers.get(stream, durable.durable_name);
+    const messages = await consumer.consume({
+      max_messages: this.#o.pullSize,
+      idle_heartbeat: this.#o.idleHeartbeatMs ?? 5_000,
+      expires: this.#o.expiresMs ?? 30_000,
+    });
+    this.#messages = messages;
+    // stop() may have come while this round was being set up.
+    if (stopped.aborted) messages.stop();
+    void this.#watch(messages);
+    this.#consuming = true;
+    logger.info({ stream, durable: durable.durable_name }, 'consuming');
+    for await (const m of messages) {
+      backoff.reset();
+      if (stopped.aborted) {
+        m.nak();
+        continue;
+      }
+      const wait = this.#handle(m);
+      if (wait) await wait;
+    }
+  }
+
+  /**
+   * One round of burst pulls (see `BurstPulls`), until the consumer or the server is gone or
+   * stop(). One pull out at a time, and only once every delivery was handed over and the
+   * handler holds no backpressure: never more than `pullSize` pulled ahead of the handler.
+   * A pull that came back full is followed at once (a backlog drains at full speed), any other
+   * `everyMs` after the one before; one that found nothing by a waiting pull for the next
+   * message (it expires within a second, or half the idle heartbeat), so a quiet consumer does
+   * not wake every interval and the first event after a quiet spell comes at once. A pull
+   * with no answer for `idleHeartbeatMs` counts as a missed heartbeat (the consumer is looked
+   * up: one deleted ends the round at once); `maxMissedHeartbeats` in a row end the round.
+   */
+  async #pullRound(bursts: Bursts, backoff: Backoff): Promise<void> {
+    const { js, stream, durable, pullSize, maxMissedHeartbeats, logger } = this.#o;
+    const name = durable.durable_name;
+    const stopped = this.#stop.signal;
+    const silenceMs = this.#o.idleHeartbeatMs ?? 5_000;
+    const pulls = new BurstPulls(
+      bursts.nc,
+      js.apiPrefix,
+      stream,
+      name,
+      js.getOptions().timeout ?? 5_000,
+    );
+    this.#pulls = pulls;
+    const { everyMs } = bursts;
+    const idleWaitMs = Math.min(IDLE_WAIT_MAX_MS, Math.floor(silenceMs / 2));
+    let missed = 0;
+    let sentAt = 0;
+    let stopBy: number | undefined;
+    let end: string | undefined;
+    this.#consuming = true;
+    logger.info({ stream, durable: name, everyMs }, 'consuming in bursts');
+    try {
+      for (;;) {
+        // Every delivery is handed over (nak'd after stop) before anything else is decided.
+        for (let m = pulls.buffered.shift(); m; m = pulls.buffered.shift()) {
+          backoff.reset();
+          missed = 0;
+          if (stopped.aborted) {
+            m.nak();
+            continue;
+          }
+          const wait = this.#handle(m);
+          if (wait) await wait;
+        }
+        end ??= pulls.gone;
+        if (end !== undefined) {
+          logger.warn({ reason: end, stream, durable: name }, 'consumer gone: consuming again');
+          return;
+        }
+        if (stopped.aborted) {
+          // No pull after stop; what the last one still brings is nak'd, briefly waited for.
+          stopBy ??= Date.now() + Math.min(silenceMs, STOP_WAIT_MAX_MS);
+          const leftMs = stopBy - Date.now();
+          if (!pulls.open || leftMs <= 0) return;
+          await pulls.wait(leftMs, NEVER);
+          continue;
+        }
+        if (pulls.open) {
+          const how = await pulls.wait(silenceMs, stopped);
+          if (how === 'activity') missed = 0;
+          if (how !== 'timeout') continue;
+          missed += 1;
+          logger.warn({ count: missed, stream, durable: name }, 'JetStream pull unanswered');
+          if (await this.#consumerGone(silenceMs)) end = 'consumer not found';
+          else if (missed >= maxMissedHeartbeats) end = `${missed} pulls unanswered`;
+          continue;
+        }
+        const last = pulls.last;
+        if (last?.got === 0) {
+          // Nothing stored: one waiting pull for the next message, not one pull per interval.
+          pulls.waitForNext(idleWaitMs);
+          continue;
+        }
+        // After a full pull at once (a backlog), else an interval after the last no_wait pull
+        // was sent, or after a waiting pull brought the first message of a quiet spell.
+        const pauseMs =
+          last?.full && !last.waited ? 0 : (last?.waited ? last.at : sentAt) + everyMs - Date.now();
+        if (pauseMs > 0) {
+          // Woken early only by a late delivery (handed over above) or stop.
+          await pulls.wait(pauseMs, stopped);
+          continue;
+        }
+        sentAt = Date.now();
+        pulls.pull(pullSize); // nothing is buffered here: the loop above took it all
+      }
+    } finally {
+      pulls.close();
+      this.#pulls = undefined;
+      // Nothing is left here but after a throw: handed back for another delivery at once.
+      for (const m of pulls.buffered.splice(0)) m.nak();
+    }
+  }
+
+  /**
+   * True when the durable (or its stream) is known to be gone; false when unsure, or when the
+   * lookup itself has no answer within `waitMs` (a silent server: one more missed pull).
+   */
+  async #consumerGone(waitMs: number): Promise<boolean> {
+    const { jsm, stream, durable } = this.#o;
+    const gone = jsm.consumers.info(stream, durable.durable_name).then(
+      () => false,
+      (err: unknown) =>
+        err instanceof JetStreamApiError &&
+        (err.code === JetStreamApiCodes.ConsumerNotFound ||
+          err.code === JetStreamApiCodes.StreamNotFound),
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const unsure = new Promise<false>((resolve) => (timer = setTimeout(resolve, waitMs, false)));
+    try {
+      return await Promise.race([gone, unsure]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

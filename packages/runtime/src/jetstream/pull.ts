@@ -1,0 +1,188 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import { JetStreamStatus, toJsMsg } from '@nats-io/jetstream/internal';
+import {
+  createInbox,
+  nanos,
+  type Msg,
+  type NatsConnection,
+  type Status,
+  type Subscription,
+} from '@nats-io/transport-node';
+
+/** What a wait on the pulls ended with. */
+export type PullWait = 'activity' | 'timeout' | 'stopped';
+
+/** How the last pull to end went. */
+export interface PullEnd {
+  /** A waiting pull (`expires`, for the next message after a quiet spell), not a no_wait one. */
+  waited: boolean;
+  /** It brought all it asked for (more may be stored). */
+  full: boolean;
+  /** Messages it brought. */
+  got: number;
+  /** When it ended (`Date.now()`). */
+  at: number;
+}
+
+/**
+ * One round of burst pulls (docs/events.md, "Consuming") on
+ * `$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`, one out at a time, under one wildcard inbox
+ * subscription. A `no_wait` pull gets what is deliverable now and no more: its batch filled, or
+ * a 404 (nothing at all) or 408 (fewer than asked) status ends it. A waiting pull (`batch: 1`
+ * with `expires`) is what the loop sends when there was nothing: it ends with the next message
+ * that becomes deliverable (a new one, or a nak'd one whose delay is over), or a 408 when it
+ * expires, so a quiet consumer costs a wakeup per expiry instead of one per interval.
+ *
+ * A delivery carries its stream subject, not the pull's, so it counts against the one pull out;
+ * a status comes on the pull's own reply subject (`<inbox>.<n>`), so a late one of an earlier
+ * pull cannot end the next. Every delivery is kept in `buffered` until the loop takes it: none
+ * is dropped while the round is open. A status no pull can get past (409 consumer deleted, 503
+ * no responders, 400) ends the round (`gone`). After a reconnect the pull out is taken for lost
+ * (the server it waited on may be gone, as consume() does): the loop sends the next at once,
+ * and should the old one still be answered, its deliveries are kept all the same (counted
+ * against the new one, so for a moment up to twice `pullSize` may be out).
+ *
+ * nats.js 3.4's consume() and fetch() cannot send a no_wait pull (fetch's `expires` is at least
+ * 1 s and waits for it); `toJsMsg` is exported by our patch of @nats-io/jetstream, so handlers
+ * get the library's own JsMsg.
+ */
+export class BurstPulls {
+  readonly #nc: NatsConnection;
+  readonly #next: string;
+  readonly #inbox: string;
+  readonly #ackTimeoutMs: number;
+  readonly #sub: Subscription;
+  readonly #status: AsyncIterable<Status> & { stop?: () => void };
+  /** Deliveries not yet taken by the loop, in arrival order. */
+  readonly buffered: JsMsg[] = [];
+  /** The pull out (its number; 0: none), what it may still bring and what it brought. */
+  #open = 0;
+  #waited = false;
+  #left = 0;
+  #got = 0;
+  #pulls = 0;
+  #wake: (() => void) | undefined;
+  #last: PullEnd | undefined;
+  /** Why the round must end, once a status says so. */
+  #gone: string | undefined;
+
+  constructor(
+    nc: NatsConnection,
+    apiPrefix: string,
+    stream: string,
+    durable: string,
+    ackTimeoutMs: number,
+  ) {
+    this.#nc = nc;
+    this.#next = `${apiPrefix}.CONSUMER.MSG.NEXT.${stream}.${durable}`;
+    this.#inbox = createInbox();
+    this.#ackTimeoutMs = ackTimeoutMs;
+    this.#sub = nc.subscribe(`${this.#inbox}.*`, {
+      callback: (err, msg) => {
+        if (err) this.#gone = `inbox subscription failed: ${err.message}`;
+        else this.#take(msg);
+        this.#wake?.();
+      },
+    });
+    this.#status = nc.status();
+    void this.#watch();
+  }
+
+  /** A pull is out that has not ended. */
+  get open(): boolean {
+    return this.#open !== 0;
+  }
+
+  /** The last pull to end; undefined before the first. */
+  get last(): PullEnd | undefined {
+    return this.#last;
+  }
+
+  get gone(): string | undefined {
+    return this.#gone;
+  }
+
+  /** Sends a no_wait pull for up to `batch` messages; never while one is out. */
+  pull(batch: number): void {
+    this.#send(batch, false, { batch, no_wait: true });
+  }
+
+  /** Sends a pull for the next message, answered by the server within `expiresMs`. */
+  waitForNext(expiresMs: number): void {
+    this.#send(1, true, { batch: 1, expires: nanos(expiresMs) });
+  }
+
+  /** Resolves on the next delivery or status, after `ms`, or when `signal` aborts. */
+  wait(ms: number, signal: AbortSignal): Promise<PullWait> {
+    if (signal.aborted) return Promise.resolve('stopped');
+    return new Promise((resolve) => {
+      const done = (how: PullWait) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.#wake = undefined;
+        resolve(how);
+      };
+      const onAbort = () => done('stopped');
+      const timer = setTimeout(() => done('timeout'), ms);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#wake = () => done('activity');
+    });
+  }
+
+  /** Ends the round's subscription: nothing is delivered to it after this. */
+  close(): void {
+    this.#wake = undefined;
+    this.#sub.unsubscribe();
+    this.#status.stop?.();
+  }
+
+  async #watch(): Promise<void> {
+    for await (const s of this.#status) {
+      if (s.type !== 'reconnect' || !this.open) continue;
+      this.#ended(this.#open, false);
+      this.#wake?.();
+    }
+  }
+
+  #send(batch: number, waited: boolean, request: object): void {
+    if (this.open) throw new Error('a pull is out already');
+    this.#pulls += 1;
+    this.#open = this.#pulls;
+    this.#waited = waited;
+    this.#left = batch;
+    this.#got = 0;
+    this.#nc.publish(this.#next, JSON.stringify(request), {
+      reply: `${this.#inbox}.${this.#pulls}`,
+    });
+  }
+
+  #take(msg: Msg): void {
+    if (msg.reply) {
+      this.buffered.push(toJsMsg(msg, this.#ackTimeoutMs));
+      if (!this.open) return;
+      this.#got += 1;
+      this.#left -= 1;
+      if (this.#left <= 0) this.#ended(this.#open, true);
+      return;
+    }
+    const pull = Number(msg.subject.slice(this.#inbox.length + 1));
+    const status = new JetStreamStatus(msg);
+    switch (status.code) {
+      case 100:
+        return;
+      case 404:
+      case 408:
+        this.#ended(pull, false);
+        return;
+      default:
+        this.#ended(pull, false);
+        this.#gone ??= `${status.code} ${status.description}`;
+    }
+  }
+
+  #ended(pull: number, full: boolean): void {
+    if (pull !== this.#open) return;
+    this.#open = 0;
+    this.#last = { waited: this.#waited, full, got: this.#got, at: Date.now() };
+  }
+}
