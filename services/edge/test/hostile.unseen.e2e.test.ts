@@ -405,3 +405,46 @@ test("an image on a model counted by estimate is held at the upstream model's vi
   expect(u.windows[0]!.used).toBeLessThanOrEqual(60_000);
   expect(u.overruns.count).toBe(0);
 });
+
+/** small, with room for a prompt above 200,000 tokens. */
+function huge(c: TestConfig): void {
+  small(c);
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 1_000_000, unit: 'tokens' }];
+}
+
+test('the long-context beta with more than 200,000 input tokens is refused (Anthropic bills it at long-context rates): a 400 naming the header, nothing held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: huge });
+  const headers = { 'x-api-key': KEYS.support };
+  const beta = { ...headers, 'anthropic-beta': 'prompt-caching-2024-07-31, Context-1M-2025-08-07' };
+  // About 210,000 bytes of text: its bound is above the line, as its real count would be.
+  const long = {
+    model: 'claude-local',
+    max_tokens: 20,
+    messages: [{ role: 'user', content: 'lorem ipsum '.repeat(17_500) }],
+  };
+  for (const path of ['/v1/messages', '/v1/messages/count_tokens']) {
+    const r = await post(s, path, long, beta);
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect(JSON.stringify(r.body)).toContain('anthropic-beta');
+    expect(JSON.stringify(r.body)).toContain('200000');
+  }
+  await nothingSpent(s);
+  // Without the beta the same prompt is no long-context request (Anthropic itself refuses one
+  // above 200,000 without it; the mock takes it).
+  const plain = await post(s, '/v1/messages', long, headers);
+  expect(plain.status).toBe(200);
+  // With the beta and a prompt under the line the call is billed at the standard rates.
+  const short = await post(
+    s,
+    '/v1/messages',
+    { ...long, messages: [{ role: 'user', content: 'Hi.' }] },
+    beta,
+  );
+  expect(short.status).toBe(200);
+  expect(s.upstream.stats().recent).toHaveLength(2);
+  const b = s.upstream.stats().billed;
+  expect((await s.settled('support-bot')).billedTokens).toBe(b.promptTokens + b.completionTokens);
+});

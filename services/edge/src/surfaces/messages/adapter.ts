@@ -1,4 +1,4 @@
-import { Ok } from '@holdfast/runtime';
+import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
 import {
@@ -7,6 +7,7 @@ import {
   withProviderTool,
   type UnseenInput,
 } from '../../call/unseen.js';
+import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
@@ -51,8 +52,42 @@ const COUNTED_FIELDS = [
  * answer, the local count of the chat request the prompt amounts to (the proven bound with
  * `estimate`).
  */
-export function countMessagesPrompt(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
-  return withProviderTool(messagesProviderTools(body), ctx.model, () => countInput(body, ctx));
+export async function countMessagesPrompt(
+  body: CountTokensRequest,
+  ctx: CountContext,
+): Promise<Counted> {
+  const counted = await withProviderTool(messagesProviderTools(body), ctx.model, () =>
+    countInput(body, ctx),
+  );
+  return counted.ok ? longContext(counted.value, ctx.headers['anthropic-beta']) : counted;
+}
+
+/**
+ * Anthropic's long-context window (the `context-1m-*` beta) bills a request whose input is
+ * above 200,000 tokens at its long-context rates, all of it: 2x the input price and 1.5x the
+ * output price on Sonnet. Holdfast holds and bills at the model's one price, so such a call
+ * could cost the tenant up to twice what its `usd` budget allows; it is refused until
+ * long-context prices can be configured. The count is exact (count_tokens) or an upper bound,
+ * so a call counted at or under the line is under it and is billed at the standard rates.
+ */
+const LONG_CONTEXT_ABOVE_TOKENS = 200_000;
+const LONG_CONTEXT_BETA = /^context-1m-/;
+
+function longContext(prompt: number, beta: string | undefined): Counted {
+  if (prompt <= LONG_CONTEXT_ABOVE_TOKENS || beta === undefined) return Ok(prompt);
+  const flags = beta.split(',').map((f) => f.trim().toLowerCase());
+  if (!flags.some((f) => LONG_CONTEXT_BETA.test(f))) return Ok(prompt);
+  return Err(
+    new EdgeError({
+      code: 'invalid_request',
+      param: 'anthropic-beta',
+      message:
+        `This call asks for the long-context window (anthropic-beta: context-1m) with ` +
+        `${prompt} input tokens, above ${LONG_CONTEXT_ABOVE_TOKENS}: Anthropic bills such a ` +
+        `request at its long-context rates, which Holdfast does not price yet, so its budget ` +
+        `could not hold. Send at most ${LONG_CONTEXT_ABOVE_TOKENS} input tokens.`,
+    }),
+  );
 }
 
 async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
