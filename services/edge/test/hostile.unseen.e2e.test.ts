@@ -448,3 +448,45 @@ test('the long-context beta with more than 200,000 input tokens is refused (Anth
   const b = s.upstream.stats().billed;
   expect((await s.settled('support-bot')).billedTokens).toBe(b.promptTokens + b.completionTokens);
 });
+
+test('audio on /v1/responses for a model with an audio price is refused (its usage does not split audio out): a 400 naming the part, nothing held or sent; a model without one goes on', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      wide(c);
+      c.models.push({
+        ...entry(c.models, 'gpt-4o-mini'),
+        id: 'gpt-audio',
+        price: { inputPerMTok: 2.5, outputPerMTok: 10, audioInputPerMTok: 40 },
+      });
+      const uc = entry(
+        entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
+        'UC-101',
+      );
+      uc.models.push('gpt-audio');
+    },
+  });
+  const withAudio = (model: string) => ({
+    model,
+    max_output_tokens: 20,
+    input: [
+      { role: 'user', content: [{ type: 'input_text', text: 'What is said?' }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Here:' },
+          { type: 'input_audio', input_audio: { data: 'UklGRiQAAABXQVZF', format: 'wav' } },
+        ],
+      },
+    ],
+  });
+  const refused = await post(s, '/v1/responses', withAudio('gpt-audio'), auth);
+  expect(refused.status).toBe(400);
+  expect(refused.body.error).toMatchObject({ code: 'invalid_request', param: 'input.1.content.1' });
+  expect(JSON.stringify(refused.body)).toContain('/v1/chat/completions');
+  await nothingSpent(s);
+  // Audio priced as text: billed as the text it is priced as.
+  const text = await post(s, '/v1/responses', withAudio('gpt-4o-mini'), auth);
+  expect(text.status).toBe(200);
+});

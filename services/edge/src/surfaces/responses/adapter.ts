@@ -71,9 +71,32 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
       'background: true runs the response after this request returns, where Holdfast cannot count or end it. Stream it instead.';
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'background' }));
   }
+  const audio = ctx.model && audioPart(body);
+  if (audio && ctx.model && ctx.model.pricePico.audioInput > ctx.model.pricePico.input) {
+    const message =
+      `This call sends audio (${audio}), which ${ctx.model.id} bills at its audio input price, ` +
+      `but a Responses usage does not say how many of its input tokens were audio: Holdfast ` +
+      `would bill them as text, under what the provider charges. Send audio on ` +
+      `/v1/chat/completions, which bills it at the audio price.`;
+    return Err(new EdgeError({ code: 'invalid_request', message, param: audio }));
+  }
   return withProviderTool(responsesProviderTools(body.tools), ctx.model, () =>
     countInput(body, ctx),
   );
+}
+
+/** The first audio part of the input (`input[i].content[j]`), if it sends any. */
+function audioPart(body: ResponsesRequest): string | undefined {
+  if (typeof body.input === 'string' || !body.input) return undefined;
+  for (const [i, item] of body.input.entries()) {
+    for (const field of ['content', 'output'] as const) {
+      const parts = item[field];
+      if (!Array.isArray(parts)) continue;
+      const j = parts.findIndex((part) => part.type === 'input_audio');
+      if (j >= 0) return `input.${i}.${field}.${j}`;
+    }
+  }
+  return undefined;
 }
 
 async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Counted> {
