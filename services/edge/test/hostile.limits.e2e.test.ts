@@ -110,3 +110,46 @@ test('a tenant at its cap of calls in flight is refused before its prompt is cou
   expect(s.edge.app.counter.stats()).toEqual(counter);
   await Promise.all(running);
 });
+
+test("a prompt counted above its model's maxPromptTokens is a 400 on every surface, nothing held or sent; at the cap it goes on", async ({
+  stack,
+}) => {
+  const CAP = 400;
+  const s = await stack({
+    patch: (c) => {
+      for (const m of c.models) m.maxPromptTokens = CAP;
+    },
+  });
+  const words = (n: number) => 'word '.repeat(n);
+  const over = await s.edge.app.inject({
+    method: 'POST',
+    url: '/v1/chat/completions',
+    headers: { authorization: `Bearer ${KEYS.support}` },
+    payload: {
+      model: 'gpt-4o-mini',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: words(600) }],
+    },
+  });
+  expect(over.statusCode).toBe(400);
+  expect(over.json().error).toMatchObject({ code: 'invalid_request', param: 'model' });
+  expect(over.json().error.message).toContain('maxPromptTokens');
+  const responses = await s.edge.app.inject({
+    method: 'POST',
+    url: '/v1/responses',
+    headers: { authorization: `Bearer ${KEYS.support}` },
+    payload: { model: 'gpt-4o-mini', max_output_tokens: 16, input: words(600) },
+  });
+  expect(responses.statusCode).toBe(400);
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ used: 0, held: 0 });
+  expect(s.upstream.stats().recent).toHaveLength(0);
+  // Under the cap: admitted, billed as ever.
+  const r = await s.openai(KEYS.support).chat.completions.create({
+    model: 'gpt-4o-mini',
+    max_tokens: 10,
+    messages: [{ role: 'user', content: words(300) }],
+  });
+  expect(r.usage!.prompt_tokens).toBeLessThanOrEqual(CAP);
+  expect((await s.settled('support-bot')).windows[0]!.used).toBe(r.usage!.total_tokens);
+});

@@ -145,6 +145,13 @@ export const Model = z.strictObject({
    * in full, and recorded as an overrun).
    */
   upstreamStateAllowanceTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
+  /**
+   * The most prompt tokens a call to this model may be counted at; above it the call is a 400
+   * before anything is held. For a context window, or the line above which the provider bills
+   * long-context rates that `price` cannot state (OpenAI's GPT-5.4 above 272,000 input
+   * tokens): a budget holds only for prompts priced at `price`.
+   */
+  maxPromptTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
   /** Limits the provider sets for this model alone, on top of its upstream's. */
   capacity: Capacity.optional(),
 });

@@ -53,6 +53,8 @@ export async function runCall<B>(
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
     if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
     const promptTokens = counted.value;
+    const tooLong = aboveModelCap(model, promptTokens);
+    if (tooLong) return await adapter.sendError(request, reply, tooLong);
     admission = await admitCall(deps, request, reply, {
       asked,
       model,
@@ -104,6 +106,17 @@ function belowLeast(
     return new EdgeError({ code: 'invalid_request', message, param: least.param });
   }
   return undefined;
+}
+
+/** A prompt counted above the model's `maxPromptTokens`: a 400 before anything is held. */
+function aboveModelCap(
+  model: { id: string; maxPromptTokens?: number | undefined } | undefined,
+  promptTokens: number,
+): EdgeError | undefined {
+  const cap = model?.maxPromptTokens;
+  if (!model || cap === undefined || promptTokens <= cap) return undefined;
+  const message = `The prompt is counted at ${promptTokens.toLocaleString('en-US')} tokens; model ${model.id} takes at most ${cap.toLocaleString('en-US')} (its maxPromptTokens).`;
+  return new EdgeError({ code: 'invalid_request', message, param: 'model' });
 }
 
 /**
