@@ -42,3 +42,12 @@ export const EndUserId = z
 
 /** The pseudo-tenant of events that belong to no tenant (config.changed). */
 export const SYSTEM_TENANT = '_system';
+
+/**
+ * A service tier as a provider names it (OpenAI `service_tier`: default, flex, priority,
+ * scale; Anthropic `usage.service_tier`: standard, priority, batch): lowercase, so it is safe
+ * in a Lua pattern, a Redis record and SQL.
+ */
+export const ServiceTierName = z
+  .string()
+  .regex(/^[a-z][a-z0-9_]{0,31}$/, 'must match [a-z][a-z0-9_]{0,31}');

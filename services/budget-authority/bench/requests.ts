@@ -30,6 +30,7 @@ export const admitRequest = (reservationId: string) => ({
   extensible: true,
   audioInput: false,
   audioOutput: false,
+  serviceTier: 'default',
   api: 'chat' as const,
 });
 

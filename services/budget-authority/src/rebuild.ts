@@ -11,13 +11,14 @@ import {
   holdOutputPrice,
   type CompiledConfig,
   type ModelPrices,
+  tierPrices,
 } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { scanAll, SlotBatch, type RedisClient } from './redis.js';
 import { KEEP_CLOSED_MS } from './script-args.js';
-import { END_USER_KEEP_MS } from './handlers/admit.js';
+import { END_USER_KEEP_MS, recordTiers } from './handlers/admit.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -406,7 +407,11 @@ export class Rebuilder {
       audioInput: 0,
       audioOutput: 0,
     };
-    const price = config.models.get(c.model)?.pricePico ?? none;
+    const model = config.models.get(c.model);
+    const price = model?.pricePico ?? none;
+    // The hold grows at the prices of the tier it was held at (its event says which).
+    const heldTier = c.serviceTier ?? 'default';
+    const held = (model && tierPrices(model, heldTier)) ?? price;
     const expiresAt = Date.parse(c.expiresAt);
     const leaseMs = expiresAt - Date.parse(c.time);
     const tenant = config.tenants.get(c.tenant);
@@ -429,7 +434,7 @@ export class Rebuilder {
       chargedT: String(c.chargedTokens),
       chargedU: String(c.chargedMicroUsd),
       // As admit.lua writes them: the hold's input price, then the settlement's.
-      priceIn: String(holdInputPrice(price)),
+      priceIn: String(holdInputPrice(held)),
       priceOut: String(price.output),
       priceCached: String(price.cachedInput),
       priceUn: String(price.input),
@@ -439,7 +444,9 @@ export class Rebuilder {
       priceAOut: String(price.audioOutput),
       // The events do not say whether the call asked for audio output: a rebuilt hold grows
       // (extend) at the dearer output price, never below what admit held it at.
-      priceHOut: String(holdOutputPrice(price, true)),
+      priceHOut: String(holdOutputPrice(held, true)),
+      tier: heldTier,
+      tiers: model ? recordTiers(model) : '',
       createdAt: String(Date.parse(c.time)),
       expiresAt: String(expiresAt),
       leaseMs: String(leaseMs),

@@ -283,7 +283,7 @@ test('a hold admitted before audio prices existed bills audio as text', async ({
   // The record's fixed text as an earlier admit.ts wrote it: its first 20 fields.
   const key = h.authority.ctx.keys.reservation('voice', old.reservationId);
   const fixed = (await redis.hget(key, 'r'))?.split('\u0001') ?? [];
-  expect(fixed).toHaveLength(23);
+  expect(fixed).toHaveLength(25);
   await redis.hset(key, 'r', fixed.slice(0, 20).join('\u0001'));
   const settled = await h.client.settle({
     reservationId: old.reservationId,

@@ -4,6 +4,8 @@ import type {
   BudgetConfig,
   HoldfastConfig,
   ModelConfig,
+  PriceConfig,
+  PricedTier,
   TenantConfig,
   UpstreamApi,
   UpstreamConfig,
@@ -61,7 +63,10 @@ export interface ModelPrices {
 }
 
 export interface CompiledModel extends ModelConfig {
+  /** The base price: the `default` service tier's (Anthropic's `standard`). */
   pricePico: ModelPrices;
+  /** The other service tiers priced (`price.serviceTiers`), defaults applied as the base's. */
+  tierPricePico: Partial<Record<PricedTier, ModelPrices>>;
   /** The API of the model's upstream (its fallbacks speak the same one). */
   api: UpstreamApi;
 }
@@ -138,7 +143,7 @@ function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): Compil
 const ANTHROPIC_CACHE_WRITE = { fiveMinutes: 1.25, oneHour: 2 } as const;
 
 /** A model's prices in pico-USD per token, the defaults of the optional ones applied. */
-export function modelPrices(price: ModelConfig['price'], api: UpstreamApi): ModelPrices {
+export function modelPrices(price: PriceConfig, api: UpstreamApi): ModelPrices {
   const input = price.inputPerMTok;
   const write = (rate: number) => (api === 'anthropic' ? input * rate : input);
   return {
@@ -174,6 +179,20 @@ export function holdOutputPrice(p: ModelPrices, audioOutput: boolean): number {
   return audioOutput ? Math.max(p.output, p.audioOutput) : p.output;
 }
 
+/** The base tier's name: what Holdfast bills and records a call served at the base price as. */
+export const BASE_TIER = 'default';
+
+/** A model's prices at a service tier (`default`: the base price); undefined: not priced. */
+export function tierPrices(
+  model: Pick<CompiledModel, 'pricePico' | 'tierPricePico'>,
+  tier: string,
+): ModelPrices | undefined {
+  if (tier === BASE_TIER) return model.pricePico;
+  return Object.hasOwn(model.tierPricePico, tier)
+    ? model.tierPricePico[tier as PricedTier]
+    : undefined;
+}
+
 /** Builds the lookup structures services use; the config must already be validated. */
 export function compileConfig(raw: HoldfastConfig): CompiledConfig {
   const byId = new Map(raw.tenants.map((t) => [t.id, t]));
@@ -182,7 +201,11 @@ export function compileConfig(raw: HoldfastConfig): CompiledConfig {
   const models = new Map(
     raw.models.map((m): [string, CompiledModel] => {
       const api = upstreams.get(m.upstream)?.api ?? 'openai';
-      return [m.id, { ...m, api, pricePico: modelPrices(m.price, api) }];
+      const tiers = Object.entries(m.price.serviceTiers ?? {}) as [PricedTier, PriceConfig][];
+      const tierPricePico = Object.fromEntries(
+        tiers.map(([tier, price]) => [tier, modelPrices(price, api)]),
+      );
+      return [m.id, { ...m, api, pricePico: modelPrices(m.price, api), tierPricePico }];
     }),
   );
   const keysByHash = new Map(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from './load.js';
-import { holdInputPrice, holdOutputPrice } from './compile.js';
+import { holdInputPrice, holdOutputPrice, tierPrices } from './compile.js';
 
 const base = {
   upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1', apiKeyEnv: 'OPENAI_API_KEY' }],
@@ -265,6 +265,54 @@ describe('parseConfig', () => {
       ],
     });
     expect(tooDear.some((e) => e.includes('audioOutputPerMTok'))).toBe(true);
+  });
+
+  it('prices service tiers beside the base, each with the base price defaults', () => {
+    const gpt5 = {
+      id: 'gpt-5',
+      upstream: 'default',
+      price: {
+        inputPerMTok: 1.25,
+        outputPerMTok: 10,
+        cachedInputPerMTok: 0.125,
+        serviceTiers: {
+          priority: { inputPerMTok: 2.5, outputPerMTok: 20, cachedInputPerMTok: 0.25 },
+          flex: { inputPerMTok: 0.625, outputPerMTok: 5 },
+        },
+      },
+    };
+    const r = parseConfig({ ...base, models: [...base.models, gpt5] });
+    if (!r.ok) throw new Error(r.error.errors.join('\n'));
+    const model = r.value.models.get('gpt-5')!;
+    expect(tierPrices(model, 'default')).toBe(model.pricePico);
+    expect(tierPrices(model, 'priority')).toMatchObject({
+      input: 2.5e6,
+      output: 20e6,
+      cachedInput: 250_000,
+      audioOutput: 20e6,
+    });
+    // Cached input defaults to the tier's own input price.
+    expect(tierPrices(model, 'flex')).toMatchObject({ input: 625_000, cachedInput: 625_000 });
+    expect(tierPrices(model, 'scale')).toBeUndefined();
+    expect(tierPrices(model, 'constructor')).toBeUndefined();
+    // A model without tiers prices only the base; the other tiers are not priced.
+    expect(tierPrices(r.value.models.get('gpt-4o-mini')!, 'priority')).toBeUndefined();
+
+    const errs = (price: object) =>
+      errorsOf({ ...base, models: [...base.models, { ...gpt5, price }] });
+    const p = gpt5.price;
+    expect(errs({ ...p, serviceTiers: { turbo: p.serviceTiers.flex } }).join()).toContain(
+      'serviceTiers',
+    );
+    expect(errs({ ...p, autoServiceTier: 'scale' }).join()).toContain('autoServiceTier');
+    expect(
+      errs({ ...p, serviceTiers: { priority: { inputPerMTok: 1, outputPerMTok: 1e9 } } }).join(),
+    ).toContain('outputPerMTok');
+    const auto = parseConfig({
+      ...base,
+      models: [...base.models, { ...gpt5, price: { ...p, autoServiceTier: 'priority' } }],
+    });
+    expect(auto.ok).toBe(true);
   });
 
   it('refuses a fallback upstream that speaks another API', () => {

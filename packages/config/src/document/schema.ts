@@ -23,6 +23,24 @@ const EnvName = z
   .regex(/^[A-Z_][A-Z0-9_]{0,127}$/, 'must be an environment variable name');
 const Usd = z.number().min(0).max(LIMITS.maxPricePerMTok);
 
+/** USD per million tokens of one service tier (the base price is the `default` tier's). */
+const Price = z.strictObject({
+  inputPerMTok: Usd,
+  outputPerMTok: Usd,
+  cachedInputPerMTok: Usd.optional(),
+  cacheWrite5mPerMTok: Usd.optional(),
+  cacheWrite1hPerMTok: Usd.optional(),
+  audioInputPerMTok: Usd.optional(),
+  audioOutputPerMTok: Usd.optional(),
+});
+
+/**
+ * The service tiers a model may price beside its base (`default`, Anthropic's `standard`):
+ * OpenAI's `priority`, `flex` and `scale` (Anthropic's Priority Tier is `priority` too).
+ */
+export const PRICED_TIERS = ['priority', 'flex', 'scale'] as const;
+export type PricedTier = (typeof PRICED_TIERS)[number];
+
 /**
  * The API an upstream speaks: `openai` (Chat Completions, Responses, embeddings; also every
  * OpenAI-compatible server) or `anthropic` (the Messages API). Its models are served on that
@@ -123,15 +141,26 @@ export const Model = z.strictObject({
    * covers whatever mix of cache reads and writes the provider reports. Audio tokens (Chat
    * Completions `input_audio` parts, `modalities: ["audio"]` output) default to the text prices;
    * a call that asks for audio output is held at the dearer of the two output prices.
+   * These prices are the `default` service tier's (Anthropic's `standard`); `serviceTiers`
+   * prices the others (docs/budgets.md, "How service tiers are priced").
    */
-  price: z.strictObject({
-    inputPerMTok: Usd,
-    outputPerMTok: Usd,
-    cachedInputPerMTok: Usd.optional(),
-    cacheWrite5mPerMTok: Usd.optional(),
-    cacheWrite1hPerMTok: Usd.optional(),
-    audioInputPerMTok: Usd.optional(),
-    audioOutputPerMTok: Usd.optional(),
+  price: Price.extend({
+    /**
+     * Prices of the provider's other service tiers (OpenAI `service_tier`: priority about 2x,
+     * flex 0.5x; Anthropic's Priority Tier), each with the same fields and defaults as the
+     * base price. A call that asks for a tier with no price here that could be dearer
+     * (priority, scale) is a 400; flex without a price is held and billed at the base price.
+     */
+    serviceTiers: z.partialRecord(z.enum(PRICED_TIERS), Price).optional(),
+    /**
+     * The tier the project's `auto` (or no `service_tier`) is served at, when the provider
+     * account's default is not the standard tier (OpenAI's project setting): those calls are
+     * held at its price. It must have a price in `serviceTiers`.
+     */
+    autoServiceTier: z.enum(PRICED_TIERS).optional(),
+  }).refine((p) => !p.autoServiceTier || p.serviceTiers?.[p.autoServiceTier] !== undefined, {
+    message: 'autoServiceTier must name a tier priced in serviceTiers',
+    path: ['autoServiceTier'],
   }),
   /**
    * Input the edge cannot count: Responses calls that continue state kept upstream
@@ -293,6 +322,7 @@ export type HoldfastConfig = z.infer<typeof HoldfastConfigShape>;
 export type TenantConfig = z.infer<typeof Tenant>;
 export type BudgetConfig = z.infer<typeof Budget>;
 export type ModelConfig = z.infer<typeof Model>;
+export type PriceConfig = z.infer<typeof Price>;
 export type UpstreamConfig = z.infer<typeof Upstream>;
 export type UpstreamApi = UpstreamConfig['api'];
 export type UseCaseConfig = z.infer<typeof UseCase>;

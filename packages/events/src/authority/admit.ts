@@ -1,7 +1,16 @@
 import { z } from 'zod';
 import { AdmissionMode, ApiSurface, LIMITS } from '../amounts.js';
 import { IsoTime } from '../envelope.js';
-import { EndUserId, KeyId, ModelId, PlainId, TenantId, UseCaseId, Uuid } from '../ids.js';
+import {
+  EndUserId,
+  KeyId,
+  ModelId,
+  PlainId,
+  ServiceTierName,
+  TenantId,
+  UseCaseId,
+  Uuid,
+} from '../ids.js';
 import { RefusalCode } from '../v1/admission.js';
 import { BudgetId, WindowState } from '../windows.js';
 
@@ -39,6 +48,13 @@ export const AdmitRequest = z.strictObject({
    * held at the dearer of the model's text and audio output prices.
    */
   audioOutput: z.boolean().default(false),
+  /**
+   * The service tier the call is held at: the dearest it may be served at (the edge decides
+   * from the client's `service_tier` and the model's prices). `default`: the base price; any
+   * other must be priced in the model's `price.serviceTiers`. A settle that reports no tier
+   * is billed at it.
+   */
+  serviceTier: ServiceTierName.default('default'),
 });
 export type AdmitRequest = z.input<typeof AdmitRequest>;
 

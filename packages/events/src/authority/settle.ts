@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { LIMITS } from '../amounts.js';
-import { EndUserId, KeyId, ModelId, PlainId, TenantId, Uuid } from '../ids.js';
+import { EndUserId, KeyId, ModelId, PlainId, ServiceTierName, TenantId, Uuid } from '../ids.js';
 import { ReleaseReason, SettleOutcome } from '../v1/reservation.js';
 import { WindowState } from '../windows.js';
 
@@ -32,6 +32,11 @@ export const Usage = z
     audioPromptTokens: tokens.default(0),
     /** Completion tokens of audio output (audioOutputPerMTok). */
     audioCompletionTokens: tokens.default(0),
+    /**
+     * The service tier the provider reported serving the call at (OpenAI `service_tier`,
+     * Anthropic `usage.service_tier`); absent: it reported none, and the tier held is billed.
+     */
+    serviceTier: ServiceTierName.optional(),
   })
   .refine(
     (u) => u.cachedPromptTokens + u.cacheWrite5mTokens + u.cacheWrite1hTokens <= u.promptTokens,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { envelopeFields, IsoTime } from '../envelope.js';
-import { PlainId } from '../ids.js';
+import { PlainId, ServiceTierName } from '../ids.js';
 import { callFields, count, holdFields, windowsField } from './common.js';
 
 export const ReservationCreated = z.object({
@@ -19,6 +19,11 @@ export const ReservationCreated = z.object({
   expiresAt: IsoTime,
   /** The upstream whose declared capacity the call took; absent when it declares none. */
   upstream: PlainId.optional(),
+  /**
+   * The service tier the call is held at (the dearest it may be served at; `default`: the
+   * model's base price), billed when its settle reports none. Absent: `default`.
+   */
+  serviceTier: ServiceTierName.optional(),
   ...windowsField,
 });
 
@@ -63,6 +68,12 @@ export const ReservationSettled = z.object({
   /** Audio parts of promptTokens and completionTokens, each billed at its audio price. */
   audioPromptTokens: count.default(0),
   audioCompletionTokens: count.default(0),
+  /**
+   * The service tier billed: the one the provider reported serving the call at when the model
+   * prices it (`default` for its base price, Anthropic's `standard` too), else the tier held.
+   * Absent (events from before tiers): `default`.
+   */
+  serviceTier: ServiceTierName.optional(),
   /** prompt + completion: the real usage billed by this call. */
   billedTokens: count,
   /** The real cost billed by this call, integer micro-USD, each token category at its price. */

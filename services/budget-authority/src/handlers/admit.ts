@@ -4,10 +4,12 @@ import type { z } from 'zod';
 import {
   holdInputPrice,
   holdOutputPrice,
+  tierPrices,
+  type CompiledModel,
   type CompiledTenant,
   type ModelPrices,
 } from '@holdfast/config';
-import { Ok, type Result, type RpcError } from '@holdfast/runtime';
+import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
@@ -51,6 +53,21 @@ function admitPrices(p: ModelPrices, req: { audioInput: boolean; audioOutput: bo
   const holdIn = holdInputPrice(p, req.audioInput);
   const holdOut = holdOutputPrice(p, req.audioOutput);
   return [holdIn, holdOut, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
+}
+
+/**
+ * The record's priced service tiers other than the base (close.lua's `tiers`): per tier
+ * `name:` and its settle prices (uncached input, output, cached input, 5-minute and 1-hour
+ * cache writes, audio input, audio output), tiers joined by ';'. Empty for a model with none.
+ */
+export function recordTiers(model: Pick<CompiledModel, 'tierPricePico'>): string {
+  return Object.entries(model.tierPricePico)
+    .map(([tier, p]) =>
+      [p.input, p.output, p.cachedInput, p.cacheWrite5m, p.cacheWrite1h, p.audioInput, p.audioOutput]
+        .join(',')
+        .replace(/^/, `${tier}:`),
+    )
+    .join(';');
 }
 
 /** Records a refusal decided before any state is read (use case or model not allowed). */
@@ -217,7 +234,18 @@ export async function admit(
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const now = ctx.scriptNow();
   const prices = model.pricePico;
-  const price = admitPrices(prices, req).map(String);
+  // The hold at the prices of the tier the call is held at; the record keeps the base prices
+  // and the other tiers', so settlement bills the tier the provider reports.
+  const held = tierPrices(model, req.serviceTier);
+  if (!held) {
+    return Err(
+      new RpcError({
+        code: 'invalid_request',
+        message: `model ${model.id} has no price for service tier ${req.serviceTier} (price.serviceTiers)`,
+      }),
+    );
+  }
+  const price = admitPrices(held, req).map(String);
   const leaseMs = String(req.leaseMs ?? tenant.leaseMs);
   const keyId = req.keyId ?? '';
   const endUser = req.endUser ?? '';
@@ -233,12 +261,13 @@ export async function admit(
     req.api,
     String(req.promptTokens),
     price[0],
-    // What the output settles at (the hold's may be the audio price), then the rest.
+    // What the output settles at (the hold's may be the audio or another tier's price), then
+    // the rest: the base tier's (close.lua finds the others' in the tiers below).
     String(prices.output),
-    price[2],
-    price[3],
-    price[4],
-    price[5],
+    String(prices.cachedInput),
+    String(prices.input),
+    String(prices.cacheWrite5m),
+    String(prices.cacheWrite1h),
     leaseMs,
     plan.recordLevels,
     plan.recordHolds,
@@ -249,6 +278,9 @@ export async function admit(
     String(prices.audioOutput),
     // The hold's output price, which extend grows the hold with.
     price[1],
+    // The tier billed when the settle reports none, and the tiers priced beside the base.
+    req.serviceTier,
+    recordTiers(model),
   ].join('\u0001');
   // The reservation.created event's fields that the script does not decide.
   const created = [
@@ -256,6 +288,7 @@ export async function admit(
     ...['reservationId', req.reservationId, 'keyId', keyId, 'useCase', req.useCase],
     ...['model', req.model, 'mode', tenant.mode, 'api', req.api],
     ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
+    ...['serviceTier', req.serviceTier],
     ...(endUser ? ['endUser', endUser] : []),
     // The upstream whose capacity the call took: on the event.
     ...(upstream ? ['upstream', upstream] : []),

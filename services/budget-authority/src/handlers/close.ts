@@ -122,6 +122,7 @@ function closeSpec(
     askSubjects ? '1' : '0',
     String(u?.audioPromptTokens ?? 0),
     String(u?.audioCompletionTokens ?? 0),
+    u?.serviceTier ?? '',
   ];
 }
 

@@ -17,14 +17,15 @@
 --          eventId, overrunEventId, op ('settle' | 'release' | 'expire'), the usage (prompt,
 --          completion, cached, w5, w1h, reasoning; cached and the cache writes are parts of
 --          prompt), outcome, reason, askSubjects, the audio usage (audio prompt, audio
---          completion: parts of prompt and completion); then the plan (lib.lua's readPlan;
+--          completion: parts of prompt and completion), the service tier the provider
+--          reported ('' none: the tier held is billed); then the plan (lib.lua's readPlan;
 --          tenant '' with expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due.
 
-local spec = readPlan(17)
+local spec = readPlan(18)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -49,8 +50,8 @@ if not state then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
-  priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser, priceAIn, priceAOut =
-  unpack(recordFixed(resKey, f[8]))
+  priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser, priceAIn, priceAOut,
+  _, heldTier, tiersText = unpack(recordFixed(resKey, f[8]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
@@ -124,8 +125,8 @@ else
 end
 
 local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
--- A settle's usage as billed (settleParts), for its event.
-local usage
+-- A settle's usage as billed (settleParts) and its service tier, for its event.
+local usage, billedTier
 local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
@@ -141,6 +142,9 @@ if op == 'settle' then
   local output = tonumber(priceOut)
   local price = {input, output, tonumber(priceCached), tonumber(priceW5) or input,
     tonumber(priceW1h) or input, tonumber(priceAIn) or input, tonumber(priceAOut) or output}
+  -- At the tier the provider served it at (or the one held): a dearer one than held is billed
+  -- in full (an overrun below), a cheaper one (priority downgraded to default) at its price.
+  billedTier, price = tierPrice(ARGV[17], heldTier, tiersText, price)
   billedT = u.prompt + u.completion
   costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h, u.aIn, u.aOut)
   chargeT = billedT - prechargedT - expiredT
@@ -256,6 +260,7 @@ if op == 'settle' then
     '\0cachedPromptTokens\0' .. I(usage.cached) .. '\0cacheWrite5mTokens\0' .. I(usage.w5) ..
     '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[11] ..
     '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
+    '\0serviceTier\0' .. billedTier ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 elseif op == 'release' then

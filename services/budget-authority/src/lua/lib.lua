@@ -277,6 +277,38 @@ local function settleParts(u)
   return u
 end
 
+-- The service tier a settle is billed at and its prices (`cost`'s order) over `base`: the tier
+-- the provider reported when the record prices it (`default` and Anthropic's `standard` are
+-- the base), else the tier held (`held`; '' or nil on a record from before tiers: the base).
+-- `tiers` is the record's text of the tiers priced beside the base (admit.ts recordTiers:
+-- `name:un,out,cached,w5,w1h,aIn,aOut` joined by ';'). Tier names are [a-z][a-z0-9_]*: no
+-- pattern's magic character.
+local function tierPrice(reported, held, tiers, base)
+  local function priced(tier)
+    if tier == 'default' or tier == 'standard' then
+      return 'default', base
+    end
+    local text = tiers and tier ~= '' and string.match(';' .. tiers, ';' .. tier .. ':([%d,]*)')
+    if not text then
+      return nil
+    end
+    local p = {}
+    for n in string.gmatch(text, '%d+') do
+      p[#p + 1] = tonumber(n)
+    end
+    return tier, {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+  end
+  local tier, price = priced(reported)
+  if tier then
+    return tier, price
+  end
+  tier, price = priced(held or '')
+  if tier then
+    return tier, price
+  end
+  return 'default', base
+end
+
 -- One window's state for replies and events: tenant,budget,limit,used,held,enforce, and for
 -- a key's or an end user's budget also its scope (k, u) and subject.
 local function windowState(b, s, h)
@@ -394,14 +426,20 @@ end
 -- `r` (written before it existed, or by rebuild) has those fields as fields of their own.
 --
 -- The fixed fields of a record, in RECORD_FIXED's order (false where an old record has none).
--- A record admitted before audio prices existed has 20 of them: the last three are nil.
-local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
+-- A record admitted before audio prices existed has 20 of them (the last five are nil), one
+-- admitted before service tiers 23 (the last two are nil).
+local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
+local RECORD_PATTERN_23 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local RECORD_PATTERN_20 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local function recordFixed(key, r)
   if r then
-    -- RECORD_PATTERN: 22 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
-    -- cannot call `string`); RECORD_PATTERN_20 the same with 19.
+    -- RECORD_PATTERN: 24 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
+    -- cannot call `string`); RECORD_PATTERN_23 and _20 the same with 22 and 19.
     local x = {string.match(r, RECORD_PATTERN)}
+    if x[1] then
+      return x
+    end
+    x = {string.match(r, RECORD_PATTERN_23)}
     if x[1] then
       return x
     end
@@ -409,6 +447,6 @@ local function recordFixed(key, r)
   end
   local RECORD_FIXED = {'tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt',
     'priceIn', 'priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels',
-    'holds', 'sampleN', 'expB', 'endUser', 'priceAIn', 'priceAOut', 'priceHOut'}
+    'holds', 'sampleN', 'expB', 'endUser', 'priceAIn', 'priceAOut', 'priceHOut', 'tier', 'tiers'}
   return redis.call('HMGET', key, unpack(RECORD_FIXED))
 end
