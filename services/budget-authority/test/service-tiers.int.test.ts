@@ -99,7 +99,9 @@ test('each tier is held at its price and settled at the tier the provider report
   expect(tierOf(base.reservationId)).toMatchObject({ serviceTier: 'default' });
   expect(tierOf(flex.reservationId)).toMatchObject({ serviceTier: 'flex' });
   expect(
-    events.find((e) => e.type === 'reservation.created' && e.reservationId === priority.reservationId),
+    events.find(
+      (e) => e.type === 'reservation.created' && e.reservationId === priority.reservationId,
+    ),
   ).toMatchObject({ serviceTier: 'priority' });
 });
 

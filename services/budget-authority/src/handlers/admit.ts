@@ -63,7 +63,15 @@ function admitPrices(p: ModelPrices, req: { audioInput: boolean; audioOutput: bo
 export function recordTiers(model: Pick<CompiledModel, 'tierPricePico'>): string {
   return Object.entries(model.tierPricePico)
     .map(([tier, p]) =>
-      [p.input, p.output, p.cachedInput, p.cacheWrite5m, p.cacheWrite1h, p.audioInput, p.audioOutput]
+      [
+        p.input,
+        p.output,
+        p.cachedInput,
+        p.cacheWrite5m,
+        p.cacheWrite1h,
+        p.audioInput,
+        p.audioOutput,
+      ]
         .join(',')
         .replace(/^/, `${tier}:`),
     )

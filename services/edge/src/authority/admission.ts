@@ -29,6 +29,8 @@ export interface AdmissionRequest {
   /** The call sends audio (its prompt is held at the dearer input price), asks for audio output. */
   audioInput?: boolean;
   audioOutput?: boolean;
+  /** The service tier it is held at (heldServiceTier); `default` when absent. */
+  serviceTier?: string;
   /** Aborted when the client leaves (a call waiting for upstream capacity stops waiting). */
   signal?: AbortSignal;
   /** The call's end user (end-user budgets, books), if the client named one. */
@@ -88,6 +90,7 @@ export async function admit(
         extensible: req.extensible,
         audioInput: req.audioInput === true,
         audioOutput: req.audioOutput === true,
+        serviceTier: req.serviceTier ?? 'default',
         api: req.api,
       },
       deps.timeoutMs,

@@ -21,6 +21,8 @@ export interface Asked {
   audioInput?: boolean;
   /** It asks for audio output (Chat Completions `modalities`, `audio`): held at that price. */
   audioOutput?: boolean;
+  /** Its `service_tier` as sent (checked and priced by heldServiceTier). */
+  serviceTier?: unknown;
 }
 
 /** The least output a call needs upstream, and why (the 400 says it). */
@@ -81,6 +83,8 @@ export interface Transcript {
    * billed with the edge's own output count when the call ends without a final usage.
    */
   inputUsage?(): InputUsage | undefined;
+  /** The service tier the provider reported serving the call at, when it named one. */
+  serviceTier?(): string | undefined;
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */

@@ -222,6 +222,9 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
 /** Settles what the call used; returns the usage settled. */
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
   const usage = run.transcript.usage() ?? (await unreportedUsage(run));
+  // Billed at the tier the provider reported (none: the tier held).
+  const serviceTier = run.transcript.serviceTier?.();
+  if (serviceTier) usage.serviceTier = serviceTier;
   const outcome = failure ? settleOutcome(failure) : 'completed';
   run.call.hold.settle(usage, outcome);
   Object.assign(run.request.audit, {

@@ -14,6 +14,7 @@ import { resolveEndUser } from '../request/end-user.js';
 import { countContext, resolveModel } from './context.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
+import { heldServiceTier } from './service-tier.js';
 
 /**
  * One call through the edge, whatever its surface (the adapter reads, counts, forwards and
@@ -44,6 +45,8 @@ export async function runCall<B>(
     const resolved = resolveModel(deps, asked.model, adapter);
     if (!resolved.ok) return await adapter.sendError(request, reply, resolved.error);
     const model = resolved.value;
+    const tier = heldServiceTier(asked.serviceTier, model, model?.api ?? adapter.apis[0]!);
+    if (!tier.ok) return await adapter.sendError(request, reply, tier.error);
     const early = cheapChecks(deps, caller.tenant);
     if (early) return await adapter.sendError(request, reply, early);
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
@@ -63,6 +66,7 @@ export async function runCall<B>(
       adapter,
       signal: live.signal,
       endUser: endUser.value,
+      serviceTier: tier.value,
     });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
@@ -172,6 +176,7 @@ async function admitCall(
     adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
     signal: AbortSignal;
     endUser: string | undefined;
+    serviceTier: string;
   },
 ): Promise<Admission> {
   const caller = request.caller!;
@@ -196,6 +201,7 @@ async function admitCall(
       extensible: call.adapter.extensible,
       audioInput: call.asked.audioInput === true,
       audioOutput: call.asked.audioOutput === true,
+      serviceTier: call.serviceTier,
       api: call.adapter.name,
       signal: call.signal,
       endUser: call.endUser,

@@ -179,6 +179,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     endUser: body.user ?? body.safety_identifier ?? null,
     audioInput: sendsAudio(body),
     audioOutput: asksAudio(body),
+    serviceTier: body.service_tier,
   }),
   countPrompt,
   upstreamBody,

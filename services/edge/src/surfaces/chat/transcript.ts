@@ -1,6 +1,7 @@
 import type { Usage } from '@holdfast/events';
 import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
+import { reportedServiceTier } from '../../call/service-tier.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
 import { plainUsage, usageCount } from '../usage.js';
@@ -70,6 +71,8 @@ export class ChatTranscript implements Transcript {
   providerUsage: ProviderUsage | undefined;
   readonly #choices = new Map<number, ChoiceState>();
   #meta: Pick<ChatChunk, 'id' | 'created' | 'model' | 'system_fingerprint' | 'service_tier'> = {};
+  /** The service tier the last chunk that named one said (unchecked: serviceTier checks). */
+  #tier: unknown;
 
   constructor(
     private readonly opts: {
@@ -102,6 +105,7 @@ export class ChatTranscript implements Transcript {
       };
     }
     if (chunk.usage) this.providerUsage = chunk.usage;
+    if (chunk.service_tier != null) this.#tier = chunk.service_tier;
     const texts: Accepted['texts'] = [];
     for (const c of chunk.choices ?? []) this.#choice(c, texts);
     return texts;
@@ -177,6 +181,11 @@ export class ChatTranscript implements Transcript {
 
   finished(): boolean {
     return this.#choices.size > 0 && this.unfinished().length === 0;
+  }
+
+  /** The tier the chunks say served the call (each chunk names it; the last one wins). */
+  serviceTier(): string | undefined {
+    return reportedServiceTier(this.#tier);
   }
 
   /**

@@ -198,6 +198,7 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     choices: 1,
     stream: body.stream === true,
     endUser: body.metadata?.user_id ?? null,
+    serviceTier: body.service_tier,
   }),
   minOutput: (body) =>
     body.thinking?.type === 'enabled'

@@ -1,6 +1,7 @@
 import type { Usage } from '@holdfast/events';
 import type { Accepted, InputUsage, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
+import { reportedServiceTier } from '../../call/service-tier.js';
 import { anthropicErrorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
 import { anthropicInput, anthropicUsage, toAnthropicUsage, type AnthropicUsage } from './usage.js';
@@ -100,6 +101,11 @@ export class MessagesTranscript implements Transcript {
       this.#stopped = true;
     }
     return { texts, forward: sseEvent(event.data, type) };
+  }
+
+  /** The tier Anthropic's usage says served the call (message_start's, or message_delta's). */
+  serviceTier(): string | undefined {
+    return reportedServiceTier(this.#usage?.service_tier);
   }
 
   usage(): Usage | undefined {

@@ -186,6 +186,7 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     choices: 1,
     stream: body.stream === true,
     endUser: body.user ?? body.safety_identifier ?? null,
+    serviceTier: body.service_tier,
   }),
   minOutput: () => ({
     tokens: 16,

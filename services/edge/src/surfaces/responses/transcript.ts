@@ -1,6 +1,7 @@
 import type { Usage } from '@holdfast/events';
 import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
+import { reportedServiceTier } from '../../call/service-tier.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
 import { plainUsage, usageCount } from '../usage.js';
@@ -68,6 +69,11 @@ export class ResponsesTranscript implements Transcript {
       this.#response ??= data.response as ResponseObject;
     }
     return { texts, forward: sseEvent(event.data, type) };
+  }
+
+  /** The tier the response object says served the call (the terminal one's, else the first). */
+  serviceTier(): string | undefined {
+    return reportedServiceTier((this.#final ?? this.#response)?.service_tier);
   }
 
   usage(): Usage | undefined {
