@@ -78,6 +78,14 @@ export const Behaviour = z.strictObject({
    */
   audioPromptTokensPerPart: z.int().min(0).max(1_000_000),
   audioCompletionTokens: z.int().min(0).max(1_000_000).nullable(),
+  /**
+   * Service tiers (tiers.ts): the share of calls served at priority that are downgraded
+   * (OpenAI's priority to `default`, Anthropic's to `standard`), decided in turn so the share
+   * is exact; and whether the Anthropic account has Priority Tier capacity (`auto` calls are
+   * then served at `priority`). Header: `x-mock-service-tier` (the tier reported).
+   */
+  downgradePriority: z.number().min(0).max(1),
+  priorityTier: z.boolean(),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -103,6 +111,8 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   reasoningTokens: 128,
   audioPromptTokensPerPart: 50,
   audioCompletionTokens: null,
+  downgradePriority: 0,
+  priorityTier: false,
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

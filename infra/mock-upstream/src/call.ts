@@ -24,6 +24,8 @@ export interface CallInfo extends Pick<
   prompt: PromptCount;
   /** Chat calls with audio: what of the prompt is audio, and how much of the output may be. */
   audio?: AudioCount;
+  /** The service tier it is served at (tiers.ts servedTier). */
+  serviceTier: string;
 }
 
 const BILLED: readonly Outcome[] = ['completed', 'aborted', 'dropped', 'error_stream'];
@@ -165,6 +167,7 @@ export class ModelCall {
       reasoningTokens,
       this.overReport,
       this.info.audio,
+      this.info.serviceTier,
     );
   }
 

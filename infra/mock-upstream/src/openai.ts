@@ -49,13 +49,19 @@ export const SYSTEM_FINGERPRINT = 'fp_holdfast_mock';
 export type FinishReason = 'stop' | 'length';
 
 /** Builds the `chat.completion.chunk` objects of one streamed reply. */
-export function chunkFactory(id: string, model: string, includeUsage: boolean) {
+export function chunkFactory(
+  id: string,
+  model: string,
+  includeUsage: boolean,
+  serviceTier: string,
+) {
   const created = Math.floor(Date.now() / 1000);
   const base = {
     id,
     object: 'chat.completion.chunk',
     created,
     model,
+    service_tier: serviceTier,
     system_fingerprint: SYSTEM_FINGERPRINT,
   };
   // With include_usage every chunk carries `usage: null` and a last chunk carries the usage.

@@ -26,6 +26,8 @@ export interface Plan {
   /** Chat: the call's audio prompt tokens (undefined: per part); audio output (null: all). */
   audioPromptTokens: number | undefined;
   audioCompletionTokens: number | null;
+  /** From `x-mock-service-tier`: the tier the call is reported served at (tiers.ts). */
+  serviceTier: string | undefined;
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -47,7 +49,8 @@ interface InvalidHeaders {
  * - `x-mock-cached-tokens`: OpenAI surfaces report that many prompt tokens as cached;
  * - `x-mock-reasoning-tokens`: reasoning tokens at medium effort;
  * - `x-mock-audio-prompt-tokens`, `x-mock-audio-completion-tokens`: a chat call's audio input
- *   (when it has `input_audio` parts) and audio output (when it asks for audio).
+ *   (when it has `input_audio` parts) and audio output (when it asks for audio);
+ * - `x-mock-service-tier`: the service tier the call is reported (and billed) at.
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -78,6 +81,14 @@ export function planRequest(
   const reasoningTokens = int('x-mock-reasoning-tokens');
   const audioPromptTokens = int('x-mock-audio-prompt-tokens');
   const audioCompletionTokens = int('x-mock-audio-completion-tokens');
+  const tierHeader = headers['x-mock-service-tier'];
+  const serviceTier =
+    typeof tierHeader === 'string' && /^[a-z][a-z0-9_]{0,31}$/.test(tierHeader)
+      ? tierHeader
+      : undefined;
+  if (tierHeader !== undefined && serviceTier === undefined) {
+    errors.push('x-mock-service-tier must match [a-z][a-z0-9_]{0,31}');
+  }
   const fail = headers['x-mock-fail'];
   if (fail !== undefined && !(typeof fail === 'string' && isFailure(fail))) {
     errors.push(`x-mock-fail must be one of ${FAILURES.join(', ')}`);
@@ -103,6 +114,7 @@ export function planRequest(
     reasoningTokens: reasoningTokens ?? b.reasoningTokens,
     audioPromptTokens,
     audioCompletionTokens: audioCompletionTokens ?? b.audioCompletionTokens,
+    serviceTier,
   });
 }
 

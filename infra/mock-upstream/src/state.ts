@@ -78,7 +78,7 @@ export interface RequestRecord extends Billed {
   at: string;
 }
 
-type Totals = Omit<Billed, 'cacheWrite5mTokens' | 'cacheWrite1hTokens'> & {
+type Totals = Omit<Billed, 'cacheWrite5mTokens' | 'cacheWrite1hTokens' | 'serviceTier'> & {
   cacheWriteTokens: number;
 };
 
@@ -158,6 +158,8 @@ export class MockState {
   private queue: { failure: Failure; remaining: number }[] = [];
   private stats: MockStats;
   private nextId = 1;
+  /** Calls served at priority so far (downgradePriority takes its share of them in turn). */
+  private priorityCalls = 0;
   private nextSeq = 1;
   private readonly outcomes: Counter<'route' | 'outcome'>;
   private readonly tokens: Counter<'kind'>;
@@ -210,9 +212,20 @@ export class MockState {
     this.responses.clear();
     this.promptCache.clear();
     this.queue = [];
+    this.priorityCalls = 0;
     const inFlight = this.stats.inFlight;
     this.stats = emptyStats(this.capacity.snapshot());
     this.stats.inFlight = inFlight;
+  }
+
+  /**
+   * Whether the next call served at priority is downgraded: in turn, so that of n such calls
+   * floor(n x downgradePriority) are.
+   */
+  downgradePriority(): boolean {
+    const share = this.behaviour.downgradePriority;
+    this.priorityCalls += 1;
+    return Math.floor(this.priorityCalls * share) > Math.floor((this.priorityCalls - 1) * share);
   }
 
   requestId(): string {

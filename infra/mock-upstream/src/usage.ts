@@ -41,6 +41,8 @@ export interface Billed {
   reasoningTokens: number;
   audioPromptTokens: number;
   audioCompletionTokens: number;
+  /** The service tier it was served at, as reported (tiers.ts): what it is priced at. */
+  serviceTier: string;
 }
 
 /**
@@ -55,6 +57,7 @@ export function bill(
   reasoning: number,
   over: OverReport,
   audio: AudioCount = NO_AUDIO,
+  serviceTier = 'default',
 ): Billed {
   const inflate = (n: number, extra: number) => Math.ceil(n * over.factor) + extra;
   const cacheParts = prompt.cached + prompt.cacheWrite5m + prompt.cacheWrite1h;
@@ -67,6 +70,7 @@ export function bill(
     reasoningTokens: reasoning,
     audioPromptTokens: audio.prompt,
     audioCompletionTokens: Math.min(audio.completion, Math.max(0, completion - reasoning)),
+    serviceTier,
   };
 }
 
@@ -80,4 +84,5 @@ export const NOTHING: Billed = {
   reasoningTokens: 0,
   audioPromptTokens: 0,
   audioCompletionTokens: 0,
+  serviceTier: 'default',
 };

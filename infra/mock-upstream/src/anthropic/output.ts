@@ -119,7 +119,7 @@ export function anthropicUsage(b: Billed, thinking: boolean) {
       ephemeral_1h_input_tokens: b.cacheWrite1hTokens,
     },
     output_tokens: b.completionTokens,
-    service_tier: 'standard',
+    service_tier: b.serviceTier,
     ...(thinking ? { output_tokens_details: { thinking_tokens: b.reasoningTokens } } : {}),
   };
 }

@@ -76,6 +76,7 @@ export function responseObject(
   id: string,
   body: ResponsesBody,
   createdAt: number,
+  serviceTier: string,
   state:
     | { status: 'in_progress' }
     | {
@@ -101,7 +102,7 @@ export function responseObject(
     parallel_tool_calls: body.parallel_tool_calls ?? true,
     previous_response_id: body.previous_response_id ?? null,
     reasoning: { effort: body.reasoning?.effort ?? null, summary: body.reasoning?.summary ?? null },
-    service_tier: 'default',
+    service_tier: serviceTier,
     store: body.store ?? true,
     temperature: body.temperature ?? 1,
     text: body.text ?? { format: { type: 'text' }, verbosity: 'medium' },

@@ -38,7 +38,9 @@ export async function streamResponse(
       ev('error', { code: 'server_error', message: 'The server had an error (mock)', param: null }),
     { reasoning: out.reasoning, hidden: 0 },
   );
-  const started = responseObject(call.id, body, createdAt, { status: 'in_progress' });
+  const started = responseObject(call.id, body, createdAt, call.info.serviceTier, {
+    status: 'in_progress',
+  });
   if (!(await pump.event(ev('response.created', { response: started })))) return;
   if (!(await pump.event(ev('response.in_progress', { response: started })))) return;
   if (!(await pump.begin())) return;

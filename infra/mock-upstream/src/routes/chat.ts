@@ -8,6 +8,7 @@ import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { TokenStream } from '../stream.js';
 import { OPENAI } from '../surface.js';
+import { servedTier } from '../tiers.js';
 import { uncachedPrompt } from '../usage.js';
 import { candidateLength, replyShape } from '../vendor.js';
 import { ChatBody } from './schemas.js';
@@ -61,6 +62,7 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
           cached: Math.min(plan.cachedTokens, promptTokens),
         },
         audio: audioOf(body, plan, promptTokens, state),
+        serviceTier: servedTier(body.service_tier, 'openai', plan, state),
       },
       plan,
     );
@@ -136,6 +138,7 @@ async function sendChoices(
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model,
+    service_tier: call.info.serviceTier,
     system_fingerprint: SYSTEM_FINGERPRINT,
     choices: choices.map((choice, index) => ({
       index,
@@ -166,7 +169,12 @@ async function streamChoices(
 ): Promise<void> {
   call.openStream({ 'x-request-id': call.id });
   const choices = candidates.slice(0, returned);
-  const chunks = chunkFactory(`chatcmpl-${call.id}`, model, call.info.includeUsage);
+  const chunks = chunkFactory(
+    `chatcmpl-${call.id}`,
+    model,
+    call.info.includeUsage,
+    call.info.serviceTier,
+  );
   const visible = choices.reduce((n, c) => n + c.pieces.length, 0);
   const { output, reasoning } = totals(candidates);
   const out = new TokenStream(

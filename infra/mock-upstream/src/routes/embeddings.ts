@@ -32,6 +32,7 @@ export function registerEmbeddings(app: FastifyInstance, state: MockState): void
         candidates: 1,
         endUser: typeof read.body.user === 'string' ? read.body.user : null,
         prompt: uncachedPrompt(promptTokens),
+        serviceTier: 'default',
       },
       read.plan,
     );

@@ -13,6 +13,7 @@ import { startCall } from '../call.js';
 import { hash32 } from '../generate.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
+import { servedTier } from '../tiers.js';
 import { messagesToolInput } from '../server-tools.js';
 import { ANTHROPIC, sendError } from '../surface.js';
 import { replyShape } from '../vendor.js';
@@ -89,6 +90,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
         choices: 1,
         candidates: 1,
         endUser: body.metadata?.user_id ?? null,
+        serviceTier: servedTier(body.service_tier, 'anthropic', plan, state),
         // Server tools read more input than the request shows (never in count_tokens).
         prompt: { ...cache.prompt, tokens: cache.prompt.tokens + messagesToolInput(body) },
       },

@@ -19,6 +19,7 @@ import { streamResponse } from '../responses/stream.js';
 import type { MockState } from '../state.js';
 import { responsesToolInput } from '../server-tools.js';
 import { OPENAI, sendError } from '../surface.js';
+import { servedTier } from '../tiers.js';
 import { uncachedPrompt } from '../usage.js';
 import { candidateLength, replyShape, type ReplyShape } from '../vendor.js';
 import { describeIssue } from './schemas.js';
@@ -62,6 +63,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
         choices: 1,
         candidates: 1,
         endUser: body.user ?? body.safety_identifier ?? null,
+        serviceTier: servedTier(body.service_tier, 'openai', plan, state),
         // Provider-run tools read more input than the request shows (never in input_tokens).
         prompt: {
           ...uncachedPrompt(counted.value.tokens + responsesToolInput(body.tools)),
@@ -76,7 +78,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
     const createdAt = Math.floor(Date.now() / 1000);
     const finalize = () => {
       const output = visibleTokens(out) + out.reasoning;
-      const response = responseObject(call.id, body, createdAt, {
+      const response = responseObject(call.id, body, createdAt, call.info.serviceTier, {
         status: out.incomplete ? 'incomplete' : 'completed',
         output: outputItems(call.id, out),
         usage: responsesUsage(call.usage(output, out.reasoning)),
