@@ -69,13 +69,15 @@ export const EventRow = z.strictObject({
   // Added by migration 015.
   audio_prompt_tokens: u32,
   audio_completion_tokens: u32,
+  // Added by migration 016.
+  service_tier: str,
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
  * body carries. A unit test holds it equal to migration 001's CREATE TABLE and the ADD COLUMNs
- * of 011, 013 and 015.
+ * of 011, 013, 015 and 016.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -129,6 +131,7 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['upstream', 'String'],
   ['audio_prompt_tokens', 'UInt32'],
   ['audio_completion_tokens', 'UInt32'],
+  ['service_tier', 'String'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -196,6 +199,12 @@ function duration(e: HoldfastEvent): number {
   return num(e, 'durationMs');
 }
 
+/** The tier a settlement billed or a hold was held at (`default` before tiers); '' elsewhere. */
+function serviceTier(e: HoldfastEvent): string {
+  if (e.type !== 'reservation.settled' && e.type !== 'reservation.created') return '';
+  return e.serviceTier ?? 'default';
+}
+
 /** Why: release reason, suspension reason, or who resumed. */
 function reason(e: HoldfastEvent): string {
   if (e.type === 'tenant.resumed') return e.by;
@@ -223,6 +232,7 @@ const COLUMN_FIELDS = new Set([
   'reasoningTokens',
   'audioPromptTokens',
   'audioCompletionTokens',
+  'serviceTier',
   'api',
   'maxTokens',
   'requestedMaxTokens',
@@ -347,6 +357,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     upstream: text(e, 'upstream'),
     audio_prompt_tokens: num(e, 'audioPromptTokens'),
     audio_completion_tokens: num(e, 'audioCompletionTokens'),
+    service_tier: serviceTier(e),
   };
   return row;
 }

@@ -1,6 +1,7 @@
 import { infraTest as test } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { runAudioContract } from '../test/audio-contract.js';
+import { runTierContract } from '../test/tier-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { testClickHouse } from '../test/harness.js';
@@ -35,6 +36,7 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
     runLevelsContract,
   ],
   ['the audio token columns (015) on ClickHouse 18.16', runAudioContract],
+  ['the service tier column (016) on ClickHouse 18.16', runTierContract],
 ];
 
 for (const [name, run] of contracts) {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAudioContract } from '../test/audio-contract.js';
+import { runTierContract } from '../test/tier-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { chdbExecutor } from '../test/chdb.js';
@@ -41,6 +42,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('keeps the audio token columns (015)', async () => {
     await runAudioContract(ch, 'audio');
+  });
+
+  it('keeps the service tier column (016)', async () => {
+    await runTierContract(ch, 'tiers');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

@@ -317,7 +317,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
   const logger = createLogger({ name: 'test', level: 'silent' });
   await migrateUpTo(ch, database, '009');
   const t = (name: string): Sql => qualified(database, name);
-  // Rows as the aggregator wrote them then: without the columns migrations 011, 013, 015 add.
+  // Rows as the aggregator wrote them then: without the columns migrations 011, 013, 015, 016 add.
   const rows = contractEvents().map((e, i) => {
     const {
       api: _a,
@@ -328,6 +328,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
       upstream: _up,
       audio_prompt_tokens: _ap,
       audio_completion_tokens: _ac,
+      service_tier: _st,
       ...row
     } = toEventRow(e, i + 1);
     return row;
