@@ -34,12 +34,17 @@ type Prices = ModelPrices;
 
 /**
  * The books as the provider (the mock's own call log) has them: every call it billed, each
- * category priced as configured with the authority's arithmetic (pico-USD per token, the
+ * category priced as configured (at the prices of its service tier, when given per call) with the authority's arithmetic (pico-USD per token, the
  * call's cost rounded up to a micro-USD once).
  */
-export function providerBooks(records: readonly RequestRecord[], p: Prices): Books {
+export function providerBooks(
+  records: readonly RequestRecord[],
+  prices: Prices | ((r: RequestRecord) => Prices),
+): Books {
   const books = empty();
   for (const r of records) {
+    // A provider that bills by service tier: the prices of the tier each call was served at.
+    const p = typeof prices === 'function' ? prices(r) : prices;
     const uncached =
       r.promptTokens -
       r.cachedTokens -
