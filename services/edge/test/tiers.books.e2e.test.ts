@@ -12,7 +12,7 @@ import { qualified, sql } from '@holdfast/billing-aggregator';
  * Service tiers priced as the provider bills them, end to end (edge, authority, Redis, NATS,
  * aggregator, ClickHouse, the mock as the provider): a team with a $0.10 day budget calls a
  * model priced like OpenAI's gpt-5 (default $1.25 / $0.125 / $10, priority $2.50 / $0.25 /
- * $20 per MTok input / cached / output) asking `service_tier: "priority"`, 6 at a time, half
+ * $20 per MTok input / cached / output) asking `service_tier: "priority"`, 12 at a time, half
  * streamed, until the budget refuses; the provider downgrades a quarter of them to `default`.
  * The provider's bill at each call's tier never passes the budget, and the ledger, ClickHouse
  * and the provider agree to the micro-dollar, tier by tier.
