@@ -13,7 +13,9 @@ import type { ApiSurface, NatsNames } from '@holdfast/events';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { createLogger } from '@holdfast/runtime';
 import { waitFor, type ClickHouseClient } from '@holdfast/testkit';
+import { expect } from 'vitest';
 import type { Stack } from './harness.js';
+import type { WorkloadResult } from './workload.js';
 
 /** The books of one tenant: prompt, output, each category, cost (integer micro-USD), calls. */
 export interface Books {
@@ -198,4 +200,42 @@ export async function auditDrift(s: Stack, ch: SqlExecutor, database: string) {
   const r = await runAudit({ ch, database, authority: s.client });
   if (!r.ok) throw new Error(r.error.message);
   return r.value.maxDrift;
+}
+
+/**
+ * The books of a run against a usd budget until it refused, as the provider bills it (the
+ * mock's log priced by `providerBooks`): never over the budget and most of it used, every
+ * refusal a budget_exceeded, every call served completed; the ledger and ClickHouse (its
+ * settled rows and the surface's by-api view) agree with the provider to the token and
+ * micro-dollar, the drift audit finds nothing, and no hold was overrun.
+ */
+export async function expectBooksHold(
+  s: Stack,
+  ch: SqlExecutor,
+  database: string,
+  run: { tenant: string; api: ApiSurface; budgetUsd: number; result: WorkloadResult },
+  provider: Books,
+): Promise<void> {
+  const { tenant, budgetUsd, result } = run;
+  const records = s.upstream.stats().recent;
+  expect(provider.microUsd).toBeLessThanOrEqual(budgetUsd * 1e6);
+  expect(provider.microUsd).toBeGreaterThan(0.7 * budgetUsd * 1e6);
+  expect(result.refused).toBeGreaterThan(0);
+  expect(result.codes).toEqual({ budget_exceeded: result.refused });
+  expect(provider.calls).toBe(result.served);
+  expect(records.every((r) => r.outcome === 'completed')).toBe(true);
+  const ledger = await s.settled(tenant);
+  expect({ tokens: ledger.billedTokens, microUsd: ledger.billedMicroUsd }).toEqual({
+    tokens: provider.prompt + provider.completion,
+    microUsd: provider.microUsd,
+  });
+  const books = await clickhouseBooks(ch, database, tenant, run.api, result.served);
+  const { charged: _c, chargedMicroUsd, apis: _a, ...rows } = books;
+  expect(rows).toEqual(provider);
+  expect(chargedMicroUsd).toBe(provider.microUsd);
+  expect(await auditDrift(s, ch, database)).toEqual({ tokens: 0, usd: 0 });
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === result.served,
+  );
+  expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
 }

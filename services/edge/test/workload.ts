@@ -79,3 +79,24 @@ export async function runQueue(
   );
   return result;
 }
+
+/**
+ * One Chat Completions call as a client makes it: the whole completion, or (`stream`) a
+ * stream with the usage chunk, read to its end.
+ */
+export async function chatCall(
+  openai: OpenAI,
+  body: OpenAI.Chat.ChatCompletionCreateParamsNonStreaming,
+  stream: boolean,
+): Promise<void> {
+  if (!stream) {
+    await openai.chat.completions.create(body);
+    return;
+  }
+  const events = await openai.chat.completions.create({
+    ...body,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  for await (const _ of events);
+}

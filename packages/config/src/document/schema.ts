@@ -38,7 +38,7 @@ const Price = z.strictObject({
  * The service tiers a model may price beside its base (`default`, Anthropic's `standard`):
  * OpenAI's `priority`, `flex` and `scale` (Anthropic's Priority Tier is `priority` too).
  */
-export const PRICED_TIERS = ['priority', 'flex', 'scale'] as const;
+const PRICED_TIERS = ['priority', 'flex', 'scale'] as const;
 export type PricedTier = (typeof PRICED_TIERS)[number];
 
 /**
