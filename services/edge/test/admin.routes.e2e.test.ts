@@ -126,6 +126,23 @@ test('every admin route answers its happy path and each change is a new config v
   expect(price.status).toBe(200);
   expect(price.body.data.price).toEqual({ inputPerMTok: 0.2, outputPerMTok: 0.8 });
   next(price);
+  // Service tiers share the price's schema: priced tiers and the project's auto tier.
+  const priority = { inputPerMTok: 0.4, outputPerMTok: 1.6 };
+  const tiered = await call('PUT', '/admin/models/gpt-4o-mini/price', {
+    ...{ inputPerMTok: 0.2, outputPerMTok: 0.8 },
+    ...{ serviceTiers: { priority }, autoServiceTier: 'priority' },
+  });
+  expect(tiered.status).toBe(200);
+  expect(tiered.body.data.price).toMatchObject({ serviceTiers: { priority } });
+  next(tiered);
+  for (const bad of [{ autoServiceTier: 'flex' }, { serviceTiers: { turbo: priority } }]) {
+    const refused = await call('PUT', '/admin/models/gpt-4o-mini/price', {
+      ...{ inputPerMTok: 0.2, outputPerMTok: 0.8 },
+      ...bad,
+    });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body)).toMatch(/autoServiceTier|serviceTiers/);
+  }
 
   // The whole document as text (JSON is YAML), unchanged: nothing changes. Then as JSON.
   const doc = (await call('GET', '/admin/config')).body.config as { tenants: { id: string }[] };
