@@ -157,8 +157,10 @@ export function rebuilder(o: {
   names: NatsNames;
   keys: Keys;
   now: number;
+  /** The config the state was written under (CONFIG when absent). */
+  config?: unknown;
 }): Rebuilder {
-  const parsed = parseConfig(CONFIG);
+  const parsed = parseConfig(o.config ?? CONFIG);
   if (!parsed.ok) throw new Error(parsed.error.errors.join());
   return new Rebuilder({
     ...o,

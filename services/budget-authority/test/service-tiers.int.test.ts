@@ -1,6 +1,9 @@
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { Keys } from '../src/keys.js';
+import { stateKeys } from '../src/rebuild.js';
 import { admissionOf, newId, readEvents, authorityTest as test } from './harness.js';
+import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
 
 /**
  * Service tiers priced as the provider bills them (OpenAI's gpt-5: priority $2.50 / $0.25 /
@@ -185,4 +188,42 @@ test('a hold admitted before service tiers existed bills the base, whatever is r
     usage: { ...USAGE, serviceTier: 'priority' },
   });
   expect(settled).toMatchObject({ ok: true, value: { costMicroUsd: DEFAULT_COST } });
+});
+
+test('a hold rebuilt from the event stream keeps its tier: held at it, billed at the one reported', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const h = await start(CONFIG);
+  const downgraded = call('priority');
+  const unreported = call('priority');
+  for (const req of [downgraded, unreported]) admissionOf(await h.client.admit(req));
+  const keys = new Keys(iso.keyPrefix);
+  await outboxesRelayed(redis, keys);
+  const now = h.clock.now;
+  await h.stop();
+  await redis.del(...(await stateKeys(redis, keys)));
+  const on = { redis, nc, names: iso.names, keys, now, config: CONFIG };
+  expect(await rebuilder(on).run()).toMatchObject({ liveHolds: 2 });
+
+  const h2 = await start(CONFIG);
+  h2.clock.now = now;
+  const usage = await h2.client.usage({ tenant: 'fast' });
+  expect(usage.ok && usage.value.tenants[0]?.windows[0]).toMatchObject({ held: 25_000 });
+  const settle = (id: string, serviceTier?: string) =>
+    h2.client.settle({
+      reservationId: id,
+      tenant: 'fast',
+      usage: { ...USAGE, ...(serviceTier ? { serviceTier } : {}) },
+    });
+  expect(await settle(downgraded.reservationId, 'default')).toMatchObject({
+    ok: true,
+    value: { costMicroUsd: DEFAULT_COST },
+  });
+  expect(await settle(unreported.reservationId)).toMatchObject({
+    ok: true,
+    value: { costMicroUsd: PRIORITY_COST, overrunMicroUsd: 0 },
+  });
 });
