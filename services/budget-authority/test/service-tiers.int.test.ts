@@ -2,6 +2,7 @@ import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { Keys } from '../src/keys.js';
 import { stateKeys } from '../src/rebuild.js';
+import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, newId, readEvents, authorityTest as test } from './harness.js';
 import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
 
@@ -55,18 +56,21 @@ const PRIORITY_COST = 10_050;
 const DEFAULT_COST = 5_025;
 const FLEX_COST = 2_513;
 
+/** Settles a reservation of team fast with USAGE, the tier reported as given (none: absent). */
+const settler = (h: TestAuthority) => (reservationId: string, serviceTier?: string) =>
+  h.client.settle({
+    reservationId,
+    tenant: 'fast',
+    usage: { ...USAGE, ...(serviceTier ? { serviceTier } : {}) },
+  });
+
 test('each tier is held at its price and settled at the tier the provider reports', async ({
   start,
   nc,
   iso,
 }) => {
   const h = await start(CONFIG);
-  const settle = async (req: { reservationId: string }, serviceTier?: string) =>
-    h.client.settle({
-      reservationId: req.reservationId,
-      tenant: 'fast',
-      usage: { ...USAGE, ...(serviceTier ? { serviceTier } : {}) },
-    });
+  const settle = settler(h);
 
   // Held: 1,000 x $1.25 + 500 x $10; priority twice that; flex half.
   const base = call();
@@ -76,15 +80,15 @@ test('each tier is held at its price and settled at the tier the provider report
   const flex = call('flex');
   expect(admissionOf(await h.client.admit(flex))).toMatchObject({ heldMicroUsd: 3_125 });
 
-  expect(await settle(priority, 'priority')).toMatchObject({
+  expect(await settle(priority.reservationId, 'priority')).toMatchObject({
     ok: true,
     value: { status: 'settled', costMicroUsd: PRIORITY_COST, overrunMicroUsd: 0 },
   });
-  expect(await settle(base, 'default')).toMatchObject({
+  expect(await settle(base.reservationId, 'default')).toMatchObject({
     ok: true,
     value: { costMicroUsd: DEFAULT_COST, overrunMicroUsd: 0 },
   });
-  expect(await settle(flex, 'flex')).toMatchObject({
+  expect(await settle(flex.reservationId, 'flex')).toMatchObject({
     ok: true,
     value: { costMicroUsd: FLEX_COST, overrunMicroUsd: 0 },
   });
@@ -119,12 +123,7 @@ test('priority downgraded to default bills default; no report bills the tier hel
   // A tier the model does not price (or a name no provider uses) bills the tier held too.
   const unknown = call('priority');
   admissionOf(await h.client.admit(unknown));
-  const settle = (id: string, serviceTier?: string) =>
-    h.client.settle({
-      reservationId: id,
-      tenant: 'fast',
-      usage: { ...USAGE, ...(serviceTier ? { serviceTier } : {}) },
-    });
+  const settle = settler(h);
   expect(await settle(downgraded.reservationId, 'default')).toMatchObject({
     ok: true,
     value: { costMicroUsd: DEFAULT_COST },
@@ -212,12 +211,7 @@ test('a hold rebuilt from the event stream keeps its tier: held at it, billed at
   h2.clock.now = now;
   const usage = await h2.client.usage({ tenant: 'fast' });
   expect(usage.ok && usage.value.tenants[0]?.windows[0]).toMatchObject({ held: 25_000 });
-  const settle = (id: string, serviceTier?: string) =>
-    h2.client.settle({
-      reservationId: id,
-      tenant: 'fast',
-      usage: { ...USAGE, ...(serviceTier ? { serviceTier } : {}) },
-    });
+  const settle = settler(h2);
   expect(await settle(downgraded.reservationId, 'default')).toMatchObject({
     ok: true,
     value: { costMicroUsd: DEFAULT_COST },
