@@ -3,6 +3,7 @@ import {
   ensureEventsStream,
   AuthorityClient,
   DeadLetters,
+  errorMessage,
   startParts,
   type Logger,
   type Started,
@@ -22,6 +23,7 @@ import { SuspensionController } from './suspension.js';
 import { DeliveryWorker } from './webhook/deliver.js';
 import { DeliveryLog } from './webhook/log.js';
 import { ensureWebhookStreams, WebhookQueue } from './webhook/queue.js';
+import { chargedBy } from './thresholds.js';
 import { WindowTracker, type Snapshot } from './window-tracker.js';
 
 export interface AlerterOptions {
@@ -125,6 +127,19 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     secrets,
   });
 
+  // The events consumer hands `config.changed` to one replica only: every replica also takes
+  // the authority's notice of a new config, so none goes on with the old thresholds.
+  const notices = opts.configFromAuthority
+    ? nc.subscribe(`${names.authorityPrefix}.config.changed`, {
+        callback: () =>
+          void config
+            .reload()
+            .catch((err: unknown) =>
+              logger.warn({ err: errorMessage(err) }, 'config reload on notice failed'),
+            ),
+      })
+    : undefined;
+
   const handle = async (event: HoldfastEvent, seq: number): Promise<void> => {
     await queue.enqueue(event);
     if (event.type === 'config.changed') await config.reload();
@@ -138,6 +153,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       .filter((w) => w.scope === undefined)
       .map((window) => ({
         window,
+        before: window.used - chargedBy(event, window),
         position: { time: event.time, seq },
         cause: { eventId: event.id, time: event.time, org: event.org, windows: event.windows },
       }));
@@ -145,6 +161,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     burn.add(event, snapshots);
   };
   const consumer = new EventConsumer({
+    nc,
     js,
     jsm,
     names,
@@ -158,6 +175,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
   // finish, then the state mirror.
   return startParts(logger, async (parts) => {
     parts.push({ name: 'state-store', stop: () => store.stop() });
+    if (notices) parts.push({ name: 'config-notices', stop: () => notices.unsubscribe() });
     await deliverer.start();
     parts.push({ name: 'webhook-deliverer', stop: () => deliverer.stop() });
     burn.start();

@@ -32,6 +32,7 @@ export class ConfigSource {
   readonly #policies = new Map<string, WindowPolicy>();
   readonly #authority: AuthorityClient | undefined;
   readonly #logger: Logger;
+  #reloading: Promise<void> = Promise.resolve();
 
   constructor(opts: { config: CompiledConfig; authority?: AuthorityClient; logger: Logger }) {
     this.#config = opts.config;
@@ -43,8 +44,17 @@ export class ConfigSource {
     return this.#config;
   }
 
-  /** Re-reads the config from the authority (no-op for a file config). */
-  async reload(): Promise<void> {
+  /**
+   * Re-reads the config from the authority (no-op for a file config). Reloads run one after
+   * another: the `config.changed` event and the authority's notice may ask at once.
+   */
+  reload(): Promise<void> {
+    const run = this.#reloading.then(() => this.#reload());
+    this.#reloading = run.catch(() => undefined);
+    return run;
+  }
+
+  async #reload(): Promise<void> {
     if (!this.#authority) return;
     const config = await fetchConfig(this.#authority);
     missingSecrets(config).forEach((m) => this.#logger.error(m, 'webhook secret missing'));

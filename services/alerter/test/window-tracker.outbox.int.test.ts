@@ -57,11 +57,13 @@ async function tracker(
 }
 
 const snap = (
+  before: number,
   used: number,
   seq: number,
   time = new Date(Date.UTC(2026, 11, 1, 0, 0, 0, seq)),
 ): Snapshot => ({
   window: window('team-o', 1_000, used),
+  before,
   position: { time: time.toISOString(), seq },
   cause: {
     eventId: `e${seq}`,
@@ -79,14 +81,14 @@ test('a crossing whose publish failed after its state was written is published b
   const bucket = alerterNames(iso.names).stateBucket;
   const flaky = flakySink(1);
   const a = await tracker(nc, bucket, flaky.sink);
-  await expect(a.observe(snap(850, 1))).rejects.toThrow('publish failed');
+  await expect(a.observe(snap(0, 850, 1))).rejects.toThrow('publish failed');
   expect(flaky.published).toEqual([]);
 
   // Another replica (same store) handles the redelivered event: the pending crossing goes out
   // with the id fixed when it was recorded, and the crossing is not evaluated twice.
   const b = await tracker(nc, bucket, flaky.sink);
-  await b.observe(snap(850, 1));
-  await b.observe(snap(900, 2));
+  await b.observe(snap(0, 850, 1));
+  await b.observe(snap(850, 900, 2));
   expect(flaky.published).toHaveLength(1);
   expect(flaky.published[0]).toMatchObject({
     type: 'threshold.crossed',
@@ -94,10 +96,12 @@ test('a crossing whose publish failed after its state was written is published b
     causeEventId: 'e1',
   });
 
-  // A stale snapshot (older position) changes nothing; the hard limit suspends once with the grace.
-  await b.observe(snap(100, 0));
-  await b.observe(snap(1_000, 3));
-  await a.observe(snap(1_000, 4));
+  // An event that stays below changes nothing; the hard limit suspends once with the grace,
+  // also when its event is handled again by the other replica.
+  await b.observe(snap(0, 100, 0));
+  await b.observe(snap(900, 1_000, 3));
+  await a.observe(snap(900, 1_000, 3));
+  await a.observe(snap(1_000, 1_000, 4));
   expect(flaky.published).toHaveLength(1);
   expect(flaky.suspended).toEqual([
     expect.objectContaining({
