@@ -80,7 +80,9 @@ export class EventConsumer {
         max_ack_pending: 10_000,
       },
       pullSize: settings.eventConcurrency,
-      ...(settings.pullEveryMs > 0 ? { bursts: { nc: opts.nc, everyMs: settings.pullEveryMs } } : {}),
+      ...(settings.pullEveryMs > 0
+        ? { bursts: { nc: opts.nc, everyMs: settings.pullEveryMs } }
+        : {}),
       concurrency: settings.eventConcurrency,
       onMessage: (m) => this.#handle(m),
       restart: RESTART,

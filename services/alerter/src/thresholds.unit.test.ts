@@ -79,8 +79,12 @@ describe('crossing ids', () => {
     const a = crossingId({ tenant: 't', budget: 'month-tokens', level: 0.8, cause: 'e1' });
     expect(a).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(crossingId({ tenant: 't', budget: 'month-tokens', level: 0.8, cause: 'e1' })).toBe(a);
-    expect(crossingId({ tenant: 't', budget: 'month-tokens', level: 0.95, cause: 'e1' })).not.toBe(a);
-    expect(crossingId({ tenant: 't', budget: 'month-tokens', level: 0.8, cause: 'e2' })).not.toBe(a);
+    expect(crossingId({ tenant: 't', budget: 'month-tokens', level: 0.95, cause: 'e1' })).not.toBe(
+      a,
+    );
+    expect(crossingId({ tenant: 't', budget: 'month-tokens', level: 0.8, cause: 'e2' })).not.toBe(
+      a,
+    );
   });
 });
 

@@ -253,8 +253,7 @@ function decide(
           ? watched
           : []
         : watched.filter(
-            (l) =>
-              !was.levels.includes(l) || (w.limit < was.limit && s.before < l * was.limit),
+            (l) => !was.levels.includes(l) || (w.limit < was.limit && s.before < l * was.limit),
           );
     const stand = standing(s.before, w, fresh);
     for (const level of stand) {
