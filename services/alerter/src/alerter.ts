@@ -82,6 +82,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     config: opts.config,
     authority: opts.configFromAuthority ? authority : undefined,
     logger,
+    metrics,
   });
   const publisher = new EventPublisher({ js, names });
   const suspension = new SuspensionController({

@@ -7,6 +7,7 @@ import {
 } from '@holdfast/config';
 import type { WindowState } from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
+import type { AlerterMetrics } from './metrics.js';
 
 /** What the alerter does with one budget window. */
 export interface WindowPolicy {
@@ -34,8 +35,16 @@ export class ConfigSource {
   readonly #logger: Logger;
   #reloading: Promise<void> = Promise.resolve();
 
-  constructor(opts: { config: CompiledConfig; authority?: AuthorityClient; logger: Logger }) {
+  readonly #reloads: AlerterMetrics['configReloads'] | undefined;
+
+  constructor(opts: {
+    config: CompiledConfig;
+    authority?: AuthorityClient;
+    logger: Logger;
+    metrics?: AlerterMetrics;
+  }) {
     this.#config = opts.config;
+    this.#reloads = opts.metrics?.configReloads;
     this.#authority = opts.authority;
     this.#logger = opts.logger;
   }
@@ -49,14 +58,18 @@ export class ConfigSource {
    * another: the `config.changed` event and the authority's notice may ask at once.
    */
   reload(): Promise<void> {
-    const run = this.#reloading.then(() => this.#reload());
-    this.#reloading = run.catch(() => undefined);
+    const authority = this.#authority;
+    if (!authority) return Promise.resolve();
+    const run = this.#reloading.then(() => this.#reload(authority));
+    this.#reloading = run.then(
+      () => void this.#reloads?.inc({ result: 'ok' }),
+      () => void this.#reloads?.inc({ result: 'error' }),
+    );
     return run;
   }
 
-  async #reload(): Promise<void> {
-    if (!this.#authority) return;
-    const config = await fetchConfig(this.#authority);
+  async #reload(authority: AuthorityClient): Promise<void> {
+    const config = await fetchConfig(authority);
     missingSecrets(config).forEach((m) => this.#logger.error(m, 'webhook secret missing'));
     this.#config = config;
     this.#policies.clear();
