@@ -2,6 +2,7 @@ import { parseConfig } from '@holdfast/config';
 import type { SuspendRequest } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { infraTest as test } from '@holdfast/testkit';
+import { Kvm } from '@nats-io/kv';
 import { Registry } from 'prom-client';
 import { expect } from 'vitest';
 import { ConfigSource } from '../src/holdfast-config.js';
@@ -60,16 +61,17 @@ const snap = (
   before: number,
   used: number,
   seq: number,
+  limit = 1_000,
   time = new Date(Date.UTC(2026, 11, 1, 0, 0, 0, seq)),
 ): Snapshot => ({
-  window: window('team-o', 1_000, used),
+  window: window('team-o', limit, used),
   before,
   position: { time: time.toISOString(), seq },
   cause: {
     eventId: `e${seq}`,
     time: time.toISOString(),
     org: 'team-o',
-    windows: [window('team-o', 1_000, used)],
+    windows: [window('team-o', limit, used)],
   },
 });
 
@@ -111,4 +113,67 @@ test('a crossing whose publish failed after its state was written is published b
       graceMs: 2_500,
     }),
   ]);
+});
+
+test('standing levels: the first look at a window above a level fires it once; a lower limit suspends; a later standing covers an earlier crossing', async ({
+  nc,
+  iso,
+}) => {
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const bucket = alerterNames(iso.names).stateBucket;
+  const sink = flakySink(0);
+  const a = await tracker(nc, bucket, sink.sink);
+  const b = await tracker(nc, bucket, sink.sink);
+
+  // The first event the alerter sees shows 85% before and after: 80% fires, once, whichever
+  // replica handles it and however often; the next events (still above) fire nothing.
+  await a.observe(snap(850, 860, 10));
+  await b.observe(snap(850, 860, 10));
+  await b.observe(snap(860, 900, 11));
+  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e10' }]);
+
+  // The limit lowered under what was spent (900 of 1,000 to 880): the hard level was never
+  // reached under the old limit, so it stands at the first event under the new one and
+  // suspends once; 80% was reached already and does not fire again.
+  await a.observe(snap(900, 905, 12, 880));
+  await b.observe(snap(905, 910, 13, 880));
+  expect(sink.published).toHaveLength(1);
+  expect(sink.suspended).toHaveLength(1);
+  // An event from between the last one under the old limit and the standing one, handled
+  // after them, that crossed 100% under the new limit: what the standing level reported.
+  await a.observe(snap(870, 880, 50, 880, new Date(Date.UTC(2026, 11, 1, 0, 0, 0, 11))));
+  expect(sink.suspended).toHaveLength(1);
+
+  // A refund (910 -> 500) handled after the climb back over 80% (500 -> 850): the crossing
+  // fires once, also when handled again.
+  await b.observe(snap(500, 850, 15, 880));
+  await a.observe(snap(910, 500, 14, 880));
+  await a.observe(snap(500, 850, 15, 880));
+  expect(sink.published.map((e) => e.causeEventId)).toEqual(['e10', 'e15']);
+});
+
+test('a record from before crossings were per event keeps its levels: nothing stands', async ({
+  nc,
+  iso,
+}) => {
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const bucket = alerterNames(iso.names).stateBucket;
+  const sink = flakySink(0);
+  const a = await tracker(nc, bucket, sink.sink);
+  const kv = await new Kvm(nc).open(bucket);
+  await kv.put(
+    'win.team-o.month-tokens',
+    JSON.stringify({
+      at: { time: '2026-12-01T00:00:00.001Z', seq: 1 },
+      fired: [0.8],
+      projectedPeriod: 7,
+      pending: [],
+    }),
+  );
+  await a.observe(snap(850, 860, 2));
+  await a.observe(snap(700, 820, 3));
+  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e3' }]);
+  const rec = (await kv.get('win.team-o.month-tokens'))?.json<Record<string, unknown>>();
+  expect(rec).toMatchObject({ projectedPeriod: 7, known: { levels: [0.8, 1], limit: 1_000 } });
+  expect(rec).not.toHaveProperty('fired');
 });
