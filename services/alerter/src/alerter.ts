@@ -92,9 +92,15 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     metrics,
     pollMs: settings.usagePollMs,
   });
+  const queue = new WebhookQueue({ js, names: own, config });
   const tracker = new WindowTracker({
     store,
-    sink: { publish: (e) => publisher.publish(e), suspend: (r) => suspension.suspend(r) },
+    sink: {
+      // Its webhook jobs are queued at once, not when a pull brings the event back (a burst
+      // later): that copy's jobs have the same msg ids, which the queue drops.
+      publish: async (e) => void (await queue.enqueue(await publisher.publish(e))),
+      suspend: (r) => suspension.suspend(r),
+    },
     config,
     logger,
     metrics,
@@ -108,7 +114,6 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     lookbackMs: settings.burnLookbackMs,
     flushMs: settings.burnFlushMs,
   });
-  const queue = new WebhookQueue({ js, names: own, config });
   const deliverer = new DeliveryWorker({
     js,
     jsm,

@@ -265,9 +265,9 @@ function decide(
     ];
     known = { levels: [...watched], limit: w.limit, at: s.position };
   }
-  const fresh = fire.filter((f) => !rec.recent.includes(f.id)).sort((a, b) => a.level - b.level);
-  if (fresh.length === 0 && known === rec.known) return undefined;
-  const pending = fresh.map(({ level, id }): PendingAction => {
+  const due = fire.filter((f) => !rec.recent.includes(f.id)).sort((a, b) => a.level - b.level);
+  if (due.length === 0 && known === rec.known) return undefined;
+  const pending = due.map(({ level, id }): PendingAction => {
     if (level !== HARD_LEVEL) return { kind: 'publish', event: crossedEvent(s, level, id) };
     const reason = `budget ${w.budget} of ${w.tenant} reached its hard limit (${w.used} of ${w.limit} ${w.unit === 'usd' ? 'micro-USD' : 'tokens'})`;
     return {
@@ -287,10 +287,10 @@ function decide(
       ...kept,
       known,
       standing: stood,
-      recent: [...rec.recent, ...fresh.map((f) => f.id)].slice(-RECENT_IDS),
+      recent: [...rec.recent, ...due.map((f) => f.id)].slice(-RECENT_IDS),
       pending,
     },
-    fired: fresh.map((f) => f.level),
+    fired: due.map((f) => f.level),
   };
 }
 
