@@ -245,12 +245,14 @@ function decide(
   }
   if (relearns(rec, s, watched)) {
     const was = rec.known;
-    // First look (not a record from before per-event crossings), levels added, a lower limit:
-    // the levels the window may have reached without any event crossing them.
+    // Levels added, a lower limit: the levels the window may have reached without any event
+    // crossing them. At the first look (not a record from before per-event crossings) only
+    // the hard level: the events of a window seen for the first time come in any order, and
+    // a soft level standing for a later one would cover the crossings of the earlier ones.
     const fresh =
       was === null
         ? rec.fired === undefined
-          ? watched
+          ? watched.filter((l) => l === HARD_LEVEL)
           : []
         : watched.filter(
             (l) => !was.levels.includes(l) || (w.limit < was.limit && s.before < l * was.limit),

@@ -115,7 +115,7 @@ test('a crossing whose publish failed after its state was written is published b
   ]);
 });
 
-test('standing levels: the first look at a window above a level fires it once; a lower limit suspends; a later standing covers an earlier crossing', async ({
+test('standing levels: none soft at a first look; a lower limit suspends once; a later standing covers an earlier crossing', async ({
   nc,
   iso,
 }) => {
@@ -125,12 +125,14 @@ test('standing levels: the first look at a window above a level fires it once; a
   const a = await tracker(nc, bucket, sink.sink);
   const b = await tracker(nc, bucket, sink.sink);
 
-  // The first event the alerter sees shows 85% before and after: 80% fires, once, whichever
-  // replica handles it and however often; the next events (still above) fire nothing.
+  // The first event the alerter sees shows 85% before and after: no soft level stands at a
+  // first look (an earlier event may still come and cross it), 80% fires for the next event
+  // that crosses it. The hard level does stand at a first look (below, after a lower limit).
   await a.observe(snap(850, 860, 10));
   await b.observe(snap(850, 860, 10));
-  await b.observe(snap(860, 900, 11));
-  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e10' }]);
+  await b.observe(snap(700, 900, 11));
+  await a.observe(snap(700, 900, 11));
+  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e11' }]);
 
   // The limit lowered under what was spent (900 of 1,000 to 880): the hard level was never
   // reached under the old limit, so it stands at the first event under the new one and
@@ -149,7 +151,7 @@ test('standing levels: the first look at a window above a level fires it once; a
   await b.observe(snap(500, 850, 15, 880));
   await a.observe(snap(910, 500, 14, 880));
   await a.observe(snap(500, 850, 15, 880));
-  expect(sink.published.map((e) => e.causeEventId)).toEqual(['e10', 'e15']);
+  expect(sink.published.map((e) => e.causeEventId)).toEqual(['e11', 'e15']);
 });
 
 test('a record from before crossings were per event keeps its levels: nothing stands', async ({
@@ -176,4 +178,20 @@ test('a record from before crossings were per event keeps its levels: nothing st
   const rec = (await kv.get('win.team-o.month-tokens'))?.json<Record<string, unknown>>();
   expect(rec).toMatchObject({ projectedPeriod: 7, known: { levels: [0.8, 1], limit: 1_000 } });
   expect(rec).not.toHaveProperty('fired');
+});
+
+test('a first look at a window already at its hard limit suspends, once, whichever event comes first', async ({
+  nc,
+  iso,
+}) => {
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const bucket = alerterNames(iso.names).stateBucket;
+  const sink = flakySink(0);
+  const a = await tracker(nc, bucket, sink.sink);
+  const b = await tracker(nc, bucket, sink.sink);
+  // 1,040 -> 1,050 handled first, then the event before it that crossed 100% (990 -> 1,040).
+  await a.observe(snap(1_040, 1_050, 21));
+  await b.observe(snap(990, 1_040, 20));
+  expect(sink.suspended).toHaveLength(1);
+  expect(sink.published).toEqual([]);
 });
