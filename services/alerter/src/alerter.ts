@@ -3,6 +3,7 @@ import {
   ensureEventsStream,
   AuthorityClient,
   DeadLetters,
+  errorMessage,
   startParts,
   type Logger,
   type Started,
@@ -22,6 +23,7 @@ import { SuspensionController } from './suspension.js';
 import { DeliveryWorker } from './webhook/deliver.js';
 import { DeliveryLog } from './webhook/log.js';
 import { ensureWebhookStreams, WebhookQueue } from './webhook/queue.js';
+import { chargedBy } from './thresholds.js';
 import { WindowTracker, type Snapshot } from './window-tracker.js';
 
 export interface AlerterOptions {
@@ -80,6 +82,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     config: opts.config,
     authority: opts.configFromAuthority ? authority : undefined,
     logger,
+    metrics,
   });
   const publisher = new EventPublisher({ js, names });
   const suspension = new SuspensionController({
@@ -89,9 +92,15 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     metrics,
     pollMs: settings.usagePollMs,
   });
+  const queue = new WebhookQueue({ js, names: own, config });
   const tracker = new WindowTracker({
     store,
-    sink: { publish: (e) => publisher.publish(e), suspend: (r) => suspension.suspend(r) },
+    sink: {
+      // Its webhook jobs are queued at once, not when a pull brings the event back (a burst
+      // later): that copy's jobs have the same msg ids, which the queue drops.
+      publish: async (e) => void (await queue.enqueue(await publisher.publish(e))),
+      suspend: (r) => suspension.suspend(r),
+    },
     config,
     logger,
     metrics,
@@ -105,7 +114,6 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     lookbackMs: settings.burnLookbackMs,
     flushMs: settings.burnFlushMs,
   });
-  const queue = new WebhookQueue({ js, names: own, config });
   const deliverer = new DeliveryWorker({
     js,
     jsm,
@@ -125,6 +133,19 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     secrets,
   });
 
+  // The events consumer hands `config.changed` to one replica only: every replica also takes
+  // the authority's notice of a new config, so none goes on with the old thresholds.
+  const notices = opts.configFromAuthority
+    ? nc.subscribe(`${names.authorityPrefix}.config.changed`, {
+        callback: () =>
+          void config
+            .reload()
+            .catch((err: unknown) =>
+              logger.warn({ err: errorMessage(err) }, 'config reload on notice failed'),
+            ),
+      })
+    : undefined;
+
   const handle = async (event: HoldfastEvent, seq: number): Promise<void> => {
     await queue.enqueue(event);
     if (event.type === 'config.changed') await config.reload();
@@ -138,6 +159,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       .filter((w) => w.scope === undefined)
       .map((window) => ({
         window,
+        before: window.used - chargedBy(event, window),
         position: { time: event.time, seq },
         cause: { eventId: event.id, time: event.time, org: event.org, windows: event.windows },
       }));
@@ -145,6 +167,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     burn.add(event, snapshots);
   };
   const consumer = new EventConsumer({
+    nc,
     js,
     jsm,
     names,
@@ -158,6 +181,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
   // finish, then the state mirror.
   return startParts(logger, async (parts) => {
     parts.push({ name: 'state-store', stop: () => store.stop() });
+    if (notices) parts.push({ name: 'config-notices', stop: () => notices.unsubscribe() });
     await deliverer.start();
     parts.push({ name: 'webhook-deliverer', stop: () => deliverer.stop() });
     burn.start();

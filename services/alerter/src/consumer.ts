@@ -13,7 +13,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import type { Counter } from 'prom-client';
 import type { AlerterSettings } from './env.js';
 import { KeyedSerial } from './keyed-serial.js';
@@ -28,6 +28,8 @@ const RETRY: RetryPolicy = { initialMs: 2_000, maxMs: 2_000, factor: 1 };
 export const RESTART: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1 };
 
 export interface EventConsumerOptions {
+  /** The connection burst pulls go on (settings.pullEveryMs). */
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   names: NatsNames;
@@ -39,9 +41,10 @@ export interface EventConsumerOptions {
 
 /**
  * The alerter's durable consumer on the events stream, shared by every replica (each message
- * goes to one of them), on the shared loop (packages/runtime). Events of one org are handled
- * in order within a replica; across replicas the window state is protected by compare-and-set
- * (see thresholds.ts). Acks come after the handler's side effects (webhook jobs queued, state
+ * goes to one of them), on the shared loop (packages/runtime): in bursts (a pull of what is
+ * stored every `pullEveryMs`) or, with 0, each event as it is stored. Events of one org are
+ * handled in order within a replica; across replicas in any order: a crossing is a property of
+ * one event (thresholds.ts) and the window state is changed by compare-and-set only. Acks come after the handler's side effects (webhook jobs queued, state
  * written, events published). Only new events: a new alerter does not alert on history.
  */
 export class EventConsumer {
@@ -77,6 +80,9 @@ export class EventConsumer {
         max_ack_pending: 10_000,
       },
       pullSize: settings.eventConcurrency,
+      ...(settings.pullEveryMs > 0
+        ? { bursts: { nc: opts.nc, everyMs: settings.pullEveryMs } }
+        : {}),
       concurrency: settings.eventConcurrency,
       onMessage: (m) => this.#handle(m),
       restart: RESTART,

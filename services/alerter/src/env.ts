@@ -17,6 +17,13 @@ const AlerterEnv = serviceEnv({
     .default('alerter'),
   /** Events handled at once per replica (events of one org are always handled in order). */
   ALERTER_EVENT_CONCURRENCY: env.int(64, 1, 4_096),
+  /**
+   * Events in bursts: one pull of what is stored (up to ALERTER_EVENT_CONCURRENCY) every this
+   * many ms, a full one followed at once, so one socket read carries many events (about half
+   * the CPU per event, docs/benchmarks.md). Events wait up to this long more, far inside the
+   * 5 s an alert is due in. 0: each event delivered as it is stored (consume()).
+   */
+  ALERTER_PULL_EVERY_MS: env.int(250, 0, 60_000),
   /** Webhook deliveries in flight per replica. */
   ALERTER_WEBHOOK_CONCURRENCY: env.int(32, 1, 1_024),
   /** One delivery attempt gives up after this long. */
@@ -47,6 +54,8 @@ type AlerterEnv = z.infer<typeof AlerterEnv>;
 export interface AlerterSettings {
   consumer: string;
   eventConcurrency: number;
+  /** Pull events in bursts this often (ms); 0: consume(). */
+  pullEveryMs: number;
   webhookConcurrency: number;
   webhookTimeoutMs: number;
   retry: WebhookRetryPolicy;
@@ -70,6 +79,7 @@ function settingsFromEnv(e: AlerterEnv): AlerterSettings {
   return {
     consumer: e.ALERTER_CONSUMER,
     eventConcurrency: e.ALERTER_EVENT_CONCURRENCY,
+    pullEveryMs: e.ALERTER_PULL_EVERY_MS,
     webhookConcurrency: e.ALERTER_WEBHOOK_CONCURRENCY,
     webhookTimeoutMs: e.ALERTER_WEBHOOK_TIMEOUT_MS,
     retry: {

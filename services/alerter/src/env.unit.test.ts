@@ -12,6 +12,9 @@ describe('alerter environment', () => {
       maxMs: 600_000,
       retryForMs: 21_600_000,
     });
+    // Events in bursts by default, far inside the 5 s an alert is due in; 0 is consume().
+    expect(config.settings.pullEveryMs).toBe(250);
+    expect(loadConfig({ ALERTER_PULL_EVERY_MS: '0' }).settings.pullEveryMs).toBe(0);
   });
 
   test('errors name the variable', () => {

@@ -7,6 +7,7 @@ import {
 } from '@holdfast/config';
 import type { WindowState } from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
+import type { AlerterMetrics } from './metrics.js';
 
 /** What the alerter does with one budget window. */
 export interface WindowPolicy {
@@ -32,9 +33,18 @@ export class ConfigSource {
   readonly #policies = new Map<string, WindowPolicy>();
   readonly #authority: AuthorityClient | undefined;
   readonly #logger: Logger;
+  #reloading: Promise<void> = Promise.resolve();
 
-  constructor(opts: { config: CompiledConfig; authority?: AuthorityClient; logger: Logger }) {
+  readonly #reloads: AlerterMetrics['configReloads'] | undefined;
+
+  constructor(opts: {
+    config: CompiledConfig;
+    authority?: AuthorityClient;
+    logger: Logger;
+    metrics?: AlerterMetrics;
+  }) {
     this.#config = opts.config;
+    this.#reloads = opts.metrics?.configReloads;
     this.#authority = opts.authority;
     this.#logger = opts.logger;
   }
@@ -43,10 +53,23 @@ export class ConfigSource {
     return this.#config;
   }
 
-  /** Re-reads the config from the authority (no-op for a file config). */
-  async reload(): Promise<void> {
-    if (!this.#authority) return;
-    const config = await fetchConfig(this.#authority);
+  /**
+   * Re-reads the config from the authority (no-op for a file config). Reloads run one after
+   * another: the `config.changed` event and the authority's notice may ask at once.
+   */
+  reload(): Promise<void> {
+    const authority = this.#authority;
+    if (!authority) return Promise.resolve();
+    const run = this.#reloading.then(() => this.#reload(authority));
+    this.#reloading = run.then(
+      () => void this.#reloads?.inc({ result: 'ok' }),
+      () => void this.#reloads?.inc({ result: 'error' }),
+    );
+    return run;
+  }
+
+  async #reload(authority: AuthorityClient): Promise<void> {
+    const config = await fetchConfig(authority);
     missingSecrets(config).forEach((m) => this.#logger.error(m, 'webhook secret missing'));
     this.#config = config;
     this.#policies.clear();

@@ -14,6 +14,7 @@ export interface AlerterMetrics {
   /** Burn samples merged into the shared state, then projections checked (per window). */
   burnFlushes: Counter<'stage'>;
   usagePolls: Counter<'result'>;
+  configReloads: Counter<'result'>;
 }
 
 export function createMetrics(registry: Registry): AlerterMetrics {
@@ -62,6 +63,12 @@ export function createMetrics(registry: Registry): AlerterMetrics {
     usagePolls: new Counter({
       name: 'holdfast_alerter_usage_polls_total',
       help: 'Reads of the authority usage (to resume tenants whose window freed room), by result.',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    configReloads: new Counter({
+      name: 'holdfast_alerter_config_reloads_total',
+      help: 'Reads of the authority config after a config.changed event or notice, by result.',
       labelNames: ['result'],
       registers: [registry],
     }),

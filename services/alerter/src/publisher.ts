@@ -18,7 +18,8 @@ export class EventPublisher {
     this.#names = opts.names;
   }
 
-  async publish(raw: Record<string, unknown>): Promise<void> {
+  /** Publishes `raw` and returns it as parsed. */
+  async publish(raw: Record<string, unknown>): Promise<HoldfastEvent> {
     const parsed = HoldfastEvent.safeParse(raw);
     if (!parsed.success) throw new Error(`invalid alerter event: ${z.prettifyError(parsed.error)}`);
     const event = parsed.data;
@@ -28,5 +29,6 @@ export class EventPublisher {
       JSON.stringify(event),
       { msgID: event.id },
     );
+    return event;
   }
 }

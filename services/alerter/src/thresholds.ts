@@ -1,18 +1,21 @@
-import { utilisation, type WindowState } from '@holdfast/events';
+import { createHash } from 'node:crypto';
+import type { HoldfastEvent, WindowState } from '@holdfast/events';
 import { z } from 'zod';
 import type { WindowPolicy } from './holdfast-config.js';
 
 /**
- * Threshold state of one budget window, kept per (level, budget) in the shared store.
+ * Threshold crossings of one budget window (docs/alerts.md, "Thresholds").
  *
- * Hysteresis: a level is "fired" once utilisation reaches it and stays fired until
- * utilisation falls back below it; only a level that is not fired can fire. The hard level
- * (1 = 100%) fires a suspension instead of a `threshold.crossed` event.
+ * A crossing is a property of one event: the event takes the window's `used` from below a
+ * level to at or above it (`before < level * limit <= used`, `before` = `used` less what the
+ * event itself charged, both at the event's time). So no replica needs the earlier events, and
+ * the same crossings come out whatever order and however many replicas handle the events; a
+ * dip between two events (usage aging out) is seen too. The hard level (1 = 100%) fires a
+ * suspension instead of a `threshold.crossed` event.
  *
- * Ordering: replicas may handle a tenant's events out of order. Each applied change records
- * the position (event time, then stream sequence) of the snapshot that caused it; a snapshot
- * at or before that position is stale and changes nothing. Snapshots that change nothing are
- * not written, so the store is written only when a level fires or re-arms.
+ * A level the window's record does not know yet (the alerter's first look at the window, a
+ * soft threshold added, a limit changed) is "standing": when the first event handled under it
+ * shows the window already at or above it, it fires once for that event.
  */
 export const HARD_LEVEL = 1;
 
@@ -25,37 +28,69 @@ export function isAfter(a: Position, b: Position | null): boolean {
   return a.seq > b.seq;
 }
 
-export interface Transition {
-  /** Levels newly reached (ascending); the hard level is last when present. */
-  fired: number[];
-  /** Levels utilisation fell back below. */
-  rearmed: number[];
-  /** The fired set after the change. */
-  next: number[];
-}
-
 /** Levels the policy watches for a window, ascending. */
 export function levels(policy: WindowPolicy): number[] {
   const soft = policy.soft.filter((s) => s > 0 && s < HARD_LEVEL);
   return policy.hard ? [...soft, HARD_LEVEL] : soft;
 }
 
+/** At or above `level` of `limit` (a window of limit 0 is above every level once used). */
+function reached(used: number, limit: number, level: number): boolean {
+  return limit === 0 ? used > 0 : used >= level * limit;
+}
+
 /**
- * The pure step: given the levels fired so far and a window snapshot, which levels fire and
- * which re-arm. Returns undefined when nothing changes.
+ * Levels an event crosses upward: `before` below the level, `used` (after the event) at or
+ * above it. Ascending.
  */
-export function evaluate(
-  firedBefore: readonly number[],
+export function crossed(
+  before: number,
   w: Pick<WindowState, 'used' | 'limit'>,
-  policy: WindowPolicy,
-): Transition | undefined {
-  const u = utilisation(w);
-  const watched = levels(policy);
-  const before = new Set(firedBefore);
-  const fired = watched.filter((l) => u >= l && !before.has(l));
-  // A level no longer watched (config changed) re-arms too, so the record does not keep it.
-  const rearmed = firedBefore.filter((l) => u < l || !watched.includes(l));
-  if (fired.length === 0 && rearmed.length === 0) return undefined;
-  const next = [...firedBefore.filter((l) => !rearmed.includes(l)), ...fired].sort((a, b) => a - b);
-  return { fired, rearmed, next };
+  watched: readonly number[],
+): number[] {
+  if (w.used <= before) return [];
+  return watched.filter((l) => !reached(before, w.limit, l) && reached(w.used, w.limit, l));
+}
+
+/**
+ * Standing levels: those of `fresh` (levels the record did not know) that the window was at
+ * or above both before and after the event (an event that crosses one is a crossing, one that
+ * takes the window below it leaves it armed).
+ */
+export function standing(
+  before: number,
+  w: Pick<WindowState, 'used' | 'limit'>,
+  fresh: readonly number[],
+): number[] {
+  return fresh.filter((l) => reached(before, w.limit, l) && reached(w.used, w.limit, l));
+}
+
+/**
+ * What an event added to the window's `used` (its own unit), or 0 for an event that bills
+ * nothing (refusals, extensions, overruns, suspensions: the settlement an overrun follows
+ * billed it). The authority bills one amount per unit to every window of the call (Lua
+ * admit/close), so `used - charged` is the window at the event's time just before it.
+ */
+export function chargedBy(event: HoldfastEvent, w: Pick<WindowState, 'unit'>): number {
+  if (!('chargedTokens' in event)) return 0;
+  return w.unit === 'usd' ? event.chargedMicroUsd : event.chargedTokens;
+}
+
+/**
+ * The id of a crossing: fixed by what caused it, so a replica that handles the same event
+ * again (a redelivery, a crash) makes the same event, and the stream (Nats-Msg-Id) and the
+ * window's record drop the copy. `cause` is the authority event's id for a crossing, the
+ * config's hash and the limit for a standing level (one per config that added it).
+ */
+export function crossingId(parts: {
+  tenant: string;
+  budget: string;
+  level: number;
+  cause: string;
+}): string {
+  const h = createHash('sha256')
+    .update(`${parts.cause}\n${parts.tenant}\n${parts.budget}\n${String(parts.level)}`)
+    .digest('hex');
+  // A UUID's shape (version 8, "custom"), as every event id is one.
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }

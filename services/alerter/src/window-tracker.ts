@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import {
   CURRENT_SCHEMA_VERSION,
   utilisation,
@@ -9,10 +8,18 @@ import {
 } from '@holdfast/events';
 import type { Logger } from '@holdfast/runtime';
 import { z } from 'zod';
-import type { ConfigSource } from './holdfast-config.js';
+import type { ConfigSource, WindowPolicy } from './holdfast-config.js';
 import type { AlerterMetrics } from './metrics.js';
 import { casLoop, stateKeys, type StateStore } from './state-store.js';
-import { evaluate, HARD_LEVEL, isAfter, Position } from './thresholds.js';
+import {
+  crossed,
+  crossingId,
+  HARD_LEVEL,
+  isAfter,
+  levels,
+  Position,
+  standing,
+} from './thresholds.js';
 
 /**
  * What a transition must cause outside the store. Written into the window's record in the
@@ -36,18 +43,38 @@ const PendingAction = z.discriminatedUnion('kind', [
 ]);
 type PendingAction = z.infer<typeof PendingAction>;
 
+/** The levels and limit a window's record last evaluated, and the event that showed them. */
+const Known = z.object({ levels: z.array(z.number()), limit: z.number(), at: Position });
+
+/**
+ * A standing level fired at `at`: event crossings of that level between `since` (the record's
+ * previous known state) and `at`, handled later, are what it already reported.
+ */
+const Standing = z.object({ level: z.number(), since: Position.nullable(), at: Position });
+
+/** How many crossing ids a window remembers (redeliveries of an event publish nothing again). */
+const RECENT_IDS = 64;
+
 const WindowRecord = z.object({
-  /** Position of the snapshot that caused the last applied transition. */
-  at: Position.nullable(),
-  /** Levels fired and not yet re-armed (soft thresholds, and 1 for the hard limit). */
-  fired: z.array(z.number()),
+  known: Known.nullable().default(null),
+  standing: z.array(Standing).default([]),
+  /** Ids of the crossings (and suspensions) recorded last, oldest first. */
+  recent: z.array(z.string()).default([]),
   /** Window period (see burn-rate.ts) of the last exhaustion warning. */
-  projectedPeriod: z.number().nullable(),
-  pending: z.array(PendingAction),
+  projectedPeriod: z.number().nullable().default(null),
+  pending: z.array(PendingAction).default([]),
+  /** A record from before crossings were per event (its fired levels): known, not standing. */
+  fired: z.array(z.number()).optional(),
 });
 type WindowRecord = z.infer<typeof WindowRecord>;
 
-const EMPTY: WindowRecord = { at: null, fired: [], projectedPeriod: null, pending: [] };
+const EMPTY: WindowRecord = {
+  known: null,
+  standing: [],
+  recent: [],
+  projectedPeriod: null,
+  pending: [],
+};
 
 /** Carries out pending actions. */
 export interface ActionSink {
@@ -55,14 +82,22 @@ export interface ActionSink {
   suspend(request: SuspendRequest): Promise<void>;
 }
 
-/** A window's state as one authority event (or usage read) showed it. */
+/** A window's state as one authority event showed it. */
 export interface Snapshot {
   window: WindowState;
+  /** The window's `used` at the event's time just before its change (`used` less its charge). */
+  before: number;
   position: Position;
   cause: { eventId: string; time: string; org: string; windows: WindowState[] };
 }
 
 type Step<T> = Promise<{ done: true; result: T } | { done: false }>;
+
+/** What one snapshot changes in a window's record; undefined when nothing. */
+interface Decision {
+  next: WindowRecord;
+  fired: number[];
+}
 
 /** Applies window snapshots to the shared threshold state, exactly once per crossing. */
 export class WindowTracker {
@@ -86,19 +121,18 @@ export class WindowTracker {
     this.#metrics = opts.metrics;
   }
 
-  /** Fires the thresholds a snapshot reaches and re-arms the ones it falls below. */
+  /** Fires the levels a snapshot's event crossed, and the standing ones it shows reached. */
   async observe(s: Snapshot): Promise<void> {
     const w = s.window;
     if (w.limit === 0) return;
     const key = stateKeys.window(w.tenant, w.budget);
     const policy = this.#config.policy(w);
+    const watched = levels(policy);
+    const crossings = crossed(s.before, w, watched);
     // The common case, decided from the local copy as the loop's first read would, without
-    // its round of promises (issue 14): nothing pending, and a stale snapshot or no change.
+    // its round of promises (issue 14): nothing pending, nothing crossed, the levels known.
     const known = this.#store.peek(key, WindowRecord, EMPTY)?.value;
-    if (
-      known?.pending.length === 0 &&
-      (!isAfter(s.position, known.at) || evaluate(known.fired, w, policy) === undefined)
-    ) {
+    if (known?.pending.length === 0 && crossings.length === 0 && !relearns(known, s, watched)) {
       return;
     }
     let fresh = false;
@@ -106,39 +140,19 @@ export class WindowTracker {
       const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY, { fresh });
       fresh = true;
       if (rec.pending.length > 0) return this.#flushThenRetry(key, rec, revision);
-      if (!isAfter(s.position, rec.at)) return { done: true, result: undefined };
-      const t = evaluate(rec.fired, w, policy);
-      if (!t) return { done: true, result: undefined };
-      const pending = t.fired.map((level): PendingAction => {
-        if (level !== HARD_LEVEL) return { kind: 'publish', event: crossedEvent(s, level) };
-        const reason = `budget ${w.budget} of ${w.tenant} reached its hard limit (${w.used} of ${w.limit} ${w.unit === 'usd' ? 'micro-USD' : 'tokens'})`;
-        return {
-          kind: 'suspend',
-          request: {
-            tenant: w.tenant,
-            reason,
-            by: 'alerter',
-            budget: w.budget,
-            graceMs: policy.graceMs,
-          },
-        };
-      });
-      const next: WindowRecord = { ...rec, at: s.position, fired: t.next, pending };
-      const rev = await this.#store.compareAndSet(key, next, revision);
+      const d = decide(rec, s, watched, crossings, policy, this.#config.current.hash);
+      if (!d) return { done: true, result: undefined };
+      const rev = await this.#store.compareAndSet(key, d.next, revision);
       if (rev === undefined) return { done: false };
-      this.#logger.info(
-        {
-          level: w.tenant,
-          budget: w.budget,
-          fired: t.fired,
-          rearmed: t.rearmed,
-          cause: s.cause.eventId,
-        },
-        'threshold state changed',
-      );
-      for (const level of t.fired)
+      if (d.fired.length > 0) {
+        this.#logger.info(
+          { level: w.tenant, budget: w.budget, fired: d.fired, cause: s.cause.eventId },
+          'threshold crossed',
+        );
+      }
+      for (const level of d.fired)
         this.#metrics.crossings.inc({ hard: String(level === HARD_LEVEL) });
-      await this.#flush(key, next, rev);
+      await this.#flush(key, d.next, rev);
       return { done: true, result: undefined };
     }, `window ${key}`);
   }
@@ -190,10 +204,106 @@ export class WindowTracker {
   }
 }
 
-function crossedEvent(s: Snapshot, threshold: number): ThresholdCrossed {
+/** The snapshot is newer than the record's known levels and shows others (or a new limit). */
+function relearns(rec: WindowRecord, s: Snapshot, watched: readonly number[]): boolean {
+  const k = rec.known;
+  if (k === null) return true;
+  if (!isAfter(s.position, k.at)) return false;
+  return k.limit !== s.window.limit || !sameLevels(k.levels, watched);
+}
+
+function sameLevels(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((l, i) => l === b[i]);
+}
+
+/**
+ * The pure step (thresholds.ts): the levels the event crossed, less those already recorded
+ * (a redelivery) or reported by a standing level fired for a later event; the standing
+ * levels when the snapshot is newer than the record's known state and shows levels (or a
+ * lower limit) it did not know. Returns undefined when the record stays as it is.
+ */
+function decide(
+  rec: WindowRecord,
+  s: Snapshot,
+  watched: readonly number[],
+  crossings: readonly number[],
+  policy: WindowPolicy,
+  configHash: string,
+): Decision | undefined {
+  const w = s.window;
+  let { known, standing: stood } = rec;
+  const fire: Array<{ level: number; id: string }> = [];
+  for (const level of crossings) {
+    const covered = stood.some(
+      (e) =>
+        e.level === level &&
+        isAfter(e.at, s.position) &&
+        (e.since === null || isAfter(s.position, e.since)),
+    );
+    if (covered) continue;
+    fire.push({ level, id: crossingId({ ...ids(w), level, cause: s.cause.eventId }) });
+  }
+  if (relearns(rec, s, watched)) {
+    const was = rec.known;
+    // Levels added, a lower limit: the levels the window may have reached without any event
+    // crossing them. At the first look (not a record from before per-event crossings) only
+    // the hard level: the events of a window seen for the first time come in any order, and
+    // a soft level standing for a later one would cover the crossings of the earlier ones.
+    const fresh =
+      was === null
+        ? rec.fired === undefined
+          ? watched.filter((l) => l === HARD_LEVEL)
+          : []
+        : watched.filter(
+            (l) => !was.levels.includes(l) || (w.limit < was.limit && s.before < l * was.limit),
+          );
+    const stand = standing(s.before, w, fresh);
+    for (const level of stand) {
+      fire.push({ level, id: crossingId({ ...ids(w), level, cause: `${configHash}/${w.limit}` }) });
+    }
+    stood = [
+      ...stood.filter((e) => watched.includes(e.level) && !stand.includes(e.level)),
+      ...stand.map((level) => ({ level, since: was?.at ?? null, at: s.position })),
+    ];
+    known = { levels: [...watched], limit: w.limit, at: s.position };
+  }
+  const due = fire.filter((f) => !rec.recent.includes(f.id)).sort((a, b) => a.level - b.level);
+  if (due.length === 0 && known === rec.known) return undefined;
+  const pending = due.map(({ level, id }): PendingAction => {
+    if (level !== HARD_LEVEL) return { kind: 'publish', event: crossedEvent(s, level, id) };
+    const reason = `budget ${w.budget} of ${w.tenant} reached its hard limit (${w.used} of ${w.limit} ${w.unit === 'usd' ? 'micro-USD' : 'tokens'})`;
+    return {
+      kind: 'suspend',
+      request: {
+        tenant: w.tenant,
+        reason,
+        by: 'alerter',
+        budget: w.budget,
+        graceMs: policy.graceMs,
+      },
+    };
+  });
+  const { fired: _legacy, ...kept } = rec;
+  return {
+    next: {
+      ...kept,
+      known,
+      standing: stood,
+      recent: [...rec.recent, ...due.map((f) => f.id)].slice(-RECENT_IDS),
+      pending,
+    },
+    fired: due.map((f) => f.level),
+  };
+}
+
+function ids(w: WindowState): { tenant: string; budget: string } {
+  return { tenant: w.tenant, budget: w.budget };
+}
+
+function crossedEvent(s: Snapshot, threshold: number, id: string): ThresholdCrossed {
   const w = s.window;
   return {
-    id: randomUUID(),
+    id,
     schemaVersion: CURRENT_SCHEMA_VERSION,
     // The crossing happened when the authority changed the window, not when we noticed.
     time: s.cause.time,

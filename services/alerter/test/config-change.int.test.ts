@@ -11,6 +11,7 @@ import {
   settled,
   startReplica,
   window,
+  type Replica,
 } from './harness.js';
 
 const cleanup = cleanupAfterEach();
@@ -88,4 +89,48 @@ test("an admin's new soft threshold applies to the next event: the alerter keeps
   const [crossed] = await crossings();
   expect(crossed).toMatchObject({ tenant: 'team-c', threshold: 0.8 });
   expect(used).toBeLessThan(900);
+});
+
+test('every replica reloads a new config, not only the one the config.changed event went to', async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
+  const authority = await startTestAuthority({
+    natsUrl,
+    redisUrl,
+    nc,
+    names: iso.names,
+    keyPrefix: iso.keyPrefix,
+    config: config(0.9),
+    clock: false,
+  });
+  cleanup(() => authority.stop());
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const replicas: Replica[] = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await startReplica({
+      natsUrl,
+      names: iso.names,
+      config: config(0.9),
+      configFromAuthority: true,
+    });
+    cleanup(() => r.stop());
+    replicas.push(r);
+  }
+  const reloads = async (r: Replica) => {
+    const m = await r.registry.getSingleMetric('holdfast_alerter_config_reloads_total')!.get();
+    return m.values.find((v) => v.labels.result === 'ok')?.value ?? 0;
+  };
+
+  // An admin applies a config through the authority (as the edge's admin API does): its
+  // config.changed event goes to one replica; the other learns from the authority's notice.
+  const applied = await authority.client.configApply({ document: config(0.8), source: 'test' });
+  expect(applied).toMatchObject({ ok: true, value: { changed: true } });
+  await waitFor(async () => (await Promise.all(replicas.map(reloads))).every((n) => n >= 1), {
+    timeoutMs: 10_000,
+    what: 'both replicas reloaded the config',
+  });
+  await waitFor(() => quiescent(nc, iso.names), { what: 'the config.changed event handled' });
 });

@@ -33,8 +33,15 @@ export function cleanupAfterEach(): (fn: () => Promise<void>) => void {
   return (fn) => void cleanups.push(fn);
 }
 
-/** Settings that keep tests fast: quick retries, frequent flushes and polls. */
+/**
+ * Settings that keep tests fast: quick retries, frequent flushes and polls. The event loop is
+ * the default one (bursts) unless ALERTER_PULL_EVERY_MS says otherwise (0: consume()), so
+ * every test can run on both.
+ */
 const FAST: Partial<AlerterSettings> = {
+  ...(process.env.ALERTER_PULL_EVERY_MS === undefined
+    ? {}
+    : { pullEveryMs: Number(process.env.ALERTER_PULL_EVERY_MS) }),
   retry: { initialMs: 200, maxMs: 2_000, retryForMs: 600_000 },
   burnFlushMs: 100,
   usagePollMs: 200,

@@ -2,6 +2,7 @@ import { parseConfig } from '@holdfast/config';
 import type { SuspendRequest } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { infraTest as test } from '@holdfast/testkit';
+import { Kvm } from '@nats-io/kv';
 import { Registry } from 'prom-client';
 import { expect } from 'vitest';
 import { ConfigSource } from '../src/holdfast-config.js';
@@ -57,17 +58,20 @@ async function tracker(
 }
 
 const snap = (
+  before: number,
   used: number,
   seq: number,
+  limit = 1_000,
   time = new Date(Date.UTC(2026, 11, 1, 0, 0, 0, seq)),
 ): Snapshot => ({
-  window: window('team-o', 1_000, used),
+  window: window('team-o', limit, used),
+  before,
   position: { time: time.toISOString(), seq },
   cause: {
     eventId: `e${seq}`,
     time: time.toISOString(),
     org: 'team-o',
-    windows: [window('team-o', 1_000, used)],
+    windows: [window('team-o', limit, used)],
   },
 });
 
@@ -79,14 +83,14 @@ test('a crossing whose publish failed after its state was written is published b
   const bucket = alerterNames(iso.names).stateBucket;
   const flaky = flakySink(1);
   const a = await tracker(nc, bucket, flaky.sink);
-  await expect(a.observe(snap(850, 1))).rejects.toThrow('publish failed');
+  await expect(a.observe(snap(0, 850, 1))).rejects.toThrow('publish failed');
   expect(flaky.published).toEqual([]);
 
   // Another replica (same store) handles the redelivered event: the pending crossing goes out
   // with the id fixed when it was recorded, and the crossing is not evaluated twice.
   const b = await tracker(nc, bucket, flaky.sink);
-  await b.observe(snap(850, 1));
-  await b.observe(snap(900, 2));
+  await b.observe(snap(0, 850, 1));
+  await b.observe(snap(850, 900, 2));
   expect(flaky.published).toHaveLength(1);
   expect(flaky.published[0]).toMatchObject({
     type: 'threshold.crossed',
@@ -94,10 +98,12 @@ test('a crossing whose publish failed after its state was written is published b
     causeEventId: 'e1',
   });
 
-  // A stale snapshot (older position) changes nothing; the hard limit suspends once with the grace.
-  await b.observe(snap(100, 0));
-  await b.observe(snap(1_000, 3));
-  await a.observe(snap(1_000, 4));
+  // An event that stays below changes nothing; the hard limit suspends once with the grace,
+  // also when its event is handled again by the other replica.
+  await b.observe(snap(0, 100, 0));
+  await b.observe(snap(900, 1_000, 3));
+  await a.observe(snap(900, 1_000, 3));
+  await a.observe(snap(1_000, 1_000, 4));
   expect(flaky.published).toHaveLength(1);
   expect(flaky.suspended).toEqual([
     expect.objectContaining({
@@ -107,4 +113,85 @@ test('a crossing whose publish failed after its state was written is published b
       graceMs: 2_500,
     }),
   ]);
+});
+
+test('standing levels: none soft at a first look; a lower limit suspends once; a later standing covers an earlier crossing', async ({
+  nc,
+  iso,
+}) => {
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const bucket = alerterNames(iso.names).stateBucket;
+  const sink = flakySink(0);
+  const a = await tracker(nc, bucket, sink.sink);
+  const b = await tracker(nc, bucket, sink.sink);
+
+  // The first event the alerter sees shows 85% before and after: no soft level stands at a
+  // first look (an earlier event may still come and cross it), 80% fires for the next event
+  // that crosses it. The hard level does stand at a first look (below, after a lower limit).
+  await a.observe(snap(850, 860, 10));
+  await b.observe(snap(850, 860, 10));
+  await b.observe(snap(700, 900, 11));
+  await a.observe(snap(700, 900, 11));
+  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e11' }]);
+
+  // The limit lowered under what was spent (900 of 1,000 to 880): the hard level was never
+  // reached under the old limit, so it stands at the first event under the new one and
+  // suspends once; 80% was reached already and does not fire again.
+  await a.observe(snap(900, 905, 12, 880));
+  await b.observe(snap(905, 910, 13, 880));
+  expect(sink.published).toHaveLength(1);
+  expect(sink.suspended).toHaveLength(1);
+  // An event from between the last one under the old limit and the standing one, handled
+  // after them, that crossed 100% under the new limit: what the standing level reported.
+  await a.observe(snap(870, 880, 50, 880, new Date(Date.UTC(2026, 11, 1, 0, 0, 0, 11))));
+  expect(sink.suspended).toHaveLength(1);
+
+  // A refund (910 -> 500) handled after the climb back over 80% (500 -> 850): the crossing
+  // fires once, also when handled again.
+  await b.observe(snap(500, 850, 15, 880));
+  await a.observe(snap(910, 500, 14, 880));
+  await a.observe(snap(500, 850, 15, 880));
+  expect(sink.published.map((e) => e.causeEventId)).toEqual(['e11', 'e15']);
+});
+
+test('a record from before crossings were per event keeps its levels: nothing stands', async ({
+  nc,
+  iso,
+}) => {
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const bucket = alerterNames(iso.names).stateBucket;
+  const sink = flakySink(0);
+  const a = await tracker(nc, bucket, sink.sink);
+  const kv = await new Kvm(nc).open(bucket);
+  await kv.put(
+    'win.team-o.month-tokens',
+    JSON.stringify({
+      at: { time: '2026-12-01T00:00:00.001Z', seq: 1 },
+      fired: [0.8],
+      projectedPeriod: 7,
+      pending: [],
+    }),
+  );
+  await a.observe(snap(850, 860, 2));
+  await a.observe(snap(700, 820, 3));
+  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e3' }]);
+  const rec = (await kv.get('win.team-o.month-tokens'))?.json<Record<string, unknown>>();
+  expect(rec).toMatchObject({ projectedPeriod: 7, known: { levels: [0.8, 1], limit: 1_000 } });
+  expect(rec).not.toHaveProperty('fired');
+});
+
+test('a first look at a window already at its hard limit suspends, once, whichever event comes first', async ({
+  nc,
+  iso,
+}) => {
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const bucket = alerterNames(iso.names).stateBucket;
+  const sink = flakySink(0);
+  const a = await tracker(nc, bucket, sink.sink);
+  const b = await tracker(nc, bucket, sink.sink);
+  // 1,040 -> 1,050 handled first, then the event before it that crossed 100% (990 -> 1,040).
+  await a.observe(snap(1_040, 1_050, 21));
+  await b.observe(snap(990, 1_040, 20));
+  expect(sink.suspended).toHaveLength(1);
+  expect(sink.published).toEqual([]);
 });
