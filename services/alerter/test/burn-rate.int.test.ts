@@ -113,7 +113,10 @@ test('a fast burn projects exhaustion within the horizon once per window period,
     horizonSeconds: 3_600,
     limit: LIMIT,
   });
-  expect(p.burnPerSecond).toBeGreaterThan(1_000);
+  // Not diluted over the 10-s lookback (that would be 100/s): at least one event's 1,000 tokens
+  // over the shortest span (a bucket, 1 s), which is all the first merge holds when the events
+  // come in bursts and the pull that waits for the first brings it alone.
+  expect(p.burnPerSecond).toBeGreaterThanOrEqual(1_000);
   const eta = Date.parse(p.projectedExhaustionAt) - Date.parse(p.time);
   expect(eta).toBeGreaterThan(0);
   expect(eta).toBeLessThanOrEqual(3_600_000);
