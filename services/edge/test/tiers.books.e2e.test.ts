@@ -151,6 +151,43 @@ test("Messages: auto on an account with Priority Tier is held and billed at the 
   );
 });
 
+test('Messages: auto (or none) on an account with Priority Tier, a model without a priority price: sent standard_only, served and billed at standard', async ({
+  stack,
+}) => {
+  const s = await stack({
+    behaviour: { completion: { mode: 'fixed', tokens: 120 }, priorityTier: true },
+    patch: withClaude,
+  });
+  const client = anthropic(s, KEYS.support);
+  const asks = [undefined, 'auto' as const];
+  for (const [i, service_tier] of asks.entries()) {
+    const body = {
+      model: CLAUDE,
+      max_tokens: 200,
+      messages: [{ role: 'user' as const, content: 'Summarise the incident in one line.' }],
+      ...(service_tier ? { service_tier } : {}),
+    };
+    if (i % 2 === 1) await client.messages.stream(body).finalMessage();
+    else await client.messages.create(body);
+  }
+  const records = s.upstream.stats().recent.filter((r) => r.route === 'messages');
+  // Served at priority, the provider would bill Priority Tier rates the model states none of,
+  // and the books (held and billed at the standard price) would be under its bill.
+  expect(records.map((r) => r.serviceTier)).toEqual(['standard', 'standard']);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 2,
+  );
+  const settled = events.filter((e) => e.type === 'reservation.settled');
+  expect(settled.map((e) => e.serviceTier)).toEqual(['default', 'default']);
+  const standard = modelPrices(
+    { inputPerMTok: 3, outputPerMTok: 15, cachedInputPerMTok: 0.3 },
+    'anthropic',
+  );
+  expect(settled.map((e) => e.type === 'reservation.settled' && e.costMicroUsd)).toEqual(
+    records.map((r) => providerBooks([r], standard).microUsd),
+  );
+});
+
 test('a hostile service_tier (wrong type, huge, unknown, a tier the model has no price for) is a 400 naming it; nothing held or sent', async ({
   stack,
 }) => {

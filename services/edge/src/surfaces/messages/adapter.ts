@@ -1,3 +1,4 @@
+import { tierPrices } from '@holdfast/config';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
@@ -123,6 +124,21 @@ function documentBlocks(body: CountTokensRequest): UnseenInput[] {
  * thinking spends its budget inside max_tokens and Anthropic requires the budget below it,
  * so a budget the clamp left at or above the grant is lowered to just below it.
  */
+/**
+ * Anthropic serves `service_tier: "auto"` (its default when none is sent) from Priority Tier
+ * capacity when the organisation has it, and reports `usage.service_tier: "priority"`. A model
+ * that prices no `priority` tier is held at the standard price, and a priority report it cannot
+ * price would be billed at the tier held, under the provider's bill: such a call is sent as
+ * `standard_only`, which Anthropic serves at the standard tier (docs/budgets.md, "How service
+ * tiers are priced"). A model that prices `priority` is held at it and sent as asked.
+ */
+function pinnedServiceTier(body: MessagesRequest, grant: Grant): { service_tier?: string } {
+  const asked = body.service_tier ?? 'auto';
+  return asked === 'auto' && tierPrices(grant.model, 'priority') === undefined
+    ? { service_tier: 'standard_only' }
+    : {};
+}
+
 function upstreamBody(body: MessagesRequest, grant: Grant) {
   const thinking = body.thinking;
   const budget = thinking?.type === 'enabled' ? thinking.budget_tokens : undefined;
@@ -138,6 +154,7 @@ function upstreamBody(body: MessagesRequest, grant: Grant) {
       max_tokens: grant.maxOutput,
       stream: true,
       ...(lowered ? { thinking: lowered } : {}),
+      ...pinnedServiceTier(body, grant),
     },
   });
 }

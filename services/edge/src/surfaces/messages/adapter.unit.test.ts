@@ -8,7 +8,18 @@ import { MessagesRequest } from './schema.js';
 const cfg = compileConfig(
   HoldfastConfigSchema.parse({
     upstreams: [{ id: 'c', api: 'anthropic', baseUrl: 'https://api.anthropic.com' }],
-    models: [{ id: 'claude', upstream: 'c', price: { inputPerMTok: 3, outputPerMTok: 15 } }],
+    models: [
+      { id: 'claude', upstream: 'c', price: { inputPerMTok: 3, outputPerMTok: 15 } },
+      {
+        id: 'claude-priority',
+        upstream: 'c',
+        price: {
+          inputPerMTok: 3,
+          outputPerMTok: 15,
+          serviceTiers: { priority: { inputPerMTok: 6, outputPerMTok: 30 } },
+        },
+      },
+    ],
   }),
 );
 const grant = (maxOutput: number): Grant => ({
@@ -37,6 +48,8 @@ describe('the Messages adapter', () => {
       max_tokens: 2_048,
       stream: true,
       thinking: { type: 'enabled', budget_tokens: 2_047 },
+      // No priority price: held at the standard price and sent as Anthropic serves it.
+      service_tier: 'standard_only',
     });
     expect(dropped).toEqual(['n_predict', 'max_tokens_to_sample']);
     // A budget already below the grant is sent as it is.
@@ -48,6 +61,22 @@ describe('the Messages adapter', () => {
     expect(messagesAdapter.asked(body)).toMatchObject({ maxOutput: 8_000, endUser: 'u-1' });
     expect(messagesAdapter.minOutput?.(body)?.tokens).toBe(1_025);
     expect(messagesAdapter.minOutput?.(MessagesRequest.parse(base))).toBeUndefined();
+  });
+
+  test('auto (or none) on a model without a priority price is sent as standard_only; priced, as asked', () => {
+    const sent = (extra: object, model = 'claude') =>
+      messagesAdapter.upstreamBody(MessagesRequest.parse({ ...base, ...extra }), {
+        ...grant(2_048),
+        model: cfg.models.get(model)!,
+      }).body.service_tier;
+    expect(sent({})).toBe('standard_only');
+    expect(sent({ service_tier: null })).toBe('standard_only');
+    expect(sent({ service_tier: 'auto' })).toBe('standard_only');
+    expect(sent({ service_tier: 'standard_only' })).toBe('standard_only');
+    // Held at the priority price: Anthropic may serve it there, as the client asked.
+    expect(sent({}, 'claude-priority')).toBeUndefined();
+    expect(sent({ service_tier: 'auto' }, 'claude-priority')).toBe('auto');
+    expect(sent({ service_tier: 'standard_only' }, 'claude-priority')).toBe('standard_only');
   });
 
   test('max_tokens is required, as Anthropic requires it', () => {
