@@ -20,7 +20,7 @@ const invalid = (message: string) =>
  * - `default`, Anthropic's `standard_only`: the base price.
  * - `auto` or none: the tier the project defaults to (`price.autoServiceTier`, else the base);
  *   on Messages `auto` may be served at Anthropic's Priority Tier, so a model that prices
- *   `priority` is held at it.
+ *   `priority` is held at it, and any other at the base (`autoServiceTier` is OpenAI's).
  * - `flex`: its price, or the base (dearer) when it has none.
  * - any other tier (`priority`, `scale`): its price; without one the call could cost more
  *   than any price states, so it is a 400 before anything is held.
@@ -49,7 +49,10 @@ export function heldServiceTier(
     case 'standard_only':
       return Ok(BASE_TIER);
     case 'auto':
-      return Ok(api === 'anthropic' && priced('priority') ? 'priority' : auto);
+      // Anthropic serves auto at standard or priority only (sent as standard_only when
+      // priority has no price): a cheaper autoServiceTier would hold it under its bill.
+      if (api === 'anthropic') return Ok(priced('priority') ? 'priority' : BASE_TIER);
+      return Ok(auto);
     case 'flex':
       return Ok(priced('flex') ? 'flex' : BASE_TIER);
     default:

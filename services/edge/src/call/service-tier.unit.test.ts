@@ -38,6 +38,16 @@ const config = parseConfig({
       upstream: 'claude',
       price: { inputPerMTok: 3, outputPerMTok: 15, serviceTiers: { priority: tiers.priority } },
     },
+    {
+      id: 'sonnet-flex-auto',
+      upstream: 'claude',
+      price: {
+        inputPerMTok: 3,
+        outputPerMTok: 15,
+        serviceTiers: { flex: tiers.flex },
+        autoServiceTier: 'flex',
+      },
+    },
   ],
 });
 if (!config.ok) throw new Error(config.error.errors.join('\n'));
@@ -74,6 +84,9 @@ describe('heldServiceTier', () => {
     expect(held('auto', 'sonnet-priority')).toBe('priority');
     expect(held('standard_only', 'sonnet-priority')).toBe('default');
     expect(held('auto', 'sonnet')).toBe('default');
+    // Anthropic serves auto at standard or priority, never at a cheaper autoServiceTier.
+    expect(held('auto', 'sonnet-flex-auto')).toBe('default');
+    expect(held(undefined, 'sonnet-flex-auto')).toBe('default');
     // OpenAI's names are not Anthropic's.
     expect(held('priority', 'sonnet-priority')).toMatch(
       /^400: service_tier service_tier "priority" is not/,
