@@ -120,11 +120,6 @@ function documentBlocks(body: CountTokensRequest): UnseenInput[] {
 }
 
 /**
- * What goes upstream: the known fields, always streamed, max_tokens the grant. Extended
- * thinking spends its budget inside max_tokens and Anthropic requires the budget below it,
- * so a budget the clamp left at or above the grant is lowered to just below it.
- */
-/**
  * Anthropic serves `service_tier: "auto"` (its default when none is sent) from Priority Tier
  * capacity when the organisation has it, and reports `usage.service_tier: "priority"`. A model
  * that prices no `priority` tier is held at the standard price, and a priority report it cannot
@@ -139,6 +134,11 @@ function pinnedServiceTier(body: MessagesRequest, grant: Grant): { service_tier?
     : {};
 }
 
+/**
+ * What goes upstream: the known fields, always streamed, max_tokens the grant. Extended
+ * thinking spends its budget inside max_tokens and Anthropic requires the budget below it,
+ * so a budget the clamp left at or above the grant is lowered to just below it.
+ */
 function upstreamBody(body: MessagesRequest, grant: Grant) {
   const thinking = body.thinking;
   const budget = thinking?.type === 'enabled' ? thinking.budget_tokens : undefined;
