@@ -55,15 +55,20 @@ function admitPrices(p: ModelPrices, req: { audioInput: boolean; audioOutput: bo
   return [holdIn, holdOut, p.cachedInput, p.input, p.cacheWrite5m, p.cacheWrite1h];
 }
 
+/** recordTiers per compiled model: the same text for every call (a config apply compiles anew). */
+const tiersText = new WeakMap<object, string>();
+
 /**
  * The record's priced service tiers other than the base (close.lua's `tiers`): per tier
  * `name:` and its settle prices (uncached input, output, cached input, 5-minute and 1-hour
  * cache writes, audio input, audio output), tiers joined by ';'. Empty for a model with none.
  */
 export function recordTiers(model: Pick<CompiledModel, 'tierPricePico'>): string {
-  return Object.entries(model.tierPricePico)
-    .map(([tier, p]) =>
-      [
+  const known = tiersText.get(model);
+  if (known !== undefined) return known;
+  const text = Object.entries(model.tierPricePico)
+    .map(([tier, p]) => {
+      const prices = [
         p.input,
         p.output,
         p.cachedInput,
@@ -71,11 +76,12 @@ export function recordTiers(model: Pick<CompiledModel, 'tierPricePico'>): string
         p.cacheWrite1h,
         p.audioInput,
         p.audioOutput,
-      ]
-        .join(',')
-        .replace(/^/, `${tier}:`),
-    )
+      ];
+      return `${tier}:${prices.join(',')}`;
+    })
     .join(';');
+  tiersText.set(model, text);
+  return text;
 }
 
 /** Records a refusal decided before any state is read (use case or model not allowed). */
