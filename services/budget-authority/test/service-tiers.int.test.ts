@@ -160,10 +160,15 @@ test('a dearer tier than held is billed in full, the excess an overrun', async (
   });
 });
 
-test('a tier the model does not price is refused, nothing held', async ({ start }) => {
-  const h = await start(CONFIG);
+test('a tier the model does not price is refused, nothing held or taken', async ({ start }) => {
+  // Room upstream for one call a minute (1,500 tokens of 90% of 1,700): a refused call that
+  // took it would leave none.
+  const h = await start({
+    ...CONFIG,
+    upstreams: [{ ...CONFIG.upstreams[0]!, capacity: { tokensPerMinute: 1_700 } }],
+  });
   const r = await h.client.admit(call('scale'));
-  expect(r).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+  expect(r).toMatchObject({ ok: false, error: { code: 'not_priced' } });
   if (!r.ok) expect(r.error.message).toContain('scale');
   // The whole budget is still there: a call at its full price fits.
   const usage = await h.client.admit(call('priority'));

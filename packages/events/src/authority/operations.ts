@@ -70,6 +70,11 @@ export const ERROR_MESSAGE_HEADER = 'Holdfast-Error-Message';
 export type AuthorityErrorCode =
   /** The request did not match its schema. Nothing changed. */
   | 'invalid_request'
+  /**
+   * An admit asks for a price the authority's config does not have (a service tier the model
+   * does not price): the edge's config is behind the authority's. Nothing held or taken.
+   */
+  | 'not_priced'
   /** Redis did not answer: fail closed, nothing admitted. */
   | 'budget_store_unavailable'
   /** The config document was rejected; the message names the fields. */

@@ -210,6 +210,18 @@ export async function admit(
     return refused(c, message);
   }
 
+  // The hold at the prices of the tier the call is held at; the record keeps the base prices
+  // and the other tiers', so settlement bills the tier the provider reports. Checked before
+  // anything is taken: an edge whose config prices a tier this one does not gets nothing.
+  const held = tierPrices(model, req.serviceTier);
+  if (!held) {
+    return Err(
+      new RpcError({
+        code: 'not_priced',
+        message: `model ${model.id} has no price for service tier ${req.serviceTier} (price.serviceTiers)`,
+      }),
+    );
+  }
   const plan = planFor(
     cfg,
     tenant,
@@ -248,17 +260,6 @@ export async function admit(
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
   const now = ctx.scriptNow();
   const prices = model.pricePico;
-  // The hold at the prices of the tier the call is held at; the record keeps the base prices
-  // and the other tiers', so settlement bills the tier the provider reports.
-  const held = tierPrices(model, req.serviceTier);
-  if (!held) {
-    return Err(
-      new RpcError({
-        code: 'invalid_request',
-        message: `model ${model.id} has no price for service tier ${req.serviceTier} (price.serviceTiers)`,
-      }),
-    );
-  }
   const price = admitPrices(held, req).map(String);
   const leaseMs = String(req.leaseMs ?? tenant.leaseMs);
   const keyId = req.keyId ?? '';

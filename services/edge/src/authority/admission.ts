@@ -110,6 +110,18 @@ export async function admit(
       deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');
       return Ok({ metered: false, reservationId });
     }
+    if (code === 'not_priced') {
+      // The authority's config has no price for the tier this edge's config priced: the
+      // edge's is behind (an admin change on its way). The client's answer is the one a
+      // current edge gives, a 400 naming the field; nothing was held.
+      return Err(
+        new EdgeError({
+          code: 'invalid_request',
+          message: `service_tier: ${reply.error.message}.`,
+          param: 'service_tier',
+        }),
+      );
+    }
     if (!unreachable && code !== 'budget_store_unavailable') {
       deps.logger.error({ tenant, code, err: reply.error }, 'admit rejected by the authority');
       return Err(new EdgeError({ code: 'internal', message: 'admit failed', cause: reply.error }));

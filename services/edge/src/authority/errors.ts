@@ -12,6 +12,7 @@ export function fromAuthority(err: RpcError): EdgeError {
     case 'version_conflict':
       return new EdgeError({ code: 'version_conflict', message: `Conflict: ${err.message}.` });
     case 'invalid_request':
+    case 'not_priced':
       return new EdgeError({ code: 'invalid_request', message: `Invalid request: ${err.message}` });
     case 'timeout':
     case 'no_responders':

@@ -1,0 +1,76 @@
+import { parseConfig } from '@holdfast/config';
+import { RpcError } from '@holdfast/runtime';
+import { Registry } from 'prom-client';
+import { expect, test } from 'vitest';
+import type { AuthorityPort } from '../call/ports.js';
+import { EdgeMetrics } from '../metrics.js';
+import { admit } from './admission.js';
+import type { Holds } from './holds.js';
+
+const config = parseConfig({
+  upstreams: [{ id: 'openai', baseUrl: 'https://api.openai.com/v1' }],
+  models: [{ id: 'gpt-5', upstream: 'openai', price: { inputPerMTok: 1.25, outputPerMTok: 10 } }],
+  tenants: [
+    {
+      id: 'fast',
+      budgets: [{ window: 'day', limit: 10, unit: 'usd' }],
+      useCases: [{ id: 'chat', maxTokens: 4_096, models: ['gpt-5'] }],
+    },
+  ],
+});
+if (!config.ok) throw new Error('test config');
+const tenant = config.value.tenants.get('fast')!;
+
+/**
+ * The authority's answer to a call held at a tier its config does not price (the edge's
+ * config is behind an admin change): the client gets the 400 a current edge gives, not a 500.
+ * The authority's side (nothing held, no capacity taken) is in the authority's
+ * service-tiers.int.test.ts.
+ */
+test("an authority whose config does not price the call's tier: a 400 naming service_tier", async () => {
+  const released: string[] = [];
+  const authority = {
+    admit: () =>
+      Promise.resolve({
+        ok: false as const,
+        error: new RpcError({
+          code: 'not_priced',
+          message: 'model gpt-5 has no price for service tier priority (price.serviceTiers)',
+        }),
+      }),
+  } as unknown as AuthorityPort;
+  const holds = {
+    close: (ref: { reservationId: string }) => {
+      released.push(ref.reservationId);
+      return Promise.resolve();
+    },
+  } as unknown as Holds;
+  const logged: unknown[] = [];
+  const r = await admit(
+    {
+      authority,
+      holds,
+      metrics: new EdgeMetrics(new Registry()),
+      logger: { warn: (o: unknown) => logged.push(o), error: (o: unknown) => logged.push(o) },
+      timeoutMs: 1_000,
+    },
+    {
+      caller: { tenant, keyId: null, useCase: 'chat', namesUsers: false },
+      model: 'gpt-5',
+      promptTokens: 10,
+      maxTokens: 10,
+      extensible: true,
+      api: 'chat',
+      serviceTier: 'priority',
+    },
+  );
+  expect(r.ok).toBe(false);
+  if (r.ok) return;
+  expect(r.error.code).toBe('invalid_request');
+  expect(r.error.param).toBe('service_tier');
+  expect(r.error.message).toContain('priority');
+  // Not an internal error: nothing logged at error level for the operator to chase.
+  expect(logged).toEqual([]);
+  // The reservation id is released all the same (a tombstone; the authority held nothing).
+  expect(released).toHaveLength(1);
+});
