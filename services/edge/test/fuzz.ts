@@ -16,6 +16,31 @@ export interface FuzzCase {
 /** The mock upstream's seeded PRNG (mulberry32), so a failing case can be replayed. */
 export { prng } from '@holdfast/mock-upstream';
 
+/** A seeded source of numbers in [0, 1) (`prng(seed)`). */
+export type Rand = () => number;
+
+export const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+
+/** Prompt texts of the property tests: scripts, emoji sequences, code, whitespace. */
+export const HOSTILE_TEXTS = [
+  'The quarterly budget review covers spend by team and model. ',
+  '预算必须在并发时守住，每个调用都保留最坏情况。',
+  '🎉🚀👩‍👩‍👧‍👦🇯🇵🏳️‍🌈 ',
+  'الميزانية يجب أن تصمد عند التزامن. ',
+  '𒀀𒀁𒀂𒀃𒀄𒀅𒀆 ',
+  'function f(x){return x*2}\n\t\t  ',
+];
+
+/** A prompt text: one of HOSTILE_TEXTS repeated, or (15%) random code points, lone surrogates included. */
+export function hostileText(r: Rand): string {
+  if (r() < 0.15) {
+    return Array.from({ length: 20 + Math.floor(r() * 80) }, () =>
+      String.fromCharCode(Math.floor(r() * 0xffff)),
+    ).join('');
+  }
+  return pick(r, HOSTILE_TEXTS).repeat(1 + Math.floor(r() * 8));
+}
+
 const ODD = [
   '\u0000',
   '\uFEFF',
@@ -84,8 +109,6 @@ export interface FuzzTarget {
   team: string;
 }
 
-type Rand = () => number;
-const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 const odd = (r: Rand, n = 1 + Math.floor(r() * 4)) =>
   Array.from({ length: n }, () => pick(r, ODD)).join('');
 

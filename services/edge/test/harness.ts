@@ -301,3 +301,25 @@ export async function apiError(p: Promise<unknown>): Promise<APIError> {
   if (!(err instanceof APIError)) throw new Error(`expected an APIError, got ${String(err)}`);
   return err;
 }
+
+/** What the checks below read of the test's Redis. */
+interface RedisReads {
+  keys(pattern: string): Promise<string[]>;
+  hget(key: string, field: string): Promise<string | null>;
+  zcard(key: string): Promise<number>;
+}
+
+/** Waits until no window under the test's key prefix holds anything and no lease is left. */
+export async function nothingHeldAnywhere(redis: RedisReads, keyPrefix: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const keys = await redis.keys(`${keyPrefix}:*`);
+      const windows = keys.filter((k) => k.includes(':w:'));
+      const held = await Promise.all(windows.map((k) => redis.hget(k, 'h')));
+      const leases = keys.filter((k) => k.endsWith(':leases'));
+      const live = await Promise.all(leases.map((k) => redis.zcard(k)));
+      return held.every((h) => Number(h ?? 0) === 0) && live.every((n) => n === 0);
+    },
+    { what: 'no hold in any window, no lease left' },
+  );
+}

@@ -1,8 +1,13 @@
 import { sha256Hex } from '../src/index.js';
-import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { prng } from './fuzz.js';
-import { edgeTest as test, type Stack, type TestConfig, UNREAD_AT_HANGUP } from './harness.js';
+import { hostileText as text, pick, prng, type Rand } from './fuzz.js';
+import {
+  edgeTest as test,
+  nothingHeldAnywhere,
+  type Stack,
+  type TestConfig,
+  UNREAD_AT_HANGUP,
+} from './harness.js';
 
 /**
  * Issue 11's property: whatever mix of hostile requests 16 workers send (any script, vendor
@@ -11,28 +16,6 @@ import { edgeTest as test, type Stack, type TestConfig, UNREAD_AT_HANGUP } from 
  * read from the mock upstream's own log, never exceeds a limit, the books agree with it to the
  * token, and once the run is quiet nothing is held anywhere.
  */
-
-type Rand = () => number;
-const pick = <T>(r: Rand, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
-
-const TEXTS = [
-  'The quarterly budget review covers spend by team and model. ',
-  '预算必须在并发时守住，每个调用都保留最坏情况。',
-  '🎉🚀👩‍👩‍👧‍👦🇯🇵🏳️‍🌈 ',
-  'الميزانية يجب أن تصمد عند التزامن. ',
-  '𒀀𒀁𒀂𒀃𒀄𒀅𒀆 ',
-  'function f(x){return x*2}\n\t\t  ',
-];
-
-function text(r: Rand): string {
-  if (r() < 0.15) {
-    // Random code points, lone surrogates included: what a fuzzer or a broken client sends.
-    return Array.from({ length: 20 + Math.floor(r() * 80) }, () =>
-      String.fromCharCode(Math.floor(r() * 0xffff)),
-    ).join('');
-  }
-  return pick(r, TEXTS).repeat(1 + Math.floor(r() * 8));
-}
 
 const TEAMS = ['t1', 't2', 't3', 't4'] as const;
 const LIMITS = { t1: 12_000, t2: 12_000, t3: 10_000, t4: 10_000, 'org-a': 20_000 } as const;
@@ -174,17 +157,7 @@ for (const seed of [11, 23, 37, 41]) {
 
     // Quiet: nothing in flight or held in any window, every lease index empty.
     for (const t of TEAMS) await s.settled(t);
-    await waitFor(
-      async () => {
-        const keys = await redis.keys(`${iso.keyPrefix}:*`);
-        const windows = keys.filter((k) => k.includes(':w:'));
-        const held = await Promise.all(windows.map((k) => redis.hget(k, 'h')));
-        const leases = keys.filter((k) => k.endsWith(':leases'));
-        const live = await Promise.all(leases.map((k) => redis.zcard(k)));
-        return held.every((h) => Number(h ?? 0) === 0) && live.every((n) => n === 0);
-      },
-      { what: 'no hold in any window, no lease left' },
-    );
+    await nothingHeldAnywhere(redis, iso.keyPrefix);
 
     const calls = s.upstream.stats().recent;
     const billedBy = (team: string) =>

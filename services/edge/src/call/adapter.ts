@@ -58,6 +58,9 @@ export interface CountContext {
 /** Prompt tokens to admit, or why the call cannot be counted (a 400 before any admission). */
 export type Counted = Result<number, EdgeError>;
 
+/** An Anthropic prompt-cache lifetime (`cache_control.ttl`). */
+export type CacheLifetime = '5m' | '1h';
+
 /** The input side of a usage, as a provider may report it before the call ends. */
 export type InputUsage = Pick<
   Usage,
@@ -112,6 +115,11 @@ export interface SurfaceAdapter<B> {
   /** The upstream is asked for a stream (embeddings: a JSON answer). */
   readonly streamUpstream: boolean;
   asked(body: B): Asked;
+  /**
+   * The longest prompt-cache lifetime the request marks (Anthropic `cache_control`): a call
+   * billed without the provider's usage has its prompt billed as that cache write.
+   */
+  cacheWrites?(body: B): CacheLifetime | undefined;
   /** The least max output the upstream takes for this body, if the surface has one. */
   minOutput?(body: B): MinOutput | undefined;
   /** Prompt tokens to admit: exact, or an upper bound no real tokenizer exceeds. */

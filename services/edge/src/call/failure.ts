@@ -1,5 +1,5 @@
 import { EdgeError } from '../errors.js';
-import { plainUsage } from '../surfaces/usage.js';
+import type { Usage } from '@holdfast/events';
 import type { Hold } from '../authority/holds.js';
 import type { AbortWhy, Failure } from '../upstream/client.js';
 import { rateLimitedMessage } from '../upstream/rate-limited.js';
@@ -87,10 +87,16 @@ function abortError(why: AbortWhy): EdgeError | undefined {
 
 /**
  * Closes the hold of a call whose upstream never answered 2xx. If the provider may have read
- * the prompt (the request went out and then timed out, dropped, or was aborted), the prompt is
- * settled; otherwise nothing was used and the hold is released.
+ * the prompt (the request went out and then timed out, dropped, or was aborted), the call is
+ * settled with `unreported` (its prompt, priced as the provider may bill it: unreported.ts);
+ * otherwise nothing was used and the hold is released.
  */
-export function closeFailedOpen(hold: Hold, f: Failure, sent: boolean, promptTokens: number): void {
+export function closeFailedOpen(
+  hold: Hold,
+  f: Failure,
+  sent: boolean,
+  unreported: () => Usage,
+): void {
   const why = f.kind === 'aborted' ? f.why : undefined;
   if (!sent) {
     hold.release(
@@ -102,7 +108,7 @@ export function closeFailedOpen(hold: Hold, f: Failure, sent: boolean, promptTok
     );
     return;
   }
-  hold.settle(plainUsage(promptTokens, 0), settleOutcome(f));
+  hold.settle(unreported(), settleOutcome(f));
 }
 
 /** The settle outcome of a call that ended with this failure (or abort). */

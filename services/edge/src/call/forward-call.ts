@@ -17,7 +17,7 @@ import { HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
-import { plainUsage } from '../surfaces/usage.js';
+import { unreportedUsage, type UnreportedCall } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
 import { WriteBatch } from './write-batch.js';
 
@@ -43,6 +43,8 @@ interface Run {
   transcript: Transcript;
   meter: OutputMeter;
   growth: HoldGrowth | undefined;
+  /** What the call is billed when the provider reports no usage (unreported.ts). */
+  unreported: UnreportedCall;
 }
 
 /**
@@ -76,6 +78,7 @@ export async function forwardCall<B>(
   if (forwarded.dropped.length > 0) {
     reply.header('x-holdfast-dropped-fields', forwarded.dropped.slice(0, 20).join(', '));
   }
+  const unreported: UnreportedCall = { ...call, cacheWrites: () => adapter.cacheWrites?.(body) };
   const lease = call.admitted
     ? new LeaseKeeper(deps.authority, call.hold, request.log).start(
         Date.parse(call.admitted.expiresAt),
@@ -94,7 +97,7 @@ export async function forwardCall<B>(
     });
     if (!result.ok) {
       const { failure, sent } = result.error;
-      closeFailedOpen(call.hold, failure, sent, call.promptTokens);
+      closeFailedOpen(call.hold, failure, sent, () => unreportedUsage(unreported, 0, undefined));
       request.audit.outcome = failure.kind;
       return await answerFailure(request, reply, adapter, failure);
     }
@@ -110,6 +113,7 @@ export async function forwardCall<B>(
       transcript: adapter.transcript(body, { ...grant, upstream: opened.upstream }),
       meter: await meterFor(deps, call.model, opened, forwardedHeaders(request, adapter)),
       growth: growthOf(deps, request, call),
+      unreported,
     };
     try {
       return call.asked.stream ? await relay(run) : await collect(run);
@@ -221,7 +225,7 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
 
 /** Settles what the call used; returns the usage settled. */
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
-  const usage = run.transcript.usage() ?? (await unreportedUsage(run));
+  const usage = run.transcript.usage() ?? (await unreportedOf(run));
   // Billed at the tier the provider reported (none: the tier held).
   const serviceTier = run.transcript.serviceTier?.();
   if (serviceTier) usage.serviceTier = serviceTier;
@@ -248,25 +252,9 @@ function edgeCut(
     : undefined;
 }
 
-/**
- * What to bill when the provider reported no usage (the call was cut or its client left): the
- * edge's output count, with the provider's input figures if it sent them. Audio no count of
- * the text shows: a call that asked for audio output is billed its admitted output as audio,
- * one that sent audio its prompt as audio, its hold's worst case (the provider bills the audio
- * it made or heard; the edge cannot tell how much).
- */
-async function unreportedUsage(run: Run): Promise<Usage> {
-  const { asked, promptTokens, maxOutput } = run.call;
-  const usage: Usage = {
-    ...plainUsage(promptTokens, await billedOutput(run)),
-    ...run.transcript.inputUsage?.(),
-  };
-  if (asked.audioOutput) {
-    usage.completionTokens = maxOutput;
-    usage.audioCompletionTokens = maxOutput;
-  }
-  if (asked.audioInput) usage.audioPromptTokens = usage.promptTokens;
-  return usage;
+/** What to bill when the provider reported no usage: the edge's output count (unreported.ts). */
+async function unreportedOf(run: Run): Promise<Usage> {
+  return unreportedUsage(run.unreported, await billedOutput(run), run.transcript.inputUsage?.());
 }
 
 /**

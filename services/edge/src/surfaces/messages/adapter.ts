@@ -2,6 +2,7 @@ import { tierPrices } from '@holdfast/config';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
+import { longestCacheLifetime } from '../../call/unreported.js';
 import {
   countUnseen,
   messagesProviderTools,
@@ -217,6 +218,7 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     endUser: body.metadata?.user_id ?? null,
     serviceTier: body.service_tier,
   }),
+  cacheWrites: longestCacheLifetime,
   minOutput: (body) =>
     body.thinking?.type === 'enabled'
       ? {

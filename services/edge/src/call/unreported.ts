@@ -1,0 +1,75 @@
+import type { Usage } from '@holdfast/events';
+import { plainUsage } from '../surfaces/usage.js';
+import type { Asked, CacheLifetime, InputUsage } from './adapter.js';
+
+/** What is known of a call whose provider reported none of its usage. */
+export interface UnreportedCall {
+  asked: Asked;
+  promptTokens: number;
+  /** The output it was admitted for. */
+  maxOutput: number;
+  /** The longest cache lifetime the request marks (read only on this path). */
+  cacheWrites: () => CacheLifetime | undefined;
+}
+
+/**
+ * What a call is billed when the provider reported no usage (the request went out and no
+ * answer came, or the stream ended before the provider's figures): `output` tokens, what the
+ * edge counted of the reply (0 when none came), and the prompt. Where the edge cannot tell
+ * what the provider billed, the call is billed its hold's worst case, as the hold was priced:
+ *
+ * - audio output asked: the admitted output, as audio;
+ * - audio sent: the prompt as audio input;
+ * - Anthropic cache breakpoints marked: the prompt as a cache write of the longest lifetime
+ *   marked (1.25x or 2x the input price), unless the provider reported its input side
+ *   (Messages' message_start, `input`), which is then billed as reported.
+ *
+ * The provider bills what it heard, made or wrote, however the call ended; billing less would
+ * let a client that leaves before the answer spend past its budget at the provider.
+ */
+export function unreportedUsage(
+  call: UnreportedCall,
+  output: number,
+  input: InputUsage | undefined,
+): Usage {
+  const usage: Usage = { ...plainUsage(call.promptTokens, output), ...input };
+  if (call.asked.audioOutput) {
+    usage.completionTokens = call.maxOutput;
+    usage.audioCompletionTokens = call.maxOutput;
+  }
+  if (call.asked.audioInput) usage.audioPromptTokens = usage.promptTokens;
+  if (!input) {
+    const writes = call.cacheWrites();
+    if (writes === '1h') usage.cacheWrite1hTokens = usage.promptTokens;
+    if (writes === '5m') usage.cacheWrite5mTokens = usage.promptTokens;
+  }
+  return usage;
+}
+
+/**
+ * The longest lifetime of the Anthropic `cache_control` marks anywhere in a request (system
+ * and message blocks, tools, blocks nested in tool results; no `ttl` is 5 minutes), undefined
+ * when it marks none. Walks the body without recursion; read only for a call billed without
+ * the provider's usage.
+ */
+export function longestCacheLifetime(body: unknown): CacheLifetime | undefined {
+  let found: CacheLifetime | undefined;
+  const stack: unknown[] = [body];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (Array.isArray(v)) {
+      for (const x of v) if (x !== null && typeof x === 'object') stack.push(x);
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    for (const [k, x] of Object.entries(v)) {
+      if (k === 'cache_control' && x !== null && typeof x === 'object') {
+        if ((x as { ttl?: unknown }).ttl === '1h') return '1h';
+        found = '5m';
+      } else if (x !== null && typeof x === 'object') {
+        stack.push(x);
+      }
+    }
+  }
+  return found;
+}
