@@ -139,7 +139,13 @@ function request(r: Rand, team: Team): Call {
     return {
       path: '/v1/responses',
       headers: bearer,
-      body: withTier({ model: 'gpt-5', input: text(r), max_output_tokens: maxTokens, stream }),
+      body: withTier({
+        model: 'gpt-5',
+        input: text(r),
+        max_output_tokens: maxTokens,
+        stream,
+        ...(r() < 0.5 ? { reasoning: { effort: pick(r, ['low', 'medium', 'high']) } } : {}),
+      }),
     };
   }
   if (surface < 0.5) {
@@ -184,6 +190,7 @@ function request(r: Rand, team: Team): Call {
       messages: [{ role: 'user', content: text(r) }],
       max_completion_tokens: maxTokens,
       n: r() < 0.15 ? 2 : 1,
+      ...(r() < 0.5 ? { reasoning_effort: pick(r, ['low', 'medium', 'high']) } : {}),
       stream,
     }),
   };
@@ -248,7 +255,7 @@ for (const seed of [5, 29]) {
       behaviour: {
         completion: { mode: 'uniform', min: 0, max: 900 },
         tokenDelayMs: 2 + Math.floor(r() * 2),
-        reasoningTokens: 0,
+        reasoningTokens: 128,
         downgradePriority: 0.3,
         priorityTier: true,
         promptCacheMinTokens: 16,

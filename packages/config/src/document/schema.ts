@@ -183,6 +183,14 @@ export const Model = z.strictObject({
   maxPromptTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
   /** Limits the provider sets for this model alone, on top of its upstream's. */
   capacity: Capacity.optional(),
+  /**
+   * The model thinks before it answers with output the provider bills and does not stream
+   * (OpenAI's o-series and gpt-5 reason by default; Claude's summarized thinking bills the
+   * whole thinking): a call that ends without the provider's usage is billed its admitted
+   * output, the edge's count being only what it saw. A call that asks for reasoning
+   * (`reasoning_effort`, `reasoning`, Messages `thinking`) is billed so on any model.
+   */
+  reasoning: z.boolean().default(false),
 });
 
 export const Budget = z.strictObject({

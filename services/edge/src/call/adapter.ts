@@ -23,6 +23,11 @@ export interface Asked {
   audioOutput?: boolean;
   /** Its `service_tier` as sent (checked and priced by heldServiceTier). */
   serviceTier?: unknown;
+  /**
+   * It asks the model to think first (`reasoning_effort`, Responses `reasoning`, Messages
+   * `thinking`): output the provider bills and the edge may never see (unreported.ts).
+   */
+  reasoning?: boolean;
 }
 
 /** The least output a call needs upstream, and why (the 400 says it). */

@@ -8,6 +8,7 @@ export interface UnreportedCall {
   promptTokens: number;
   /** The output it was admitted for. */
   maxOutput: number;
+  model: { reasoning?: boolean };
   /** The longest cache lifetime the request marks (read only on this path). */
   cacheWrites: () => CacheLifetime | undefined;
 }
@@ -18,6 +19,8 @@ export interface UnreportedCall {
  * edge counted of the reply (0 when none came), and the prompt. Where the edge cannot tell
  * what the provider billed, the call is billed its hold's worst case, as the hold was priced:
  *
+ * - a reasoning model, or a call that asks for reasoning: the admitted output, what the edge
+ *   did not see of it as reasoning (hidden reasoning, a summary of the thinking billed whole);
  * - audio output asked: the admitted output, as audio;
  * - audio sent: the prompt as audio input;
  * - Anthropic cache breakpoints marked: the prompt as a cache write of the longest lifetime
@@ -33,6 +36,10 @@ export function unreportedUsage(
   input: InputUsage | undefined,
 ): Usage {
   const usage: Usage = { ...plainUsage(call.promptTokens, output), ...input };
+  if ((call.model.reasoning === true || call.asked.reasoning === true) && output < call.maxOutput) {
+    usage.completionTokens = call.maxOutput;
+    usage.reasoningTokens = call.maxOutput - output;
+  }
   if (call.asked.audioOutput) {
     usage.completionTokens = call.maxOutput;
     usage.audioCompletionTokens = call.maxOutput;

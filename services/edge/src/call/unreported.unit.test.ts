@@ -5,6 +5,7 @@ const call = (over: Partial<UnreportedCall> = {}): UnreportedCall => ({
   asked: { model: 'm', maxOutput: 100, choices: 1, stream: true, endUser: null },
   promptTokens: 500,
   maxOutput: 100,
+  model: {},
   cacheWrites: () => undefined,
   ...over,
 });
@@ -18,6 +19,23 @@ describe('unreportedUsage', () => {
       audioCompletionTokens: 0,
       cacheWrite5mTokens: 0,
       cacheWrite1hTokens: 0,
+    });
+  });
+
+  test('a reasoning model, or a call asking for reasoning: the admitted output, the unseen part as reasoning', () => {
+    expect(unreportedUsage(call({ model: { reasoning: true } }), 7, undefined)).toMatchObject({
+      completionTokens: 100,
+      reasoningTokens: 93,
+    });
+    const asked = { ...call().asked, reasoning: true };
+    expect(unreportedUsage(call({ asked }), 0, undefined)).toMatchObject({
+      completionTokens: 100,
+      reasoningTokens: 100,
+    });
+    // More seen than admitted (an upstream past max_tokens): what was seen.
+    expect(unreportedUsage(call({ asked }), 120, undefined)).toMatchObject({
+      completionTokens: 120,
+      reasoningTokens: 0,
     });
   });
 

@@ -180,6 +180,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     audioInput: sendsAudio(body),
     audioOutput: asksAudio(body),
     serviceTier: body.service_tier,
+    reasoning: body.reasoning_effort != null && body.reasoning_effort !== 'none',
   }),
   countPrompt,
   upstreamBody,

@@ -217,6 +217,7 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     stream: body.stream === true,
     endUser: body.metadata?.user_id ?? null,
     serviceTier: body.service_tier,
+    reasoning: body.thinking != null && body.thinking.type !== 'disabled',
   }),
   cacheWrites: longestCacheLifetime,
   minOutput: (body) =>

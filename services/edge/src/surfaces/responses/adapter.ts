@@ -187,6 +187,7 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     stream: body.stream === true,
     endUser: body.user ?? body.safety_identifier ?? null,
     serviceTier: body.service_tier,
+    reasoning: body.reasoning != null && body.reasoning.effort !== 'none',
   }),
   minOutput: () => ({
     tokens: 16,
