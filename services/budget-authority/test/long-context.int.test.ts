@@ -101,7 +101,7 @@ test('above the line held and billed long, at or under it short; longContext on 
     return e.filter((x) => x.type === 'reservation.settled').length === 3 ? e : undefined;
   });
   const of = (type: string, id: string) =>
-    events.find((e) => e.type === type && e.reservationId === id) as
+    events.find((e) => e.type === type && 'reservationId' in e && e.reservationId === id) as
       { longContext?: boolean } | undefined;
   expect(of('reservation.created', long.reservationId)?.longContext).toBe(true);
   expect(of('reservation.settled', long.reservationId)?.longContext).toBe(true);
