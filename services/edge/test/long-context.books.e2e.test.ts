@@ -1,4 +1,4 @@
-import { modelPrices, type PriceConfig } from '@holdfast/config';
+import { modelPrices } from '@holdfast/config';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
 import { expect } from 'vitest';
@@ -48,7 +48,7 @@ function withLongLane(c: TestConfig): void {
 
 /** The provider's prices for a call: the long ones when it billed the call long. */
 function providerPrices(r: RequestRecord) {
-  const short = modelPrices(SHORT as PriceConfig, 'openai');
+  const short = modelPrices(SHORT, 'openai');
   return r.longContext ? modelPrices(LONG, 'openai') : short;
 }
 

@@ -64,7 +64,7 @@ export interface ModelPrices {
 }
 
 /** A tier's long-context price: above `above` input tokens a request is billed at `prices`. */
-export interface LongContextPrices {
+interface LongContextPrices {
   above: number;
   prices: ModelPrices;
 }
