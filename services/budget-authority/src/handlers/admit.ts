@@ -105,6 +105,12 @@ export function recordLongContext(model: Pick<CompiledModel, 'longPricePico'>): 
   return text;
 }
 
+/** The record's `long` field, when the model prices long context (none: no field). */
+function longFields(model: Pick<CompiledModel, 'longPricePico'>): string[] {
+  const text = recordLongContext(model);
+  return text === '' ? [] : [text];
+}
+
 /** Records a refusal decided before any state is read (use case or model not allowed). */
 async function recordRefusal(
   ctx: HandlerContext,
@@ -321,8 +327,9 @@ export async function admit(
     // The tier billed when the settle reports none, and the tiers priced beside the base.
     req.serviceTier,
     recordTiers(model),
-    // The long-context prices by tier (close.lua bills the billed tier's above its line).
-    recordLongContext(model),
+    // The long-context prices by tier (close.lua bills the billed tier's above its line),
+    // only when the model has any: a record of a model without stays as it was (25 fields).
+    ...longFields(model),
   ].join('\u0001');
   // The reservation.created event's fields that the script does not decide.
   const created = [
