@@ -10,7 +10,10 @@ import { admissionOf, newId, readEvents, authorityTest as test } from './harness
  * price when the provider's input is above its line, whatever it was held at.
  */
 const CONFIG = {
-  upstreams: [{ id: 'openai', baseUrl: 'https://api.openai.com/v1' }],
+  upstreams: [
+    { id: 'openai', baseUrl: 'https://api.openai.com/v1' },
+    { id: 'claude', api: 'anthropic', baseUrl: 'https://api.anthropic.com' },
+  ],
   models: [
     {
       id: 'gpt-5.4',
@@ -29,12 +32,27 @@ const CONFIG = {
       },
     },
     { id: 'gpt-short', upstream: 'openai', price: { inputPerMTok: 2.5, outputPerMTok: 15 } },
+    {
+      id: 'claude',
+      upstream: 'claude',
+      price: {
+        inputPerMTok: 3,
+        outputPerMTok: 15,
+        cachedInputPerMTok: 0.3,
+        longContext: {
+          aboveInputTokens: 1_000,
+          inputPerMTok: 6,
+          outputPerMTok: 22.5,
+          cachedInputPerMTok: 0.6,
+        },
+      },
+    },
   ],
   tenants: [
     {
       id: 'fast',
       budgets: [{ window: 'day', limit: 10, unit: 'usd' }],
-      useCases: [{ id: 'chat', maxTokens: 4_096, models: ['gpt-5.4', 'gpt-short'] }],
+      useCases: [{ id: 'chat', maxTokens: 4_096, models: ['gpt-5.4', 'gpt-short', 'claude'] }],
     },
   ],
 };
@@ -178,4 +196,27 @@ test('a hold admitted before long-context prices bills its tier as before, at an
     ok: true,
     value: { costMicroUsd: 9_750 },
   });
+});
+
+test('Anthropic: cache reads and writes count toward the line, each billed at its long price', async ({
+  start,
+}) => {
+  const h = await start(CONFIG);
+  // The edge saw 100 tokens (the rest is a cached prefix it counts as prompt all the same).
+  const req = call(1_100, { model: 'claude' });
+  admissionOf(await h.client.admit(req));
+  // input_tokens 100 + cache_read 800 + cache_creation 200 = 1,100, above 1,000: all long.
+  // 100 x $6 + 800 x $0.60 + 200 x $7.50 (1.25 x $6) + 400 x $22.50.
+  expect(
+    await h.client.settle({
+      reservationId: req.reservationId,
+      tenant: 'fast',
+      usage: {
+        promptTokens: 1_100,
+        cachedPromptTokens: 800,
+        cacheWrite5mTokens: 200,
+        completionTokens: 400,
+      },
+    }),
+  ).toMatchObject({ ok: true, value: { costMicroUsd: 11_580, overrunMicroUsd: 0 } });
 });
