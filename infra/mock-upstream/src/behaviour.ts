@@ -86,6 +86,13 @@ export const Behaviour = z.strictObject({
    */
   downgradePriority: z.number().min(0).max(1),
   priorityTier: z.boolean(),
+  /**
+   * A long-context line: a call whose billed input (cache reads and writes included) is above
+   * it is marked `longContext` on its record, as the provider bills it at its long-context
+   * rates (Anthropic's 1M window above 200,000, GPT-5.4 above 272,000). Null: no line.
+   * Header: `x-mock-long-context-above`.
+   */
+  longContextAboveTokens: z.int().min(1).max(100_000_000).nullable(),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -113,6 +120,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   audioCompletionTokens: null,
   downgradePriority: 0,
   priorityTier: false,
+  longContextAboveTokens: null,
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

@@ -26,6 +26,8 @@ export interface CallInfo extends Pick<
   audio?: AudioCount;
   /** The service tier it is served at (tiers.ts servedTier). */
   serviceTier: string;
+  /** Its long-context line (plan.ts), null: none. */
+  longContextAbove?: number | null;
 }
 
 const BILLED: readonly Outcome[] = ['completed', 'aborted', 'dropped', 'error_stream'];
@@ -168,6 +170,7 @@ export class ModelCall {
       this.overReport,
       this.info.audio,
       this.info.serviceTier,
+      this.info.longContextAbove ?? null,
     );
   }
 

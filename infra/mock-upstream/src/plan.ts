@@ -28,6 +28,8 @@ export interface Plan {
   audioCompletionTokens: number | null;
   /** From `x-mock-service-tier`: the tier the call is reported served at (tiers.ts). */
   serviceTier: string | undefined;
+  /** The long-context line (null: none): a record above it is marked `longContext`. */
+  longContextAbove: number | null;
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -50,7 +52,8 @@ interface InvalidHeaders {
  * - `x-mock-reasoning-tokens`: reasoning tokens at medium effort;
  * - `x-mock-audio-prompt-tokens`, `x-mock-audio-completion-tokens`: a chat call's audio input
  *   (when it has `input_audio` parts) and audio output (when it asks for audio);
- * - `x-mock-service-tier`: the service tier the call is reported (and billed) at.
+ * - `x-mock-service-tier`: the service tier the call is reported (and billed) at;
+ * - `x-mock-long-context-above: N`: the call's long-context line (its record's `longContext`).
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -81,6 +84,7 @@ export function planRequest(
   const reasoningTokens = int('x-mock-reasoning-tokens');
   const audioPromptTokens = int('x-mock-audio-prompt-tokens');
   const audioCompletionTokens = int('x-mock-audio-completion-tokens');
+  const longContextAbove = int('x-mock-long-context-above');
   const tierHeader = headers['x-mock-service-tier'];
   const serviceTier =
     typeof tierHeader === 'string' && /^[a-z][a-z0-9_]{0,31}$/.test(tierHeader)
@@ -115,6 +119,7 @@ export function planRequest(
     audioPromptTokens,
     audioCompletionTokens: audioCompletionTokens ?? b.audioCompletionTokens,
     serviceTier,
+    longContextAbove: longContextAbove ?? b.longContextAboveTokens,
   });
 }
 

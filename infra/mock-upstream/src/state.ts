@@ -78,7 +78,10 @@ export interface RequestRecord extends Billed {
   at: string;
 }
 
-type Totals = Omit<Billed, 'cacheWrite5mTokens' | 'cacheWrite1hTokens' | 'serviceTier'> & {
+type Totals = Omit<
+  Billed,
+  'cacheWrite5mTokens' | 'cacheWrite1hTokens' | 'serviceTier' | 'longContext'
+> & {
   cacheWriteTokens: number;
 };
 

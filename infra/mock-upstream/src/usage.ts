@@ -43,6 +43,8 @@ export interface Billed {
   audioCompletionTokens: number;
   /** The service tier it was served at, as reported (tiers.ts): what it is priced at. */
   serviceTier: string;
+  /** Its input (cache parts included) is above the call's long-context line: billed long. */
+  longContext: boolean;
 }
 
 /**
@@ -58,11 +60,16 @@ export function bill(
   over: OverReport,
   audio: AudioCount = NO_AUDIO,
   serviceTier = 'default',
+  longContextAbove: number | null = null,
 ): Billed {
   const inflate = (n: number, extra: number) => Math.ceil(n * over.factor) + extra;
   const cacheParts = prompt.cached + prompt.cacheWrite5m + prompt.cacheWrite1h;
+  const promptTokens = Math.max(
+    cacheParts + audio.prompt,
+    inflate(prompt.tokens, over.promptTokens),
+  );
   return {
-    promptTokens: Math.max(cacheParts + audio.prompt, inflate(prompt.tokens, over.promptTokens)),
+    promptTokens,
     completionTokens: Math.max(reasoning, inflate(completion, over.completionTokens)),
     cachedTokens: prompt.cached,
     cacheWrite5mTokens: prompt.cacheWrite5m,
@@ -71,6 +78,7 @@ export function bill(
     audioPromptTokens: audio.prompt,
     audioCompletionTokens: Math.min(audio.completion, Math.max(0, completion - reasoning)),
     serviceTier,
+    longContext: longContextAbove !== null && promptTokens > longContextAbove,
   };
 }
 
@@ -85,4 +93,5 @@ export const NOTHING: Billed = {
   audioPromptTokens: 0,
   audioCompletionTokens: 0,
   serviceTier: 'default',
+  longContext: false,
 };

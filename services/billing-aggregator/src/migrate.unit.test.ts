@@ -25,7 +25,7 @@ describe('migrations', () => {
         // Every statement can run twice: created if absent, dropped if present, a column
         // added unless the table has it (one per statement, so the runner can tell).
         expect(s).toMatch(
-          /^((CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS|DROP TABLE IF EXISTS) \{\{db\}\}\.|ALTER TABLE \{\{db\}\}\.[a-z0-9_]+ ADD COLUMN [a-z0-9_]+ [A-Za-z0-9()']+$)/,
+          /^((CREATE (TABLE|VIEW|MATERIALIZED VIEW) IF NOT EXISTS|DROP TABLE IF EXISTS) \{\{db\}\}\.|ALTER TABLE \{\{db\}\}\.[a-z0-9_]+ ADD COLUMN [a-z0-9_]+ [A-Za-z0-9()']+( DEFAULT [A-Za-z0-9']+)?$)/,
         );
         // Every table reference is qualified: no FROM/TO/JOIN without {{db}}.
         for (const ref of s.matchAll(/\b(FROM|TO|(?<!ARRAY )JOIN)\s+([^\s(]+)/g)) {

@@ -58,7 +58,7 @@ describe('RowBinary encoder', () => {
     expect(() => compileRowWriter([['a; process.exit()', 'String']])).toThrow(/column name/);
   });
 
-  it('has the columns of EventRow and of migrations 001, 011, 013, 015 and 016, with their types, in order', () => {
+  it('has the columns of EventRow and of migrations 001, 011, 013, 015, 016 and 017, with their types, in order', () => {
     expect(EVENTS_RAW_COLUMNS.map(([c]) => c)).toEqual(Object.keys(EventRow.shape));
     const ddl = readFileSync(
       new URL('../migrations/001_create_events_raw_v1.sql', import.meta.url),
@@ -76,12 +76,13 @@ describe('RowBinary encoder', () => {
       '013_add_end_user_and_upstream_to_events_raw_v1.sql',
       '015_add_audio_tokens_to_events_raw_v1.sql',
       '016_add_service_tier_to_events_raw_v1.sql',
+      '017_add_long_context_to_events_raw_v1.sql',
     ].flatMap((file) =>
       [
         ...readFileSync(new URL(`../migrations/${file}`, import.meta.url), 'utf8').matchAll(
           /ADD COLUMN (\w+) (.+);/g,
         ),
-      ].map((m) => [m[1], m[2]]),
+      ].map((m) => [m[1], m[2]!.replace(/ DEFAULT .*$/, '')]),
     );
     expect([...columns, ...added]).toEqual(EVENTS_RAW_COLUMNS.map(([c, t]) => [c, t]));
   });

@@ -71,13 +71,15 @@ export const EventRow = z.strictObject({
   audio_completion_tokens: u32,
   // Added by migration 016.
   service_tier: str,
+  // Added by migration 017.
+  long_context: bit,
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
  * body carries. A unit test holds it equal to migration 001's CREATE TABLE and the ADD COLUMNs
- * of 011, 013, 015 and 016.
+ * of 011, 013, 015, 016 and 017.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -132,6 +134,7 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['audio_prompt_tokens', 'UInt32'],
   ['audio_completion_tokens', 'UInt32'],
   ['service_tier', 'String'],
+  ['long_context', 'UInt8'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -233,6 +236,7 @@ const COLUMN_FIELDS = new Set([
   'audioPromptTokens',
   'audioCompletionTokens',
   'serviceTier',
+  'longContext',
   'api',
   'maxTokens',
   'requestedMaxTokens',
@@ -358,6 +362,10 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     audio_prompt_tokens: num(e, 'audioPromptTokens'),
     audio_completion_tokens: num(e, 'audioCompletionTokens'),
     service_tier: serviceTier(e),
+    long_context:
+      (e.type === 'reservation.settled' || e.type === 'reservation.created') && e.longContext
+        ? 1
+        : 0,
   };
   return row;
 }

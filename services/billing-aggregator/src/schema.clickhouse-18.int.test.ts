@@ -36,7 +36,7 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
     runLevelsContract,
   ],
   ['the audio token columns (015) on ClickHouse 18.16', runAudioContract],
-  ['the service tier column (016) on ClickHouse 18.16', runTierContract],
+  ['the service tier (016) and long context (017) columns on ClickHouse 18.16', runTierContract],
 ];
 
 for (const [name, run] of contracts) {

@@ -44,7 +44,7 @@ describe('schema on current ClickHouse (chdb)', () => {
     await runAudioContract(ch, 'audio');
   });
 
-  it('keeps the service tier column (016)', async () => {
+  it('keeps the service tier (016) and long context (017) columns', async () => {
     await runTierContract(ch, 'tiers');
   });
 

@@ -11,6 +11,7 @@ import {
   holdOutputPrice,
   type CompiledConfig,
   type ModelPrices,
+  longContextPrices,
   tierPrices,
 } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
@@ -18,7 +19,7 @@ import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { scanAll, SlotBatch, type RedisClient } from './redis.js';
 import { KEEP_CLOSED_MS } from './script-args.js';
-import { END_USER_KEEP_MS, recordTiers } from './handlers/admit.js';
+import { END_USER_KEEP_MS, recordLongContext, recordTiers } from './handlers/admit.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -411,7 +412,10 @@ export class Rebuilder {
     const price = model?.pricePico ?? none;
     // The hold grows at the prices of the tier it was held at (its event says which).
     const heldTier = c.serviceTier ?? 'default';
-    const held = (model && tierPrices(model, heldTier)) ?? price;
+    // Held long when its event says so (the same rule as admit, on its prompt count).
+    const long =
+      c.longContext && model ? longContextPrices(model, heldTier, c.promptTokens) : undefined;
+    const held = long ?? (model && tierPrices(model, heldTier)) ?? price;
     const expiresAt = Date.parse(c.expiresAt);
     const leaseMs = expiresAt - Date.parse(c.time);
     const tenant = config.tenants.get(c.tenant);
@@ -447,6 +451,7 @@ export class Rebuilder {
       priceHOut: String(holdOutputPrice(held, true)),
       tier: heldTier,
       tiers: model ? recordTiers(model) : '',
+      long: model ? recordLongContext(model) : '',
       createdAt: String(Date.parse(c.time)),
       expiresAt: String(expiresAt),
       leaseMs: String(leaseMs),

@@ -143,6 +143,28 @@ test('every admin route answers its happy path and each change is a new config v
     expect(refused.status).toBe(400);
     expect(JSON.stringify(refused.body)).toMatch(/autoServiceTier|serviceTiers/);
   }
+  // Long-context prices too, on the base and a tier; one below its short price is a 400.
+  const longContext = { aboveInputTokens: 272_000, inputPerMTok: 0.4, outputPerMTok: 1.2 };
+  const long = await call('PUT', '/admin/models/gpt-4o-mini/price', {
+    ...{ inputPerMTok: 0.2, outputPerMTok: 0.8, longContext },
+    serviceTiers: {
+      priority: { ...priority, longContext: { ...longContext, outputPerMTok: 2.4 } },
+    },
+  });
+  expect(long.status).toBe(200);
+  expect(long.body.data.price).toMatchObject({ longContext });
+  next(long);
+  for (const bad of [
+    { longContext: { ...longContext, outputPerMTok: 0.5 } },
+    { longContext: { ...longContext, aboveInputTokens: 0 } },
+  ]) {
+    const refused = await call('PUT', '/admin/models/gpt-4o-mini/price', {
+      ...{ inputPerMTok: 0.2, outputPerMTok: 0.8 },
+      ...bad,
+    });
+    expect(refused.status).toBe(400);
+    expect(JSON.stringify(refused.body)).toMatch(/longContext/);
+  }
 
   // The whole document as text (JSON is YAML), unchanged: nothing changes. Then as JSON.
   const doc = (await call('GET', '/admin/config')).body.config as { tenants: { id: string }[] };

@@ -111,13 +111,25 @@ test('a tenant at its cap of calls in flight is refused before its prompt is cou
   await Promise.all(running);
 });
 
-test("a prompt counted above its model's maxPromptTokens is a 400 on every surface, nothing held or sent; at the cap it goes on", async ({
+test("a prompt counted above its model's maxPromptTokens is a 400 on every surface, nothing held or sent, a long-context price or not; at the cap it goes on", async ({
   stack,
 }) => {
   const CAP = 400;
   const s = await stack({
     patch: (c) => {
       for (const m of c.models) m.maxPromptTokens = CAP;
+      // The cap is independent of price.longContext: a model that prices long context above
+      // 100 tokens is still capped at 400.
+      const mini = c.models.find((m) => m.id === 'gpt-4o-mini')!;
+      const price = mini.price as { inputPerMTok: number; outputPerMTok: number };
+      mini.price = {
+        ...price,
+        longContext: {
+          aboveInputTokens: 100,
+          inputPerMTok: price.inputPerMTok * 2,
+          outputPerMTok: price.outputPerMTok * 1.5,
+        },
+      };
     },
   });
   const words = (n: number) => 'word '.repeat(n);

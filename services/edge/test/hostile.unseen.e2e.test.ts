@@ -412,7 +412,7 @@ function huge(c: TestConfig): void {
   entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 1_000_000, unit: 'tokens' }];
 }
 
-test('the long-context beta with more than 200,000 input tokens is refused (Anthropic bills it at long-context rates): a 400 naming the header, nothing held or sent', async ({
+test('the long-context beta with more than 200,000 input tokens on a model without price.longContext is refused (Anthropic bills it at long-context rates): a 400 naming the header, nothing held or sent', async ({
   stack,
 }) => {
   const s = await stack({ patch: huge });
@@ -447,6 +447,49 @@ test('the long-context beta with more than 200,000 input tokens is refused (Anth
   expect(s.upstream.stats().recent).toHaveLength(2);
   const b = s.upstream.stats().billed;
   expect((await s.settled('support-bot')).billedTokens).toBe(b.promptTokens + b.completionTokens);
+});
+
+test('the long-context beta above 200,000 on a model that prices longContext goes on, held at the long price; a priority tier without one is still refused', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      huge(c);
+      const m = entry(c.models, 'claude-local');
+      m.price = {
+        inputPerMTok: 3,
+        outputPerMTok: 15,
+        cachedInputPerMTok: 0.3,
+        longContext: {
+          aboveInputTokens: 200_000,
+          inputPerMTok: 6,
+          outputPerMTok: 22.5,
+          cachedInputPerMTok: 0.6,
+        },
+        serviceTiers: { priority: { inputPerMTok: 6, outputPerMTok: 30 } },
+      };
+    },
+  });
+  const beta = { 'x-api-key': KEYS.support, 'anthropic-beta': 'context-1m-2025-08-07' };
+  const long = {
+    model: 'claude-local',
+    max_tokens: 20,
+    service_tier: 'standard_only',
+    messages: [{ role: 'user', content: 'lorem ipsum '.repeat(17_500) }],
+  };
+  const r = await post(s, '/v1/messages', long, beta);
+  expect(r.status).toBe(200);
+  const prompt = Number(r.headers.get('x-holdfast-prompt-tokens'));
+  expect(prompt).toBeGreaterThan(200_000);
+  // Held at the long price: the prompt at its dearest input (a 1-hour cache write, 2 x $6)
+  // and the output at $22.50 per MTok; the short price would hold 2 x $3 and $15.
+  const heldMicro = Number(r.headers.get('x-holdfast-held-usd')) * 1e6;
+  expect(heldMicro).toBeCloseTo(prompt * 12 + 20 * 22.5, 0);
+  // Auto on a model that prices priority is held at priority, which has no long price.
+  const priority = await post(s, '/v1/messages', { ...long, service_tier: 'auto' }, beta);
+  expect(priority.status).toBe(400);
+  expect(JSON.stringify(priority.body)).toContain('anthropic-beta');
+  expect(s.upstream.stats().recent).toHaveLength(1);
 });
 
 test('audio on /v1/responses for a model with an audio price is refused (its usage does not split audio out): a 400 naming the part, nothing held or sent; a model without one goes on', async ({

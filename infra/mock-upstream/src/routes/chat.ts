@@ -63,6 +63,7 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
         },
         audio: audioOf(body, plan, promptTokens, state),
         serviceTier: servedTier(body.service_tier, 'openai', plan, state),
+        longContextAbove: plan.longContextAbove,
       },
       plan,
     );

@@ -91,6 +91,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
         candidates: 1,
         endUser: body.metadata?.user_id ?? null,
         serviceTier: servedTier(body.service_tier, 'anthropic', plan, state),
+        longContextAbove: plan.longContextAbove,
         // Server tools read more input than the request shows (never in count_tokens).
         prompt: { ...cache.prompt, tokens: cache.prompt.tokens + messagesToolInput(body) },
       },

@@ -64,6 +64,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
         candidates: 1,
         endUser: body.user ?? body.safety_identifier ?? null,
         serviceTier: servedTier(body.service_tier, 'openai', plan, state),
+        longContextAbove: plan.longContextAbove,
         // Provider-run tools read more input than the request shows (never in input_tokens).
         prompt: {
           ...uncachedPrompt(counted.value.tokens + responsesToolInput(body.tools)),

@@ -3,6 +3,7 @@ import type { BudgetUnit, BudgetWindow } from '@holdfast/events';
 import type {
   BudgetConfig,
   HoldfastConfig,
+  LongContextPriceConfig,
   ModelConfig,
   PriceConfig,
   PricedTier,
@@ -62,11 +63,19 @@ export interface ModelPrices {
   audioOutput: number;
 }
 
+/** A tier's long-context price: above `above` input tokens a request is billed at `prices`. */
+interface LongContextPrices {
+  above: number;
+  prices: ModelPrices;
+}
+
 export interface CompiledModel extends ModelConfig {
   /** The base price: the `default` service tier's (Anthropic's `standard`). */
   pricePico: ModelPrices;
   /** The other service tiers priced (`price.serviceTiers`), defaults applied as the base's. */
   tierPricePico: Partial<Record<PricedTier, ModelPrices>>;
+  /** The long-context prices by tier (`default` the base's), of the tiers that have one. */
+  longPricePico: Partial<Record<typeof BASE_TIER | PricedTier, LongContextPrices>>;
   /** The API of the model's upstream (its fallbacks speak the same one). */
   api: UpstreamApi;
 }
@@ -139,6 +148,9 @@ function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): Compil
   };
 }
 
+/** One tier's price as configured, with its long-context price. */
+type TierPrice = PriceConfig & { longContext?: LongContextPriceConfig | undefined };
+
 /** Anthropic's prompt-cache write rates, as multiples of the input price. */
 const ANTHROPIC_CACHE_WRITE = { fiveMinutes: 1.25, oneHour: 2 } as const;
 
@@ -193,6 +205,31 @@ export function tierPrices(
     : undefined;
 }
 
+/**
+ * The long-context prices a request of `inputTokens` input at `tier` is billed at: the tier's
+ * `longContext` when its input is above the line; undefined when it is not (or the tier has
+ * no long-context price): the tier's own prices apply. The authority holds a call with it
+ * (admit, on the admitted prompt count) and close.lua bills with the same rule.
+ */
+export function longContextPrices(
+  model: Pick<CompiledModel, 'longPricePico'>,
+  tier: string,
+  inputTokens: number,
+): ModelPrices | undefined {
+  const long = Object.hasOwn(model.longPricePico, tier)
+    ? model.longPricePico[tier as PricedTier]
+    : undefined;
+  return long !== undefined && inputTokens > long.above ? long.prices : undefined;
+}
+
+function longPrices(
+  price: { longContext?: LongContextPriceConfig | undefined },
+  api: UpstreamApi,
+): LongContextPrices | undefined {
+  const long = price.longContext;
+  return long && { above: long.aboveInputTokens, prices: modelPrices(long, api) };
+}
+
 /** Builds the lookup structures services use; the config must already be validated. */
 export function compileConfig(raw: HoldfastConfig): CompiledConfig {
   const byId = new Map(raw.tenants.map((t) => [t.id, t]));
@@ -201,11 +238,20 @@ export function compileConfig(raw: HoldfastConfig): CompiledConfig {
   const models = new Map(
     raw.models.map((m): [string, CompiledModel] => {
       const api = upstreams.get(m.upstream)?.api ?? 'openai';
-      const tiers = Object.entries(m.price.serviceTiers ?? {}) as [PricedTier, PriceConfig][];
+      const tiers = Object.entries(m.price.serviceTiers ?? {}) as [PricedTier, TierPrice][];
       const tierPricePico = Object.fromEntries(
         tiers.map(([tier, price]) => [tier, modelPrices(price, api)]),
       );
-      return [m.id, { ...m, api, pricePico: modelPrices(m.price, api), tierPricePico }];
+      const longPricePico = Object.fromEntries(
+        [[BASE_TIER, m.price] as const, ...tiers].flatMap(([tier, price]) => {
+          const long = longPrices(price, api);
+          return long ? [[tier, long]] : [];
+        }),
+      );
+      return [
+        m.id,
+        { ...m, api, pricePico: modelPrices(m.price, api), tierPricePico, longPricePico },
+      ];
     }),
   );
   const keysByHash = new Map(

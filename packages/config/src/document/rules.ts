@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { checkLimits } from './limits.js';
-import { HoldfastConfigShape, type HoldfastConfig } from './schema.js';
+import { modelPrices, type ModelPrices } from './compile.js';
+import { HoldfastConfigShape, type HoldfastConfig, type UpstreamApi } from './schema.js';
 
 /** Max depth of org -> ... -> team chains. */
 const MAX_HIERARCHY_DEPTH = 4;
@@ -57,6 +58,51 @@ function checkBudgets(
   });
 }
 
+/** ModelPrices' fields by the price field that sets them (the messages name the field). */
+const PRICE_FIELDS = {
+  input: 'inputPerMTok',
+  output: 'outputPerMTok',
+  cachedInput: 'cachedInputPerMTok',
+  cacheWrite5m: 'cacheWrite5mPerMTok',
+  cacheWrite1h: 'cacheWrite1hPerMTok',
+  audioInput: 'audioInputPerMTok',
+  audioOutput: 'audioOutputPerMTok',
+} as const satisfies Record<keyof ModelPrices, string>;
+
+/**
+ * A long-context price is never below its tier's own, each field with its defaults applied
+ * (cache writes follow the api as the base's do): a call is held at the short price until its
+ * count passes the line, so a cheaper long price would let a hold above the line cover less
+ * than one below it, and a call the edge counted under the line but billed long be billed
+ * under its short bill.
+ */
+function checkLongContext(
+  ctx: Ctx,
+  model: HoldfastConfig['models'][number],
+  api: UpstreamApi,
+  at: (string | number)[],
+): void {
+  const tiers = [
+    [[...at, 'price'], model.price],
+    ...Object.entries(model.price.serviceTiers ?? {}).map(
+      ([tier, price]) => [[...at, 'price', 'serviceTiers', tier], price] as const,
+    ),
+  ] as const;
+  for (const [path, price] of tiers) {
+    if (!price.longContext) continue;
+    const short = modelPrices(price, api);
+    const long = modelPrices(price.longContext, api);
+    for (const [field, name] of Object.entries(PRICE_FIELDS) as [keyof ModelPrices, string][]) {
+      if (long[field] >= short[field]) continue;
+      ctx.addIssue({
+        code: 'custom',
+        path: [...path, 'longContext', name],
+        message: `a long-context price below the short one (${long[field] / 1e6} < ${short[field] / 1e6} USD/MTok, defaults applied): a hold could cover less than the bill`,
+      });
+    }
+  }
+}
+
 /** Cross-field rules: references resolve, ids are unique, the hierarchy is a forest. */
 function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   unique(
@@ -91,6 +137,7 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   const upstreams = new Map(cfg.upstreams.map((u) => [u.id, u]));
   cfg.models.forEach((m, i) => {
     const api = upstreams.get(m.upstream)?.api;
+    checkLongContext(ctx, m, api ?? 'openai', ['models', i]);
     [m.upstream, ...m.fallbackUpstreams].forEach((u, j) => {
       const path = j === 0 ? ['models', i, 'upstream'] : ['models', i, 'fallbackUpstreams', j - 1];
       const target = upstreams.get(u);

@@ -24,7 +24,7 @@ const EnvName = z
 const Usd = z.number().min(0).max(LIMITS.maxPricePerMTok);
 
 /** USD per million tokens of one service tier (the base price is the `default` tier's). */
-const Price = z.strictObject({
+const BasePrice = z.strictObject({
   inputPerMTok: Usd,
   outputPerMTok: Usd,
   cachedInputPerMTok: Usd.optional(),
@@ -33,6 +33,19 @@ const Price = z.strictObject({
   audioInputPerMTok: Usd.optional(),
   audioOutputPerMTok: Usd.optional(),
 });
+
+/**
+ * A tier's long-context price: a request whose input (uncached, cache reads and writes) is
+ * above `aboveInputTokens` is billed at these prices, all of it (Anthropic's 1M context
+ * window above 200,000 input tokens, OpenAI's GPT-5.4 above 272,000). The same fields and
+ * defaults as the tier's own price; none may be below it (rules.ts checkLongContext).
+ */
+const LongContextPrice = BasePrice.extend({
+  aboveInputTokens: z.int().min(1).max(LIMITS.maxPromptTokens),
+});
+
+/** One service tier's price, with its long-context price when the provider has one. */
+const Price = BasePrice.extend({ longContext: LongContextPrice.optional() });
 
 /**
  * The service tiers a model may price beside its base (`default`, Anthropic's `standard`):
@@ -142,7 +155,9 @@ export const Model = z.strictObject({
    * Completions `input_audio` parts, `modalities: ["audio"]` output) default to the text prices;
    * a call that asks for audio output is held at the dearer of the two output prices.
    * These prices are the `default` service tier's (Anthropic's `standard`); `serviceTiers`
-   * prices the others (docs/budgets.md, "How service tiers are priced").
+   * prices the others (docs/budgets.md, "How service tiers are priced"). `longContext`, on
+   * the base and on each tier, prices requests above a long-context line (docs/budgets.md,
+   * "How long context is priced").
    */
   price: Price.extend({
     /**
@@ -176,9 +191,8 @@ export const Model = z.strictObject({
   upstreamStateAllowanceTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
   /**
    * The most prompt tokens a call to this model may be counted at; above it the call is a 400
-   * before anything is held. For a context window, or the line above which the provider bills
-   * long-context rates that `price` cannot state (OpenAI's GPT-5.4 above 272,000 input
-   * tokens): a budget holds only for prompts priced at `price`.
+   * before anything is held: a context window, or a cap below a long-context line the model's
+   * `price.longContext` does not price. Independent of `price.longContext`.
    */
   maxPromptTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
   /** Limits the provider sets for this model alone, on top of its upstream's. */
@@ -330,7 +344,8 @@ export type HoldfastConfig = z.infer<typeof HoldfastConfigShape>;
 export type TenantConfig = z.infer<typeof Tenant>;
 export type BudgetConfig = z.infer<typeof Budget>;
 export type ModelConfig = z.infer<typeof Model>;
-export type PriceConfig = z.infer<typeof Price>;
+export type PriceConfig = z.infer<typeof BasePrice>;
+export type LongContextPriceConfig = z.infer<typeof LongContextPrice>;
 export type UpstreamConfig = z.infer<typeof Upstream>;
 export type UpstreamApi = UpstreamConfig['api'];
 export type UseCaseConfig = z.infer<typeof UseCase>;

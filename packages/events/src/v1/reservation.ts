@@ -24,6 +24,11 @@ export const ReservationCreated = z.object({
    * model's base price), billed when its settle reports none. Absent: `default`.
    */
   serviceTier: ServiceTierName.optional(),
+  /**
+   * Held at its tier's long-context price (price.longContext): its admitted prompt count is
+   * above the tier's line. Absent: false (short, or an event from before long-context prices).
+   */
+  longContext: z.boolean().optional(),
   ...windowsField,
 });
 
@@ -74,6 +79,11 @@ export const ReservationSettled = z.object({
    * Absent (events from before tiers): `default`.
    */
   serviceTier: ServiceTierName.optional(),
+  /**
+   * Billed at the billed tier's long-context price: the provider's input (promptTokens, cache
+   * reads and writes included) is above its line. Absent: false.
+   */
+  longContext: z.boolean().optional(),
   /** prompt + completion: the real usage billed by this call. */
   billedTokens: count,
   /** The real cost billed by this call, integer micro-USD, each token category at its price. */

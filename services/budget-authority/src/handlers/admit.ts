@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import {
   holdInputPrice,
   holdOutputPrice,
+  longContextPrices,
   tierPrices,
   type CompiledModel,
   type CompiledTenant,
@@ -67,21 +68,47 @@ export function recordTiers(model: Pick<CompiledModel, 'tierPricePico'>): string
   const known = tiersText.get(model);
   if (known !== undefined) return known;
   const text = Object.entries(model.tierPricePico)
-    .map(([tier, p]) => {
-      const prices = [
-        p.input,
-        p.output,
-        p.cachedInput,
-        p.cacheWrite5m,
-        p.cacheWrite1h,
-        p.audioInput,
-        p.audioOutput,
-      ];
-      return `${tier}:${prices.join(',')}`;
-    })
+    .map(([tier, p]) => `${tier}:${settlePrices(p)}`)
     .join(';');
   tiersText.set(model, text);
   return text;
+}
+
+/** A tier's settle prices as the record's texts write them (lib.lua `cost`'s order). */
+function settlePrices(p: ModelPrices): string {
+  return [
+    p.input,
+    p.output,
+    p.cachedInput,
+    p.cacheWrite5m,
+    p.cacheWrite1h,
+    p.audioInput,
+    p.audioOutput,
+  ].join(',');
+}
+
+/** recordLongContext per compiled model, as recordTiers. */
+const longText = new WeakMap<object, string>();
+
+/**
+ * The record's long-context prices (close.lua's `long`, lib.lua longPrice): per tier that has
+ * one (`default` the base) `name>line:` and its settle prices, joined by ';'. Empty for a
+ * model with none (its records bill as before long-context prices).
+ */
+export function recordLongContext(model: Pick<CompiledModel, 'longPricePico'>): string {
+  const known = longText.get(model);
+  if (known !== undefined) return known;
+  const text = Object.entries(model.longPricePico)
+    .map(([tier, long]) => `${tier}>${long.above}:${settlePrices(long.prices)}`)
+    .join(';');
+  longText.set(model, text);
+  return text;
+}
+
+/** The record's `long` field, when the model prices long context (none: no field). */
+function longFields(model: Pick<CompiledModel, 'longPricePico'>): string[] {
+  const text = recordLongContext(model);
+  return text === '' ? [] : [text];
 }
 
 /** Records a refusal decided before any state is read (use case or model not allowed). */
@@ -213,8 +240,8 @@ export async function admit(
   // The hold at the prices of the tier the call is held at; the record keeps the base prices
   // and the other tiers', so settlement bills the tier the provider reports. Checked before
   // anything is taken: an edge whose config prices a tier this one does not gets nothing.
-  const held = tierPrices(model, req.serviceTier);
-  if (!held) {
+  const tier = tierPrices(model, req.serviceTier);
+  if (!tier) {
     return Err(
       new RpcError({
         code: 'not_priced',
@@ -222,6 +249,10 @@ export async function admit(
       }),
     );
   }
+  // Above the tier's long-context line (on the admitted count: exact or an upper bound) the
+  // whole call is held at its long-context prices; the one place a hold's price is chosen.
+  const long = longContextPrices(model, req.serviceTier, req.promptTokens);
+  const held = long ?? tier;
   const plan = planFor(
     cfg,
     tenant,
@@ -296,6 +327,9 @@ export async function admit(
     // The tier billed when the settle reports none, and the tiers priced beside the base.
     req.serviceTier,
     recordTiers(model),
+    // The long-context prices by tier (close.lua bills the billed tier's above its line),
+    // only when the model has any: a record of a model without stays as it was (25 fields).
+    ...longFields(model),
   ].join('\u0001');
   // The reservation.created event's fields that the script does not decide.
   const created = [
@@ -304,6 +338,7 @@ export async function admit(
     ...['model', req.model, 'mode', tenant.mode, 'api', req.api],
     ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
     ...['serviceTier', req.serviceTier],
+    ...(long ? ['longContext', '1'] : []),
     ...(endUser ? ['endUser', endUser] : []),
     // The upstream whose capacity the call took: on the event.
     ...(upstream ? ['upstream', upstream] : []),

@@ -51,7 +51,7 @@ if not state then
 end
 local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
   priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser, priceAIn, priceAOut,
-  _, heldTier, tiersText = unpack(recordFixed(resKey, f[8]))
+  _, heldTier, tiersText, longText = unpack(recordFixed(resKey, f[8]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
@@ -127,6 +127,7 @@ end
 local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
 -- A settle's usage as billed (settleParts) and its service tier, for its event.
 local usage, billedTier
+local billedLong = false
 local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
@@ -145,6 +146,13 @@ if op == 'settle' then
   -- At the tier the provider served it at (or the one held): a dearer one than held is billed
   -- in full (an overrun below), a cheaper one (priority downgraded to default) at its price.
   billedTier, price = tierPrice(ARGV[17], heldTier, tiersText, price)
+  -- Above the billed tier's long-context line (the provider's input, cache reads and writes
+  -- included) all of it at that tier's long-context prices: a call held short that the
+  -- provider bills long (input the edge could not see) is billed in full, an overrun below.
+  local long = longPrice(billedTier, longText, u.prompt)
+  if long then
+    price, billedLong = long, true
+  end
   billedT = u.prompt + u.completion
   costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h, u.aIn, u.aOut)
   chargeT = billedT - prechargedT - expiredT
@@ -260,7 +268,7 @@ if op == 'settle' then
     '\0cachedPromptTokens\0' .. I(usage.cached) .. '\0cacheWrite5mTokens\0' .. I(usage.w5) ..
     '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[11] ..
     '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
-    '\0serviceTier\0' .. billedTier ..
+    '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
 elseif op == 'release' then

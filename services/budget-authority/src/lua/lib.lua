@@ -309,6 +309,27 @@ local function tierPrice(reported, held, tiers, base)
   return 'default', base
 end
 
+-- The long-context prices (`cost`'s order) a settle of `input` prompt tokens (cache reads and
+-- writes included) at `tier` (tierPrice's name: `default` for the base) is billed at: the
+-- tier's when the record prices its long context and the input is above its line; else nil
+-- (the tier's own prices). `long` is the record's text (admit.ts recordLongContext:
+-- `name>line:un,out,cached,w5,w1h,aIn,aOut` joined by ';'; nil or '' on a record from before
+-- long-context prices, or a model without any).
+local function longPrice(tier, long, input)
+  if not long or long == '' then
+    return nil
+  end
+  local line, text = string.match(';' .. long, ';' .. tier .. '>(%d+):([%d,]*)')
+  if not line or input <= tonumber(line) then
+    return nil
+  end
+  local p = {}
+  for n in string.gmatch(text, '%d+') do
+    p[#p + 1] = tonumber(n)
+  end
+  return {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+end
+
 -- One window's state for replies and events: tenant,budget,limit,used,held,enforce, and for
 -- a key's or an end user's budget also its scope (k, u) and subject.
 local function windowState(b, s, h)
@@ -426,16 +447,23 @@ end
 -- `r` (written before it existed, or by rebuild) has those fields as fields of their own.
 --
 -- The fixed fields of a record, in RECORD_FIXED's order (false where an old record has none).
--- A record admitted before audio prices existed has 20 of them (the last five are nil), one
--- admitted before service tiers 23 (the last two are nil).
-local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
+-- A record admitted before audio prices existed has 20 of them (the last six are nil), one
+-- admitted before service tiers 23 (the last three are nil), one before long-context prices
+-- or of a model without any 25 (`long` is nil: billed at its tiers' own prices).
+local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
+local RECORD_PATTERN_25 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local RECORD_PATTERN_23 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local RECORD_PATTERN_20 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local function recordFixed(key, r)
   if r then
-    -- RECORD_PATTERN: 24 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
-    -- cannot call `string`); RECORD_PATTERN_23 and _20 the same with 22 and 19.
+    -- RECORD_PATTERN: 25 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
+    -- cannot call `string`); RECORD_PATTERN_25, _23 and _20 the same with 24, 22 and 19.
+    -- Longest first: a shorter pattern's last capture would take the fields after it.
     local x = {string.match(r, RECORD_PATTERN)}
+    if x[1] then
+      return x
+    end
+    x = {string.match(r, RECORD_PATTERN_25)}
     if x[1] then
       return x
     end
@@ -447,6 +475,7 @@ local function recordFixed(key, r)
   end
   local RECORD_FIXED = {'tenant', 'org', 'keyId', 'useCase', 'model', 'mode', 'api', 'prompt',
     'priceIn', 'priceOut', 'priceCached', 'priceUn', 'priceW5', 'priceW1h', 'leaseMs', 'levels',
-    'holds', 'sampleN', 'expB', 'endUser', 'priceAIn', 'priceAOut', 'priceHOut', 'tier', 'tiers'}
+    'holds', 'sampleN', 'expB', 'endUser', 'priceAIn', 'priceAOut', 'priceHOut', 'tier', 'tiers',
+    'long'}
   return redis.call('HMGET', key, unpack(RECORD_FIXED))
 end

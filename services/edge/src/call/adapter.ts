@@ -58,6 +58,8 @@ export interface CountContext {
   upstream: UpstreamConfig | undefined;
   /** The client headers the surface forwards upstream (its counting endpoint gets them too). */
   headers: Readonly<Record<string, string>>;
+  /** The service tier the call is held at (heldServiceTier; `default` for a count alone). */
+  serviceTier: string;
 }
 
 /** Prompt tokens to admit, or why the call cannot be counted (a 400 before any admission). */

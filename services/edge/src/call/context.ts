@@ -1,4 +1,4 @@
-import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
+import { BASE_TIER, type CompiledModel, type UpstreamConfig } from '@holdfast/config';
 import { ModelId } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { TokenizerName } from '@holdfast/tokenizer';
@@ -34,6 +34,7 @@ export function countContext(
   request: FastifyRequest,
   adapter: Pick<SurfaceAdapter<unknown>, 'forwardHeaders'>,
   model: CompiledModel | undefined,
+  serviceTier: string = BASE_TIER,
 ): CountContext {
   const tokenizer = tokenizerOf(model);
   const target = model ? targetsOf(deps, model)[0] : undefined;
@@ -44,6 +45,7 @@ export function countContext(
     target: tokenizer === 'upstream' ? target : undefined,
     upstream: target,
     headers: forwardedHeaders(request, adapter),
+    serviceTier,
   };
 }
 

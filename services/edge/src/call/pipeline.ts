@@ -52,7 +52,8 @@ export async function runCall<B>(
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
     const tooSmall = belowLeast(adapter.minOutput?.(body), asked, clamp.maxTokens);
     if (tooSmall) return await adapter.sendError(request, reply, tooSmall);
-    const counted = await adapter.countPrompt(body, countContext(deps, request, adapter, model));
+    const counting = countContext(deps, request, adapter, model, tier.value);
+    const counted = await adapter.countPrompt(body, counting);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
     if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
     const promptTokens = counted.value;

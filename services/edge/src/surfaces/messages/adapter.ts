@@ -1,4 +1,4 @@
-import { tierPrices } from '@holdfast/config';
+import { longContextPrices, tierPrices } from '@holdfast/config';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
@@ -61,24 +61,27 @@ export async function countMessagesPrompt(
   const counted = await withProviderTool(messagesProviderTools(body), ctx.model, () =>
     countInput(body, ctx),
   );
-  return counted.ok ? longContext(counted.value, ctx.headers['anthropic-beta']) : counted;
+  return counted.ok ? longContext(counted.value, ctx) : counted;
 }
 
 /**
  * Anthropic's long-context window (the `context-1m-*` beta) bills a request whose input is
  * above 200,000 tokens at its long-context rates, all of it: 2x the input price and 1.5x the
- * output price on Sonnet. Holdfast holds and bills at the model's one price, so such a call
- * could cost the tenant up to twice what its `usd` budget allows; it is refused until
- * long-context prices can be configured. The count is exact (count_tokens) or an upper bound,
- * so a call counted at or under the line is under it and is billed at the standard rates.
+ * output price on Sonnet. A model whose tier prices it (`price.longContext`, its line at most
+ * the count) is held and billed at that price by the authority (docs/budgets.md, "How long
+ * context is priced"); on any other such a call could cost up to twice what its `usd` budget
+ * allows, so it is refused. The count is exact (count_tokens) or an upper bound, so a call
+ * counted at or under the line is under it and is billed at the standard rates.
  */
 const LONG_CONTEXT_ABOVE_TOKENS = 200_000;
 const LONG_CONTEXT_BETA = /^context-1m-/;
 
-function longContext(prompt: number, beta: string | undefined): Counted {
+function longContext(prompt: number, ctx: CountContext): Counted {
+  const beta = ctx.headers['anthropic-beta'];
   if (prompt <= LONG_CONTEXT_ABOVE_TOKENS || beta === undefined) return Ok(prompt);
   const flags = beta.split(',').map((f) => f.trim().toLowerCase());
   if (!flags.some((f) => LONG_CONTEXT_BETA.test(f))) return Ok(prompt);
+  if (ctx.model && longContextPrices(ctx.model, ctx.serviceTier, prompt)) return Ok(prompt);
   return Err(
     new EdgeError({
       code: 'invalid_request',
@@ -86,8 +89,9 @@ function longContext(prompt: number, beta: string | undefined): Counted {
       message:
         `This call asks for the long-context window (anthropic-beta: context-1m) with ` +
         `${prompt} input tokens, above ${LONG_CONTEXT_ABOVE_TOKENS}: Anthropic bills such a ` +
-        `request at its long-context rates, which Holdfast does not price yet, so its budget ` +
-        `could not hold. Send at most ${LONG_CONTEXT_ABOVE_TOKENS} input tokens.`,
+        `request at its long-context rates, which model ${ctx.model?.id ?? 'this model'} does ` +
+        `not price at service tier ${ctx.serviceTier} (price.longContext, docs/configuration.md), ` +
+        `so its budget could not hold. Send at most ${LONG_CONTEXT_ABOVE_TOKENS} input tokens.`,
     }),
   );
 }
