@@ -38,6 +38,20 @@ export interface Library {
   functions: Record<ScriptName, string>;
 }
 
+/** The line that ends a script's part run once, when the library loads (see splitScript). */
+const CALL_MARKER = '\n-- @call\n';
+
+/**
+ * A script's text before a line `-- @call` is run once, when the library loads: the functions
+ * its body calls (a function defined in the body is a new closure, with new upvalues, on every
+ * call). The rest, or the whole text without that line, is the function's body.
+ */
+function splitScript(text: string): [once: string, body: string] {
+  const at = text.indexOf(CALL_MARKER);
+  if (at < 0) return ['', text];
+  return [text.slice(0, at + 1), text.slice(at + CALL_MARKER.length)];
+}
+
 export function buildLibrary(dir: URL = LUA_DIR): Library {
   const read = (file: string) => readFileSync(new URL(file, dir), 'utf8');
   const lib = read('lib.lua');
@@ -50,11 +64,13 @@ export function buildLibrary(dir: URL = LUA_DIR): Library {
   const functions = Object.fromEntries(
     SCRIPTS.map((name) => [name, `hf_${name}_${hash}`]),
   ) as Record<ScriptName, string>;
-  const registered = bodies.map(
-    ([name, body]) =>
-      `redis.register_function('${functions[name]}', function(keys, args)\n` +
-      `KEYS, ARGV = keys, args\n${body}\nend)\n`,
-  );
+  const registered = bodies.map(([name, text]) => {
+    const [once, body] = splitScript(text);
+    return (
+      `${once}redis.register_function('${functions[name]}', function(keys, args)\n` +
+      `KEYS, ARGV = keys, args\n${body}\nend)\n`
+    );
+  });
   const name = `holdfast_${hash}`;
   return {
     name,

@@ -5,7 +5,59 @@
 -- anything above 1e14.
 
 local function I(n)
+  if n == 0 then
+    return '0'
+  end
   return string.format('%d', n)
+end
+
+-- tonumber of a text that takes few values (a price, a config's count, a window's oldest
+-- bucket), kept between calls: a table read instead of strtod. Bounded like the plans below
+-- (dropped whole at NUMBER_CACHE texts). Amounts that change with every call (sums, holds,
+-- a call's tokens) use tonumber: they would only fill it.
+local NUMBER_CACHE = 1024
+local numbers, numberCount = {}, 0
+local function N(text)
+  local n = numbers[text]
+  if n == nil and text then
+    n = tonumber(text)
+    if n then
+      if numberCount >= NUMBER_CACHE then
+        numbers, numberCount = {}, 0
+      end
+      numbers[text] = n
+      numberCount = numberCount + 1
+    end
+  end
+  return n
+end
+
+-- I(n) of a number that takes few values (a lease's expiry, how long a record is kept), and
+-- a window bucket's field name ('b' .. I(index)), kept between calls the same way.
+local texts, textCount, bucketFields, bucketCount = {}, 0, {}, 0
+local function T(n)
+  local t = texts[n]
+  if not t then
+    t = I(n)
+    if textCount >= NUMBER_CACHE then
+      texts, textCount = {}, 0
+    end
+    texts[n] = t
+    textCount = textCount + 1
+  end
+  return t
+end
+local function bucketField(index)
+  local f = bucketFields[index]
+  if not f then
+    f = 'b' .. I(index)
+    if bucketCount >= NUMBER_CACHE then
+      bucketFields, bucketCount = {}, 0
+    end
+    bucketFields[index] = f
+    bucketCount = bucketCount + 1
+  end
+  return f
 end
 
 -- Window hash layout: s = billed sum inside the window, h = held, p = overrun that adaptive
@@ -22,12 +74,13 @@ local function slide(key, start, nb, field)
   else
     v = redis.call('HMGET', key, 's', 'h', 'lo', 'p')
   end
-  local s = tonumber(v[1]) or 0
-  local h = tonumber(v[2]) or 0
-  local lo = tonumber(v[3])
-  local p = tonumber(v[4]) or 0
+  -- `x + 0`, not tonumber(x): Lua's tonumber converts a text twice (lua_isnumber, then
+  -- lua_tonumber). These fields hold integers when they exist (false when not).
+  local s, h, p = v[1], v[2], v[4]
+  s, h, p = s and s + 0 or 0, h and h + 0 or 0, p and p + 0 or 0
+  local lo = N(v[3])
   if lo == nil then
-    redis.call('HSET', key, 'lo', I(start))
+    redis.call('HSET', key, 'lo', T(start))
     return s, h, p, v[5]
   end
   if lo < start then
@@ -38,7 +91,7 @@ local function slide(key, start, nb, field)
       redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p))
     else
       for b = lo, start - 1 do
-        local f = 'b' .. I(b)
+        local f = bucketField(b)
         local x = redis.call('HGET', key, f)
         if x then
           s = s - tonumber(x)
@@ -47,7 +100,7 @@ local function slide(key, start, nb, field)
       end
       redis.call('HSET', key, 's', I(s))
     end
-    redis.call('HSET', key, 'lo', I(start))
+    redis.call('HSET', key, 'lo', T(start))
   end
   return s, h, p, v[5]
 end
@@ -55,7 +108,7 @@ end
 -- Bills `amount` (may be negative) into the current bucket of a window.
 local function bill(key, cur, amount)
   if amount ~= 0 then
-    redis.call('HINCRBY', key, 'b' .. I(cur), I(amount))
+    redis.call('HINCRBY', key, bucketField(cur), I(amount))
     redis.call('HINCRBY', key, 's', I(amount))
   end
 end
@@ -80,7 +133,7 @@ local function clockNow(spec)
     return spec.now
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return N(t[1]) * 1000 + math.floor((t[2] + 0) / 1000)
 end
 
 -- A budget as positional ARGV from `i` (script-args.ts budgetArgs): tenant, id, window, unit,
@@ -99,7 +152,7 @@ end
 -- key indexes, maxInFlight each; the budgets' count, then each budget (readBudget).
 local function parseTemplate(i)
   local m = {kp = ARGV[i], org = ARGV[i + 1], tenant = ARGV[i + 2], keepMs = tonumber(ARGV[i + 3]),
-    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}}
+    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}, now = false}
   i = i + 6
   for l = 1, tonumber(ARGV[i]) do
     m.levels[l] = {tenant = ARGV[i + 1], state = tonumber(ARGV[i + 2]), holds = tonumber(ARGV[i + 3]),
@@ -136,8 +189,9 @@ end
 -- The plan from `at` (script-args.ts Plan.args): its id; '1' and the plan in full (parseTemplate)
 -- or '0' for one this node keeps; then the budgets of the call's own key and end user: their
 -- count, each budget (readBudget) and, if any, their holds' codes (for the record's holds text).
--- Each call gets a spec of its own (the kept plan's levels and budgets are only read): the
--- scripts set `now` and `bounds` on it.
+-- A call without budgets of its own gets the kept plan as its spec, `now` reset (the scripts
+-- set only `now` on it); one with them a spec of its own (the kept levels and budgets are
+-- only read).
 local function readPlan(at)
   local id = ARGV[at]
   local m, i = plans[id], at + 2
@@ -152,19 +206,22 @@ local function readPlan(at)
     keepPlan(id, m)
   end
   local budgets, holdsText = m.budgets, m.holdsText
-  local extra = tonumber(ARGV[i])
-  if extra > 0 then
-    budgets = {unpack(m.budgets)}
-    for n = 1, extra do
-      budgets[#budgets + 1] = readBudget(i + 1 + (n - 1) * BUDGET_ARGS)
-    end
-    local codes = ARGV[i + 1 + extra * BUDGET_ARGS]
-    holdsText = (holdsText == '') and codes or (holdsText .. ';' .. codes)
+  local extra = N(ARGV[i])
+  if extra == 0 then
+    -- The kept plan itself: only `now` is set per call (Redis runs one script at a time).
+    m.now = false
+    return m
   end
-  -- Every field the scripts set later is in the constructor (now, bounds: false until set),
-  -- so the table is sized once.
+  budgets = {unpack(m.budgets)}
+  for n = 1, extra do
+    budgets[#budgets + 1] = readBudget(i + 1 + (n - 1) * BUDGET_ARGS)
+  end
+  local codes = ARGV[i + 1 + extra * BUDGET_ARGS]
+  holdsText = (holdsText == '') and codes or (holdsText .. ';' .. codes)
+  -- Every field the scripts set later is in the constructor (now: false until set), so the
+  -- table is sized once.
   return {kp = m.kp, org = m.org, tenant = m.tenant, keepMs = m.keepMs, levelsText = m.levelsText,
-    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false, bounds = false}
+    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false}
 end
 
 -- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
@@ -228,17 +285,31 @@ local function nextMonthMs(now)
   return monthStartDays(y, m) * 86400000
 end
 
--- Bounds of a budget's window at the spec's `now`, computed once per window kind.
+-- Bounds of a budget's window at the spec's `now`. They depend only on the bucket `now` is in
+-- (for a calendar month, its day), so they are kept per window kind between calls, by that
+-- bucket: calls in the same bucket share them (read only).
+local boundsKept = {minute = false, day = false, month = false, calmonth = false}
 local function bounds(spec, b)
-  local calendar = b.window == 'month' and b.calendar
-  local kind = calendar and 'calmonth' or b.window
-  -- Sized for every kind at once (a table that grows is rehashed at each power of two).
-  spec.bounds = spec.bounds or {minute = false, day = false, month = false, calmonth = false}
-  local bd = spec.bounds[kind]
-  if not bd then
-    bd = windowBounds(spec.now, b.window, calendar)
-    spec.bounds[kind] = bd
+  local window = b.window
+  local calendar = window == 'month' and b.calendar
+  local kind, unit
+  if calendar then
+    kind, unit = 'calmonth', 86400000
+  elseif window == 'minute' then
+    kind, unit = window, 1000
+  elseif window == 'day' then
+    kind, unit = window, 60000
+  else
+    kind, unit = 'month', 3600000
   end
+  local now = spec.now
+  local at = math.floor(now / unit)
+  local kept = boundsKept[kind]
+  if kept and kept[1] == at then
+    return kept[2]
+  end
+  local bd = windowBounds(now, window, calendar)
+  boundsKept[kind] = {at, bd}
   return bd
 end
 
