@@ -27,8 +27,9 @@ type ScriptName = (typeof SCRIPTS)[number];
 /**
  * The scripts as one Redis Functions library: lib.lua's helpers are defined once when the
  * library loads, not on every call as EVAL would (each script used to be lib.lua + itself).
- * Each script's text is unchanged: it runs as a function's body, KEYS and ARGV being upvalues
- * the function sets first (Redis runs one function at a time). The library's and functions'
+ * Each script's text runs as a function's body, KEYS and ARGV being upvalues the function sets
+ * first (Redis runs one function at a time); a script's part above a line `-- @call` runs once,
+ * at load (splitScript). The library's and functions'
  * names carry a hash of the code, so authorities of two versions can share a Redis during a
  * rolling deploy, each calling its own.
  */

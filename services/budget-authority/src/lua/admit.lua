@@ -117,7 +117,8 @@ local function check(spec, mode, extensible, sums, helds, pots, prompt, price, p
   local needT, needU = amounts(prompt, price, math.min(covered, maxTokens))
   local worstT, worstU = amounts(prompt, price, maxTokens)
   local refusedAt, deficit, shadowAt = nil, 0, nil
-  for i, b in ipairs(spec.budgets) do
+  for i = 1, #spec.budgets do
+    local b = spec.budgets[i]
     local need = (b.unit == 'usd') and needU or needT
     local worst = (b.unit == 'usd') and worstU or worstT
     local promptNeed = (b.unit == 'usd') and promptU or promptT
@@ -202,7 +203,8 @@ end
 -- Suspension and in-flight caps, every level. The leaf's in flight is reported on refusals
 -- only, so it is counted then (nothing changed before a refusal).
 local inflight = nil
-for i, lv in ipairs(spec.levels) do
+for i = 1, #spec.levels do
+  local lv = spec.levels[i]
   if redis.call('HGET', KEYS[lv.state], 'suspended') == '1' then
     return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
   end
@@ -218,10 +220,12 @@ for i, lv in ipairs(spec.levels) do
 end
 
 -- Slide every window once; keep sums, holds and potential overruns for the checks.
-local sums, helds, pots = {}, {}, {}
-for i, b in ipairs(spec.budgets) do
+local sums, helds, pots, sumTexts = {}, {}, {}, {}
+for i = 1, #spec.budgets do
+  local b = spec.budgets[i]
   local bd = bounds(spec, b)
-  sums[i], helds[i], pots[i] = slide(KEYS[b.key], bd[2], bd[3])
+  local s, h, p, _, sText = slide(KEYS[b.key], bd[2], bd[3])
+  sums[i], helds[i], pots[i], sumTexts[i] = s, h, p, sText
 end
 
 local promptT, promptU = prompt, cost(prompt, 0, 0, price)
@@ -326,14 +330,20 @@ for i = 1, #budgets do
   if amountCharged ~= 0 then
     bill(key, bounds(spec, b)[1], amountCharged)
   end
-  states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
+  if b.head and amountCharged == 0 then
+    -- windowState's text with the sum as read (a plan's budget has head and tail).
+    states[i] = b.head .. sumTexts[i] .. ',' .. I(helds[i] + amountHeld) .. b.tail
+  else
+    states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
+  end
 end
 local windows = table.concat(states, ';')
 
 local expiresAt = now + leaseMs
 local nowText, expiresText = I(now), I(expiresAt)
 local chargedTText, chargedUText = I(chargedT), I(chargedU)
-for _, lv in ipairs(spec.levels) do
+for n = 1, #spec.levels do
+  local lv = spec.levels[n]
   redis.call('ZADD', KEYS[lv.holds], expiresText, resId)
   if chargedT ~= 0 then
     redis.call('HINCRBY', KEYS[lv.state], 'billedT', chargedTText)

@@ -109,7 +109,8 @@ local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
 -- The levels' state and holds keys: the plan's own (the same keys) when admitted on it.
 local stateKeys, holdsKeys = {}, {}
 if asPlanned then
-  for i, lv in ipairs(spec.levels) do
+  for i = 1, #spec.levels do
+    local lv = spec.levels[i]
     stateKeys[i], holdsKeys[i] = KEYS[lv.state], KEYS[lv.holds]
   end
 else
@@ -232,14 +233,16 @@ for i = 1, asPlanned and #budgets or #targets do
 end
 local chargeTText, chargeUText = I(chargeT), I(chargeU)
 if billing then
-  for _, stateKey in ipairs(stateKeys) do
+  for n = 1, #stateKeys do
+    local stateKey = stateKeys[n]
     redis.call('HINCRBY', stateKey, 'billedT', chargeTText)
     redis.call('HINCRBY', stateKey, 'billedU', chargeUText)
   end
 end
 if isHeld then
   -- Leave the in-flight sets.
-  for _, holdsKey in ipairs(holdsKeys) do
+  for n = 1, #holdsKeys do
+    local holdsKey = holdsKeys[n]
     redis.call('ZREM', holdsKey, resId)
   end
   redis.call('ZREM', KEYS[3], resId)

@@ -66,7 +66,8 @@ end
 --
 -- Slides a window to `start` (oldest bucket still inside it): drops older buckets and
 -- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
--- `field` (optional) is read in the same command: its value is the fourth result.
+-- `field` (optional) is read in the same command: its value is the fourth result. The fifth
+-- is the sum as written in the hash (a caller that does not change it reuses the text).
 local function slide(key, start, nb, field)
   local v
   if field then
@@ -76,33 +77,38 @@ local function slide(key, start, nb, field)
   end
   -- `x + 0`, not tonumber(x): Lua's tonumber converts a text twice (lua_isnumber, then
   -- lua_tonumber). These fields hold integers when they exist (false when not).
-  local s, h, p = v[1], v[2], v[4]
-  s, h, p = s and s + 0 or 0, h and h + 0 or 0, p and p + 0 or 0
+  local sText, h, p = v[1] or '0', v[2], v[4]
+  local s = sText + 0
+  h, p = h and h + 0 or 0, p and p + 0 or 0
   local lo = N(v[3])
   if lo == nil then
     redis.call('HSET', key, 'lo', T(start))
-    return s, h, p, v[5]
+    return s, h, p, v[5], sText
   end
   if lo < start then
     if start - lo >= nb then
       -- Idle longer than the window: every bucket has left it.
       redis.call('DEL', key)
-      s, v[5] = 0, false
-      redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p))
+      s, sText, v[5] = 0, '0', false
+      redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p), 'lo', T(start))
     else
+      -- The buckets that left it, read and dropped in one command each.
+      local fields = {}
       for b = lo, start - 1 do
-        local f = bucketField(b)
-        local x = redis.call('HGET', key, f)
-        if x then
-          s = s - tonumber(x)
-          redis.call('HDEL', key, f)
+        fields[#fields + 1] = bucketField(b)
+      end
+      local x = redis.call('HMGET', key, unpack(fields))
+      for n = 1, #fields do
+        if x[n] then
+          s = s - x[n]
         end
       end
-      redis.call('HSET', key, 's', I(s))
+      redis.call('HDEL', key, unpack(fields))
+      sText = I(s)
+      redis.call('HSET', key, 's', sText, 'lo', T(start))
     end
-    redis.call('HSET', key, 'lo', T(start))
   end
-  return s, h, p, v[5]
+  return s, h, p, v[5], sText
 end
 
 -- Bills `amount` (may be negative) into the current bucket of a window.
@@ -354,26 +360,26 @@ end
 -- `tiers` is the record's text of the tiers priced beside the base (admit.ts recordTiers:
 -- `name:un,out,cached,w5,w1h,aIn,aOut` joined by ';'). Tier names are [a-z][a-z0-9_]*: no
 -- pattern's magic character.
-local function tierPrice(reported, held, tiers, base)
-  local function priced(tier)
-    if tier == 'default' or tier == 'standard' then
-      return 'default', base
-    end
-    local text = tiers and tier ~= '' and string.match(';' .. tiers, ';' .. tier .. ':([%d,]*)')
-    if not text then
-      return nil
-    end
-    local p = {}
-    for n in string.gmatch(text, '%d+') do
-      p[#p + 1] = tonumber(n)
-    end
-    return tier, {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+local function pricedTier(tier, tiers, base)
+  if tier == 'default' or tier == 'standard' then
+    return 'default', base
   end
-  local tier, price = priced(reported)
+  local text = tiers and tier ~= '' and string.match(';' .. tiers, ';' .. tier .. ':([%d,]*)')
+  if not text then
+    return nil
+  end
+  local p = {}
+  for n in string.gmatch(text, '%d+') do
+    p[#p + 1] = tonumber(n)
+  end
+  return tier, {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+end
+local function tierPrice(reported, held, tiers, base)
+  local tier, price = pricedTier(reported, tiers, base)
   if tier then
     return tier, price
   end
-  tier, price = priced(held or '')
+  tier, price = pricedTier(held or '', tiers, base)
   if tier then
     return tier, price
   end
@@ -396,7 +402,8 @@ end
 -- Slides every budget of the plan and returns their states joined by ';'.
 local function windowStates(spec)
   local out = {}
-  for i, b in ipairs(spec.budgets) do
+  for i = 1, #spec.budgets do
+    local b = spec.budgets[i]
     local bd = bounds(spec, b)
     local s, h = slide(KEYS[b.key], bd[2], bd[3])
     out[i] = windowState(b, s, h)
