@@ -27,8 +27,9 @@ type ScriptName = (typeof SCRIPTS)[number];
 /**
  * The scripts as one Redis Functions library: lib.lua's helpers are defined once when the
  * library loads, not on every call as EVAL would (each script used to be lib.lua + itself).
- * Each script's text is unchanged: it runs as a function's body, KEYS and ARGV being upvalues
- * the function sets first (Redis runs one function at a time). The library's and functions'
+ * Each script's text runs as a function's body, KEYS and ARGV being upvalues the function sets
+ * first (Redis runs one function at a time); a script's part above a line `-- @call` runs once,
+ * at load (splitScript). The library's and functions'
  * names carry a hash of the code, so authorities of two versions can share a Redis during a
  * rolling deploy, each calling its own.
  */
@@ -36,6 +37,20 @@ export interface Library {
   name: string;
   code: string;
   functions: Record<ScriptName, string>;
+}
+
+/** The line that ends a script's part run once, when the library loads (see splitScript). */
+const CALL_MARKER = '\n-- @call\n';
+
+/**
+ * A script's text before a line `-- @call` is run once, when the library loads: the functions
+ * its body calls (a function defined in the body is a new closure, with new upvalues, on every
+ * call). The rest, or the whole text without that line, is the function's body.
+ */
+function splitScript(text: string): [once: string, body: string] {
+  const at = text.indexOf(CALL_MARKER);
+  if (at < 0) return ['', text];
+  return [text.slice(0, at + 1), text.slice(at + CALL_MARKER.length)];
 }
 
 export function buildLibrary(dir: URL = LUA_DIR): Library {
@@ -50,11 +65,13 @@ export function buildLibrary(dir: URL = LUA_DIR): Library {
   const functions = Object.fromEntries(
     SCRIPTS.map((name) => [name, `hf_${name}_${hash}`]),
   ) as Record<ScriptName, string>;
-  const registered = bodies.map(
-    ([name, body]) =>
-      `redis.register_function('${functions[name]}', function(keys, args)\n` +
-      `KEYS, ARGV = keys, args\n${body}\nend)\n`,
-  );
+  const registered = bodies.map(([name, text]) => {
+    const [once, body] = splitScript(text);
+    return (
+      `${once}redis.register_function('${functions[name]}', function(keys, args)\n` +
+      `KEYS, ARGV = keys, args\n${body}\nend)\n`
+    );
+  });
   const name = `holdfast_${hash}`;
   return {
     name,

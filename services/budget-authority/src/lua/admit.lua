@@ -22,39 +22,12 @@
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight}
 
-local spec = readPlan(32)
-spec.now = tonumber(ARGV[1])
--- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
-local resId, keyId, useCase, model, mode = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local prompt, maxAsked, minOut = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local leaseMs = tonumber(ARGV[10])
--- Holds cost the call's input at the first price and no cache writes: the other three
--- (ARGV[14-16]) are for the record (its fixed text) and the settle.
-local price = {tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])}
-local api, eventId, shadowEventId = ARGV[17], ARGV[18], ARGV[19]
-local extensible = ARGV[20] == '1'
-local refusalsPerSecond = tonumber(ARGV[25])
-local endUser, usersKey = ARGV[26], tonumber(ARGV[27])
-spec.now = clockNow(spec)
-local now = spec.now
-local resKey = KEYS[2]
-
--- A retried admit with the same id answers what the first one decided (its state first: a
--- new id, the usual case, reads one field).
-local priorState = redis.call('HGET', resKey, 'state')
-if priorState then
-  local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
-  if prior[1] == 'held' then
-    return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec), prior[6]}
-  end
-  return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
-end
-
--- An end user with budgets not seen before (or forgotten): a refusal leaves no window of it.
-local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUser)
+-- What admit's body calls, defined once when the library loads (a function defined in the
+-- body would be a new closure, and its upvalues new objects, on every call). They read the
+-- call's fields from ARGV (positions above).
 
 -- The call's end user on an event, when the client named one (the field is absent otherwise).
-local function withEndUser(fields)
+local function withEndUser(fields, endUser)
   if endUser ~= '' then
     fields[#fields + 1] = 'endUser'
     fields[#fields + 1] = endUser
@@ -62,14 +35,15 @@ local function withEndUser(fields)
   return fields
 end
 
-local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
-  local b = spec.budgets[bi]
+local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow)
+  local now, b = spec.now, spec.budgets[bi]
+  local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[17]
   local list = {
-    'type', 'admission.refused', 'id', shadow and shadowEventId or eventId,
+    'type', 'admission.refused', 'id', shadow and ARGV[19] or ARGV[18],
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
     'reservationId', resId, 'keyId', keyId, 'useCase', useCase,
     'model', model, 'mode', mode, 'api', api, 'code', code,
-    'promptTokens', I(prompt), 'maxTokens', I(maxAsked),
+    'promptTokens', I(tonumber(ARGV[7])), 'maxTokens', I(tonumber(ARGV[8])),
     'neededTokens', I(needT), 'neededMicroUsd', I(needU),
     'budget', b and b.id or '', 'level', b and b.tenant or '',
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
@@ -79,7 +53,7 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
     list[#list + 1] = 'scope'
     list[#list + 1] = (b.scope == 'k') and 'key' or 'end_user'
   end
-  withEndUser(list)
+  withEndUser(list, ARGV[26])
   if newUser then
     -- Reading its windows for the reply created them: a refused new end user costs no memory.
     for _, nb in ipairs(spec.budgets) do
@@ -90,7 +64,7 @@ local function refuse(code, bi, retry, needT, needU, windows, inflight, shadow)
   end
   local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
     useCase, model, keyId, shadow and '1' or '0', api, b and b.scope or ''}, '|')
-  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, refusalsPerSecond, kind, list) then
+  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, N(ARGV[25]), kind, list) then
     emit(list)
   end
   return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight)}
@@ -98,7 +72,8 @@ end
 
 -- Seconds until enough billed usage leaves window `b` to free `deficit`, assuming held
 -- amounts settle first (they are calls in flight). -1: waiting cannot help.
-local function retryAfter(b, s, h, need, deficit)
+local function retryAfter(spec, b, s, h, need, deficit)
+  local now = spec.now
   if need > b.limit then
     return -1
   end
@@ -130,73 +105,20 @@ local function retryAfter(b, s, h, need, deficit)
   return 1
 end
 
--- A new end user gets budgets only while the tenant has room for one more (maxEndUsers):
--- end users not seen for longer than the longest window are forgotten first.
-if usersKey > 0 then
-  local registry = KEYS[usersKey]
-  if newUser and redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
-    redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
-    if redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
-      return refuse('end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false)
-    end
-  end
-end
-
--- Suspension and in-flight caps, every level. The leaf's in flight is reported on refusals
--- only, so it is counted then (nothing changed before a refusal).
-local inflight = nil
-local function inFlight()
-  inflight = inflight or redis.call('ZCARD', KEYS[spec.levels[1].holds])
-  return inflight
-end
-for i, lv in ipairs(spec.levels) do
-  if redis.call('HGET', KEYS[lv.state], 'suspended') == '1' then
-    return refuse('tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
-  end
-  if lv.maxInFlight > 0 then
-    local n = redis.call('ZCARD', KEYS[lv.holds])
-    if i == 1 then
-      inflight = n
-    end
-    if n >= lv.maxInFlight then
-      return refuse('concurrency_limit', 0, 1, 0, 0, windowStates(spec), n, false)
-    end
-  end
-end
-
--- Slide every window once; keep sums, holds and potential overruns for the checks.
-local sums, helds, pots = {}, {}, {}
-for i, b in ipairs(spec.budgets) do
-  local bd = bounds(spec, b)
-  sums[i], helds[i], pots[i] = slide(KEYS[b.key], bd[2], bd[3])
-end
-
-local function amounts(outputTokens)
+-- A call's tokens and micro-USD with `outputTokens` of output, at its hold's prices.
+local function amounts(prompt, price, outputTokens)
   return prompt + outputTokens, cost(prompt, 0, outputTokens, price)
-end
-local promptT, promptU = prompt, cost(prompt, 0, 0, price)
-
--- adaptive: the hold covers a recent percentile of real output, not max_tokens.
-local covered = maxAsked
-if mode == 'adaptive' then
-  local recent = redis.call('LRANGE', KEYS[tonumber(ARGV[21])], 0, tonumber(ARGV[24]) - 1)
-  if #recent >= tonumber(ARGV[23]) then
-    local xs = {}
-    for i, v in ipairs(recent) do
-      xs[i] = tonumber(v)
-    end
-    table.sort(xs)
-    covered = math.min(maxAsked, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(ARGV[22])))]))
-  end
 end
 
 -- Checks every budget for a max_tokens; returns the first enforced budget that does not fit
 -- (and its deficit), and the first shadow budget that does not fit.
-local function check(maxTokens)
-  local needT, needU = amounts(math.min(covered, maxTokens))
-  local worstT, worstU = amounts(maxTokens)
+local function check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, maxTokens)
+  local promptT = prompt
+  local needT, needU = amounts(prompt, price, math.min(covered, maxTokens))
+  local worstT, worstU = amounts(prompt, price, maxTokens)
   local refusedAt, deficit, shadowAt = nil, 0, nil
-  for i, b in ipairs(spec.budgets) do
+  for i = 1, #spec.budgets do
+    local b = spec.budgets[i]
     local need = (b.unit == 'usd') and needU or needT
     local worst = (b.unit == 'usd') and worstU or worstT
     local promptNeed = (b.unit == 'usd') and promptU or promptT
@@ -228,8 +150,103 @@ local function check(maxTokens)
   return refusedAt, deficit, shadowAt
 end
 
+-- The leaf's calls in flight (`known` when already counted).
+local function leafInFlight(spec, known)
+  return known or redis.call('ZCARD', KEYS[spec.levels[1].holds])
+end
+
+-- @call
+local spec = readPlan(32)
+spec.now = tonumber(ARGV[1])
+-- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
+-- (The fields only a refusal reports are read there.)
+local resId, mode = ARGV[2], ARGV[6]
+local prompt, maxAsked, minOut = ARGV[7] + 0, ARGV[8] + 0, N(ARGV[9])
+local leaseMs = N(ARGV[10])
+-- Holds cost the call's input at the first price and no cache writes: the other three
+-- (ARGV[14-16]) are for the record (its fixed text) and the settle.
+local price = {N(ARGV[11]), N(ARGV[12]), N(ARGV[13])}
+local extensible = ARGV[20] == '1'
+local endUser, usersKey = ARGV[26], N(ARGV[27])
+spec.now = clockNow(spec)
+local now = spec.now
+local resKey = KEYS[2]
+
+-- A retried admit with the same id answers what the first one decided (its state first: a
+-- new id, the usual case, reads one field).
+local priorState = redis.call('HGET', resKey, 'state')
+if priorState then
+  local prior = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'max', 'expiresAt', 'cov')
+  if prior[1] == 'held' then
+    return {'ok', prior[2], prior[3], prior[4], '0', prior[5], '1', windowStates(spec), prior[6]}
+  end
+  return {'no', 'reservation_closed', '0', '-1', '0', '0', windowStates(spec), '0'}
+end
+
+-- An end user with budgets not seen before (or forgotten): a refusal leaves no window of it.
+local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUser)
+
+
+
+-- A new end user gets budgets only while the tenant has room for one more (maxEndUsers):
+-- end users not seen for longer than the longest window are forgotten first.
+if usersKey > 0 then
+  local registry = KEYS[usersKey]
+  if newUser and redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
+    redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
+    if redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
+      return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false)
+    end
+  end
+end
+
+-- Suspension and in-flight caps, every level. The leaf's in flight is reported on refusals
+-- only, so it is counted then (nothing changed before a refusal).
+local inflight = nil
+for i = 1, #spec.levels do
+  local lv = spec.levels[i]
+  if redis.call('HGET', KEYS[lv.state], 'suspended') == '1' then
+    return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
+  end
+  if lv.maxInFlight > 0 then
+    local n = redis.call('ZCARD', KEYS[lv.holds])
+    if i == 1 then
+      inflight = n
+    end
+    if n >= lv.maxInFlight then
+      return refuse(spec, newUser, 'concurrency_limit', 0, 1, 0, 0, windowStates(spec), n, false)
+    end
+  end
+end
+
+-- Slide every window once; keep sums, holds and potential overruns for the checks.
+local sums, helds, pots, sumTexts = {}, {}, {}, {}
+for i = 1, #spec.budgets do
+  local b = spec.budgets[i]
+  local bd = bounds(spec, b)
+  local s, h, p, _, sText = slide(KEYS[b.key], bd[2], bd[3])
+  sums[i], helds[i], pots[i], sumTexts[i] = s, h, p, sText
+end
+
+local promptT, promptU = prompt, cost(prompt, 0, 0, price)
+
+-- adaptive: the hold covers a recent percentile of real output, not max_tokens.
+local covered = maxAsked
+if mode == 'adaptive' then
+  local recent = redis.call('LRANGE', KEYS[tonumber(ARGV[21])], 0, tonumber(ARGV[24]) - 1)
+  if #recent >= tonumber(ARGV[23]) then
+    local xs = {}
+    for i, v in ipairs(recent) do
+      xs[i] = tonumber(v)
+    end
+    table.sort(xs)
+    covered = math.min(maxAsked, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(ARGV[22])))]))
+  end
+end
+
+
 local maxTokens, shrunk = maxAsked, false
-local refusedAt, deficit, shadowAt = check(maxTokens)
+local refusedAt, deficit, shadowAt = check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, maxTokens)
 
 -- Shrink to fit: lower max_tokens to the most output every enforced budget can still pay for,
 -- in closed form (no search: a call costs the same whatever its max_tokens and prices). A
@@ -255,7 +272,7 @@ if refusedAt and minOut > 0 and mode == 'reserve' then
     end
   end
   if afford >= minOut then
-    local r, d, sh = check(afford)
+    local r, d, sh = check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, afford)
     if r == nil then
       maxTokens, shrunk = afford, true
       refusedAt, deficit, shadowAt = r, d, sh
@@ -264,19 +281,19 @@ if refusedAt and minOut > 0 and mode == 'reserve' then
 end
 
 covered = math.min(covered, maxTokens)
-local needT, needU = amounts(covered)
-local worstT, worstU = amounts(maxTokens)
+local needT, needU = amounts(prompt, price, covered)
+local worstT, worstU = amounts(prompt, price, maxTokens)
 
 if refusedAt then
   local b = spec.budgets[refusedAt]
   local need = (b.unit == 'usd') and needU or needT
-  local retry = retryAfter(b, sums[refusedAt], helds[refusedAt] + pots[refusedAt], need, deficit)
-  return refuse('budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), inFlight(), false)
+  local retry = retryAfter(spec, b, sums[refusedAt], helds[refusedAt] + pots[refusedAt], need, deficit)
+  return refuse(spec, newUser, 'budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), leafInFlight(spec, inflight), false)
 end
 
 if shadowAt then
   -- A shadow budget would have refused: record it, admit anyway.
-  refuse('budget_exceeded', shadowAt, -1, needT, needU, windowStates(spec), inFlight(), true)
+  refuse(spec, newUser, 'budget_exceeded', shadowAt, -1, needT, needU, windowStates(spec), leafInFlight(spec, inflight), true)
 end
 
 -- Admit. reserve holds the worst case; adaptive holds the estimate (and, when its hold cannot
@@ -313,14 +330,20 @@ for i = 1, #budgets do
   if amountCharged ~= 0 then
     bill(key, bounds(spec, b)[1], amountCharged)
   end
-  states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
+  if b.head and amountCharged == 0 then
+    -- windowState's text with the sum as read (a plan's budget has head and tail).
+    states[i] = b.head .. sumTexts[i] .. ',' .. I(helds[i] + amountHeld) .. b.tail
+  else
+    states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
+  end
 end
 local windows = table.concat(states, ';')
 
 local expiresAt = now + leaseMs
 local nowText, expiresText = I(now), I(expiresAt)
 local chargedTText, chargedUText = I(chargedT), I(chargedU)
-for _, lv in ipairs(spec.levels) do
+for n = 1, #spec.levels do
+  local lv = spec.levels[n]
   redis.call('ZADD', KEYS[lv.holds], expiresText, resId)
   if chargedT ~= 0 then
     redis.call('HINCRBY', KEYS[lv.state], 'billedT', chargedTText)
@@ -341,7 +364,7 @@ end
 if potT ~= 0 or potU ~= 0 then
   redis.call('HSET', resKey, 'potT', I(potT), 'potU', I(potU))
 end
-redis.call('PEXPIRE', resKey, leaseMs + spec.keepMs)
+redis.call('PEXPIRE', resKey, T(leaseMs + spec.keepMs))
 if usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).
   redis.call('ZADD', KEYS[usersKey], nowText, endUser)

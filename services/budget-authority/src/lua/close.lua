@@ -34,24 +34,25 @@ spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
--- The record: f[1..10] = state, heldT, heldU, chargedT, chargedU, createdAt, expiresAt, r,
--- potT, potU. What only a closed record has (billedT, billedU of a settled one; expT, expU of
--- an expired one) is read when its state says so.
-local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'chargedT', 'chargedU',
-  'createdAt', 'expiresAt', 'r', 'potT', 'potU')
+-- The record: f[1..5] = state, heldT, heldU, createdAt, r. The rest is read only when needed
+-- (each field HMGET reads costs as much as a third of an HGET): expiresAt for an expiry;
+-- chargedT, chargedU, potT, potU unless the record is reserve's with `r` (admit writes them
+-- only when not 0, and only estimate and adaptive calls have them); billedT, billedU of a
+-- settled record, expT, expU of an expired one.
+local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r')
 local state = f[1]
 
 if not state then
   if op == 'release' then
     -- Tombstone: an admit with this id that arrives late is refused, not held forever.
     redis.call('HSET', resKey, 'state', 'released', 'tenant', spec.tenant)
-    redis.call('PEXPIRE', resKey, spec.keepMs)
+    redis.call('PEXPIRE', resKey, T(spec.keepMs))
   end
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
 local tenant, _, keyId, useCase, model, mode, api, _, priceIn, priceOut, priceCached, priceUn,
   priceW5, priceW1h, leaseMs, levelsText, holdsText, sampleN, expB, endUser, priceAIn, priceAOut,
-  _, heldTier, tiersText, longText = unpack(recordFixed(resKey, f[8]))
+  _, heldTier, tiersText, longText = unpack(recordFixed(resKey, f[5]))
 if spec.tenant ~= '' and tenant ~= spec.tenant then
   return {'unknown', '0', '0', windowStates(spec), '0', '0'}
 end
@@ -65,7 +66,7 @@ end
 if state == 'expired' and op == 'expire' then
   return {'already_expired', '0', '0', windowStates(spec), '0', '0'}
 end
-if op == 'expire' and tonumber(f[7]) > now then
+if op == 'expire' and tonumber(redis.call('HGET', resKey, 'expiresAt')) > now then
   return {'not_due', '0', '0', windowStates(spec), '0', '0'}
 end
 keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
@@ -84,8 +85,14 @@ if askSubjects and holdsText and string.find(holdsText, '[KU]') then
   end
 end
 
-local heldT, heldU = tonumber(f[2]), tonumber(f[3])
-local prechargedT, prechargedU = tonumber(f[4]) or 0, tonumber(f[5]) or 0
+-- `x + 0` (lib.lua's slide says why not tonumber): the record's amounts are integers.
+local heldT, heldU = f[2] + 0, f[3] + 0
+local prechargedT, prechargedU, potT, potU = 0, 0, 0, 0
+if mode ~= 'reserve' or not f[5] then
+  local x = redis.call('HMGET', resKey, 'chargedT', 'chargedU', 'potT', 'potU')
+  prechargedT, prechargedU = x[1] and x[1] + 0 or 0, x[2] and x[2] + 0 or 0
+  potT, potU = x[3] and x[3] + 0 or 0, x[4] and x[4] + 0 or 0
+end
 -- What an expiry already billed (worst case, see below); a late settle corrects it.
 local expiredT, expiredU = 0, 0
 if state == 'expired' then
@@ -102,7 +109,8 @@ local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
 -- The levels' state and holds keys: the plan's own (the same keys) when admitted on it.
 local stateKeys, holdsKeys = {}, {}
 if asPlanned then
-  for i, lv in ipairs(spec.levels) do
+  for i = 1, #spec.levels do
+    local lv = spec.levels[i]
     stateKeys[i], holdsKeys[i] = KEYS[lv.state], KEYS[lv.holds]
   end
 else
@@ -132,17 +140,18 @@ local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
 if op == 'settle' then
-  local u = settleParts({prompt = tonumber(ARGV[6]), completion = tonumber(ARGV[7]),
-    cached = tonumber(ARGV[8]), w5 = tonumber(ARGV[9]), w1h = tonumber(ARGV[10]),
-    aIn = tonumber(ARGV[15]) or 0, aOut = tonumber(ARGV[16]) or 0})
+  -- The parts are most often 0: N's kept texts.
+  local u = settleParts({prompt = ARGV[6] + 0, completion = ARGV[7] + 0,
+    cached = N(ARGV[8]), w5 = N(ARGV[9]), w1h = N(ARGV[10]),
+    aIn = N(ARGV[15]) or 0, aOut = N(ARGV[16]) or 0})
   usage = u
   -- Each category at its price. A record written before cache-write prices existed has
   -- priceIn as its input price, and bills writes as input; one written before audio prices
   -- existed bills audio as text.
-  local input = tonumber(priceUn) or tonumber(priceIn)
-  local output = tonumber(priceOut)
-  local price = {input, output, tonumber(priceCached), tonumber(priceW5) or input,
-    tonumber(priceW1h) or input, tonumber(priceAIn) or input, tonumber(priceAOut) or output}
+  local input = N(priceUn) or N(priceIn)
+  local output = N(priceOut)
+  local price = {input, output, N(priceCached), N(priceW5) or input,
+    N(priceW1h) or input, N(priceAIn) or input, N(priceAOut) or output}
   -- At the tier the provider served it at (or the one held): a dearer one than held is billed
   -- in full (an overrun below), a cheaper one (priority downgraded to default) at its price.
   billedTier, price = tierPrice(ARGV[17], heldTier, tiersText, price)
@@ -164,7 +173,7 @@ if op == 'settle' then
     overT = math.max(0, billedT - prechargedT - heldT)
     overU = math.max(0, costU - prechargedU - heldU)
   end
-  local samples = tonumber(sampleN) or 0
+  local samples = N(sampleN) or 0
   if samples > 0 then
     -- adaptive: remember the real output size for the next estimates.
     local key = tenantKey(spec, tenant, ':out:' .. useCase .. ':' .. model)
@@ -192,7 +201,6 @@ end
 -- Every window once: give back the hold (when still held, and on the windows it was recorded
 -- against), bill the charge, and keep what it says for the event.
 local isHeld = state == 'held'
-local potT, potU = tonumber(f[9]) or 0, tonumber(f[10]) or 0
 local states = {}
 local budgets = spec.budgets
 for i = 1, asPlanned and #budgets or #targets do
@@ -207,7 +215,7 @@ for i = 1, asPlanned and #budgets or #targets do
   local usd = unit == 'usd'
   local bd = bounds(spec, b)
   local amount = billing and (usd and chargeU or chargeT) or 0
-  local bucket = 'b' .. I(bd[1])
+  local bucket = bucketField(bd[1])
   local s, h, p, billed = slide(key, bd[2], bd[3], bucket)
   local changed = false
   if isHeld and held then
@@ -222,7 +230,7 @@ for i = 1, asPlanned and #budgets or #targets do
   s = s + amount
   local sText, hText = I(s), I(h)
   if amount ~= 0 then
-    redis.call('HSET', key, 's', sText, 'h', hText, bucket, I((tonumber(billed) or 0) + amount))
+    redis.call('HSET', key, 's', sText, 'h', hText, bucket, I((billed and billed + 0 or 0) + amount))
   elseif changed then
     redis.call('HSET', key, 's', sText, 'h', hText)
   end
@@ -233,14 +241,16 @@ for i = 1, asPlanned and #budgets or #targets do
 end
 local chargeTText, chargeUText = I(chargeT), I(chargeU)
 if billing then
-  for _, stateKey in ipairs(stateKeys) do
+  for n = 1, #stateKeys do
+    local stateKey = stateKeys[n]
     redis.call('HINCRBY', stateKey, 'billedT', chargeTText)
     redis.call('HINCRBY', stateKey, 'billedU', chargeUText)
   end
 end
 if isHeld then
   -- Leave the in-flight sets.
-  for _, holdsKey in ipairs(holdsKeys) do
+  for n = 1, #holdsKeys do
+    local holdsKey = holdsKeys[n]
     redis.call('ZREM', holdsKey, resId)
   end
   redis.call('ZREM', KEYS[3], resId)
@@ -254,7 +264,7 @@ else
   redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', billedTText,
     'billedU', costUText)
 end
-redis.call('PEXPIRE', resKey, spec.keepMs)
+redis.call('PEXPIRE', resKey, T(spec.keepMs))
 
 local windows = asPlanned and table.concat(states, ';') or windowStates(spec)
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
@@ -270,9 +280,9 @@ if op == 'settle' then
     '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
     '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
-    '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
+    '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - f[4]))
 elseif op == 'release' then
-  body = '\0reason\0' .. reason .. '\0durationMs\0' .. I(math.max(0, now - tonumber(f[6])))
+  body = '\0reason\0' .. reason .. '\0durationMs\0' .. I(math.max(0, now - f[4]))
 else
   body = '\0leaseMs\0' .. leaseMs
 end

@@ -5,7 +5,59 @@
 -- anything above 1e14.
 
 local function I(n)
+  if n == 0 then
+    return '0'
+  end
   return string.format('%d', n)
+end
+
+-- tonumber of a text that takes few values (a price, a config's count, a window's oldest
+-- bucket), kept between calls: a table read instead of strtod. Bounded like the plans below
+-- (dropped whole at NUMBER_CACHE texts). Amounts that change with every call (sums, holds,
+-- a call's tokens) use tonumber: they would only fill it.
+local NUMBER_CACHE = 1024
+local numbers, numberCount = {}, 0
+local function N(text)
+  local n = numbers[text]
+  if n == nil and text then
+    n = tonumber(text)
+    if n then
+      if numberCount >= NUMBER_CACHE then
+        numbers, numberCount = {}, 0
+      end
+      numbers[text] = n
+      numberCount = numberCount + 1
+    end
+  end
+  return n
+end
+
+-- I(n) of a number that takes few values (a lease's expiry, how long a record is kept), and
+-- a window bucket's field name ('b' .. I(index)), kept between calls the same way.
+local texts, textCount, bucketFields, bucketCount = {}, 0, {}, 0
+local function T(n)
+  local t = texts[n]
+  if not t then
+    t = I(n)
+    if textCount >= NUMBER_CACHE then
+      texts, textCount = {}, 0
+    end
+    texts[n] = t
+    textCount = textCount + 1
+  end
+  return t
+end
+local function bucketField(index)
+  local f = bucketFields[index]
+  if not f then
+    f = 'b' .. I(index)
+    if bucketCount >= NUMBER_CACHE then
+      bucketFields, bucketCount = {}, 0
+    end
+    bucketFields[index] = f
+    bucketCount = bucketCount + 1
+  end
+  return f
 end
 
 -- Window hash layout: s = billed sum inside the window, h = held, p = overrun that adaptive
@@ -14,7 +66,8 @@ end
 --
 -- Slides a window to `start` (oldest bucket still inside it): drops older buckets and
 -- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
--- `field` (optional) is read in the same command: its value is the fourth result.
+-- `field` (optional) is read in the same command: its value is the fourth result. The fifth
+-- is the sum as written in the hash (a caller that does not change it reuses the text).
 local function slide(key, start, nb, field)
   local v
   if field then
@@ -22,40 +75,46 @@ local function slide(key, start, nb, field)
   else
     v = redis.call('HMGET', key, 's', 'h', 'lo', 'p')
   end
-  local s = tonumber(v[1]) or 0
-  local h = tonumber(v[2]) or 0
-  local lo = tonumber(v[3])
-  local p = tonumber(v[4]) or 0
+  -- `x + 0`, not tonumber(x): Lua's tonumber converts a text twice (lua_isnumber, then
+  -- lua_tonumber). These fields hold integers when they exist (false when not).
+  local sText, h, p = v[1] or '0', v[2], v[4]
+  local s = sText + 0
+  h, p = h and h + 0 or 0, p and p + 0 or 0
+  local lo = N(v[3])
   if lo == nil then
-    redis.call('HSET', key, 'lo', I(start))
-    return s, h, p, v[5]
+    redis.call('HSET', key, 'lo', T(start))
+    return s, h, p, v[5], sText
   end
   if lo < start then
     if start - lo >= nb then
       -- Idle longer than the window: every bucket has left it.
       redis.call('DEL', key)
-      s, v[5] = 0, false
-      redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p))
+      s, sText, v[5] = 0, '0', false
+      redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p), 'lo', T(start))
     else
+      -- The buckets that left it, read and dropped in one command each.
+      local fields = {}
       for b = lo, start - 1 do
-        local f = 'b' .. I(b)
-        local x = redis.call('HGET', key, f)
-        if x then
-          s = s - tonumber(x)
-          redis.call('HDEL', key, f)
+        fields[#fields + 1] = bucketField(b)
+      end
+      local x = redis.call('HMGET', key, unpack(fields))
+      for n = 1, #fields do
+        if x[n] then
+          s = s - x[n]
         end
       end
-      redis.call('HSET', key, 's', I(s))
+      redis.call('HDEL', key, unpack(fields))
+      sText = I(s)
+      redis.call('HSET', key, 's', sText, 'lo', T(start))
     end
-    redis.call('HSET', key, 'lo', I(start))
   end
-  return s, h, p, v[5]
+  return s, h, p, v[5], sText
 end
 
 -- Bills `amount` (may be negative) into the current bucket of a window.
 local function bill(key, cur, amount)
   if amount ~= 0 then
-    redis.call('HINCRBY', key, 'b' .. I(cur), I(amount))
+    redis.call('HINCRBY', key, bucketField(cur), I(amount))
     redis.call('HINCRBY', key, 's', I(amount))
   end
 end
@@ -80,7 +139,7 @@ local function clockNow(spec)
     return spec.now
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return N(t[1]) * 1000 + math.floor((t[2] + 0) / 1000)
 end
 
 -- A budget as positional ARGV from `i` (script-args.ts budgetArgs): tenant, id, window, unit,
@@ -99,7 +158,7 @@ end
 -- key indexes, maxInFlight each; the budgets' count, then each budget (readBudget).
 local function parseTemplate(i)
   local m = {kp = ARGV[i], org = ARGV[i + 1], tenant = ARGV[i + 2], keepMs = tonumber(ARGV[i + 3]),
-    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}}
+    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}, now = false}
   i = i + 6
   for l = 1, tonumber(ARGV[i]) do
     m.levels[l] = {tenant = ARGV[i + 1], state = tonumber(ARGV[i + 2]), holds = tonumber(ARGV[i + 3]),
@@ -136,8 +195,9 @@ end
 -- The plan from `at` (script-args.ts Plan.args): its id; '1' and the plan in full (parseTemplate)
 -- or '0' for one this node keeps; then the budgets of the call's own key and end user: their
 -- count, each budget (readBudget) and, if any, their holds' codes (for the record's holds text).
--- Each call gets a spec of its own (the kept plan's levels and budgets are only read): the
--- scripts set `now` and `bounds` on it.
+-- A call without budgets of its own gets the kept plan as its spec, `now` reset (the scripts
+-- set only `now` on it); one with them a spec of its own (the kept levels and budgets are
+-- only read).
 local function readPlan(at)
   local id = ARGV[at]
   local m, i = plans[id], at + 2
@@ -152,19 +212,22 @@ local function readPlan(at)
     keepPlan(id, m)
   end
   local budgets, holdsText = m.budgets, m.holdsText
-  local extra = tonumber(ARGV[i])
-  if extra > 0 then
-    budgets = {unpack(m.budgets)}
-    for n = 1, extra do
-      budgets[#budgets + 1] = readBudget(i + 1 + (n - 1) * BUDGET_ARGS)
-    end
-    local codes = ARGV[i + 1 + extra * BUDGET_ARGS]
-    holdsText = (holdsText == '') and codes or (holdsText .. ';' .. codes)
+  local extra = N(ARGV[i])
+  if extra == 0 then
+    -- The kept plan itself: only `now` is set per call (Redis runs one script at a time).
+    m.now = false
+    return m
   end
-  -- Every field the scripts set later is in the constructor (now, bounds: false until set),
-  -- so the table is sized once.
+  budgets = {unpack(m.budgets)}
+  for n = 1, extra do
+    budgets[#budgets + 1] = readBudget(i + 1 + (n - 1) * BUDGET_ARGS)
+  end
+  local codes = ARGV[i + 1 + extra * BUDGET_ARGS]
+  holdsText = (holdsText == '') and codes or (holdsText .. ';' .. codes)
+  -- Every field the scripts set later is in the constructor (now: false until set), so the
+  -- table is sized once.
   return {kp = m.kp, org = m.org, tenant = m.tenant, keepMs = m.keepMs, levelsText = m.levelsText,
-    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false, bounds = false}
+    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false}
 end
 
 -- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
@@ -228,17 +291,31 @@ local function nextMonthMs(now)
   return monthStartDays(y, m) * 86400000
 end
 
--- Bounds of a budget's window at the spec's `now`, computed once per window kind.
+-- Bounds of a budget's window at the spec's `now`. They depend only on the bucket `now` is in
+-- (for a calendar month, its day), so they are kept per window kind between calls, by that
+-- bucket: calls in the same bucket share them (read only).
+local boundsKept = {minute = false, day = false, month = false, calmonth = false}
 local function bounds(spec, b)
-  local calendar = b.window == 'month' and b.calendar
-  local kind = calendar and 'calmonth' or b.window
-  -- Sized for every kind at once (a table that grows is rehashed at each power of two).
-  spec.bounds = spec.bounds or {minute = false, day = false, month = false, calmonth = false}
-  local bd = spec.bounds[kind]
-  if not bd then
-    bd = windowBounds(spec.now, b.window, calendar)
-    spec.bounds[kind] = bd
+  local window = b.window
+  local calendar = window == 'month' and b.calendar
+  local kind, unit
+  if calendar then
+    kind, unit = 'calmonth', 86400000
+  elseif window == 'minute' then
+    kind, unit = window, 1000
+  elseif window == 'day' then
+    kind, unit = window, 60000
+  else
+    kind, unit = 'month', 3600000
   end
+  local now = spec.now
+  local at = math.floor(now / unit)
+  local kept = boundsKept[kind]
+  if kept and kept[1] == at then
+    return kept[2]
+  end
+  local bd = windowBounds(now, window, calendar)
+  boundsKept[kind] = {at, bd}
   return bd
 end
 
@@ -283,26 +360,26 @@ end
 -- `tiers` is the record's text of the tiers priced beside the base (admit.ts recordTiers:
 -- `name:un,out,cached,w5,w1h,aIn,aOut` joined by ';'). Tier names are [a-z][a-z0-9_]*: no
 -- pattern's magic character.
-local function tierPrice(reported, held, tiers, base)
-  local function priced(tier)
-    if tier == 'default' or tier == 'standard' then
-      return 'default', base
-    end
-    local text = tiers and tier ~= '' and string.match(';' .. tiers, ';' .. tier .. ':([%d,]*)')
-    if not text then
-      return nil
-    end
-    local p = {}
-    for n in string.gmatch(text, '%d+') do
-      p[#p + 1] = tonumber(n)
-    end
-    return tier, {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+local function pricedTier(tier, tiers, base)
+  if tier == 'default' or tier == 'standard' then
+    return 'default', base
   end
-  local tier, price = priced(reported)
+  local text = tiers and tier ~= '' and string.match(';' .. tiers, ';' .. tier .. ':([%d,]*)')
+  if not text then
+    return nil
+  end
+  local p = {}
+  for n in string.gmatch(text, '%d+') do
+    p[#p + 1] = tonumber(n)
+  end
+  return tier, {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
+end
+local function tierPrice(reported, held, tiers, base)
+  local tier, price = pricedTier(reported, tiers, base)
   if tier then
     return tier, price
   end
-  tier, price = priced(held or '')
+  tier, price = pricedTier(held or '', tiers, base)
   if tier then
     return tier, price
   end
@@ -346,7 +423,8 @@ end
 -- Slides every budget of the plan and returns their states joined by ';'.
 local function windowStates(spec)
   local out = {}
-  for i, b in ipairs(spec.budgets) do
+  for i = 1, #spec.budgets do
+    local b = spec.budgets[i]
     local bd = bounds(spec, b)
     local s, h = slide(KEYS[b.key], bd[2], bd[3])
     out[i] = windowState(b, s, h)
