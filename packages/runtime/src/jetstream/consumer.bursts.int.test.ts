@@ -159,7 +159,8 @@ test('bursts: no more than pullSize pulled ahead of the handlers, and no more th
   });
   let mostOut = 0;
   try {
-    // What the server has let out unacked: in the handlers, buffered, or on its way.
+    // What the server has let out unacked: in the handlers, buffered, on its way, or acked with
+    // the ack not yet read by the server.
     while (seen.size < total) {
       const info = await jsm.consumers.info(iso.names.eventsStream, 'test');
       mostOut = Math.max(mostOut, info.num_ack_pending);
@@ -170,7 +171,9 @@ test('bursts: no more than pullSize pulled ahead of the handlers, and no more th
   }
   expect(mostRunning).toBe(2);
   expect(mostOut).toBeGreaterThan(2);
-  expect(mostOut).toBeLessThanOrEqual(2 + 5);
+  // The server's count also holds acks still on their way to it (written at the end of the
+  // event-loop turn): at most one for each handler that just finished (CI saw 8 once).
+  expect(mostOut).toBeLessThanOrEqual(2 + 5 + 2);
   expect([...seen.values()].every((n) => n === 1)).toBe(true);
 });
 
