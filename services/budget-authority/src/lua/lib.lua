@@ -528,21 +528,23 @@ end
 -- A record admitted before audio prices existed has 20 of them (the last six are nil), one
 -- admitted before service tiers 23 (the last three are nil), one before long-context prices
 -- or of a model without any 25 (`long` is nil: billed at its tiers' own prices).
-local RECORD_PATTERN = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local RECORD_PATTERN_25 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local RECORD_PATTERN_23 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local RECORD_PATTERN_20 = '^([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1([^\1]*)\1(.*)$'
 local function recordFixed(key, r)
   if r then
-    -- RECORD_PATTERN: 25 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
-    -- cannot call `string`); RECORD_PATTERN_25, _23 and _20 the same with 24, 22 and 19.
-    -- Longest first: a shorter pattern's last capture would take the fields after it.
-    local x = {string.match(r, RECORD_PATTERN)}
+    -- RECORD_PATTERN_25: 24 times '([^\1]*)\1', then '(.*)$' (a literal: the library's load
+    -- cannot call `string`); _23 and _20 the same with 22 and 19. Longest first: a shorter
+    -- pattern's last capture would take the fields after it. A record with long-context
+    -- prices has a 26th field: the 25th capture is then `tiers \1 long`, split here (one
+    -- match whatever the record, where trying a 26-field pattern first failed on most).
+    local x = {string.match(r, RECORD_PATTERN_25)}
     if x[1] then
-      return x
-    end
-    x = {string.match(r, RECORD_PATTERN_25)}
-    if x[1] then
+      local tiers, long = string.match(x[25], '^([^\1]*)\1(.*)$')
+      if tiers then
+        x[25] = tiers
+        x[26] = long
+      end
       return x
     end
     x = {string.match(r, RECORD_PATTERN_23)}
