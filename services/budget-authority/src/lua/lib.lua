@@ -11,54 +11,43 @@ local function I(n)
   return string.format('%d', n)
 end
 
+local NUMBER_CACHE = 1024
+
+-- `make(key)` kept by key between calls, at most NUMBER_CACHE keys (dropped whole past it);
+-- a nil key, or a key `make` gives nil for, is not kept.
+local function keptBy(make)
+  local kept, count = {}, 0
+  return function(key)
+    local v = kept[key]
+    if v == nil and key ~= nil then
+      v = make(key)
+      if v ~= nil then
+        if count >= NUMBER_CACHE then
+          kept, count = {}, 0
+        end
+        kept[key] = v
+        count = count + 1
+      end
+    end
+    return v
+  end
+end
+
 -- tonumber of a text that takes few values (a price, a config's count, a window's oldest
 -- bucket), kept between calls: a table read instead of strtod. Bounded like the plans below
 -- (dropped whole at NUMBER_CACHE texts). Amounts that change with every call (sums, holds,
 -- a call's tokens) use tonumber: they would only fill it.
-local NUMBER_CACHE = 1024
-local numbers, numberCount = {}, 0
-local function N(text)
-  local n = numbers[text]
-  if n == nil and text then
-    n = tonumber(text)
-    if n then
-      if numberCount >= NUMBER_CACHE then
-        numbers, numberCount = {}, 0
-      end
-      numbers[text] = n
-      numberCount = numberCount + 1
-    end
-  end
-  return n
-end
+-- (A function, not `tonumber` itself: the library's load cannot read globals.)
+local N = keptBy(function(text)
+  return tonumber(text)
+end)
 
 -- I(n) of a number that takes few values (a lease's expiry, how long a record is kept), and
 -- a window bucket's field name ('b' .. I(index)), kept between calls the same way.
-local texts, textCount, bucketFields, bucketCount = {}, 0, {}, 0
-local function T(n)
-  local t = texts[n]
-  if not t then
-    t = I(n)
-    if textCount >= NUMBER_CACHE then
-      texts, textCount = {}, 0
-    end
-    texts[n] = t
-    textCount = textCount + 1
-  end
-  return t
-end
-local function bucketField(index)
-  local f = bucketFields[index]
-  if not f then
-    f = 'b' .. I(index)
-    if bucketCount >= NUMBER_CACHE then
-      bucketFields, bucketCount = {}, 0
-    end
-    bucketFields[index] = f
-    bucketCount = bucketCount + 1
-  end
-  return f
-end
+local T = keptBy(I)
+local bucketField = keptBy(function(index)
+  return 'b' .. I(index)
+end)
 
 -- Window hash layout: s = billed sum inside the window, h = held, p = overrun that adaptive
 -- calls whose hold cannot grow could still make, lo = oldest live bucket, b<index> = billed
