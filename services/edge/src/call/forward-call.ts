@@ -17,7 +17,7 @@ import { HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
-import { unreportedUsage, type UnreportedCall } from './unreported.js';
+import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
 import { WriteBatch } from './write-batch.js';
 
@@ -43,8 +43,8 @@ interface Run {
   transcript: Transcript;
   meter: OutputMeter;
   growth: HoldGrowth | undefined;
-  /** What the call is billed when the provider reports no usage (unreported.ts). */
-  unreported: UnreportedCall;
+  /** The client's body (read again only to bill a call the provider reported no usage of). */
+  body: unknown;
 }
 
 /**
@@ -78,7 +78,6 @@ export async function forwardCall<B>(
   if (forwarded.dropped.length > 0) {
     reply.header('x-holdfast-dropped-fields', forwarded.dropped.slice(0, 20).join(', '));
   }
-  const unreported: UnreportedCall = { ...call, cacheWrites: () => adapter.cacheWrites?.(body) };
   const lease = call.admitted
     ? new LeaseKeeper(deps.authority, call.hold, request.log).start(
         Date.parse(call.admitted.expiresAt),
@@ -97,7 +96,9 @@ export async function forwardCall<B>(
     });
     if (!result.ok) {
       const { failure, sent } = result.error;
-      closeFailedOpen(call.hold, failure, sent, () => unreportedUsage(unreported, 0, undefined));
+      closeFailedOpen(call.hold, failure, sent, () =>
+        unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body)),
+      );
       request.audit.outcome = failure.kind;
       return await answerFailure(request, reply, adapter, failure);
     }
@@ -113,7 +114,7 @@ export async function forwardCall<B>(
       transcript: adapter.transcript(body, { ...grant, upstream: opened.upstream }),
       meter: await meterFor(deps, call.model, opened, forwardedHeaders(request, adapter)),
       growth: growthOf(deps, request, call),
-      unreported,
+      body,
     };
     try {
       return call.asked.stream ? await relay(run) : await collect(run);
@@ -254,7 +255,10 @@ function edgeCut(
 
 /** What to bill when the provider reported no usage: the edge's output count (unreported.ts). */
 async function unreportedOf(run: Run): Promise<Usage> {
-  return unreportedUsage(run.unreported, await billedOutput(run), run.transcript.inputUsage?.());
+  const output = await billedOutput(run);
+  return unreportedUsage(run.call, output, run.transcript.inputUsage?.(), () =>
+    run.adapter.cacheWrites?.(run.body),
+  );
 }
 
 /**

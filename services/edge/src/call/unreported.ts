@@ -9,8 +9,6 @@ export interface UnreportedCall {
   /** The output it was admitted for. */
   maxOutput: number;
   model: { reasoning?: boolean };
-  /** The longest cache lifetime the request marks (read only on this path). */
-  cacheWrites: () => CacheLifetime | undefined;
 }
 
 /**
@@ -34,6 +32,8 @@ export function unreportedUsage(
   call: UnreportedCall,
   output: number,
   input: InputUsage | undefined,
+  /** The longest cache lifetime the request marks (read only here). */
+  cacheWrites: () => CacheLifetime | undefined,
 ): Usage {
   const usage: Usage = { ...plainUsage(call.promptTokens, output), ...input };
   if ((call.model.reasoning === true || call.asked.reasoning === true) && output < call.maxOutput) {
@@ -46,7 +46,7 @@ export function unreportedUsage(
   }
   if (call.asked.audioInput) usage.audioPromptTokens = usage.promptTokens;
   if (!input) {
-    const writes = call.cacheWrites();
+    const writes = cacheWrites();
     if (writes === '1h') usage.cacheWrite1hTokens = usage.promptTokens;
     if (writes === '5m') usage.cacheWrite5mTokens = usage.promptTokens;
   }

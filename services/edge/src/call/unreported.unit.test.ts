@@ -1,18 +1,18 @@
 import { describe, expect, test } from 'vitest';
 import { longestCacheLifetime, unreportedUsage, type UnreportedCall } from './unreported.js';
 
+const none = () => undefined;
 const call = (over: Partial<UnreportedCall> = {}): UnreportedCall => ({
   asked: { model: 'm', maxOutput: 100, choices: 1, stream: true, endUser: null },
   promptTokens: 500,
   maxOutput: 100,
   model: {},
-  cacheWrites: () => undefined,
   ...over,
 });
 
 describe('unreportedUsage', () => {
   test('a plain call: its prompt and the output the edge counted', () => {
-    expect(unreportedUsage(call(), 7, undefined)).toMatchObject({
+    expect(unreportedUsage(call(), 7, undefined, none)).toMatchObject({
       promptTokens: 500,
       completionTokens: 7,
       audioPromptTokens: 0,
@@ -23,17 +23,19 @@ describe('unreportedUsage', () => {
   });
 
   test('a reasoning model, or a call asking for reasoning: the admitted output, the unseen part as reasoning', () => {
-    expect(unreportedUsage(call({ model: { reasoning: true } }), 7, undefined)).toMatchObject({
-      completionTokens: 100,
-      reasoningTokens: 93,
-    });
+    expect(unreportedUsage(call({ model: { reasoning: true } }), 7, undefined, none)).toMatchObject(
+      {
+        completionTokens: 100,
+        reasoningTokens: 93,
+      },
+    );
     const asked = { ...call().asked, reasoning: true };
-    expect(unreportedUsage(call({ asked }), 0, undefined)).toMatchObject({
+    expect(unreportedUsage(call({ asked }), 0, undefined, none)).toMatchObject({
       completionTokens: 100,
       reasoningTokens: 100,
     });
     // More seen than admitted (an upstream past max_tokens): what was seen.
-    expect(unreportedUsage(call({ asked }), 120, undefined)).toMatchObject({
+    expect(unreportedUsage(call({ asked }), 120, undefined, none)).toMatchObject({
       completionTokens: 120,
       reasoningTokens: 0,
     });
@@ -41,7 +43,7 @@ describe('unreportedUsage', () => {
 
   test('audio sent: the prompt as audio; audio asked: the admitted output as audio', () => {
     const asked = { ...call().asked, audioInput: true, audioOutput: true };
-    expect(unreportedUsage(call({ asked }), 7, undefined)).toMatchObject({
+    expect(unreportedUsage(call({ asked }), 7, undefined, none)).toMatchObject({
       promptTokens: 500,
       audioPromptTokens: 500,
       completionTokens: 100,
@@ -50,10 +52,10 @@ describe('unreportedUsage', () => {
   });
 
   test('cache marks: the prompt as a write of the longest lifetime, unless the provider said', () => {
-    const hour = call({ cacheWrites: () => '1h' });
-    expect(unreportedUsage(hour, 0, undefined)).toMatchObject({ cacheWrite1hTokens: 500 });
-    const minutes = call({ cacheWrites: () => '5m' });
-    expect(unreportedUsage(minutes, 0, undefined)).toMatchObject({
+    expect(unreportedUsage(call(), 0, undefined, () => '1h')).toMatchObject({
+      cacheWrite1hTokens: 500,
+    });
+    expect(unreportedUsage(call(), 0, undefined, () => '5m')).toMatchObject({
       cacheWrite5mTokens: 500,
       cacheWrite1hTokens: 0,
     });
@@ -64,13 +66,14 @@ describe('unreportedUsage', () => {
       cacheWrite1hTokens: 30,
     };
     let read = false;
-    const told = call({
-      cacheWrites: () => {
-        read = true;
-        return '1h';
-      },
+    const writes = () => {
+      read = true;
+      return '1h' as const;
+    };
+    expect(unreportedUsage(call(), 3, reported, writes)).toMatchObject({
+      ...reported,
+      completionTokens: 3,
     });
-    expect(unreportedUsage(told, 3, reported)).toMatchObject({ ...reported, completionTokens: 3 });
     expect(read).toBe(false);
   });
 });
