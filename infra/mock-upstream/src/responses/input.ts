@@ -11,8 +11,8 @@ import type { InputTokensBody, ResponsesContent, ResponsesItem, ResponsesTool } 
  * the chat framing (prompt.ts). `instructions` is a system message; a string `input` a user
  * message; message items keep their role, with `input_text`/`output_text` as text and
  * `input_image` as an image part (priced by the vision formula); a `function_call` is an
- * assistant tool call and its `function_call_output` a tool message; anything else counts as
- * its JSON. With `previous_response_id` the stored conversation (its inputs and outputs, its
+ * assistant tool call and its `function_call_output` (or `custom_tool_call_output`) a tool
+ * message; anything else counts as its JSON. With `previous_response_id` the stored conversation (its inputs and outputs, its
  * reasoning included, not its instructions, which OpenAI does not carry over) comes before
  * this call's input.
  *
@@ -142,7 +142,7 @@ function toEntries(
           tool_calls: [{ type: 'function', function: call }],
         },
       });
-    } else if (type === 'function_call_output') {
+    } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
       entries.push({ message: { role: 'tool', content: parts(item.output ?? '') } });
     } else if (typeof item.encrypted_content === 'string') {
       const hidden = type === 'reasoning' ? ctx.seal.open(item.encrypted_content) : undefined;

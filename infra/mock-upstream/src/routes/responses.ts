@@ -114,6 +114,10 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
   });
 
   app.post('/v1/responses/input_tokens', async (request, reply) => {
+    if (!state.behaviour.responsesInputTokens) {
+      const message = 'Invalid URL (POST /v1/responses/input_tokens)';
+      return sendError(reply, OPENAI, 'not_found', message);
+    }
     const parsed = InputTokensBody.safeParse(request.body ?? {});
     if (!parsed.success) {
       const { message, param } = describeIssue(parsed.error);
