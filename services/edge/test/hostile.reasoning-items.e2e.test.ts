@@ -5,7 +5,14 @@ import { APIError } from 'openai';
 import { sha256Hex } from '../src/index.js';
 import { auditDrift, clickhouseBooks, providerBooks, withAggregator } from './books.js';
 import { pick, prng, type Rand } from './fuzz.js';
-import { edgeTest as test, nothingHeldAnywhere, type Stack, type TestConfig } from './harness.js';
+import {
+  apiError,
+  edgeTest as test,
+  entry,
+  nothingHeldAnywhere,
+  type Stack,
+  type TestConfig,
+} from './harness.js';
 
 /**
  * Red team, reasoning items passed back. OpenAI's reasoning models used statelessly (`store:
@@ -270,3 +277,84 @@ test(`8 stateless agents passing back reasoning items and a client stuffing them
     expect(await auditDrift(s, ch, iso.database)).toEqual({ tokens: 0, usd: 0 });
   });
 }, 300_000);
+
+/** agents, and a copy of the model with an allowance for input only the upstream can count. */
+function withAllowance(c: TestConfig): void {
+  agents(c);
+  c.models.push({
+    ...entry(c.models, MODEL),
+    id: 'gpt-5-allow',
+    upstreamStateAllowanceTokens: 2_000,
+  });
+  const [uc] = entry(c.tenants, TENANT).useCases as { models: string[] }[];
+  uc!.models.push('gpt-5-allow');
+}
+
+test('reasoning items the upstream cannot count (no input_tokens) are a 400 naming them, nothing held or sent; with the allowance, held one per item and billed within it; a forged one is the upstream 400', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withAllowance, behaviour: { reasoningTokens: 600 } });
+  const client = s.openai(KEY);
+  const r = prng(3);
+  const step = {
+    tool_choice: 'required',
+    reasoning: { effort: 'medium' },
+    max_output_tokens: 1_500,
+  };
+  const sealed = await respond(client, { input: [question(r)], ...step }, true);
+  const stored = await respond(
+    client,
+    { input: [question(r)], ...step, store: true, include: [] },
+    false,
+  );
+  const reasoning = (o: Outcome) => o.output.find((x) => x.type === 'reasoning')!;
+  const call = sealed.output.find((x) => x.type === 'function_call')!;
+  expect(reasoning(sealed).encrypted_content).toEqual(expect.any(String));
+  expect(reasoning(stored)).not.toHaveProperty('encrypted_content');
+  const turn = (...items: Item[]) => [question(r), call, answer(call), ...items];
+
+  // A forged (altered) encrypted content: the upstream's input_tokens refuses it, so does the edge.
+  const content = reasoning(sealed).encrypted_content as string;
+  const forged = { ...reasoning(sealed), encrypted_content: `${content.slice(0, -6)}AAAAA=` };
+  const refused = await apiError(
+    client.responses.create({ model: MODEL, input: turn(forged) } as never),
+  );
+  expect(refused.status).toBe(400);
+  expect(refused.message).toContain('could not be verified');
+
+  s.upstream.configure({ responsesInputTokens: false });
+  const served = s.upstream.stats().recent.length;
+  for (const item of [reasoning(sealed), reasoning(stored)]) {
+    const err = await apiError(
+      client.responses.create({ model: MODEL, input: turn(item), store: false } as never),
+    );
+    expect(err.status).toBe(400);
+    expect(err.code).toBe('invalid_request');
+    expect(err.param).toBe('input.3');
+    expect(err.message).toContain('reasoning');
+    expect(err.message).toContain('/v1/responses/input_tokens');
+    expect(err.message).toContain('upstreamStateAllowanceTokens');
+  }
+  expect(s.upstream.stats().recent).toHaveLength(served);
+
+  // With the allowance: the local count plus 2,000 for each of the two, and billed within it.
+  const allowed = await respond(
+    client,
+    {
+      model: 'gpt-5-allow',
+      input: turn(reasoning(sealed), reasoning(stored)),
+      max_output_tokens: 16,
+    },
+    false,
+  );
+  expect(allowed.status).toBe(200);
+  expect(allowed.counted).toBeGreaterThan(4_000);
+  const billed = s.upstream.stats().recent.at(-1)!;
+  expect(billed.promptTokens).toBe(allowed.counted - 4_000 + 1_200);
+  const u = await s.settled(TENANT);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === served + 1,
+  );
+  expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
+  expect(u.windows.every((w) => w.held === 0)).toBe(true);
+});
