@@ -154,6 +154,9 @@ describe('reasoning items on /v1/responses', () => {
     expect(await counted(asInput([question, byId, fn!, output(fn!)]))).toBe(without + 1_000);
     const reference = { type: 'item_reference', id: reasoning!.id };
     expect(await counted(asInput([question, reference, fn!, output(fn!)]))).toBe(without + 1_000);
+    // The type of an item_reference may be left out: an id alone.
+    const bare = { id: reasoning!.id };
+    expect(await counted(asInput([question, bare, fn!, output(fn!)]))).toBe(without + 1_000);
     // A function call by reference reads the stored call.
     const callRef = { type: 'item_reference', id: fn!.id };
     expect(await counted(asInput([question, callRef, output(fn!)]))).toBe(without);

@@ -22,7 +22,7 @@ import type { InputTokensBody, ResponsesContent, ResponsesItem, ResponsesTool } 
  * sealed in its `encrypted_content` (sealed.ts; content that does not verify is refused as
  * OpenAI refuses it), or kept with a stored response that its `id` names (an unknown id is a
  * 404, as OpenAI's for an item of a `store: false` response); a reasoning item with neither is
- * its shown text (summary and reasoning text). `item_reference` reads a stored response's
+ * its shown text (summary and reasoning text). `item_reference` (its type may be left out) reads a stored response's
  * output item by id. Tools and `text.format` count as on chat.
  */
 /** A refused input, as OpenAI's error says it: `code` is OpenAI's (null where it sends none). */
@@ -128,7 +128,9 @@ function toEntries(
   if (typeof input === 'string') return Ok([{ message: { role: 'user', content: input } }]);
   const entries: ContextEntry[] = [];
   for (const [i, item] of input.entries()) {
-    const type = item.type ?? 'message';
+    // An item with an id and neither type nor role refers to a stored item, as on OpenAI.
+    const reference = item.id !== undefined && item.role === undefined;
+    const type = item.type ?? (reference ? 'item_reference' : 'message');
     if (type === 'message') {
       if (!item.role || item.content === undefined)
         return Err(invalid(`input[${i}]: a message needs role and content`, 'input'));
