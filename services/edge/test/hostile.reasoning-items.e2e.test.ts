@@ -66,7 +66,7 @@ const TOOLS = [
   },
 ];
 
-type Item = Record<string, unknown> & { type: string };
+type Item = Record<string, unknown> & { type?: string };
 type Body = Record<string, unknown> & { input: Item[] };
 
 /** What the client saw of one call: 200 with the output items, or the refusal's code. */
@@ -322,16 +322,26 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
   expect(refused.status).toBe(400);
   expect(refused.message).toContain('could not be verified');
 
+  // A stored reasoning item named by an id alone (an item_reference without its optional type):
+  // held at what the provider bills for it, the reasoning it keeps.
+  const bare = await respond(
+    client,
+    { input: turn({ id: reasoning(stored).id }), max_output_tokens: 16 },
+    false,
+  );
+  expect(bare.counted).toBe(s.upstream.stats().recent.at(-1)!.promptTokens);
+  expect(bare.counted).toBeGreaterThan(600);
+
   s.upstream.configure({ responsesInputTokens: false });
   const served = s.upstream.stats().recent.length;
-  for (const item of [reasoning(sealed), reasoning(stored)]) {
+  for (const item of [reasoning(sealed), reasoning(stored), { id: reasoning(stored).id }]) {
     const err = await apiError(
       client.responses.create({ model: MODEL, input: turn(item), store: false } as never),
     );
     expect(err.status).toBe(400);
     expect(err.code).toBe('invalid_request');
     expect(err.param).toBe('input.3');
-    expect(err.message).toContain('reasoning');
+    expect(err.message).toContain(item.type === 'reasoning' ? 'reasoning' : 'item_reference');
     expect(err.message).toContain('/v1/responses/input_tokens');
     expect(err.message).toContain('upstreamStateAllowanceTokens');
   }

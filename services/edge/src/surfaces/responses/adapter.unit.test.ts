@@ -122,6 +122,8 @@ describe('the Responses adapter', () => {
     expect(param({ conversation: { id: 'conv_1' } })).toBe('conversation');
     expect(param({ prompt: { id: 'pmpt_1' } })).toBe('prompt');
     expect(param({ input: [{ type: 'item_reference', id: 'msg_1' }] })).toBe('input.0');
+    // Its type may be left out (OpenAI's ItemReference): an id alone is one, not a message.
+    expect(param({ input: [{ role: 'user', content: 'hi' }, { id: 'rs_1' }] })).toBe('input.1');
     expect(
       param({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }),
     ).toBe('input.0.content.0');

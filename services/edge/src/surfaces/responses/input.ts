@@ -84,7 +84,7 @@ const PROVIDER_TOOL_ITEMS = new Set([
 
 /** What an input item is when it carries input only the upstream can count. */
 function hiddenItem(item: ResponsesItem): Omit<UnseenInput, 'param'> | undefined {
-  const type = item.type ?? 'message';
+  const type = itemType(item);
   if (item.encrypted_content != null) {
     return type === 'reasoning'
       ? {
@@ -121,8 +121,16 @@ function hiddenItem(item: ResponsesItem): Omit<UnseenInput, 'param'> | undefined
 
 const LEAVE_OUT = 'Leave it out of the input';
 
+/**
+ * An item's type as OpenAI reads it: a message when left out, but an item with an id and no
+ * type is a reference to a stored item (the type of an `item_reference` is optional).
+ */
+function itemType(item: ResponsesItem): string {
+  return item.type ?? (item.id != null ? 'item_reference' : 'message');
+}
+
 function itemMessages(item: ResponsesItem): PromptMessage[] {
-  const type = item.type ?? 'message';
+  const type = itemType(item);
   switch (type) {
     case 'message':
       return [{ role: item.role ?? 'user', content: parts(item.content ?? '') }];
