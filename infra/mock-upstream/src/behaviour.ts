@@ -93,6 +93,11 @@ export const Behaviour = z.strictObject({
    * Header: `x-mock-long-context-above`.
    */
   longContextAboveTokens: z.int().min(1).max(100_000_000).nullable(),
+  /**
+   * Whether `POST /v1/responses/input_tokens` is served; false: it answers 404, as on an
+   * upstream without it (vLLM, llama-server).
+   */
+  responsesInputTokens: z.boolean(),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -121,6 +126,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   downgradePriority: 0,
   priorityTier: false,
   longContextAboveTokens: null,
+  responsesInputTokens: true,
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

@@ -1,6 +1,6 @@
 import { waitFor } from '@holdfast/testkit';
 import { APIError } from 'openai';
-import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import type { ResponseInputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { call, useMockUpstream } from '../test/harness.js';
 
@@ -209,6 +209,39 @@ describe('POST /v1/responses with the official client', () => {
     expect(completed.response.usage!.output_tokens).toBe(
       mock.upstream().stats().recent[1]!.completionTokens,
     );
+  });
+});
+
+describe('POST /v1/responses/input_tokens', () => {
+  it("counts a custom tool's output as a function's, parts and all", async () => {
+    const client = mock.client();
+    const output = [
+      { type: 'input_text' as const, text: 'The chart:' },
+      {
+        type: 'input_image' as const,
+        image_url: 'https://example.test/c.png',
+        detail: 'high' as const,
+      },
+    ];
+    const count = (type: string) =>
+      client.responses.inputTokens.count({
+        model: 'gpt-4o',
+        input: [
+          { role: 'user', content: 'Plot it.' },
+          { type, call_id: 'c1', output } as unknown as ResponseInputItem,
+        ],
+      });
+    const custom = await count('custom_tool_call_output');
+    expect(custom.input_tokens).toBe((await count('function_call_output')).input_tokens);
+    // The image is priced as an image (an http URL at its worst case), not as its JSON.
+    expect(custom.input_tokens).toBeGreaterThan(700);
+  });
+
+  it('answers 404 when switched off, as an upstream without it', async () => {
+    mock.upstream().configure({ responsesInputTokens: false });
+    const res = await call(mock.upstream(), 'POST', '/v1/responses/input_tokens', base);
+    expect(res.status).toBe(404);
+    expect(res.json).toMatchObject({ error: { type: 'invalid_request_error' } });
   });
 });
 

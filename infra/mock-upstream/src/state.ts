@@ -11,6 +11,7 @@ import {
 } from './behaviour.js';
 import { CapacityLimiter, type CapacityStats } from './capacity.js';
 import { PromptCache } from './anthropic/cache.js';
+import { ReasoningSeal } from './responses/sealed.js';
 import { ResponseStore } from './responses/store.js';
 import type { Billed } from './usage.js';
 
@@ -156,6 +157,8 @@ export class MockState {
   behaviour: Behaviour;
   readonly capacity = new CapacityLimiter();
   readonly responses = new ResponseStore();
+  /** Seals reasoning items' encrypted content; drawn at start, kept across resets. */
+  readonly seal = new ReasoningSeal();
   readonly promptCache = new PromptCache();
   private readonly initial: Behaviour;
   private queue: { failure: Failure; remaining: number }[] = [];

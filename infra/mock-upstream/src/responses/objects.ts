@@ -5,6 +5,8 @@ import type { ResponsesBody } from './schema.js';
 export interface ResponsesOutput {
   /** Reasoning tokens (an output item with no visible text). */
   reasoning: number;
+  /** Its reasoning item's `encrypted_content` (sealed.ts), when the request included it. */
+  sealed: string | null;
   /** A message, or a function call when tool_choice forces one. */
   call: { name: string; callId: string } | null;
   /** The visible output, in stream pieces with their token counts. */
@@ -18,8 +20,9 @@ const text = (out: ResponsesOutput) => out.pieces.map((p) => p.text).join('');
 
 type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
-export function reasoningItem(id: string) {
-  return { id: `rs_${id}`, type: 'reasoning', summary: [] };
+export function reasoningItem(id: string, out: ResponsesOutput) {
+  const item = { id: `rs_${id}`, type: 'reasoning', summary: [] };
+  return out.sealed === null ? item : { ...item, encrypted_content: out.sealed };
 }
 
 /** The message or function-call item, `sofar` of its text written. */
@@ -54,7 +57,7 @@ export function outputText(value: string) {
 
 /** All output items of a finished response. A cap spent on reasoning leaves no message. */
 export function outputItems(id: string, out: ResponsesOutput): object[] {
-  const items: object[] = out.reasoning > 0 ? [reasoningItem(id)] : [];
+  const items: object[] = out.reasoning > 0 ? [reasoningItem(id, out)] : [];
   if (out.pieces.length > 0 || !out.incomplete) {
     items.push(visibleItem(id, out, out.incomplete ? 'incomplete' : 'completed'));
   }

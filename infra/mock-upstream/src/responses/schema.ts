@@ -14,15 +14,21 @@ const Part = z.looseObject({
 const Content = z.union([z.string(), z.array(Part)]);
 export type ResponsesContent = z.infer<typeof Content>;
 
-/** A message, a function call or its output, or any other item (counted as its JSON). */
+/**
+ * A message, a function call or its output, a reasoning item (its summary, its reasoning text,
+ * its sealed reasoning), or any other item (counted as its JSON).
+ */
 const Item = z.looseObject({
   type: z.string().optional(),
+  id: z.string().optional(),
   role: z.string().optional(),
   content: Content.optional(),
   call_id: z.string().optional(),
   name: z.string().optional(),
   arguments: z.string().optional(),
   output: Content.optional(),
+  summary: z.array(z.looseObject({ text: z.string().optional() })).optional(),
+  encrypted_content: z.string().nullish(),
 });
 export type ResponsesItem = z.infer<typeof Item>;
 
@@ -49,6 +55,8 @@ const fields = {
   store: z.boolean().nullish(),
   stream: z.boolean().nullish(),
   text: z.looseObject({ format: z.looseObject({ type: z.string() }).nullish() }).nullish(),
+  /** `reasoning.encrypted_content`: reasoning items carry the reasoning, sealed (sealed.ts). */
+  include: z.array(z.string()).nullish(),
   user: z.string().nullish(),
   safety_identifier: z.string().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),

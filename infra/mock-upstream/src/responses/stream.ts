@@ -47,7 +47,7 @@ export async function streamResponse(
 
   let output_index = 0;
   if (out.reasoning > 0) {
-    const item = reasoningItem(call.id);
+    const item = reasoningItem(call.id, out);
     if (!(await pump.event(ev('response.output_item.added', { output_index, item })))) return;
     if (!(await pump.event(ev('response.output_item.done', { output_index, item })))) return;
     output_index += 1;

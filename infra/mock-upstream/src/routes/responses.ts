@@ -9,12 +9,15 @@ import { readRequest } from '../request.js';
 import { countInput, type InputRefusal } from '../responses/input.js';
 import {
   outputItems,
+  reasoningItem,
   responseObject,
   responsesUsage,
+  visibleItem,
   visibleTokens,
   type ResponsesOutput,
 } from '../responses/objects.js';
 import { InputTokensBody, ResponsesBody } from '../responses/schema.js';
+import type { ContextEntry } from '../responses/store.js';
 import { streamResponse } from '../responses/stream.js';
 import type { MockState } from '../state.js';
 import { responsesToolInput } from '../server-tools.js';
@@ -44,7 +47,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       serverMax: state.behaviour.maxOutputTokens,
     });
     if (!shaped.ok) return sendInvalid(reply, shaped.error.message, shaped.error.param);
-    const counted = await countInput(body, state.responses);
+    const counted = await countInput(body, { store: state.responses, seal: state.seal });
     if (!counted.ok) return refuse(reply, counted.error);
 
     const stream = body.stream === true;
@@ -85,9 +88,11 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
         usage: responsesUsage(call.usage(output, out.reasoning)),
       });
       if (body.store !== false) {
+        const items = outputEntries(call.id, out);
         state.responses.put(response.id, {
           response,
-          conversation: [...counted.value.conversation, ...asMessages(out)],
+          conversation: [...counted.value.conversation, ...[...items.values()].flat()],
+          items,
         });
       }
       return response;
@@ -109,12 +114,16 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
   });
 
   app.post('/v1/responses/input_tokens', async (request, reply) => {
+    if (!state.behaviour.responsesInputTokens) {
+      const message = 'Invalid URL (POST /v1/responses/input_tokens)';
+      return sendError(reply, OPENAI, 'not_found', message);
+    }
     const parsed = InputTokensBody.safeParse(request.body ?? {});
     if (!parsed.success) {
       const { message, param } = describeIssue(parsed.error);
       return sendInvalid(reply, message, param);
     }
-    const counted = await countInput(parsed.data, state.responses);
+    const counted = await countInput(parsed.data, { store: state.responses, seal: state.seal });
     if (!counted.ok) return refuse(reply, counted.error);
     return { object: 'response.input_tokens', input_tokens: counted.value.tokens };
   });
@@ -137,7 +146,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
 }
 
 function refuse(reply: Parameters<typeof sendInvalid>[0], counted: InputRefusal) {
-  return sendError(reply, OPENAI, 'invalid', counted.message, {
+  return sendError(reply, OPENAI, counted.kind, counted.message, {
     param: counted.param,
     code: counted.code,
   });
@@ -174,32 +183,45 @@ async function generate(
     : 0;
   const { tokens, reasoning, finish } = candidateLength(shape, plan, seed, budget);
   const incomplete = finish === 'length';
+  const sealed =
+    reasoning > 0 && body.include?.includes('reasoning.encrypted_content')
+      ? state.seal.seal(reasoning)
+      : null;
   const name = forcedFunction(body);
   if (name) {
     const tokenizer = await loadTokenizer('o200k_base');
     const args = toolArguments(seed, tokens, (t) => tokenizer.countText(t));
     return {
       reasoning,
+      sealed,
       call: { name, callId: `call_${call.id}` },
       pieces: args.pieces,
       incomplete,
     };
   }
   const pieces = completionPieces(seed, tokens).map((text) => ({ text, tokens: 1 }));
-  return { reasoning, call: null, pieces, incomplete };
+  return { reasoning, sealed, call: null, pieces, incomplete };
 }
 
-/** This response's output as the chat messages a later call is billed for. */
-function asMessages(out: ResponsesOutput): PromptMessage[] {
+/**
+ * This response's output items by id, as a later call reads them: its reasoning (hidden, the
+ * tokens it spent), then its message or function call.
+ */
+function outputEntries(id: string, out: ResponsesOutput): Map<string, ContextEntry[]> {
+  const items = new Map<string, ContextEntry[]>();
+  if (out.reasoning > 0) {
+    items.set(reasoningItem(id, out).id, [{ reasoning: { hidden: out.reasoning, text: '' } }]);
+  }
   const text = out.pieces.map((p) => p.text).join('');
-  if (out.call) {
-    return [
-      {
+  const message: PromptMessage | null = out.call
+    ? {
         role: 'assistant',
         content: null,
         tool_calls: [{ type: 'function', function: { name: out.call.name, arguments: text } }],
-      },
-    ];
-  }
-  return text ? [{ role: 'assistant', content: text }] : [];
+      }
+    : text
+      ? { role: 'assistant', content: text }
+      : null;
+  items.set(visibleItem(id, out, 'completed').id, message ? [{ message }] : []);
+  return items;
 }

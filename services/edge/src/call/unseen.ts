@@ -15,6 +15,8 @@ export interface UnseenInput {
   what: string;
   /** How the provider bills it, for the 400 (a file: by its pages). */
   billed?: string;
+  /** What the client can do instead, for the 400 (a file: send its text). */
+  instead?: string;
 }
 
 /**
@@ -39,8 +41,8 @@ export function countUnseen(
       param: first.param,
       message:
         `This call sends ${first.what} (${first.param}): ${first.billed ?? 'the provider bills a file by its pages'}, ` +
-        `which Holdfast cannot count from the request, and ${why}. Send its text instead, or have ` +
-        `the model configured with upstreamStateAllowanceTokens.`,
+        `which Holdfast cannot count from the request, and ${why}. ${first.instead ?? 'Send its text instead'}, ` +
+        `or have the model configured with upstreamStateAllowanceTokens.`,
     }),
   );
 }

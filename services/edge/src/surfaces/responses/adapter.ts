@@ -1,7 +1,7 @@
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
-import { responsesProviderTools, withProviderTool } from '../../call/unseen.js';
+import { countUnseen, responsesProviderTools, withProviderTool } from '../../call/unseen.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -58,12 +58,12 @@ const COUNTED_FIELDS = [
 const NO_ENDPOINT = new Set([404, 405, 501]);
 
 /**
- * The input in the model's tokens. With state kept upstream (a previous response, a
- * conversation, a stored prompt or file), only the upstream can count it: its `POST
- * /v1/responses/input_tokens`. An upstream without one refuses the call with a 400 that says
- * why, unless the model states an allowance for that state (`upstreamStateAllowanceTokens`).
- * Otherwise the input is counted locally as the chat request it amounts to (input.ts), by the
- * upstream's template for `tokenizer: upstream`.
+ * The input in the model's tokens. With input only the upstream can count (state it keeps,
+ * files, reasoning it sealed or keeps, what its tools read: input.ts `unseenState`), its `POST
+ * /v1/responses/input_tokens` counts the call. An upstream without one refuses the call with a
+ * 400 that says why, unless the model states an allowance for each such input
+ * (`upstreamStateAllowanceTokens`). Otherwise the input is counted locally as the chat request
+ * it amounts to (input.ts), by the upstream's template for `tokenizer: upstream`.
  */
 async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<Counted> {
   if (body.background) {
@@ -107,9 +107,8 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
       ctx.target && (await ctx.deps.upstream.count.chatPrompt(ctx.target, { ...chat }));
     return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer));
   };
-  const unseen = unseenState(body);
-  const state = unseen[0];
-  if (state === undefined) return Ok(await local());
+  const [first, ...more] = unseenState(body);
+  if (first === undefined) return Ok(await local());
   const upstream = ctx.upstream;
   const counted = upstream
     ? await ctx.deps.upstream.count.responsesInput(upstream, countedBody(body, upstreamModel))
@@ -121,19 +120,10 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
     const message = `The upstream rejected the request: ${error.message}`;
     return Err(new EdgeError({ code: 'invalid_request', message }));
   }
-  const allowance = ctx.model?.upstreamStateAllowanceTokens;
-  if (allowance !== undefined) return Ok((await local()) + allowance * unseen.length);
-  const why = error.status === null ? error.message : `it answered ${error.status}`;
-  return Err(
-    new EdgeError({
-      code: 'invalid_request',
-      param: state.split(' ')[0] ?? state,
-      message:
-        `This call continues state kept upstream (${state}), which Holdfast cannot count itself, ` +
-        `and the upstream could not count it with POST /v1/responses/input_tokens (${why}). ` +
-        `Send the conversation as input, or have the model configured with upstreamStateAllowanceTokens.`,
-    }),
-  );
+  const answer =
+    error.status === null ? error.message : `it answered ${error.status}: ${error.message}`;
+  const why = `the upstream could not count it with POST /v1/responses/input_tokens (${answer})`;
+  return countUnseen([first, ...more], local, ctx.model, why);
 }
 
 function countedBody(body: ResponsesRequest, model: string): Record<string, unknown> {

@@ -114,31 +114,95 @@ describe('the Responses adapter', () => {
     });
   });
 
-  test('finds the state only the upstream can count', () => {
-    const state = (extra: object) =>
-      unseenState(ResponsesRequest.parse({ model: 'm', ...extra }))[0] ?? null;
-    expect(state({ input: 'hi' })).toBeNull();
-    expect(state({ previous_response_id: 'resp_1' })).toBe('previous_response_id');
-    expect(state({ conversation: { id: 'conv_1' } })).toBe('conversation');
-    expect(state({ prompt: { id: 'pmpt_1' } })).toBe('prompt');
-    expect(state({ input: [{ type: 'item_reference', id: 'msg_1' }] })).toBe(
-      'input[0] (item_reference)',
-    );
+  test('finds the input only the upstream can count, by path', () => {
+    const param = (extra: object) =>
+      unseenState(ResponsesRequest.parse({ model: 'm', ...extra }))[0]?.param ?? null;
+    expect(param({ input: 'hi' })).toBeNull();
+    expect(param({ previous_response_id: 'resp_1' })).toBe('previous_response_id');
+    expect(param({ conversation: { id: 'conv_1' } })).toBe('conversation');
+    expect(param({ prompt: { id: 'pmpt_1' } })).toBe('prompt');
+    expect(param({ input: [{ type: 'item_reference', id: 'msg_1' }] })).toBe('input.0');
+    // Its type may be left out (OpenAI's ItemReference): an id alone is one, not a message.
+    expect(param({ input: [{ role: 'user', content: 'hi' }, { id: 'rs_1' }] })).toBe('input.1');
     expect(
-      state({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }),
-    ).toBe('input[0] (a file only the upstream can count)');
+      param({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'file_1' }] }] }),
+    ).toBe('input.0.content.0');
     // Inline too: a PDF is billed by its pages, which its bytes do not show.
     const inline = {
       type: 'input_file',
       filename: 'a.pdf',
       file_data: 'data:application/pdf;base64,JVBERi0=',
     };
-    expect(state({ input: [{ role: 'user', content: [inline] }] })).toBe(
-      'input[0] (a file only the upstream can count)',
-    );
+    expect(param({ input: [{ role: 'user', content: [inline] }] })).toBe('input.0.content.0');
+    const output = { type: 'function_call_output', call_id: 'c', output: [inline] };
+    expect(param({ input: [{ role: 'user', content: 'hi' }, output] })).toBe('input.1.output.0');
   });
 
-  test('lists every piece of state, each of which gets the allowance', () => {
+  test('reasoning the model reads back is counted upstream when sealed or stored by id; a summary alone here', () => {
+    const found = (item: object) =>
+      unseenState(
+        ResponsesRequest.parse({ model: 'm', input: [{ role: 'user', content: 'q' }, item] }),
+      );
+    const summary = [{ type: 'summary_text', text: '' }];
+    const sealed = found({ type: 'reasoning', id: 'rs_1', summary, encrypted_content: 'gAAAAAB' });
+    expect(sealed).toEqual([
+      expect.objectContaining({
+        param: 'input.1',
+        what: 'a reasoning item with encrypted_content',
+      }),
+    ]);
+    expect(sealed[0]?.billed).toContain('whole reasoning');
+    // Without content, an id names a reasoning item the provider keeps (store: true).
+    expect(found({ type: 'reasoning', id: 'rs_1', summary })).toEqual([
+      expect.objectContaining({ param: 'input.1', what: 'a reasoning item by id' }),
+    ]);
+    expect(found({ type: 'reasoning', id: 'rs_1', summary, encrypted_content: null })).toHaveLength(
+      1,
+    );
+    // Nothing hidden: counted here, as its summary and reasoning text.
+    expect(found({ type: 'reasoning', summary })).toEqual([]);
+    // Any other sealed item (a compaction), and the items of tools the provider ran.
+    expect(found({ type: 'compaction', id: 'cmp_1', encrypted_content: 'gAAAAAB' })).toEqual([
+      expect.objectContaining({ param: 'input.1', what: 'an item with encrypted_content' }),
+    ]);
+    for (const type of [
+      'web_search_call',
+      'file_search_call',
+      'image_generation_call',
+      'mcp_call',
+    ]) {
+      expect(found({ type, id: 'x_1', status: 'completed' })[0]?.what).toBe(`a ${type} item`);
+    }
+    // Items the client's own tools made are all in the request.
+    expect(found({ type: 'custom_tool_call', call_id: 'c', name: 'f', input: 'x' })).toEqual([]);
+  });
+
+  test('counts a reasoning item as its summary and reasoning text, a custom tool output as a tool message', () => {
+    const body = ResponsesRequest.parse({
+      model: 'm',
+      input: [
+        {
+          type: 'reasoning',
+          summary: [{ type: 'summary_text', text: 'Look it up. ' }],
+          content: [{ type: 'reasoning_text', text: 'The ledger is in Redis.' }],
+        },
+        {
+          type: 'custom_tool_call_output',
+          call_id: 'c',
+          output: [{ type: 'input_image', image_url: 'https://x/y.png', detail: 'high' }],
+        },
+      ],
+    });
+    expect(asChatPrompt(body, 'm').messages).toEqual([
+      { role: 'assistant', content: 'Look it up. The ledger is in Redis.' },
+      {
+        role: 'tool',
+        content: [{ type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'high' } }],
+      },
+    ]);
+  });
+
+  test('lists every piece, each of which gets the allowance', () => {
     const body = ResponsesRequest.parse({
       model: 'm',
       previous_response_id: 'resp_1',
@@ -151,13 +215,17 @@ describe('the Responses adapter', () => {
             { type: 'input_file', file_id: 'file_2' },
           ],
         },
+        { type: 'reasoning', id: 'rs_1', summary: [], encrypted_content: 'gAAAAAB' },
+        { type: 'reasoning', id: 'rs_2', summary: [] },
       ],
     });
-    expect(unseenState(body)).toEqual([
+    expect(unseenState(body).map((u) => u.param)).toEqual([
       'previous_response_id',
-      'input[0] (item_reference)',
-      'input[1] (a file only the upstream can count)',
-      'input[1] (a file only the upstream can count)',
+      'input.0',
+      'input.1.content.0',
+      'input.1.content.1',
+      'input.2',
+      'input.3',
     ]);
   });
 });

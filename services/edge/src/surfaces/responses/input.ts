@@ -4,14 +4,15 @@ import type {
   PromptMessage,
   PromptTool,
 } from '@holdfast/tokenizer';
+import type { UnseenInput } from '../../call/unseen.js';
 import type { ResponsesContent, ResponsesItem, ResponsesRequest, ResponsesTool } from './schema.js';
 
 /**
  * A Responses request as the chat request a tokenizer counts: `instructions` is a system
  * message, a string `input` a user message; message items keep their role (`input_text` /
  * `output_text` as text, `input_image` as an image part), a `function_call` is an assistant
- * tool call and its `function_call_output` a tool message, a `reasoning` item its summary
- * text; any other item counts as its JSON. Function tools take the chat shape; a JSON schema
+ * tool call and its `function_call_output` (or `custom_tool_call_output`) a tool message, a
+ * `reasoning` item its summary and reasoning text; any other item counts as its JSON. Function tools take the chat shape; a JSON schema
  * `text.format` counts as a response format. Counted with the chat framing, this is what
  * OpenAI bills for the input (and exactly what the mock upstream bills).
  */
@@ -32,33 +33,104 @@ export function asChatPrompt(body: ResponsesRequest, model: string): ChatPromptR
 }
 
 /**
- * Why the call's input is not all in the request (empty: it is): every piece of state kept
- * upstream that only the upstream can count. Previous responses, conversations and stored
- * prompts; input items that reference stored items; files, by id, URL or inline. Each one gets
- * the model's allowance (`upstreamStateAllowanceTokens`) when the upstream cannot count them.
+ * The input only the upstream can count (empty: the edge counts it all), by path: state kept
+ * upstream (a previous response, a conversation, a stored prompt, an item by reference), files
+ * (by id, URL or inline: billed by their pages), reasoning the model reads back (an item's
+ * encrypted content, or a stored reasoning item by id: its whole reasoning, which its summary
+ * does not show), any other sealed item (a compaction), and the items of tools the provider ran
+ * (what they read or made is not in the item). Each one gets the model's allowance
+ * (`upstreamStateAllowanceTokens`) when the upstream cannot count them.
  */
-export function unseenState(body: ResponsesRequest): string[] {
-  const out: string[] = [];
-  if (body.previous_response_id) out.push('previous_response_id');
-  if (body.conversation) out.push('conversation');
-  if (body.prompt) out.push('prompt');
+export function unseenState(body: ResponsesRequest): UnseenInput[] {
+  const out: UnseenInput[] = [];
+  const stored = (param: string, what: string) =>
+    out.push({ param, what, billed: STORED, instead: 'Send the conversation as input instead' });
+  if (body.previous_response_id) stored('previous_response_id', 'a previous response');
+  if (body.conversation) stored('conversation', 'a conversation');
+  if (body.prompt) stored('prompt', 'a stored prompt');
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
   for (const [i, item] of input.entries()) {
-    if (item.type === 'item_reference') out.push(`input[${i}] (item_reference)`);
-    const parts = [item.content, item.output].flatMap((c) => (Array.isArray(c) ? c : []));
-    for (const part of parts) {
-      // A file inline (file_data) too: the provider reads it as its pages, text and images,
-      // which its bytes do not show.
-      if (part.file_id || part.type === 'input_file') {
-        out.push(`input[${i}] (a file only the upstream can count)`);
+    const hidden = hiddenItem(item);
+    if (hidden) out.push({ param: `input.${i}`, ...hidden });
+    for (const field of ['content', 'output'] as const) {
+      const parts = item[field];
+      if (!Array.isArray(parts)) continue;
+      for (const [j, part] of parts.entries()) {
+        // A file inline (file_data) too: the provider reads it as its pages, text and images,
+        // which its bytes do not show.
+        if (part.file_id || part.type === 'input_file') {
+          out.push({ param: `input.${i}.${field}.${j}`, what: 'a file' });
+        }
       }
     }
   }
   return out;
 }
 
+const STORED = 'the provider bills what it keeps as input';
+/** How the provider bills a reasoning item of the current turn (after the last user message). */
+const REASONING = (where: string) =>
+  `the provider bills the whole reasoning ${where} as input within the current turn, far more than its summary shows`;
+
+/** The items of the tools the provider runs, which it may bill more for than they show. */
+const PROVIDER_TOOL_ITEMS = new Set([
+  'web_search_call',
+  'file_search_call',
+  'code_interpreter_call',
+  'image_generation_call',
+  'mcp_call',
+  'mcp_list_tools',
+]);
+
+/** What an input item is when it carries input only the upstream can count. */
+function hiddenItem(item: ResponsesItem): Omit<UnseenInput, 'param'> | undefined {
+  const type = itemType(item);
+  if (item.encrypted_content != null) {
+    return type === 'reasoning'
+      ? {
+          what: 'a reasoning item with encrypted_content',
+          billed: REASONING('sealed in it'),
+          instead: LEAVE_OUT,
+        }
+      : {
+          what: 'an item with encrypted_content',
+          billed: 'the provider bills what it carries sealed as input',
+          instead: LEAVE_OUT,
+        };
+  }
+  if (type === 'reasoning' && item.id != null) {
+    return {
+      what: 'a reasoning item by id',
+      billed: REASONING('it keeps for it'),
+      instead: LEAVE_OUT,
+    };
+  }
+  if (type === 'item_reference') {
+    return { what: 'an item_reference', billed: STORED, instead: 'Send the item itself instead' };
+  }
+  if (PROVIDER_TOOL_ITEMS.has(type)) {
+    return {
+      what: `a ${type} item`,
+      billed:
+        'the provider may bill what its tool read or made as input, beyond what the item shows',
+      instead: LEAVE_OUT,
+    };
+  }
+  return undefined;
+}
+
+const LEAVE_OUT = 'Leave it out of the input';
+
+/**
+ * An item's type as OpenAI reads it: a message when left out, but an item with an id and no
+ * type is a reference to a stored item (the type of an `item_reference` is optional).
+ */
+function itemType(item: ResponsesItem): string {
+  return item.type ?? (item.id != null ? 'item_reference' : 'message');
+}
+
 function itemMessages(item: ResponsesItem): PromptMessage[] {
-  const type = item.type ?? 'message';
+  const type = itemType(item);
   switch (type) {
     case 'message':
       return [{ role: item.role ?? 'user', content: parts(item.content ?? '') }];
@@ -76,9 +148,12 @@ function itemMessages(item: ResponsesItem): PromptMessage[] {
         },
       ];
     case 'function_call_output':
+    case 'custom_tool_call_output':
       return [{ role: 'tool', content: parts(item.output ?? '') }];
     case 'reasoning': {
-      const text = (item.summary ?? []).map((s) => s.text ?? '').join('');
+      // What it shows: its summary and its reasoning text (open-weight models send the latter).
+      const content = Array.isArray(item.content) ? item.content : [];
+      const text = [...(item.summary ?? []), ...content].map((s) => s.text ?? '').join('');
       return text ? [{ role: 'assistant', content: text }] : [];
     }
     default:

@@ -31,6 +31,8 @@ const Item = z.looseObject({
   output: Content.nullish(),
   id: z.string().nullish(),
   summary: z.array(z.looseObject({ text: z.string().nullish() })).nullish(),
+  /** Sealed by the provider (a reasoning item's reasoning, a compaction): only it can count it. */
+  encrypted_content: z.string().nullish(),
 });
 export type ResponsesItem = z.infer<typeof Item>;
 
