@@ -14,11 +14,12 @@ import { runQueue } from './workload.js';
  * model counted locally (`tokenizer: estimate`, Claude's tokenizer not being public, or an
  * encoding an operator chose) has to hold them. A reserve team with a tokens and a usd budget
  * sends tiny prompts with built-in tools and custom ones (tool_choice auto, any, tool; a custom
- * tool with `input_examples`), 16 at a time, half streamed, until the budgets refuse (the tokens
- * budget binds with `estimate`, the usd one with o200k_base). The mock bills a tool-use system
- * prompt as large as any reported (Opus 4.7's 675 / 804): the provider's bill never passes
- * either budget, and the ledger, ClickHouse and the provider agree to the token and
- * micro-dollar, nothing held at the end.
+ * tool with `input_examples`), 16 at a time, half streamed, a refused call tried again a few
+ * times as holds free up, until the budgets refuse (the tokens budget binds with `estimate`,
+ * the usd one with o200k_base). The mock bills a tool-use system prompt as large as any
+ * reported (Opus 4.7's 675 / 804): the provider's bill never passes either budget, and the
+ * ledger, ClickHouse and the provider agree to the token and micro-dollar, nothing held at the
+ * end.
  */
 const TEAM = 'tool-lane';
 const KEY = 'sk-hf-tool-lane-1';
@@ -129,7 +130,7 @@ for (const lane of LANES) {
   }) => {
     const s = await stack({ behaviour, patch: withToolLane(lane) });
     await withAggregator({ natsUrl, clickhouseUrl, clickhouse, iso }, async (ch) => {
-      const run = await runQueue(160, 16, (i) => ask(s, i));
+      const run = await runQueue(160, 16, (i) => ask(s, i), { retries: 5, delayMs: 50 });
       const ledger = await s.settled(TEAM);
       const provider = providerBooks(s.upstream.stats().recent, modelPrices(PRICE, 'anthropic'));
       const overruns = (await s.events()).filter((e) => e.type === 'reservation.overrun');
