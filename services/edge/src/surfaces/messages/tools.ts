@@ -1,0 +1,66 @@
+import { hiddenInputTokens, type HiddenInputTokens, type ModelConfig } from '@holdfast/config';
+import type { UnseenInput } from '../../call/unseen.js';
+
+/**
+ * Messages tools: which run at the client and which at the provider, and the input each adds
+ * that the request does not show.
+ */
+
+type Tools = readonly { name: string; type?: string | null }[] | null | undefined;
+
+/**
+ * Anthropic's built-in client tools by type (`bash_20250124`, `text_editor_20250728`,
+ * `computer_20251124`, `memory_20250818`, ...): the client runs them, and the request names them
+ * by type only while Anthropic bills their whole definitions as input. Each maps to the figure
+ * of `hiddenInputTokens` that bounds it.
+ */
+const BUILT_IN_TOOL = /^(bash|text_editor|computer|memory)_\w+$/;
+const FIGURE = {
+  bash: 'bash',
+  text_editor: 'textEditor',
+  computer: 'computer',
+  memory: 'memory',
+} as const satisfies Record<string, keyof HiddenInputTokens>;
+
+function builtInTool(type: string): keyof HiddenInputTokens | undefined {
+  const kind = BUILT_IN_TOOL.exec(type)?.[1] as keyof typeof FIGURE | undefined;
+  return kind && FIGURE[kind];
+}
+
+/**
+ * The Messages server tools (web search, web fetch, code execution: any type but the client's
+ * own, none or `custom`, and the built-ins), then the MCP servers.
+ */
+export function messagesProviderTools(body: {
+  tools?: Tools;
+  mcp_servers?: unknown;
+}): UnseenInput[] {
+  const tools = (body.tools ?? []).flatMap((t, i) =>
+    t.type != null && t.type !== 'custom' && !builtInTool(t.type)
+      ? [{ param: `tools.${i}`, what: `the ${t.type} server tool` }]
+      : [],
+  );
+  const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers : [];
+  return [...tools, ...servers.map(() => ({ param: 'mcp_servers', what: 'an MCP server' }))];
+}
+
+/**
+ * The input Anthropic adds to a Messages call that the request does not show, bounded for a
+ * prompt the edge counts itself (any tokenizer but `upstream`, or when count_tokens cannot
+ * answer; count_tokens counts it already): the tool-use system prompt whenever tools are
+ * offered (whatever tool_choice), and each built-in client tool's definition (computer use with
+ * its own system prompt), at the model's `hiddenInputTokens` (docs/budgets.md).
+ */
+export function hiddenInput(
+  tools: Tools,
+  model: Pick<ModelConfig, 'hiddenInputTokens'> | undefined,
+): number {
+  if (!tools?.length) return 0;
+  const figures = hiddenInputTokens(model);
+  let total = figures.toolUse;
+  for (const tool of tools) {
+    const figure = tool.type ? builtInTool(tool.type) : undefined;
+    if (figure) total += figures[figure];
+  }
+  return total;
+}

@@ -1,0 +1,69 @@
+import { HIDDEN_INPUT_TOKENS } from '@holdfast/config';
+import { describe, expect, test } from 'vitest';
+import { asChatPrompt } from './input.js';
+import { MessagesRequest } from './schema.js';
+import { hiddenInput, messagesProviderTools } from './tools.js';
+
+/** A model that sets no figure, and one whose newer prompt and computer tool are larger. */
+const claude = {};
+const next = { hiddenInputTokens: { toolUse: 1_600, computer: 3_000 } };
+const D = HIDDEN_INPUT_TOKENS;
+const custom = { name: 'lookup', input_schema: { type: 'object' } };
+const bash = { type: 'bash_20250124', name: 'bash' };
+const editor = { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' };
+const computer = { type: 'computer_20251124', name: 'computer', display_width_px: 1024 };
+const memory = { type: 'memory_20250818', name: 'memory' };
+
+describe('Messages tools', () => {
+  test('the hidden input: the tool-use system prompt once tools are offered, each built-in tool its figure', () => {
+    expect(hiddenInput(undefined, claude)).toBe(0);
+    expect(hiddenInput([], claude)).toBe(0);
+    expect(hiddenInput([custom], claude)).toBe(D.toolUse);
+    expect(hiddenInput([{ ...custom, type: 'custom' }, custom], claude)).toBe(D.toolUse);
+    expect(hiddenInput([bash, editor, computer, memory], claude)).toBe(
+      D.toolUse + D.bash + D.textEditor + D.computer + D.memory,
+    );
+    // Two of a kind, two definitions; a model's raised figures; no model: the defaults.
+    expect(hiddenInput([computer, computer], next)).toBe(1_600 + 6_000);
+    expect(hiddenInput([bash], undefined)).toBe(D.toolUse + D.bash);
+    // A lookalike type is no built-in tool (a server tool: refused or given the allowance).
+    expect(hiddenInput([{ type: 'bash', name: 'bash' }], claude)).toBe(D.toolUse);
+    expect(hiddenInput([{ type: 'bash_2025-01', name: 'bash' }], claude)).toBe(D.toolUse);
+  });
+
+  test('the provider runs any tool but the custom and built-in ones, and the MCP servers', () => {
+    const tools = [custom, { ...custom, type: 'custom' }, bash, editor, computer, memory];
+    expect(messagesProviderTools({ tools })).toEqual([]);
+    const server = [
+      { type: 'web_search_20250305', name: 'web_search' },
+      { type: 'bash', name: 'bash' },
+    ];
+    expect(messagesProviderTools({ tools: [...tools, ...server], mcp_servers: [{}] })).toEqual([
+      { param: 'tools.6', what: 'the web_search_20250305 server tool' },
+      { param: 'tools.7', what: 'the bash server tool' },
+      { param: 'mcp_servers', what: 'an MCP server' },
+    ]);
+  });
+
+  test('a custom tool that carries more than its name, description and schema counts as its JSON (input_examples: Anthropic bills them)', () => {
+    const examples = [{ account: 'acct-1' }];
+    const body = MessagesRequest.parse({
+      model: 'claude',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'hi' }],
+      tools: [
+        { ...custom, cache_control: { type: 'ephemeral' } },
+        { ...custom, input_examples: examples, cache_control: { type: 'ephemeral' } },
+        { ...custom, type: null, strict: true },
+      ],
+    });
+    expect(asChatPrompt(body, 'm').tools).toEqual([
+      {
+        type: 'function',
+        function: { name: 'lookup', description: null, parameters: { type: 'object' } },
+      },
+      { type: 'custom', ...custom, input_examples: examples },
+      { type: 'custom', ...custom, strict: true },
+    ]);
+  });
+});
