@@ -1,9 +1,10 @@
 import type Anthropic from '@anthropic-ai/sdk';
-import { modelPrices } from '@holdfast/config';
+import { HIDDEN_INPUT_TOKENS, modelPrices } from '@holdfast/config';
+import { expect } from 'vitest';
 import { expectBooksHold, providerBooks, withAggregator } from './books.js';
-import { edgeTest as test, type Stack, type TestConfig } from './harness.js';
+import { edgeTest as test, entry, type Stack, type TestConfig } from './harness.js';
 import { sha256Hex } from '../src/index.js';
-import { anthropic, withClaude } from './surfaces.js';
+import { anthropic, post, withClaude } from './surfaces.js';
 import { runQueue } from './workload.js';
 
 /**
@@ -89,7 +90,7 @@ const examples = Array.from({ length: 40 }, (_, i) => ({
  * built-in tool; a custom tool forced (any); one with input_examples; computer use, bash and
  * memory with one of them named.
  */
-function body(i: number): Record<string, unknown> {
+function body(i: number, model = MODEL): Record<string, unknown> {
   const kinds = [
     { tools: Object.values(BUILT_IN) },
     { tools: [lookup], tool_choice: { type: 'any' } },
@@ -100,7 +101,7 @@ function body(i: number): Record<string, unknown> {
     },
   ];
   return {
-    model: MODEL,
+    model,
     max_tokens: 256,
     messages: [{ role: 'user', content: `Open report ${i}.` }],
     ...kinds[i % kinds.length],
@@ -152,3 +153,59 @@ for (const lane of LANES) {
     });
   });
 }
+
+/** Two Claude models counted with o200k_base: one with the default figures, one raised. */
+function withNewerModels(c: TestConfig): void {
+  withToolLane({ tokenizer: 'estimate', tokens: 10_000_000, usd: 1_000 })(c);
+  for (const [id, hiddenInputTokens] of [
+    ['claude-o200k', undefined],
+    ['claude-o200k-next', { toolUse: 2_048 }],
+  ] as const) {
+    c.models.push({
+      id,
+      upstream: 'claude',
+      tokenizer: 'o200k_base',
+      price: PRICE,
+      hiddenInputTokens,
+    });
+    const useCases = entry(c.tenants, TEAM).useCases as { models: string[] }[];
+    useCases[0]!.models.push(id);
+  }
+}
+
+test("count_tokens served locally answers what the call is held at; a newer model's larger tool-use prompt is held once the operator raises toolUse", async ({
+  stack,
+}) => {
+  // A model whose tool-use system prompt is past the default's 1,024.
+  const newer = { ...behaviour, toolPromptTokens: { auto: 1_500, forced: 1_700 } };
+  const s = await stack({ behaviour: newer, patch: withNewerModels });
+  const headers = { 'x-api-key': KEY, 'anthropic-version': '2023-06-01' };
+  /** Per call: what count_tokens said, what the call was held at, what the provider billed. */
+  const calls = async (model: string) => {
+    const out: { counted: number; held: number; billed: number }[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { max_tokens: _, ...counting } = body(i, model);
+      const counted = await post(s, '/v1/messages/count_tokens', counting, headers);
+      const called = await post(s, '/v1/messages', body(i, model), headers);
+      expect([counted.status, called.status]).toEqual([200, 200]);
+      out.push({
+        counted: counted.body.input_tokens as number,
+        held: Number(called.headers.get('x-holdfast-prompt-tokens')),
+        billed: s.upstream.stats().recent.at(-1)!.promptTokens,
+      });
+    }
+    return out;
+  };
+  for (const model of [MODEL, 'claude-o200k', 'claude-o200k-next']) {
+    const seen = await calls(model);
+    expect(seen.map((c) => c.held)).toEqual(seen.map((c) => c.counted));
+    const under = seen.filter((c) => c.held < c.billed).length;
+    console.log(`[messages tools, newer prompt] ${model}: ${JSON.stringify(seen)}`);
+    // The default's 1,024 is short of this prompt by 476-676: the byte bound of `estimate`
+    // has room to spare on these prompts, o200k_base does not; raised, it holds.
+    if (model === 'claude-o200k') expect(under).toBeGreaterThan(0);
+    else expect(under).toBe(0);
+  }
+  expect(HIDDEN_INPUT_TOKENS.toolUse).toBeLessThan(1_500);
+  await s.settled(TEAM);
+});

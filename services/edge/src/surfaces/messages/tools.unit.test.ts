@@ -1,5 +1,11 @@
-import { HIDDEN_INPUT_TOKENS } from '@holdfast/config';
-import { describe, expect, test } from 'vitest';
+import { HIDDEN_INPUT_TOKENS, type CompiledModel, type UpstreamConfig } from '@holdfast/config';
+import { Err, Ok } from '@holdfast/runtime';
+import { TokenCounter, type TokenizerName } from '@holdfast/tokenizer';
+import { afterAll, describe, expect, test } from 'vitest';
+import type { CountContext } from '../../call/adapter.js';
+import type { CallDeps } from '../../call/deps.js';
+import type { CountReply } from '../../upstream/counting.js';
+import { countMessagesPrompt } from './adapter.js';
 import { asChatPrompt } from './input.js';
 import { MessagesRequest } from './schema.js';
 import { hiddenInput, messagesProviderTools } from './tools.js';
@@ -65,5 +71,47 @@ describe('Messages tools', () => {
       { type: 'custom', ...custom, input_examples: examples },
       { type: 'custom', ...custom, strict: true },
     ]);
+  });
+});
+
+describe('the Messages prompt count', () => {
+  const counter = new TokenCounter({ poolSize: 1 });
+  afterAll(() => counter.close());
+  const body = MessagesRequest.parse({
+    model: 'claude',
+    max_tokens: 10,
+    messages: [{ role: 'user', content: 'Open the report.' }],
+    tools: [bash, computer],
+  });
+  /** The count with this tokenizer and, when given, what Anthropic's count_tokens answers. */
+  const count = async (tokenizer: TokenizerName, upstream?: CountReply) => {
+    const ctx: CountContext = {
+      deps: {
+        counter,
+        upstream: { count: { messages: () => Promise.resolve(upstream) } },
+      } as unknown as CallDeps,
+      model: next as CompiledModel,
+      tokenizer,
+      target: upstream && ({ id: 'claude' } as UpstreamConfig),
+      upstream: undefined,
+      headers: {},
+      serviceTier: 'default',
+    };
+    const counted = await countMessagesPrompt(body, ctx);
+    if (!counted.ok) throw new Error(counted.error.message);
+    return counted.value;
+  };
+
+  test('counted locally, it holds the hidden input on top of the chat count; count_tokens is taken as it is', async () => {
+    const hidden = 1_600 + D.bash + 3_000;
+    for (const tokenizer of ['estimate', 'o200k_base'] as const) {
+      const chat = await counter.countChat(asChatPrompt(body, 'claude'), tokenizer);
+      expect(await count(tokenizer)).toBe(chat + hidden);
+      // tokenizer: upstream when count_tokens cannot answer: the same local count.
+      const refused: CountReply = Err({ code: 'count_unreachable', status: null, message: 'x' });
+      expect(await count(tokenizer, refused)).toBe(chat + hidden);
+    }
+    // Anthropic's count_tokens counts what it adds itself: exact, nothing added.
+    expect(await count('estimate', Ok(2_345))).toBe(2_345);
   });
 });
