@@ -77,6 +77,36 @@ describe('Messages tools: the input Anthropic adds that the request does not sho
     expect(rich.billed).toBe(rich.count);
   });
 
+  it("adds a guessed citations prompt once when any block, a tool result's included, enables citations", async () => {
+    const result = (enabled: boolean) => ({
+      type: 'search_result',
+      source: 'https://example.test/a',
+      title: 'A',
+      content: [{ type: 'text', text: 'Revenue rose.' }],
+      citations: { enabled },
+    });
+    const asked = async (blocks: object[]) => {
+      const body = { ...base, messages: [{ role: 'user', content: blocks }] };
+      const r = await call(mock.upstream(), 'POST', '/v1/messages/count_tokens', body, VERSION);
+      return (r.json as { input_tokens: number }).input_tokens;
+    };
+    const off = await asked([result(false)]);
+    const on = await asked([result(true)]);
+    // "true" is a token shorter than "false" in o200k: the JSON differs by 1 at most.
+    expect(Math.abs(on - off - 300)).toBeLessThanOrEqual(1);
+    const nested = {
+      type: 'tool_result',
+      tool_use_id: 't1',
+      content: [result(true), result(true)],
+    };
+    const twice = await asked([nested]);
+    const once = await asked([{ ...nested, content: [result(true), result(false)] }]);
+    expect(Math.abs(twice - once)).toBeLessThanOrEqual(1);
+    expect(
+      once - (await asked([{ ...nested, content: [result(false), result(false)] }])),
+    ).toBeGreaterThanOrEqual(299);
+  });
+
   it('takes the tool-use system prompt from the behaviour and from x-mock-tool-prompt-*', async () => {
     const tool = { name: 'lookup', input_schema: { type: 'object', properties: {} } };
     const any = { tool_choice: { type: 'any' } };

@@ -21,7 +21,7 @@ import type { CacheControl, ContentBlock, CountTokensBody } from './schema.js';
  *   name and input JSON plus 3; tool_result as its content plus 3; thinking as its text; a
  *   document FILE_INPUT_TOKENS plus its JSON (its pages, which its bytes do not show); any
  *   other block as its JSON;
- * - 3 tokens for the reply primer.
+ * - 3 tokens for the reply primer, and a guessed citations prompt when citations are enabled.
  * Each tool, system block and content block is one "block" of the prompt, the unit that
  * `cache_control` marks and that prompt caching reads and writes.
  */
@@ -50,6 +50,12 @@ const BUILT_IN_TOOLS: readonly { type: RegExp; tokens: number }[] = [
 const COMPUTER_USE_PROMPT = 499;
 const MESSAGE_FRAMING = 3;
 const REPLY_PRIMER = 3;
+/**
+ * Anthropic says enabling citations adds to the system prompt (and chunks documents); it
+ * publishes no figure: 300 here is a guess, added once when any block (a document, a
+ * search_result, in a message, the system or a tool result) has `citations.enabled`.
+ */
+const CITATIONS_PROMPT = 300;
 const UNKNOWN_IMAGE = 1600;
 const MAX_BREAKPOINTS = 4;
 
@@ -93,7 +99,8 @@ export async function promptSegments(
       add(framing + blockTokens(block, count), block, [message.role, strip(block)]);
     }
   }
-  segments.push({ tokens: REPLY_PRIMER, content: null, breakpoint: null });
+  const cites = citations(body) ? CITATIONS_PROMPT : 0;
+  segments.push({ tokens: REPLY_PRIMER + cites, content: null, breakpoint: null });
 
   const marks = segments.filter((s) => s.breakpoint);
   if (marks.length > MAX_BREAKPOINTS) {
@@ -111,6 +118,17 @@ export async function promptSegments(
     });
   }
   return Ok({ segments, total: segments.reduce((n, s) => n + s.tokens, 0) });
+}
+
+/** Some block of the prompt (a tool result's blocks included) asks for citations. */
+function citations(body: CountTokensBody): boolean {
+  const cites = (b: unknown): boolean => {
+    const block = b as { citations?: { enabled?: unknown }; content?: unknown };
+    if (block.citations?.enabled === true) return true;
+    return Array.isArray(block.content) && block.content.some(cites);
+  };
+  const system = Array.isArray(body.system) ? body.system : [];
+  return [...system, ...body.messages].some(cites);
 }
 
 function builtInTokens(type: unknown): number {
