@@ -9,7 +9,7 @@ import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
 import type { CountTokensRequest, MessagesRequest } from './schema.js';
-import { hiddenInput, messagesProviderTools } from './tools.js';
+import { hiddenInput, messagesProviderTools } from './hidden.js';
 import { MessagesTranscript } from './transcript.js';
 
 /** The Messages fields the edge forwards as sent (max_tokens and stream it sets). */
@@ -49,7 +49,7 @@ const COUNTED_FIELDS = [
  * `/v1/messages/count_tokens` (exact: what the call is billed); else, or when it cannot
  * answer, the local count of the chat request the prompt amounts to (the proven bound with
  * `estimate`) plus a bound on the input Anthropic adds that the request does not show (its
- * tool-use system prompt, the built-in tools' definitions: tools.ts hiddenInput).
+ * tool-use system prompt, the built-in tools' definitions, citations: hidden.ts).
  * `/v1/messages/count_tokens` answers this same count.
  */
 export async function countMessagesPrompt(
@@ -104,7 +104,7 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
     if (reply.ok) return Ok(reply.value);
     why = `the upstream's /v1/messages/count_tokens could not count it (${reply.error.status === null ? reply.error.message : `it answered ${reply.error.status}`})`;
   }
-  const hidden = hiddenInput(body.tools, ctx.model);
+  const hidden = hiddenInput(body, ctx.model);
   const local = async () =>
     hidden + (await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer));
   const [document, ...more] = documentBlocks(body);

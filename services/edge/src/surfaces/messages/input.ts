@@ -20,7 +20,7 @@ const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.s
  * message with its tool_use_id, thinking its text; any other block counts as its JSON. A custom
  * tool takes the chat shape, its input_schema as parameters; one that carries more fields
  * (input_examples, ...), which Anthropic renders and bills too, and any other tool count as
- * their JSON. What Anthropic adds that the request does not show is counted apart (tools.ts).
+ * their JSON. What Anthropic adds that the request does not show is counted apart (hidden.ts).
  * Claude's tokenizer is not public: `tokenizer: upstream` (count_tokens) is exact, this is the
  * fallback.
  */

@@ -2,11 +2,19 @@ import { hiddenInputTokens, type HiddenInputTokens, type ModelConfig } from '@ho
 import type { UnseenInput } from '../../call/unseen.js';
 
 /**
- * Messages tools: which run at the client and which at the provider, and the input each adds
- * that the request does not show.
+ * The input of a Messages call that the request does not show: what the tools the provider
+ * runs read (refused or given the model's allowance: call/unseen.ts), and what Anthropic adds
+ * to the prompt itself (held on top of a local count: hiddenInput).
  */
 
 type Tools = readonly { name: string; type?: string | null }[] | null | undefined;
+
+/** What hiddenInput reads of a request. */
+interface Prompt {
+  tools?: Tools;
+  system?: unknown;
+  messages: readonly { content: unknown }[];
+}
 
 /**
  * Anthropic's built-in client tools by type (`bash_20250124`, `text_editor_20250728`,
@@ -47,20 +55,33 @@ export function messagesProviderTools(body: {
 /**
  * The input Anthropic adds to a Messages call that the request does not show, bounded for a
  * prompt the edge counts itself (any tokenizer but `upstream`, or when count_tokens cannot
- * answer; count_tokens counts it already): the tool-use system prompt whenever tools are
- * offered (whatever tool_choice), and each built-in client tool's definition (computer use with
- * its own system prompt), at the model's `hiddenInputTokens` (docs/budgets.md).
+ * answer; count_tokens counts it already), at the model's `hiddenInputTokens`
+ * (docs/budgets.md): the tool-use system prompt whenever tools are offered (whatever
+ * tool_choice), each built-in client tool's definition (computer use with its own system
+ * prompt), and what citations add to the system prompt when a block enables them.
  */
 export function hiddenInput(
-  tools: Tools,
+  body: Prompt,
   model: Pick<ModelConfig, 'hiddenInputTokens'> | undefined,
 ): number {
-  if (!tools?.length) return 0;
   const figures = hiddenInputTokens(model);
-  let total = figures.toolUse;
-  for (const tool of tools) {
+  let total = citations(body) ? figures.citations : 0;
+  if (!body.tools?.length) return total;
+  total += figures.toolUse;
+  for (const tool of body.tools) {
     const figure = tool.type ? builtInTool(tool.type) : undefined;
     if (figure) total += figures[figure];
   }
   return total;
+}
+
+/** Some block (of the system, a message, a tool result) enables citations. */
+function citations(body: Prompt): boolean {
+  const cites = (b: unknown): boolean => {
+    const block = b as { citations?: { enabled?: unknown } | null; content?: unknown } | null;
+    if (block?.citations?.enabled === true) return true;
+    return Array.isArray(block?.content) && block.content.some(cites);
+  };
+  const system = Array.isArray(body.system) ? (body.system as unknown[]) : [];
+  return [...system, ...body.messages].some(cites);
 }

@@ -8,7 +8,7 @@ import type { CountReply } from '../../upstream/counting.js';
 import { countMessagesPrompt } from './adapter.js';
 import { asChatPrompt } from './input.js';
 import { MessagesRequest } from './schema.js';
-import { hiddenInput, messagesProviderTools } from './tools.js';
+import { hiddenInput, messagesProviderTools } from './hidden.js';
 
 /** A model that sets no figure, and one whose newer prompt and computer tool are larger. */
 const claude = {};
@@ -20,21 +20,41 @@ const editor = { type: 'text_editor_20250728', name: 'str_replace_based_edit_too
 const computer = { type: 'computer_20251124', name: 'computer', display_width_px: 1024 };
 const memory = { type: 'memory_20250818', name: 'memory' };
 
-describe('Messages tools', () => {
+/** A prompt that offers these tools. */
+const prompt = (tools?: { name: string; type?: string }[]) => ({ tools, messages: [] });
+
+describe('the input a Messages request does not show', () => {
   test('the hidden input: the tool-use system prompt once tools are offered, each built-in tool its figure', () => {
-    expect(hiddenInput(undefined, claude)).toBe(0);
-    expect(hiddenInput([], claude)).toBe(0);
-    expect(hiddenInput([custom], claude)).toBe(D.toolUse);
-    expect(hiddenInput([{ ...custom, type: 'custom' }, custom], claude)).toBe(D.toolUse);
-    expect(hiddenInput([bash, editor, computer, memory], claude)).toBe(
+    expect(hiddenInput(prompt(undefined), claude)).toBe(0);
+    expect(hiddenInput(prompt([]), claude)).toBe(0);
+    expect(hiddenInput(prompt([custom]), claude)).toBe(D.toolUse);
+    expect(hiddenInput(prompt([{ ...custom, type: 'custom' }, custom]), claude)).toBe(D.toolUse);
+    expect(hiddenInput(prompt([bash, editor, computer, memory]), claude)).toBe(
       D.toolUse + D.bash + D.textEditor + D.computer + D.memory,
     );
     // Two of a kind, two definitions; a model's raised figures; no model: the defaults.
-    expect(hiddenInput([computer, computer], next)).toBe(1_600 + 6_000);
-    expect(hiddenInput([bash], undefined)).toBe(D.toolUse + D.bash);
+    expect(hiddenInput(prompt([computer, computer]), next)).toBe(1_600 + 6_000);
+    expect(hiddenInput(prompt([bash]), undefined)).toBe(D.toolUse + D.bash);
     // A lookalike type is no built-in tool (a server tool: refused or given the allowance).
-    expect(hiddenInput([{ type: 'bash', name: 'bash' }], claude)).toBe(D.toolUse);
-    expect(hiddenInput([{ type: 'bash_2025-01', name: 'bash' }], claude)).toBe(D.toolUse);
+    expect(hiddenInput(prompt([{ type: 'bash', name: 'bash' }]), claude)).toBe(D.toolUse);
+    expect(hiddenInput(prompt([{ type: 'bash_2025-01', name: 'bash' }]), claude)).toBe(D.toolUse);
+  });
+
+  test('citations enabled anywhere (a document, a search result, one in a tool result): their prompt once', () => {
+    const result = (enabled: boolean) => ({ type: 'search_result', citations: { enabled } });
+    const user = (...content: object[]) => ({ messages: [{ role: 'user', content }] });
+    expect(hiddenInput(user(result(false), { type: 'text', text: 'hi' }), claude)).toBe(0);
+    expect(hiddenInput(user(result(true), result(true)), claude)).toBe(D.citations);
+    const nested = { type: 'tool_result', content: [result(false), result(true)] };
+    expect(hiddenInput(user(nested), claude)).toBe(D.citations);
+    const doc = { type: 'document', source: {}, citations: { enabled: true } };
+    expect(hiddenInput({ ...user({ type: 'text' }), system: [doc] }, claude)).toBe(D.citations);
+    expect(hiddenInput({ ...user(doc), tools: [bash] }, claude)).toBe(
+      D.citations + D.toolUse + D.bash,
+    );
+    expect(hiddenInput({ messages: [{ content: 'citations: { enabled: true }' }] }, claude)).toBe(
+      0,
+    );
   });
 
   test('the provider runs any tool but the custom and built-in ones, and the MCP servers', () => {
