@@ -15,12 +15,12 @@ import { runQueue } from './workload.js';
  * model counted locally (`tokenizer: estimate`, Claude's tokenizer not being public, or an
  * encoding an operator chose) has to hold them. A reserve team with a tokens and a usd budget
  * sends tiny prompts with built-in tools and custom ones (tool_choice auto, any, tool; a custom
- * tool with `input_examples`), 16 at a time, half streamed, a refused call tried again a few
- * times as holds free up, until the budgets refuse (the tokens budget binds with `estimate`,
- * the usd one with o200k_base). The mock bills a tool-use system prompt as large as any
- * reported (Opus 4.7's 675 / 804): the provider's bill never passes either budget, and the
- * ledger, ClickHouse and the provider agree to the token and micro-dollar, nothing held at the
- * end.
+ * tool with `input_examples`; a search result with citations), 16 at a time, half streamed, a
+ * refused call tried again a few times as holds free up, until the budgets refuse (the tokens
+ * budget binds with `estimate`, the usd one with o200k_base). The mock bills a tool-use system
+ * prompt as large as any reported (Opus 4.7's 675 / 804): the provider's bill never passes
+ * either budget, and the ledger, ClickHouse and the provider agree to the token and
+ * micro-dollar, nothing held at the end.
  */
 const TEAM = 'tool-lane';
 const KEY = 'sk-hf-tool-lane-1';
@@ -85,15 +85,29 @@ const examples = Array.from({ length: 40 }, (_, i) => ({
   note: `renewal forecast for region ${i} quarter ${i % 4} owner review`,
 }));
 
+/** A search result the model may cite: citations add to Anthropic's system prompt. */
+const searchResult = {
+  type: 'search_result',
+  source: 'https://example.test/q3',
+  title: 'Q3',
+  content: [{ type: 'text', text: 'Revenue rose 12% in the quarter.' }],
+  citations: { enabled: true },
+};
+
 /**
  * Four shapes of call in turn, each sent streamed and not, all of them tiny prompts: every
- * built-in tool; a custom tool forced (any); one with input_examples; computer use, bash and
- * memory with one of them named.
+ * built-in tool; a custom tool forced (any), with a search result to cite; one with
+ * input_examples; computer use, bash and memory with one of them named.
  */
 function body(i: number, model = MODEL): Record<string, unknown> {
+  const text = { type: 'text', text: `Open report ${i}.` };
   const kinds = [
     { tools: Object.values(BUILT_IN) },
-    { tools: [lookup], tool_choice: { type: 'any' } },
+    {
+      tools: [lookup],
+      tool_choice: { type: 'any' },
+      messages: [{ role: 'user', content: [searchResult, text] }],
+    },
     { tools: [{ ...lookup, input_examples: examples }] },
     {
       tools: [BUILT_IN.computer, BUILT_IN.bash, BUILT_IN.memory],
@@ -103,7 +117,7 @@ function body(i: number, model = MODEL): Record<string, unknown> {
   return {
     model,
     max_tokens: 256,
-    messages: [{ role: 'user', content: `Open report ${i}.` }],
+    messages: [{ role: 'user', content: [text] }],
     ...kinds[i % kinds.length],
   };
 }
