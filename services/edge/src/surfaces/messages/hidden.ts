@@ -75,13 +75,21 @@ export function hiddenInput(
   return total;
 }
 
-/** Some block (of the system, a message, a tool result) enables citations. */
+type Block = { type?: unknown; citations?: { enabled?: unknown } | null; content?: unknown } | null;
+
+const enables = (b: unknown) => (b as Block)?.citations?.enabled === true;
+
+/**
+ * Some block of the system, a message or a tool result (the one level Anthropic nests blocks
+ * at, read without recursion: a deeply nested body cannot exhaust the stack) enables citations.
+ */
 function citations(body: Prompt): boolean {
-  const cites = (b: unknown): boolean => {
-    const block = b as { citations?: { enabled?: unknown } | null; content?: unknown } | null;
-    if (block?.citations?.enabled === true) return true;
-    return Array.isArray(block?.content) && block.content.some(cites);
-  };
-  const system = Array.isArray(body.system) ? (body.system as unknown[]) : [];
-  return [...system, ...body.messages].some(cites);
+  const blocks = (content: unknown): unknown[] => (Array.isArray(content) ? content : []);
+  const inMessage = (block: unknown) =>
+    enables(block) ||
+    ((block as Block)?.type === 'tool_result' && blocks((block as Block)?.content).some(enables));
+  return (
+    blocks(body.system).some(enables) ||
+    body.messages.some((m) => blocks(m.content).some(inMessage))
+  );
 }

@@ -55,6 +55,10 @@ describe('the input a Messages request does not show', () => {
     expect(hiddenInput({ messages: [{ content: 'citations: { enabled: true }' }] }, claude)).toBe(
       0,
     );
+    // Deeper than Anthropic nests blocks: not looked into, and no stack to exhaust.
+    let deep: object = result(true);
+    for (let i = 0; i < 200_000; i++) deep = { type: 'tool_result', content: [deep] };
+    expect(hiddenInput(user(deep), claude)).toBe(0);
   });
 
   test('the provider runs any tool but the custom and built-in ones, and the MCP servers', () => {
