@@ -42,6 +42,18 @@ export const Capacity = z.strictObject({
 });
 export type Capacity = z.infer<typeof Capacity>;
 
+/**
+ * Anthropic's tool-use system prompt, which it adds to the input of every Messages call with
+ * `tools` (count_tokens included): `auto` when tool_choice is auto or none, `forced` when it is
+ * any or tool. The default is Anthropic's figure for Claude 4-era models (346 / 313); newer models
+ * are reported larger (Sonnet 4.6 497 / 589, Opus 4.7 675 / 804).
+ */
+export const ToolPrompt = z.strictObject({
+  auto: z.int().min(0).max(1_000_000).default(346),
+  forced: z.int().min(0).max(1_000_000).default(313),
+});
+export type ToolPrompt = z.infer<typeof ToolPrompt>;
+
 /** Runtime behaviour: set at startup, changed by `PUT /_mock/config`, restored by reset. */
 export const Behaviour = z.strictObject({
   /** Before the first content token (streaming) or before the whole response. */
@@ -98,6 +110,11 @@ export const Behaviour = z.strictObject({
    * upstream without it (vLLM, llama-server).
    */
   responsesInputTokens: z.boolean(),
+  /**
+   * Anthropic's tool-use system prompt (see `ToolPrompt`). Headers: `x-mock-tool-prompt-auto`,
+   * `x-mock-tool-prompt-forced`.
+   */
+  toolPromptTokens: ToolPrompt,
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -127,6 +144,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   priorityTier: false,
   longContextAboveTokens: null,
   responsesInputTokens: true,
+  toolPromptTokens: { auto: 346, forced: 313 },
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

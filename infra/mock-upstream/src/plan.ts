@@ -7,6 +7,7 @@ import {
   type Failure,
   type FailureKind,
   type OverReport,
+  type ToolPrompt,
 } from './behaviour.js';
 import type { MockState } from './state.js';
 
@@ -30,6 +31,8 @@ export interface Plan {
   serviceTier: string | undefined;
   /** The long-context line (null: none): a record above it is marked `longContext`. */
   longContextAbove: number | null;
+  /** Anthropic's tool-use system prompt, by tool_choice (anthropic/count.ts). */
+  toolPrompt: ToolPrompt;
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -53,7 +56,9 @@ interface InvalidHeaders {
  * - `x-mock-audio-prompt-tokens`, `x-mock-audio-completion-tokens`: a chat call's audio input
  *   (when it has `input_audio` parts) and audio output (when it asks for audio);
  * - `x-mock-service-tier`: the service tier the call is reported (and billed) at;
- * - `x-mock-long-context-above: N`: the call's long-context line (its record's `longContext`).
+ * - `x-mock-long-context-above: N`: the call's long-context line (its record's `longContext`);
+ * - `x-mock-tool-prompt-auto: N`, `x-mock-tool-prompt-forced: N`: Anthropic's tool-use system
+ *   prompt when tool_choice is auto/none, any/tool (a newer model's larger one).
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -85,6 +90,8 @@ export function planRequest(
   const audioPromptTokens = int('x-mock-audio-prompt-tokens');
   const audioCompletionTokens = int('x-mock-audio-completion-tokens');
   const longContextAbove = int('x-mock-long-context-above');
+  const toolPromptAuto = int('x-mock-tool-prompt-auto');
+  const toolPromptForced = int('x-mock-tool-prompt-forced');
   const tierHeader = headers['x-mock-service-tier'];
   const serviceTier =
     typeof tierHeader === 'string' && /^[a-z][a-z0-9_]{0,31}$/.test(tierHeader)
@@ -120,6 +127,10 @@ export function planRequest(
     audioCompletionTokens: audioCompletionTokens ?? b.audioCompletionTokens,
     serviceTier,
     longContextAbove: longContextAbove ?? b.longContextAboveTokens,
+    toolPrompt: {
+      auto: toolPromptAuto ?? b.toolPromptTokens.auto,
+      forced: toolPromptForced ?? b.toolPromptTokens.forced,
+    },
   });
 }
 

@@ -7,6 +7,11 @@ export * from './document/fields.js';
 export * from './document/paths.js';
 export * from './document/merge.js';
 export * from './document/limits.js';
+export {
+  HIDDEN_INPUT_TOKENS,
+  hiddenInputTokens,
+  type HiddenInputTokens,
+} from './document/hidden-input.js';
 export { didYouMean } from './document/suggest.js';
 // The environment every service reads, Redis targets, and where `pnpm stack` keeps its state.
 export * from './env/env.js';

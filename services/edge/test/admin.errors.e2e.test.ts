@@ -53,6 +53,13 @@ test('bad input is refused with a code naming the field, and changes nothing', a
     'tenants[id=ok].budgets[week-tokens].limit',
   ])
     expect(invalid.message).toContain(field);
+  // A model's hidden-input figure below its default (it would hold less than is published).
+  const price = { inputPerMTok: 5, outputPerMTok: 25 };
+  const low = { id: 'claude-low', upstream: 'default', price, hiddenInputTokens: { toolUse: 346 } };
+  await expectError(call('PUT', '/admin/config', { models: [low] }), 400, 'invalid_config', [
+    'models[id=claude-low].hiddenInputTokens.toolUse',
+    'must be at least 1,024',
+  ]);
   await expectError(
     call('PUT', '/admin/config', `# ${'x'.repeat(ADMIN_BODY_LIMIT_BYTES)}`),
     413,

@@ -203,30 +203,40 @@ export async function auditDrift(s: Stack, ch: SqlExecutor, database: string) {
 }
 
 /**
- * The books of a run against a usd budget until it refused, as the provider bills it (the
- * mock's log priced by `providerBooks`): never over the budget and most of it used, every
- * refusal a budget_exceeded, every call served completed; the ledger and ClickHouse (its
- * settled rows and the surface's by-api view) agree with the provider to the token and
- * micro-dollar, the drift audit finds nothing, and no hold was overrun.
+ * The books of a run against a usd budget (and a tokens one, when given) until it refused, as
+ * the provider bills it (the mock's log priced by `providerBooks`): never over either budget
+ * and most of the one that bound used, every refusal a budget_exceeded, every call served
+ * completed; the ledger and ClickHouse (its settled rows and the surface's by-api view) agree
+ * with the provider to the token and micro-dollar, the drift audit finds nothing, and no hold
+ * was overrun.
  */
 export async function expectBooksHold(
   s: Stack,
   ch: SqlExecutor,
   database: string,
-  run: { tenant: string; api: ApiSurface; budgetUsd: number; result: WorkloadResult },
+  run: {
+    tenant: string;
+    api: ApiSurface;
+    budgetUsd: number;
+    budgetTokens?: number;
+    result: WorkloadResult;
+  },
   provider: Books,
 ): Promise<void> {
-  const { tenant, budgetUsd, result } = run;
+  const { tenant, budgetUsd, budgetTokens, result } = run;
   const records = s.upstream.stats().recent;
+  const tokens = provider.prompt + provider.completion;
   expect(provider.microUsd).toBeLessThanOrEqual(budgetUsd * 1e6);
-  expect(provider.microUsd).toBeGreaterThan(0.7 * budgetUsd * 1e6);
+  if (budgetTokens !== undefined) expect(tokens).toBeLessThanOrEqual(budgetTokens);
+  const used = Math.max(provider.microUsd / (budgetUsd * 1e6), tokens / (budgetTokens ?? Infinity));
+  expect(used).toBeGreaterThan(0.7);
   expect(result.refused).toBeGreaterThan(0);
   expect(result.codes).toEqual({ budget_exceeded: result.refused });
   expect(provider.calls).toBe(result.served);
   expect(records.every((r) => r.outcome === 'completed')).toBe(true);
   const ledger = await s.settled(tenant);
   expect({ tokens: ledger.billedTokens, microUsd: ledger.billedMicroUsd }).toEqual({
-    tokens: provider.prompt + provider.completion,
+    tokens,
     microUsd: provider.microUsd,
   });
   const books = await clickhouseBooks(ch, database, tenant, run.api, result.served);

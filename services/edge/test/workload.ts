@@ -33,19 +33,22 @@ const RETRIES_503 = 3;
 
 /**
  * `calls` requests pulled from one queue by `workers` workers; a 429 drops the item (no retry),
- * as in the experiment's load generator. A 503 (the budget authority did not answer in time,
- * seen on a starved box; the call was given nothing) is made again after 100 ms, as a batch
- * client does, up to RETRIES_503 times. Calls may use either official client.
+ * as in the experiment's load generator, or, with `refused`, after the item was made again that
+ * many times `delayMs` apart (a client that waits for the holds of the calls in flight to free
+ * up, so the queue is not spent on refusals while they run). A 503 (the budget authority did not
+ * answer in time, seen on a starved box; the call was given nothing) is made again after 100 ms,
+ * as a batch client does, up to RETRIES_503 times. Calls may use either official client.
  */
 export async function runQueue(
   calls: number,
   workers: number,
   call: (i: number) => Promise<unknown>,
+  refused: { retries: number; delayMs: number } = { retries: 0, delayMs: 0 },
 ): Promise<WorkloadResult> {
   const result: WorkloadResult = { served: 0, refused: 0, codes: {}, retried: 0 };
   /** One item: served, or the code of its 429 (a 503 made again first; anything else throws). */
   const attempt = async (i: number): Promise<string | undefined> => {
-    for (let tries = 0; ; tries++) {
+    for (let tries = 0, refusals = 0; ; tries++) {
       try {
         await call(i);
         return undefined;
@@ -54,6 +57,10 @@ export async function runQueue(
         if (apiError && err.status === 503 && tries < RETRIES_503) {
           result.retried++;
           await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
+        if (apiError && err.status === 429 && refusals++ < refused.retries) {
+          await new Promise((r) => setTimeout(r, refused.delayMs));
           continue;
         }
         if (!apiError || err.status !== 429) throw err;

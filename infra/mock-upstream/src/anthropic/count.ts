@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import { imageSizeFromDataUrl, loadTokenizer } from '@holdfast/tokenizer';
+import type { ToolPrompt } from '../behaviour.js';
 import { FILE_INPUT_TOKENS } from '../prompt.js';
 import type { PromptCount } from '../usage.js';
 import type { PromptCache } from './cache.js';
@@ -10,15 +11,17 @@ import type { CacheControl, ContentBlock, CountTokensBody } from './schema.js';
  * Input tokens of a Messages request, the one rule for `/v1/messages` and
  * `/v1/messages/count_tokens` (o200k text counts plus fixed framing; Claude's tokenizer is not
  * public, and what matters is that the count and the bill agree):
- * - tools: Anthropic's tool-use system prompt (346 tokens, 313 when tool_choice is any/tool, its
- *   figures for Claude 4 models), then each tool as the JSON of its name, description and schema;
+ * - tools: Anthropic's tool-use system prompt (the behaviour's `toolPromptTokens`: 346 tokens,
+ *   313 when tool_choice is any/tool, its figures for Claude 4 models), plus the computer-use
+ *   system prompt when a computer tool is offered; then each tool as its JSON (everything but
+ *   cache_control), plus the hidden definition of a built-in client tool (BUILT_IN_TOOLS);
  * - system: its text;
  * - each message: 3 tokens of framing, then its content: text; images by Anthropic's formula
  *   (width x height / 750 after fitting 1568 px, 1,600 when the size is unknown); tool_use as its
  *   name and input JSON plus 3; tool_result as its content plus 3; thinking as its text; a
  *   document FILE_INPUT_TOKENS plus its JSON (its pages, which its bytes do not show); any
  *   other block as its JSON;
- * - 3 tokens for the reply primer.
+ * - 3 tokens for the reply primer, and a guessed citations prompt when citations are enabled.
  * Each tool, system block and content block is one "block" of the prompt, the unit that
  * `cache_control` marks and that prompt caching reads and writes.
  */
@@ -30,9 +33,29 @@ export interface Segment {
   breakpoint: '5m' | '1h' | null;
 }
 
-const TOOL_PROMPT = { auto: 346, forced: 313 } as const;
+/**
+ * Anthropic's built-in client tools: the request names them by type only
+ * (`{type: 'bash_20250124', name: 'bash'}`) and Anthropic bills their definitions as input, its
+ * documented figures (docs.anthropic.com, "Tool use pricing and tokens"): bash 245, text editor
+ * 700, computer use 735. The memory tool's is undocumented: 900 is a guess (a text-editor-sized
+ * definition plus the memory instructions it adds).
+ */
+const BUILT_IN_TOOLS: readonly { type: RegExp; tokens: number }[] = [
+  { type: /^bash_/, tokens: 245 },
+  { type: /^text_editor_/, tokens: 700 },
+  { type: /^computer_/, tokens: 735 },
+  { type: /^memory_/, tokens: 900 },
+];
+/** Computer use adds a system prompt of its own (466-499 tokens, by Anthropic's docs), once. */
+const COMPUTER_USE_PROMPT = 499;
 const MESSAGE_FRAMING = 3;
 const REPLY_PRIMER = 3;
+/**
+ * Anthropic says enabling citations adds to the system prompt (and chunks documents); it
+ * publishes no figure: 300 here is a guess, added once when any block (a document, a
+ * search_result, in a message, the system or a tool result) has `citations.enabled`.
+ */
+const CITATIONS_PROMPT = 300;
 const UNKNOWN_IMAGE = 1600;
 const MAX_BREAKPOINTS = 4;
 
@@ -46,6 +69,7 @@ interface InvalidCache {
 
 export async function promptSegments(
   body: CountTokensBody,
+  toolPrompt: ToolPrompt,
 ): Promise<Result<{ segments: Segment[]; total: number }, InvalidCache>> {
   const tokenizer = await loadTokenizer('o200k_base');
   const count: Count = (t) => tokenizer.countText(t);
@@ -53,10 +77,14 @@ export async function promptSegments(
   const add = (tokens: number, block: { cache_control?: CacheControl | null }, content: unknown) =>
     segments.push({ tokens, content, breakpoint: ttl(block.cache_control) });
 
+  const tools = body.tools ?? [];
   const forced = body.tool_choice?.type === 'any' || body.tool_choice?.type === 'tool';
-  for (const [i, tool] of (body.tools ?? []).entries()) {
+  const computer = tools.some((t) => typeof t.type === 'string' && t.type.startsWith('computer_'));
+  const systemPrompts =
+    toolPrompt[forced ? 'forced' : 'auto'] + (computer ? COMPUTER_USE_PROMPT : 0);
+  for (const [i, tool] of tools.entries()) {
     const { cache_control: _, ...definition } = tool;
-    const overhead = i === 0 ? TOOL_PROMPT[forced ? 'forced' : 'auto'] : 0;
+    const overhead = (i === 0 ? systemPrompts : 0) + builtInTokens(tool.type);
     add(overhead + count(JSON.stringify(definition)), tool, definition);
   }
   if (typeof body.system === 'string') add(count(body.system), {}, body.system);
@@ -71,7 +99,8 @@ export async function promptSegments(
       add(framing + blockTokens(block, count), block, [message.role, strip(block)]);
     }
   }
-  segments.push({ tokens: REPLY_PRIMER, content: null, breakpoint: null });
+  const cites = citations(body) ? CITATIONS_PROMPT : 0;
+  segments.push({ tokens: REPLY_PRIMER + cites, content: null, breakpoint: null });
 
   const marks = segments.filter((s) => s.breakpoint);
   if (marks.length > MAX_BREAKPOINTS) {
@@ -89,6 +118,22 @@ export async function promptSegments(
     });
   }
   return Ok({ segments, total: segments.reduce((n, s) => n + s.tokens, 0) });
+}
+
+/** Some block of the prompt (a tool result's blocks included) asks for citations. */
+function citations(body: CountTokensBody): boolean {
+  const cites = (b: unknown): boolean => {
+    const block = b as { citations?: { enabled?: unknown }; content?: unknown };
+    if (block.citations?.enabled === true) return true;
+    return Array.isArray(block.content) && block.content.some(cites);
+  };
+  const system = Array.isArray(body.system) ? body.system : [];
+  return [...system, ...body.messages].some(cites);
+}
+
+function builtInTokens(type: unknown): number {
+  if (typeof type !== 'string') return 0;
+  return BUILT_IN_TOOLS.find((b) => b.type.test(type))?.tokens ?? 0;
 }
 
 function ttl(control: CacheControl | null | undefined): '5m' | '1h' | null {

@@ -20,6 +20,8 @@ const Message = z.looseObject({
 
 const Tool = z.looseObject({
   name: z.string().min(1),
+  /** A built-in or server tool's type (`bash_20250124`); none or `custom` for the client's own. */
+  type: z.string().min(1).optional(),
   description: z.string().optional(),
   input_schema: z.record(z.string(), z.unknown()).optional(),
   cache_control: CacheControl.nullish(),

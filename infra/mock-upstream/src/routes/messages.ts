@@ -65,7 +65,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
       serverMax: maxOutput,
     });
     if (!shaped.ok) return invalid(reply, `${shaped.error.param}: ${shaped.error.message}`);
-    const counted = await promptSegments(body);
+    const counted = await promptSegments(body, plan.toolPrompt);
     if (!counted.ok) return invalid(reply, counted.error.message);
     const cache = planCache(
       body.model,
@@ -128,7 +128,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     if (!versioned(request, reply)) return reply;
     const read = readRequest(CountTokensBody, request, reply, state, ANTHROPIC);
     if (!read) return reply;
-    const counted = await promptSegments(read.body);
+    const counted = await promptSegments(read.body, read.plan.toolPrompt);
     if (!counted.ok) return invalid(reply, counted.error.message);
     return { input_tokens: counted.value.total };
   });

@@ -12,6 +12,7 @@ import {
 } from '@holdfast/events';
 import { z } from 'zod';
 import { isControlledField } from './fields.js';
+import { HiddenInputConfig } from './hidden-input.js';
 
 /**
  * The declarative configuration (docs/configuration.md). Field names are the contract; every field
@@ -189,6 +190,14 @@ export const Model = z.strictObject({
    * in full, and recorded as an overrun).
    */
   upstreamStateAllowanceTokens: z.int().min(1).max(LIMITS.maxPromptTokens).optional(),
+  /**
+   * Messages (an `anthropic` upstream): what the edge holds, on top of its own count of the
+   * prompt, for the input Anthropic adds that the request does not show (its tool-use system
+   * prompt, the built-in client tools' definitions), when it counts the prompt itself. Each
+   * figure defaults to one that covers every published figure and can only be raised, where a
+   * newer model's is larger (hidden-input.ts; docs/budgets.md).
+   */
+  hiddenInputTokens: HiddenInputConfig.optional(),
   /**
    * The most prompt tokens a call to this model may be counted at; above it the call is a 400
    * before anything is held: a context window, or a cap below a long-context line the model's

@@ -94,20 +94,3 @@ export function responsesProviderTools(
     CLIENT_RESPONSES_TOOLS.has(t.type) ? [] : [{ param: `tools.${i}`, what: `the ${t.type} tool` }],
   );
 }
-
-/** Anthropic tools the client runs: its own (no type, custom) and the client-side built-ins. */
-const CLIENT_MESSAGES_TOOL = /^(custom|(bash|text_editor|computer|memory)_\w+)$/;
-
-/** The Messages server tools (web search, web fetch, code execution), then the MCP servers. */
-export function messagesProviderTools(body: {
-  tools?: readonly { type?: string | null }[] | null;
-  mcp_servers?: unknown;
-}): UnseenInput[] {
-  const tools = (body.tools ?? []).flatMap((t, i) =>
-    t.type != null && !CLIENT_MESSAGES_TOOL.test(t.type)
-      ? [{ param: `tools.${i}`, what: `the ${t.type} server tool` }]
-      : [],
-  );
-  const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers : [];
-  return [...tools, ...servers.map(() => ({ param: 'mcp_servers', what: 'an MCP server' }))];
-}

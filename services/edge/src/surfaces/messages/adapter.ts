@@ -3,17 +3,13 @@ import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
 import { longestCacheLifetime } from '../../call/unreported.js';
-import {
-  countUnseen,
-  messagesProviderTools,
-  withProviderTool,
-  type UnseenInput,
-} from '../../call/unseen.js';
+import { countUnseen, withProviderTool, type UnseenInput } from '../../call/unseen.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
 import type { CountTokensRequest, MessagesRequest } from './schema.js';
+import { hiddenInput, messagesProviderTools } from './hidden.js';
 import { MessagesTranscript } from './transcript.js';
 
 /** The Messages fields the edge forwards as sent (max_tokens and stream it sets). */
@@ -52,7 +48,9 @@ const COUNTED_FIELDS = [
  * The prompt in the model's tokens: for `tokenizer: upstream`, Anthropic's own
  * `/v1/messages/count_tokens` (exact: what the call is billed); else, or when it cannot
  * answer, the local count of the chat request the prompt amounts to (the proven bound with
- * `estimate`).
+ * `estimate`) plus a bound on the input Anthropic adds that the request does not show (its
+ * tool-use system prompt, the built-in tools' definitions, citations: hidden.ts).
+ * `/v1/messages/count_tokens` answers this same count.
  */
 export async function countMessagesPrompt(
   body: CountTokensRequest,
@@ -106,7 +104,9 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
     if (reply.ok) return Ok(reply.value);
     why = `the upstream's /v1/messages/count_tokens could not count it (${reply.error.status === null ? reply.error.message : `it answered ${reply.error.status}`})`;
   }
-  const local = () => ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer);
+  const hidden = hiddenInput(body, ctx.model);
+  const local = async () =>
+    hidden + (await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer));
   const [document, ...more] = documentBlocks(body);
   if (document) return countUnseen([document, ...more], local, ctx.model, why);
   return Ok(await local());

@@ -130,10 +130,14 @@ describe('the Messages adapter', () => {
           role: 'assistant',
           content: null,
           tool_calls: [
-            { type: 'function', function: { name: 'weather', arguments: '{"city":"Oslo"}' } },
+            {
+              id: 't1',
+              type: 'function',
+              function: { name: 'weather', arguments: '{"city":"Oslo"}' },
+            },
           ],
         },
-        { role: 'tool', content: 'rain' },
+        { role: 'tool', tool_call_id: 't1', content: 'rain' },
         { role: 'user', content: [{ type: 'text', text: 'So?' }] },
       ],
       tools: [

@@ -16,10 +16,13 @@ const str = (v: unknown) => (typeof v === 'string' ? v : v == null ? '' : JSON.s
  * encoding the operator chose): `system` a system message; text blocks text parts, images
  * image parts (the bound prices each at Anthropic's own formula for a Claude model, at most
  * 1,640 for its largest image, and never under the SPEC's flat 1,600); a
- * `tool_use` an assistant tool call with its input as JSON, a `tool_result` a tool message,
- * thinking its text; any other block counts as its JSON. Tools take the chat shape, their
- * input_schema as parameters. Claude's tokenizer is not public: `tokenizer: upstream` (count_tokens)
- * is exact, this is the fallback.
+ * `tool_use` an assistant tool call with its id and its input as JSON, a `tool_result` a tool
+ * message with its tool_use_id, thinking its text; any other block counts as its JSON. A custom
+ * tool takes the chat shape, its input_schema as parameters; one that carries more fields
+ * (input_examples, ...), which Anthropic renders and bills too, and any other tool count as
+ * their JSON. What Anthropic adds that the request does not show is counted apart (hidden.ts).
+ * Claude's tokenizer is not public: `tokenizer: upstream` (count_tokens) is exact, this is the
+ * fallback.
  */
 export function asChatPrompt(body: CountTokensRequest, model: string): ChatPromptRequest {
   const messages: PromptMessage[] = [];
@@ -40,12 +43,12 @@ export function asChatPrompt(body: CountTokensRequest, model: string): ChatPromp
         messages.push({
           role: 'assistant',
           content: null,
-          tool_calls: [{ type: 'function', function: call }],
+          tool_calls: [{ id: str(block.id), type: 'function', function: call }],
         });
       } else if (block.type === 'tool_result') {
         const content = block.content;
         const result = Array.isArray(content) ? parts(content as Block[]) : str(content);
-        messages.push({ role: 'tool', content: result });
+        messages.push({ role: 'tool', tool_call_id: str(block.tool_use_id), content: result });
       } else {
         own.push(block);
       }
@@ -79,9 +82,20 @@ function imageUrl(source: unknown): string {
   return typeof s?.url === 'string' ? s.url : 'image';
 }
 
+/** The fields of a custom tool the chat shape carries (its cache_control is not prompt). */
+const CHAT_TOOL_FIELDS: ReadonlySet<string> = new Set([
+  'type',
+  'name',
+  'description',
+  'input_schema',
+]);
+
 function chatTool(tool: MessagesTool): PromptTool {
   const { cache_control: _, ...definition } = tool;
-  if (definition.type && definition.type !== 'custom') return definition as PromptTool;
+  const custom = !definition.type || definition.type === 'custom';
+  if (!custom || Object.keys(definition).some((field) => !CHAT_TOOL_FIELDS.has(field))) {
+    return { ...definition, type: definition.type ?? 'custom' };
+  }
   return {
     type: 'function',
     function: {
