@@ -6,16 +6,10 @@ import type { CountJob } from './job.js';
 import { CountQueueFull, WorkerPool, type PoolJob, type WorkerPoolOptions } from './pool.js';
 import type { ChatPromptRequest } from './types.js';
 
-/** Distinct English-like words, so each prompt costs a real count (no merge-cache shortcut). */
-function prose(chars: number, seed: number): string {
-  const syllables = ['hold', 'fast', 'bud', 'get', 'ten', 'ant', 'count', 'er', 'pro', 'mpt'];
-  let text = '';
-  let x = seed * 7919 + 1;
-  while (text.length < chars) {
-    x = (x * 1103515245 + 12345) % 2147483648;
-    text += `${syllables[x % 10]}${syllables[(x >> 8) % 10]}${x % 97} `;
-  }
-  return text.slice(0, chars);
+/** About `chars` characters of English, different for each `seed`. */
+function text(chars: number, seed: number): string {
+  const sentence = `Tenant ${seed} reserves the worst case of each call before it reaches the model. `;
+  return sentence.repeat(Math.ceil(chars / sentence.length)).slice(0, chars);
 }
 
 const chat = (content: string): ChatPromptRequest => ({
@@ -39,8 +33,9 @@ describe('TokenCounter pool: fairness between tenants', () => {
     const done: string[] = [];
     const count = (name: string, chars: number, tenant: string) =>
       counter!
-        .countChat(chat(prose(chars, done.length + name.length)), 'o200k_base', { tenant })
+        .countChat(chat(text(chars, done.length + name.length)), 'o200k_base', { tenant })
         .then(() => done.push(name));
+    // Eleven counts queued at once: the queue decides the order, not how long each takes.
     const a = Array.from({ length: 10 }, (_, i) => count(`a${i + 1}`, 200_000, 'a'));
     const b = count('b1', 20_000, 'b');
     await Promise.all([...a, b]);
@@ -58,7 +53,7 @@ describe('TokenCounter pool: fairness between tenants', () => {
     await counter.warmUp(['o200k_base']);
     // One pre-tokenizer piece of 300,000 letters: BPE merges it in quadratic time (hours).
     const stuck = chat('a'.repeat(300_000));
-    const next = chat(prose(20_000, 1));
+    const next = chat(text(20_000, 1));
     const [tokens, after] = await Promise.all([
       counter.countChat(stuck, 'o200k_base', { tenant: 'a' }),
       counter.countChat(next, 'o200k_base', { tenant: 'b' }),
