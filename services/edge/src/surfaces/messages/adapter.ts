@@ -106,7 +106,8 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
     if (reply.ok) return Ok(reply.value);
     why = `the upstream's /v1/messages/count_tokens could not count it (${reply.error.status === null ? reply.error.message : `it answered ${reply.error.status}`})`;
   }
-  const local = () => ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer);
+  const local = () =>
+    ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer, ctx.owner);
   const [document, ...more] = documentBlocks(body);
   if (document) return countUnseen([document, ...more], local, ctx.model, why);
   return Ok(await local());
