@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { countsInline, countWith, jobChars, jobCost, runJob, type CountJob } from './job.js';
+import { InlineGuard, type InlineGuardOptions } from './inline-guard.js';
 import { WorkerPool, type CountObserver, type OwnerCounts } from './pool.js';
 import { loadedTokenizer, type Tokenizer, type TokenizerName } from './tokenizers.js';
 import type { ChatPromptRequest, EmbeddingInput } from './types.js';
@@ -15,12 +16,15 @@ import type { ChatPromptRequest, EmbeddingInput } from './types.js';
 const DEFAULT_INLINE_MAX_CHARS = 8_000;
 
 /**
- * An inline count that holds the loop longer than this (text that is slow to tokenize: base64,
- * random CJK, long runs without a break, 10-200x English's cost a character) sends its
- * tenant's counts to the pool for `DEMOTE_MS`, where they wait their turn in its own queue.
+ * Inline counts over 4 ms are charged to their tenant: 50 ms at once, 5 ms a second sustained
+ * (0.5% of the loop), then its counts go to the pool for a minute (inline-guard.ts).
  */
-const DEFAULT_INLINE_BUDGET_MS = 4;
-const DEMOTE_MS = 60_000;
+const INLINE_GUARD: InlineGuardOptions = {
+  budgetMs: 4,
+  burstMs: 50,
+  refillMsPerSecond: 5,
+  demoteMs: 60_000,
+};
 
 /** Whose count it is: its queue in the pool, and the caller's abort. */
 export interface CountOwner {
@@ -41,8 +45,8 @@ export interface TokenCounterOptions {
   timeoutMs?: number;
   /** Characters one tenant may have waiting or being counted in the pool. Default 32 Mi. */
   maxQueuedChars?: number;
-  /** An inline count longer than this sends its tenant's counts to the pool for a minute. */
-  inlineBudgetMs?: number;
+  /** When a tenant's slow inline counts send its counts to the pool (tests change it). */
+  inlineGuard?: Partial<InlineGuardOptions>;
   observer?: CountObserver;
   /** Starts a count worker (tests pass their own). */
   spawnWorker?: () => Worker;
@@ -56,15 +60,13 @@ export interface TokenCounterOptions {
  */
 export class TokenCounter {
   private readonly inlineMaxChars: number;
-  private readonly inlineBudgetMs: number;
+  private readonly guard: InlineGuard;
   private readonly pool: WorkerPool;
   private readonly counts = { inline: 0, pooled: 0 };
-  /** Tenants whose counts go to the pool, until when (performance.now()). */
-  private readonly demoted = new Map<string, number>();
 
   constructor(opts: TokenCounterOptions = {}) {
     this.inlineMaxChars = opts.inlineMaxChars ?? DEFAULT_INLINE_MAX_CHARS;
-    this.inlineBudgetMs = opts.inlineBudgetMs ?? DEFAULT_INLINE_BUDGET_MS;
+    this.guard = new InlineGuard({ ...INLINE_GUARD, ...opts.inlineGuard });
     this.pool = new WorkerPool({
       size: opts.poolSize ?? Math.min(4, Math.max(1, availableParallelism() - 1)),
       timeoutMs: opts.timeoutMs ?? 10_000,
@@ -98,7 +100,11 @@ export class TokenCounter {
   count(job: CountJob, owner: CountOwner = NO_TENANT): Promise<number> {
     const chars = jobChars(job);
     const cost = jobCost(job, chars);
-    if (cost <= this.inlineMaxChars && countsInline(job.tokenizer) && !this.isDemoted(owner)) {
+    if (
+      cost <= this.inlineMaxChars &&
+      countsInline(job.tokenizer) &&
+      this.guard.allows(owner.tenant)
+    ) {
       this.counts.inline += 1;
       const tokenizer = loadedTokenizer(job.tokenizer);
       // Not loaded yet in this thread: load it (once), then count.
@@ -137,16 +143,7 @@ export class TokenCounter {
     const started = performance.now();
     const tokens = countWith(job, tokenizer);
     const ended = performance.now();
-    if (ended - started > this.inlineBudgetMs) this.demoted.set(tenant, ended + DEMOTE_MS);
+    this.guard.counted(tenant, ended - started, ended);
     return tokens;
-  }
-
-  private isDemoted(owner: CountOwner): boolean {
-    if (this.demoted.size === 0) return false;
-    const until = this.demoted.get(owner.tenant);
-    if (until === undefined) return false;
-    if (until > performance.now()) return true;
-    this.demoted.delete(owner.tenant);
-    return false;
   }
 }

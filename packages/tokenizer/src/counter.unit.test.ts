@@ -98,8 +98,8 @@ describe('TokenCounter', () => {
     expect(counter.stats()).toMatchObject({ inline: 0, pooled: 1 });
   }, 60_000);
 
-  it('sends the counts of a tenant whose inline count ran long to the pool, and only its', async () => {
-    counter = new TokenCounter({ poolSize: 1, inlineBudgetMs: 0 });
+  it('sends the counts of a tenant whose inline counts ran long to the pool, and only its', async () => {
+    counter = new TokenCounter({ poolSize: 1, inlineGuard: { budgetMs: 0, burstMs: 0 } });
     const slow = { tenant: 'slow' };
     await counter.countChat(longChat(4_000), 'o200k_base', slow);
     expect(counter.stats()).toMatchObject({ inline: 1, pooled: 0 });
