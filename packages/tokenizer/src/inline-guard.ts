@@ -33,7 +33,7 @@ export class InlineGuard {
     if (this.#demoted.size === 0) return true;
     const until = this.#demoted.get(tenant);
     if (until === undefined) return true;
-    if (until > (this.opts.now ?? performance.now)()) return false;
+    if (until > (this.opts.now?.() ?? performance.now())) return false;
     this.#demoted.delete(tenant);
     return true;
   }
