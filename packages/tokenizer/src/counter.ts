@@ -16,8 +16,9 @@ import type { ChatPromptRequest, EmbeddingInput } from './types.js';
 const DEFAULT_INLINE_MAX_CHARS = 8_000;
 
 /**
- * Inline counts over 4 ms are charged to their tenant: 50 ms at once, 5 ms a second sustained
- * (0.5% of the loop), then its counts go to the pool for a minute (inline-guard.ts).
+ * Inline counts over 4 ms are charged their time past it to their tenant: 50 ms at once, 5 ms
+ * a second sustained (0.5% of the loop), then its counts go to the pool for a minute
+ * (inline-guard.ts).
  */
 const INLINE_GUARD: InlineGuardOptions = {
   budgetMs: 4,

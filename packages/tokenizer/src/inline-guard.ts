@@ -14,8 +14,8 @@ export interface InlineGuardOptions {
 /**
  * Which tenants may count inline. Some text costs a tokenizer far more a character than
  * English (base64, random CJK, one long word: 10-200x, bench/hostile-text.ts), so a prompt
- * under the inline limit can still hold the loop for tens of milliseconds. Each slow inline
- * count (over `budgetMs`) is charged its whole time to its tenant's allowance (a bucket of
+ * under the inline limit can still hold the loop for tens of milliseconds. Each inline count
+ * over `budgetMs` is charged its time past the budget to its tenant's allowance (a bucket of
  * `burstMs`, refilled at `refillMsPerSecond`); a tenant past it counts in the pool, in its own
  * queue, for `demoteMs`. Time, not a count of slow counts: a garbage collection or a busy
  * neighbour now and then costs a busy tenant a few milliseconds of allowance, while text that
@@ -43,7 +43,8 @@ export class InlineGuard {
     const { budgetMs, burstMs, refillMsPerSecond, demoteMs } = this.opts;
     if (ms <= budgetMs) return;
     const last = this.#allowance.get(tenant) ?? { ms: burstMs, at: now };
-    const left = Math.min(burstMs, last.ms + ((now - last.at) / 1_000) * refillMsPerSecond) - ms;
+    const refilled = last.ms + ((now - last.at) / 1_000) * refillMsPerSecond;
+    const left = Math.min(burstMs, refilled) - (ms - budgetMs);
     if (left >= 0) {
       this.#allowance.set(tenant, { ms: left, at: now });
       return;

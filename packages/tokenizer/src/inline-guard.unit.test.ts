@@ -33,11 +33,13 @@ describe('InlineGuard', () => {
 
   it('absorbs a slow count now and then (a pause), not slow counts one after another', () => {
     const g = guard();
-    // 8 ms every 2 s costs 8 of the 10 refilled: never demoted.
-    for (let t = 0; t < 600_000; t += 2_000) g.counted('busy', 8, t);
+    // 14 ms every 2 s is 10 ms past the budget, the 10 refilled: never demoted.
+    for (let t = 0; t < 600_000; t += 2_000) g.counted('busy', 14, t);
     expect(allowsAt(g, 'busy', 600_000)).toBe(true);
-    // 20 ms three times in a row is over the 50 ms at once.
+    // 20 ms four times in a row is 64 ms past the budget, over the 50 ms at once.
     for (const t of [0, 10, 20]) g.counted('slow', 20, t);
-    expect(allowsAt(g, 'slow', 30)).toBe(false);
+    expect(allowsAt(g, 'slow', 30)).toBe(true);
+    g.counted('slow', 20, 40);
+    expect(allowsAt(g, 'slow', 50)).toBe(false);
   });
 });
