@@ -9,6 +9,7 @@
  *
  *   pnpm build && pnpm --filter @holdfast/tokenizer bench:fair --root /work/main
  *   options: --rounds 3 --seconds 8 --flood 32 --flood-mib 1 --inline-calls 20000
+ *            --only phases|inline
  */
 import { execFileSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
@@ -28,6 +29,8 @@ const { values: args } = parseArgs({
     flood: { type: 'string', default: '32' },
     'flood-mib': { type: 'string', default: '1' },
     'inline-calls': { type: 'string', default: '20000' },
+    /** `phases` or `inline`: run only those (default both). */
+    only: { type: 'string' },
     /** Internal: measure the inline path alone in this (child) process, `<code>:<kind>`. */
     'inline-child': { type: 'string' },
   },
@@ -213,7 +216,7 @@ const inlineResults = new Map<string, InlineCost[]>();
 for (let round = 0; round < ROUNDS; round++) {
   // Alternate which code goes first, round by round.
   const order = round % 2 === 0 ? codes : [...codes].reverse();
-  for (const phase of PHASES) {
+  for (const phase of args.only === 'inline' ? [] : PHASES) {
     for (const code of order) {
       const key = `${phase.label}|${code.name}`;
       const r = await runPhase(code, phase);
@@ -223,7 +226,7 @@ for (let round = 0; round < ROUNDS; round++) {
       );
     }
   }
-  for (const kind of ['same', 'distinct'] as const) {
+  for (const kind of args.only === 'phases' ? [] : (['same', 'distinct'] as const)) {
     for (const code of order) {
       const key = `${kind}|${code.name}`;
       inlineResults.set(key, [...(inlineResults.get(key) ?? []), inlineCostInChild(code, kind)]);
