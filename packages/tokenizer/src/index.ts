@@ -10,5 +10,5 @@ export { FAMILY_NAMES } from './family/index.js';
 export { countEmbeddingInput } from './embeddings.js';
 export { imageSizeFromDataUrl } from './image-size.js';
 export { TokenCounter, type CountOwner } from './counter.js';
-export { CountQueueFull, type CountObserver } from './pool.js';
+export { CountQueueFull } from './pool.js';
 export { REFERENCE_CASES } from './reference-cases.js';

@@ -121,13 +121,7 @@ async function main(): Promise<void> {
     const edges: Edge[] = [];
     for (const { name, entry } of entries) {
       const port = await freePort();
-      const proc = await startEdgeProcess({
-        natsUrl,
-        port,
-        names,
-        entry,
-        env: { LOG_LEVEL: 'warn' },
-      });
+      const proc = await startEdgeProcess({ natsUrl, port, names, entry });
       procs.push(proc);
       edges.push({ name, url: `http://127.0.0.1:${port}`, proc });
     }
@@ -154,8 +148,8 @@ async function main(): Promise<void> {
         aCalls.set(edge.name, [...(aCalls.get(edge.name) ?? []), flood.ops + flood.errors]);
         console.log(
           `round ${round + 1} ${edge.name}: B alone p50 ${alone.p50.toFixed(1)} p99 ${alone.p99.toFixed(1)} ms; ` +
-            `with A's flood p50 ${flooded.p50.toFixed(1)} p99 ${flooded.p99.toFixed(1)} ms (${flooded.errors} errors); ` +
-            `A answered ${flood.ops + flood.errors} (${[...a.statuses].map(([s, n]) => `${n} x ${s}`).join(', ')})`,
+            `with A's flood p50 ${flooded.p50.toFixed(1)} p99 ${flooded.p99.toFixed(1)} ms; ` +
+            `B answered ${statuses(b.statuses)}; A answered ${statuses(a.statuses)}`,
         );
         await Promise.all([a.pool.close(), b.pool.close()]);
         for (const p of procs) p.lines.length = 0;
@@ -166,6 +160,11 @@ async function main(): Promise<void> {
     for (const p of procs.reverse()) await p.stop();
     await stop();
   }
+}
+
+/** `n x status` for each status seen. */
+function statuses(seen: ReadonlyMap<number, number>): string {
+  return [...seen].map(([status, n]) => `${n} x ${status}`).join(', ');
 }
 
 function report(
