@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
@@ -85,12 +86,13 @@ test("a tenant flooding its calls in flight with multi-MiB prompts does not dela
 
   expect(b.map((r) => r.status)).toEqual([200, 200, 200]);
   expect(a.every((r) => r.status === 429 && r.code === 'budget_exceeded')).toBe(true);
-  // B's counts ran right after the count of A's that was running when they came, not behind
-  // A's backlog: at most one more of A's calls was answered before all of B's.
-  expect(aDoneBeforeB).toBeLessThan(FLOOD - 2);
+  // B's counts ran right after the counts of A's that were running when they came (one on
+  // this 2-core box: A runs on all the pool's workers but one), not behind A's backlog.
+  const aRunning = Math.max(1, Math.min(4, Math.max(1, availableParallelism() - 1)) - 1);
+  expect(aDoneBeforeB).toBeLessThan(FLOOD - aRunning - 1);
   const lastB = Math.max(...['b0', 'b1', 'b2'].map((n) => done.indexOf(n)));
   const aAnswered = done.slice(0, lastB).filter((n) => n.startsWith('a'));
-  expect(aAnswered.length).toBeLessThanOrEqual(aDoneBeforeB + 1);
+  expect(aAnswered.length).toBeLessThanOrEqual(aDoneBeforeB + aRunning);
   expect(waitingWhenBDone).toBeGreaterThanOrEqual(1);
   // Every count waited in its own tenant's queue; none is left.
   expect(await metric(s, 'edge_count_queue_wait_seconds_count', B)).toBe(3);
