@@ -5,52 +5,20 @@
  *
  *   pnpm --filter @holdfast/tokenizer bench       (after `pnpm build`)
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import {
   countChatPrompt,
   loadTokenizer,
   TokenCounter,
   type ChatPromptRequest,
 } from '@holdfast/tokenizer';
-
-/**
- * Real English/Markdown (the READMEs under the workspace's node_modules), so the BPE merge
- * cache sees realistic text; each run reads a different slice.
- */
-function corpus(): string {
-  const store = fileURLToPath(new URL('../../../node_modules/.pnpm', import.meta.url));
-  const parts: string[] = [];
-  let size = 0;
-  const walk = (dir: string, depth: number): void => {
-    for (const name of readdirSync(dir)) {
-      if (size > 4_000_000) return;
-      const path = join(dir, name);
-      const stat = statSync(path, { throwIfNoEntry: false });
-      if (stat?.isDirectory() && depth < 4) walk(path, depth + 1);
-      else if (stat?.isFile() && name.endsWith('.md') && stat.size > 8_000) {
-        parts.push(readFileSync(path, 'utf8'));
-        size += stat.size;
-      }
-    }
-  };
-  walk(store, 0);
-  return parts.join('\n\n');
-}
+import { corpus, slicer } from './corpus.js';
 
 const CORPUS = corpus();
-let cursor = 0;
+const slice = slicer(CORPUS);
 
 /** The next slice of the corpus, about `tokens` tokens long (4 characters a token). */
-function text(tokens: number): string {
-  const chars = tokens * 4;
-  if (cursor + chars > CORPUS.length) cursor = 0;
-  const slice = CORPUS.slice(cursor, cursor + chars);
-  cursor += chars;
-  return slice;
-}
+const text = (tokens: number): string => slice(tokens * 4);
 
 const chat = (tokens: number): ChatPromptRequest => ({
   model: 'gpt-4o',

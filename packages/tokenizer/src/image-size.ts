@@ -11,8 +11,12 @@ export interface ImageSize {
 // Enough decoded bytes to pass the EXIF/ICC segments that usually precede a JPEG's frame header.
 const MAX_HEADER_BYTES = 256 * 1024;
 
+// A data URL's header ("data:image/png;base64,") is short: its comma is looked for only here,
+// not along a URL of megabytes that has none.
+const MAX_PREFIX_CHARS = 256;
+
 export function imageSizeFromDataUrl(url: string): ImageSize | undefined {
-  const comma = url.indexOf(',');
+  const comma = url.slice(0, MAX_PREFIX_CHARS).indexOf(',');
   if (!url.startsWith('data:') || comma < 0 || !url.slice(0, comma).endsWith(';base64')) {
     return undefined;
   }

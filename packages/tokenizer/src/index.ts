@@ -9,5 +9,6 @@ export { countChatPrompt } from './chat.js';
 export { FAMILY_NAMES } from './family/index.js';
 export { countEmbeddingInput } from './embeddings.js';
 export { imageSizeFromDataUrl } from './image-size.js';
-export { TokenCounter } from './counter.js';
+export { TokenCounter, type CountOwner } from './counter.js';
+export { CountQueueFull } from './pool.js';
 export { REFERENCE_CASES } from './reference-cases.js';

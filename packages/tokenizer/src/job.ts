@@ -1,7 +1,7 @@
 import { countChatPrompt } from './chat.js';
 import { countEmbeddingInput } from './embeddings.js';
 import { chatPromptChars, embeddingInputChars } from './size.js';
-import { loadTokenizer, type TokenizerName } from './tokenizers.js';
+import { loadTokenizer, type Tokenizer, type TokenizerName } from './tokenizers.js';
 import type { ChatPromptRequest, EmbeddingInput } from './types.js';
 
 /** One counting task; plain data, so it can be posted to a worker thread. */
@@ -10,7 +10,11 @@ export type CountJob =
   | { kind: 'embedding'; tokenizer: TokenizerName; input: EmbeddingInput };
 
 export async function runJob(job: CountJob): Promise<number> {
-  const tokenizer = await loadTokenizer(job.tokenizer);
+  return countWith(job, await loadTokenizer(job.tokenizer));
+}
+
+/** Counts the job with its tokenizer, already loaded (synchronous: it holds the thread). */
+export function countWith(job: CountJob, tokenizer: Tokenizer): number {
   return job.kind === 'chat'
     ? countChatPrompt(job.request, tokenizer)
     : countEmbeddingInput(job.input, tokenizer);
@@ -18,6 +22,41 @@ export async function runJob(job: CountJob): Promise<number> {
 
 export function jobChars(job: CountJob): number {
   return job.kind === 'chat' ? chatPromptChars(job.request) : embeddingInputChars(job.input);
+}
+
+/**
+ * What a character costs each tokenizer to count, against o200k on English (1): measured on
+ * this 2-core box with bench/count-latency.ts and bench:families. `estimate` reads bytes and
+ * normalizes (10 MB of CJK in 94-166 ms, a quarter of o200k's English rate at worst); a family
+ * renders a template and runs a slower BPE engine, 3-15x o200k on the same text.
+ */
+const COST_PER_CHAR: Record<'estimate' | 'encoding' | 'family', number> = {
+  estimate: 0.25,
+  encoding: 1,
+  family: 8,
+};
+
+/** The job's cost in o200k characters: its share of a worker's time in the fair queue. */
+export function jobCost(job: CountJob, chars: number): number {
+  return chars * COST_PER_CHAR[tokenizerClass(job.tokenizer)];
+}
+
+/**
+ * Whether a job's tokenizer may count on the event loop at all: the OpenAI encodings and the
+ * bound. A family loads 100-350 MB in 0.4-1.5 s and counts 3-15x slower: only in workers.
+ */
+export function countsInline(tokenizer: TokenizerName): boolean {
+  return tokenizerClass(tokenizer) !== 'family';
+}
+
+function tokenizerClass(tokenizer: TokenizerName): keyof typeof COST_PER_CHAR {
+  if (tokenizer === 'estimate') return 'estimate';
+  return tokenizer === 'o200k_base' || tokenizer === 'cl100k_base' ? 'encoding' : 'family';
+}
+
+/** The same job counted with the `estimate` bound (never fewer tokens than any tokenizer). */
+export function boundJob(job: CountJob): CountJob {
+  return { ...job, tokenizer: 'estimate' };
 }
 
 /** Messages between the pool and a count worker. */

@@ -50,6 +50,8 @@ const estimate: Tokenizer = {
 };
 
 const loaded = new Map<TokenizerName, Promise<Tokenizer>>();
+/** The tokenizers whose load has finished in this thread, for counting without an await. */
+const ready = new Map<TokenizerName, Tokenizer>();
 
 /**
  * The tokenizer of that name, loading its vocabulary once per process (per worker thread).
@@ -61,10 +63,18 @@ export function loadTokenizer(name: TokenizerName): Promise<Tokenizer> {
     if (name === 'estimate') tokenizer = Promise.resolve(estimate);
     else tokenizer = isEncodingName(name) ? loadEncoding(name) : loadFamilyTokenizer(name);
     // A failed load is not cached, so the next call retries it.
-    tokenizer.catch(() => loaded.delete(name));
+    tokenizer.then(
+      (t) => ready.set(name, t),
+      () => loaded.delete(name),
+    );
     loaded.set(name, tokenizer);
   }
   return tokenizer;
+}
+
+/** The tokenizer of that name if this thread has finished loading it, else undefined. */
+export function loadedTokenizer(name: TokenizerName): Tokenizer | undefined {
+  return ready.get(name);
 }
 
 async function loadEncoding(name: EncodingName): Promise<Tokenizer> {

@@ -10,11 +10,6 @@
  *   BENCH_ONLY=edge: skip the direct scenarios (to profile the edge alone).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { natsNamesToEnv } from '@holdfast/config';
 import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
@@ -23,18 +18,17 @@ import {
   openLoop,
   requireUrl,
   resolveInfra,
-  startService,
   type LoadResult,
   type ServiceProcess,
 } from '@holdfast/testkit/infra';
 import { Pool } from 'undici';
+import { startAuthority, startEdgeProcess, startMock, writeBenchConfig } from './services.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const RATE = Number(process.env.BENCH_RATE ?? 500);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const KEY = 'sk-holdfast-bench';
-const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 
 const BODY = JSON.stringify({
   model: 'gpt-4o-mini',
@@ -71,59 +65,27 @@ async function main(): Promise<void> {
   const [mockPort, edgePort] = [await freePort(), await freePort()];
   const mockUrl = `http://127.0.0.1:${mockPort}/v1`;
 
-  const dir = await mkdtemp(join(tmpdir(), 'holdfast-edge-bench-'));
-  const config = join(dir, 'config.json');
-  await writeFile(
-    config,
-    JSON.stringify({
-      upstreams: [{ id: 'mock', baseUrl: mockUrl }],
-      models: [
-        {
-          id: 'gpt-4o-mini',
-          upstream: 'mock',
-          tokenizer: 'o200k_base',
-          price: { inputPerMTok: 0.15, outputPerMTok: 0.6 },
-        },
-      ],
-      tenants: [
-        {
-          id: 'bench',
-          budgets: ['minute', 'day', 'month'].map((window) => ({ window, limit: 1e15 })),
-          useCases: [{ id: 'uc', maxTokens: 64, models: ['gpt-4o-mini'] }],
-          keys: [{ id: 'bench', sha256: createHash('sha256').update(KEY).digest('hex') }],
-        },
-      ],
-    }),
-  );
+  const config = await writeBenchConfig(mockUrl, [
+    {
+      id: 'bench',
+      budgets: ['minute', 'day', 'month'].map((window) => ({ window, limit: 1e15 })),
+      useCases: [{ id: 'uc', maxTokens: 64, models: ['gpt-4o-mini'] }],
+      keys: [{ id: 'bench', sha256: createHash('sha256').update(KEY).digest('hex') }],
+    },
+  ]);
 
   const procs: ServiceProcess[] = [];
   try {
+    procs.push(await startMock(mockPort));
+    procs.push(await startAuthority({ natsUrl, redisUrl, config, keyPrefix: token, names }));
     procs.push(
-      await startService(here('../../../infra/mock-upstream/dist/main.js'), {
-        MOCK_UPSTREAM_PORT: String(mockPort),
-        MOCK_UPSTREAM_HOST: '127.0.0.1',
-        MOCK_UPSTREAM_COMPLETION: 'fixed:8',
-      }),
-    );
-    procs.push(
-      await startService(here('../../budget-authority/dist/main.js'), {
-        NATS_URL: natsUrl,
-        REDIS_URL: redisUrl,
-        HOLDFAST_CONFIG: config,
-        HOLDFAST_KEY_PREFIX: token,
-        AUTHORITY_OPS_PORT: '0',
-        ...natsNamesToEnv(names),
-      }),
-    );
-    procs.push(
-      await startService(here('../dist/main.js'), {
-        NATS_URL: natsUrl,
-        EDGE_PORT: String(edgePort),
-        EDGE_HOST: '127.0.0.1',
-        ...natsNamesToEnv(names),
-        ...(process.env.BENCH_PROFILE
+      await startEdgeProcess({
+        natsUrl,
+        port: edgePort,
+        names,
+        env: process.env.BENCH_PROFILE
           ? { NODE_OPTIONS: `--import ${process.env.BENCH_PROFILE}` }
-          : {}),
+          : {},
       }),
     );
     const authorityReady = procs[1]!.lines.find((l) => l.includes('"msg":"ready"'))!;

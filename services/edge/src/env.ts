@@ -74,6 +74,17 @@ const EdgeEnv = serviceEnv({
    * closed (a body sent a byte at a time cannot hold a socket). The response is not limited.
    */
   EDGE_REQUEST_TIMEOUT_MS: env.int(30_000, 100, 3_600_000),
+  /**
+   * Characters of prompts one tenant may have waiting or being counted in the edge's worker
+   * pool; a call past it gets 429 concurrency_limit (one count is always taken). The default,
+   * 32 Mi, is about three bodies at the 10 MiB limit and seconds of counting.
+   */
+  EDGE_COUNT_QUEUE_CHARS: env.int(32 * 1024 * 1024, 1_000, 1_073_741_824),
+  /**
+   * Longest a prompt count may run in a worker; a count past it (text a tokenizer is very slow
+   * on) stops its worker and is counted with the `estimate` bound instead.
+   */
+  EDGE_COUNT_TIMEOUT_MS: env.int(10_000, 100, 600_000),
 });
 type EdgeEnv = z.infer<typeof EdgeEnv>;
 
@@ -97,6 +108,8 @@ export interface EdgeOptions {
   trustProxy: boolean | string[];
   signInPerMinute: number;
   requestTimeoutMs: number;
+  /** Prompt counting in the worker pool (EDGE_COUNT_*). */
+  counting: { queueChars: number; timeoutMs: number };
   /** Replicas of the closes stream when the edge is the first to create it. */
   streamReplicas: number;
   upstream: UpstreamTimeouts & UpstreamRetry;
@@ -133,6 +146,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     trustProxy: trustProxy(e.EDGE_TRUST_PROXY),
     signInPerMinute: e.EDGE_SIGN_IN_PER_MINUTE,
     requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
+    counting: { queueChars: e.EDGE_COUNT_QUEUE_CHARS, timeoutMs: e.EDGE_COUNT_TIMEOUT_MS },
     streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,

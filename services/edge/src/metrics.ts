@@ -18,9 +18,56 @@ export class EdgeMetrics {
   readonly inFlight: Gauge;
   readonly unmetered: Counter<'tenant'>;
   readonly extensions: Counter<'status'>;
+  readonly countWait: Histogram<'tenant'>;
+  readonly countQueueDepth: Gauge<'tenant'>;
+  readonly countQueueChars: Gauge<'tenant'>;
+  readonly countTimeouts: Counter<'tenant'>;
+  readonly countRefusals: Counter<'tenant'>;
+  #countQueues: () => ReadonlyMap<string, CountQueue> = () => new Map();
 
   constructor(registry: Registry) {
     const registers = [registry];
+    // Read at scrape time; reset first, so a tenant whose queue emptied leaves the series.
+    const queues = () => this.#countQueues();
+    this.countWait = new Histogram({
+      name: 'edge_count_queue_wait_seconds',
+      help: "Time a prompt count waited in its tenant's queue for a counting worker, by tenant",
+      labelNames: ['tenant'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.countQueueDepth = new Gauge({
+      name: 'edge_count_queue_depth',
+      help: 'Prompt counts waiting for a counting worker, by tenant',
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, q] of queues()) this.set({ tenant }, q.waiting);
+      },
+    });
+    this.countQueueChars = new Gauge({
+      name: 'edge_count_queue_chars',
+      help: 'Characters of prompts waiting or being counted in the worker pool, by tenant (EDGE_COUNT_QUEUE_CHARS bounds it)',
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, q] of queues()) this.set({ tenant }, q.chars);
+      },
+    });
+    this.countTimeouts = new Counter({
+      name: 'edge_count_timeouts_total',
+      help: 'Prompt counts that ran past EDGE_COUNT_TIMEOUT_MS and were counted with the estimate bound, by tenant',
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.countRefusals = new Counter({
+      name: 'edge_count_refusals_total',
+      help: 'Calls refused (429 concurrency_limit) because their tenant had EDGE_COUNT_QUEUE_CHARS in the pool, by tenant',
+      labelNames: ['tenant'],
+      registers,
+    });
     this.extensions = new Counter({
       name: 'edge_hold_extensions_total',
       help: 'Hold extensions asked of the authority (adaptive mode), by answer',
@@ -113,4 +160,15 @@ export class EdgeMetrics {
       registers,
     });
   }
+
+  /** Where the count queue gauges are read when /metrics is scraped (the token counter). */
+  watchCounting(queues: () => ReadonlyMap<string, CountQueue>): void {
+    this.#countQueues = queues;
+  }
+}
+
+/** One tenant's counts in the pool, as the token counter reports them. */
+interface CountQueue {
+  waiting: number;
+  chars: number;
 }

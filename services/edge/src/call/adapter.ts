@@ -1,7 +1,7 @@
 import type { CompiledModel, UpstreamApi, UpstreamConfig } from '@holdfast/config';
 import type { ApiSurface, Usage } from '@holdfast/events';
 import type { Result } from '@holdfast/runtime';
-import type { TokenizerName } from '@holdfast/tokenizer';
+import type { CountOwner, TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EdgeError } from '../errors.js';
 import type { SseEvent } from '../upstream/sse.js';
@@ -60,6 +60,8 @@ export interface CountContext {
   headers: Readonly<Record<string, string>>;
   /** The service tier the call is held at (heldServiceTier; `default` for a count alone). */
   serviceTier: string;
+  /** Whose count it is: the tenant's queue in the token counter, and the call's abort. */
+  owner: CountOwner;
 }
 
 /** Prompt tokens to admit, or why the call cannot be counted (a 400 before any admission). */

@@ -28,13 +28,18 @@ export function targetsOf(deps: CallDeps, model: CompiledModel): UpstreamConfig[
   return targets;
 }
 
-/** The counting context of a call: its tokenizer (`upstream` resolved), target and headers. */
+/**
+ * The counting context of a call: its tokenizer (`upstream` resolved), target, headers and
+ * owner (its tenant; `signal`: the call's, so a count still waiting when the call ends is
+ * dropped).
+ */
 export function countContext(
   deps: CallDeps,
   request: FastifyRequest,
   adapter: Pick<SurfaceAdapter<unknown>, 'forwardHeaders'>,
   model: CompiledModel | undefined,
   serviceTier: string = BASE_TIER,
+  signal?: AbortSignal,
 ): CountContext {
   const tokenizer = tokenizerOf(model);
   const target = model ? targetsOf(deps, model)[0] : undefined;
@@ -46,6 +51,7 @@ export function countContext(
     upstream: target,
     headers: forwardedHeaders(request, adapter),
     serviceTier,
+    owner: { tenant: request.caller?.tenant.id ?? '', signal },
   };
 }
 

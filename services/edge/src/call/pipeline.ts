@@ -12,6 +12,7 @@ import type { LiveCall } from './in-flight.js';
 import type { Asked, MinOutput, SurfaceAdapter } from './adapter.js';
 import { resolveEndUser } from '../request/end-user.js';
 import { countContext, resolveModel } from './context.js';
+import { countPrompt } from './count.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
 import { heldServiceTier } from './service-tier.js';
@@ -52,8 +53,8 @@ export async function runCall<B>(
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
     const tooSmall = belowLeast(adapter.minOutput?.(body), asked, clamp.maxTokens);
     if (tooSmall) return await adapter.sendError(request, reply, tooSmall);
-    const counting = countContext(deps, request, adapter, model, tier.value);
-    const counted = await adapter.countPrompt(body, counting);
+    const counting = countContext(deps, request, adapter, model, tier.value, live.signal);
+    const counted = await countPrompt((b, c) => adapter.countPrompt(b, c), body, counting);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
     if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
     const promptTokens = counted.value;

@@ -15,7 +15,7 @@ export interface UpstreamPluginOptions {
 
 /**
  * The model side: the undici agent towards upstreams, and the token counter (worker pool for
- * long prompts). Both are closed with the app.
+ * long prompts, a fair queue per tenant, its metrics). Both are closed with the app.
  */
 export const upstreamPlugin = fp(
   async (app: FastifyInstance, opts: UpstreamPluginOptions) => {
@@ -31,7 +31,16 @@ export const upstreamPlugin = fp(
       env: opts.env,
       onLimits: (target, seen) => limits.seen(target, seen),
     });
-    const counter = new TokenCounter();
+    const { metrics } = app;
+    const counter = new TokenCounter({
+      maxQueuedChars: o.counting.queueChars,
+      timeoutMs: o.counting.timeoutMs,
+      observer: {
+        started: (tenant, waitedMs) => metrics.countWait.observe({ tenant }, waitedMs / 1_000),
+        timedOut: (tenant) => metrics.countTimeouts.inc({ tenant }),
+      },
+    });
+    metrics.watchCounting(() => counter.queues());
     app.decorate('upstream', upstream);
     app.decorate('counter', counter);
     app.addHook('onClose', async () => {

@@ -58,7 +58,8 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counte
     const counted = await ctx.deps.upstream.count.chatPrompt(ctx.target, rendered);
     if (counted !== undefined) return Ok(counted);
   }
-  const local = () => ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer);
+  const local = () =>
+    ctx.deps.counter.countChat({ ...body, model: upstreamModel }, ctx.tokenizer, ctx.owner);
   const [first, ...more] = unseenInputs(body);
   if (first) {
     const why = first.billed

@@ -67,11 +67,10 @@ export const embeddingsAdapter: SurfaceAdapter<EmbeddingsRequest> = {
   }),
   countPrompt: async (body, ctx) =>
     Ok(
-      await ctx.deps.counter.count({
-        kind: 'embedding',
-        tokenizer: ctx.tokenizer,
-        input: body.input,
-      }),
+      await ctx.deps.counter.count(
+        { kind: 'embedding', tokenizer: ctx.tokenizer, input: body.input },
+        ctx.owner,
+      ),
     ),
   upstreamBody: (body, grant) =>
     forwardedBody(body, {

@@ -106,7 +106,8 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
   }
   const hidden = hiddenInput(body, ctx.model);
   const local = async () =>
-    hidden + (await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer));
+    hidden +
+    (await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer, ctx.owner));
   const [document, ...more] = documentBlocks(body);
   if (document) return countUnseen([document, ...more], local, ctx.model, why);
   return Ok(await local());

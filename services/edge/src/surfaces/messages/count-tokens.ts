@@ -4,8 +4,8 @@ import type { CallDeps } from '../../call/deps.js';
 import { EdgeError } from '../../errors.js';
 import { H } from '../../request/headers.js';
 import { sendError } from '../../plugins/errors.js';
-import { countMessagesPrompt } from './adapter.js';
-import { messagesAdapter } from './adapter.js';
+import { countPrompt } from '../../call/count.js';
+import { countMessagesPrompt, messagesAdapter } from './adapter.js';
 import type { CountTokensRequest } from './schema.js';
 
 /**
@@ -33,7 +33,8 @@ export async function countTokens(
     const err = new EdgeError({ code: 'model_not_allowed', message, param: 'model' });
     return sendError(request, reply, err);
   }
-  const counted = await countMessagesPrompt(
+  const counted = await countPrompt(
+    countMessagesPrompt,
     body,
     countContext(deps, request, messagesAdapter, resolved.value),
   );

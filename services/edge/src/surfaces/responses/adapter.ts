@@ -105,7 +105,7 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
   const local = async () => {
     const counted =
       ctx.target && (await ctx.deps.upstream.count.chatPrompt(ctx.target, { ...chat }));
-    return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer));
+    return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer, ctx.owner));
   };
   const [first, ...more] = unseenState(body);
   if (first === undefined) return Ok(await local());
