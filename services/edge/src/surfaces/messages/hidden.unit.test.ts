@@ -120,6 +120,7 @@ describe('the Messages prompt count', () => {
       upstream: undefined,
       headers: {},
       serviceTier: 'default',
+      owner: { tenant: 'team', signal: new AbortController().signal },
     };
     const counted = await countMessagesPrompt(body, ctx);
     if (!counted.ok) throw new Error(counted.error.message);
