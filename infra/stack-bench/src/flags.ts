@@ -4,12 +4,14 @@ import { z } from 'zod';
 export const USAGE = `pnpm bench:stack [flags]
 
 The whole stack (as pnpm stack runs it) in front of the mock upstream, the mock called
-directly, and a bare fastify + undici proxy in front of the mock (the proxy hop alone),
+directly, a bare fastify + undici proxy in front of the mock (the proxy hop alone), and the
+floor of the architecture (floor/: the least SPEC's flow can do, in the same processes, on the
+same NATS, Redis and ClickHouse; its edge batching requests, and sending each alone),
 interleaved over rounds. Prints a table and writes JSON (schema v2; --against and --medians
 also read v1 results, from before the bare proxy, whose proxy figures show as -).
 
-  --rounds N          rounds of every phase: direct, proxy, stack, the order reversed each
-                      round (3)
+  --rounds N          rounds of every phase: direct, proxy, stack, floor, floor-single, the
+                      order reversed each round (3)
   --seconds S         length of one phase (6)
   --connections N     closed loop: connections, each sending its next call when one ends (32)
   --rates R,R         open loop: fixed call rates per second (100,300)
@@ -18,8 +20,9 @@ also read v1 results, from before the bare proxy, whose proxy figures show as -)
   --out PATH          where the JSON goes (default .tmp/bench-stack/<time>.json)
   --against PATH      a previous JSON to compare with
   --medians PATHS     no run: print the medians of earlier runs' JSON (a.json,b.json,c.json)
-  --cpu-prof NAMES    services to run with node --cpu-prof (e.g. edge,authority,bare-proxy);
-                      profiles land in the run's data dir, which is then kept
+  --skip-floor        no floor processes, no floor phases
+  --cpu-prof NAMES    services to run with node --cpu-prof (e.g. edge,authority,bare-proxy,
+                      floor-edge); profiles land in the run's data dir, which is then kept
   --keep              keep the run's data dir (NATS store, Redis AOF, ClickHouse data)
   --help
 `;
@@ -31,6 +34,10 @@ const PROFILED = [
   'alerter',
   'mock-upstream',
   'bare-proxy',
+  'floor-edge',
+  'floor-authority',
+  'floor-aggregator',
+  'floor-alerter',
 ] as const;
 
 /** `a,b,c` as a list (empty items dropped). */
@@ -52,6 +59,7 @@ const Flags = z.object({
   cpuProf: csv()
     .pipe(z.array(z.enum(PROFILED)))
     .default([]),
+  skipFloor: z.boolean().default(false),
   keep: z.boolean().default(false),
   help: z.boolean().default(false),
 });
@@ -72,6 +80,7 @@ export function parseFlags(argv: string[]): Flags {
       against: { type: 'string' },
       medians: { type: 'string' },
       'cpu-prof': { type: 'string' },
+      'skip-floor': { type: 'boolean' },
       keep: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -82,6 +91,7 @@ export function parseFlags(argv: string[]): Flags {
     ...values,
     completionTokens: values['completion-tokens'],
     cpuProf: values['cpu-prof'],
+    skipFloor: values['skip-floor'],
   });
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`);

@@ -11,6 +11,7 @@ describe('parseFlags', () => {
       stream: false,
       completionTokens: 16,
       cpuProf: [],
+      skipFloor: false,
       keep: false,
     });
   });
@@ -22,12 +23,14 @@ describe('parseFlags', () => {
       '--rounds',
       '5',
       '--cpu-prof',
-      'edge,authority,bare-proxy',
+      'edge,authority,bare-proxy,floor-edge',
+      '--skip-floor',
     ]);
     expect(flags).toMatchObject({
       rates: [50, 200, 1000],
       rounds: 5,
-      cpuProf: ['edge', 'authority', 'bare-proxy'],
+      cpuProf: ['edge', 'authority', 'bare-proxy', 'floor-edge'],
+      skipFloor: true,
     });
   });
 

@@ -39,7 +39,12 @@ const say = (line: string) => process.stdout.write(`${line}\n`);
 const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1_000));
 
 const dir = join(BENCH_DIR, `idle-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-const { group, started } = await startBenchStack({ dir, completionTokens: 16, cpuProf });
+const { group, started } = await startBenchStack({
+  dir,
+  completionTokens: 16,
+  cpuProf,
+  floor: false,
+});
 let code = 0;
 try {
   const stack = await started;

@@ -7,18 +7,11 @@ import { parseFlags, USAGE, type Flags } from './flags.js';
 import { LoadGenerator } from './load/driver.js';
 import { renderMedians } from './medians.js';
 import { NatsMonitor } from './nats-monitor.js';
-import {
-  plan,
-  runPhase,
-  TARGETS,
-  type PhaseDeps,
-  type PhaseResult,
-  type PhaseSpec,
-} from './phase.js';
+import { plan, runPhase, type PhaseDeps, type PhaseResult, type PhaseSpec } from './phase.js';
 import { readEarlier, renderComparison, SCHEMA, type BenchResult } from './result.js';
 import { RedisStats } from './redis-stats.js';
 import { BENCH_DIR, startBenchStack, type BenchStack } from './stack.js';
-import { HOLDFAST, summarise } from './summary.js';
+import { FLOOR, HOLDFAST, summarise } from './summary.js';
 import { renderReport } from './table.js';
 import { checkTargets, targets } from './targets.js';
 
@@ -45,17 +38,20 @@ function commit(): string {
 }
 
 function progress(spec: PhaseSpec, r: PhaseResult, rounds: number): string {
-  const holdfast = HOLDFAST.map((k) => r.cpu[k] ?? NaN).reduce((a, b) => a + b, 0);
+  const sum = (names: readonly string[]) =>
+    names.map((k) => r.cpu[k] ?? NaN).reduce((a, b) => a + b, 0);
   const perCall = (us: number) => `${(us / r.client.calls).toFixed(0)} µs/call`;
   const cpu = {
     direct: '',
     proxy: `, bare proxy ${perCall(r.cpu['bare-proxy'] ?? NaN)}`,
-    stack: `, Holdfast ${perCall(holdfast)}`,
+    stack: `, Holdfast ${perCall(sum(HOLDFAST))}`,
+    floor: `, floor ${perCall(sum(FLOOR))}`,
+    'floor-single': `, floor ${perCall(sum(FLOOR))}`,
   }[spec.target];
   const errors =
     r.client.errors > 0 ? `, ${r.client.errors} errors: ${r.client.errorSamples[0]}` : '';
   return (
-    `  round ${spec.round + 1}/${rounds}  ${spec.load.padEnd(18)} ${spec.target.padEnd(6)} ` +
+    `  round ${spec.round + 1}/${rounds}  ${spec.load.padEnd(18)} ${spec.target.padEnd(12)} ` +
     `${r.client.perSecond.toFixed(0).padStart(6)} calls/s  p50 ${r.client.p50.toFixed(2)} ms  ` +
     `p99 ${r.client.p99.toFixed(2)} ms${cpu}${errors}`
   );
@@ -79,12 +75,12 @@ async function measure(
     };
     await checkTargets(deps.targets, flags.completionTokens);
     say('warming up (3 s a target)');
-    for (const t of TARGETS) {
-      await load.run(deps.targets[t].plain, { mode: 'closed', connections: flags.connections }, 3);
+    for (const t of Object.values(deps.targets)) {
+      await load.run(t.plain, { mode: 'closed', connections: flags.connections }, 3);
     }
     await deps.nats.settle({ quietMs: 300, timeoutMs: 20_000 });
     const phases: PhaseResult[] = [];
-    for (const spec of plan(flags)) {
+    for (const spec of plan({ ...flags, floor: !flags.skipFloor })) {
       const r = await runPhase(spec, deps);
       say(progress(spec, r, flags.rounds));
       phases.push(r);
@@ -118,6 +114,7 @@ const { group, started, tail } = await startBenchStack({
   dir,
   completionTokens: flags.completionTokens,
   cpuProf: flags.cpuProf,
+  floor: !flags.skipFloor,
 });
 const load = new LoadGenerator();
 let stopping = false;
@@ -162,7 +159,7 @@ try {
   };
   const header =
     `bench:stack ${result.commit}: ${flags.rounds} rounds x ${flags.seconds} s a phase, direct, ` +
-    `bare proxy and stack interleaved; chat completions with ${flags.completionTokens}-token ` +
+    `bare proxy, stack${flags.skipFloor ? '' : ' and floor'} interleaved; chat completions with ${flags.completionTokens}-token ` +
     `replies from the mock at zero latency; medians over rounds (${process.version}, ` +
     `${cores} cores, load average ${loadAverage.toFixed(2)} at start)`;
   say(`\n${renderReport(summary, header)}`);

@@ -1,12 +1,21 @@
 import { readCpu, readMachineBusy, readSyscalls, type Syscalls } from './cpu.js';
 import type { LoadGenerator } from './load/driver.js';
-import type { Load, LoadResult, Target } from './load/protocol.js';
+import type { Load, LoadResult } from './load/protocol.js';
 import { countsDelta, type NatsCounts, type NatsMonitor } from './nats-monitor.js';
 import type { CommandStat, RedisStats, SlowlogSample } from './redis-stats.js';
+import type { Targets } from './targets.js';
 
-/** The mock called directly, through the bench's bare proxy, and through the whole stack. */
-export const TARGETS = ['direct', 'proxy', 'stack'] as const;
+/**
+ * The mock called directly, through the bench's bare proxy, through the whole stack, and
+ * through the floor of the architecture (floor/): its edge batching the requests of one turn
+ * of its event loop (`floor`, as the real edge does), or sending each alone (`floor-single`).
+ */
+const TARGETS = ['direct', 'proxy', 'stack', 'floor', 'floor-single'] as const;
 export type TargetName = (typeof TARGETS)[number];
+
+/** Targets that run admit and settle (Redis is measured in their phases). */
+export const BUDGETED: readonly TargetName[] = ['stack', 'floor', 'floor-single'];
+const isFloor = (t: TargetName) => t === 'floor' || t === 'floor-single';
 
 export interface PhaseSpec {
   round: number;
@@ -36,7 +45,7 @@ export interface PhaseResult {
   /** Busy CPU µs of the whole machine (all cores) while the load ran. */
   machineBusy: number;
   nats: NatsCounts;
-  /** Stack phases only. */
+  /** Stack and floor phases only. */
   redis?: { commands: Record<string, CommandStat> } & SlowlogSample;
 }
 
@@ -45,7 +54,7 @@ export interface PhaseDeps {
   nats: NatsMonitor;
   redis: RedisStats;
   pids: Readonly<Record<string, number>>;
-  targets: Record<TargetName, { plain: Target; stream: Target }>;
+  targets: Targets;
   seconds: number;
 }
 
@@ -68,11 +77,13 @@ function syscallsDelta(
 /**
  * Runs one phase: counters read before, the load, the stack left to finish what the calls
  * caused (events relayed, inserted, alerted on), counters read after. Redis commandstats and
- * the per-script slowlog sample are taken in stack phases only.
+ * the per-script slowlog sample are taken in stack and floor phases only.
  */
 export async function runPhase(spec: PhaseSpec, d: PhaseDeps): Promise<PhaseResult> {
-  const target = d.targets[spec.target][spec.stream ? 'stream' : 'plain'];
-  const measureRedis = spec.target === 'stack';
+  const both = d.targets[spec.target];
+  if (!both) throw new Error(`no target ${spec.target} in this run`);
+  const target = both[spec.stream ? 'stream' : 'plain'];
+  const measureRedis = BUDGETED.includes(spec.target);
   if (measureRedis) await d.redis.reset();
   const natsBefore = await d.nats.counts();
   const start = performance.now();
@@ -105,16 +116,19 @@ export async function runPhase(spec: PhaseSpec, d: PhaseDeps): Promise<PhaseResu
 }
 
 /**
- * Every phase of a run: per load, the three targets side by side, their order reversed each
- * round (direct, proxy, stack; then stack, proxy, direct), so that neither end of the
- * comparison always runs first.
+ * Every phase of a run: per load, the targets side by side, their order reversed each round
+ * (direct, proxy, stack, floor, floor-single; then the other way round), so that neither end
+ * of a comparison always runs first. `targets` leaves some out (the floor: `floor: false`);
+ * the floor has no streamed loop (its edge reads the upstream's reply whole).
  */
 export function plan(o: {
   rounds: number;
   connections: number;
   rates: readonly number[];
   stream: boolean;
+  floor?: boolean;
 }): PhaseSpec[] {
+  const targets = TARGETS.filter((t) => (o.floor ?? true) || !isFloor(t));
   const loads: Array<Omit<PhaseSpec, 'round' | 'target'>> = [
     {
       load: `closed@${o.connections}`,
@@ -138,8 +152,12 @@ export function plan(o: {
   ];
   const phases: PhaseSpec[] = [];
   for (let round = 0; round < o.rounds; round++) {
-    const order = round % 2 === 0 ? TARGETS : [...TARGETS].reverse();
-    for (const l of loads) for (const target of order) phases.push({ ...l, round, target });
+    const order = round % 2 === 0 ? targets : [...targets].reverse();
+    for (const l of loads) {
+      for (const target of order) {
+        if (!(l.stream && isFloor(target))) phases.push({ ...l, round, target });
+      }
+    }
   }
   return phases;
 }

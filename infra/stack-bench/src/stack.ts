@@ -15,9 +15,19 @@ export const BENCH_DIR = join(REPO_ROOT, '.tmp/bench-stack');
 export const BENCH_KEY = 'sk-hf-bench-stack';
 const CONFIG = fileURLToPath(new URL('../bench-config.yaml', import.meta.url));
 const BARE_PROXY_ENTRY = fileURLToPath(new URL('./bare-proxy/main.js', import.meta.url));
+const FLOOR_ENTRY = fileURLToPath(new URL('./floor/main.js', import.meta.url));
 
-/** The stack's processes, and the bench's bare proxy started beside them. */
-type BenchProcess = (typeof PROCESS_ORDER)[number] | 'bare-proxy';
+/** The floor's processes (floor/main.ts), in start order: the edge last, as the stack's. */
+const FLOOR_PROCESSES = [
+  'floor-authority',
+  'floor-aggregator',
+  'floor-alerter',
+  'floor-edge',
+] as const;
+
+/** The stack's processes, and the bench's bare proxy and floor started beside them. */
+type BenchProcess =
+  (typeof PROCESS_ORDER)[number] | 'bare-proxy' | (typeof FLOOR_PROCESSES)[number];
 
 /** Variables of the caller that would point the stack elsewhere than its own fresh servers. */
 const NOT_PASSED = [
@@ -37,6 +47,8 @@ export interface StackOptions {
   completionTokens: number;
   /** Services started with `node --cpu-prof` (profiles in `<dir>/profiles`). */
   cpuProf: readonly string[];
+  /** Start the floor's processes too (default true). */
+  floor?: boolean;
 }
 
 export interface BenchStack {
@@ -45,6 +57,8 @@ export interface BenchStack {
   mockUrl: string;
   /** The bare proxy (bare-proxy/app.ts) in front of the mock. */
   proxyUrl: string;
+  /** The floor's edge (floor/edge.ts); undefined when the floor was not started. */
+  floorUrl: string | undefined;
   redisUrl: string;
   natsMonitorUrl: string;
   group: ProcessGroup;
@@ -112,10 +126,31 @@ function bareProxySpec(port: number, mockUrl: string): ProcessSpec {
 }
 
 /**
+ * One of the floor's processes on the stack's NATS, Redis and ClickHouse; up once it printed
+ * `ready` (`printed` is told each line).
+ */
+function floorSpec(
+  name: (typeof FLOOR_PROCESSES)[number],
+  env: NodeJS.ProcessEnv,
+  printed: (name: string) => boolean,
+): ProcessSpec {
+  return {
+    name,
+    command: process.execPath,
+    args: [FLOOR_ENTRY, name.slice('floor-'.length)],
+    env: { PATH: process.env.PATH, ...env },
+    ready: { probe: () => Promise.resolve(printed(name)) },
+    readyTimeoutMs: 20_000,
+    stopTimeoutMs: 10_000,
+  };
+}
+
+/**
  * The whole stack as `pnpm stack` starts it (infra/stack's code: the same processes, flags and
  * start order), in a data dir of the run's own and on free ports only, with the bench config,
  * the mock at zero latency replying `completionTokens` tokens, and NATS monitoring on; then
- * the bare proxy in front of the mock, last, so it is stopped first.
+ * the bare proxy in front of the mock, and the floor's processes (floor/) on the stack's
+ * servers, last, so they are stopped first.
  * The caller stops `group` (also when this throws).
  */
 export async function startBenchStack(o: StackOptions): Promise<{
@@ -133,6 +168,7 @@ export async function startBenchStack(o: StackOptions): Promise<{
     HOLDFAST_NATS_MONITOR_PORT: await freePort(),
   };
   const bareProxyPort = await freePort();
+  const floorPort = await freePort();
   const source: NodeJS.ProcessEnv = { ...process.env };
   for (const name of NOT_PASSED) delete source[name];
   for (const name of Object.keys(source))
@@ -153,21 +189,44 @@ export async function startBenchStack(o: StackOptions): Promise<{
   const profileDir = join(o.dir, 'profiles');
   if (o.cpuProf.length > 0) await mkdir(profileDir, { recursive: true });
   const logs = lineTails(40);
-  const group = new BenchGroup(logs.sink, o.cpuProf, profileDir);
+  const ready = new Set<string>();
+  const sink = (name: string, line: string) => {
+    if (line === 'ready') ready.add(name);
+    logs.sink(name, line);
+  };
+  const group = new BenchGroup(sink, o.cpuProf, profileDir);
+  const withFloor = o.floor ?? true;
   const started = startStack(settings, group).then(async (stack): Promise<BenchStack> => {
     await group.start(bareProxySpec(bareProxyPort, stack.state.urls.mock));
+    const { urls } = stack.state;
+    const floorEnv = {
+      NATS_URL: urls.nats,
+      REDIS_URL: urls.redis,
+      CLICKHOUSE_URL: urls.clickhouse,
+      FLOOR_HOST: '127.0.0.1',
+      FLOOR_PORT: String(floorPort),
+      FLOOR_UPSTREAM: new URL(urls.mock).origin,
+    };
+    for (const name of withFloor ? FLOOR_PROCESSES : []) {
+      await group.start(floorSpec(name, floorEnv, (n) => ready.has(n)));
+    }
     const pid = (name: BenchProcess) => {
       const p = group.processes.find((x) => x.name === name);
       if (!p) throw new Error(`${name} is not one of the bench's processes`);
       return p.pid;
     };
-    const names: BenchProcess[] = [...PROCESS_ORDER, 'bare-proxy'];
+    const names: BenchProcess[] = [
+      ...PROCESS_ORDER,
+      'bare-proxy',
+      ...(withFloor ? FLOOR_PROCESSES : []),
+    ];
     const pids = Object.fromEntries(names.map((n) => [n, pid(n)])) as BenchStack['pids'];
     return {
       pids,
       edgeUrl: stack.state.urls.edge,
       mockUrl: stack.state.urls.mock,
       proxyUrl: `http://127.0.0.1:${bareProxyPort}`,
+      floorUrl: withFloor ? `http://127.0.0.1:${floorPort}` : undefined,
       redisUrl: stack.state.urls.redis,
       natsMonitorUrl: `http://127.0.0.1:${ports.HOLDFAST_NATS_MONITOR_PORT}`,
       group,

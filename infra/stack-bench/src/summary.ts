@@ -11,6 +11,25 @@ export const HOLDFAST = [
   'clickhouse',
 ] as const;
 
+/**
+ * What the floor's "all of Holdfast" adds up (floor/): its four processes, in the order of the
+ * stack's that do the same (HOLDFAST), and the same servers.
+ */
+export const FLOOR = [
+  'floor-edge',
+  'floor-authority',
+  'nats',
+  'redis',
+  'floor-alerter',
+  'floor-aggregator',
+  'clickhouse',
+] as const;
+
+const isFloor = (t: TargetName) => t === 'floor' || t === 'floor-single';
+
+/** The processes a target's "all of Holdfast" sums (direct and proxy: the stack's, idle). */
+export const allOf = (t: TargetName): readonly string[] => (isFloor(t) ? FLOOR : HOLDFAST);
+
 export function median(xs: readonly number[]): number {
   const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
   if (s.length === 0) return NaN;
@@ -26,7 +45,7 @@ export interface TargetSummary {
   perSecond: number;
   p50: number;
   p99: number;
-  /** CPU µs per call by process, plus `holdfast` (the sum of HOLDFAST). */
+  /** CPU µs per call by process, plus `holdfast` (the sum of HOLDFAST, or of FLOOR). */
   cpuPerCall: Record<string, number>;
   /** Read and write system calls per call by process, plus `holdfast` (undefined in older results). */
   syscallsPerCall?: Record<string, { reads: number; writes: number }>;
@@ -76,12 +95,28 @@ export interface LoadSummary {
   proxyVsDirect: Pairing;
   /** Per round the edge's CPU µs per call less the bare proxy's, then the median. */
   edgeOverProxyCpu: number;
+  /** Through the floor (floor/), its edge batching requests; absent in runs before it. */
+  floor?: TargetSummary | undefined;
+  /** The same, each request alone. */
+  'floor-single'?: TargetSummary | undefined;
+  floorVsDirect?: Pairing;
+  floorVsProxy?: Pairing;
+  floorSingleVsDirect?: Pairing;
+  floorSingleVsProxy?: Pairing;
+  /**
+   * Per round the stack's CPU µs per call less the (batched) floor's, process by process of
+   * the same role (keys as HOLDFAST's, and `holdfast`), then the median: where the stack
+   * spends beyond the least its architecture needs.
+   */
+  stackOverFloorCpu?: Record<string, number>;
 }
 
 export interface Summary {
   loads: LoadSummary[];
   /** Holdfast's processes while the calls went straight to the mock: CPU µs per second. */
   idleHoldfastPerSecond: Record<string, number>;
+  /** The floor's, the same way (absent in runs before it). */
+  idleFloorPerSecond?: Record<string, number>;
 }
 
 const perCall = (x: number, calls: number) => (calls > 0 ? x / calls : NaN);
@@ -96,8 +131,9 @@ function mapMedian(
 
 function summariseTarget(phases: readonly PhaseResult[], cores: number): TargetSummary {
   const processes = Object.keys(phases[0]!.cpu);
+  const all = allOf(phases[0]!.target);
   const holdfast = (p: PhaseResult) =>
-    HOLDFAST.reduce((n, name) => n + (p.cpu[name] ?? NaN), 0) / p.client.calls;
+    all.reduce((n, name) => n + (p.cpu[name] ?? NaN), 0) / p.client.calls;
   const ours = (p: PhaseResult) => Object.values(p.cpuDuringLoad).reduce((n, x) => n + x, 0);
   const clients = [...new Set(phases.flatMap((p) => Object.keys(p.nats.byClient)))];
   const withRedis = phases.filter((p) => p.redis);
@@ -137,7 +173,7 @@ function summariseTarget(phases: readonly PhaseResult[], cores: number): TargetS
   if (withCalls.length > 0) {
     const s = (p: PhaseResult, k: string, f: 'reads' | 'writes') =>
       k === 'holdfast'
-        ? HOLDFAST.reduce((n, name) => n + (p.syscalls![name]?.[f] ?? NaN), 0)
+        ? all.reduce((n, name) => n + (p.syscalls![name]?.[f] ?? NaN), 0)
         : (p.syscalls![k]?.[f] ?? NaN);
     const per = (k: string, f: 'reads' | 'writes') =>
       median(withCalls.map((p) => perCall(s(p, k, f), p.client.calls)));
@@ -220,8 +256,10 @@ export function summarise(phases: readonly PhaseResult[], cores: number): Summar
       const mine = of.filter((p) => p.target === t);
       return mine.length > 0 ? summariseTarget(mine, cores) : undefined;
     };
-    const cpuPerCall = (p: PhaseResult, name: string) =>
-      perCall(p.cpu[name] ?? NaN, p.client.calls);
+    const cpuPerCall = (p: PhaseResult, name: string): number =>
+      name === 'holdfast'
+        ? allOf(p.target).reduce((n, k) => n + cpuPerCall(p, k), 0)
+        : perCall(p.cpu[name] ?? NaN, p.client.calls);
     return {
       load,
       direct: target('direct'),
@@ -236,22 +274,42 @@ export function summarise(phases: readonly PhaseResult[], cores: number): Summar
         'proxy',
         (s, p) => cpuPerCall(s, 'edge') - cpuPerCall(p, 'bare-proxy'),
       ),
+      floor: target('floor'),
+      'floor-single': target('floor-single'),
+      floorVsDirect: pairing(of, 'floor', 'direct'),
+      floorVsProxy: pairing(of, 'floor', 'proxy'),
+      floorSingleVsDirect: pairing(of, 'floor-single', 'direct'),
+      floorSingleVsProxy: pairing(of, 'floor-single', 'proxy'),
+      stackOverFloorCpu: Object.fromEntries(
+        [...HOLDFAST, 'holdfast'].map((k, i) => [
+          k,
+          paired(
+            of,
+            'stack',
+            'floor',
+            (s, f) => cpuPerCall(s, k) - cpuPerCall(f, FLOOR[i] ?? 'holdfast'),
+          ),
+        ]),
+      ),
     };
   });
   const direct = phases.filter((p) => p.target === 'direct');
-  return {
-    loads,
-    idleHoldfastPerSecond: Object.fromEntries(
-      [...HOLDFAST, 'holdfast'].map((name) => [
+  const idle = (names: readonly string[]) =>
+    Object.fromEntries(
+      [...names, 'holdfast'].map((name) => [
         name,
         median(
           direct.map((p) =>
             name === 'holdfast'
-              ? HOLDFAST.reduce((n, k) => n + (p.cpu[k] ?? NaN), 0) / p.windowSeconds
+              ? names.reduce((n, k) => n + (p.cpu[k] ?? NaN), 0) / p.windowSeconds
               : (p.cpu[name] ?? NaN) / p.windowSeconds,
           ),
         ),
       ]),
-    ),
+    );
+  return {
+    loads,
+    idleHoldfastPerSecond: idle(HOLDFAST),
+    idleFloorPerSecond: idle(FLOOR),
   };
 }

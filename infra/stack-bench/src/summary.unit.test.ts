@@ -28,7 +28,7 @@ describe('summarise', () => {
     expect(closed!.stackVsDirect.throughputRatio).toBeCloseTo(0.1);
     expect(closed!.stackVsDirect.addedP50).toBe(9);
     expect(closed!.stack!.perSecond).toBe(200);
-    expect(closed!.stack!.cpuPerCall).toMatchObject({ edge: 500, authority: 300, holdfast: NaN });
+    expect(closed!.stack!.cpuPerCall).toMatchObject({ edge: 500, authority: 300, holdfast: 880 });
     expect(closed!.stack!.nats.inPerCall).toBe(10);
     expect(closed!.stack!.syscallsPerCall).toMatchObject({
       edge: { reads: 4, writes: 3 },
@@ -62,5 +62,32 @@ describe('summarise', () => {
     expect(closed!.proxy!.perSecond).toBe(500);
     // The edge's 500 µs a call less the bare proxy's of the same round: 300, 290, 280.
     expect(closed!.edgeOverProxyCpu).toBe(290);
+  });
+
+  it("sums the floor's own processes for its all of Holdfast, and pairs the stack with it by role", () => {
+    const floor = [
+      phase(0, 'floor', 600, 3),
+      phase(1, 'floor', 800, 2),
+      phase(2, 'floor', 700, 4),
+      phase(0, 'floor-single', 500, 3),
+    ];
+    const s = summarise([...directAndStack, ...floor], 2);
+    const [closed] = s.loads;
+    // 150 + 10 per round, 100, 40, 20, 5, 5, 0: 330 in round 1.
+    expect(closed!.floor!.cpuPerCall).toMatchObject({ 'floor-edge': 160, holdfast: 330 });
+    expect(closed!.stack!.cpuPerCall.holdfast).toBe(880);
+    expect(closed!['floor-single']!.cpuPerCall.holdfast).toBe(320);
+    // Per round floor / direct: 0.6, 0.2, 0.7; floor-single ran in round 0 only.
+    expect(closed!.floorVsDirect!.throughputRatio).toBeCloseTo(0.6);
+    expect(closed!.floorSingleVsDirect!.throughputRatio).toBeCloseTo(0.5);
+    // The stack less the floor, role by role: edge 500 - 160 (the round's median), NATS 0.
+    expect(closed!.stackOverFloorCpu).toMatchObject({
+      edge: 340,
+      authority: 200,
+      nats: 0,
+      alerter: 5,
+      holdfast: 550,
+    });
+    expect(s.idleFloorPerSecond!['floor-edge']).toBe(0);
   });
 });

@@ -1,5 +1,7 @@
-import type { TargetName } from './phase.js';
+import { BUDGETED, type TargetName } from './phase.js';
 import {
+  allOf,
+  FLOOR,
   HOLDFAST,
   type LoadSummary,
   type Pairing,
@@ -38,6 +40,10 @@ export const PROCESS_LABELS: Record<string, string> = {
   holdfast: 'all of Holdfast',
   'mock-upstream': 'mock upstream',
   'bare-proxy': 'bare proxy',
+  'floor-edge': 'floor edge',
+  'floor-authority': 'floor authority (and relay)',
+  'floor-alerter': 'floor alerter',
+  'floor-aggregator': 'floor aggregator',
   'load generator': 'load generator',
   'bench runner': 'bench runner',
 };
@@ -48,19 +54,29 @@ function comparison(load: string, p: Pairing, other: string): string {
   return `${signed(p.addedP50, 2)} ms p50, ${signed(p.addedP99, 2)} ms p99`;
 }
 
-/** Calls/s and latency by load and target; the stack against proxy column when a proxy ran. */
+const TARGETS_SHOWN: readonly TargetName[] = ['direct', 'proxy', 'stack', 'floor', 'floor-single'];
+
+/** A target's pairing against direct and against the bare proxy (none for direct). */
+function against(l: LoadSummary, t: TargetName): { direct?: Pairing; proxy?: Pairing } {
+  return {
+    direct: {},
+    proxy: { direct: l.proxyVsDirect },
+    stack: { direct: l.stackVsDirect, proxy: l.stackVsProxy },
+    floor: { direct: l.floorVsDirect, proxy: l.floorVsProxy },
+    'floor-single': { direct: l.floorSingleVsDirect, proxy: l.floorSingleVsProxy },
+  }[t];
+}
+
+/** Calls/s and latency by load and target; an against-proxy column when a proxy ran. */
 function latencyTable(s: Summary): string {
   const withProxy = s.loads.some((l) => l.proxy);
   const header = ['load', 'target', 'calls/s', 'p50 ms', 'p99 ms', 'errors', 'against direct'];
-  const rows = [withProxy ? [...header, 'stack against proxy'] : header];
+  const rows = [withProxy ? [...header, 'against proxy'] : header];
   for (const l of s.loads) {
-    for (const [name, t] of [
-      ['direct', l.direct],
-      ['proxy', l.proxy],
-      ['stack', l.stack],
-    ] as const) {
+    for (const name of TARGETS_SHOWN) {
+      const t = l[name];
       if (!t) continue;
-      const vsDirect = { direct: undefined, proxy: l.proxyVsDirect, stack: l.stackVsDirect }[name];
+      const vs = against(l, name);
       const row = [
         l.load,
         name,
@@ -68,11 +84,9 @@ function latencyTable(s: Summary): string {
         fmt(t.p50, 2),
         fmt(t.p99, 2),
         String(t.errors),
-        vsDirect ? comparison(l.load, vsDirect, 'direct') : '',
+        vs.direct ? comparison(l.load, vs.direct, 'direct') : '',
       ];
-      if (withProxy) {
-        row.push(name === 'stack' && l.proxy ? comparison(l.load, l.stackVsProxy, 'proxy') : '');
-      }
+      if (withProxy) row.push(vs.proxy && l.proxy ? comparison(l.load, vs.proxy, 'proxy') : '');
       rows.push(row);
     }
   }
@@ -100,15 +114,19 @@ const TARGET_LABELS: Record<TargetName, string> = {
   direct: 'direct',
   proxy: 'bare proxy',
   stack: 'stack',
+  floor: 'floor (batched)',
+  'floor-single': 'floor (each request alone)',
 };
 
 /**
  * CPU per call by process: the stack's rows (and the edge's CPU less the bare proxy's, paired
- * by round) only for stack phases, the bare proxy's only for proxy phases.
+ * by round) only for stack phases, the bare proxy's only for proxy phases, the floor's for
+ * floor phases.
  */
 function cpuTable(s: Summary, which: TargetName): string | undefined {
   const row = (k: string): Row => [PROCESS_LABELS[k] ?? k, (t) => fmt(t.cpuPerCall[k])];
   const edgeOverProxy: Row = ['  edge less bare proxy', (_, l) => fmt(l.edgeOverProxyCpu)];
+  const floor = [...FLOOR.map(row), row('holdfast')];
   const own: Row[] = {
     stack: [
       row('edge'),
@@ -118,6 +136,8 @@ function cpuTable(s: Summary, which: TargetName): string | undefined {
     ],
     proxy: [row('bare-proxy')],
     direct: [],
+    floor,
+    'floor-single': floor,
   }[which];
   return perLoad(
     s,
@@ -126,7 +146,7 @@ function cpuTable(s: Summary, which: TargetName): string | undefined {
       ...own,
       row('mock-upstream'),
       row('load generator'),
-      ...(which === 'stack' ? [row('bench runner')] : []),
+      ...(BUDGETED.includes(which) ? [row('bench runner')] : []),
       ['machine busy', (t) => `${fmt(t.machineBusyShare * 100)}%`],
       ['other processes (cores)', (t) => fmt(t.othersCores, 2)],
     ],
@@ -134,9 +154,66 @@ function cpuTable(s: Summary, which: TargetName): string | undefined {
   );
 }
 
-/** Read and write system calls per call by process, for the stack's phases. */
-function syscallsTable(s: Summary): string | undefined {
-  if (!s.loads.some((l) => l.stack?.syscallsPerCall)) return undefined;
+const ROLE_LABELS: Record<(typeof HOLDFAST)[number], string> = {
+  edge: 'edge',
+  authority: 'authority (and relay)',
+  nats: 'nats-server',
+  redis: 'redis-server',
+  alerter: 'alerter',
+  aggregator: 'aggregator',
+  clickhouse: 'clickhouse-server',
+};
+
+/**
+ * One load's stack beside the floor, process by process of the same role (the floor's edge
+ * beside the edge, ...): CPU per call, the stack less the (batched) floor paired by round,
+ * and the floor's share of the stack; then calls/s, latency, messages and system calls.
+ */
+function floorTable(l: LoadSummary): string | undefined {
+  const { stack, floor } = l;
+  const single = l['floor-single'];
+  if (!stack || !floor) return undefined;
+  const targets = [stack, floor, ...(single ? [single] : [])];
+  const cells = (f: (t: TargetSummary) => string) => targets.map(f);
+  const cpu = (k: string, i: number) => (t: TargetSummary) =>
+    fmt(t.cpuPerCall[t === stack ? k : (FLOOR[i] ?? 'holdfast')]);
+  const share = (t: TargetSummary) =>
+    t === stack ? '' : `${fmt((t.cpuPerCall.holdfast! / stack.cpuPerCall.holdfast!) * 100)}%`;
+  const io = (i: number, o: number) => `${fmt(i, 2)} / ${fmt(o, 2)}`;
+  const calls = (t: TargetSummary) => {
+    const x = t.syscallsPerCall?.holdfast;
+    return x ? io(x.reads, x.writes) : '-';
+  };
+  const rows = [
+    [
+      `${l.load}: stack beside the floor`,
+      'stack',
+      'floor',
+      ...(single ? ['floor, single'] : []),
+      'stack less floor',
+    ],
+    ...[...HOLDFAST, 'holdfast' as const].map((k, i) => [
+      k === 'holdfast' ? 'all of Holdfast, CPU µs per call' : `${ROLE_LABELS[k]} µs`,
+      ...cells(cpu(k, i)),
+      fmt(l.stackOverFloorCpu?.[k]),
+    ]),
+    ["  floor's share of the stack", ...cells(share), ''],
+    ['calls/s', ...cells((t) => fmt(t.perSecond)), ''],
+    ['p50 / p99 ms', ...cells((t) => `${fmt(t.p50, 2)} / ${fmt(t.p99, 2)}`), ''],
+    [
+      'NATS messages per call (in / out)',
+      ...cells((t) => io(t.nats.inPerCall, t.nats.outPerCall)),
+      '',
+    ],
+    ['system calls per call (reads / writes)', ...cells(calls), ''],
+    ['Redis µs per call (commands sent)', ...cells((t) => fmt(t.redis?.usecPerGatewayCall, 1)), ''],
+  ];
+  return columns(rows);
+}
+
+/** Read and write system calls per call by process, for the stack's or a floor's phases. */
+function syscallsTable(s: Summary, which: TargetName): string | undefined {
+  if (!s.loads.some((l) => l[which]?.syscallsPerCall)) return undefined;
   const row = (k: string): Row => [
     PROCESS_LABELS[k] ?? k,
     (t) => {
@@ -146,20 +223,20 @@ function syscallsTable(s: Summary): string | undefined {
   ];
   return perLoad(
     s,
-    'System calls per call (reads / writes)',
-    [...HOLDFAST.map(row), row('holdfast'), row('mock-upstream')],
-    'stack',
+    `System calls per call (reads / writes), ${TARGET_LABELS[which]}`,
+    [...allOf(which).map(row), row('holdfast'), row('mock-upstream')],
+    which,
   );
 }
 
-function natsTable(s: Summary): string | undefined {
+function natsTable(s: Summary, which: TargetName): string | undefined {
   const clients = [
-    ...new Set(s.loads.flatMap((l) => Object.keys(l.stack?.nats.byClient ?? {}))),
+    ...new Set(s.loads.flatMap((l) => Object.keys(l[which]?.nats.byClient ?? {}))),
   ].sort();
   const io = (i: number, o: number) => `${fmt(i, 2)} / ${fmt(o, 2)}`;
   return perLoad(
     s,
-    'NATS messages per call (in / out)',
+    `NATS messages per call (in / out), ${TARGET_LABELS[which]}`,
     [
       ['nats-server', (t) => io(t.nats.inPerCall, t.nats.outPerCall)],
       ...clients.map((c): Row => [
@@ -171,21 +248,21 @@ function natsTable(s: Summary): string | undefined {
       ]),
       ['bytes per call', (t) => fmt(t.nats.bytesPerCall)],
     ],
-    'stack',
+    which,
   );
 }
 
-function redisTable(s: Summary): string | undefined {
-  const withRedis = s.loads.filter((l) => l.stack?.redis);
+function redisTable(s: Summary, which: TargetName): string | undefined {
+  const withRedis = s.loads.filter((l) => l[which]?.redis);
   const commands = [
-    ...new Set(withRedis.flatMap((l) => Object.keys(l.stack!.redis!.commands))),
+    ...new Set(withRedis.flatMap((l) => Object.keys(l[which]!.redis!.commands))),
   ].sort();
   const scripts = [
-    ...new Set(withRedis.flatMap((l) => Object.keys(l.stack!.redis!.scripts))),
+    ...new Set(withRedis.flatMap((l) => Object.keys(l[which]!.redis!.scripts))),
   ].sort();
   return perLoad(
     s,
-    'Redis per call (calls x µs each)',
+    `Redis per call (calls x µs each), ${TARGET_LABELS[which]}`,
     [
       ...commands.map((c): Row => [
         c,
@@ -205,28 +282,32 @@ function redisTable(s: Summary): string | undefined {
         },
       ]),
     ],
-    'stack',
+    which,
   );
 }
 
 /** The whole report as printed (a table no phase fed is left out). */
 export function renderReport(s: Summary, header: string): string {
   const idle = s.idleHoldfastPerSecond;
+  const floorIdle = s.idleFloorPerSecond;
+  const budgeted = ['stack', 'floor', 'floor-single'] as const;
   const tables = [
     latencyTable(s),
-    cpuTable(s, 'stack'),
-    cpuTable(s, 'proxy'),
-    cpuTable(s, 'direct'),
-    syscallsTable(s),
-    natsTable(s),
-    redisTable(s),
+    ...s.loads.map(floorTable),
+    ...(['stack', 'proxy', 'direct', 'floor', 'floor-single'] as const).map((t) => cpuTable(s, t)),
+    ...budgeted.map((t) => syscallsTable(s, t)),
+    ...budgeted.map((t) => natsTable(s, t)),
+    ...budgeted.map((t) => redisTable(s, t)),
   ].filter((t) => t !== undefined);
+  const idleLine = (what: string, x: Record<string, number>, names: readonly string[]) =>
+    `${what} idle (while the calls went direct): ${fmt(x.holdfast)} µs of CPU per second ` +
+    `(${names.map((k) => `${k} ${fmt(x[k])}`).join(', ')})`;
   return [
     header,
     '',
     ...tables.flatMap((t) => [t, '']),
-    `Holdfast idle (while the calls went direct): ${fmt(idle.holdfast)} µs of CPU per second ` +
-      `(${HOLDFAST.map((k) => `${k} ${fmt(idle[k])}`).join(', ')})`,
+    idleLine('Holdfast', idle, HOLDFAST),
+    ...(floorIdle && s.loads.some((l) => l.floor) ? [idleLine('The floor', floorIdle, FLOOR)] : []),
     '',
   ].join('\n');
 }

@@ -1,3 +1,4 @@
+import { SINGLE_HEADER } from './floor/edge.js';
 import type { Target } from './load/protocol.js';
 import type { TargetName } from './phase.js';
 import { BENCH_KEY } from './stack.js';
@@ -20,26 +21,41 @@ function target(url: string, headers: Record<string, string>, stream: boolean): 
   };
 }
 
-/** The same chat completion, to the mock itself, through the bare proxy and through the edge. */
+export type Targets = Partial<Record<TargetName, { plain: Target; stream: Target }>>;
+
+/**
+ * The same chat completion, to the mock itself, through the bare proxy, through the edge and
+ * through the floor's edge (batched, and each request alone); no floor when it did not start.
+ */
 export function targets(urls: {
   mockUrl: string;
   proxyUrl: string;
   edgeUrl: string;
-}): Record<TargetName, { plain: Target; stream: Target }> {
+  floorUrl: string | undefined;
+}): Targets {
   const auth = { authorization: `Bearer ${BENCH_KEY}` };
+  const both = (url: string, headers: Record<string, string>) => ({
+    plain: target(url, headers, false),
+    stream: target(url, headers, true),
+  });
+  const floor = urls.floorUrl;
   return {
-    direct: { plain: target(urls.mockUrl, {}, false), stream: target(urls.mockUrl, {}, true) },
-    proxy: { plain: target(urls.proxyUrl, {}, false), stream: target(urls.proxyUrl, {}, true) },
-    stack: { plain: target(urls.edgeUrl, auth, false), stream: target(urls.edgeUrl, auth, true) },
+    direct: both(urls.mockUrl, {}),
+    proxy: both(urls.proxyUrl, {}),
+    stack: both(urls.edgeUrl, auth),
+    ...(floor
+      ? {
+          floor: both(floor, auth),
+          'floor-single': both(floor, { ...auth, [SINGLE_HEADER]: 'single' }),
+        }
+      : {}),
   };
 }
 
 /** One call to each target before any load: each answers 200 with the expected reply length. */
-export async function checkTargets(
-  all: Record<TargetName, { plain: Target }>,
-  completionTokens: number,
-): Promise<void> {
-  for (const [name, { plain }] of Object.entries(all)) {
+export async function checkTargets(all: Targets, completionTokens: number): Promise<void> {
+  for (const [name, t] of Object.entries(all)) {
+    const { plain } = t;
     const res = await fetch(`${plain.origin}${plain.path}`, {
       method: 'POST',
       headers: plain.headers,

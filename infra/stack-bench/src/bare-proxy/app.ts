@@ -12,17 +12,11 @@ export interface BareProxy {
 }
 
 /**
- * The raw path the edge cannot avoid, and nothing else: a fastify server that forwards
- * POST /v1/chat/completions to `upstreamOrigin` over a keep-alive undici pool and pipes the
- * upstream's answer back (plain JSON or SSE alike). The same libraries and server options as
- * the edge (services/edge/src/app.ts, upstream/client.ts), without budgets, auth, counting,
- * NATS or logs, so that in `bench:stack` the edge's CPU per call minus this one's is what
- * Holdfast adds to a proxy hop in Node.
+ * A fastify server with the edge's options (no logger, its body limit and timeout) and a
+ * `/readyz`, and an undici agent as the edge's UpstreamClient's: one agent, its connections
+ * kept alive between calls. The bare proxy's and the floor's edge's.
  */
-export async function buildBareProxy(o: { upstreamOrigin: string }): Promise<BareProxy> {
-  // As the edge's UpstreamClient: one agent, its connections kept alive between calls.
-  const agent = new Agent({ keepAliveTimeout: 10_000, connections: 256 });
-  const url = `${o.upstreamOrigin}/v1/chat/completions`;
+export function edgeLikeServer(): { app: FastifyInstance; agent: Agent } {
   const app = Fastify({
     logger: false,
     bodyLimit: BODY_LIMIT_BYTES,
@@ -31,6 +25,20 @@ export async function buildBareProxy(o: { upstreamOrigin: string }): Promise<Bar
     requestTimeout: REQUEST_TIMEOUT_MS,
   });
   app.get('/readyz', (_req, reply) => reply.send({ ok: true }));
+  return { app, agent: new Agent({ keepAliveTimeout: 10_000, connections: 256 }) };
+}
+
+/**
+ * The raw path the edge cannot avoid, and nothing else: a fastify server that forwards
+ * POST /v1/chat/completions to `upstreamOrigin` over a keep-alive undici pool and pipes the
+ * upstream's answer back (plain JSON or SSE alike). The same libraries and server options as
+ * the edge (services/edge/src/app.ts, upstream/client.ts), without budgets, auth, counting,
+ * NATS or logs, so that in `bench:stack` the edge's CPU per call minus this one's is what
+ * Holdfast adds to a proxy hop in Node.
+ */
+export async function buildBareProxy(o: { upstreamOrigin: string }): Promise<BareProxy> {
+  const { app, agent } = edgeLikeServer();
+  const url = `${o.upstreamOrigin}/v1/chat/completions`;
   app.post('/v1/chat/completions', async (req, reply) => {
     // The edge parses the JSON body and sends its own serialisation: so does this.
     const body = req.body as { stream?: unknown };
