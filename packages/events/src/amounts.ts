@@ -52,7 +52,12 @@ export type ApiSurface = z.infer<typeof ApiSurface>;
  * `web_search_*`), file search and code interpreter (OpenAI), web fetch (Anthropic's
  * `web_fetch_*`, free today). A model prices each in `price.toolUses`.
  */
-export const TOOL_USE_KINDS = ['web_search', 'file_search', 'code_interpreter', 'web_fetch'] as const;
+export const TOOL_USE_KINDS = [
+  'web_search',
+  'file_search',
+  'code_interpreter',
+  'web_fetch',
+] as const;
 export const ToolUseKind = z.enum(TOOL_USE_KINDS);
 export type ToolUseKind = z.infer<typeof ToolUseKind>;
 

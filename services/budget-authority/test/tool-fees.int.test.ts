@@ -47,14 +47,13 @@ const TOKENS_HELD = 13_500;
 const USAGE = { promptTokens: 1_000, completionTokens: 400 };
 const TOKENS_COST = 9_000;
 
-const settler =
-  (h: TestAuthority) => (reservationId: string, toolUses?: Record<string, number>) =>
-    h.client.settle({
-      reservationId,
-      tenant: 'fast',
-      model: 'claude-sonnet',
-      usage: { ...USAGE, ...(toolUses ? { toolUses } : {}) },
-    });
+const settler = (h: TestAuthority) => (reservationId: string, toolUses?: Record<string, number>) =>
+  h.client.settle({
+    reservationId,
+    tenant: 'fast',
+    model: 'claude-sonnet',
+    usage: { ...USAGE, ...(toolUses ? { toolUses } : {}) },
+  });
 
 test('a bound on tool uses is held at its fee and the uses reported are billed', async ({
   start,
