@@ -143,8 +143,8 @@ export function planRequest(
       auto: toolPromptAuto ?? b.toolPromptTokens.auto,
       forced: toolPromptForced ?? b.toolPromptTokens.forced,
     },
-    toolUses: toolUses ?? 0,
-    ignoreToolBound: ignoreToolBound === '1',
+    toolUses: toolUses ?? b.toolUses,
+    ignoreToolBound: ignoreToolBound === undefined ? b.ignoreToolBound : ignoreToolBound === '1',
   });
 }
 

@@ -86,7 +86,7 @@ export function heldToolUses(
     if (max === undefined || max === null) {
       return invalid(
         param,
-        `This call offers the ${tool.type} tool (${tool.param}), which the provider bills per use: set its max_uses (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the uses cost.`,
+        `This call offers the ${tool.type} tool (${tool.param}), which the provider bills per use: set its max_uses (${param}, at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the uses cost.`,
       );
     }
     if (!isBound(max)) {
@@ -99,7 +99,7 @@ export function heldToolUses(
     if (total > LIMITS.maxToolUses) {
       return invalid(
         param,
-        `The max_uses of this call's ${tool.kind} tools add up to ${total.toLocaleString('en-US')}, above ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
+        `The max_uses of this call's ${tool.kind} tools add up to ${total.toLocaleString('en-US')} (${param}), above ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
       );
     }
     uses[tool.kind] = total;
