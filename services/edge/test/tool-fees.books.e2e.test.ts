@@ -3,7 +3,7 @@ import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
 import type { ToolUseKind } from '@holdfast/events';
 import { expect } from 'vitest';
-import { expectBooksHold, providerBooks, withAggregator, type Books } from './books.js';
+import { expectBooksHold, providerBooks, withAggregator } from './books.js';
 import { edgeTest as test, entry, type Stack, type TestConfig } from './harness.js';
 import { sha256Hex } from '../src/index.js';
 import { anthropic, CLAUDE, withClaude } from './surfaces.js';
@@ -86,7 +86,7 @@ function withFees(
     (n, r) => n + Object.values(r.toolUses).reduce((a, b) => a + b, 0),
     0,
   );
-  return { books: { ...books, microUsd: books.microUsd + fees } as Books, fees, uses };
+  return { books: { ...books, microUsd: books.microUsd + fees }, fees, uses };
 }
 
 /** ClickHouse's settled tool uses and fees of the team. */
