@@ -4,7 +4,13 @@ import { qualified, sql } from '@holdfast/billing-aggregator';
 import type { ToolUseKind } from '@holdfast/events';
 import { expect } from 'vitest';
 import { expectBooksHold, providerBooks, withAggregator } from './books.js';
-import { edgeTest as test, entry, type Stack, type TestConfig } from './harness.js';
+import {
+  edgeTest as test,
+  entry,
+  type Stack,
+  type StackOptions,
+  type TestConfig,
+} from './harness.js';
 import { sha256Hex } from '../src/index.js';
 import { anthropic, CLAUDE, withClaude } from './surfaces.js';
 import { digestMessages, runQueue } from './workload.js';
@@ -135,6 +141,47 @@ async function searchGpt(s: Stack, i: number): Promise<unknown> {
   return undefined;
 }
 
+type BooksFixtures = Parameters<typeof withAggregator>[0] & {
+  stack: (opts: StackOptions) => Promise<Stack>;
+};
+
+/**
+ * 60 calls of `call`, 12 at a time, on a provider that uses each tool `toolUses` times; the
+ * books hold (never over the budget, ledger = ClickHouse = provider, no overrun) and ClickHouse
+ * has the provider's tool uses and fees. Returns the provider's call log.
+ */
+async function booksRun(
+  fx: BooksFixtures,
+  what: { api: 'messages' | 'responses'; toolUses: number; price: Parameters<typeof withFees>[1] },
+  call: (s: Stack, i: number) => Promise<unknown>,
+): Promise<readonly RequestRecord[]> {
+  const s = await fx.stack({
+    behaviour: { ...behaviour, toolUses: what.toolUses },
+    patch: withSearchDesk,
+  });
+  let records: readonly RequestRecord[] = [];
+  await withAggregator(fx, async (ch) => {
+    const run = await runQueue(60, 12, (i) => call(s, i));
+    records = s.upstream.stats().recent;
+    const provider = withFees(
+      records,
+      what.price,
+      what.api === 'messages' ? 'anthropic' : 'openai',
+    );
+    const ledger = await s.settled(TEAM);
+    console.log(
+      `[tool-fees] ${what.api}: served ${run.served}, refused ${run.refused}; ${provider.uses} tool uses ($${(provider.fees / 1e6).toFixed(6)}); provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} of $${BUDGET_USD}, ledger $${(ledger.billedMicroUsd / 1e6).toFixed(6)}`,
+    );
+    const spent = { tenant: TEAM, api: what.api, budgetUsd: BUDGET_USD, result: run };
+    await expectBooksHold(s, ch, fx.iso.database, spent, provider.books);
+    expect(await clickhouseFees(ch, fx.iso.database)).toEqual({
+      uses: provider.uses,
+      fees: provider.fees,
+    });
+  });
+  return records;
+}
+
 test('Messages web search on a usd budget: the provider, searches included, never bills over it, and the books agree', async ({
   stack,
   natsUrl,
@@ -142,25 +189,12 @@ test('Messages web search on a usd budget: the provider, searches included, neve
   clickhouse,
   iso,
 }) => {
-  const s = await stack({ behaviour: { ...behaviour, toolUses: 2 }, patch: withSearchDesk });
-  await withAggregator({ natsUrl, clickhouseUrl, clickhouse, iso }, async (ch) => {
-    const run = await runQueue(60, 12, (i) => searchClaude(s, i));
-    const records = s.upstream.stats().recent;
-    const provider = withFees(records, CLAUDE_PRICE, 'anthropic');
-    const ledger = await s.settled(TEAM);
-    console.log(
-      `[tool-fees] messages: served ${run.served}, refused ${run.refused}; ${provider.uses} searches ($${(provider.fees / 1e6).toFixed(6)}); provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} of $${BUDGET_USD}, ledger $${(ledger.billedMicroUsd / 1e6).toFixed(6)}`,
-    );
-    // Two searches a call, one where max_uses allowed one.
-    const searches = new Set(records.map((r) => r.toolUses.web_search));
-    expect(searches).toEqual(new Set([1, 2]));
-    const spent = { tenant: TEAM, api: 'messages' as const, budgetUsd: BUDGET_USD, result: run };
-    await expectBooksHold(s, ch, iso.database, spent, provider.books);
-    expect(await clickhouseFees(ch, iso.database)).toEqual({
-      uses: provider.uses,
-      fees: provider.fees,
-    });
-  });
+  // (vitest reads the fixtures a test uses from its destructured parameter)
+  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
+  const what = { api: 'messages' as const, toolUses: 2, price: CLAUDE_PRICE };
+  const records = await booksRun(fx, what, searchClaude);
+  // Two searches a call, one where max_uses allowed one.
+  expect(new Set(records.map((r) => r.toolUses.web_search))).toEqual(new Set([1, 2]));
 });
 
 test('Responses web and file search on a usd budget: held at max_tool_calls, billed per call, the books agree', async ({
@@ -170,25 +204,13 @@ test('Responses web and file search on a usd budget: held at max_tool_calls, bil
   clickhouse,
   iso,
 }) => {
-  const s = await stack({ behaviour: { ...behaviour, toolUses: 1 }, patch: withSearchDesk });
-  await withAggregator({ natsUrl, clickhouseUrl, clickhouse, iso }, async (ch) => {
-    const run = await runQueue(60, 12, (i) => searchGpt(s, i));
-    const records = s.upstream.stats().recent;
-    const provider = withFees(records, GPT_PRICE, 'openai');
-    const ledger = await s.settled(TEAM);
-    console.log(
-      `[tool-fees] responses: served ${run.served}, refused ${run.refused}; ${provider.uses} tool calls ($${(provider.fees / 1e6).toFixed(6)}); provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} of $${BUDGET_USD}, ledger $${(ledger.billedMicroUsd / 1e6).toFixed(6)}`,
-    );
-    expect(records.every((r) => r.toolUses.web_search === 1 && r.toolUses.file_search === 1)).toBe(
-      true,
-    );
-    const spent = { tenant: TEAM, api: 'responses' as const, budgetUsd: BUDGET_USD, result: run };
-    await expectBooksHold(s, ch, iso.database, spent, provider.books);
-    expect(await clickhouseFees(ch, iso.database)).toEqual({
-      uses: provider.uses,
-      fees: provider.fees,
-    });
-  });
+  // (vitest reads the fixtures a test uses from its destructured parameter)
+  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
+  const what = { api: 'responses' as const, toolUses: 1, price: GPT_PRICE };
+  const records = await booksRun(fx, what, searchGpt);
+  expect(records.every((r) => r.toolUses.web_search === 1 && r.toolUses.file_search === 1)).toBe(
+    true,
+  );
 });
 
 test('a provider that searches past max_uses is billed in full and recorded as an overrun', async ({
