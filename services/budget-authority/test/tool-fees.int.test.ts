@@ -134,6 +134,23 @@ test('the tool fee counts against a usd budget at admission', async ({ start }) 
   expect(r).toMatchObject({ ok: true, value: { admitted: false, code: 'budget_exceeded' } });
 });
 
+test('shrink to fit leaves room for the tool fees first', async ({ start }) => {
+  const h = await start({
+    ...CONFIG,
+    tenants: [
+      {
+        ...CONFIG.tenants[0]!,
+        shrinkToFit: { minOutputTokens: 10 },
+        budgets: [{ window: 'day', limit: 0.1, unit: 'usd' }],
+      },
+    ],
+  });
+  // 8 searches (80,000) and 1,000 prompt tokens at $6 (6,000) leave 14,000 for output at $15:
+  // 933 tokens of the 4,000 asked.
+  const r = admissionOf(await h.client.admit({ ...call({ web_search: 8 }), maxTokens: 4_000 }));
+  expect(r).toMatchObject({ shrunk: true, maxTokens: 933, heldMicroUsd: 6_000 + 13_995 + 80_000 });
+});
+
 test('a tool the model does not price is not_priced, and nothing is held', async ({ start }) => {
   const h = await start(CONFIG);
   const r = await h.client.admit(call({ code_interpreter: 1 }));
