@@ -115,6 +115,14 @@ export const Behaviour = z.strictObject({
    * `x-mock-tool-prompt-forced`.
    */
   toolPromptTokens: ToolPrompt,
+  /**
+   * Provider-run tools billed per use (server-tools.ts): how many times the call uses each
+   * such tool it offers (within its bound: Anthropic `max_uses`, Responses `max_tool_calls`),
+   * and whether the bound is ignored (a broken upstream). Headers: `x-mock-tool-uses`,
+   * `x-mock-ignore-tool-bound`.
+   */
+  toolUses: z.int().min(0).max(1_000_000),
+  ignoreToolBound: z.boolean(),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -145,6 +153,8 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   longContextAboveTokens: null,
   responsesInputTokens: true,
   toolPromptTokens: { auto: 346, forced: 313 },
+  toolUses: 0,
+  ignoreToolBound: false,
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

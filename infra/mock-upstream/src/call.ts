@@ -5,6 +5,7 @@ import type { Failure, OverReport } from './behaviour.js';
 import type { Plan } from './plan.js';
 import type { MockState, Outcome, RequestRecord, Route } from './state.js';
 import { sendError, type Surface } from './surface.js';
+import type { ToolUses } from './server-tools.js';
 import { bill, NOTHING, type AudioCount, type Billed, type PromptCount } from './usage.js';
 
 /** What a route knows about a call before it starts. */
@@ -28,6 +29,8 @@ export interface CallInfo extends Pick<
   serviceTier: string;
   /** Its long-context line (plan.ts), null: none. */
   longContextAbove?: number | null;
+  /** Uses of the provider-run tools billed per use it makes (server-tools.ts). */
+  toolUses?: ToolUses;
 }
 
 const BILLED: readonly Outcome[] = ['completed', 'aborted', 'dropped', 'error_stream'];
@@ -171,6 +174,7 @@ export class ModelCall {
       this.info.audio,
       this.info.serviceTier,
       this.info.longContextAbove ?? null,
+      this.info.toolUses,
     );
   }
 

@@ -33,6 +33,10 @@ export interface Plan {
   longContextAbove: number | null;
   /** Anthropic's tool-use system prompt, by tool_choice (anthropic/count.ts). */
   toolPrompt: ToolPrompt;
+  /** Uses of each provider-run tool billed per use the request offers (server-tools.ts). */
+  toolUses: number;
+  /** Report `toolUses` whatever the request's bound (`max_uses`, `max_tool_calls`) says. */
+  ignoreToolBound: boolean;
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -58,7 +62,10 @@ interface InvalidHeaders {
  * - `x-mock-service-tier`: the service tier the call is reported (and billed) at;
  * - `x-mock-long-context-above: N`: the call's long-context line (its record's `longContext`);
  * - `x-mock-tool-prompt-auto: N`, `x-mock-tool-prompt-forced: N`: Anthropic's tool-use system
- *   prompt when tool_choice is auto/none, any/tool (a newer model's larger one).
+ *   prompt when tool_choice is auto/none, any/tool (a newer model's larger one);
+ * - `x-mock-tool-uses: N`: each provider-run tool billed per use the request offers is used N
+ *   times, within its bound (`max_uses`, `max_tool_calls`); with `x-mock-ignore-tool-bound: 1`
+ *   whatever the bound (a broken upstream).
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -92,6 +99,11 @@ export function planRequest(
   const longContextAbove = int('x-mock-long-context-above');
   const toolPromptAuto = int('x-mock-tool-prompt-auto');
   const toolPromptForced = int('x-mock-tool-prompt-forced');
+  const toolUses = int('x-mock-tool-uses');
+  const ignoreToolBound = headers['x-mock-ignore-tool-bound'];
+  if (ignoreToolBound !== undefined && ignoreToolBound !== '1' && ignoreToolBound !== '0') {
+    errors.push('x-mock-ignore-tool-bound must be 1 or 0');
+  }
   const tierHeader = headers['x-mock-service-tier'];
   const serviceTier =
     typeof tierHeader === 'string' && /^[a-z][a-z0-9_]{0,31}$/.test(tierHeader)
@@ -131,6 +143,8 @@ export function planRequest(
       auto: toolPromptAuto ?? b.toolPromptTokens.auto,
       forced: toolPromptForced ?? b.toolPromptTokens.forced,
     },
+    toolUses: toolUses ?? b.toolUses,
+    ignoreToolBound: ignoreToolBound === undefined ? b.ignoreToolBound : ignoreToolBound === '1',
   });
 }
 

@@ -23,3 +23,75 @@ export function messagesToolInput(body: { tools?: readonly object[] }): number {
   ).length;
   return SERVER_TOOL_INPUT_TOKENS * (server + (Array.isArray(servers) ? servers.length : 0));
 }
+
+/** Uses of provider-run tools billed per use, by kind (web_search, file_search, ...). */
+export type ToolUses = Record<string, number>;
+
+const RESPONSES_FEE_TOOL: readonly [RegExp, string][] = [
+  [/^web_search/, 'web_search'],
+  [/^file_search/, 'file_search'],
+  [/^code_interpreter/, 'code_interpreter'],
+];
+const ANTHROPIC_FEE_TOOL: readonly [RegExp, string][] = [
+  [/^web_search_/, 'web_search'],
+  [/^web_fetch_/, 'web_fetch'],
+];
+
+const kindOf = (table: readonly [RegExp, string][], type: unknown) =>
+  typeof type === 'string' ? table.find(([re]) => re.test(type))?.[1] : undefined;
+
+const bound = (v: unknown) => (typeof v === 'number' && v >= 0 ? v : Infinity);
+
+/**
+ * The uses a Messages call makes of its server tools billed per use (`web_search_*`,
+ * `web_fetch_*`): `uses` of each, at most its `max_uses` as Anthropic stops there (unless
+ * `ignoreBound`: a broken upstream).
+ */
+export function messagesToolUses(
+  body: { tools?: readonly object[] },
+  plan: { toolUses: number; ignoreToolBound: boolean },
+): ToolUses {
+  const out: ToolUses = {};
+  for (const t of (body.tools ?? []) as readonly { type?: unknown; max_uses?: unknown }[]) {
+    const kind = kindOf(ANTHROPIC_FEE_TOOL, t.type);
+    if (!kind) continue;
+    const n = plan.ignoreToolBound ? plan.toolUses : Math.min(plan.toolUses, bound(t.max_uses));
+    out[kind] = (out[kind] ?? 0) + n;
+  }
+  return out;
+}
+
+/**
+ * The uses a Responses call makes of its tools billed per use (`web_search*`, `file_search`,
+ * `code_interpreter`): `uses` of each in order, all of them together at most `max_tool_calls`
+ * (unless `ignoreBound`).
+ */
+export function responsesToolUses(
+  body: { tools?: readonly { type: string }[] | null; max_tool_calls?: unknown },
+  plan: { toolUses: number; ignoreToolBound: boolean },
+): ToolUses {
+  const out: ToolUses = {};
+  let left = plan.ignoreToolBound ? Infinity : bound(body.max_tool_calls);
+  for (const t of body.tools ?? []) {
+    const kind = kindOf(RESPONSES_FEE_TOOL, t.type);
+    if (!kind) continue;
+    const n = Math.min(plan.toolUses, left);
+    left -= n;
+    if (n > 0 || !(kind in out)) out[kind] = (out[kind] ?? 0) + n;
+  }
+  return out;
+}
+
+/** The Responses output items of those uses, one per use: `web_search_call`, ... */
+export function toolCallItems(id: string, uses: ToolUses): object[] {
+  const items: object[] = [];
+  for (const [kind, n] of Object.entries(uses)) {
+    for (let i = 0; i < n; i++) {
+      const base = { id: `${kind}_${id}_${i}`, type: `${kind}_call`, status: 'completed' };
+      if (kind === 'web_search') items.push({ ...base, action: { type: 'search', query: 'mock' } });
+      else if (kind === 'file_search') items.push({ ...base, queries: ['mock'], results: null });
+      else items.push({ ...base, code: '', container_id: `cntr_${id}`, outputs: null });
+    }
+  }
+  return items;
+}

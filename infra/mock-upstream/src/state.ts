@@ -81,7 +81,7 @@ export interface RequestRecord extends Billed {
 
 type Totals = Omit<
   Billed,
-  'cacheWrite5mTokens' | 'cacheWrite1hTokens' | 'serviceTier' | 'longContext'
+  'cacheWrite5mTokens' | 'cacheWrite1hTokens' | 'serviceTier' | 'longContext' | 'toolUses'
 > & {
   cacheWriteTokens: number;
 };

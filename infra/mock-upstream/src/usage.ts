@@ -1,4 +1,5 @@
 import type { OverReport } from './behaviour.js';
+import type { ToolUses } from './server-tools.js';
 
 /** The prompt side of one call, true counts. The cache counts are parts of `tokens`. */
 export interface PromptCount {
@@ -45,6 +46,8 @@ export interface Billed {
   serviceTier: string;
   /** Its input (cache parts included) is above the call's long-context line: billed long. */
   longContext: boolean;
+  /** Uses of provider-run tools billed per use, by kind (server-tools.ts): billed per use. */
+  toolUses: ToolUses;
 }
 
 /**
@@ -61,6 +64,7 @@ export function bill(
   audio: AudioCount = NO_AUDIO,
   serviceTier = 'default',
   longContextAbove: number | null = null,
+  toolUses: ToolUses = {},
 ): Billed {
   const inflate = (n: number, extra: number) => Math.ceil(n * over.factor) + extra;
   const cacheParts = prompt.cached + prompt.cacheWrite5m + prompt.cacheWrite1h;
@@ -79,6 +83,7 @@ export function bill(
     audioCompletionTokens: Math.min(audio.completion, Math.max(0, completion - reasoning)),
     serviceTier,
     longContext: longContextAbove !== null && promptTokens > longContextAbove,
+    toolUses,
   };
 }
 
@@ -94,4 +99,5 @@ export const NOTHING: Billed = {
   audioCompletionTokens: 0,
   serviceTier: 'default',
   longContext: false,
+  toolUses: {},
 };

@@ -7,6 +7,7 @@ export * from './document/fields.js';
 export * from './document/paths.js';
 export * from './document/merge.js';
 export * from './document/limits.js';
+export * from './document/tool-uses.js';
 export {
   HIDDEN_INPUT_TOKENS,
   hiddenInputTokens,

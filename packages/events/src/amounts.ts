@@ -15,6 +15,13 @@ export const LIMITS = {
   maxPricePerMTok: 1_000,
   /** Longest lease of a hold, ms (24 h). */
   maxLeaseMs: 86_400_000,
+  /**
+   * Largest bound on the uses of one provider-run tool a call may be admitted with (Anthropic
+   * `max_uses`, Responses `max_tool_calls`).
+   */
+  maxToolUses: 1_000,
+  /** Largest count of one tool's uses a settlement may report (a provider past the bound). */
+  maxReportedToolUses: 1_000_000,
 } as const;
 
 /** Units a budget counts in. `usd` budgets count integer micro-USD. */
@@ -38,6 +45,21 @@ export type AdmissionMode = z.infer<typeof AdmissionMode>;
 const API_SURFACES = ['chat', 'responses', 'messages', 'embeddings'] as const;
 export const ApiSurface = z.enum(API_SURFACES);
 export type ApiSurface = z.infer<typeof ApiSurface>;
+
+/**
+ * The provider-run tools billed per use, beside the tokens they read (docs/budgets.md, "How
+ * tool fees are held and billed"): web search (OpenAI's `web_search*`, Anthropic's
+ * `web_search_*`), file search and code interpreter (OpenAI), web fetch (Anthropic's
+ * `web_fetch_*`, free today). A model prices each in `price.toolUses`.
+ */
+export const TOOL_USE_KINDS = [
+  'web_search',
+  'file_search',
+  'code_interpreter',
+  'web_fetch',
+] as const;
+export const ToolUseKind = z.enum(TOOL_USE_KINDS);
+export type ToolUseKind = z.infer<typeof ToolUseKind>;
 
 /**
  * Micro-USD as dollars for people, every micro-dollar kept so two amounts never print alike

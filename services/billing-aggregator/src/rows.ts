@@ -73,13 +73,16 @@ export const EventRow = z.strictObject({
   service_tier: str,
   // Added by migration 017.
   long_context: bit,
+  // Added by migration 018.
+  tool_uses: u32,
+  tool_fee_micro_usd: u64,
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
  * body carries. A unit test holds it equal to migration 001's CREATE TABLE and the ADD COLUMNs
- * of 011, 013, 015, 016 and 017.
+ * of 011, 013, 015, 016, 017 and 018.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -135,6 +138,8 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['audio_completion_tokens', 'UInt32'],
   ['service_tier', 'String'],
   ['long_context', 'UInt8'],
+  ['tool_uses', 'UInt32'],
+  ['tool_fee_micro_usd', 'UInt64'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -237,6 +242,8 @@ const COLUMN_FIELDS = new Set([
   'audioCompletionTokens',
   'serviceTier',
   'longContext',
+  'toolUses',
+  'toolFeeMicroUsd',
   'api',
   'maxTokens',
   'requestedMaxTokens',
@@ -366,6 +373,8 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
       (e.type === 'reservation.settled' || e.type === 'reservation.created') && e.longContext
         ? 1
         : 0,
+    tool_uses: num(e, 'toolUses'),
+    tool_fee_micro_usd: num(e, 'toolFeeMicroUsd'),
   };
   return row;
 }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAudioContract } from '../test/audio-contract.js';
 import { runTierContract } from '../test/tier-contract.js';
+import { runToolFeeContract } from '../test/tool-fee-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { chdbExecutor } from '../test/chdb.js';
@@ -46,6 +47,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('keeps the service tier (016) and long context (017) columns', async () => {
     await runTierContract(ch, 'tiers');
+  });
+
+  it('keeps the tool fee columns (018)', async () => {
+    await runToolFeeContract(ch, 'tool_fees');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

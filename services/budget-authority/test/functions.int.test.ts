@@ -172,6 +172,8 @@ describe('the scripts as a Redis Functions library', () => {
       '0',
       '0',
       '',
+      '',
+      '',
     ];
     const close = (id: string, full: boolean) => {
       const [, ...rest] = plan.args(full);

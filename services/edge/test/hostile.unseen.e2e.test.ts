@@ -28,7 +28,16 @@ function small(c: TestConfig): void {
       tokenizer: 'estimate',
       upstreamStateAllowanceTokens: 6_000,
     },
-    { ...entry(c.models, 'gpt-4o-mini'), id: 'gpt-files', upstreamStateAllowanceTokens: 6_000 },
+    {
+      ...entry(c.models, 'gpt-4o-mini'),
+      id: 'gpt-files',
+      upstreamStateAllowanceTokens: 6_000,
+      // Its search and file search fees (held at max_tool_calls, billed per call).
+      price: {
+        ...(entry(c.models, 'gpt-4o-mini').price as object),
+        toolUses: { web_search: 10, file_search: 2.5 },
+      },
+    },
   );
   const uc = entry(
     entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
@@ -304,6 +313,7 @@ test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its c
       max_output_tokens: 20,
       input: 'Search.',
       tools: [{ type: 'web_search' }],
+      max_tool_calls: 1,
     },
     auth,
   );
@@ -354,6 +364,7 @@ test('the allowance is per provider-run tool: two tools are held two allowances,
       max_output_tokens: 20,
       input: 'Search the web and our files.',
       tools: [{ type: 'web_search' }, { type: 'file_search', vector_store_ids: ['vs_1'] }],
+      max_tool_calls: 2,
     },
     auth,
   );

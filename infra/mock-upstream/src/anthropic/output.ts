@@ -120,6 +120,15 @@ export function anthropicUsage(b: Billed, thinking: boolean) {
     },
     output_tokens: b.completionTokens,
     service_tier: b.serviceTier,
+    // Server tools billed per use, when the call offered any (what Anthropic reports).
+    ...('web_search' in b.toolUses || 'web_fetch' in b.toolUses
+      ? {
+          server_tool_use: {
+            web_search_requests: b.toolUses.web_search ?? 0,
+            web_fetch_requests: b.toolUses.web_fetch ?? 0,
+          },
+        }
+      : {}),
     ...(thinking ? { output_tokens_details: { thinking_tokens: b.reasoningTokens } } : {}),
   };
 }

@@ -10,6 +10,7 @@ import {
   type ResponsesOutput,
 } from './objects.js';
 import type { ResponsesBody } from './schema.js';
+import { toolCallItems } from '../server-tools.js';
 
 /**
  * A Responses stream as OpenAI sends it: typed events (`event: <type>` with the same `type` in
@@ -46,6 +47,12 @@ export async function streamResponse(
   if (!(await pump.begin())) return;
 
   let output_index = 0;
+  // The provider-run tools' calls come first: the model searched before it answered.
+  for (const item of toolCallItems(call.id, call.info.toolUses ?? {})) {
+    if (!(await pump.event(ev('response.output_item.added', { output_index, item })))) return;
+    if (!(await pump.event(ev('response.output_item.done', { output_index, item })))) return;
+    output_index += 1;
+  }
   if (out.reasoning > 0) {
     const item = reasoningItem(call.id, out);
     if (!(await pump.event(ev('response.output_item.added', { output_index, item })))) return;

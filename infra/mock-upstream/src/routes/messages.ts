@@ -14,7 +14,7 @@ import { hash32 } from '../generate.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { servedTier } from '../tiers.js';
-import { messagesToolInput } from '../server-tools.js';
+import { messagesToolInput, messagesToolUses } from '../server-tools.js';
 import { ANTHROPIC, sendError } from '../surface.js';
 import { replyShape } from '../vendor.js';
 
@@ -94,6 +94,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
         longContextAbove: plan.longContextAbove,
         // Server tools read more input than the request shows (never in count_tokens).
         prompt: { ...cache.prompt, tokens: cache.prompt.tokens + messagesToolInput(body) },
+        toolUses: messagesToolUses(body, plan),
       },
       plan,
     );

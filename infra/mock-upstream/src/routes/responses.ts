@@ -20,7 +20,7 @@ import { InputTokensBody, ResponsesBody } from '../responses/schema.js';
 import type { ContextEntry } from '../responses/store.js';
 import { streamResponse } from '../responses/stream.js';
 import type { MockState } from '../state.js';
-import { responsesToolInput } from '../server-tools.js';
+import { responsesToolInput, responsesToolUses, toolCallItems } from '../server-tools.js';
 import { OPENAI, sendError } from '../surface.js';
 import { servedTier } from '../tiers.js';
 import { uncachedPrompt } from '../usage.js';
@@ -73,6 +73,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
           ...uncachedPrompt(counted.value.tokens + responsesToolInput(body.tools)),
           cached: Math.min(plan.cachedTokens, counted.value.tokens),
         },
+        toolUses: responsesToolUses(body, plan),
       },
       plan,
     );
@@ -84,7 +85,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       const output = visibleTokens(out) + out.reasoning;
       const response = responseObject(call.id, body, createdAt, call.info.serviceTier, {
         status: out.incomplete ? 'incomplete' : 'completed',
-        output: outputItems(call.id, out),
+        output: [...toolCallItems(call.id, call.info.toolUses ?? {}), ...outputItems(call.id, out)],
         usage: responsesUsage(call.usage(output, out.reasoning)),
       });
       if (body.store !== false) {

@@ -8,6 +8,7 @@ import {
   ModelId,
   PlainId,
   TenantId,
+  ToolUseKind,
   UseCaseId,
 } from '@holdfast/events';
 import { z } from 'zod';
@@ -174,6 +175,16 @@ export const Model = z.strictObject({
      * held at its price. It must have a price in `serviceTiers`.
      */
     autoServiceTier: z.enum(PRICED_TIERS).optional(),
+    /**
+     * USD per 1,000 uses of the tools the provider runs and bills per use, beside the tokens
+     * they read: `web_search` (OpenAI $10, `web_search_preview` on older models up to $25;
+     * Anthropic $10), `file_search` ($2.50), `code_interpreter` ($30: $0.03 a container,
+     * billed per call), `web_fetch` (Anthropic, free today). A call offering web search, file
+     * search or code interpreter on a model that does not price it is a 400; a priced tool is
+     * held at its bound (`max_uses`, `max_tool_calls`) and billed per use reported
+     * (docs/budgets.md, "How tool fees are held and billed").
+     */
+    toolUses: z.partialRecord(ToolUseKind, Usd).optional(),
   }).refine((p) => !p.autoServiceTier || p.serviceTiers?.[p.autoServiceTier] !== undefined, {
     message: 'autoServiceTier must name a tier priced in serviceTiers',
     path: ['autoServiceTier'],

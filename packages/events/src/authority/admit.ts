@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AdmissionMode, ApiSurface, LIMITS } from '../amounts.js';
+import { AdmissionMode, ApiSurface, LIMITS, ToolUseKind } from '../amounts.js';
 import { IsoTime } from '../envelope.js';
 import {
   EndUserId,
@@ -55,6 +55,12 @@ export const AdmitRequest = z.strictObject({
    * is billed at it.
    */
   serviceTier: ServiceTierName.default('default'),
+  /**
+   * The most uses of each provider-run tool billed per use (`price.toolUses`) the call may
+   * make, as the edge bounded them (Anthropic `max_uses`, Responses `max_tool_calls`): held at
+   * the model's fee for each on top of its tokens. Absent: none.
+   */
+  toolUses: z.partialRecord(ToolUseKind, z.int().min(1).max(LIMITS.maxToolUses)).optional(),
 });
 export type AdmitRequest = z.input<typeof AdmitRequest>;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { LIMITS } from '../amounts.js';
+import { LIMITS, ToolUseKind } from '../amounts.js';
 import { EndUserId, KeyId, ModelId, PlainId, ServiceTierName, TenantId, Uuid } from '../ids.js';
 import { ReleaseReason, SettleOutcome } from '../v1/reservation.js';
 import { WindowState } from '../windows.js';
@@ -37,6 +37,14 @@ export const Usage = z
      * Anthropic `usage.service_tier`); absent: it reported none, and the tier held is billed.
      */
     serviceTier: ServiceTierName.optional(),
+    /**
+     * Uses of each provider-run tool the provider reported (Anthropic
+     * `usage.server_tool_use.*_requests`, the Responses `*_call` output items): billed at the
+     * model's `price.toolUses` on top of the tokens. Absent: none.
+     */
+    toolUses: z
+      .partialRecord(ToolUseKind, z.int().min(0).max(LIMITS.maxReportedToolUses))
+      .optional(),
   })
   .refine(
     (u) => u.cachedPromptTokens + u.cacheWrite5mTokens + u.cacheWrite1hTokens <= u.promptTokens,

@@ -84,9 +84,19 @@ export const ReservationSettled = z.object({
    * reads and writes included) is above its line. Absent: false.
    */
   longContext: z.boolean().optional(),
+  /**
+   * Uses of provider-run tools billed per use (web searches, file searches, ...) the provider
+   * reported, all tools together. Absent: 0.
+   */
+  toolUses: count.optional(),
+  /** What those uses cost at the model's `price.toolUses`, micro-USD: part of costMicroUsd. Absent: 0. */
+  toolFeeMicroUsd: count.optional(),
   /** prompt + completion: the real usage billed by this call. */
   billedTokens: count,
-  /** The real cost billed by this call, integer micro-USD, each token category at its price. */
+  /**
+   * The real cost billed by this call, integer micro-USD, each token category at its price,
+   * and the tool fees (toolFeeMicroUsd).
+   */
   costMicroUsd: count,
   /**
    * What this event added to the windows' `used`, at this event's time: the real usage, less

@@ -6,6 +6,9 @@ import {
   holdOutputPrice,
   longContextPrices,
   tierPrices,
+  toolFeeMicroUsd,
+  toolUsePrices,
+  toolUsesText,
   type CompiledModel,
   type CompiledTenant,
   type ModelPrices,
@@ -109,6 +112,31 @@ export function recordLongContext(model: Pick<CompiledModel, 'longPricePico'>): 
 function longFields(model: Pick<CompiledModel, 'longPricePico'>): string[] {
   const text = recordLongContext(model);
   return text === '' ? [] : [text];
+}
+
+/**
+ * The tool fees a call is held (its bound on each provider-run tool's uses at the model's
+ * `price.toolUses`, micro-USD) and the prices its record keeps for the settlement (admit.lua's
+ * ARGV[32], ARGV[33]). A tool the model does not price is `not_priced`: the edge refuses it
+ * first (a 400 naming `price.toolUses.<tool>`), so only an edge whose config is ahead gets it.
+ */
+function toolFees(
+  model: CompiledModel,
+  bounds: z.output<typeof AdmitRequest>['toolUses'],
+): Result<{ heldMicroUsd: number; prices: string }, RpcError> {
+  if (!bounds || Object.keys(bounds).length === 0) return Ok({ heldMicroUsd: 0, prices: '' });
+  const prices = toolUsePrices(model);
+  const unpriced = Object.keys(bounds).find((kind) => !Object.hasOwn(prices, kind));
+  if (unpriced) {
+    return Err(
+      new RpcError({
+        code: 'not_priced',
+        message: `price.toolUses.${unpriced}: model ${model.id} has no price for ${unpriced} uses`,
+      }),
+    );
+  }
+  const heldMicroUsd = toolFeeMicroUsd(prices, bounds);
+  return Ok({ heldMicroUsd, prices: heldMicroUsd > 0 ? toolUsesText(prices) : '' });
 }
 
 /** Records a refusal decided before any state is read (use case or model not allowed). */
@@ -249,6 +277,8 @@ export async function admit(
       }),
     );
   }
+  const fees = toolFees(model, req.toolUses);
+  if (!fees.ok) return fees;
   // Above the tier's long-context line (on the admitted count: exact or an upper bound) the
   // whole call is held at its long-context prices; the one place a hold's price is chosen.
   const long = longContextPrices(model, req.serviceTier, req.promptTokens);
@@ -377,6 +407,8 @@ export async function admit(
     String(END_USER_KEEP_MS),
     record,
     created,
+    String(fees.value.heldMicroUsd),
+    fees.value.prices,
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec, plan),

@@ -14,6 +14,7 @@ import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 import { closeCapacity } from '../capacity.js';
+import { toolUsePrices, toolUsesText } from '@holdfast/config';
 
 type CloseOp =
   | { op: 'settle'; usage: Usage; outcome: string }
@@ -35,6 +36,8 @@ export async function closeReservation(
     reservationId: string;
     keyId?: string | null | undefined;
     endUser?: string | undefined;
+    /** The call's model: its current tool-use prices bill a record that kept none. */
+    model?: string | undefined;
   },
   what: CloseOp,
 ): Promise<Result<CloseResult, RpcError>> {
@@ -50,6 +53,8 @@ export async function closeReservation(
   const resKey = ctx.keys.reservation(org, target.reservationId);
   const now = ctx.scriptNow();
   const inTree = tenant !== undefined && tenant.org === org;
+  const model = target.model === undefined ? undefined : cfg.models.get(target.model);
+  const toolPrices = model ? toolUsesText(toolUsePrices(model)) : '';
   const attempt = async (who: PlanCall, askSubjects: boolean) => {
     const plan = inTree
       ? planFor(cfg, tenant, ctx.keys, now, resKey, who)
@@ -59,7 +64,7 @@ export async function closeReservation(
         ctx.redis,
         'close',
         plan.keys,
-        closeSpec(now, target.reservationId, what, askSubjects),
+        closeSpec(now, target.reservationId, what, askSubjects, toolPrices),
         plan,
       ),
     );
@@ -103,8 +108,10 @@ function closeSpec(
   reservationId: string,
   what: CloseOp,
   askSubjects: boolean,
+  toolPrices: string,
 ): string[] {
   const u = what.op === 'settle' ? what.usage : undefined;
+  const toolUses = u?.toolUses ? toolUsesText(u.toolUses) : '';
   return [
     now === undefined ? '' : String(now),
     reservationId,
@@ -123,6 +130,8 @@ function closeSpec(
     String(u?.audioPromptTokens ?? 0),
     String(u?.audioCompletionTokens ?? 0),
     u?.serviceTier ?? '',
+    toolUses,
+    toolUses === '' ? '' : toolPrices,
   ];
 }
 

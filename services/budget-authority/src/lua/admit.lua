@@ -14,8 +14,10 @@
 --          5-minute and 1-hour cache writes, pico-USD per token), api, eventId, shadowEventId, extensible,
 --          samplesKey, percentile, minSamples, sampleWindow, refusalsPerSecond, endUser,
 --          usersKey, maxEndUsers, userKeepMs, the record's fixed text (lib.lua's RECORD_FIXED),
---          the reservation.created event's fixed fields (NUL-joined); then the plan (lib.lua's
---          readPlan)
+--          the reservation.created event's fixed fields (NUL-joined), the tool fees held
+--          (micro-USD: the bound on each provider-run tool's uses at its fee; '0' none), the
+--          model's tool-use prices for the record's `tf` (admit.ts; '' none); then the plan
+--          (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -105,9 +107,10 @@ local function retryAfter(spec, b, s, h, need, deficit)
   return 1
 end
 
--- A call's tokens and micro-USD with `outputTokens` of output, at its hold's prices.
+-- A call's tokens and micro-USD with `outputTokens` of output, at its hold's prices, with the
+-- tool fees it may run up (ARGV[32]: held in micro-USD, never in tokens).
 local function amounts(prompt, price, outputTokens)
-  return prompt + outputTokens, cost(prompt, 0, outputTokens, price)
+  return prompt + outputTokens, cost(prompt, 0, outputTokens, price) + ARGV[32]
 end
 
 -- Checks every budget for a max_tokens; returns the first enforced budget that does not fit
@@ -156,7 +159,7 @@ local function leafInFlight(spec, known)
 end
 
 -- @call
-local spec = readPlan(32)
+local spec = readPlan(34)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
@@ -167,6 +170,7 @@ local leaseMs = N(ARGV[10])
 -- (ARGV[14-16]) are for the record (its fixed text) and the settle.
 local price = {N(ARGV[11]), N(ARGV[12]), N(ARGV[13])}
 local extensible = ARGV[20] == '1'
+local toolFee = ARGV[32] + 0
 local endUser, usersKey = ARGV[26], N(ARGV[27])
 spec.now = clockNow(spec)
 local now = spec.now
@@ -262,8 +266,8 @@ if refusedAt and minOut > 0 and mode == 'reserve' then
       if b.unit == 'tokens' then
         out = room - prompt
       elseif price[2] > 0 then
-        out = math.floor((room * 1000000 - prompt * price[1]) / price[2])
-      elseif promptU <= room then
+        out = math.floor(((room - toolFee) * 1000000 - prompt * price[1]) / price[2])
+      elseif promptU + toolFee <= room then
         out = afford
       else
         out = -1
@@ -363,6 +367,10 @@ if chargedT ~= 0 or chargedU ~= 0 then
 end
 if potT ~= 0 or potU ~= 0 then
   redis.call('HSET', resKey, 'potT', I(potT), 'potU', I(potU))
+end
+if ARGV[33] ~= '' then
+  -- The tool-use prices its settlement bills reported uses at (close.lua).
+  redis.call('HSET', resKey, 'tf', ARGV[33])
 end
 redis.call('PEXPIRE', resKey, T(leaseMs + spec.keepMs))
 if usersKey > 0 then

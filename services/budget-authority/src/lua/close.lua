@@ -18,14 +18,16 @@
 --          completion, cached, w5, w1h, reasoning; cached and the cache writes are parts of
 --          prompt), outcome, reason, askSubjects, the audio usage (audio prompt, audio
 --          completion: parts of prompt and completion), the service tier the provider
---          reported ('' none: the tier held is billed); then the plan (lib.lua's readPlan;
+--          reported ('' none: the tier held is billed), the provider-run tool uses reported
+--          (`kind:count` joined by ','; '' none), the model's current tool-use prices (for a
+--          record without `tf`: one rebuilt from events); then the plan (lib.lua's readPlan;
 --          tenant '' with expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due.
 
-local spec = readPlan(18)
+local spec = readPlan(20)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -136,6 +138,8 @@ local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
 -- A settle's usage as billed (settleParts) and its service tier, for its event.
 local usage, billedTier
 local billedLong = false
+-- Provider-run tool uses billed per use and their fee (part of costU), for the event.
+local toolUses, toolFee
 local overT, overU = 0, 0
 local billing = false
 local closed, eventType = 'released', 'reservation.released'
@@ -164,6 +168,12 @@ if op == 'settle' then
   end
   billedT = u.prompt + u.completion
   costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h, u.aIn, u.aOut)
+  if ARGV[18] ~= '' then
+    -- Per use, at the prices the record was admitted with (the hold covered its bound at
+    -- them); more uses than held are billed in full, an overrun below like any other.
+    toolUses, toolFee = toolFees(ARGV[18], redis.call('HGET', resKey, 'tf') or ARGV[19])
+    costU = costU + toolFee
+  end
   chargeT = billedT - prechargedT - expiredT
   chargeU = costU - prechargedU - expiredU
   billing = true
@@ -279,6 +289,7 @@ if op == 'settle' then
     '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[11] ..
     '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
     '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
+    (toolUses and '\0toolUses\0' .. I(toolUses) .. '\0toolFeeMicroUsd\0' .. I(toolFee) or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - f[4]))
 elseif op == 'release' then

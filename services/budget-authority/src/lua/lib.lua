@@ -396,6 +396,30 @@ local function longPrice(tier, long, input)
   return {p[1], p[2], p[3], p[4], p[5], p[6], p[7]}
 end
 
+-- The provider-run tool uses a settle reports and their fees (close.lua): `uses` is the
+-- settle's text (close.ts: `kind:count` joined by ','), `prices` the record's `tf` (admit.ts:
+-- `kind:micro-USD per 1,000 uses`, or the model's current ones for a record without). Returns
+-- the uses, all kinds together, and their fee in micro-USD rounded up once; a kind without a
+-- price costs nothing (the edge refuses a call offering one that carries a fee). Kind names
+-- are [a-z_]: no pattern's magic character.
+local function toolFees(uses, prices)
+  local n, milli = 0, 0
+  local priced = ',' .. (prices or '') .. ','
+  for kind, count in string.gmatch(uses, '([%a_]+):(%d+)') do
+    count = tonumber(count)
+    n = n + count
+    local p = string.match(priced, ',' .. kind .. ':(%d+),')
+    if p then
+      milli = milli + count * tonumber(p)
+    end
+  end
+  local micro = math.floor(milli / 1000)
+  if micro * 1000 < milli then
+    micro = micro + 1
+  end
+  return n, micro
+end
+
 -- One window's state for replies and events: tenant,budget,limit,used,held,enforce, and for
 -- a key's or an end user's budget also its scope (k, u) and subject.
 local function windowState(b, s, h)

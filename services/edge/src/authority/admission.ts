@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { LIMITS, type Admitted, type ApiSurface, type Refused } from '@holdfast/events';
+import {
+  LIMITS,
+  type Admitted,
+  type ApiSurface,
+  type Refused,
+  type ToolUseKind,
+} from '@holdfast/events';
 import { sleep } from '@holdfast/retry';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import type { Caller } from '../request/auth.js';
@@ -31,6 +37,8 @@ export interface AdmissionRequest {
   audioOutput?: boolean;
   /** The service tier it is held at (heldServiceTier); `default` when absent. */
   serviceTier?: string;
+  /** Its bound on the uses of provider-run tools billed per use (heldToolUses). */
+  toolUses?: Partial<Record<ToolUseKind, number>>;
   /** Aborted when the client leaves (a call waiting for upstream capacity stops waiting). */
   signal?: AbortSignal;
   /** The call's end user (end-user budgets, books), if the client named one. */
@@ -91,6 +99,7 @@ export async function admit(
         audioInput: req.audioInput === true,
         audioOutput: req.audioOutput === true,
         serviceTier: req.serviceTier ?? 'default',
+        ...(req.toolUses && Object.keys(req.toolUses).length > 0 ? { toolUses: req.toolUses } : {}),
         api: req.api,
       },
       deps.timeoutMs,
@@ -111,14 +120,16 @@ export async function admit(
       return Ok({ metered: false, reservationId });
     }
     if (code === 'not_priced') {
+      // A tool's price (price.toolUses) or a tier's.
+      const tools = reply.error.message.startsWith('price.toolUses');
       // The authority's config has no price for the tier this edge's config priced: the
       // edge's is behind (an admin change on its way). The client's answer is the one a
       // current edge gives, a 400 naming the field; nothing was held.
       return Err(
         new EdgeError({
           code: 'invalid_request',
-          message: `service_tier: ${reply.error.message}.`,
-          param: 'service_tier',
+          message: tools ? `${reply.error.message}.` : `service_tier: ${reply.error.message}.`,
+          param: tools ? 'tools' : 'service_tier',
         }),
       );
     }

@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EdgeError } from '../errors.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { CallDeps } from './deps.js';
+import type { OfferedTools, ToolUses } from './tool-uses.js';
 
 /** What the client asked for, read before anything is counted. */
 export interface Asked {
@@ -28,6 +29,8 @@ export interface Asked {
    * `thinking`): output the provider bills and the edge may never see (unreported.ts).
    */
   reasoning?: boolean;
+  /** The provider-run tools it offers and its bound on their uses (checked by heldToolUses). */
+  tools?: OfferedTools;
 }
 
 /** The least output a call needs upstream, and why (the 400 says it). */
@@ -97,6 +100,11 @@ export interface Transcript {
   inputUsage?(): InputUsage | undefined;
   /** The service tier the provider reported serving the call at, when it named one. */
   serviceTier?(): string | undefined;
+  /**
+   * The uses of provider-run tools billed per use: the provider's report when it made one,
+   * else the uses the stream showed (an output item or a block per use).
+   */
+  toolUses?(): ToolUses | undefined;
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */

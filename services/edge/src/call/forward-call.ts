@@ -230,6 +230,9 @@ async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
   // Billed at the tier the provider reported (none: the tier held).
   const serviceTier = run.transcript.serviceTier?.();
   if (serviceTier) usage.serviceTier = serviceTier;
+  // Provider-run tools billed per use, at the model's price.toolUses.
+  const toolUses = run.transcript.toolUses?.();
+  if (toolUses) usage.toolUses = toolUses;
   const outcome = failure ? settleOutcome(failure) : 'completed';
   run.call.hold.settle(usage, outcome);
   Object.assign(run.request.audit, {

@@ -16,6 +16,7 @@ import { countPrompt } from './count.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
 import { heldServiceTier } from './service-tier.js';
+import { heldToolUses, type ToolUses } from './tool-uses.js';
 
 /**
  * One call through the edge, whatever its surface (the adapter reads, counts, forwards and
@@ -48,6 +49,8 @@ export async function runCall<B>(
     const model = resolved.value;
     const tier = heldServiceTier(asked.serviceTier, model, model?.api ?? adapter.apis[0]!);
     if (!tier.ok) return await adapter.sendError(request, reply, tier.error);
+    const tools = heldToolUses(asked.tools, model, model?.api ?? adapter.apis[0]!);
+    if (!tools.ok) return await adapter.sendError(request, reply, tools.error);
     const early = cheapChecks(deps, caller.tenant);
     if (early) return await adapter.sendError(request, reply, early);
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
@@ -69,6 +72,7 @@ export async function runCall<B>(
       signal: live.signal,
       endUser: endUser.value,
       serviceTier: tier.value,
+      toolUses: tools.value,
     });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
@@ -179,6 +183,7 @@ async function admitCall(
     signal: AbortSignal;
     endUser: string | undefined;
     serviceTier: string;
+    toolUses: ToolUses;
   },
 ): Promise<Admission> {
   const caller = request.caller!;
@@ -204,6 +209,7 @@ async function admitCall(
       audioInput: call.asked.audioInput === true,
       audioOutput: call.asked.audioOutput === true,
       serviceTier: call.serviceTier,
+      toolUses: call.toolUses,
       api: call.adapter.name,
       signal: call.signal,
       endUser: call.endUser,

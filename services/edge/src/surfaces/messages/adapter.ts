@@ -223,6 +223,14 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     endUser: body.metadata?.user_id ?? null,
     serviceTier: body.service_tier,
     reasoning: body.thinking != null && body.thinking.type !== 'disabled',
+    tools: {
+      per: 'tool',
+      tools: (body.tools ?? []).flatMap((t, i) =>
+        typeof t.type === 'string'
+          ? [{ type: t.type, param: `tools.${i}`, maxUses: t.max_uses }]
+          : [],
+      ),
+    },
   }),
   cacheWrites: longestCacheLifetime,
   minOutput: (body) =>

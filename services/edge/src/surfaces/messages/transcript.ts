@@ -4,7 +4,14 @@ import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
 import { anthropicErrorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
-import { anthropicInput, anthropicUsage, toAnthropicUsage, type AnthropicUsage } from './usage.js';
+import type { ToolUses } from '../../call/tool-uses.js';
+import {
+  anthropicInput,
+  anthropicUsage,
+  serverToolUses,
+  toAnthropicUsage,
+  type AnthropicUsage,
+} from './usage.js';
 
 interface BlockState {
   start: Record<string, unknown> & { type?: string; name?: unknown };
@@ -28,6 +35,12 @@ interface MessageMeta {
 }
 
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
+
+/** A `server_tool_use` block's tool name -> the kind its use is billed as. */
+const SERVER_TOOL: ReadonlyMap<string, keyof ToolUses> = new Map([
+  ['web_search', 'web_search'],
+  ['web_fetch', 'web_fetch'],
+]);
 
 /** Deltas that carry what the model writes: where a block keeps them, and their field. */
 const DELTAS: Record<string, readonly ['text' | 'json' | 'thinking', string]> = {
@@ -106,6 +119,20 @@ export class MessagesTranscript implements Transcript {
   /** The tier Anthropic's usage says served the call (message_start's, or message_delta's). */
   serviceTier(): string | undefined {
     return reportedServiceTier(this.#usage?.service_tier);
+  }
+
+  /**
+   * Server tool uses (web search, web fetch): `usage.server_tool_use`'s counts when Anthropic
+   * reported them, else a `server_tool_use` block per use the stream showed.
+   */
+  toolUses(): ToolUses | undefined {
+    const seen: ToolUses = {};
+    for (const block of this.#blocks.values()) {
+      const kind =
+        block.start.type === 'server_tool_use' ? SERVER_TOOL.get(str(block.start.name)) : undefined;
+      if (kind) seen[kind] = (seen[kind] ?? 0) + 1;
+    }
+    return serverToolUses(this.#usage) ?? (Object.keys(seen).length > 0 ? seen : undefined);
   }
 
   usage(): Usage | undefined {

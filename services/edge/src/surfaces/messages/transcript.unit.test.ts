@@ -194,3 +194,48 @@ describe('MessagesTranscript', () => {
     });
   });
 });
+
+describe('MessagesTranscript tool uses', () => {
+  const search = (index: number, name = 'web_search') =>
+    ev('content_block_start', {
+      index,
+      content_block: { type: 'server_tool_use', id: `srvtoolu_${index}`, name, input: {} },
+    });
+
+  test('usage.server_tool_use wins; without it a server_tool_use block is a use', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    for (const e of [
+      ev('message_start', { message: { usage: startUsage } }),
+      search(0),
+      search(1),
+      search(2, 'web_fetch'),
+    ])
+      t.accept(e);
+    expect(t.toolUses()).toEqual({ web_search: 2, web_fetch: 1 });
+    t.accept(
+      ev('message_delta', {
+        delta: { stop_reason: 'end_turn' },
+        usage: {
+          output_tokens: 5,
+          server_tool_use: { web_search_requests: 3, web_fetch_requests: 0 },
+        },
+      }),
+    );
+    expect(t.toolUses()).toEqual({ web_search: 3, web_fetch: 0 });
+  });
+
+  test('a hostile count (negative, a string, huge) is not a use; no server tool is none', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    t.accept(ev('message_start', { message: { usage: startUsage } }));
+    expect(t.toolUses()).toBeUndefined();
+    t.accept(
+      ev('message_delta', {
+        usage: {
+          output_tokens: 5,
+          server_tool_use: { web_search_requests: -4, web_fetch_requests: '9' },
+        },
+      }),
+    );
+    expect(t.toolUses()).toEqual({});
+  });
+});

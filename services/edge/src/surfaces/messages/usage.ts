@@ -1,4 +1,5 @@
-import type { Usage } from '@holdfast/events';
+import { LIMITS, type Usage } from '@holdfast/events';
+import type { ToolUses } from '../../call/tool-uses.js';
 import type { InputUsage } from '../../call/adapter.js';
 import { plainUsage, usageCount } from '../usage.js';
 
@@ -10,7 +11,23 @@ export interface AnthropicUsage {
   cache_read_input_tokens?: unknown;
   cache_creation?: { ephemeral_5m_input_tokens?: unknown; ephemeral_1h_input_tokens?: unknown };
   output_tokens_details?: { thinking_tokens?: unknown };
+  server_tool_use?: { web_search_requests?: unknown; web_fetch_requests?: unknown } | null;
   [field: string]: unknown;
+}
+
+/**
+ * `usage.server_tool_use` as the uses billed per use (web searches; web fetches, free today),
+ * when Anthropic reported it.
+ */
+export function serverToolUses(u: AnthropicUsage | undefined): ToolUses | undefined {
+  const s = u?.server_tool_use;
+  if (!s || typeof s !== 'object') return undefined;
+  const uses: ToolUses = {};
+  const search = usageCount(s.web_search_requests);
+  const fetch = usageCount(s.web_fetch_requests);
+  if (search !== undefined) uses.web_search = Math.min(search, LIMITS.maxReportedToolUses);
+  if (fetch !== undefined) uses.web_fetch = Math.min(fetch, LIMITS.maxReportedToolUses);
+  return uses;
 }
 
 /**
@@ -56,5 +73,13 @@ export function toAnthropicUsage(usage: Usage): AnthropicUsage {
       ephemeral_1h_input_tokens: usage.cacheWrite1hTokens,
     },
     output_tokens: usage.completionTokens,
+    ...(usage.toolUses
+      ? {
+          server_tool_use: {
+            web_search_requests: usage.toolUses.web_search ?? 0,
+            web_fetch_requests: usage.toolUses.web_fetch ?? 0,
+          },
+        }
+      : {}),
   };
 }

@@ -178,6 +178,11 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     endUser: body.user ?? body.safety_identifier ?? null,
     serviceTier: body.service_tier,
     reasoning: body.reasoning != null && body.reasoning.effort !== 'none',
+    tools: {
+      per: 'call',
+      tools: (body.tools ?? []).map((t, i) => ({ type: t.type, param: `tools.${i}` })),
+      maxToolCalls: body.max_tool_calls,
+    },
   }),
   minOutput: () => ({
     tokens: 16,

@@ -4,6 +4,7 @@ import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
+import type { ToolUses } from '../../call/tool-uses.js';
 import { plainUsage, usageCount } from '../usage.js';
 import { itemText, OutputItems, type Item } from './items.js';
 
@@ -16,6 +17,14 @@ interface ProviderUsage {
 }
 
 type ResponseObject = Record<string, unknown> & { id?: string; usage?: ProviderUsage | null };
+
+/** The output items of the tools billed per use, one per use, by the kind they are billed as. */
+const CALL_ITEMS: ReadonlyMap<string, keyof ToolUses> = new Map([
+  ['web_search_call', 'web_search'],
+  ['file_search_call', 'file_search'],
+  ['code_interpreter_call', 'code_interpreter'],
+]);
+const str = (v: unknown) => (typeof v === 'string' ? v : '');
 
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 /** `*.delta` events that carry no text the model wrote (audio bytes). */
@@ -74,6 +83,22 @@ export class ResponsesTranscript implements Transcript {
   /** The tier the response object says served the call (the terminal one's, else the first). */
   serviceTier(): string | undefined {
     return reportedServiceTier((this.#final ?? this.#response)?.service_tier);
+  }
+
+  /**
+   * Uses of the tools billed per use: one per `web_search_call`, `file_search_call`,
+   * `code_interpreter_call` output item, of the final response when it came, else of the items
+   * the stream showed.
+   */
+  toolUses(): ToolUses | undefined {
+    const output = this.#final?.output;
+    const items = Array.isArray(output) ? (output as Item[]) : this.#items.list(false);
+    const uses: ToolUses = {};
+    for (const item of items) {
+      const kind = CALL_ITEMS.get(str(item?.type));
+      if (kind) uses[kind] = (uses[kind] ?? 0) + 1;
+    }
+    return Object.keys(uses).length > 0 ? uses : undefined;
   }
 
   usage(): Usage | undefined {

@@ -148,3 +148,42 @@ describe('ResponsesTranscript', () => {
     expect(t.doneEvent()).toBe('');
   });
 });
+
+describe('ResponsesTranscript tool uses', () => {
+  const item = (output_index: number, type: string) =>
+    ev('response.output_item.done', {
+      output_index,
+      item: { id: `${type}_${output_index}`, type, status: 'completed' },
+    });
+
+  test("a *_call item is a use: the final response's output, else the items streamed", () => {
+    const t = new ResponsesTranscript({ model: 'gpt-5' });
+    for (const e of [
+      ev('response.created', { response }),
+      item(0, 'web_search_call'),
+      item(1, 'web_search_call'),
+      item(2, 'file_search_call'),
+      item(3, 'code_interpreter_call'),
+      item(4, 'mcp_call'),
+    ])
+      t.accept(e);
+    expect(t.toolUses()).toEqual({ web_search: 2, file_search: 1, code_interpreter: 1 });
+    t.accept(
+      ev('response.completed', {
+        response: {
+          ...response,
+          status: 'completed',
+          output: [{ type: 'web_search_call' }, { type: 'message' }, { type: 'constructor' }],
+          usage: { input_tokens: 10, output_tokens: 5 },
+        },
+      }),
+    );
+    expect(t.toolUses()).toEqual({ web_search: 1 });
+  });
+
+  test('no tool call is none', () => {
+    const t = new ResponsesTranscript({ model: 'gpt-5' });
+    t.accept(ev('response.created', { response }));
+    expect(t.toolUses()).toBeUndefined();
+  });
+});

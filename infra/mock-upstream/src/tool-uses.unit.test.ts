@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { anthropicClient, useMockUpstream } from '../test/harness.js';
+
+const mock = useMockUpstream();
+const messages = [{ role: 'user' as const, content: 'What happened in the news today?' }];
+const search = (max_uses?: number) => ({
+  type: 'web_search_20250305' as const,
+  name: 'web_search' as const,
+  ...(max_uses === undefined ? {} : { max_uses }),
+});
+
+describe('provider-run tools billed per use', () => {
+  it('Messages reports usage.server_tool_use, JSON and stream, within max_uses unless told not to', async () => {
+    const claude = anthropicClient(mock.upstream());
+    const create = (max_uses: number | undefined, headers: Record<string, string>) =>
+      claude.messages.create(
+        { model: 'claude-sonnet-4-5', max_tokens: 50, messages, tools: [search(max_uses)] },
+        { headers },
+      );
+    const json = await create(5, { 'x-mock-tool-uses': '3' });
+    expect(json.usage.server_tool_use).toEqual({ web_search_requests: 3, web_fetch_requests: 0 });
+    expect((await create(2, { 'x-mock-tool-uses': '3' })).usage.server_tool_use).toMatchObject({
+      web_search_requests: 2,
+    });
+    const over = await create(2, { 'x-mock-tool-uses': '3', 'x-mock-ignore-tool-bound': '1' });
+    expect(over.usage.server_tool_use?.web_search_requests).toBe(3);
+    const stream = claude.messages.stream(
+      { model: 'claude-sonnet-4-5', max_tokens: 50, messages, tools: [search(4)] },
+      { headers: { 'x-mock-tool-uses': '4' } },
+    );
+    expect((await stream.finalMessage()).usage.server_tool_use?.web_search_requests).toBe(4);
+    // No tool billed per use: no server_tool_use.
+    const plain = await claude.messages.create({
+      model: 'claude-sonnet-4-5',
+      max_tokens: 20,
+      messages,
+    });
+    expect(plain.usage.server_tool_use ?? null).toBeNull();
+    expect(
+      mock
+        .upstream()
+        .stats()
+        .recent.map((r) => r.toolUses),
+    ).toEqual([{ web_search: 3 }, { web_search: 2 }, { web_search: 3 }, { web_search: 4 }, {}]);
+  });
+
+  it('Responses writes a *_call item per use, JSON and stream, max_tool_calls across tools', async () => {
+    const openai = mock.client();
+    const tools = [
+      { type: 'web_search' as const },
+      { type: 'file_search' as const, vector_store_ids: ['vs_1'] },
+    ];
+    const json = await openai.responses.create(
+      { model: 'gpt-5', input: 'hi', max_output_tokens: 20, tools, max_tool_calls: 3 },
+      { headers: { 'x-mock-tool-uses': '2' } },
+    );
+    expect(json.output.map((i) => i.type)).toEqual([
+      'web_search_call',
+      'web_search_call',
+      'file_search_call',
+      'message',
+    ]);
+    const events = await openai.responses.create(
+      {
+        model: 'gpt-5',
+        input: 'hi',
+        max_output_tokens: 20,
+        tools,
+        max_tool_calls: 3,
+        stream: true,
+      },
+      { headers: { 'x-mock-tool-uses': '2', 'x-mock-ignore-tool-bound': '1' } },
+    );
+    const done: string[] = [];
+    for await (const e of events) {
+      if (e.type === 'response.output_item.done') done.push(e.item.type);
+    }
+    expect(done).toEqual([
+      'web_search_call',
+      'web_search_call',
+      'file_search_call',
+      'file_search_call',
+      'message',
+    ]);
+    expect(
+      mock
+        .upstream()
+        .stats()
+        .recent.map((r) => r.toolUses),
+    ).toEqual([
+      { web_search: 2, file_search: 1 },
+      { web_search: 2, file_search: 2 },
+    ]);
+  });
+
+  it('refuses a bad x-mock-tool-uses', async () => {
+    const res = await fetch(`${mock.upstream().url}/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-mock-tool-uses': '-1' },
+      body: JSON.stringify({ model: 'gpt-5', input: 'hi' }),
+    });
+    expect(res.status).toBe(400);
+  });
+});

@@ -1,0 +1,187 @@
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import type { TestAuthority } from '../src/testing.js';
+import { admissionOf, newId, readEvents, authorityTest as test } from './harness.js';
+
+/**
+ * Provider-run tools billed per use (Anthropic's web search, $10 per 1,000; OpenAI's file
+ * search, $2.50 per 1,000): a call is held its bound on each tool's uses at the fee on top of
+ * its tokens, and billed the uses the provider reports.
+ */
+const CONFIG = {
+  upstreams: [{ id: 'claude', api: 'anthropic', baseUrl: 'https://api.anthropic.com' }],
+  models: [
+    {
+      id: 'claude-sonnet',
+      upstream: 'claude',
+      price: {
+        inputPerMTok: 3,
+        outputPerMTok: 15,
+        toolUses: { web_search: 10, file_search: 2.5 },
+      },
+    },
+  ],
+  tenants: [
+    {
+      id: 'fast',
+      budgets: [{ window: 'day', limit: 1, unit: 'usd' }],
+      useCases: [{ id: 'chat', maxTokens: 4_096, models: ['claude-sonnet'] }],
+    },
+  ],
+};
+
+const call = (toolUses?: Record<string, number>) => ({
+  reservationId: newId(),
+  tenant: 'fast',
+  keyId: null,
+  useCase: 'chat',
+  model: 'claude-sonnet',
+  promptTokens: 1_000,
+  maxTokens: 500,
+  ...(toolUses ? { toolUses } : {}),
+});
+
+// 1,000 x $6 (the dearest input: a 1-hour cache write) + 500 x $15 per MTok.
+const TOKENS_HELD = 13_500;
+/** 1,000 prompt tokens and 400 output: 3,000 + 6,000. */
+const USAGE = { promptTokens: 1_000, completionTokens: 400 };
+const TOKENS_COST = 9_000;
+
+const settler = (h: TestAuthority) => (reservationId: string, toolUses?: Record<string, number>) =>
+  h.client.settle({
+    reservationId,
+    tenant: 'fast',
+    model: 'claude-sonnet',
+    usage: { ...USAGE, ...(toolUses ? { toolUses } : {}) },
+  });
+
+test('a bound on tool uses is held at its fee and the uses reported are billed', async ({
+  start,
+  nc,
+  iso,
+}) => {
+  const h = await start(CONFIG);
+  const settle = settler(h);
+
+  // 5 searches at $0.01 and 3 file searches at $0.0025 on top of the tokens.
+  const both = call({ web_search: 5, file_search: 3 });
+  expect(admissionOf(await h.client.admit(both))).toMatchObject({
+    heldTokens: 1_500,
+    heldMicroUsd: TOKENS_HELD + 50_000 + 7_500,
+  });
+  const plain = call();
+  expect(admissionOf(await h.client.admit(plain))).toMatchObject({ heldMicroUsd: TOKENS_HELD });
+
+  expect(await settle(both.reservationId, { web_search: 2, file_search: 1 })).toMatchObject({
+    ok: true,
+    value: { status: 'settled', costMicroUsd: TOKENS_COST + 20_000 + 2_500, overrunMicroUsd: 0 },
+  });
+  expect(await settle(plain.reservationId)).toMatchObject({
+    ok: true,
+    value: { costMicroUsd: TOKENS_COST },
+  });
+
+  const events = await waitFor(async () => {
+    const e = await readEvents(nc, iso.names);
+    return e.filter((x) => x.type === 'reservation.settled').length === 2 ? e : undefined;
+  });
+  const settled = (id: string) =>
+    events.find((e) => e.type === 'reservation.settled' && e.reservationId === id);
+  expect(settled(both.reservationId)).toMatchObject({
+    toolUses: 3,
+    toolFeeMicroUsd: 22_500,
+    costMicroUsd: TOKENS_COST + 22_500,
+    heldMicroUsd: TOKENS_HELD + 57_500,
+  });
+  expect(settled(plain.reservationId)).not.toHaveProperty('toolUses');
+  expect(settled(plain.reservationId)).not.toHaveProperty('toolFeeMicroUsd');
+});
+
+test('more uses than held are billed in full and recorded as an overrun', async ({
+  start,
+  nc,
+  iso,
+}) => {
+  const h = await start(CONFIG);
+  const held = call({ web_search: 2 });
+  admissionOf(await h.client.admit(held));
+  const r = await settler(h)(held.reservationId, { web_search: 7 });
+  // Held 13,500 + 20,000; billed 9,000 + 70,000.
+  expect(r).toMatchObject({
+    ok: true,
+    value: { costMicroUsd: 79_000, overrunMicroUsd: 79_000 - 33_500 },
+  });
+  const events = await waitFor(async () => {
+    const e = await readEvents(nc, iso.names);
+    return e.some((x) => x.type === 'reservation.overrun') ? e : undefined;
+  });
+  expect(events.find((e) => e.type === 'reservation.overrun')).toMatchObject({
+    costMicroUsd: 79_000,
+    overrunMicroUsd: 45_500,
+  });
+});
+
+test('the tool fee counts against a usd budget at admission', async ({ start }) => {
+  const h = await start({
+    ...CONFIG,
+    tenants: [{ ...CONFIG.tenants[0]!, budgets: [{ window: 'day', limit: 0.1, unit: 'usd' }] }],
+  });
+  // 13,500 + 9 x 10,000 = 103,500 > 100,000: refused, though its tokens alone fit.
+  expect(admissionOf(await h.client.admit(call({ web_search: 8 })))).toMatchObject({
+    heldMicroUsd: 93_500,
+  });
+  const r = await h.client.admit(call({ web_search: 1 }));
+  expect(r).toMatchObject({ ok: true, value: { admitted: false, code: 'budget_exceeded' } });
+});
+
+test('shrink to fit leaves room for the tool fees first', async ({ start }) => {
+  const h = await start({
+    ...CONFIG,
+    tenants: [
+      {
+        ...CONFIG.tenants[0]!,
+        shrinkToFit: { minOutputTokens: 10 },
+        budgets: [{ window: 'day', limit: 0.1, unit: 'usd' }],
+      },
+    ],
+  });
+  // 8 searches (80,000) and 1,000 prompt tokens at $6 (6,000) leave 14,000 for output at $15:
+  // 933 tokens of the 4,000 asked.
+  const r = admissionOf(await h.client.admit({ ...call({ web_search: 8 }), maxTokens: 4_000 }));
+  expect(r).toMatchObject({ shrunk: true, maxTokens: 933, heldMicroUsd: 6_000 + 13_995 + 80_000 });
+});
+
+test('a tool the model does not price is not_priced, and nothing is held', async ({ start }) => {
+  const h = await start(CONFIG);
+  const r = await h.client.admit(call({ code_interpreter: 1 }));
+  expect(r).toMatchObject({ ok: false, error: { code: 'not_priced' } });
+  if (!r.ok) expect(r.error.message).toContain('price.toolUses.code_interpreter');
+  const next = await h.client.admit(call());
+  expect(admissionOf(next).windows[0]).toMatchObject({ used: 0, held: TOKENS_HELD });
+});
+
+test('bad tool bounds and reported uses are refused at the boundary', async ({ start }) => {
+  const h = await start(CONFIG);
+  for (const toolUses of [
+    { web_search: 0 },
+    { web_search: -1 },
+    { web_search: 1.5 },
+    { web_search: 1_001 },
+    { web_search: '3' },
+    { image_generation: 1 },
+  ]) {
+    const r = await h.client.admit(call(toolUses as unknown as Record<string, number>));
+    expect(r, JSON.stringify(toolUses)).toMatchObject({
+      ok: false,
+      error: { code: 'invalid_request' },
+    });
+  }
+  const held = call({ web_search: 1 });
+  admissionOf(await h.client.admit(held));
+  const bad = await settler(h)(held.reservationId, { web_search: -2 });
+  expect(bad).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+  expect(await settler(h)(held.reservationId, { web_search: 1 })).toMatchObject({
+    ok: true,
+    value: { costMicroUsd: TOKENS_COST + 10_000 },
+  });
+});

@@ -1,0 +1,108 @@
+import {
+  FEE_TOOL_KINDS,
+  toolUseKind,
+  toolUsePrices,
+  type CompiledModel,
+  type UpstreamApi,
+} from '@holdfast/config';
+import { LIMITS, type ToolUseKind } from '@holdfast/events';
+import { Err, Ok, type Result } from '@holdfast/runtime';
+import { EdgeError } from '../errors.js';
+import { printable } from '../request/auth.js';
+
+/** The most uses of each provider-run tool billed per use a call may make. */
+export type ToolUses = Partial<Record<ToolUseKind, number>>;
+
+/**
+ * The provider-run tools a request offers and the bound it sets on their uses, as its API
+ * states it: Messages `max_uses` on each tool, Responses `max_tool_calls` across all of them.
+ */
+export type OfferedTools =
+  | { per: 'tool'; tools: readonly { type: string; param: string; maxUses: unknown }[] }
+  | { per: 'call'; tools: readonly { type: string; param: string }[]; maxToolCalls: unknown };
+
+const invalid = (param: string, message: string) =>
+  Err(new EdgeError({ code: 'invalid_request', param, message }));
+
+const shown = (v: unknown) =>
+  typeof v === 'string' ? `"${printable(v.slice(0, 64))}"` : (JSON.stringify(v) ?? typeof v);
+
+const isBound = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= LIMITS.maxToolUses;
+
+/**
+ * The uses of provider-run tools billed per use a call is held for (docs/budgets.md, "How
+ * tool fees are held and billed"), or the 400 that says why it cannot be: a tool that carries
+ * a fee (web search, file search, code interpreter) the model does not price
+ * (`price.toolUses.<tool>`), or a priced tool without a bound on its uses the client set
+ * (`max_uses`, `max_tool_calls`: an integer from 1 to 1,000). The bound is never set for the
+ * client: how many searches a call may pay for is the client's to say. Messages: each tool's
+ * own `max_uses`. Responses: `max_tool_calls` bounds the calls of all its tools together, so
+ * it is held at the dearest fee among them.
+ */
+export function heldToolUses(
+  offered: OfferedTools | undefined,
+  model: Pick<CompiledModel, 'id' | 'price'> | undefined,
+  api: UpstreamApi,
+): Result<ToolUses, EdgeError> {
+  if (!offered || !model) return Ok({});
+  const prices = toolUsePrices(model);
+  const billed: { kind: ToolUseKind; type: string; param: string; maxUses?: unknown }[] = [];
+  for (const tool of offered.tools) {
+    const kind = toolUseKind(api, tool.type);
+    if (kind === undefined) continue;
+    if (prices[kind] === undefined) {
+      if (!FEE_TOOL_KINDS.has(kind)) continue;
+      return invalid(
+        tool.param,
+        `This call offers the ${printable(tool.type.slice(0, 64))} tool (${tool.param}), which the provider bills per use, and model ${model.id} has no price for it: set price.toolUses.${kind} in its config (docs/configuration.md), or leave the tool out.`,
+      );
+    }
+    billed.push({ kind, ...tool, type: printable(tool.type.slice(0, 64)) });
+  }
+  if (billed.length === 0) return Ok({});
+  const uses: ToolUses = {};
+  if (offered.per === 'call') {
+    const max = offered.maxToolCalls;
+    if (max === undefined || max === null) {
+      return invalid(
+        'max_tool_calls',
+        `This call offers the ${billed[0]!.type} tool, which the provider bills per call: set max_tool_calls (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the calls cost.`,
+      );
+    }
+    if (!isBound(max)) {
+      return invalid(
+        'max_tool_calls',
+        `max_tool_calls ${shown(max)} must be an integer from 1 to ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
+      );
+    }
+    const dearest = billed.reduce((a, b) => (prices[b.kind]! > prices[a.kind]! ? b : a));
+    uses[dearest.kind] = max;
+    return Ok(uses);
+  }
+  for (const tool of billed) {
+    const max = tool.maxUses;
+    const param = `${tool.param}.max_uses`;
+    if (max === undefined || max === null) {
+      return invalid(
+        param,
+        `This call offers the ${tool.type} tool (${tool.param}), which the provider bills per use: set its max_uses (${param}, at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the uses cost.`,
+      );
+    }
+    if (!isBound(max)) {
+      return invalid(
+        param,
+        `max_uses ${shown(max)} (${param}) must be an integer from 1 to ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
+      );
+    }
+    const total = (uses[tool.kind] ?? 0) + max;
+    if (total > LIMITS.maxToolUses) {
+      return invalid(
+        param,
+        `The max_uses of this call's ${tool.kind} tools add up to ${total.toLocaleString('en-US')} (${param}), above ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
+      );
+    }
+    uses[tool.kind] = total;
+  }
+  return Ok(uses);
+}

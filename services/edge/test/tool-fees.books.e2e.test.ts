@@ -1,0 +1,330 @@
+import { modelPrices, toolFeeMicroUsd, toolUsePrices, type PriceConfig } from '@holdfast/config';
+import type { RequestRecord } from '@holdfast/mock-upstream';
+import { qualified, sql } from '@holdfast/billing-aggregator';
+import type { ToolUseKind } from '@holdfast/events';
+import { expect } from 'vitest';
+import { expectBooksHold, providerBooks, withAggregator } from './books.js';
+import {
+  edgeTest as test,
+  entry,
+  type Stack,
+  type StackOptions,
+  type TestConfig,
+} from './harness.js';
+import { sha256Hex } from '../src/index.js';
+import { anthropic, CLAUDE, withClaude } from './surfaces.js';
+import { digestMessages, runQueue } from './workload.js';
+
+/**
+ * Tools the provider runs and bills per use (web search at $10 per 1,000, file search at
+ * $2.50), end to end (edge, authority, Redis, NATS, aggregator, ClickHouse, the mock as the
+ * provider): a team with a $0.50 day budget offers web search on every call, 12 at a time,
+ * half streamed, until the budget refuses. Each call is held its bound on the searches at
+ * their fee; the provider's bill, searches included, never passes the budget, and the
+ * ledger, ClickHouse and the provider agree to the micro-dollar.
+ */
+const TEAM = 'search-desk';
+const KEY = 'sk-hf-search-desk-1';
+const BUDGET_USD = 0.5;
+const SEARCH_CLAUDE = 'claude-search';
+const SEARCH_GPT = 'gpt-search';
+const CLAUDE_PRICE = { inputPerMTok: 1, outputPerMTok: 5, toolUses: { web_search: 10 } };
+const GPT_PRICE = {
+  inputPerMTok: 1.25,
+  outputPerMTok: 10,
+  toolUses: { web_search: 10, file_search: 2.5 },
+};
+const behaviour = {
+  firstTokenLatencyMs: 20,
+  completion: { mode: 'uniform' as const, min: 100, max: 400 },
+};
+
+function withSearchDesk(c: TestConfig): void {
+  withClaude(c);
+  // What a search reads is input no count sees (the mock bills 5,000 tokens a tool): the
+  // allowance covers it; the searches themselves are priced per use.
+  c.models.push(
+    {
+      ...entry(c.models, CLAUDE),
+      id: SEARCH_CLAUDE,
+      upstreamStateAllowanceTokens: 6_000,
+      price: CLAUDE_PRICE,
+    },
+    {
+      id: SEARCH_GPT,
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      upstreamStateAllowanceTokens: 6_000,
+      price: GPT_PRICE,
+    },
+    // The same Claude without a price for its searches.
+    {
+      ...entry(c.models, CLAUDE),
+      id: 'claude-unpriced',
+      upstreamStateAllowanceTokens: 6_000,
+      price: { inputPerMTok: 1, outputPerMTok: 5 },
+    },
+  );
+  c.tenants.push({
+    id: TEAM,
+    mode: 'reserve',
+    budgets: [{ window: 'day', limit: BUDGET_USD, unit: 'usd' }],
+    useCases: [
+      { id: 'chat', maxTokens: 512, models: [SEARCH_CLAUDE, SEARCH_GPT, 'claude-unpriced'] },
+    ],
+    keys: [{ id: 'search-1', sha256: sha256Hex(KEY), defaultUseCase: 'chat' }],
+  });
+}
+
+/**
+ * The provider's bill: the tokens at the model's prices (providerBooks) and each call's
+ * tool uses at their fees, as the authority rounds them (a call's fee rounded up once).
+ */
+function withFees(
+  records: readonly RequestRecord[],
+  price: PriceConfig & { toolUses: Partial<Record<ToolUseKind, number>> },
+  api: 'openai' | 'anthropic',
+) {
+  const books = providerBooks(records, modelPrices(price, api));
+  const perK = toolUsePrices({ price });
+  const fees = records.reduce((n, r) => n + toolFeeMicroUsd(perK, r.toolUses), 0);
+  const uses = records.reduce(
+    (n, r) => n + Object.values(r.toolUses).reduce((a, b) => a + b, 0),
+    0,
+  );
+  return { books: { ...books, microUsd: books.microUsd + fees }, fees, uses };
+}
+
+/** ClickHouse's settled tool uses and fees of the team. */
+async function clickhouseFees(
+  ch: Parameters<Parameters<typeof withAggregator>[1]>[0],
+  database: string,
+): Promise<{ uses: number; fees: number }> {
+  const [r] = await ch.query<{ uses: string; fees: string }>(sql`
+    SELECT sum(tool_uses) AS uses, sum(tool_fee_micro_usd) AS fees
+    FROM ${qualified(database, 'events_raw_v1')} FINAL
+    WHERE tenant = ${TEAM} AND type = 'reservation.settled'`);
+  return { uses: Number(r?.uses ?? 0), fees: Number(r?.fees ?? 0) };
+}
+
+function searchClaude(s: Stack, i: number): Promise<unknown> {
+  const client = anthropic(s, KEY);
+  // The provider searches twice a call (the behaviour's toolUses): held 3, billed 2; every
+  // fourth call allows one search: held 1, billed 1.
+  const max_uses = i % 4 === 3 ? 1 : 3;
+  const body = {
+    model: SEARCH_CLAUDE,
+    max_tokens: 512,
+    messages: [{ role: 'user' as const, content: digestMessages(i)[1]!.content as string }],
+    tools: [{ type: 'web_search_20250305' as const, name: 'web_search' as const, max_uses }],
+  };
+  return i % 2 === 1 ? client.messages.stream(body).finalMessage() : client.messages.create(body);
+}
+
+async function searchGpt(s: Stack, i: number): Promise<unknown> {
+  const body = {
+    model: SEARCH_GPT,
+    max_output_tokens: 512,
+    input: digestMessages(i)[1]!.content as string,
+    tools: [
+      { type: 'web_search' as const },
+      { type: 'file_search' as const, vector_store_ids: ['vs_reports'] },
+    ],
+    max_tool_calls: 3,
+  };
+  // A search and a file search (the behaviour's toolUses: 1 of each): held at 3 calls of the
+  // dearer, billed at each one's fee.
+  const openai = s.openai(KEY);
+  if (i % 2 === 0) return openai.responses.create(body);
+  const events = await openai.responses.create({ ...body, stream: true });
+  for await (const _ of events);
+  return undefined;
+}
+
+type BooksFixtures = Parameters<typeof withAggregator>[0] & {
+  stack: (opts: StackOptions) => Promise<Stack>;
+};
+
+/**
+ * 60 calls of `call`, 12 at a time, on a provider that uses each tool `toolUses` times; the
+ * books hold (never over the budget, ledger = ClickHouse = provider, no overrun) and ClickHouse
+ * has the provider's tool uses and fees. Returns the provider's call log.
+ */
+async function booksRun(
+  fx: BooksFixtures,
+  what: { api: 'messages' | 'responses'; toolUses: number; price: Parameters<typeof withFees>[1] },
+  call: (s: Stack, i: number) => Promise<unknown>,
+): Promise<readonly RequestRecord[]> {
+  const s = await fx.stack({
+    behaviour: { ...behaviour, toolUses: what.toolUses },
+    patch: withSearchDesk,
+  });
+  let records: readonly RequestRecord[] = [];
+  await withAggregator(fx, async (ch) => {
+    const run = await runQueue(60, 12, (i) => call(s, i));
+    records = s.upstream.stats().recent;
+    const provider = withFees(
+      records,
+      what.price,
+      what.api === 'messages' ? 'anthropic' : 'openai',
+    );
+    const ledger = await s.settled(TEAM);
+    console.log(
+      `[tool-fees] ${what.api}: served ${run.served}, refused ${run.refused}; ${provider.uses} tool uses ($${(provider.fees / 1e6).toFixed(6)}); provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} of $${BUDGET_USD}, ledger $${(ledger.billedMicroUsd / 1e6).toFixed(6)}`,
+    );
+    const spent = { tenant: TEAM, api: what.api, budgetUsd: BUDGET_USD, result: run };
+    await expectBooksHold(s, ch, fx.iso.database, spent, provider.books);
+    expect(await clickhouseFees(ch, fx.iso.database)).toEqual({
+      uses: provider.uses,
+      fees: provider.fees,
+    });
+  });
+  return records;
+}
+
+test('Messages web search on a usd budget: the provider, searches included, never bills over it, and the books agree', async ({
+  stack,
+  natsUrl,
+  clickhouseUrl,
+  clickhouse,
+  iso,
+}) => {
+  // (vitest reads the fixtures a test uses from its destructured parameter)
+  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
+  const what = { api: 'messages' as const, toolUses: 2, price: CLAUDE_PRICE };
+  const records = await booksRun(fx, what, searchClaude);
+  // Two searches a call, one where max_uses allowed one.
+  expect(new Set(records.map((r) => r.toolUses.web_search))).toEqual(new Set([1, 2]));
+});
+
+test('Responses web and file search on a usd budget: held at max_tool_calls, billed per call, the books agree', async ({
+  stack,
+  natsUrl,
+  clickhouseUrl,
+  clickhouse,
+  iso,
+}) => {
+  // (vitest reads the fixtures a test uses from its destructured parameter)
+  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
+  const what = { api: 'responses' as const, toolUses: 1, price: GPT_PRICE };
+  const records = await booksRun(fx, what, searchGpt);
+  expect(records.every((r) => r.toolUses.web_search === 1 && r.toolUses.file_search === 1)).toBe(
+    true,
+  );
+});
+
+test('a provider that searches past max_uses is billed in full and recorded as an overrun', async ({
+  stack,
+}) => {
+  const s = await stack({
+    behaviour: { ...behaviour, toolUses: 5, ignoreToolBound: true },
+    patch: withSearchDesk,
+  });
+  await anthropic(s, KEY).messages.create({
+    model: SEARCH_CLAUDE,
+    max_tokens: 100,
+    messages: [{ role: 'user', content: 'Find the latest annual report.' }],
+    tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 2 }],
+  });
+  const records = s.upstream.stats().recent;
+  expect(records.map((r) => r.toolUses)).toEqual([{ web_search: 5 }]);
+  const provider = withFees(records, CLAUDE_PRICE, 'anthropic');
+  const ledger = await s.settled(TEAM);
+  expect(ledger.billedMicroUsd).toBe(provider.books.microUsd);
+  const events = await s.events((e) => e.some((x) => x.type === 'reservation.overrun'));
+  const settled = events.find((e) => e.type === 'reservation.settled');
+  expect(settled).toMatchObject({ toolUses: 5, toolFeeMicroUsd: 50_000 });
+  const overrun = events.find((e) => e.type === 'reservation.overrun');
+  // Held 2 searches; 3 more were billed on top of the hold.
+  expect(overrun?.type === 'reservation.overrun' && overrun.overrunMicroUsd).toBeGreaterThan(0);
+});
+
+test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 naming the field, nothing held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withSearchDesk });
+  const post = async (path: string, body: object) => {
+    const res = await fetch(`${s.edge.url}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: `Bearer ${KEY}`,
+        'anthropic-version': '2023-06-01',
+      },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const claude = (tool: Record<string, unknown>, model = SEARCH_CLAUDE) =>
+    post('/v1/messages', {
+      model,
+      max_tokens: 50,
+      messages: [{ role: 'user', content: 'Search.' }],
+      tools: [{ name: 'lookup', input_schema: { type: 'object' } }, tool],
+    });
+  const search = (extra: Record<string, unknown>) => ({
+    type: 'web_search_20250305',
+    name: 'web_search',
+    ...extra,
+  });
+  const cases: [
+    () => Promise<{ status: number; body: Record<string, unknown> }>,
+    string,
+    string,
+  ][] = [
+    [() => claude(search({})), 'tools.1.max_uses', 'set its max_uses'],
+    [() => claude(search({ max_uses: 0 })), 'tools.1.max_uses', 'integer from 1 to 1,000'],
+    [() => claude(search({ max_uses: -3 })), 'tools.1.max_uses', 'integer from 1 to 1,000'],
+    [() => claude(search({ max_uses: 1e9 })), 'tools.1.max_uses', 'integer from 1 to 1,000'],
+    [() => claude(search({ max_uses: 2.5 })), 'tools.1.max_uses', 'integer from 1 to 1,000'],
+    [() => claude(search({ max_uses: '3' })), 'tools.1.max_uses', 'integer from 1 to 1,000'],
+    [() => claude(search({ max_uses: null })), 'tools.1.max_uses', 'set its max_uses'],
+    // A version Holdfast has not seen is still a search, billed per use.
+    [
+      () => claude({ type: 'web_search_29991231', name: 'web_search' }),
+      'tools.1.max_uses',
+      'max_uses',
+    ],
+    [
+      () => claude(search({ max_uses: 3 }), 'claude-unpriced'),
+      'tools.1',
+      'price.toolUses.web_search',
+    ],
+  ];
+  const gpt = (extra: Record<string, unknown>) =>
+    post('/v1/responses', {
+      model: SEARCH_GPT,
+      max_output_tokens: 50,
+      input: 'Search.',
+      tools: [{ type: 'web_search_preview_2025_03_11' }],
+      ...extra,
+    });
+  cases.push(
+    [() => gpt({}), 'max_tool_calls', 'set max_tool_calls'],
+    [() => gpt({ max_tool_calls: 5_000 }), 'max_tool_calls', 'integer from 1 to 1,000'],
+    [() => gpt({ max_tool_calls: 0 }), 'max_tool_calls', ''],
+    [() => gpt({ max_tool_calls: -1 }), 'max_tool_calls', ''],
+    [() => gpt({ max_tool_calls: 1.5 }), 'max_tool_calls', ''],
+    [() => gpt({ max_tool_calls: 'many' }), 'max_tool_calls', ''],
+    [
+      () => gpt({ max_tool_calls: 2, tools: [{ type: 'code_interpreter' }] }),
+      'tools.0',
+      'price.toolUses.code_interpreter',
+    ],
+  );
+  for (const [pending, param, says] of cases) {
+    const r = await pending();
+    const error = r.body.error as {
+      message?: string;
+      param?: string;
+      type?: string;
+      code?: string;
+    };
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    expect(JSON.stringify(error)).toContain(param);
+    expect(error.message).toContain(says);
+  }
+  const usage = await s.settled(TEAM);
+  expect(usage.windows[0]).toMatchObject({ used: 0, held: 0 });
+  expect(s.upstream.stats().recent).toHaveLength(0);
+});
