@@ -61,7 +61,9 @@ test('the summary line carries its known fields only: no Authorization, x-api-ke
     completionTokens: 3,
     outcome: 'completed',
   });
-  const fields = Object.keys(summary!).filter((k) => !['level', 'time', 'pid', 'hostname'].includes(k));
+  const fields = Object.keys(summary!).filter(
+    (k) => !['level', 'time', 'pid', 'hostname'].includes(k),
+  );
   expect(fields.sort()).toEqual(
     [
       'reqId',
