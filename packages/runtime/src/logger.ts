@@ -40,16 +40,24 @@ export interface LoggerConfig {
 const LOG_FLUSH_MS = 200;
 
 /**
- * Lines go to stdout asynchronously and in blocks: they gather until 4 KiB or 200 ms, then go
+ * Lines gather until this many bytes (or LOG_FLUSH_MS) before a write(2): about 27 of the
+ * edge's summary lines. sonic-boom needs it below its maxWrite (16 KiB).
+ */
+const LOG_BLOCK_BYTES = 12_288;
+
+/**
+ * Lines go to stdout asynchronously and in blocks: they gather until 12 KiB or 200 ms, then go
  * in one write(2), instead of a write per line (the edge's line per request was 6% of its CPU
- * under load, most of it the system call). pino writes what is left on exit; a kill -9 loses
- * at most the last 200 ms of lines. The 200 ms timer runs only while lines wait (LazyFlush).
+ * under load, most of it the system call). On SIGTERM/SIGINT `handleShutdown` waits for them
+ * to be written before it exits; on any other exit (a crash, `process.exit`) pino writes what
+ * is left synchronously; a kill -9 loses at most the last 200 ms of lines. The 200 ms timer
+ * runs only while lines wait (LazyFlush).
  */
 export function createLogger(cfg: LoggerConfig): Logger {
   const destination = pino.destination({
     dest: 1,
     sync: false,
-    minLength: 4096,
+    minLength: LOG_BLOCK_BYTES,
   });
   const flush = new LazyFlush(destination, LOG_FLUSH_MS);
   return pino(

@@ -19,10 +19,28 @@ export function handleShutdown(logger: Logger, components: Stoppable[], timeoutM
     }
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    void stopAll(logger, components, timeoutMs).then((clean) => process.exit(clean ? 0 : 1));
+    void stopAll(logger, components, timeoutMs).then((clean) => exitFlushed(logger, clean ? 0 : 1));
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+}
+
+/** How long the exit waits for the log lines still buffered to be written. */
+const FLUSH_TIMEOUT_MS = 2_000;
+
+/**
+ * Exits once the logger's buffered lines are written. pino also writes them synchronously on
+ * `exit`, but not a block already handed to the thread pool, which exit can cut short; waiting
+ * for the flush loses neither.
+ */
+function exitFlushed(logger: Logger, code: number): void {
+  const exit = () => process.exit(code);
+  setTimeout(exit, FLUSH_TIMEOUT_MS).unref();
+  try {
+    logger.flush(exit);
+  } catch {
+    exit();
+  }
 }
 
 /** Stops components in reverse order; resolves false if any failed or timed out. */

@@ -8,6 +8,7 @@ import { chat, edgeTest as test, entry, KEYS } from './harness.js';
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 const UPSTREAM_KEY = 'sk-upstream-provider-secret-7f3a';
 const WRONG_KEY = 'sk-hf-wrong-but-secret-91c2';
+const WRONG_X_API_KEY = 'sk-hf-x-api-key-secret-4e7b';
 
 test('the edge process: ready on EDGE_PORT, logs without secrets, settles open streams on SIGTERM', async ({
   stack,
@@ -43,6 +44,13 @@ test('the edge process: ready on EDGE_PORT, logs without secrets, settles open s
     await expect(client(WRONG_KEY).chat.completions.create(chat())).rejects.toMatchObject({
       status: 401,
     });
+    // Anthropic's clients send the key as x-api-key.
+    const messages = await fetch(`${url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': WRONG_X_API_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', max_tokens: 1, messages: [] }),
+    });
+    expect(messages.status).toBe(401);
 
     // A long stream is open when the process is told to stop.
     const stream = await client(KEYS.support).chat.completions.create({ ...chat(5), stream: true });
@@ -63,7 +71,9 @@ test('the edge process: ready on EDGE_PORT, logs without secrets, settles open s
   expect(usage.billedTokens).toBeGreaterThan(12 + 3);
 
   const log = proc.lines.join('\n');
-  for (const secret of [KEYS.support, WRONG_KEY, UPSTREAM_KEY]) expect(log).not.toContain(secret);
+  for (const secret of [KEYS.support, WRONG_KEY, WRONG_X_API_KEY, UPSTREAM_KEY]) {
+    expect(log).not.toContain(secret);
+  }
   const upstreamLine = proc.lines.find((l) => l.includes('"msg":"upstream request"'));
   expect(JSON.parse(upstreamLine!)).toMatchObject({ headers: { authorization: '[redacted]' } });
   const summary = proc.lines
@@ -79,4 +89,5 @@ test('the edge process: ready on EDGE_PORT, logs without secrets, settles open s
     outcome: 'completed',
   });
   expect(proc.lines.some((l) => l.includes('"code":"invalid_api_key"'))).toBe(true);
+  expect(proc.lines.some((l) => l.includes('"route":"/v1/messages"'))).toBe(true);
 });

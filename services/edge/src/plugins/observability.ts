@@ -6,6 +6,7 @@ import type { Registry } from 'prom-client';
 import { H } from '../request/headers.js';
 import { EdgeMetrics } from '../metrics.js';
 import type { Audit } from '../types.js';
+import { summaryLine, summaryLogger } from './summary-line.js';
 
 /**
  * Counts a finished request and writes its summary line. Runs from onResponse, and directly
@@ -16,10 +17,7 @@ export function recordRequest(request: FastifyRequest, status: number, ms: numbe
   const code = request.audit.code ?? '';
   request.server.metrics.requests.inc({ route, status: String(status), code });
   if (!route.startsWith('/v1/')) return;
-  request.log.info(
-    { method: request.method, route, status, ms: Math.round(ms * 100) / 100, ...request.audit },
-    'request',
-  );
+  summaryLogger(request.server.log).info(summaryLine(request, route, status, ms), 'request');
 }
 
 /**
@@ -43,7 +41,8 @@ export interface ObservabilityOptions {
 
 /**
  * Metrics, /healthz, /readyz, /metrics, and one summary log line per request (secrets never
- * appear: the line carries ids, not headers, and the logger redacts authorization anyway).
+ * appear: the line carries its known fields only, ids and counts, never a header; see
+ * summary-line.ts).
  */
 export const observabilityPlugin = fp(
   (app: FastifyInstance, opts: ObservabilityOptions) => {

@@ -5,6 +5,7 @@ import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { UpstreamRetry, UpstreamTimeouts } from '../env.js';
 import type { EdgeMetrics } from '../metrics.js';
+import { AttemptSignal, type Fired } from './attempt-signal.js';
 import { upstreamErrorMessage, UpstreamCounter } from './counting.js';
 import { surfaceBase, upstreamHeaders } from './endpoint.js';
 import {
@@ -73,8 +74,8 @@ export interface Opened {
   status: number;
   headers: IncomingHttpHeaders;
   body: Dispatcher.ResponseData['body'];
-  /** Aborted when this attempt's deadline passes (or the call is aborted). */
-  signal: AbortSignal;
+  /** Fired when this attempt's deadline passes (or the call is aborted). */
+  signal: Fired;
   /** Stops this attempt's deadline timer; call once the body is consumed. */
   done(): void;
 }
@@ -236,14 +237,13 @@ export class UpstreamClient {
   async #attempt(call: UpstreamCall, target: UpstreamConfig): Promise<AttemptResult> {
     const { logger, metrics, timeouts, env } = this.#o;
     // This attempt's signal: aborted by the call's, or by the attempt's own deadline.
-    const attempt = new AbortController();
-    const onCallAbort = () => attempt.abort(call.signal.reason);
+    const signal = new AttemptSignal();
+    const onCallAbort = () => signal.abort(call.signal.reason);
     call.signal.addEventListener('abort', onCallAbort, { once: true });
     const timer = setTimeout(
-      () => attempt.abort(new DeadlineExceeded(target.timeoutMs)),
+      () => signal.abort(new DeadlineExceeded(target.timeoutMs)),
       target.timeoutMs,
     );
-    const signal = attempt.signal;
     const done = () => {
       clearTimeout(timer);
       call.signal.removeEventListener('abort', onCallAbort);
@@ -326,7 +326,7 @@ function abortedFailure(
  * What went wrong with an attempt, from the error and which signal (if any) fired: the call's
  * (the edge ended it) or the attempt's (its deadline, when the call's did not fire).
  */
-export function classify(err: unknown, callSignal: AbortSignal, attempt: AbortSignal): Failure {
+export function classify(err: unknown, callSignal: AbortSignal, attempt: Fired): Failure {
   if (callSignal.aborted) {
     const why =
       callSignal.reason instanceof CallAborted ? callSignal.reason.why : 'client_disconnected';
