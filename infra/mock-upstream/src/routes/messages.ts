@@ -5,16 +5,17 @@ import {
   contentBlocks,
   generate,
   messageObject,
+  type MessagesOutput,
   outputTokens,
 } from '../anthropic/output.js';
 import { CountTokensBody, MessagesBody } from '../anthropic/schema.js';
 import { streamMessage } from '../anthropic/stream.js';
-import { startCall } from '../call.js';
+import { startCall, type ModelCall } from '../call.js';
 import { hash32 } from '../generate.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { servedTier } from '../tiers.js';
-import { messagesToolInput, messagesToolUses } from '../server-tools.js';
+import { messagesToolInput, messagesToolUses, serverToolBlocks } from '../server-tools.js';
 import { ANTHROPIC, sendError } from '../surface.js';
 import { replyShape } from '../vendor.js';
 
@@ -122,7 +123,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     const usage = anthropicUsage(call.usage(output, reasoning), out.thinking !== null);
     return reply
       .headers({ ...call.headers, 'request-id': call.id })
-      .send(messageObject(call.id, body.model, contentBlocks(out), out, usage));
+      .send(messageObject(call.id, body.model, withServerTools(call, out), out, usage));
   });
 
   app.post('/v1/messages/count_tokens', async (request, reply) => {
@@ -133,4 +134,15 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     if (!counted.ok) return invalid(reply, counted.error.message);
     return { input_tokens: counted.value.total };
   });
+}
+
+/** A message's content blocks with its server tool uses' blocks after the thinking. */
+function withServerTools(call: ModelCall, out: MessagesOutput): object[] {
+  const blocks = contentBlocks(out);
+  const uses = serverToolBlocks(call.id, call.info.toolUses ?? {}).flatMap((u) => [
+    { ...u.call, input: JSON.parse(u.input.partial_json) as unknown },
+    u.result,
+  ]);
+  blocks.splice(out.thinking ? 1 : 0, 0, ...uses);
+  return blocks;
 }
