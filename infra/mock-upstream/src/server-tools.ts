@@ -98,6 +98,8 @@ export function toolCallItems(id: string, uses: ToolUses): object[] {
 
 /** A Messages server tool use as streamed: its server_tool_use block and its result block. */
 export interface ServerToolBlocks {
+  /** The tool's name (`web_search`, `web_fetch`). */
+  name: string;
   call: object;
   /** The model's input for the tool, one input_json_delta. */
   input: { type: 'input_json_delta'; partial_json: string };
@@ -119,6 +121,7 @@ export function serverToolBlocks(id: string, uses: ToolUses): ServerToolBlocks[]
       const input = search ? { query: `mock ${i}` } : { url: `https://example.com/${i}` };
       const url = search ? `https://example.com/result/${i}` : input.url;
       blocks.push({
+        name: kind,
         call: { type: 'server_tool_use', id: tool_use_id, name: kind, input: {} },
         input: { type: 'input_json_delta', partial_json: JSON.stringify(input) },
         result: search

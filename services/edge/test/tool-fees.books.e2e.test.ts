@@ -244,15 +244,7 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
 }) => {
   const s = await stack({ patch: withSearchDesk });
   const post = async (path: string, body: object) => {
-    const res = await fetch(`${s.edge.url}${path}`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        authorization: `Bearer ${KEY}`,
-        'anthropic-version': '2023-06-01',
-      },
-      body: JSON.stringify(body),
-    });
+    const res = await postEdge(s, path, body);
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   const claude = (tool: Record<string, unknown>, model = SEARCH_CLAUDE) =>
@@ -329,6 +321,20 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
   expect(s.upstream.stats().recent).toHaveLength(0);
 });
 
+/** A POST of the team's key to the edge, as a raw client makes it (either surface). */
+function postEdge(s: Stack, path: string, body: object, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${s.edge.url}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${KEY}`,
+      'anthropic-version': '2023-06-01',
+    },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
 /**
  * A streamed call with searches that its client leaves as soon as `seen` shows in the stream
  * (the first search under way): the edge ends the upstream call, and the provider bills the
@@ -336,16 +342,7 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
  */
 async function leaveAt(s: Stack, path: string, body: object, seen: string): Promise<void> {
   const left = new AbortController();
-  const res = await fetch(`${s.edge.url}${path}`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      authorization: `Bearer ${KEY}`,
-      'anthropic-version': '2023-06-01',
-    },
-    body: JSON.stringify({ ...body, stream: true }),
-    signal: left.signal,
-  });
+  const res = await postEdge(s, path, { ...body, stream: true }, left.signal);
   expect(res.status).toBe(200);
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
@@ -400,15 +397,7 @@ test('clients that leave after the first search, upstreams that break off after 
     // The upstream's error event right after the first search block (its first break point).
     s.upstream.failNext({ status: 'error', count: calls, afterTokens: 0 });
     await all(calls, async () => {
-      const res = await fetch(`${s.edge.url}/v1/messages`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          authorization: `Bearer ${KEY}`,
-          'anthropic-version': '2023-06-01',
-        },
-        body: JSON.stringify({ ...claudeSearch, stream: true }),
-      });
+      const res = await postEdge(s, '/v1/messages', { ...claudeSearch, stream: true });
       expect(await res.text()).toContain('"server_tool_use"');
     });
     const ledger = await s.settled(TEAM);

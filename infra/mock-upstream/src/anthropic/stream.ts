@@ -1,6 +1,5 @@
 import type { ModelCall } from '../call.js';
 import type { Plan } from '../plan.js';
-import { serverToolBlocks } from '../server-tools.js';
 import { TokenStream } from '../stream.js';
 import { anthropicUsage, messageObject, outputTokens, type MessagesOutput } from './output.js';
 
@@ -67,9 +66,9 @@ export async function streamMessage(
       return;
   }
   // The server tools' uses as they happen: the model's server_tool_use block (its input
-  // streamed), the search (as long as a first token takes), then its result block.
-  for (const use of serverToolBlocks(call.id, call.info.toolUses ?? {})) {
-    if (!(await block(use.call, [], [use.input]))) return;
+  // streamed, output billed with its name), the search (as long as a first token takes), then its result block.
+  for (const use of out.serverTools) {
+    if (!(await block(use.call, [{ delta: use.input, tokens: use.tokens }]))) return;
     if (!(await pump.pause(plan.firstTokenLatencyMs))) return;
     if (!(await block(use.result, []))) return;
   }

@@ -10,7 +10,7 @@ import {
 } from '../anthropic/output.js';
 import { CountTokensBody, MessagesBody } from '../anthropic/schema.js';
 import { streamMessage } from '../anthropic/stream.js';
-import { startCall, type ModelCall } from '../call.js';
+import { startCall } from '../call.js';
 import { hash32 } from '../generate.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
@@ -107,7 +107,8 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
       `${body.model}\n${JSON.stringify([body.system, body.messages])}`,
       state.behaviour.seed,
     );
-    const out = await generate(call.id, body, shaped.value, plan, seed);
+    const uses = serverToolBlocks(call.id, call.info.toolUses ?? {});
+    const out = await generate(call.id, body, shaped.value, plan, seed, uses);
     if (stream) {
       await streamMessage(call, plan, body.model, out);
       return reply;
@@ -123,7 +124,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     const usage = anthropicUsage(call.usage(output, reasoning), out.thinking !== null);
     return reply
       .headers({ ...call.headers, 'request-id': call.id })
-      .send(messageObject(call.id, body.model, withServerTools(call, out), out, usage));
+      .send(messageObject(call.id, body.model, withServerTools(out), out, usage));
   });
 
   app.post('/v1/messages/count_tokens', async (request, reply) => {
@@ -137,9 +138,9 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
 }
 
 /** A message's content blocks with its server tool uses' blocks after the thinking. */
-function withServerTools(call: ModelCall, out: MessagesOutput): object[] {
+function withServerTools(out: MessagesOutput): object[] {
   const blocks = contentBlocks(out);
-  const uses = serverToolBlocks(call.id, call.info.toolUses ?? {}).flatMap((u) => [
+  const uses = out.serverTools.flatMap((u) => [
     { ...u.call, input: JSON.parse(u.input.partial_json) as unknown },
     u.result,
   ]);

@@ -63,7 +63,8 @@ describe('settle: tool uses of a call offering priced tools', () => {
 
   test('Messages, an upstream past its max_uses cut: the searches it showed (an overrun)', async () => {
     u = await unitCall({ mock: { toolUses: 5, ignoreToolBound: true } });
-    u.upstream.failNext({ status: 'error', afterTokens: 5 });
+    // Past the five searches' blocks (their names and inputs are output the model writes).
+    u.upstream.failNext({ status: 'error', afterTokens: 60 });
     await searchMessage(u, false);
     expect((await settled(u)).toolUses).toEqual({ web_search: 5 });
   });
