@@ -22,7 +22,7 @@ import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
 import { WriteBatch } from './write-batch.js';
 
-export interface AdmittedCall {
+interface AdmittedCall {
   hold: Hold;
   /** The output the call may use in all (after the clamp and shrink-to-fit). */
   maxOutput: number;
