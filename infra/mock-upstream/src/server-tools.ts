@@ -95,3 +95,56 @@ export function toolCallItems(id: string, uses: ToolUses): object[] {
   }
   return items;
 }
+
+/** A Messages server tool use as streamed: its server_tool_use block and its result block. */
+export interface ServerToolBlocks {
+  /** The tool's name (`web_search`, `web_fetch`). */
+  name: string;
+  call: object;
+  /** The model's input for the tool, one input_json_delta. */
+  input: { type: 'input_json_delta'; partial_json: string };
+  result: object;
+}
+
+/**
+ * The content blocks of a Messages call's server tool uses, one pair per use: the model's
+ * `server_tool_use` block (`web_search`, `web_fetch`), then the `web_search_tool_result` or
+ * `web_fetch_tool_result` block the provider adds.
+ */
+export function serverToolBlocks(id: string, uses: ToolUses): ServerToolBlocks[] {
+  const blocks: ServerToolBlocks[] = [];
+  for (const [kind, n] of Object.entries(uses)) {
+    if (kind !== 'web_search' && kind !== 'web_fetch') continue;
+    for (let i = 0; i < n; i++) {
+      const tool_use_id = `srvtoolu_${id}_${kind}_${i}`;
+      const search = kind === 'web_search';
+      const input = search ? { query: `mock ${i}` } : { url: `https://example.com/${i}` };
+      const url = search ? `https://example.com/result/${i}` : input.url;
+      blocks.push({
+        name: kind,
+        call: { type: 'server_tool_use', id: tool_use_id, name: kind, input: {} },
+        input: { type: 'input_json_delta', partial_json: JSON.stringify(input) },
+        result: search
+          ? {
+              type: 'web_search_tool_result',
+              tool_use_id,
+              content: [
+                {
+                  type: 'web_search_result',
+                  url,
+                  title: `Result ${i}`,
+                  encrypted_content: 'mock',
+                  page_age: null,
+                },
+              ],
+            }
+          : {
+              type: 'web_fetch_tool_result',
+              tool_use_id,
+              content: { type: 'web_fetch_result', url, content: { type: 'document' } },
+            },
+      });
+    }
+  }
+  return blocks;
+}

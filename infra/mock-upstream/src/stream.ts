@@ -43,6 +43,11 @@ export class TokenStream {
     return true;
   }
 
+  /** A pause in the reply (a provider-run tool at work); false when the client left. */
+  async pause(ms: number): Promise<boolean> {
+    return (await this.call.wait(ms)) || this.aborted();
+  }
+
   /**
    * One content token (or a chunk worth `tokens` of them); `reasoning` for streamed thinking
    * (Anthropic), which is output billed as reasoning.

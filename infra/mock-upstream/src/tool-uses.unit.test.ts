@@ -44,6 +44,63 @@ describe('provider-run tools billed per use', () => {
     ).toEqual([{ web_search: 3 }, { web_search: 2 }, { web_search: 3 }, { web_search: 4 }, {}]);
   });
 
+  it('Messages streams a server_tool_use block and its result per search, the counts in message_delta only', async () => {
+    const res = await fetch(`${mock.upstream().url}/messages`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-api-key': 'sk-ant-test',
+        'anthropic-version': '2023-06-01',
+        'x-mock-tool-uses': '2',
+      },
+      body: JSON.stringify({
+        model: 'claude-sonnet-4-5',
+        max_tokens: 20,
+        stream: true,
+        messages,
+        tools: [search(3)],
+      }),
+    });
+    interface Event {
+      type: string;
+      message?: { usage: { server_tool_use?: unknown } };
+      content_block?: { type: string; name?: string };
+      usage?: { server_tool_use?: unknown };
+    }
+    const events = (await res.text())
+      .split('\n')
+      .filter((l) => l.startsWith('data: '))
+      .map((l) => JSON.parse(l.slice(6)) as Event);
+    const start = events.find((e) => e.type === 'message_start');
+    expect(start?.message?.usage.server_tool_use).toBeUndefined();
+    const blocks = events.flatMap((e) =>
+      e.content_block
+        ? [[e.content_block.type, e.content_block.name].filter(Boolean).join(':')]
+        : [],
+    );
+    expect(blocks).toEqual([
+      'server_tool_use:web_search',
+      'web_search_tool_result',
+      'server_tool_use:web_search',
+      'web_search_tool_result',
+      'text',
+    ]);
+    const delta = events.find((e) => e.type === 'message_delta');
+    expect(delta?.usage?.server_tool_use).toEqual({
+      web_search_requests: 2,
+      web_fetch_requests: 0,
+    });
+    const json = await anthropicClient(mock.upstream()).messages.create(
+      { model: 'claude-sonnet-4-5', max_tokens: 20, messages, tools: [search(3)] },
+      { headers: { 'x-mock-tool-uses': '1' } },
+    );
+    expect(json.content.map((b) => b.type)).toEqual([
+      'server_tool_use',
+      'web_search_tool_result',
+      'text',
+    ]);
+  });
+
   it('Responses writes a *_call item per use, JSON and stream, max_tool_calls across tools', async () => {
     const openai = mock.client();
     const tools = [

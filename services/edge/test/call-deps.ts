@@ -46,6 +46,11 @@ export async function unitCall(
 ): Promise<UnitCall> {
   const upstream = await startMockUpstream({ port: 0, behaviour: opts.mock });
   const price = { inputPerMTok: 1, outputPerMTok: 2 };
+  // Models whose calls may search: web and file search priced per use, what they read allowed.
+  const search = {
+    price: { ...price, toolUses: { web_search: 10, file_search: 2.5 } },
+    upstreamStateAllowanceTokens: 6_000,
+  };
   const config = compileConfig(
     HoldfastConfigSchema.parse({
       upstreams: [
@@ -57,11 +62,19 @@ export async function unitCall(
         { id: 'gpt-4o-mini', upstream: 'openai', tokenizer: 'o200k_base', price },
         { id: 'claude-x', upstream: 'claude', tokenizer: 'upstream', price },
         { id: 'gpt-dark', upstream: 'dark', tokenizer: 'o200k_base', price },
+        { id: 'gpt-search', upstream: 'openai', tokenizer: 'o200k_base', ...search },
+        { id: 'claude-search', upstream: 'claude', tokenizer: 'upstream', ...search },
       ],
       tenants: [
         {
           id: 'team',
-          useCases: [{ id: 'uc', maxTokens: 256, models: ['gpt-4o-mini', 'claude-x', 'gpt-dark'] }],
+          useCases: [
+            {
+              id: 'uc',
+              maxTokens: 256,
+              models: ['gpt-4o-mini', 'claude-x', 'gpt-dark', 'gpt-search', 'claude-search'],
+            },
+          ],
           keys: [{ id: 'k', sha256: sha256Hex(KEY) }],
         },
       ],

@@ -3,7 +3,7 @@ import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
 import type { ToolUseKind } from '@holdfast/events';
 import { expect } from 'vitest';
-import { expectBooksHold, providerBooks, withAggregator } from './books.js';
+import { clickhouseBooks, expectBooksHold, providerBooks, withAggregator } from './books.js';
 import {
   edgeTest as test,
   entry,
@@ -244,15 +244,7 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
 }) => {
   const s = await stack({ patch: withSearchDesk });
   const post = async (path: string, body: object) => {
-    const res = await fetch(`${s.edge.url}${path}`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        authorization: `Bearer ${KEY}`,
-        'anthropic-version': '2023-06-01',
-      },
-      body: JSON.stringify(body),
-    });
+    const res = await postEdge(s, path, body);
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   const claude = (tool: Record<string, unknown>, model = SEARCH_CLAUDE) =>
@@ -327,4 +319,127 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
   const usage = await s.settled(TEAM);
   expect(usage.windows[0]).toMatchObject({ used: 0, held: 0 });
   expect(s.upstream.stats().recent).toHaveLength(0);
+});
+
+/** A POST of the team's key to the edge, as a raw client makes it (either surface). */
+function postEdge(s: Stack, path: string, body: object, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${s.edge.url}${path}`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      authorization: `Bearer ${KEY}`,
+      'anthropic-version': '2023-06-01',
+    },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/**
+ * A streamed call with searches that its client leaves as soon as `seen` shows in the stream
+ * (the first search under way): the edge ends the upstream call, and the provider bills the
+ * searches it ran all the same.
+ */
+async function leaveAt(s: Stack, path: string, body: object, seen: string): Promise<void> {
+  const left = new AbortController();
+  const res = await postEdge(s, path, { ...body, stream: true }, left.signal);
+  expect(res.status).toBe(200);
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+      if (text.includes(seen)) break;
+    }
+  } finally {
+    left.abort();
+  }
+  expect(text).toContain(seen);
+}
+
+const claudeSearch = {
+  model: SEARCH_CLAUDE,
+  max_tokens: 512,
+  messages: [{ role: 'user', content: 'What changed in the filings this week?' }],
+  tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 3 }],
+};
+const gptSearch = {
+  model: SEARCH_GPT,
+  max_output_tokens: 512,
+  input: 'What changed in the filings this week?',
+  tools: [{ type: 'web_search' }, { type: 'file_search', vector_store_ids: ['vs_reports'] }],
+  max_tool_calls: 3,
+};
+
+test('clients that leave after the first search, upstreams that break off after it: the provider, searches included, never bills more than Holdfast did; ledger = ClickHouse; no hold left', async ({
+  stack,
+  natsUrl,
+  clickhouseUrl,
+  clickhouse,
+  iso,
+}) => {
+  // (vitest reads the fixtures a test uses from its destructured parameter)
+  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
+  // Each search takes 150 ms: the client leaves, or the upstream breaks off, while it runs.
+  const s = await stack({
+    behaviour: { ...behaviour, firstTokenLatencyMs: 150, toolUses: 2 },
+    patch: withSearchDesk,
+  });
+  const calls = 3;
+  await withAggregator(fx, async (ch) => {
+    const all = (n: number, call: () => Promise<unknown>) =>
+      Promise.all(Array.from({ length: n }, call));
+    await all(calls, () => leaveAt(s, '/v1/messages', claudeSearch, '"server_tool_use"'));
+    await all(calls, () => leaveAt(s, '/v1/responses', gptSearch, '"web_search_call"'));
+    // The upstream's error event right after the first search block (its first break point).
+    s.upstream.failNext({ status: 'error', count: calls, afterTokens: 0 });
+    await all(calls, async () => {
+      const res = await postEdge(s, '/v1/messages', { ...claudeSearch, stream: true });
+      expect(await res.text()).toContain('"server_tool_use"');
+    });
+    const ledger = await s.settled(TEAM);
+    const records = s.upstream.stats().recent;
+    expect(records).toHaveLength(3 * calls);
+    expect(records.every((r) => r.outcome !== 'completed')).toBe(true);
+    const messages = withFees(
+      records.filter((r) => 'web_search' in r.toolUses && !('file_search' in r.toolUses)),
+      CLAUDE_PRICE,
+      'anthropic',
+    );
+    const responses = withFees(
+      records.filter((r) => 'file_search' in r.toolUses),
+      GPT_PRICE,
+      'openai',
+    );
+    const provider = messages.books.microUsd + responses.books.microUsd;
+    // (clickhouseBooks waits for every settlement to be in)
+    const books = await clickhouseBooks(ch, fx.iso.database, TEAM, 'messages', 3 * calls);
+    const fees = await clickhouseFees(ch, fx.iso.database);
+    console.log(
+      `[tool-fees] cut calls: provider billed $${(provider / 1e6).toFixed(6)} (${messages.uses + responses.uses} tool uses, $${((messages.fees + responses.fees) / 1e6).toFixed(6)}); Holdfast billed $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} tool uses, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
+    );
+    expect(ledger.billedMicroUsd).toBeGreaterThanOrEqual(provider);
+    // Call by call: what Holdfast settled against what the provider billed it.
+    const events = await s.events(
+      (e) => e.filter((x) => x.type === 'reservation.settled').length === 3 * calls,
+    );
+    const short = records.flatMap((r) => {
+      const settled = events.find(
+        (e) => e.type === 'reservation.settled' && e.reservationId === r.clientRequestId,
+      );
+      const billed = settled?.type === 'reservation.settled' ? settled.costMicroUsd : 0;
+      const price = 'file_search' in r.toolUses ? GPT_PRICE : CLAUDE_PRICE;
+      const api = 'file_search' in r.toolUses ? 'openai' : 'anthropic';
+      const owed = withFees([r], price, api).books.microUsd;
+      return billed >= owed ? [] : [{ uses: r.toolUses, owed, billed }];
+    });
+    expect(short).toEqual([]);
+    expect(fees.fees).toBeGreaterThanOrEqual(messages.fees + responses.fees);
+    expect(books.microUsd).toBe(ledger.billedMicroUsd);
+    expect(ledger.windows[0]).toMatchObject({ held: 0 });
+    expect(ledger.billedMicroUsd).toBeLessThanOrEqual(BUDGET_USD * 1e6);
+  });
 });

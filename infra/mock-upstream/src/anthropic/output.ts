@@ -1,6 +1,7 @@
 import { loadTokenizer } from '@holdfast/tokenizer';
 import { completionPieces, hash32, toolArguments } from '../generate.js';
 import type { Plan } from '../plan.js';
+import type { ServerToolBlocks } from '../server-tools.js';
 import type { Billed } from '../usage.js';
 import { candidateLength, type ReplyShape } from '../vendor.js';
 import type { MessagesBody } from './schema.js';
@@ -20,12 +21,15 @@ export interface MessagesOutput {
   } | null;
   stopReason: StopReason;
   stopSequence: string | null;
+  /** The server tool uses, before the text: output the model writes (its name and input). */
+  serverTools: (ServerToolBlocks & { tokens: number })[];
 }
 
 export function outputTokens(out: MessagesOutput): { output: number; reasoning: number } {
   const reasoning = out.thinking?.pieces.length ?? 0;
   const tool = out.tool?.pieces.reduce((n, p) => n + p.tokens, 0) ?? 0;
-  return { output: reasoning + out.text.length + tool, reasoning };
+  const servers = out.serverTools.reduce((n, u) => n + u.tokens, 0);
+  return { output: reasoning + servers + out.text.length + tool, reasoning };
 }
 
 /** The tool tool_choice forces (`any`: the first; `tool`: the named one), if any. */
@@ -38,16 +42,25 @@ function forcedTool(body: MessagesBody): string | null {
 
 /**
  * Thinking (`thinking.type: enabled`, up to its budget; `adaptive`) spends the configured
- * reasoning tokens inside max_tokens; the rest is text, cut at the first stop sequence, or the
- * call of the tool tool_choice forces.
+ * reasoning tokens inside max_tokens, and so do the server tool uses (`uses`: the tool's name
+ * and its input); the rest is text, cut at the first stop sequence, or the call of the tool
+ * tool_choice forces.
  */
 export async function generate(
   id: string,
   body: MessagesBody,
-  shape: ReplyShape,
+  reply: ReplyShape,
   plan: Plan,
   seed: number,
+  uses: readonly ServerToolBlocks[] = [],
 ): Promise<MessagesOutput> {
+  const o200k = await loadTokenizer('o200k_base');
+  const serverTools = uses.map((u) => ({
+    ...u,
+    tokens: o200k.countText(u.name) + o200k.countText(u.input.partial_json),
+  }));
+  const used = serverTools.reduce((n, u) => n + u.tokens, 0);
+  const shape = { ...reply, cap: Math.max(0, reply.cap - used) };
   const thinking = body.thinking;
   const budget =
     thinking?.type === 'enabled'
@@ -63,11 +76,11 @@ export async function generate(
   const capped = finish === 'length';
   const name = forcedTool(body);
   if (name) {
-    const tokenizer = await loadTokenizer('o200k_base');
-    const args = toolArguments(seed, tokens, (t) => tokenizer.countText(t));
+    const args = toolArguments(seed, tokens, (t) => o200k.countText(t));
     const tool =
       args.tokens > 0 ? { id: `toolu_${id}`, name, json: args.json, pieces: args.pieces } : null;
     return {
+      serverTools,
       thinking: thought,
       text: [],
       tool,
@@ -77,6 +90,7 @@ export async function generate(
   }
   const { pieces, stop } = cutAtStop(completionPieces(seed, tokens), body.stop_sequences ?? []);
   return {
+    serverTools,
     thinking: thought,
     text: pieces,
     tool: null,

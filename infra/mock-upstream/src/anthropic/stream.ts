@@ -7,8 +7,9 @@ import { anthropicUsage, messageObject, outputTokens, type MessagesOutput } from
  * A Messages stream as Anthropic sends it: message_start (usage with the input and cache
  * counts, output_tokens 1), per content block content_block_start, its deltas (thinking_delta
  * then signature_delta, text_delta, or input_json_delta) and content_block_stop, a ping after
- * the first block starts, message_delta with stop_reason and the cumulative usage, then
- * message_stop. An injected `error` break is an `error` event (overloaded_error).
+ * the first block starts (each server tool use a server_tool_use block and its result block,
+ * after the thinking), message_delta with stop_reason and the cumulative usage (the server
+ * tools' counts, `server_tool_use`, only there), then message_stop. An injected `error` break is an `error` event (overloaded_error).
  */
 export async function streamMessage(
   call: ModelCall,
@@ -24,8 +25,10 @@ export async function streamMessage(
   const pump = new TokenStream(call, plan, output, () =>
     ev('error', { error: { type: 'overloaded_error', message: 'Overloaded (mock)' } }),
   );
-  // As Anthropic does: the input counts up front, output_tokens 1 until message_delta.
-  const start = { ...anthropicUsage(call.usage(0, 0), false), output_tokens: 1 };
+  // As Anthropic does: the input counts up front, output_tokens 1 until message_delta; the
+  // server tools' uses are counted in message_delta's usage only.
+  const { server_tool_use: _uses, ...input } = anthropicUsage(call.usage(0, 0), false);
+  const start = { ...input, output_tokens: 1 };
   const message = messageObject(call.id, model, [], null, start);
   if (!(await pump.event(ev('message_start', { message })))) return;
   if (!(await pump.begin())) return;
@@ -61,6 +64,13 @@ export async function streamMessage(
     const signature = [{ type: 'signature_delta', signature: out.thinking.signature }];
     if (!(await block({ type: 'thinking', thinking: '', signature: '' }, deltas, signature)))
       return;
+  }
+  // The server tools' uses as they happen: the model's server_tool_use block (its input
+  // streamed, output billed with its name), the search (as long as a first token takes), then its result block.
+  for (const use of out.serverTools) {
+    if (!(await block(use.call, [{ delta: use.input, tokens: use.tokens }]))) return;
+    if (!(await pump.pause(plan.firstTokenLatencyMs))) return;
+    if (!(await block(use.result, []))) return;
   }
   if (out.tool) {
     const { id, name } = out.tool;

@@ -47,9 +47,13 @@ export async function streamResponse(
   if (!(await pump.begin())) return;
 
   let output_index = 0;
-  // The provider-run tools' calls come first: the model searched before it answered.
+  // The provider-run tools' calls come first: the model searched before it answered. Each
+  // runs (as long as a first token takes) between its item's added and done events.
   for (const item of toolCallItems(call.id, call.info.toolUses ?? {})) {
-    if (!(await pump.event(ev('response.output_item.added', { output_index, item })))) return;
+    const added = { ...item, status: 'in_progress' };
+    if (!(await pump.event(ev('response.output_item.added', { output_index, item: added }))))
+      return;
+    if (!(await pump.pause(plan.firstTokenLatencyMs))) return;
     if (!(await pump.event(ev('response.output_item.done', { output_index, item })))) return;
     output_index += 1;
   }

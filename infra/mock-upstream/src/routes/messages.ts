@@ -5,6 +5,7 @@ import {
   contentBlocks,
   generate,
   messageObject,
+  type MessagesOutput,
   outputTokens,
 } from '../anthropic/output.js';
 import { CountTokensBody, MessagesBody } from '../anthropic/schema.js';
@@ -14,7 +15,7 @@ import { hash32 } from '../generate.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { servedTier } from '../tiers.js';
-import { messagesToolInput, messagesToolUses } from '../server-tools.js';
+import { messagesToolInput, messagesToolUses, serverToolBlocks } from '../server-tools.js';
 import { ANTHROPIC, sendError } from '../surface.js';
 import { replyShape } from '../vendor.js';
 
@@ -106,7 +107,8 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
       `${body.model}\n${JSON.stringify([body.system, body.messages])}`,
       state.behaviour.seed,
     );
-    const out = await generate(call.id, body, shaped.value, plan, seed);
+    const uses = serverToolBlocks(call.id, call.info.toolUses ?? {});
+    const out = await generate(call.id, body, shaped.value, plan, seed, uses);
     if (stream) {
       await streamMessage(call, plan, body.model, out);
       return reply;
@@ -122,7 +124,7 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     const usage = anthropicUsage(call.usage(output, reasoning), out.thinking !== null);
     return reply
       .headers({ ...call.headers, 'request-id': call.id })
-      .send(messageObject(call.id, body.model, contentBlocks(out), out, usage));
+      .send(messageObject(call.id, body.model, withServerTools(out), out, usage));
   });
 
   app.post('/v1/messages/count_tokens', async (request, reply) => {
@@ -133,4 +135,15 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     if (!counted.ok) return invalid(reply, counted.error.message);
     return { input_tokens: counted.value.total };
   });
+}
+
+/** A message's content blocks with its server tool uses' blocks after the thinking. */
+function withServerTools(out: MessagesOutput): object[] {
+  const blocks = contentBlocks(out);
+  const uses = out.serverTools.flatMap((u) => [
+    { ...u.call, input: JSON.parse(u.input.partial_json) as unknown },
+    u.result,
+  ]);
+  blocks.splice(out.thinking ? 1 : 0, 0, ...uses);
+  return blocks;
 }

@@ -17,11 +17,12 @@ import { HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
+import type { ToolUses } from './tool-uses.js';
 import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
 import { WriteBatch } from './write-batch.js';
 
-export interface AdmittedCall {
+interface AdmittedCall {
   hold: Hold;
   /** The output the call may use in all (after the clamp and shrink-to-fit). */
   maxOutput: number;
@@ -32,12 +33,21 @@ export interface AdmittedCall {
 
 export type Admission = Result<AdmittedCall, EdgeError>;
 
+/** An admitted call as it is forwarded: what its client asked and what it was held for. */
+export type ForwardedCall = AdmittedCall & {
+  live: LiveCall;
+  asked: Asked;
+  promptTokens: number;
+  /** The uses of provider-run tools billed per use it was held for (heldToolUses). */
+  heldTools: ToolUses;
+};
+
 interface Run {
   deps: CallDeps;
   request: FastifyRequest;
   reply: FastifyReply;
   adapter: SurfaceAdapter<unknown>;
-  call: AdmittedCall & { live: LiveCall; asked: Asked; promptTokens: number };
+  call: ForwardedCall;
   grant: Grant;
   opened: Opened;
   transcript: Transcript;
@@ -59,7 +69,7 @@ export async function forwardCall<B>(
   reply: FastifyReply,
   adapter: SurfaceAdapter<B>,
   body: B,
-  call: AdmittedCall & { live: LiveCall; asked: Asked; promptTokens: number },
+  call: ForwardedCall,
 ): Promise<FastifyReply> {
   // The upstream whose capacity the admission took goes first.
   const reserved = call.hold.ref.upstream;
@@ -226,13 +236,17 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
 
 /** Settles what the call used; returns the usage settled. */
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
-  const usage = run.transcript.usage() ?? (await unreportedOf(run));
+  const reported = run.transcript.usage();
+  const usage = reported ?? (await unreportedOf(run));
   // Billed at the tier the provider reported (none: the tier held).
   const serviceTier = run.transcript.serviceTier?.();
   if (serviceTier) usage.serviceTier = serviceTier;
-  // Provider-run tools billed per use, at the model's price.toolUses.
-  const toolUses = run.transcript.toolUses?.();
-  if (toolUses) usage.toolUses = toolUses;
+  if (reported) {
+    // Provider-run tools billed per use, at the model's price.toolUses: the uses reported,
+    // else those the stream showed (without a report, unreportedUsage bills the bound held).
+    const toolUses = run.transcript.toolUses?.();
+    if (toolUses) usage.toolUses = toolUses;
+  }
   const outcome = failure ? settleOutcome(failure) : 'completed';
   run.call.hold.settle(usage, outcome);
   Object.assign(run.request.audit, {
@@ -256,11 +270,18 @@ function edgeCut(
     : undefined;
 }
 
-/** What to bill when the provider reported no usage: the edge's output count (unreported.ts). */
+/**
+ * What to bill when the provider reported no usage: the edge's output count, and the tool uses
+ * held or seen (unreported.ts).
+ */
 async function unreportedOf(run: Run): Promise<Usage> {
   const output = await billedOutput(run);
-  return unreportedUsage(run.call, output, run.transcript.inputUsage?.(), () =>
-    run.adapter.cacheWrites?.(run.body),
+  return unreportedUsage(
+    run.call,
+    output,
+    run.transcript.inputUsage?.(),
+    () => run.adapter.cacheWrites?.(run.body),
+    run.transcript.toolUses?.(),
   );
 }
 

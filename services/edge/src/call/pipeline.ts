@@ -86,6 +86,7 @@ export async function runCall<B>(
       live,
       asked,
       promptTokens,
+      heldTools: tools.value,
       ...admission.value,
     });
   } finally {

@@ -1,5 +1,10 @@
 import { describe, expect, test } from 'vitest';
-import { longestCacheLifetime, unreportedUsage, type UnreportedCall } from './unreported.js';
+import {
+  longestCacheLifetime,
+  unreportedToolUses,
+  unreportedUsage,
+  type UnreportedCall,
+} from './unreported.js';
 
 const none = () => undefined;
 const call = (over: Partial<UnreportedCall> = {}): UnreportedCall => ({
@@ -7,10 +12,64 @@ const call = (over: Partial<UnreportedCall> = {}): UnreportedCall => ({
   promptTokens: 500,
   maxOutput: 100,
   model: {},
+  heldTools: {},
   ...over,
 });
 
+describe('unreportedToolUses', () => {
+  test('a bound on each tool (max_uses): each kind its bound, or the uses seen where more', () => {
+    const held = { web_search: 3, code_interpreter: 2 };
+    expect(unreportedToolUses(held, undefined, false)).toEqual(held);
+    expect(unreportedToolUses(held, { web_search: 1 }, false)).toEqual(held);
+    // An upstream past its bound: what it showed (an overrun).
+    expect(unreportedToolUses(held, { web_search: 5, web_fetch: 1 }, false)).toEqual({
+      web_search: 5,
+      web_fetch: 1,
+      code_interpreter: 2,
+    });
+  });
+
+  test('one bound on all tools (max_tool_calls, held at the dearest): the uses seen, the rest at the dearest', () => {
+    const held = { web_search: 3 };
+    expect(unreportedToolUses(held, undefined, true)).toEqual({ web_search: 3 });
+    // A file search seen is billed as one; two calls of the bound are left, at the dearest.
+    expect(unreportedToolUses(held, { file_search: 1 }, true)).toEqual({
+      file_search: 1,
+      web_search: 2,
+    });
+    expect(unreportedToolUses(held, { file_search: 2, web_search: 1 }, true)).toEqual({
+      file_search: 2,
+      web_search: 1,
+    });
+    expect(unreportedToolUses(held, { file_search: 4 }, true)).toEqual({ file_search: 4 });
+  });
+
+  test('nothing held, nothing seen: no tool uses', () => {
+    expect(unreportedToolUses({}, undefined, false)).toBeUndefined();
+    expect(unreportedToolUses({}, undefined, true)).toBeUndefined();
+    expect(unreportedToolUses({}, { web_fetch: 1 }, false)).toEqual({ web_fetch: 1 });
+  });
+});
+
 describe('unreportedUsage', () => {
+  test('tool uses held: billed the bound (a search the stream did not show is billed all the same)', () => {
+    const held = call({ heldTools: { web_search: 3 } });
+    expect(unreportedUsage(held, 7, undefined, none).toolUses).toEqual({ web_search: 3 });
+    expect(unreportedUsage(held, 7, undefined, none, { web_search: 1 }).toolUses).toEqual({
+      web_search: 3,
+    });
+    const asked = {
+      ...call().asked,
+      tools: { per: 'call' as const, tools: [], maxToolCalls: 3 },
+    };
+    const pooled = call({ asked, heldTools: { web_search: 3 } });
+    expect(unreportedUsage(pooled, 0, undefined, none, { file_search: 1 }).toolUses).toEqual({
+      file_search: 1,
+      web_search: 2,
+    });
+    expect(unreportedUsage(call(), 0, undefined, none).toolUses).toBeUndefined();
+  });
+
   test('a plain call: its prompt and the output the edge counted', () => {
     expect(unreportedUsage(call(), 7, undefined, none)).toMatchObject({
       promptTokens: 500,

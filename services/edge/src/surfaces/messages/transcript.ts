@@ -123,16 +123,23 @@ export class MessagesTranscript implements Transcript {
 
   /**
    * Server tool uses (web search, web fetch): `usage.server_tool_use`'s counts when Anthropic
-   * reported them, else a `server_tool_use` block per use the stream showed.
+   * reported them in its final usage (message_delta), else a `server_tool_use` block per use
+   * the stream showed, or the counts of an earlier usage (message_start) where they are more.
    */
   toolUses(): ToolUses | undefined {
-    const seen: ToolUses = {};
+    const reported = serverToolUses(this.#usage);
+    if (this.#final && reported) return reported;
+    const seen: ToolUses = { ...reported };
+    const blocks: ToolUses = {};
     for (const block of this.#blocks.values()) {
       const kind =
         block.start.type === 'server_tool_use' ? SERVER_TOOL.get(str(block.start.name)) : undefined;
-      if (kind) seen[kind] = (seen[kind] ?? 0) + 1;
+      if (kind) blocks[kind] = (blocks[kind] ?? 0) + 1;
     }
-    return serverToolUses(this.#usage) ?? (Object.keys(seen).length > 0 ? seen : undefined);
+    for (const [kind, n] of Object.entries(blocks) as [keyof ToolUses, number][]) {
+      seen[kind] = Math.max(seen[kind] ?? 0, n);
+    }
+    return Object.keys(seen).length > 0 ? seen : undefined;
   }
 
   usage(): Usage | undefined {

@@ -224,6 +224,20 @@ describe('MessagesTranscript tool uses', () => {
     expect(t.toolUses()).toEqual({ web_search: 3, web_fetch: 0 });
   });
 
+  test('before the final usage: the blocks seen, or the counts of message_start where more', () => {
+    const t = new MessagesTranscript({ model: 'claude' });
+    const start = { ...startUsage, server_tool_use: { web_search_requests: 0 } };
+    t.accept(ev('message_start', { message: { usage: start } }));
+    expect(t.toolUses()).toEqual({ web_search: 0 });
+    t.accept(search(0));
+    expect(t.toolUses()).toEqual({ web_search: 1 });
+    const early = new MessagesTranscript({ model: 'claude' });
+    const counted = { ...startUsage, server_tool_use: { web_search_requests: 2 } };
+    early.accept(ev('message_start', { message: { usage: counted } }));
+    early.accept(search(0));
+    expect(early.toolUses()).toEqual({ web_search: 2 });
+  });
+
   test('a hostile count (negative, a string, huge) is not a use; no server tool is none', () => {
     const t = new MessagesTranscript({ model: 'claude' });
     t.accept(ev('message_start', { message: { usage: startUsage } }));
