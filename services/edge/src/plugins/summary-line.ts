@@ -13,9 +13,13 @@ export interface SummaryLine extends Audit {
   ms: number;
 }
 
+/** Every field of `Audit`, each named (undefined when unset): a new one must be copied here. */
+type EveryAuditField = { [K in keyof Required<Audit>]: Audit[K] | undefined };
+
 /**
  * A request's summary line, its fields copied one by one (a field set on `request.audit`
- * outside `Audit` is not written). Unset fields stay undefined, which pino leaves out.
+ * outside `Audit` is not written; one added to `Audit` fails to compile until it is copied).
+ * Unset fields stay undefined, which pino leaves out.
  */
 export function summaryLine(
   request: FastifyRequest,
@@ -24,12 +28,7 @@ export function summaryLine(
   ms: number,
 ): SummaryLine {
   const a = request.audit;
-  return {
-    reqId: request.id,
-    method: request.method,
-    route,
-    status,
-    ms: Math.round(ms * 100) / 100,
+  const audit: EveryAuditField = {
     tenant: a.tenant,
     keyId: a.keyId,
     endUser: a.endUser,
@@ -41,6 +40,14 @@ export function summaryLine(
     completionTokens: a.completionTokens,
     outcome: a.outcome,
     code: a.code,
+  };
+  return {
+    reqId: request.id,
+    method: request.method,
+    route,
+    status,
+    ms: Math.round(ms * 100) / 100,
+    ...audit,
   };
 }
 
