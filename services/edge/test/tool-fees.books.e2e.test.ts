@@ -1,7 +1,7 @@
 import { modelPrices, toolFeeMicroUsd, toolUsePrices, type PriceConfig } from '@holdfast/config';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
-import type { ToolUseKind } from '@holdfast/events';
+import type { HoldfastEvent, ToolUseKind } from '@holdfast/events';
 import { expect } from 'vitest';
 import { clickhouseBooks, expectBooksHold, providerBooks, withAggregator } from './books.js';
 import {
@@ -116,6 +116,14 @@ function withFees(
     0,
   );
   return { books: { ...books, microUsd: books.microUsd + fees }, fees, uses };
+}
+
+/** What Holdfast settled the provider's call `r` at (its reservation id travels upstream). */
+function settledCost(events: readonly HoldfastEvent[], r: RequestRecord): number {
+  const settled = events.find(
+    (e) => e.type === 'reservation.settled' && e.reservationId === r.clientRequestId,
+  );
+  return settled?.type === 'reservation.settled' ? settled.costMicroUsd : 0;
 }
 
 /** ClickHouse's settled tool uses and fees of the team. */
@@ -451,10 +459,7 @@ test('clients that leave after the first search, upstreams that break off after 
       (e) => e.filter((x) => x.type === 'reservation.settled').length === 3 * calls,
     );
     const short = records.flatMap((r) => {
-      const settled = events.find(
-        (e) => e.type === 'reservation.settled' && e.reservationId === r.clientRequestId,
-      );
-      const billed = settled?.type === 'reservation.settled' ? settled.costMicroUsd : 0;
+      const billed = settledCost(events, r);
       const price = 'file_search' in r.toolUses ? GPT_PRICE : CLAUDE_PRICE;
       const api = 'file_search' in r.toolUses ? 'openai' : 'anthropic';
       const owed = withFees([r], price, api).books.microUsd;
@@ -525,10 +530,7 @@ test('Chat Completions search model on a usd budget, clients leaving mid-stream:
       (e) => e.filter((x) => x.type === 'reservation.settled').length >= run.served,
     );
     const off = records.flatMap((r) => {
-      const settled = events.find(
-        (e) => e.type === 'reservation.settled' && e.reservationId === r.clientRequestId,
-      );
-      const billed = settled?.type === 'reservation.settled' ? settled.costMicroUsd : 0;
+      const billed = settledCost(events, r);
       const owed = withFees([r], CHAT_PRICE, 'openai').books.microUsd;
       const ok = r.outcome === 'completed' ? billed === owed : billed >= owed - inFlight;
       return ok ? [] : [{ outcome: r.outcome, owed, billed }];
