@@ -148,3 +148,12 @@ export function serverToolBlocks(id: string, uses: ToolUses): ServerToolBlocks[]
   }
   return blocks;
 }
+
+/**
+ * A Chat Completions search model (OpenAI's `gpt-4o-search-preview`, `gpt-5-search-api`: a
+ * name with `-search`) searches the web once on every call it answers, billed per call; its
+ * usage does not say so. Any other chat model uses no tool billed per use.
+ */
+export function chatToolUses(model: string): ToolUses {
+  return /-search(-|$)/.test(model) ? { web_search: 1 } : {};
+}

@@ -150,6 +150,31 @@ describe('provider-run tools billed per use', () => {
     ]);
   });
 
+  it('a Chat Completions search model (-search in its name) searches once a call, JSON and stream', async () => {
+    const openai = mock.client();
+    const ask = { messages, max_tokens: 20 };
+    const json = await openai.chat.completions.create({
+      model: 'gpt-4o-mini-search-preview',
+      ...ask,
+      web_search_options: { search_context_size: 'low' },
+    });
+    // Chat usage does not report the search (as OpenAI's does not).
+    expect(Object.keys(json.usage ?? {})).not.toContain('server_tool_use');
+    const stream = await openai.chat.completions.create({
+      model: 'gpt-5-search-api',
+      ...ask,
+      stream: true,
+    });
+    for await (const _ of stream) void _;
+    await openai.chat.completions.create({ model: 'gpt-4o-mini', ...ask });
+    expect(
+      mock
+        .upstream()
+        .stats()
+        .recent.map((r) => r.toolUses),
+    ).toEqual([{ web_search: 1 }, { web_search: 1 }, {}]);
+  });
+
   it('refuses a bad x-mock-tool-uses', async () => {
     const res = await fetch(`${mock.upstream().url}/responses`, {
       method: 'POST',

@@ -64,6 +64,14 @@ export async function unitCall(
         { id: 'gpt-dark', upstream: 'dark', tokenizer: 'o200k_base', price },
         { id: 'gpt-search', upstream: 'openai', tokenizer: 'o200k_base', ...search },
         { id: 'claude-search', upstream: 'claude', tokenizer: 'upstream', ...search },
+        // A Chat Completions search model: one search a call ($25 per 1,000), its name the mock's.
+        {
+          id: 'gpt-4o-search-preview',
+          upstream: 'openai',
+          tokenizer: 'o200k_base',
+          searchModel: true,
+          price: { ...price, toolUses: { web_search: 25 } },
+        },
       ],
       tenants: [
         {
@@ -72,7 +80,14 @@ export async function unitCall(
             {
               id: 'uc',
               maxTokens: 256,
-              models: ['gpt-4o-mini', 'claude-x', 'gpt-dark', 'gpt-search', 'claude-search'],
+              models: [
+                'gpt-4o-mini',
+                'claude-x',
+                'gpt-dark',
+                'gpt-search',
+                'claude-search',
+                'gpt-4o-search-preview',
+              ],
             },
           ],
           keys: [{ id: 'k', sha256: sha256Hex(KEY) }],

@@ -1,7 +1,7 @@
 import { modelPrices, toolFeeMicroUsd, toolUsePrices, type PriceConfig } from '@holdfast/config';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
-import type { ToolUseKind } from '@holdfast/events';
+import type { HoldfastEvent, ToolUseKind } from '@holdfast/events';
 import { expect } from 'vitest';
 import { clickhouseBooks, expectBooksHold, providerBooks, withAggregator } from './books.js';
 import {
@@ -34,6 +34,15 @@ const GPT_PRICE = {
   outputPerMTok: 10,
   toolUses: { web_search: 10, file_search: 2.5 },
 };
+// A Chat Completions search model (one search a call, $25 per 1,000) and a team whose $0.25
+// day budget it spends, about ten calls' worth.
+const CHAT_TEAM = 'search-chat';
+const CHAT_KEY = 'sk-hf-search-chat-1';
+const CHAT_BUDGET_USD = 0.25;
+const SEARCH_CHAT = 'gpt-4o-mini-search-preview';
+const CHAT_PRICE = { inputPerMTok: 0.15, outputPerMTok: 0.6, toolUses: { web_search: 25 } };
+/** Tokens an upstream may have written that the edge never read, a cut call (docs/budgets.md). */
+const IN_FLIGHT = 4;
 const behaviour = {
   firstTokenLatencyMs: 20,
   completion: { mode: 'uniform' as const, min: 100, max: 400 },
@@ -57,6 +66,13 @@ function withSearchDesk(c: TestConfig): void {
       upstreamStateAllowanceTokens: 6_000,
       price: GPT_PRICE,
     },
+    {
+      id: SEARCH_CHAT,
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      searchModel: true,
+      price: CHAT_PRICE,
+    },
     // The same Claude without a price for its searches.
     {
       ...entry(c.models, CLAUDE),
@@ -73,6 +89,13 @@ function withSearchDesk(c: TestConfig): void {
       { id: 'chat', maxTokens: 512, models: [SEARCH_CLAUDE, SEARCH_GPT, 'claude-unpriced'] },
     ],
     keys: [{ id: 'search-1', sha256: sha256Hex(KEY), defaultUseCase: 'chat' }],
+  });
+  c.tenants.push({
+    id: CHAT_TEAM,
+    mode: 'reserve',
+    budgets: [{ window: 'day', limit: CHAT_BUDGET_USD, unit: 'usd' }],
+    useCases: [{ id: 'chat', maxTokens: 512, models: [SEARCH_CHAT] }],
+    keys: [{ id: 'search-chat-1', sha256: sha256Hex(CHAT_KEY), defaultUseCase: 'chat' }],
   });
 }
 
@@ -95,15 +118,24 @@ function withFees(
   return { books: { ...books, microUsd: books.microUsd + fees }, fees, uses };
 }
 
+/** What Holdfast settled the provider's call `r` at (its reservation id travels upstream). */
+function settledCost(events: readonly HoldfastEvent[], r: RequestRecord): number {
+  const settled = events.find(
+    (e) => e.type === 'reservation.settled' && e.reservationId === r.clientRequestId,
+  );
+  return settled?.type === 'reservation.settled' ? settled.costMicroUsd : 0;
+}
+
 /** ClickHouse's settled tool uses and fees of the team. */
 async function clickhouseFees(
   ch: Parameters<Parameters<typeof withAggregator>[1]>[0],
   database: string,
+  team = TEAM,
 ): Promise<{ uses: number; fees: number }> {
   const [r] = await ch.query<{ uses: string; fees: string }>(sql`
     SELECT sum(tool_uses) AS uses, sum(tool_fee_micro_usd) AS fees
     FROM ${qualified(database, 'events_raw_v1')} FINAL
-    WHERE tenant = ${TEAM} AND type = 'reservation.settled'`);
+    WHERE tenant = ${team} AND type = 'reservation.settled'`);
   return { uses: Number(r?.uses ?? 0), fees: Number(r?.fees ?? 0) };
 }
 
@@ -427,10 +459,7 @@ test('clients that leave after the first search, upstreams that break off after 
       (e) => e.filter((x) => x.type === 'reservation.settled').length === 3 * calls,
     );
     const short = records.flatMap((r) => {
-      const settled = events.find(
-        (e) => e.type === 'reservation.settled' && e.reservationId === r.clientRequestId,
-      );
-      const billed = settled?.type === 'reservation.settled' ? settled.costMicroUsd : 0;
+      const billed = settledCost(events, r);
       const price = 'file_search' in r.toolUses ? GPT_PRICE : CLAUDE_PRICE;
       const api = 'file_search' in r.toolUses ? 'openai' : 'anthropic';
       const owed = withFees([r], price, api).books.microUsd;
@@ -441,5 +470,75 @@ test('clients that leave after the first search, upstreams that break off after 
     expect(books.microUsd).toBe(ledger.billedMicroUsd);
     expect(ledger.windows[0]).toMatchObject({ held: 0 });
     expect(ledger.billedMicroUsd).toBeLessThanOrEqual(BUDGET_USD * 1e6);
+  });
+});
+
+/**
+ * A chat call to the search model: JSON (i % 4 of 0 or 2), streamed to its end (1), or
+ * streamed and left at the first content chunk (3): the SDK ends the request as the loop
+ * breaks, the edge ends the upstream call, and the provider bills the search all the same.
+ */
+async function searchChat(s: Stack, i: number): Promise<unknown> {
+  const body = {
+    model: SEARCH_CHAT,
+    max_tokens: 512,
+    messages: [{ role: 'user' as const, content: digestMessages(i)[1]!.content as string }],
+    web_search_options: { search_context_size: 'low' as const },
+  };
+  const openai = s.openai(CHAT_KEY);
+  if (i % 2 === 0) return openai.chat.completions.create(body);
+  const chunks = await openai.chat.completions.create({ ...body, stream: true });
+  for await (const chunk of chunks) if (i % 4 === 3 && chunk.choices[0]?.delta.content) break;
+  return undefined;
+}
+
+test('Chat Completions search model on a usd budget, clients leaving mid-stream: a search held and billed per call, the provider never over the budget nor over Holdfast, call by call; ledger = ClickHouse; no hold left', async ({
+  stack,
+  natsUrl,
+  clickhouseUrl,
+  clickhouse,
+  iso,
+}) => {
+  // (vitest reads the fixtures a test uses from its destructured parameter)
+  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
+  // Tokens 5 ms apart: a streamed reply of 100-400 tokens runs long enough to be left.
+  const s = await stack({ behaviour: { ...behaviour, tokenDelayMs: 5 }, patch: withSearchDesk });
+  await withAggregator(fx, async (ch) => {
+    const run = await runQueue(60, 12, (i) => searchChat(s, i));
+    const records = s.upstream.stats().recent;
+    const provider = withFees(records, CHAT_PRICE, 'openai');
+    const ledger = await s.settled(CHAT_TEAM);
+    const books = await clickhouseBooks(ch, fx.iso.database, CHAT_TEAM, 'chat', run.served);
+    const fees = await clickhouseFees(ch, fx.iso.database, CHAT_TEAM);
+    const left = records.filter((r) => r.outcome === 'aborted').length;
+    console.log(
+      `[tool-fees] chat search: served ${run.served} (${left} left mid-stream), refused ${run.refused}; provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} (${provider.uses} searches, $${(provider.fees / 1e6).toFixed(6)}) of $${CHAT_BUDGET_USD}; Holdfast $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} searches, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
+    );
+    expect(run.refused).toBeGreaterThan(0);
+    expect(run.codes).toEqual({ budget_exceeded: run.refused });
+    expect(records).toHaveLength(run.served);
+    expect(records.every((r) => r.toolUses.web_search === 1)).toBe(true);
+    expect(left).toBeGreaterThan(0);
+    expect(provider.books.microUsd).toBeLessThanOrEqual(CHAT_BUDGET_USD * 1e6);
+    expect(ledger.billedMicroUsd).toBeLessThanOrEqual(CHAT_BUDGET_USD * 1e6);
+    // Call by call: what Holdfast settled against what the provider billed it; the same to
+    // the micro-dollar for a call that ran to its end, its search included for one its client
+    // left, never less but for the few tokens the upstream wrote that the edge never read
+    // (docs/budgets.md, "What Holdfast cannot see": at most IN_FLIGHT a cut call).
+    const inFlight = Math.ceil(IN_FLIGHT * CHAT_PRICE.outputPerMTok);
+    const events = await s.events(
+      (e) => e.filter((x) => x.type === 'reservation.settled').length >= run.served,
+    );
+    const off = records.flatMap((r) => {
+      const billed = settledCost(events, r);
+      const owed = withFees([r], CHAT_PRICE, 'openai').books.microUsd;
+      const ok = r.outcome === 'completed' ? billed === owed : billed >= owed - inFlight;
+      return ok ? [] : [{ outcome: r.outcome, owed, billed }];
+    });
+    expect(off).toEqual([]);
+    expect(fees).toEqual({ uses: run.served, fees: provider.fees });
+    expect(books.microUsd).toBe(ledger.billedMicroUsd);
+    expect(ledger.billedMicroUsd).toBeGreaterThanOrEqual(provider.books.microUsd - left * inFlight);
+    expect(ledger.windows[0]).toMatchObject({ held: 0 });
   });
 });

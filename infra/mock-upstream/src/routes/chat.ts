@@ -4,6 +4,7 @@ import { completionPieces, hash32, reasoningFor } from '../generate.js';
 import { chunkFactory, sendInvalid, sse, SYSTEM_FINGERPRINT, usage } from '../openai.js';
 import type { Plan } from '../plan.js';
 import { countPrompt } from '../prompt.js';
+import { chatToolUses } from '../server-tools.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { TokenStream } from '../stream.js';
@@ -64,6 +65,7 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
         audio: audioOf(body, plan, promptTokens, state),
         serviceTier: servedTier(body.service_tier, 'openai', plan, state),
         longContextAbove: plan.longContextAbove,
+        toolUses: chatToolUses(body.model),
       },
       plan,
     );

@@ -103,6 +103,33 @@ function checkLongContext(
   }
 }
 
+/**
+ * A search model bills a web search on every chat call: it needs the fee to hold and bill
+ * (`price.toolUses.web_search`), and Chat Completions (an `openai` upstream) to be called on.
+ */
+function checkSearchModel(
+  ctx: Ctx,
+  m: HoldfastConfig['models'][number],
+  api: UpstreamApi | undefined,
+  at: (string | number)[],
+): void {
+  if (!m.searchModel) return;
+  if (m.price.toolUses?.web_search === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [...at, 'price', 'toolUses', 'web_search'],
+      message: 'a searchModel is billed a web search on every call: price it here',
+    });
+  }
+  if (api !== undefined && api !== 'openai') {
+    ctx.addIssue({
+      code: 'custom',
+      path: [...at, 'searchModel'],
+      message: `searchModel is a Chat Completions model: its upstream must speak openai, not ${api}`,
+    });
+  }
+}
+
 /** Cross-field rules: references resolve, ids are unique, the hierarchy is a forest. */
 function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   unique(
@@ -138,6 +165,7 @@ function checkReferences(cfg: HoldfastConfig, ctx: Ctx): void {
   cfg.models.forEach((m, i) => {
     const api = upstreams.get(m.upstream)?.api;
     checkLongContext(ctx, m, api ?? 'openai', ['models', i]);
+    checkSearchModel(ctx, m, api, ['models', i]);
     [m.upstream, ...m.fallbackUpstreams].forEach((u, j) => {
       const path = j === 0 ? ['models', i, 'upstream'] : ['models', i, 'fallbackUpstreams', j - 1];
       const target = upstreams.get(u);

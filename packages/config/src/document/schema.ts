@@ -225,6 +225,14 @@ export const Model = z.strictObject({
    * (`reasoning_effort`, `reasoning`, Messages `thinking`) is billed so on any model.
    */
   reasoning: z.boolean().default(false),
+  /**
+   * A Chat Completions search model (OpenAI's gpt-4o-search-preview, gpt-5-search-api): it
+   * searches the web on every call and the provider bills a search fee per call its usage
+   * does not report. Each chat call is held and billed one `web_search` use at
+   * `price.toolUses.web_search` (required), and its `web_search_options` are forwarded
+   * (docs/budgets.md, "How tool fees are held and billed"). An `openai` upstream only.
+   */
+  searchModel: z.boolean().default(false),
 });
 
 export const Budget = z.strictObject({

@@ -47,6 +47,36 @@ describe('price.toolUses', () => {
   });
 });
 
+describe('searchModel', () => {
+  const search = (price: object, api?: string) => ({
+    ...doc(undefined),
+    upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1', ...(api ? { api } : {}) }],
+    models: [{ id: 'gpt-5-search-api', upstream: 'default', searchModel: true, price }],
+    tenants: [],
+  });
+
+  it('takes a search model that prices web_search, and defaults to none', () => {
+    const r = parseConfig(
+      search({ inputPerMTok: 1.25, outputPerMTok: 10, toolUses: { web_search: 10 } }),
+    );
+    if (!r.ok) throw new Error(r.error.errors.join('\n'));
+    expect(r.value.models.get('gpt-5-search-api')!.searchModel).toBe(true);
+    const plain = parseConfig(doc({ web_search: 10 }));
+    expect(plain.ok && plain.value.models.get('gpt-5')!.searchModel).toBe(false);
+  });
+
+  it('refuses a search model without a web_search price, or on an anthropic upstream', () => {
+    const unpriced = parseConfig(search({ inputPerMTok: 1.25, outputPerMTok: 10 }));
+    expect(unpriced.ok).toBe(false);
+    if (!unpriced.ok) expect(unpriced.error.errors.join()).toContain('price.toolUses.web_search');
+    const anthropic = parseConfig(
+      search({ inputPerMTok: 1, outputPerMTok: 5, toolUses: { web_search: 10 } }, 'anthropic'),
+    );
+    expect(anthropic.ok).toBe(false);
+    if (!anthropic.ok) expect(anthropic.error.errors.join()).toContain('searchModel');
+  });
+});
+
 describe('toolUseKind', () => {
   it("maps each API's tool types to their kind, dated versions included", () => {
     expect(toolUseKind('anthropic', 'web_search_20250305')).toBe('web_search');

@@ -84,3 +84,59 @@ describe('settle: tool uses of a call offering priced tools', () => {
     expect((await settled(u)).toolUses).toEqual({ web_search: 2, file_search: 1 });
   });
 });
+
+function searchChat(x: UnitCall, model: string, stream: boolean) {
+  const payload = {
+    model,
+    max_tokens: 100,
+    stream,
+    messages: [{ role: 'user', content: 'what happened today' }],
+    web_search_options: { search_context_size: 'low' },
+  };
+  return x.app.inject({ method: 'POST', url: '/v1/chat/completions', headers, payload });
+}
+
+describe('Chat Completions search models: one web search a call, held and billed', () => {
+  test.each([false, true])(
+    'answered (stream %s): held one search, billed one, as the provider',
+    async (stream) => {
+      u = await unitCall();
+      const res = await searchChat(u, 'gpt-4o-search-preview', stream);
+      expect(res.statusCode).toBe(200);
+      // web_search_options goes to a search model (its context size is the client's).
+      expect(res.headers['x-holdfast-dropped-fields']).toBeUndefined();
+      expect(u.authority.admits[0]!.toolUses).toEqual({ web_search: 1 });
+      expect((await settled(u)).toolUses).toEqual({ web_search: 1 });
+      expect(u.upstream.stats().recent[0]!.toolUses).toEqual({ web_search: 1 });
+    },
+  );
+
+  test('cut before the usage chunk: billed the search held', async () => {
+    u = await unitCall();
+    u.upstream.failNext({ status: 'error', afterTokens: 5 });
+    const res = await searchChat(u, 'gpt-4o-search-preview', true);
+    expect(res.body).toContain('error');
+    const usage = await settled(u);
+    expect(usage.toolUses).toEqual({ web_search: 1 });
+  });
+
+  test('refused by the upstream, retries included (it answered no call): released, no search billed', async () => {
+    u = await unitCall();
+    u.upstream.failNext({ status: 500, count: 3 });
+    const res = await searchChat(u, 'gpt-4o-search-preview', false);
+    expect(res.statusCode).toBeGreaterThanOrEqual(500);
+    for (let i = 0; i < 200 && u.authority.releases.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(u.authority.settles).toEqual([]);
+    expect(u.authority.releases).toHaveLength(1);
+  });
+
+  test('a model that prices web_search for Responses is no search model on chat', async () => {
+    u = await unitCall();
+    const res = await searchChat(u, 'gpt-search', false);
+    expect(res.headers['x-holdfast-dropped-fields']).toBe('web_search_options');
+    expect(u.authority.admits[0]!.toolUses).toBeUndefined();
+    expect((await settled(u)).toolUses).toBeUndefined();
+  });
+});

@@ -16,10 +16,16 @@ export type ToolUses = Partial<Record<ToolUseKind, number>>;
 /**
  * The provider-run tools a request offers and the bound it sets on their uses, as its API
  * states it: Messages `max_uses` on each tool, Responses `max_tool_calls` across all of them.
+ * Chat Completions offers none: the model is the tool (`per: 'model'`), a search model
+ * (`searchModel`) searching once on every call.
  */
 export type OfferedTools =
   | { per: 'tool'; tools: readonly { type: string; param: string; maxUses: unknown }[] }
-  | { per: 'call'; tools: readonly { type: string; param: string }[]; maxToolCalls: unknown };
+  | { per: 'call'; tools: readonly { type: string; param: string }[]; maxToolCalls: unknown }
+  | { per: 'model' };
+
+/** The uses a search model's call is held and billed: one web search, whatever it asks. */
+export const SEARCH_MODEL_USES: Readonly<ToolUses> = { web_search: 1 };
 
 const invalid = (param: string, message: string) =>
   Err(new EdgeError({ code: 'invalid_request', param, message }));
@@ -38,14 +44,17 @@ const isBound = (v: unknown): v is number =>
  * (`max_uses`, `max_tool_calls`: an integer from 1 to 1,000). The bound is never set for the
  * client: how many searches a call may pay for is the client's to say. Messages: each tool's
  * own `max_uses`. Responses: `max_tool_calls` bounds the calls of all its tools together, so
- * it is held at the dearest fee among them.
+ * it is held at the dearest fee among them. Chat Completions: a search model's call, one web
+ * search (the provider searches on every call; config makes sure it prices one).
  */
 export function heldToolUses(
   offered: OfferedTools | undefined,
-  model: Pick<CompiledModel, 'id' | 'price'> | undefined,
+  model: (Pick<CompiledModel, 'id' | 'price'> & { searchModel?: boolean }) | undefined,
   api: UpstreamApi,
 ): Result<ToolUses, EdgeError> {
   if (!offered || !model) return Ok({});
+  if (offered.per === 'model')
+    return Ok(model.searchModel === true ? { ...SEARCH_MODEL_USES } : {});
   const prices = toolUsePrices(model);
   const billed: { kind: ToolUseKind; type: string; param: string; maxUses?: unknown }[] = [];
   for (const tool of offered.tools) {

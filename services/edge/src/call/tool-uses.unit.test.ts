@@ -23,6 +23,15 @@ const refusal = (r: ReturnType<typeof heldToolUses>) => {
 };
 
 describe('heldToolUses', () => {
+  it('Chat Completions: one web search on a search model, none on another', () => {
+    const search = { ...model({ web_search: 25 }), searchModel: true };
+    expect(heldToolUses({ per: 'model' }, search, 'openai')).toEqual({
+      ok: true,
+      value: { web_search: 1 },
+    });
+    expect(heldToolUses({ per: 'model' }, priced, 'openai')).toEqual({ ok: true, value: {} });
+  });
+
   it('Messages: each tool held its max_uses, versions of a kind added up', () => {
     const r = heldToolUses(
       messages(

@@ -42,6 +42,13 @@ const CHAT_FIELDS: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * A search model's fields: `web_search_options` too (its `search_context_size`, `user_location`).
+ * Elsewhere it is dropped: a model that does not search bills no search, and one whose config
+ * does not say it searches has no fee held for it (docs/budgets.md).
+ */
+const SEARCH_CHAT_FIELDS: ReadonlySet<string> = new Set([...CHAT_FIELDS, 'web_search_options']);
+
+/**
  * The prompt in the model's tokens: its own tokenizer when the edge has it; for `tokenizer:
  * upstream` (llama-server), the server's own template and tokenizer over everything it renders
  * (tools, response_format: the forwarded body itself); else, or when the upstream cannot say,
@@ -129,7 +136,7 @@ function upstreamBody(body: ChatRequest, grant: Grant) {
   // o-series models take only max_completion_tokens; the client's choice of field is kept.
   const field = body.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
   return forwardedBody(body, {
-    known: CHAT_FIELDS,
+    known: grant.model.searchModel ? SEARCH_CHAT_FIELDS : CHAT_FIELDS,
     passThrough: grant.upstream.passThrough,
     set: {
       model: grant.model.upstreamModel ?? grant.model.id,
@@ -182,14 +189,17 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     audioOutput: asksAudio(body),
     serviceTier: body.service_tier,
     reasoning: body.reasoning_effort != null && body.reasoning_effort !== 'none',
+    // A search model searches on every call (heldToolUses: one web search held).
+    tools: { per: 'model' },
   }),
   countPrompt,
   upstreamBody,
-  transcript: (body) =>
+  transcript: (body, grant) =>
     new ChatTranscript({
       assemble: body.stream !== true,
       wantsUsage: body.stream_options?.include_usage === true,
       model: body.model,
+      searchModel: grant.model.searchModel,
     }),
   asEvents,
   sendError: (request: FastifyRequest, reply: FastifyReply, err: EdgeError) =>

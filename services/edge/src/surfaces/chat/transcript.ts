@@ -2,6 +2,7 @@ import type { Usage } from '@holdfast/events';
 import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
+import { SEARCH_MODEL_USES, type ToolUses } from '../../call/tool-uses.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
 import { plainUsage, usageCount } from '../usage.js';
@@ -82,6 +83,8 @@ export class ChatTranscript implements Transcript {
       wantsUsage: boolean;
       /** The model name the client sent (the id of the assembled completion). */
       model: string;
+      /** A search model (config `searchModel`): the provider bills a search on every call. */
+      searchModel?: boolean;
     },
   ) {}
 
@@ -181,6 +184,14 @@ export class ChatTranscript implements Transcript {
 
   finished(): boolean {
     return this.#choices.size > 0 && this.unfinished().length === 0;
+  }
+
+  /**
+   * A search model's one web search: the provider bills it on every call it answers, and its
+   * usage does not report it (no chunk says so).
+   */
+  toolUses(): ToolUses | undefined {
+    return this.opts.searchModel === true ? { ...SEARCH_MODEL_USES } : undefined;
   }
 
   /** The tier the chunks say served the call (each chunk names it; the last one wins). */
