@@ -22,22 +22,17 @@ if (!config.ok) throw new Error('test config');
 const tenant = config.value.tenants.get('fast')!;
 
 /**
- * The authority's answer to a call held at a tier its config does not price (the edge's
- * config is behind an admin change): the client gets the 400 a current edge gives, not a 500.
- * The authority's side (nothing held, no capacity taken) is in the authority's
- * service-tiers.int.test.ts.
+ * An edge admitting a call against an authority that answers `not_priced` with `message`:
+ * the edge's answer, what it logged and the reservations it released.
  */
-test("an authority whose config does not price the call's tier: a 400 naming service_tier", async () => {
+async function admitNotPriced(
+  message: string,
+  asked: { serviceTier?: string; toolUses?: { web_search: number } },
+) {
   const released: string[] = [];
   const authority = {
     admit: () =>
-      Promise.resolve({
-        ok: false as const,
-        error: new RpcError({
-          code: 'not_priced',
-          message: 'model gpt-5 has no price for service tier priority (price.serviceTiers)',
-        }),
-      }),
+      Promise.resolve({ ok: false as const, error: new RpcError({ code: 'not_priced', message }) }),
   } as unknown as AuthorityPort;
   const holds = {
     close: (ref: { reservationId: string }) => {
@@ -61,8 +56,22 @@ test("an authority whose config does not price the call's tier: a 400 naming ser
       maxTokens: 10,
       extensible: true,
       api: 'chat',
-      serviceTier: 'priority',
+      ...asked,
     },
+  );
+  return { r, logged, released };
+}
+
+/**
+ * The authority's answer to a call held at a tier its config does not price (the edge's
+ * config is behind an admin change): the client gets the 400 a current edge gives, not a 500.
+ * The authority's side (nothing held, no capacity taken) is in the authority's
+ * service-tiers.int.test.ts.
+ */
+test("an authority whose config does not price the call's tier: a 400 naming service_tier", async () => {
+  const { r, logged, released } = await admitNotPriced(
+    'model gpt-5 has no price for service tier priority (price.serviceTiers)',
+    { serviceTier: 'priority' },
   );
   expect(r.ok).toBe(false);
   if (r.ok) return;
@@ -72,5 +81,25 @@ test("an authority whose config does not price the call's tier: a 400 naming ser
   // Not an internal error: nothing logged at error level for the operator to chase.
   expect(logged).toEqual([]);
   // The reservation id is released all the same (a tombstone; the authority held nothing).
+  expect(released).toHaveLength(1);
+});
+
+/**
+ * The same for a provider-run tool's fee (price.toolUses) the authority's config does not
+ * price: a 400 naming the tools and the field, not service_tier (the authority's side is in
+ * tool-fees.int.test.ts).
+ */
+test("an authority whose config does not price the call's tool uses: a 400 naming tools and price.toolUses", async () => {
+  const { r, logged, released } = await admitNotPriced(
+    'price.toolUses.web_search: model gpt-5 has no price for web_search uses',
+    { toolUses: { web_search: 3 } },
+  );
+  expect(r.ok).toBe(false);
+  if (r.ok) return;
+  expect(r.error.code).toBe('invalid_request');
+  expect(r.error.param).toBe('tools');
+  expect(r.error.message).toContain('price.toolUses.web_search');
+  expect(r.error.message).not.toContain('service_tier');
+  expect(logged).toEqual([]);
   expect(released).toHaveLength(1);
 });
