@@ -1,3 +1,4 @@
+import { toolUseKind } from '@holdfast/config';
 import type { Usage } from '@holdfast/events';
 import type { Accepted, InputUsage, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
@@ -35,12 +36,6 @@ interface MessageMeta {
 }
 
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
-
-/** A `server_tool_use` block's tool name -> the kind its use is billed as. */
-const SERVER_TOOL: ReadonlyMap<string, keyof ToolUses> = new Map([
-  ['web_search', 'web_search'],
-  ['web_fetch', 'web_fetch'],
-]);
 
 /** Deltas that carry what the model writes: where a block keeps them, and their field. */
 const DELTAS: Record<string, readonly ['text' | 'json' | 'thinking', string]> = {
@@ -133,7 +128,9 @@ export class MessagesTranscript implements Transcript {
     const blocks: ToolUses = {};
     for (const block of this.#blocks.values()) {
       const kind =
-        block.start.type === 'server_tool_use' ? SERVER_TOOL.get(str(block.start.name)) : undefined;
+        block.start.type === 'server_tool_use'
+          ? toolUseKind('anthropic', str(block.start.name))
+          : undefined;
       if (kind) blocks[kind] = (blocks[kind] ?? 0) + 1;
     }
     for (const [kind, n] of Object.entries(blocks) as [keyof ToolUses, number][]) {

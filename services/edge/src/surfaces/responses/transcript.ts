@@ -1,3 +1,4 @@
+import { toolUseKind } from '@holdfast/config';
 import type { Usage } from '@holdfast/events';
 import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
@@ -18,12 +19,13 @@ interface ProviderUsage {
 
 type ResponseObject = Record<string, unknown> & { id?: string; usage?: ProviderUsage | null };
 
-/** The output items of the tools billed per use, one per use, by the kind they are billed as. */
-const CALL_ITEMS: ReadonlyMap<string, keyof ToolUses> = new Map([
-  ['web_search_call', 'web_search'],
-  ['file_search_call', 'file_search'],
-  ['code_interpreter_call', 'code_interpreter'],
-]);
+/**
+ * The kind an output item's use is billed as: a `*_call` item of a tool billed per use
+ * (`web_search_call`, `file_search_call`, `code_interpreter_call`), by the kinds the request's
+ * tools were held as (toolUseKind: one place says which tool is which kind).
+ */
+const callKind = (type: string) =>
+  type.endsWith('_call') ? toolUseKind('openai', type.slice(0, -'_call'.length)) : undefined;
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
 
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
@@ -95,7 +97,7 @@ export class ResponsesTranscript implements Transcript {
     const items = Array.isArray(output) ? (output as Item[]) : this.#items.list(false);
     const uses: ToolUses = {};
     for (const item of items) {
-      const kind = CALL_ITEMS.get(str(item?.type));
+      const kind = callKind(str(item?.type));
       if (kind) uses[kind] = (uses[kind] ?? 0) + 1;
     }
     return Object.keys(uses).length > 0 ? uses : undefined;
