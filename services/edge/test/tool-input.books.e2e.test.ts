@@ -9,7 +9,7 @@ import {
   type TestConfig,
 } from './harness.js';
 import { sha256Hex } from '../src/index.js';
-import { anthropic, CLAUDE, withClaude } from './surfaces.js';
+import { anthropic, CLAUDE, post, withClaude } from './surfaces.js';
 import { digestMessages, messagesCall, responsesCall, runQueue } from './workload.js';
 
 /**
@@ -145,4 +145,79 @@ test('Responses web search, max_tool_calls 20, on a tokens budget: the provider 
 }) => {
   // (vitest reads the fixtures a test uses from its destructured parameter)
   await readingRun({ stack, natsUrl, clickhouseUrl, clickhouse, iso }, 'responses', readGpt);
+});
+
+test('bounds whose reads the hold cannot take, a fetch or an MCP server without one: a 400 naming the field, nothing held or sent; count_tokens answers the held input', async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour, patch: withReadingDesk });
+  const headers = { authorization: `Bearer ${KEY}`, 'anthropic-version': '2023-06-01' };
+  const claude = (tools: object[], model = READER_CLAUDE, path = '/v1/messages') =>
+    post(
+      s,
+      path,
+      {
+        model,
+        max_tokens: 50,
+        messages: [{ role: 'user', content: 'Read the filings.' }],
+        tools,
+      },
+      headers,
+    );
+  const gpt = (tools: object[], extra: Record<string, unknown> = {}) =>
+    post(
+      s,
+      '/v1/responses',
+      {
+        model: READER_GPT,
+        max_output_tokens: 50,
+        input: 'Read the filings.',
+        tools,
+        ...extra,
+      },
+      headers,
+    );
+  const search = (max_uses: number) => ({
+    type: 'web_search_20250305',
+    name: 'web_search',
+    max_uses,
+  });
+  const cases: [() => ReturnType<typeof post>, string, string][] = [
+    // 1,000 searches held 6,000 each: 6,000,000, above the 4,000,000 a prompt may have.
+    [() => claude([search(1_000)]), 'tools.0.max_uses', '4,000,000'],
+    [() => claude([search(20)], 'claude-short'), 'tools.0.max_uses', 'maxPromptTokens (100,000)'],
+    [
+      () => claude([search(20)], 'claude-short', '/v1/messages/count_tokens'),
+      'tools.0.max_uses',
+      'maxPromptTokens',
+    ],
+    [
+      () => claude([{ type: 'web_fetch_20250910', name: 'web_fetch' }]),
+      'tools.0.max_uses',
+      'set its max_uses',
+    ],
+    [() => gpt([{ type: 'web_search' }], { max_tool_calls: 1_000 }), 'max_tool_calls', '4,000,000'],
+    [
+      () => gpt([{ type: 'mcp', server_label: 'docs', server_url: 'https://mcp.example.test' }]),
+      'max_tool_calls',
+      'set max_tool_calls',
+    ],
+  ];
+  for (const [pending, param, says] of cases) {
+    const r = await pending();
+    expect(r.status, JSON.stringify(r.body)).toBe(400);
+    const error = r.body.error as { message?: string };
+    expect(JSON.stringify(error)).toContain(param);
+    expect(error.message).toContain(says);
+  }
+  // count_tokens answers as admission counts: each search of max_uses one more allowance.
+  const count = async (max_uses: number) => {
+    const r = await claude([search(max_uses)], READER_CLAUDE, '/v1/messages/count_tokens');
+    expect(r.status).toBe(200);
+    return (r.body as { input_tokens: number }).input_tokens;
+  };
+  expect((await count(20)) - (await count(10))).toBe(10 * ALLOWANCE);
+  const usage = await s.settled(TEAM);
+  expect(usage.windows[0]).toMatchObject({ used: 0, held: 0 });
+  expect(s.upstream.stats().recent).toHaveLength(0);
 });
