@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SERVER_TOOL_INPUT_TOKENS } from './server-tools.js';
 
 /**
  * How many tokens a reply has before the `max_tokens` cap: a fixed number, a fraction of the
@@ -123,6 +124,12 @@ export const Behaviour = z.strictObject({
    */
   toolUses: z.int().min(0).max(1_000_000),
   ignoreToolBound: z.boolean(),
+  /**
+   * The input tokens a provider-run tool reads (search results, a fetched page, tool output),
+   * billed for each use of a tool whose uses are counted, once for any other (server-tools.ts).
+   * Header: `x-mock-tool-input-tokens`.
+   */
+  toolInputTokens: z.int().min(0).max(1_000_000),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -155,6 +162,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   toolPromptTokens: { auto: 346, forced: 313 },
   toolUses: 0,
   ignoreToolBound: false,
+  toolInputTokens: SERVER_TOOL_INPUT_TOKENS,
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

@@ -37,6 +37,8 @@ export interface Plan {
   toolUses: number;
   /** Report `toolUses` whatever the request's bound (`max_uses`, `max_tool_calls`) says. */
   ignoreToolBound: boolean;
+  /** The input tokens a provider-run tool reads per use (server-tools.ts). */
+  toolInputTokens: number;
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -65,7 +67,9 @@ interface InvalidHeaders {
  *   prompt when tool_choice is auto/none, any/tool (a newer model's larger one);
  * - `x-mock-tool-uses: N`: each provider-run tool billed per use the request offers is used N
  *   times, within its bound (`max_uses`, `max_tool_calls`); with `x-mock-ignore-tool-bound: 1`
- *   whatever the bound (a broken upstream).
+ *   whatever the bound (a broken upstream);
+ * - `x-mock-tool-input-tokens: N`: the input a provider-run tool reads, billed per use (once for
+ *   a tool whose uses are not counted).
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -100,6 +104,7 @@ export function planRequest(
   const toolPromptAuto = int('x-mock-tool-prompt-auto');
   const toolPromptForced = int('x-mock-tool-prompt-forced');
   const toolUses = int('x-mock-tool-uses');
+  const toolInputTokens = int('x-mock-tool-input-tokens');
   const ignoreToolBound = headers['x-mock-ignore-tool-bound'];
   if (ignoreToolBound !== undefined && ignoreToolBound !== '1' && ignoreToolBound !== '0') {
     errors.push('x-mock-ignore-tool-bound must be 1 or 0');
@@ -145,6 +150,7 @@ export function planRequest(
     },
     toolUses: toolUses ?? b.toolUses,
     ignoreToolBound: ignoreToolBound === undefined ? b.ignoreToolBound : ignoreToolBound === '1',
+    toolInputTokens: toolInputTokens ?? b.toolInputTokens,
   });
 }
 

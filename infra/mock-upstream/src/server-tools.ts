@@ -1,28 +1,11 @@
-/**
- * What a provider-run tool adds to the input a call is billed: the search results, fetched
- * pages or tool output the model reads before it answers, which no count of the request can
- * see (the counting endpoints do not include it). A flat figure per tool the request offers.
- */
-const SERVER_TOOL_INPUT_TOKENS = 5_000;
+/** The input tokens a provider-run tool reads per use by default (a page of search results). */
+export const SERVER_TOOL_INPUT_TOKENS = 5_000;
 
 /** Responses tools the client runs itself; any other type runs at the provider. */
 const CLIENT_TOOLS = new Set(['function', 'custom']);
 
 /** Anthropic's server tools (the client runs the others: custom, bash, text editor, ...). */
 const ANTHROPIC_SERVER_TOOL = /^(web_search|web_fetch|code_execution)_/;
-
-export function responsesToolInput(tools: readonly { type: string }[] | null | undefined): number {
-  return SERVER_TOOL_INPUT_TOKENS * (tools ?? []).filter((t) => !CLIENT_TOOLS.has(t.type)).length;
-}
-
-export function messagesToolInput(body: { tools?: readonly object[] }): number {
-  const servers = (body as { mcp_servers?: unknown }).mcp_servers;
-  const tools = (body.tools ?? []) as readonly { type?: unknown }[];
-  const server = tools.filter(
-    (t) => typeof t.type === 'string' && ANTHROPIC_SERVER_TOOL.test(t.type),
-  ).length;
-  return SERVER_TOOL_INPUT_TOKENS * (server + (Array.isArray(servers) ? servers.length : 0));
-}
 
 /** Uses of provider-run tools billed per use, by kind (web_search, file_search, ...). */
 export type ToolUses = Record<string, number>;
@@ -41,6 +24,44 @@ const kindOf = (table: readonly [RegExp, string][], type: unknown) =>
   typeof type === 'string' ? table.find(([re]) => re.test(type))?.[1] : undefined;
 
 const bound = (v: unknown) => (typeof v === 'number' && v >= 0 ? v : Infinity);
+
+/**
+ * What a provider-run tool adds to the input a call is billed: the search results, fetched
+ * pages or tool output the model reads before it answers, which no count of the request can
+ * see (the counting endpoints do not include it). Billed as the provider bills it, per use:
+ * `perUse` tokens (the plan's `toolInputTokens`, a page of results) for each use the call makes
+ * of a tool it counts uses of (web search, web fetch, file search, code interpreter); a tool
+ * whose uses it does not count (Anthropic's code execution, an MCP server, any other) reads
+ * `perUse` once.
+ */
+export function responsesToolInput(
+  tools: readonly { type: string }[] | null | undefined,
+  uses: ToolUses,
+  perUse: number,
+): number {
+  const flat = (tools ?? []).filter(
+    (t) => !CLIENT_TOOLS.has(t.type) && !kindOf(RESPONSES_FEE_TOOL, t.type),
+  ).length;
+  return perUse * (flat + totalUses(uses));
+}
+
+export function messagesToolInput(
+  body: { tools?: readonly object[] },
+  uses: ToolUses,
+  perUse: number,
+): number {
+  const servers = (body as { mcp_servers?: unknown }).mcp_servers;
+  const tools = (body.tools ?? []) as readonly { type?: unknown }[];
+  const flat = tools.filter(
+    (t) =>
+      typeof t.type === 'string' &&
+      ANTHROPIC_SERVER_TOOL.test(t.type) &&
+      !kindOf(ANTHROPIC_FEE_TOOL, t.type),
+  ).length;
+  return perUse * (flat + (Array.isArray(servers) ? servers.length : 0) + totalUses(uses));
+}
+
+const totalUses = (uses: ToolUses) => Object.values(uses).reduce((a, b) => a + b, 0);
 
 /**
  * The uses a Messages call makes of its server tools billed per use (`web_search_*`,

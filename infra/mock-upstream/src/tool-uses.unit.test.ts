@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { anthropicClient, useMockUpstream } from '../test/harness.js';
+import { anthropicClient, call, useMockUpstream } from '../test/harness.js';
 
 const mock = useMockUpstream();
 const messages = [{ role: 'user' as const, content: 'What happened in the news today?' }];
@@ -182,5 +182,65 @@ describe('provider-run tools billed per use', () => {
       body: JSON.stringify({ model: 'gpt-5', input: 'hi' }),
     });
     expect(res.status).toBe(400);
+  });
+});
+
+describe("provider-run tools' input billed per use", () => {
+  /** What a create of `body` is billed as input above what its counting endpoint says. */
+  async function unseen(
+    path: '/v1/messages' | '/v1/responses',
+    body: Record<string, unknown>,
+    headers: Record<string, string>,
+  ): Promise<number> {
+    const h = { 'anthropic-version': '2023-06-01', ...headers };
+    const countPath = path === '/v1/messages' ? `${path}/count_tokens` : `${path}/input_tokens`;
+    const count = await call(mock.upstream(), 'POST', countPath, body, h);
+    expect(count.status, JSON.stringify(count.json)).toBe(200);
+    const max = path === '/v1/messages' ? { max_tokens: 20 } : { max_output_tokens: 20 };
+    const created = await call(mock.upstream(), 'POST', path, { ...body, ...max }, h);
+    expect(created.status, JSON.stringify(created.json)).toBe(200);
+    const { input_tokens } = count.json as { input_tokens: number };
+    return mock.upstream().stats().recent.at(-1)!.promptTokens - input_tokens;
+  }
+
+  it('Messages: each search or fetch reads its results; code execution and an MCP server once', async () => {
+    const claude = (tools: object[], extra: Record<string, unknown> = {}) => ({
+      model: 'claude-sonnet-4-5',
+      messages,
+      tools,
+      ...extra,
+    });
+    const uses = { 'x-mock-tool-uses': '4' };
+    expect(await unseen('/v1/messages', claude([search(10)]), uses)).toBe(4 * 5_000);
+    // The provider stops at max_uses: it reads no more than it searched.
+    expect(await unseen('/v1/messages', claude([search(3)]), uses)).toBe(3 * 5_000);
+    const fetchTool = { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 2 };
+    expect(await unseen('/v1/messages', claude([search(10), fetchTool]), uses)).toBe(6 * 5_000);
+    // No search made, nothing read.
+    expect(await unseen('/v1/messages', claude([search(10)]), {})).toBe(0);
+    const code = { type: 'code_execution_20250825', name: 'code_execution' };
+    const mcp = { mcp_servers: [{ type: 'url', url: 'https://mcp.example.test', name: 'docs' }] };
+    expect(await unseen('/v1/messages', claude([code], mcp), uses)).toBe(2 * 5_000);
+    // The figure a use reads, by header or behaviour.
+    const small = { ...uses, 'x-mock-tool-input-tokens': '700' };
+    expect(await unseen('/v1/messages', claude([search(10), code]), small)).toBe(5 * 700);
+    mock.upstream().configure({ toolInputTokens: 1_200 });
+    expect(await unseen('/v1/messages', claude([search(10)]), uses)).toBe(4 * 1_200);
+  });
+
+  it('Responses: each tool call within max_tool_calls reads its results; a tool without counted calls once', async () => {
+    const gpt = (tools: object[], max_tool_calls?: number) => ({
+      model: 'gpt-5',
+      input: 'What happened in the news today?',
+      tools,
+      ...(max_tool_calls === undefined ? {} : { max_tool_calls }),
+    });
+    const tools = [{ type: 'web_search' }, { type: 'file_search', vector_store_ids: ['vs_1'] }];
+    const uses = { 'x-mock-tool-uses': '3' };
+    expect(await unseen('/v1/responses', gpt(tools, 20), uses)).toBe(6 * 5_000);
+    expect(await unseen('/v1/responses', gpt(tools, 4), uses)).toBe(4 * 5_000);
+    const mcp = { type: 'mcp', server_label: 'docs', server_url: 'https://mcp.example.test' };
+    expect(await unseen('/v1/responses', gpt([mcp, ...tools], 2), uses)).toBe(3 * 5_000);
+    expect(await unseen('/v1/responses', gpt(tools), {})).toBe(0);
   });
 });

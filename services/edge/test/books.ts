@@ -8,8 +8,15 @@ import {
   type Aggregator,
   type SqlExecutor,
 } from '@holdfast/billing-aggregator';
-import { natsNamesToEnv, type ModelPrices } from '@holdfast/config';
-import type { ApiSurface, NatsNames } from '@holdfast/events';
+import {
+  modelPrices,
+  natsNamesToEnv,
+  toolFeeMicroUsd,
+  toolUsePrices,
+  type ModelPrices,
+  type PriceConfig,
+} from '@holdfast/config';
+import type { ApiSurface, NatsNames, ToolUseKind } from '@holdfast/events';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { createLogger } from '@holdfast/runtime';
 import { waitFor, type ClickHouseClient } from '@holdfast/testkit';
@@ -73,6 +80,25 @@ export function providerBooks(
     books.microUsd += Math.ceil(pico / 1_000_000);
   }
   return books;
+}
+
+/**
+ * The provider's bill: the tokens at the model's prices (providerBooks) and each call's
+ * tool uses at their fees, as the authority rounds them (a call's fee rounded up once).
+ */
+export function withFees(
+  records: readonly RequestRecord[],
+  price: PriceConfig & { toolUses: Partial<Record<ToolUseKind, number>> },
+  api: 'openai' | 'anthropic',
+) {
+  const books = providerBooks(records, modelPrices(price, api));
+  const perK = toolUsePrices({ price });
+  const fees = records.reduce((n, r) => n + toolFeeMicroUsd(perK, r.toolUses), 0);
+  const uses = records.reduce(
+    (n, r) => n + Object.values(r.toolUses).reduce((a, b) => a + b, 0),
+    0,
+  );
+  return { books: { ...books, microUsd: books.microUsd + fees }, fees, uses };
 }
 
 function empty(): Books {

@@ -6,7 +6,7 @@ import { CLAUDE, post, withClaude } from './surfaces.js';
  * Red team, input the edge cannot see. A file is billed by its pages (the text and an image of
  * each), which no count of the request's bytes can see: the mock bills each file part 3,000
  * tokens on top of its JSON, as a two-page PDF. A tool the provider runs (web search, MCP) is
- * billed what it reads as input: the mock bills 5,000 a tool, as a page of search results. A
+ * billed what it reads as input: the mock bills 5,000 a use, as a page of search results. A
  * 2,000-token budget: a call the edge counted from its bytes would be admitted on a hold of a
  * few dozen tokens and billed far past the limit.
  */
@@ -304,7 +304,8 @@ test('a tool the provider runs (web search, server tools, MCP) is refused: a 400
 test('with upstreamStateAllowanceTokens a provider-run tool is admitted on its count plus the allowance', async ({
   stack,
 }) => {
-  const s = await stack({ patch: roomy });
+  // The provider searches once: it reads (and bills) a page of results per search.
+  const s = await stack({ patch: roomy, behaviour: { toolUses: 1 } });
   const r = await post(
     s,
     '/v1/responses',
@@ -355,7 +356,8 @@ test('the allowance is per document block, tool results included: two documents 
 test('the allowance is per provider-run tool: two tools are held two allowances, and billed within them', async ({
   stack,
 }) => {
-  const s = await stack({ patch: wide });
+  // Each tool is used once: the provider reads (and bills) a page of results per use.
+  const s = await stack({ patch: wide, behaviour: { toolUses: 1 } });
   const r = await post(
     s,
     '/v1/responses',

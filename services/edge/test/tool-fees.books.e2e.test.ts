@@ -1,9 +1,8 @@
-import { modelPrices, toolFeeMicroUsd, toolUsePrices, type PriceConfig } from '@holdfast/config';
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
-import type { HoldfastEvent, ToolUseKind } from '@holdfast/events';
+import type { HoldfastEvent } from '@holdfast/events';
 import { expect } from 'vitest';
-import { clickhouseBooks, expectBooksHold, providerBooks, withAggregator } from './books.js';
+import { clickhouseBooks, expectBooksHold, withAggregator, withFees } from './books.js';
 import {
   edgeTest as test,
   entry,
@@ -13,7 +12,7 @@ import {
 } from './harness.js';
 import { sha256Hex } from '../src/index.js';
 import { anthropic, CLAUDE, withClaude } from './surfaces.js';
-import { digestMessages, runQueue } from './workload.js';
+import { digestMessages, messagesCall, responsesCall, runQueue } from './workload.js';
 
 /**
  * Tools the provider runs and bills per use (web search at $10 per 1,000, file search at
@@ -99,25 +98,6 @@ function withSearchDesk(c: TestConfig): void {
   });
 }
 
-/**
- * The provider's bill: the tokens at the model's prices (providerBooks) and each call's
- * tool uses at their fees, as the authority rounds them (a call's fee rounded up once).
- */
-function withFees(
-  records: readonly RequestRecord[],
-  price: PriceConfig & { toolUses: Partial<Record<ToolUseKind, number>> },
-  api: 'openai' | 'anthropic',
-) {
-  const books = providerBooks(records, modelPrices(price, api));
-  const perK = toolUsePrices({ price });
-  const fees = records.reduce((n, r) => n + toolFeeMicroUsd(perK, r.toolUses), 0);
-  const uses = records.reduce(
-    (n, r) => n + Object.values(r.toolUses).reduce((a, b) => a + b, 0),
-    0,
-  );
-  return { books: { ...books, microUsd: books.microUsd + fees }, fees, uses };
-}
-
 /** What Holdfast settled the provider's call `r` at (its reservation id travels upstream). */
 function settledCost(events: readonly HoldfastEvent[], r: RequestRecord): number {
   const settled = events.find(
@@ -150,10 +130,10 @@ function searchClaude(s: Stack, i: number): Promise<unknown> {
     messages: [{ role: 'user' as const, content: digestMessages(i)[1]!.content as string }],
     tools: [{ type: 'web_search_20250305' as const, name: 'web_search' as const, max_uses }],
   };
-  return i % 2 === 1 ? client.messages.stream(body).finalMessage() : client.messages.create(body);
+  return messagesCall(client, body, i % 2 === 1);
 }
 
-async function searchGpt(s: Stack, i: number): Promise<unknown> {
+function searchGpt(s: Stack, i: number): Promise<unknown> {
   const body = {
     model: SEARCH_GPT,
     max_output_tokens: 512,
@@ -166,11 +146,7 @@ async function searchGpt(s: Stack, i: number): Promise<unknown> {
   };
   // A search and a file search (the behaviour's toolUses: 1 of each): held at 3 calls of the
   // dearer, billed at each one's fee.
-  const openai = s.openai(KEY);
-  if (i % 2 === 0) return openai.responses.create(body);
-  const events = await openai.responses.create({ ...body, stream: true });
-  for await (const _ of events);
-  return undefined;
+  return responsesCall(s.openai(KEY), body, i % 2 === 1);
 }
 
 type BooksFixtures = Parameters<typeof withAggregator>[0] & {

@@ -1,4 +1,5 @@
 import { APIError as AnthropicError } from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 
 /** Words that are one o200k token each, so prompt sizes are easy to reason about. */
@@ -105,5 +106,29 @@ export async function chatCall(
     stream: true,
     stream_options: { include_usage: true },
   });
+  for await (const _ of events);
+}
+
+/** One Messages call as a client makes it: the whole message, or (`stream`) its final one. */
+export async function messagesCall(
+  client: Anthropic,
+  body: Anthropic.MessageCreateParamsNonStreaming,
+  stream: boolean,
+): Promise<void> {
+  if (stream) await client.messages.stream(body).finalMessage();
+  else await client.messages.create(body);
+}
+
+/** One Responses call as a client makes it: the whole response, or (`stream`) read to its end. */
+export async function responsesCall(
+  openai: OpenAI,
+  body: OpenAI.Responses.ResponseCreateParamsNonStreaming,
+  stream: boolean,
+): Promise<void> {
+  if (!stream) {
+    await openai.responses.create(body);
+    return;
+  }
+  const events = await openai.responses.create({ ...body, stream: true });
   for await (const _ of events);
 }

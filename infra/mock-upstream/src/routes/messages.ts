@@ -76,6 +76,8 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     );
 
     const stream = body.stream === true;
+    const toolUses = messagesToolUses(body, plan);
+    const toolInput = messagesToolInput(body, toolUses, plan.toolInputTokens);
     const call = startCall(
       state,
       reply,
@@ -94,8 +96,8 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
         serviceTier: servedTier(body.service_tier, 'anthropic', plan, state),
         longContextAbove: plan.longContextAbove,
         // Server tools read more input than the request shows (never in count_tokens).
-        prompt: { ...cache.prompt, tokens: cache.prompt.tokens + messagesToolInput(body) },
-        toolUses: messagesToolUses(body, plan),
+        prompt: { ...cache.prompt, tokens: cache.prompt.tokens + toolInput },
+        toolUses,
       },
       plan,
     );

@@ -51,6 +51,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
     if (!counted.ok) return refuse(reply, counted.error);
 
     const stream = body.stream === true;
+    const toolUses = responsesToolUses(body, plan);
     const call = startCall(
       state,
       reply,
@@ -70,10 +71,12 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
         longContextAbove: plan.longContextAbove,
         // Provider-run tools read more input than the request shows (never in input_tokens).
         prompt: {
-          ...uncachedPrompt(counted.value.tokens + responsesToolInput(body.tools)),
+          ...uncachedPrompt(
+            counted.value.tokens + responsesToolInput(body.tools, toolUses, plan.toolInputTokens),
+          ),
           cached: Math.min(plan.cachedTokens, counted.value.tokens),
         },
-        toolUses: responsesToolUses(body, plan),
+        toolUses,
       },
       plan,
     );

@@ -196,7 +196,9 @@ export const Model = z.strictObject({
    * count_tokens; a chat `file` part has no counting endpoint, and a tool the provider runs
    * (web search, MCP) reads input no endpoint counts. When the upstream cannot count
    * it, such calls are refused with a 400, unless this is set: then they are admitted with the
-   * local count of the call's own input plus this many tokens for what the edge cannot see, a
+   * local count of the call's own input plus this many tokens for each piece the edge cannot
+   * see, and for each use of a provider-run tool (a search's results, a fetched page: times
+   * `max_uses` or `max_tool_calls`; docs/budgets.md "How unseen tool input is held"), a
    * pessimistic allowance the operator states (a longer conversation or file is still billed
    * in full, and recorded as an overrun).
    */

@@ -37,6 +37,26 @@ const isBound = (v: unknown): v is number =>
   typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= LIMITS.maxToolUses;
 
 /**
+ * A bound the client set on a call's uses of provider-run tools (`max_uses` at `param`,
+ * `max_tool_calls`), an integer from 1 to 1,000, or the 400 naming it: `missing` says why the
+ * call needs it.
+ */
+export function clientBound(
+  field: 'max_uses' | 'max_tool_calls',
+  param: string,
+  value: unknown,
+  missing: string,
+): Result<number, EdgeError> {
+  if (value === undefined || value === null) return invalid(param, missing);
+  if (isBound(value)) return Ok(value);
+  const at = param === field ? '' : ` (${param})`;
+  return invalid(
+    param,
+    `${field} ${shown(value)}${at} must be an integer from 1 to ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
+  );
+}
+
+/**
  * The uses of provider-run tools billed per use a call is held for (docs/budgets.md, "How
  * tool fees are held and billed"), or the 400 that says why it cannot be: a tool that carries
  * a fee (web search, file search, code interpreter) the model does not price
@@ -72,39 +92,27 @@ export function heldToolUses(
   if (billed.length === 0) return Ok({});
   const uses: ToolUses = {};
   if (offered.per === 'call') {
-    const max = offered.maxToolCalls;
-    if (max === undefined || max === null) {
-      return invalid(
-        'max_tool_calls',
-        `This call offers the ${billed[0]!.type} tool, which the provider bills per call: set max_tool_calls (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the calls cost.`,
-      );
-    }
-    if (!isBound(max)) {
-      return invalid(
-        'max_tool_calls',
-        `max_tool_calls ${shown(max)} must be an integer from 1 to ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
-      );
-    }
+    const max = clientBound(
+      'max_tool_calls',
+      'max_tool_calls',
+      offered.maxToolCalls,
+      `This call offers the ${billed[0]!.type} tool, which the provider bills per call: set max_tool_calls (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the calls cost.`,
+    );
+    if (!max.ok) return max;
     const dearest = billed.reduce((a, b) => (prices[b.kind]! > prices[a.kind]! ? b : a));
-    uses[dearest.kind] = max;
+    uses[dearest.kind] = max.value;
     return Ok(uses);
   }
   for (const tool of billed) {
-    const max = tool.maxUses;
     const param = `${tool.param}.max_uses`;
-    if (max === undefined || max === null) {
-      return invalid(
-        param,
-        `This call offers the ${tool.type} tool (${tool.param}), which the provider bills per use: set its max_uses (${param}, at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the uses cost.`,
-      );
-    }
-    if (!isBound(max)) {
-      return invalid(
-        param,
-        `max_uses ${shown(max)} (${param}) must be an integer from 1 to ${LIMITS.maxToolUses.toLocaleString('en-US')}.`,
-      );
-    }
-    const total = (uses[tool.kind] ?? 0) + max;
+    const max = clientBound(
+      'max_uses',
+      param,
+      tool.maxUses,
+      `This call offers the ${tool.type} tool (${tool.param}), which the provider bills per use: set its max_uses (${param}, at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the uses cost.`,
+    );
+    if (!max.ok) return max;
+    const total = (uses[tool.kind] ?? 0) + max.value;
     if (total > LIMITS.maxToolUses) {
       return invalid(
         param,

@@ -1,7 +1,9 @@
-import type { CompiledModel } from '@holdfast/config';
-import { Err, Ok } from '@holdfast/runtime';
+import { toolUseKind, type CompiledModel } from '@holdfast/config';
+import { LIMITS } from '@holdfast/events';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import { EdgeError } from '../errors.js';
 import type { Counted } from './adapter.js';
+import { clientBound } from './tool-uses.js';
 
 /**
  * One input of a request the edge cannot size (a file, a document, a tool the provider runs),
@@ -48,17 +50,40 @@ export function countUnseen(
 }
 
 /**
- * A call that offers the model a tool the provider runs itself (web search, fetch, code
- * execution, MCP): what it reads is billed as input, and no count of the request (the
- * upstream's counting endpoints included) can see it. Admitted with the model's stated
- * allowance for each such tool on top of its count, else refused with a 400 naming the first.
+ * A tool the provider runs itself (web search, fetch, code execution, MCP), by its path: what
+ * it reads is billed as input. `counted`: the provider counts its uses (a search, a fetch, a
+ * file search: `toolUseKind`), each reading its own results; `maxUses` its own bound as sent
+ * (Messages `max_uses`).
+ */
+export interface ProviderTool extends UnseenInput {
+  counted: boolean;
+  maxUses?: unknown;
+}
+
+/**
+ * How many reads of the model's allowance a call's provider-run tools are held, and the bound
+ * the client set that gives most of them (the 400's param when they do not fit), if any.
+ */
+export interface ToolReads {
+  reads: number;
+  param: string | undefined;
+}
+
+/**
+ * A call that offers the model a tool the provider runs itself: what it reads is billed as
+ * input, and no count of the request (the upstream's counting endpoints included) can see it.
+ * Admitted with the model's stated allowance for each read (`reads`: each use where the client
+ * bounds the uses, docs/budgets.md "How unseen tool input is held") on top of its count, else
+ * refused with a 400 naming the first tool, or the bound when the reads are held past the
+ * model's `maxPromptTokens` or Holdfast's limit on a prompt.
  */
 export async function withProviderTool(
-  tools: readonly UnseenInput[],
+  tools: readonly ProviderTool[],
   model: CompiledModel | undefined,
+  reads: (tools: readonly [ProviderTool, ...ProviderTool[]]) => Result<ToolReads, EdgeError>,
   count: () => Promise<Counted>,
 ): Promise<Counted> {
-  const [tool] = tools;
+  const [tool, ...more] = tools;
   if (!tool) return count();
   const allowance = model?.upstreamStateAllowanceTokens;
   if (allowance === undefined) {
@@ -74,8 +99,77 @@ export async function withProviderTool(
       }),
     );
   }
+  const held = reads([tool, ...more]);
+  if (!held.ok) return held;
   const counted = await count();
-  return counted.ok ? Ok(counted.value + allowance * tools.length) : counted;
+  if (!counted.ok) return counted;
+  const unseen = allowance * held.value.reads;
+  const total = counted.value + unseen;
+  const cap = Math.min(model?.maxPromptTokens ?? Infinity, LIMITS.maxPromptTokens);
+  const { param } = held.value;
+  if (total <= cap || param === undefined) return Ok(total);
+  const n = (v: number) => v.toLocaleString('en-US');
+  const what = model?.maxPromptTokens === cap ? `model ${model.id}'s maxPromptTokens` : 'the limit';
+  return Err(
+    new EdgeError({
+      code: 'invalid_request',
+      param,
+      message:
+        `This call's provider-run tools may read ${n(held.value.reads)} times (${param}), each held ` +
+        `${n(allowance)} input tokens (the model's upstreamStateAllowanceTokens): ${n(unseen)} on top ` +
+        `of the prompt's ${n(counted.value)} is ${n(total)}, above ${what} (${n(cap)}). Lower ${param}.`,
+    }),
+  );
+}
+
+/**
+ * Messages: a server tool whose uses the provider counts (web search, web fetch) reads its
+ * results on each use, up to its `max_uses`, which the client must set (an integer from 1 to
+ * 1,000); any other (code execution, an MCP server: no bound the client can set, a turn the
+ * provider's own server loop ends) reads once.
+ */
+export function perToolReads(tools: readonly ProviderTool[]): Result<ToolReads, EdgeError> {
+  let reads = 0;
+  let most: { param: string; uses: number } | undefined;
+  for (const tool of tools) {
+    if (!tool.counted) {
+      reads += 1;
+      continue;
+    }
+    const param = `${tool.param}.max_uses`;
+    const bound = clientBound(
+      'max_uses',
+      param,
+      tool.maxUses,
+      `This call offers ${tool.what} (${tool.param}), which the provider runs itself and bills what each use reads (search results, the page fetched) as input: set its max_uses (${param}, at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the uses read.`,
+    );
+    if (!bound.ok) return bound;
+    reads += bound.value;
+    if (!most || bound.value > most.uses) most = { param, uses: bound.value };
+  }
+  return Ok({ reads, param: most?.param });
+}
+
+/**
+ * Responses: `max_tool_calls` bounds the calls of all the provider-run tools together, and the
+ * client must set it for any of them (OpenAI runs a response's tool calls until it is done):
+ * held a read each call it permits, plus one for each tool whose calls the provider does not
+ * count (an MCP server's tool list, an image generation), never fewer than one a tool.
+ */
+export function perCallReads(
+  tools: readonly [ProviderTool, ...ProviderTool[]],
+  maxToolCalls: unknown,
+): Result<ToolReads, EdgeError> {
+  const [first] = tools;
+  const bound = clientBound(
+    'max_tool_calls',
+    'max_tool_calls',
+    maxToolCalls,
+    `This call offers ${first.what} (${first.param}), which the provider runs itself and bills what each of its calls reads (search results, tool output) as input: set max_tool_calls (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the calls read.`,
+  );
+  if (!bound.ok) return bound;
+  const once = tools.filter((t) => !t.counted).length;
+  return Ok({ reads: Math.max(tools.length, bound.value + once), param: 'max_tool_calls' });
 }
 
 /** Responses tools the client runs (their results come back as visible input); others run upstream. */
@@ -89,8 +183,16 @@ const CLIENT_RESPONSES_TOOLS = new Set([
 /** The Responses tools the provider runs itself (any type but the client's own). */
 export function responsesProviderTools(
   tools: readonly { type: string }[] | null | undefined,
-): UnseenInput[] {
+): ProviderTool[] {
   return (tools ?? []).flatMap((t, i) =>
-    CLIENT_RESPONSES_TOOLS.has(t.type) ? [] : [{ param: `tools.${i}`, what: `the ${t.type} tool` }],
+    CLIENT_RESPONSES_TOOLS.has(t.type)
+      ? []
+      : [
+          {
+            param: `tools.${i}`,
+            what: `the ${t.type} tool`,
+            counted: toolUseKind('openai', t.type) !== undefined,
+          },
+        ],
   );
 }

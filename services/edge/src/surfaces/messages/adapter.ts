@@ -3,7 +3,12 @@ import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
 import { longestCacheLifetime } from '../../call/unreported.js';
-import { countUnseen, withProviderTool, type UnseenInput } from '../../call/unseen.js';
+import {
+  countUnseen,
+  perToolReads,
+  withProviderTool,
+  type UnseenInput,
+} from '../../call/unseen.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -56,7 +61,7 @@ export async function countMessagesPrompt(
   body: CountTokensRequest,
   ctx: CountContext,
 ): Promise<Counted> {
-  const counted = await withProviderTool(messagesProviderTools(body), ctx.model, () =>
+  const counted = await withProviderTool(messagesProviderTools(body), ctx.model, perToolReads, () =>
     countInput(body, ctx),
   );
   return counted.ok ? longContext(counted.value, ctx) : counted;

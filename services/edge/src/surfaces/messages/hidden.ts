@@ -1,5 +1,10 @@
-import { hiddenInputTokens, type HiddenInputTokens, type ModelConfig } from '@holdfast/config';
-import type { UnseenInput } from '../../call/unseen.js';
+import {
+  hiddenInputTokens,
+  toolUseKind,
+  type HiddenInputTokens,
+  type ModelConfig,
+} from '@holdfast/config';
+import type { ProviderTool } from '../../call/unseen.js';
 
 /**
  * The input of a Messages call that the request does not show: what the tools the provider
@@ -7,7 +12,8 @@ import type { UnseenInput } from '../../call/unseen.js';
  * to the prompt itself (held on top of a local count: hiddenInput).
  */
 
-type Tools = readonly { name: string; type?: string | null }[] | null | undefined;
+type Tools =
+  readonly { name: string; type?: string | null; max_uses?: unknown }[] | null | undefined;
 
 /** What hiddenInput reads of a request. */
 interface Prompt {
@@ -37,19 +43,30 @@ function builtInTool(type: string): keyof HiddenInputTokens | undefined {
 
 /**
  * The Messages server tools (web search, web fetch, code execution: any type but the client's
- * own, none or `custom`, and the built-ins), then the MCP servers.
+ * own, none or `custom`, and the built-ins), then the MCP servers. A search or a fetch reads on
+ * each use (counted), up to its `max_uses`.
  */
 export function messagesProviderTools(body: {
   tools?: Tools;
   mcp_servers?: unknown;
-}): UnseenInput[] {
+}): ProviderTool[] {
   const tools = (body.tools ?? []).flatMap((t, i) =>
     t.type != null && t.type !== 'custom' && !builtInTool(t.type)
-      ? [{ param: `tools.${i}`, what: `the ${t.type} server tool` }]
+      ? [
+          {
+            param: `tools.${i}`,
+            what: `the ${t.type} server tool`,
+            counted: toolUseKind('anthropic', t.type) !== undefined,
+            maxUses: t.max_uses,
+          },
+        ]
       : [],
   );
   const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers : [];
-  return [...tools, ...servers.map(() => ({ param: 'mcp_servers', what: 'an MCP server' }))];
+  return [
+    ...tools,
+    ...servers.map(() => ({ param: 'mcp_servers', what: 'an MCP server', counted: false })),
+  ];
 }
 
 /**

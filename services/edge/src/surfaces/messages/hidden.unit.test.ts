@@ -65,13 +65,21 @@ describe('the input a Messages request does not show', () => {
     const tools = [custom, { ...custom, type: 'custom' }, bash, editor, computer, memory];
     expect(messagesProviderTools({ tools })).toEqual([]);
     const server = [
-      { type: 'web_search_20250305', name: 'web_search' },
+      { type: 'web_search_20250305', name: 'web_search', max_uses: 7 },
       { type: 'bash', name: 'bash' },
+      { type: 'web_fetch_20250910', name: 'web_fetch' },
     ];
+    // A search or a fetch reads on each use, up to its max_uses; the others once.
     expect(messagesProviderTools({ tools: [...tools, ...server], mcp_servers: [{}] })).toEqual([
-      { param: 'tools.6', what: 'the web_search_20250305 server tool' },
-      { param: 'tools.7', what: 'the bash server tool' },
-      { param: 'mcp_servers', what: 'an MCP server' },
+      { param: 'tools.6', what: 'the web_search_20250305 server tool', counted: true, maxUses: 7 },
+      { param: 'tools.7', what: 'the bash server tool', counted: false, maxUses: undefined },
+      {
+        param: 'tools.8',
+        what: 'the web_fetch_20250910 server tool',
+        counted: true,
+        maxUses: undefined,
+      },
+      { param: 'mcp_servers', what: 'an MCP server', counted: false },
     ]);
   });
 

@@ -1,7 +1,12 @@
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
-import { countUnseen, responsesProviderTools, withProviderTool } from '../../call/unseen.js';
+import {
+  countUnseen,
+  perCallReads,
+  responsesProviderTools,
+  withProviderTool,
+} from '../../call/unseen.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -80,8 +85,11 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
       `/v1/chat/completions, which bills it at the audio price.`;
     return Err(new EdgeError({ code: 'invalid_request', message, param: audio }));
   }
-  return withProviderTool(responsesProviderTools(body.tools), ctx.model, () =>
-    countInput(body, ctx),
+  return withProviderTool(
+    responsesProviderTools(body.tools),
+    ctx.model,
+    (tools) => perCallReads(tools, body.max_tool_calls),
+    () => countInput(body, ctx),
   );
 }
 
