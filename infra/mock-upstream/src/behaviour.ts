@@ -123,6 +123,13 @@ export const Behaviour = z.strictObject({
    */
   toolUses: z.int().min(0).max(1_000_000),
   ignoreToolBound: z.boolean(),
+  /**
+   * The tool types a Responses stored prompt carries (a `prompt.id` starting `pmpt_`), which
+   * the request does not show: used as the request's own tools are (`toolUses` of each
+   * billed per use, within `max_tool_calls`). Header: `x-mock-stored-prompt-tools` (types
+   * joined by `,`).
+   */
+  storedPromptTools: z.array(z.string().min(1).max(64)).max(16),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -155,6 +162,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   toolPromptTokens: { auto: 346, forced: 313 },
   toolUses: 0,
   ignoreToolBound: false,
+  storedPromptTools: [],
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

@@ -37,6 +37,8 @@ export interface Plan {
   toolUses: number;
   /** Report `toolUses` whatever the request's bound (`max_uses`, `max_tool_calls`) says. */
   ignoreToolBound: boolean;
+  /** The tool types a stored prompt (`pmpt_...`) carries (server-tools.ts). */
+  storedPromptTools: readonly string[];
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -65,7 +67,9 @@ interface InvalidHeaders {
  *   prompt when tool_choice is auto/none, any/tool (a newer model's larger one);
  * - `x-mock-tool-uses: N`: each provider-run tool billed per use the request offers is used N
  *   times, within its bound (`max_uses`, `max_tool_calls`); with `x-mock-ignore-tool-bound: 1`
- *   whatever the bound (a broken upstream).
+ *   whatever the bound (a broken upstream);
+ * - `x-mock-stored-prompt-tools: web_search,image_generation`: the tools a Responses stored
+ *   prompt (`prompt.id` `pmpt_...`) carries, used as if the request offered them.
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -103,6 +107,13 @@ export function planRequest(
   const ignoreToolBound = headers['x-mock-ignore-tool-bound'];
   if (ignoreToolBound !== undefined && ignoreToolBound !== '1' && ignoreToolBound !== '0') {
     errors.push('x-mock-ignore-tool-bound must be 1 or 0');
+  }
+  const promptTools = headers['x-mock-stored-prompt-tools'];
+  if (
+    promptTools !== undefined &&
+    !(typeof promptTools === 'string' && /^[a-z0-9_,]*$/.test(promptTools))
+  ) {
+    errors.push('x-mock-stored-prompt-tools must be tool types joined by ,');
   }
   const tierHeader = headers['x-mock-service-tier'];
   const serviceTier =
@@ -145,6 +156,10 @@ export function planRequest(
     },
     toolUses: toolUses ?? b.toolUses,
     ignoreToolBound: ignoreToolBound === undefined ? b.ignoreToolBound : ignoreToolBound === '1',
+    storedPromptTools:
+      typeof promptTools === 'string'
+        ? promptTools.split(',').filter(Boolean)
+        : b.storedPromptTools,
   });
 }
 
