@@ -180,8 +180,13 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     reasoning: body.reasoning != null && body.reasoning.effort !== 'none',
     tools: {
       per: 'call',
-      tools: (body.tools ?? []).map((t, i) => ({ type: t.type, param: `tools.${i}` })),
+      tools: (body.tools ?? []).map((t, i) => ({
+        type: t.type,
+        param: `tools.${i}`,
+        partialImages: (t as { partial_images?: unknown }).partial_images,
+      })),
       maxToolCalls: body.max_tool_calls,
+      storedPrompt: body.prompt != null,
     },
   }),
   minOutput: () => ({
