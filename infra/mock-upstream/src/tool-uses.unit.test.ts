@@ -166,10 +166,20 @@ describe('provider-run tools billed per use', () => {
       { headers: { 'x-mock-tool-uses': '1' } },
     );
     const done: string[] = [];
+    const progress: string[] = [];
     for await (const e of events) {
       if (e.type === 'response.output_item.done') done.push(e.item.type);
+      if (e.type === 'response.output_item.added' && e.item.type === 'image_generation_call') {
+        expect(e.item).not.toHaveProperty('result');
+      }
+      if (e.type.startsWith('response.image_generation_call.')) progress.push(e.type);
     }
     expect(done).toEqual(['image_generation_call', 'message']);
+    expect(progress).toEqual([
+      'response.image_generation_call.in_progress',
+      'response.image_generation_call.generating',
+      'response.image_generation_call.completed',
+    ]);
     expect(
       mock
         .upstream()
