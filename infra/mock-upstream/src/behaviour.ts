@@ -130,6 +130,13 @@ export const Behaviour = z.strictObject({
    * Header: `x-mock-tool-input-tokens`.
    */
   toolInputTokens: z.int().min(0).max(1_000_000),
+  /**
+   * The tool types a Responses stored prompt carries (a `prompt.id` starting `pmpt_`), which
+   * the request does not show: used as the request's own tools are (`toolUses` of each
+   * billed per use, within `max_tool_calls`). Header: `x-mock-stored-prompt-tools` (types
+   * joined by `,`).
+   */
+  storedPromptTools: z.array(z.string().min(1).max(64)).max(16),
   /** Anthropic prompt caching: a cache_control prefix shorter than this is not cached. */
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
@@ -163,6 +170,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   toolUses: 0,
   ignoreToolBound: false,
   toolInputTokens: SERVER_TOOL_INPUT_TOKENS,
+  storedPromptTools: [],
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
 };

@@ -39,6 +39,8 @@ export interface Plan {
   ignoreToolBound: boolean;
   /** The input tokens a provider-run tool reads per use (server-tools.ts). */
   toolInputTokens: number;
+  /** The tool types a stored prompt (`pmpt_...`) carries (server-tools.ts). */
+  storedPromptTools: readonly string[];
 }
 
 /** An `x-mock-*` header the mock cannot read. */
@@ -70,6 +72,8 @@ interface InvalidHeaders {
  *   whatever the bound (a broken upstream);
  * - `x-mock-tool-input-tokens: N`: the input a provider-run tool reads, billed per use (once for
  *   a tool whose uses are not counted).
+ * - `x-mock-stored-prompt-tools: web_search,image_generation`: the tools a Responses stored
+ *   prompt (`prompt.id` `pmpt_...`) carries, used as if the request offered them.
  * Each header wins over the configured behaviour for this request only.
  */
 export function planRequest(
@@ -108,6 +112,13 @@ export function planRequest(
   const ignoreToolBound = headers['x-mock-ignore-tool-bound'];
   if (ignoreToolBound !== undefined && ignoreToolBound !== '1' && ignoreToolBound !== '0') {
     errors.push('x-mock-ignore-tool-bound must be 1 or 0');
+  }
+  const promptTools = headers['x-mock-stored-prompt-tools'];
+  if (
+    promptTools !== undefined &&
+    !(typeof promptTools === 'string' && /^[a-z0-9_,]*$/.test(promptTools))
+  ) {
+    errors.push('x-mock-stored-prompt-tools must be tool types joined by ,');
   }
   const tierHeader = headers['x-mock-service-tier'];
   const serviceTier =
@@ -151,6 +162,10 @@ export function planRequest(
     toolUses: toolUses ?? b.toolUses,
     ignoreToolBound: ignoreToolBound === undefined ? b.ignoreToolBound : ignoreToolBound === '1',
     toolInputTokens: toolInputTokens ?? b.toolInputTokens,
+    storedPromptTools:
+      typeof promptTools === 'string'
+        ? promptTools.split(',').filter(Boolean)
+        : b.storedPromptTools,
   });
 }
 

@@ -14,6 +14,7 @@ const RESPONSES_FEE_TOOL: readonly [RegExp, string][] = [
   [/^web_search/, 'web_search'],
   [/^file_search/, 'file_search'],
   [/^code_interpreter/, 'code_interpreter'],
+  [/^image_generation/, 'image_generation'],
 ];
 const ANTHROPIC_FEE_TOOL: readonly [RegExp, string][] = [
   [/^web_search_/, 'web_search'],
@@ -84,16 +85,23 @@ export function messagesToolUses(
 
 /**
  * The uses a Responses call makes of its tools billed per use (`web_search*`, `file_search`,
- * `code_interpreter`): `uses` of each in order, all of them together at most `max_tool_calls`
- * (unless `ignoreBound`).
+ * `code_interpreter`, `image_generation`: one image a use): `uses` of each in order, all of
+ * them together at most `max_tool_calls` (unless `ignoreBound`). A stored prompt (`prompt.id`
+ * starting `pmpt_`) carries the tools `storedPromptTools` names, used after the request's own.
  */
 export function responsesToolUses(
-  body: { tools?: readonly { type: string }[] | null; max_tool_calls?: unknown },
-  plan: { toolUses: number; ignoreToolBound: boolean },
+  body: {
+    tools?: readonly { type: string }[] | null;
+    max_tool_calls?: unknown;
+    prompt?: unknown;
+  },
+  plan: { toolUses: number; ignoreToolBound: boolean; storedPromptTools: readonly string[] },
 ): ToolUses {
   const out: ToolUses = {};
   let left = plan.ignoreToolBound ? Infinity : bound(body.max_tool_calls);
-  for (const t of body.tools ?? []) {
+  const id = (body.prompt as { id?: unknown } | null | undefined)?.id;
+  const stored = typeof id === 'string' && id.startsWith('pmpt_') ? plan.storedPromptTools : [];
+  for (const t of [...(body.tools ?? []), ...stored.map((type) => ({ type }))]) {
     const kind = kindOf(RESPONSES_FEE_TOOL, t.type);
     if (!kind) continue;
     const n = Math.min(plan.toolUses, left);
@@ -103,6 +111,10 @@ export function responsesToolUses(
   return out;
 }
 
+/** A 1x1 PNG, base64: the image an `image_generation_call` item carries. */
+const MOCK_PNG =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+
 /** The Responses output items of those uses, one per use: `web_search_call`, ... */
 export function toolCallItems(id: string, uses: ToolUses): object[] {
   const items: object[] = [];
@@ -111,6 +123,8 @@ export function toolCallItems(id: string, uses: ToolUses): object[] {
       const base = { id: `${kind}_${id}_${i}`, type: `${kind}_call`, status: 'completed' };
       if (kind === 'web_search') items.push({ ...base, action: { type: 'search', query: 'mock' } });
       else if (kind === 'file_search') items.push({ ...base, queries: ['mock'], results: null });
+      else if (kind === 'image_generation')
+        items.push({ ...base, result: MOCK_PNG, revised_prompt: 'mock' });
       else items.push({ ...base, code: '', container_id: `cntr_${id}`, outputs: null });
     }
   }

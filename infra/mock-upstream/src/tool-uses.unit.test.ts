@@ -150,6 +150,68 @@ describe('provider-run tools billed per use', () => {
     ]);
   });
 
+  it('Responses renders an image_generation_call item per image, JSON and stream, billed per image', async () => {
+    const openai = mock.client();
+    const ask = { model: 'gpt-5', input: 'draw', max_output_tokens: 20, max_tool_calls: 2 };
+    const tools = [{ type: 'image_generation' as const }];
+    const json = await openai.responses.create(
+      { ...ask, tools },
+      { headers: { 'x-mock-tool-uses': '3' } },
+    );
+    const images = json.output.filter((i) => i.type === 'image_generation_call');
+    expect(images).toHaveLength(2);
+    expect(images[0]).toMatchObject({ status: 'completed', result: expect.any(String) });
+    const events = await openai.responses.create(
+      { ...ask, tools, stream: true },
+      { headers: { 'x-mock-tool-uses': '1' } },
+    );
+    const done: string[] = [];
+    const progress: string[] = [];
+    for await (const e of events) {
+      if (e.type === 'response.output_item.done') done.push(e.item.type);
+      if (e.type === 'response.output_item.added' && e.item.type === 'image_generation_call') {
+        expect(e.item).not.toHaveProperty('result');
+      }
+      if (e.type.startsWith('response.image_generation_call.')) progress.push(e.type);
+    }
+    expect(done).toEqual(['image_generation_call', 'message']);
+    expect(progress).toEqual([
+      'response.image_generation_call.in_progress',
+      'response.image_generation_call.generating',
+      'response.image_generation_call.completed',
+    ]);
+    expect(
+      mock
+        .upstream()
+        .stats()
+        .recent.map((r) => r.toolUses),
+    ).toEqual([{ image_generation: 2 }, { image_generation: 1 }]);
+  });
+
+  it('a stored prompt (pmpt_) carries the tools x-mock-stored-prompt-tools names, used within max_tool_calls', async () => {
+    const openai = mock.client();
+    const headers = {
+      'x-mock-tool-uses': '2',
+      'x-mock-stored-prompt-tools': 'web_search,image_generation',
+    };
+    const ask = { model: 'gpt-5', input: 'hi', max_output_tokens: 20, max_tool_calls: 3 };
+    const json = await openai.responses.create({ ...ask, prompt: { id: 'pmpt_abc' } }, { headers });
+    expect(json.output.map((i) => i.type)).toEqual([
+      'web_search_call',
+      'web_search_call',
+      'image_generation_call',
+      'message',
+    ]);
+    // The same request without a stored prompt uses no tool.
+    await openai.responses.create(ask, { headers });
+    expect(
+      mock
+        .upstream()
+        .stats()
+        .recent.map((r) => r.toolUses),
+    ).toEqual([{ web_search: 2, image_generation: 1 }, {}]);
+  });
+
   it('a Chat Completions search model (-search in its name) searches once a call, JSON and stream', async () => {
     const openai = mock.client();
     const ask = { messages, max_tokens: 20 };

@@ -50,13 +50,15 @@ export type ApiSurface = z.infer<typeof ApiSurface>;
  * The provider-run tools billed per use, beside the tokens they read (docs/budgets.md, "How
  * tool fees are held and billed"): web search (OpenAI's `web_search*`, Anthropic's
  * `web_search_*`), file search and code interpreter (OpenAI), web fetch (Anthropic's
- * `web_fetch_*`, free today). A model prices each in `price.toolUses`.
+ * `web_fetch_*`, free today), image generation (OpenAI's `image_generation`, a use an image).
+ * A model prices each in `price.toolUses`.
  */
 export const TOOL_USE_KINDS = [
   'web_search',
   'file_search',
   'code_interpreter',
   'web_fetch',
+  'image_generation',
 ] as const;
 export const ToolUseKind = z.enum(TOOL_USE_KINDS);
 export type ToolUseKind = z.infer<typeof ToolUseKind>;

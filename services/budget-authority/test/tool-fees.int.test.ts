@@ -97,6 +97,25 @@ test('a bound on tool uses is held at its fee and the uses reported are billed',
   expect(settled(plain.reservationId)).not.toHaveProperty('toolFeeMicroUsd');
 });
 
+test('images (Responses image_generation) are held at the bound x the image fee and billed per image', async ({
+  start,
+}) => {
+  const model = CONFIG.models[0]!;
+  const h = await start({
+    ...CONFIG,
+    models: [{ ...model, price: { ...model.price, toolUses: { image_generation: 170 } } }],
+  });
+  // 2 images at $0.17 held; 1 rendered and billed.
+  const images = call({ image_generation: 2 });
+  expect(admissionOf(await h.client.admit(images))).toMatchObject({
+    heldMicroUsd: TOKENS_HELD + 340_000,
+  });
+  expect(await settler(h)(images.reservationId, { image_generation: 1 })).toMatchObject({
+    ok: true,
+    value: { status: 'settled', costMicroUsd: TOKENS_COST + 170_000, overrunMicroUsd: 0 },
+  });
+});
+
 test('more uses than held are billed in full and recorded as an overrun', async ({
   start,
   nc,
@@ -156,6 +175,9 @@ test('a tool the model does not price is not_priced, and nothing is held', async
   const r = await h.client.admit(call({ code_interpreter: 1 }));
   expect(r).toMatchObject({ ok: false, error: { code: 'not_priced' } });
   if (!r.ok) expect(r.error.message).toContain('price.toolUses.code_interpreter');
+  const image = await h.client.admit(call({ image_generation: 1 }));
+  expect(image).toMatchObject({ ok: false, error: { code: 'not_priced' } });
+  if (!image.ok) expect(image.error.message).toContain('price.toolUses.image_generation');
   const next = await h.client.admit(call());
   expect(admissionOf(next).windows[0]).toMatchObject({ used: 0, held: TOKENS_HELD });
 });
@@ -168,7 +190,7 @@ test('bad tool bounds and reported uses are refused at the boundary', async ({ s
     { web_search: 1.5 },
     { web_search: 1_001 },
     { web_search: '3' },
-    { image_generation: 1 },
+    { computer_use: 1 },
   ]) {
     const r = await h.client.admit(call(toolUses as unknown as Record<string, number>));
     expect(r, JSON.stringify(toolUses)).toMatchObject({

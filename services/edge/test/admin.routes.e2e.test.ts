@@ -166,14 +166,14 @@ test('every admin route answers its happy path and each change is a new config v
     expect(JSON.stringify(refused.body)).toMatch(/longContext/);
   }
   // Tool fees too: priced kinds go through; an unknown kind or a negative fee is a 400.
-  const toolUses = { web_search: 10, file_search: 2.5 };
+  const toolUses = { web_search: 10, file_search: 2.5, image_generation: 170 };
   const fees = await call('PUT', '/admin/models/gpt-4o-mini/price', {
     ...{ inputPerMTok: 0.2, outputPerMTok: 0.8, toolUses },
   });
   expect(fees.status).toBe(200);
   expect(fees.body.data.price).toMatchObject({ toolUses });
   next(fees);
-  for (const bad of [{ image_generation: 40 }, { web_search: -1 }, { web_search: '10' }]) {
+  for (const bad of [{ computer_use: 40 }, { web_search: -1 }, { web_search: '10' }]) {
     const refused = await call('PUT', '/admin/models/gpt-4o-mini/price', {
       ...{ inputPerMTok: 0.2, outputPerMTok: 0.8, toolUses: bad },
     });

@@ -1,6 +1,7 @@
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
-import type { HoldfastEvent } from '@holdfast/events';
+import type { HoldfastEvent, ToolUseKind } from '@holdfast/events';
+import type { ResponseCreateParamsNonStreaming } from 'openai/resources/responses/responses';
 import { expect } from 'vitest';
 import { clickhouseBooks, expectBooksHold, withAggregator, withFees } from './books.js';
 import {
@@ -32,6 +33,18 @@ const GPT_PRICE = {
   inputPerMTok: 1.25,
   outputPerMTok: 10,
   toolUses: { web_search: 10, file_search: 2.5 },
+};
+// OpenAI's image_generation tool: a GPT Image render billed per image at the image model's
+// prices ($0.011 low to $0.17-0.25 high; $0.04 here, a medium 1024x1024 image), on top of the
+// text model's tokens. The operator prices the dearest image it allows.
+const IMAGE_GPT = 'gpt-image-desk';
+const IMAGE_PRICE = { inputPerMTok: 1.25, outputPerMTok: 10, toolUses: { image_generation: 40 } };
+// A model pricing every fee kind a Responses stored prompt may carry (prompt: {id}).
+const PROMPT_GPT = 'gpt-prompt-desk';
+const PROMPT_PRICE = {
+  inputPerMTok: 1.25,
+  outputPerMTok: 10,
+  toolUses: { web_search: 10, file_search: 2.5, code_interpreter: 30, image_generation: 40 },
 };
 // A Chat Completions search model (one search a call, $25 per 1,000) and a team whose $0.25
 // day budget it spends, about ten calls' worth.
@@ -72,6 +85,28 @@ function withSearchDesk(c: TestConfig): void {
       searchModel: true,
       price: CHAT_PRICE,
     },
+    {
+      id: IMAGE_GPT,
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      upstreamStateAllowanceTokens: 6_000,
+      price: IMAGE_PRICE,
+    },
+    {
+      id: PROMPT_GPT,
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      upstreamStateAllowanceTokens: 6_000,
+      price: PROMPT_PRICE,
+    },
+    // A GPT pricing no tool fee.
+    {
+      id: 'gpt-plain',
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      upstreamStateAllowanceTokens: 6_000,
+      price: { inputPerMTok: 1.25, outputPerMTok: 10 },
+    },
     // The same Claude without a price for its searches.
     {
       ...entry(c.models, CLAUDE),
@@ -85,7 +120,11 @@ function withSearchDesk(c: TestConfig): void {
     mode: 'reserve',
     budgets: [{ window: 'day', limit: BUDGET_USD, unit: 'usd' }],
     useCases: [
-      { id: 'chat', maxTokens: 512, models: [SEARCH_CLAUDE, SEARCH_GPT, 'claude-unpriced'] },
+      {
+        id: 'chat',
+        maxTokens: 512,
+        models: [SEARCH_CLAUDE, SEARCH_GPT, IMAGE_GPT, PROMPT_GPT, 'gpt-plain', 'claude-unpriced'],
+      },
     ],
     keys: [{ id: 'search-1', sha256: sha256Hex(KEY), defaultUseCase: 'chat' }],
   });
@@ -133,19 +172,47 @@ function searchClaude(s: Stack, i: number): Promise<unknown> {
   return messagesCall(client, body, i % 2 === 1);
 }
 
-function searchGpt(s: Stack, i: number): Promise<unknown> {
-  const body = {
+async function searchGpt(s: Stack, i: number): Promise<unknown> {
+  // A search and a file search (the behaviour's toolUses: 1 of each): held at 3 calls of the
+  // dearer, billed at each one's fee.
+  return gptCall(s, i, {
     model: SEARCH_GPT,
-    max_output_tokens: 512,
-    input: digestMessages(i)[1]!.content as string,
     tools: [
       { type: 'web_search' as const },
       { type: 'file_search' as const, vector_store_ids: ['vs_reports'] },
     ],
     max_tool_calls: 3,
-  };
-  // A search and a file search (the behaviour's toolUses: 1 of each): held at 3 calls of the
-  // dearer, billed at each one's fee.
+  });
+}
+
+/** A Responses call that asks for an image (the provider renders one: the behaviour's toolUses). */
+async function imageGpt(s: Stack, i: number): Promise<unknown> {
+  return gptCall(s, i, {
+    model: IMAGE_GPT,
+    tools: [{ type: 'image_generation' as const, quality: 'medium' as const }],
+    max_tool_calls: 2,
+  });
+}
+
+/**
+ * A Responses call naming a stored prompt whose tools the request does not show (the mock's
+ * storedPromptTools: web search and image generation, one use each).
+ */
+async function promptGpt(s: Stack, i: number): Promise<unknown> {
+  return gptCall(s, i, {
+    model: PROMPT_GPT,
+    prompt: { id: 'pmpt_research_desk', version: '3' },
+    max_tool_calls: 2,
+  });
+}
+
+/** A Responses call of `extra` on digest `i`: JSON on even calls, streamed to its end on odd. */
+function gptCall(
+  s: Stack,
+  i: number,
+  extra: Omit<ResponseCreateParamsNonStreaming, 'input' | 'max_output_tokens'>,
+): Promise<void> {
+  const body = { max_output_tokens: 512, input: digestMessages(i)[1]!.content as string, ...extra };
   return responsesCall(s.openai(KEY), body, i % 2 === 1);
 }
 
@@ -160,11 +227,20 @@ type BooksFixtures = Parameters<typeof withAggregator>[0] & {
  */
 async function booksRun(
   fx: BooksFixtures,
-  what: { api: 'messages' | 'responses'; toolUses: number; price: Parameters<typeof withFees>[1] },
+  what: {
+    api: 'messages' | 'responses';
+    toolUses: number;
+    price: Parameters<typeof withFees>[1];
+    storedPromptTools?: string[];
+  },
   call: (s: Stack, i: number) => Promise<unknown>,
 ): Promise<readonly RequestRecord[]> {
   const s = await fx.stack({
-    behaviour: { ...behaviour, toolUses: what.toolUses },
+    behaviour: {
+      ...behaviour,
+      toolUses: what.toolUses,
+      storedPromptTools: what.storedPromptTools ?? [],
+    },
     patch: withSearchDesk,
   });
   let records: readonly RequestRecord[] = [];
@@ -190,36 +266,67 @@ async function booksRun(
   return records;
 }
 
-test('Messages web search on a usd budget: the provider, searches included, never bills over it, and the books agree', async ({
-  stack,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse,
-  iso,
-}) => {
-  // (vitest reads the fixtures a test uses from its destructured parameter)
-  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
-  const what = { api: 'messages' as const, toolUses: 2, price: CLAUDE_PRICE };
-  const records = await booksRun(fx, what, searchClaude);
-  // Two searches a call, one where max_uses allowed one.
-  expect(new Set(records.map((r) => r.toolUses.web_search))).toEqual(new Set([1, 2]));
-});
+/** A test of booksRun: `check` reads the provider's call log. */
+function booksTest(
+  name: string,
+  what: Parameters<typeof booksRun>[1],
+  call: (s: Stack, i: number) => Promise<unknown>,
+  check: (records: readonly RequestRecord[]) => void,
+): void {
+  fxTest(name, async (fx) => check(await booksRun(fx, what, call)));
+}
 
-test('Responses web and file search on a usd budget: held at max_tool_calls, billed per call, the books agree', async ({
-  stack,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse,
-  iso,
-}) => {
-  // (vitest reads the fixtures a test uses from its destructured parameter)
-  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
-  const what = { api: 'responses' as const, toolUses: 1, price: GPT_PRICE };
-  const records = await booksRun(fx, what, searchGpt);
-  expect(records.every((r) => r.toolUses.web_search === 1 && r.toolUses.file_search === 1)).toBe(
-    true,
-  );
-});
+/** A test given the fixtures of a books run (the stack and ClickHouse's). */
+function fxTest(name: string, body: (fx: BooksFixtures) => Promise<void>): void {
+  test(name, async ({ stack, natsUrl, clickhouseUrl, clickhouse, iso }) => {
+    // (vitest reads the fixtures a test uses from its destructured parameter)
+    await body({ stack, natsUrl, clickhouseUrl, clickhouse, iso });
+  });
+}
+
+booksTest(
+  'Messages web search on a usd budget: the provider, searches included, never bills over it, and the books agree',
+  { api: 'messages', toolUses: 2, price: CLAUDE_PRICE },
+  searchClaude,
+  (records) => {
+    // Two searches a call, one where max_uses allowed one.
+    expect(new Set(records.map((r) => r.toolUses.web_search))).toEqual(new Set([1, 2]));
+  },
+);
+
+booksTest(
+  'Responses web and file search on a usd budget: held at max_tool_calls, billed per call, the books agree',
+  { api: 'responses', toolUses: 1, price: GPT_PRICE },
+  searchGpt,
+  (records) => {
+    expect(records.every((r) => r.toolUses.web_search === 1 && r.toolUses.file_search === 1)).toBe(
+      true,
+    );
+  },
+);
+
+booksTest(
+  'Responses image generation on a usd budget: held at max_tool_calls x the image fee, billed per image, the books agree',
+  { api: 'responses', toolUses: 1, price: IMAGE_PRICE },
+  imageGpt,
+  (records) => expect(records.every((r) => r.toolUses.image_generation === 1)).toBe(true),
+);
+
+booksTest(
+  'Responses stored prompts carrying web search and image generation on a usd budget: held at max_tool_calls x the dearest fee, billed per *_call item, the books agree',
+  {
+    api: 'responses',
+    toolUses: 1,
+    price: PROMPT_PRICE,
+    storedPromptTools: ['web_search', 'image_generation'],
+  },
+  promptGpt,
+  (records) => {
+    expect(
+      records.every((r) => r.toolUses.web_search === 1 && r.toolUses.image_generation === 1),
+    ).toBe(true);
+  },
+);
 
 test('a provider that searches past max_uses is billed in full and recorded as an overrun', async ({
   stack,
@@ -311,6 +418,47 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
       'tools.0',
       'price.toolUses.code_interpreter',
     ],
+    [
+      () => gpt({ max_tool_calls: 2, tools: [{ type: 'image_generation' }] }),
+      'tools.0',
+      'price.toolUses.image_generation',
+    ],
+    [
+      () => gpt({ model: IMAGE_GPT, tools: [{ type: 'image_generation', partial_images: 2 }] }),
+      'tools.0.partial_images',
+      'partial_images',
+    ],
+    [
+      () =>
+        gpt({
+          model: IMAGE_GPT,
+          max_tool_calls: 1,
+          tools: [{ type: 'image_generation', partial_images: 3 }],
+        }),
+      'tools.0.partial_images',
+      'partial_images',
+    ],
+    // A stored prompt may carry any tool billed per use, which the request does not show.
+    [
+      () => gpt({ model: PROMPT_GPT, tools: [], prompt: { id: 'pmpt_1' } }),
+      'max_tool_calls',
+      'stored prompt',
+    ],
+    [
+      () => gpt({ model: PROMPT_GPT, tools: [], prompt: { id: 'pmpt_1' }, max_tool_calls: 0 }),
+      'max_tool_calls',
+      '',
+    ],
+    [
+      () => gpt({ model: 'gpt-plain', tools: [], prompt: { id: 'pmpt_1' }, max_tool_calls: 2 }),
+      'prompt',
+      'prices none of them',
+    ],
+    [
+      () => gpt({ tools: [], prompt: { id: 'pmpt_1' }, max_tool_calls: 2 }),
+      'prompt',
+      'price.toolUses.code_interpreter, price.toolUses.image_generation',
+    ],
   );
   for (const [pending, param, says] of cases) {
     const r = await pending();
@@ -322,6 +470,8 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
     };
     expect(r.status, JSON.stringify(r.body)).toBe(400);
     expect(JSON.stringify(error)).toContain(param);
+    // OpenAI's errors name it (Anthropic's have no param).
+    if (error.param !== undefined) expect(error.param).toBe(param);
     expect(error.message).toContain(says);
   }
   const usage = await s.settled(TEAM);
@@ -382,72 +532,128 @@ const gptSearch = {
   max_tool_calls: 3,
 };
 
-test('clients that leave after the first search, upstreams that break off after it: the provider, searches included, never bills more than Holdfast did; ledger = ClickHouse; no hold left', async ({
-  stack,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse,
-  iso,
-}) => {
-  // (vitest reads the fixtures a test uses from its destructured parameter)
-  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
-  // Each search takes 150 ms: the client leaves, or the upstream breaks off, while it runs.
-  const s = await stack({
-    behaviour: { ...behaviour, firstTokenLatencyMs: 150, toolUses: 2 },
-    patch: withSearchDesk,
-  });
-  const calls = 3;
-  await withAggregator(fx, async (ch) => {
-    const all = (n: number, call: () => Promise<unknown>) =>
-      Promise.all(Array.from({ length: n }, call));
-    await all(calls, () => leaveAt(s, '/v1/messages', claudeSearch, '"server_tool_use"'));
-    await all(calls, () => leaveAt(s, '/v1/responses', gptSearch, '"web_search_call"'));
-    // The upstream's error event right after the first search block (its first break point).
-    s.upstream.failNext({ status: 'error', count: calls, afterTokens: 0 });
-    await all(calls, async () => {
-      const res = await postEdge(s, '/v1/messages', { ...claudeSearch, stream: true });
-      expect(await res.text()).toContain('"server_tool_use"');
+fxTest(
+  'clients that leave after the first search, upstreams that break off after it: the provider, searches included, never bills more than Holdfast did; ledger = ClickHouse; no hold left',
+  async (fx) => {
+    // Each search takes 150 ms: the client leaves, or the upstream breaks off, while it runs.
+    const s = await fx.stack({
+      behaviour: { ...behaviour, firstTokenLatencyMs: 150, toolUses: 2 },
+      patch: withSearchDesk,
     });
-    const ledger = await s.settled(TEAM);
-    const records = s.upstream.stats().recent;
-    expect(records).toHaveLength(3 * calls);
-    expect(records.every((r) => r.outcome !== 'completed')).toBe(true);
-    const messages = withFees(
-      records.filter((r) => 'web_search' in r.toolUses && !('file_search' in r.toolUses)),
-      CLAUDE_PRICE,
-      'anthropic',
-    );
-    const responses = withFees(
-      records.filter((r) => 'file_search' in r.toolUses),
-      GPT_PRICE,
-      'openai',
-    );
-    const provider = messages.books.microUsd + responses.books.microUsd;
-    // (clickhouseBooks waits for every settlement to be in)
-    const books = await clickhouseBooks(ch, fx.iso.database, TEAM, 'messages', 3 * calls);
-    const fees = await clickhouseFees(ch, fx.iso.database);
-    console.log(
-      `[tool-fees] cut calls: provider billed $${(provider / 1e6).toFixed(6)} (${messages.uses + responses.uses} tool uses, $${((messages.fees + responses.fees) / 1e6).toFixed(6)}); Holdfast billed $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} tool uses, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
-    );
-    expect(ledger.billedMicroUsd).toBeGreaterThanOrEqual(provider);
-    // Call by call: what Holdfast settled against what the provider billed it.
-    const events = await s.events(
-      (e) => e.filter((x) => x.type === 'reservation.settled').length === 3 * calls,
-    );
-    const short = records.flatMap((r) => {
-      const billed = settledCost(events, r);
-      const price = 'file_search' in r.toolUses ? GPT_PRICE : CLAUDE_PRICE;
-      const api = 'file_search' in r.toolUses ? 'openai' : 'anthropic';
-      const owed = withFees([r], price, api).books.microUsd;
-      return billed >= owed ? [] : [{ uses: r.toolUses, owed, billed }];
+    const calls = 3;
+    await withAggregator(fx, async (ch) => {
+      const all = (n: number, call: () => Promise<unknown>) =>
+        Promise.all(Array.from({ length: n }, call));
+      await all(calls, () => leaveAt(s, '/v1/messages', claudeSearch, '"server_tool_use"'));
+      await all(calls, () => leaveAt(s, '/v1/responses', gptSearch, '"web_search_call"'));
+      // The upstream's error event right after the first search block (its first break point).
+      s.upstream.failNext({ status: 'error', count: calls, afterTokens: 0 });
+      await all(calls, async () => {
+        const res = await postEdge(s, '/v1/messages', { ...claudeSearch, stream: true });
+        expect(await res.text()).toContain('"server_tool_use"');
+      });
+      const ledger = await s.settled(TEAM);
+      const records = s.upstream.stats().recent;
+      expect(records).toHaveLength(3 * calls);
+      expect(records.every((r) => r.outcome !== 'completed')).toBe(true);
+      const messages = withFees(
+        records.filter((r) => 'web_search' in r.toolUses && !('file_search' in r.toolUses)),
+        CLAUDE_PRICE,
+        'anthropic',
+      );
+      const responses = withFees(
+        records.filter((r) => 'file_search' in r.toolUses),
+        GPT_PRICE,
+        'openai',
+      );
+      const provider = messages.books.microUsd + responses.books.microUsd;
+      // (clickhouseBooks waits for every settlement to be in)
+      const books = await clickhouseBooks(ch, fx.iso.database, TEAM, 'messages', 3 * calls);
+      const fees = await clickhouseFees(ch, fx.iso.database);
+      console.log(
+        `[tool-fees] cut calls: provider billed $${(provider / 1e6).toFixed(6)} (${messages.uses + responses.uses} tool uses, $${((messages.fees + responses.fees) / 1e6).toFixed(6)}); Holdfast billed $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} tool uses, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
+      );
+      expect(ledger.billedMicroUsd).toBeGreaterThanOrEqual(provider);
+      // Call by call: what Holdfast settled against what the provider billed it.
+      const events = await s.events(
+        (e) => e.filter((x) => x.type === 'reservation.settled').length === 3 * calls,
+      );
+      const short = records.flatMap((r) => {
+        const billed = settledCost(events, r);
+        const price = 'file_search' in r.toolUses ? GPT_PRICE : CLAUDE_PRICE;
+        const api = 'file_search' in r.toolUses ? 'openai' : 'anthropic';
+        const owed = withFees([r], price, api).books.microUsd;
+        return billed >= owed ? [] : [{ uses: r.toolUses, owed, billed }];
+      });
+      expect(short).toEqual([]);
+      expect(fees.fees).toBeGreaterThanOrEqual(messages.fees + responses.fees);
+      expect(books.microUsd).toBe(ledger.billedMicroUsd);
+      expect(ledger.windows[0]).toMatchObject({ held: 0 });
+      expect(ledger.billedMicroUsd).toBeLessThanOrEqual(BUDGET_USD * 1e6);
     });
-    expect(short).toEqual([]);
-    expect(fees.fees).toBeGreaterThanOrEqual(messages.fees + responses.fees);
-    expect(books.microUsd).toBe(ledger.billedMicroUsd);
-    expect(ledger.windows[0]).toMatchObject({ held: 0 });
-    expect(ledger.billedMicroUsd).toBeLessThanOrEqual(BUDGET_USD * 1e6);
-  });
-});
+  },
+);
+
+fxTest(
+  'clients that leave while an image renders, or at the first search of a stored prompt: billed the bound held, never below the provider, call by call; ledger = ClickHouse; no hold left',
+  async (fx) => {
+    // Each tool call takes 150 ms: the client leaves while it runs.
+    const s = await fx.stack({
+      behaviour: {
+        ...behaviour,
+        firstTokenLatencyMs: 150,
+        toolUses: 1,
+        storedPromptTools: ['web_search', 'image_generation'],
+      },
+      patch: withSearchDesk,
+    });
+    // Two of each: each is held 2 images ($0.08) and billed them, within the $0.50.
+    const calls = 2;
+    const ask = {
+      max_output_tokens: 512,
+      input: 'Draw this week in one picture.',
+      max_tool_calls: 2,
+    };
+    await withAggregator(fx, async (ch) => {
+      const all = (n: number, call: () => Promise<unknown>) =>
+        Promise.all(Array.from({ length: n }, call));
+      const image = { ...ask, model: IMAGE_GPT, tools: [{ type: 'image_generation' }] };
+      await all(calls, () => leaveAt(s, '/v1/responses', image, '"image_generation_call"'));
+      const prompt = { ...ask, model: PROMPT_GPT, prompt: { id: 'pmpt_research_desk' } };
+      await all(calls, () => leaveAt(s, '/v1/responses', prompt, '"web_search_call"'));
+      const priceOf = (r: RequestRecord) =>
+        'web_search' in r.toolUses ? PROMPT_PRICE : IMAGE_PRICE;
+      const events = await s.events(
+        (e) => e.filter((x) => x.type === 'reservation.settled').length === 2 * calls,
+      );
+      const records = s.upstream.stats().recent;
+      expect(records).toHaveLength(2 * calls);
+      expect(records.every((r) => r.outcome !== 'completed')).toBe(true);
+      const short = records.flatMap((r) => {
+        const billed = settledCost(events, r);
+        const owed = withFees([r], priceOf(r), 'openai').books.microUsd;
+        return billed >= owed ? [] : [{ uses: r.toolUses, owed, billed }];
+      });
+      const provider = records.reduce(
+        (n, r) => n + withFees([r], priceOf(r), 'openai').books.microUsd,
+        0,
+      );
+      const ledger = await s.settled(TEAM);
+      const books = await clickhouseBooks(ch, fx.iso.database, TEAM, 'responses', 2 * calls);
+      const fees = await clickhouseFees(ch, fx.iso.database);
+      console.log(
+        `[tool-fees] cut image and stored-prompt calls: provider billed $${(provider / 1e6).toFixed(6)}; Holdfast billed $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} tool uses, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
+      );
+      expect(short).toEqual([]);
+      // Each call billed its bound of 2 tool calls (the uses seen, the rest at the dearest fee,
+      // image generation), the provider running 1 or 2.
+      expect(fees.uses).toBe(2 * 2 * calls);
+      expect(books.microUsd).toBe(ledger.billedMicroUsd);
+      expect(ledger.windows[0]).toMatchObject({ held: 0 });
+      expect(ledger.billedMicroUsd).toBeLessThanOrEqual(BUDGET_USD * 1e6);
+    });
+  },
+);
 
 /**
  * A chat call to the search model: JSON (i % 4 of 0 or 2), streamed to its end (1), or
@@ -468,53 +674,53 @@ async function searchChat(s: Stack, i: number): Promise<unknown> {
   return undefined;
 }
 
-test('Chat Completions search model on a usd budget, clients leaving mid-stream: a search held and billed per call, the provider never over the budget nor over Holdfast, call by call; ledger = ClickHouse; no hold left', async ({
-  stack,
-  natsUrl,
-  clickhouseUrl,
-  clickhouse,
-  iso,
-}) => {
-  // (vitest reads the fixtures a test uses from its destructured parameter)
-  const fx = { stack, natsUrl, clickhouseUrl, clickhouse, iso };
-  // Tokens 5 ms apart: a streamed reply of 100-400 tokens runs long enough to be left.
-  const s = await stack({ behaviour: { ...behaviour, tokenDelayMs: 5 }, patch: withSearchDesk });
-  await withAggregator(fx, async (ch) => {
-    const run = await runQueue(60, 12, (i) => searchChat(s, i));
-    const records = s.upstream.stats().recent;
-    const provider = withFees(records, CHAT_PRICE, 'openai');
-    const ledger = await s.settled(CHAT_TEAM);
-    const books = await clickhouseBooks(ch, fx.iso.database, CHAT_TEAM, 'chat', run.served);
-    const fees = await clickhouseFees(ch, fx.iso.database, CHAT_TEAM);
-    const left = records.filter((r) => r.outcome === 'aborted').length;
-    console.log(
-      `[tool-fees] chat search: served ${run.served} (${left} left mid-stream), refused ${run.refused}; provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} (${provider.uses} searches, $${(provider.fees / 1e6).toFixed(6)}) of $${CHAT_BUDGET_USD}; Holdfast $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} searches, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
-    );
-    expect(run.refused).toBeGreaterThan(0);
-    expect(run.codes).toEqual({ budget_exceeded: run.refused });
-    expect(records).toHaveLength(run.served);
-    expect(records.every((r) => r.toolUses.web_search === 1)).toBe(true);
-    expect(left).toBeGreaterThan(0);
-    expect(provider.books.microUsd).toBeLessThanOrEqual(CHAT_BUDGET_USD * 1e6);
-    expect(ledger.billedMicroUsd).toBeLessThanOrEqual(CHAT_BUDGET_USD * 1e6);
-    // Call by call: what Holdfast settled against what the provider billed it; the same to
-    // the micro-dollar for a call that ran to its end, its search included for one its client
-    // left, never less but for the few tokens the upstream wrote that the edge never read
-    // (docs/budgets.md, "What Holdfast cannot see": at most IN_FLIGHT a cut call).
-    const inFlight = Math.ceil(IN_FLIGHT * CHAT_PRICE.outputPerMTok);
-    const events = await s.events(
-      (e) => e.filter((x) => x.type === 'reservation.settled').length >= run.served,
-    );
-    const off = records.flatMap((r) => {
-      const billed = settledCost(events, r);
-      const owed = withFees([r], CHAT_PRICE, 'openai').books.microUsd;
-      const ok = r.outcome === 'completed' ? billed === owed : billed >= owed - inFlight;
-      return ok ? [] : [{ outcome: r.outcome, owed, billed }];
+fxTest(
+  'Chat Completions search model on a usd budget, clients leaving mid-stream: a search held and billed per call, the provider never over the budget nor over Holdfast, call by call; ledger = ClickHouse; no hold left',
+  async (fx) => {
+    // Tokens 5 ms apart: a streamed reply of 100-400 tokens runs long enough to be left.
+    const s = await fx.stack({
+      behaviour: { ...behaviour, tokenDelayMs: 5 },
+      patch: withSearchDesk,
     });
-    expect(off).toEqual([]);
-    expect(fees).toEqual({ uses: run.served, fees: provider.fees });
-    expect(books.microUsd).toBe(ledger.billedMicroUsd);
-    expect(ledger.billedMicroUsd).toBeGreaterThanOrEqual(provider.books.microUsd - left * inFlight);
-    expect(ledger.windows[0]).toMatchObject({ held: 0 });
-  });
-});
+    await withAggregator(fx, async (ch) => {
+      const run = await runQueue(60, 12, (i) => searchChat(s, i));
+      const records = s.upstream.stats().recent;
+      const provider = withFees(records, CHAT_PRICE, 'openai');
+      const ledger = await s.settled(CHAT_TEAM);
+      const books = await clickhouseBooks(ch, fx.iso.database, CHAT_TEAM, 'chat', run.served);
+      const fees = await clickhouseFees(ch, fx.iso.database, CHAT_TEAM);
+      const left = records.filter((r) => r.outcome === 'aborted').length;
+      console.log(
+        `[tool-fees] chat search: served ${run.served} (${left} left mid-stream), refused ${run.refused}; provider billed $${(provider.books.microUsd / 1e6).toFixed(6)} (${provider.uses} searches, $${(provider.fees / 1e6).toFixed(6)}) of $${CHAT_BUDGET_USD}; Holdfast $${(ledger.billedMicroUsd / 1e6).toFixed(6)} (${fees.uses} searches, $${(fees.fees / 1e6).toFixed(6)}); ClickHouse $${(books.microUsd / 1e6).toFixed(6)}`,
+      );
+      expect(run.refused).toBeGreaterThan(0);
+      expect(run.codes).toEqual({ budget_exceeded: run.refused });
+      expect(records).toHaveLength(run.served);
+      expect(records.every((r) => r.toolUses.web_search === 1)).toBe(true);
+      expect(left).toBeGreaterThan(0);
+      expect(provider.books.microUsd).toBeLessThanOrEqual(CHAT_BUDGET_USD * 1e6);
+      expect(ledger.billedMicroUsd).toBeLessThanOrEqual(CHAT_BUDGET_USD * 1e6);
+      // Call by call: what Holdfast settled against what the provider billed it; the same to
+      // the micro-dollar for a call that ran to its end, its search included for one its client
+      // left, never less but for the few tokens the upstream wrote that the edge never read
+      // (docs/budgets.md, "What Holdfast cannot see": at most IN_FLIGHT a cut call).
+      const inFlight = Math.ceil(IN_FLIGHT * CHAT_PRICE.outputPerMTok);
+      const events = await s.events(
+        (e) => e.filter((x) => x.type === 'reservation.settled').length >= run.served,
+      );
+      const off = records.flatMap((r) => {
+        const billed = settledCost(events, r);
+        const owed = withFees([r], CHAT_PRICE, 'openai').books.microUsd;
+        const ok = r.outcome === 'completed' ? billed === owed : billed >= owed - inFlight;
+        return ok ? [] : [{ outcome: r.outcome, owed, billed }];
+      });
+      expect(off).toEqual([]);
+      expect(fees).toEqual({ uses: run.served, fees: provider.fees });
+      expect(books.microUsd).toBe(ledger.billedMicroUsd);
+      expect(ledger.billedMicroUsd).toBeGreaterThanOrEqual(
+        provider.books.microUsd - left * inFlight,
+      );
+      expect(ledger.windows[0]).toMatchObject({ held: 0 });
+    });
+  },
+);

@@ -50,10 +50,20 @@ export async function streamResponse(
   // The provider-run tools' calls come first: the model searched before it answered. Each
   // runs (as long as a first token takes) between its item's added and done events.
   for (const item of toolCallItems(call.id, call.info.toolUses ?? {})) {
-    const added = { ...item, status: 'in_progress' };
+    // Added without its image (an image_generation_call's result comes with done).
+    const { result: _image, ...added } = {
+      ...(item as { id: string; type: string; result?: unknown }),
+      status: 'in_progress',
+    };
     if (!(await pump.event(ev('response.output_item.added', { output_index, item: added }))))
       return;
+    // An image streams its progress events (no partial images: partial_images is 0).
+    const progress = (step: string) =>
+      pump.event(ev(`response.image_generation_call.${step}`, { output_index, item_id: added.id }));
+    const image = added.type === 'image_generation_call';
+    if (image && !((await progress('in_progress')) && (await progress('generating')))) return;
     if (!(await pump.pause(plan.firstTokenLatencyMs))) return;
+    if (image && !(await progress('completed'))) return;
     if (!(await pump.event(ev('response.output_item.done', { output_index, item })))) return;
     output_index += 1;
   }

@@ -179,10 +179,13 @@ export const Model = z.strictObject({
      * USD per 1,000 uses of the tools the provider runs and bills per use, beside the tokens
      * they read: `web_search` (OpenAI $10, `web_search_preview` on older models up to $25;
      * Anthropic $10), `file_search` ($2.50), `code_interpreter` ($30: $0.03 a container,
-     * billed per call), `web_fetch` (Anthropic, free today). A call offering web search, file
-     * search or code interpreter on a model that does not price it is a 400; a priced tool is
-     * held at its bound (`max_uses`, `max_tool_calls`) and billed per use reported
-     * (docs/budgets.md, "How tool fees are held and billed").
+     * billed per call), `web_fetch` (Anthropic, free today), `image_generation` (OpenAI's
+     * Responses tool, per image at the image model's prices, $11 to $250 by quality and size:
+     * the dearest image allowed). A call offering web search, file search, code interpreter
+     * or image generation on a model that does not price it is a 400, and a Responses stored
+     * prompt (`prompt`) needs all four priced; a priced tool is held at its bound (`max_uses`,
+     * `max_tool_calls`) and billed per use reported (docs/budgets.md, "How tool fees are held
+     * and billed").
      */
     toolUses: z.partialRecord(ToolUseKind, Usd).optional(),
   }).refine((p) => !p.autoServiceTier || p.serviceTiers?.[p.autoServiceTier] !== undefined, {

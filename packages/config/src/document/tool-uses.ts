@@ -9,19 +9,21 @@ import type { UpstreamApi } from './schema.js';
 /**
  * The kinds every provider that runs them bills per use: a call offering one on a model whose
  * `price.toolUses` does not price it is a 400. `web_fetch` has no fee today: held and billed
- * only when the model prices it.
+ * only when the model prices it. Image generation is billed per image at the image model's
+ * prices (by quality and size): the operator prices the dearest image it allows.
  */
 export const FEE_TOOL_KINDS: ReadonlySet<ToolUseKind> = new Set([
   'web_search',
   'file_search',
   'code_interpreter',
+  'image_generation',
 ]);
 
 /**
  * The kind of a provider-run tool by its `type` as each API names it, by prefix so a dated
  * version Holdfast has not seen yet is billed as its kind (never free): Responses
  * `web_search`, `web_search_preview`, `web_search_2025_08_26`, `file_search`,
- * `code_interpreter`; Messages `web_search_20250305`, `web_fetch_20250910`. Anthropic's code
+ * `code_interpreter`, `image_generation`; Messages `web_search_20250305`, `web_fetch_20250910`. Anthropic's code
  * execution (billed by container hours) and the other tools have no per-use kind.
  */
 export function toolUseKind(api: UpstreamApi, type: string): ToolUseKind | undefined {
@@ -29,6 +31,7 @@ export function toolUseKind(api: UpstreamApi, type: string): ToolUseKind | undef
   if (api === 'anthropic') return type.startsWith('web_fetch') ? 'web_fetch' : undefined;
   if (type.startsWith('file_search')) return 'file_search';
   if (type.startsWith('code_interpreter')) return 'code_interpreter';
+  if (type.startsWith('image_generation')) return 'image_generation';
   return undefined;
 }
 

@@ -31,11 +31,17 @@ describe('price.toolUses', () => {
     expect(toolFeeMicroUsd(prices, { web_search: 3, file_search: 1 })).toBe(32_500);
     expect(toolFeeMicroUsd({ web_search: 1 }, { web_search: 1 })).toBe(1);
     expect(toolFeeMicroUsd(prices, {})).toBe(0);
+    // Image generation, per image: the dearest image the operator allows ($0.25).
+    const images = parseConfig(doc({ image_generation: 250 }));
+    if (!images.ok) throw new Error(images.error.errors.join('\n'));
+    const perImage = toolUsePrices(images.value.models.get('gpt-5')!);
+    expect(perImage).toEqual({ image_generation: 250_000_000 });
+    expect(toolFeeMicroUsd(perImage, { image_generation: 3 })).toBe(750_000);
   });
 
   it('refuses an unknown tool, a negative, non-numeric or too large price, naming the field', () => {
     for (const bad of [
-      { image_generation: 1 },
+      { computer_use: 1 },
       { web_search: -1 },
       { web_search: '10' },
       { web_search: 1e6 },
@@ -87,6 +93,8 @@ describe('toolUseKind', () => {
     expect(toolUseKind('openai', 'web_search_preview_2025_03_11')).toBe('web_search');
     expect(toolUseKind('openai', 'file_search')).toBe('file_search');
     expect(toolUseKind('openai', 'code_interpreter')).toBe('code_interpreter');
+    expect(toolUseKind('openai', 'image_generation')).toBe('image_generation');
+    expect(toolUseKind('anthropic', 'image_generation')).toBeUndefined();
     expect(toolUseKind('openai', 'mcp')).toBeUndefined();
     expect(toolUseKind('openai', 'web_fetch')).toBeUndefined();
   });

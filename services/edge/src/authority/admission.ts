@@ -156,7 +156,9 @@ export async function admit(
   const hold = deps.holds.open({
     ...ref,
     org: decision.org ?? ref.org,
-    ...(decision.upstream ? { upstream: decision.upstream, model: req.model } : {}),
+    // The model always: its current tool-use prices bill uses reported that nothing held.
+    model: req.model,
+    ...(decision.upstream ? { upstream: decision.upstream } : {}),
   });
   return Ok({ metered: true, admitted: decision, hold });
 }

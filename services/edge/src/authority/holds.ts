@@ -20,8 +20,12 @@ export interface HoldRef {
   reservationId: string;
   tenant: string;
   org: string;
-  /** The upstream whose capacity the admission took, and the model (to close that too). */
+  /** The upstream whose capacity the admission took. */
   upstream?: string;
+  /**
+   * The call's model: its capacity is closed with the upstream's, and its current tool-use
+   * prices bill tool uses reported that the hold kept no prices for.
+   */
   model?: string;
   /** The call's key and end user (their budgets' windows are reported on the close). */
   keyId?: string | null;
@@ -172,7 +176,8 @@ function closeRequest(ref: HoldRef) {
     reservationId: ref.reservationId,
     tenant: ref.tenant,
     org: ref.org,
-    ...(ref.upstream ? { upstream: ref.upstream, model: ref.model } : {}),
+    ...(ref.upstream ? { upstream: ref.upstream } : {}),
+    ...(ref.model ? { model: ref.model } : {}),
     ...(ref.keyId ? { keyId: ref.keyId } : {}),
     ...(ref.endUser ? { endUser: ref.endUser } : {}),
   };

@@ -73,6 +73,10 @@ describe('settle: tool uses of a call offering priced tools', () => {
     u = await unitCall({ mock: { toolUses: 1 } });
     await searchResponse(u, true);
     expect((await settled(u)).toolUses).toEqual({ web_search: 1, file_search: 1 });
+    // The settle names the model (no upstream capacity here): a use reported that nothing
+    // held is billed at its current price, never at none.
+    expect(u.authority.settles[0]).toMatchObject({ model: 'gpt-search' });
+    expect(u.authority.settles[0]).not.toHaveProperty('upstream');
   });
 
   test('Responses, cut before the terminal event: the calls seen, the rest of max_tool_calls at the dearest (as held)', async () => {

@@ -15,13 +15,20 @@ export type ToolUses = Partial<Record<ToolUseKind, number>>;
 
 /**
  * The provider-run tools a request offers and the bound it sets on their uses, as its API
- * states it: Messages `max_uses` on each tool, Responses `max_tool_calls` across all of them.
- * Chat Completions offers none: the model is the tool (`per: 'model'`), a search model
- * (`searchModel`) searching once on every call.
+ * states it: Messages `max_uses` on each tool, Responses `max_tool_calls` across all of them
+ * (with `partialImages`, an image_generation tool's `partial_images`, and `storedPrompt`, a
+ * stored prompt the call names, whose tools the request does not show). Chat Completions
+ * offers none: the model is the tool (`per: 'model'`), a search model (`searchModel`)
+ * searching once on every call.
  */
 export type OfferedTools =
   | { per: 'tool'; tools: readonly { type: string; param: string; maxUses: unknown }[] }
-  | { per: 'call'; tools: readonly { type: string; param: string }[]; maxToolCalls: unknown }
+  | {
+      per: 'call';
+      tools: readonly { type: string; param: string; partialImages?: unknown }[];
+      maxToolCalls: unknown;
+      storedPrompt?: boolean;
+    }
   | { per: 'model' };
 
 /** The uses a search model's call is held and billed: one web search, whatever it asks. */
@@ -87,16 +94,32 @@ export function heldToolUses(
         `This call offers the ${printable(tool.type.slice(0, 64))} tool (${tool.param}), which the provider bills per use, and model ${model.id} has no price for it: set price.toolUses.${kind} in its config (docs/configuration.md), or leave the tool out.`,
       );
     }
+    const partial = 'partialImages' in tool ? tool.partialImages : undefined;
+    if (kind === 'image_generation' && partial !== undefined && partial !== null && partial !== 0) {
+      return invalid(
+        `${tool.param}.partial_images`,
+        `partial_images ${shown(partial)} (${tool.param}.partial_images): the provider bills each partial image beyond the image, at the image model's output price, which no usage reports and Holdfast cannot hold or bill. Leave partial_images out or set it to 0.`,
+      );
+    }
     billed.push({ kind, ...tool, type: printable(tool.type.slice(0, 64)) });
+  }
+  if (offered.per === 'call' && offered.storedPrompt === true) {
+    const refused = storedPromptRefusal(prices, model.id);
+    if (refused) return refused;
+    for (const kind of FEE_TOOL_KINDS) billed.push({ kind, type: kind, param: 'prompt' });
   }
   if (billed.length === 0) return Ok({});
   const uses: ToolUses = {};
   if (offered.per === 'call') {
+    const what =
+      offered.storedPrompt === true
+        ? 'names a stored prompt (prompt), whose tools the request does not show and the provider bills per call'
+        : `offers the ${billed[0]!.type} tool, which the provider bills per call`;
     const max = clientBound(
       'max_tool_calls',
       'max_tool_calls',
       offered.maxToolCalls,
-      `This call offers the ${billed[0]!.type} tool, which the provider bills per call: set max_tool_calls (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the calls cost.`,
+      `This call ${what}: set max_tool_calls (at most ${LIMITS.maxToolUses.toLocaleString('en-US')}) so its budget can hold what the calls cost.`,
     );
     if (!max.ok) return max;
     const dearest = billed.reduce((a, b) => (prices[b.kind]! > prices[a.kind]! ? b : a));
@@ -122,4 +145,24 @@ export function heldToolUses(
     uses[tool.kind] = total;
   }
   return Ok(uses);
+}
+
+/**
+ * Why a Responses call naming a stored prompt (`prompt: {id}`) cannot be held, if it cannot:
+ * the prompt may carry any of the tools billed per use (web search, file search, code
+ * interpreter, image generation), which the request does not show, so the model must price
+ * every one of them (held at `max_tool_calls` x the dearest); a kind it does not price would be
+ * run and billed by the provider and not by Holdfast.
+ */
+function storedPromptRefusal(
+  prices: ToolUses,
+  model: string,
+): Result<ToolUses, EdgeError> | undefined {
+  const missing = [...FEE_TOOL_KINDS].filter((kind) => prices[kind] === undefined);
+  if (missing.length === 0) return undefined;
+  const fields = missing.map((kind) => `price.toolUses.${kind}`).join(', ');
+  return invalid(
+    'prompt',
+    `This call names a stored prompt (prompt), which may carry tools the provider runs and bills per use (web search, file search, code interpreter, image generation) that the request does not show. Model ${model} ${missing.length === FEE_TOOL_KINDS.size ? 'prices none of them' : 'does not price all of them'}: its config must set ${fields} for stored prompts to be accepted (docs/configuration.md). Send the prompt's instructions and tools in the request instead.`,
+  );
 }

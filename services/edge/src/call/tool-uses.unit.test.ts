@@ -125,4 +125,65 @@ describe('heldToolUses', () => {
       ).param,
     ).toBe('tools.0.max_uses');
   });
+
+  it('Responses image_generation: held at max_tool_calls x its fee when dearest, refused unpriced or with partial_images', () => {
+    const images = model({ web_search: 10, image_generation: 40 });
+    expect(heldToolUses(responses(3, 'web_search', 'image_generation'), images, 'openai')).toEqual({
+      ok: true,
+      value: { image_generation: 3 },
+    });
+    const unpriced = refusal(heldToolUses(responses(3, 'image_generation'), priced, 'openai'));
+    expect(unpriced).toMatchObject({ param: 'tools.0' });
+    expect(unpriced.message).toContain('price.toolUses.image_generation');
+    expect(refusal(heldToolUses(responses(null, 'image_generation'), images, 'openai')).param).toBe(
+      'max_tool_calls',
+    );
+    const partial = (partialImages: unknown): OfferedTools => ({
+      per: 'call',
+      tools: [{ type: 'image_generation', param: 'tools.0', partialImages }],
+      maxToolCalls: 1,
+    });
+    expect(refusal(heldToolUses(partial(2), images, 'openai')).param).toBe(
+      'tools.0.partial_images',
+    );
+    expect(refusal(heldToolUses(partial('1'), images, 'openai')).param).toBe(
+      'tools.0.partial_images',
+    );
+    expect(heldToolUses(partial(0), images, 'openai')).toEqual({
+      ok: true,
+      value: { image_generation: 1 },
+    });
+  });
+
+  it('a stored prompt: held at max_tool_calls x the dearest fee kind, which the model must all price', () => {
+    const all = model({
+      web_search: 10,
+      file_search: 2.5,
+      code_interpreter: 30,
+      image_generation: 40,
+    });
+    const prompt = (maxToolCalls: unknown, ...types: string[]): OfferedTools => ({
+      ...(responses(maxToolCalls, ...types) as Extract<OfferedTools, { per: 'call' }>),
+      storedPrompt: true,
+    });
+    expect(heldToolUses(prompt(2), all, 'openai')).toEqual({
+      ok: true,
+      value: { image_generation: 2 },
+    });
+    expect(heldToolUses(prompt(5, 'function', 'web_search'), all, 'openai')).toEqual({
+      ok: true,
+      value: { image_generation: 5 },
+    });
+    const unbound = refusal(heldToolUses(prompt(undefined), all, 'openai'));
+    expect(unbound.param).toBe('max_tool_calls');
+    expect(unbound.message).toContain('stored prompt');
+    expect(refusal(heldToolUses(prompt(0), all, 'openai')).param).toBe('max_tool_calls');
+    const none = refusal(heldToolUses(prompt(2), model(), 'openai'));
+    expect(none).toMatchObject({ code: 'invalid_request', param: 'prompt' });
+    expect(none.message).toContain('prices none of them');
+    const some = refusal(heldToolUses(prompt(2), priced, 'openai'));
+    expect(some.param).toBe('prompt');
+    expect(some.message).toContain('price.toolUses.image_generation');
+    expect(some.message).not.toContain('price.toolUses.web_search');
+  });
 });

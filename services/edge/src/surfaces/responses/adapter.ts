@@ -6,6 +6,7 @@ import {
   perCallReads,
   responsesProviderTools,
   withProviderTool,
+  type ProviderTool,
 } from '../../call/unseen.js';
 import { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
@@ -86,11 +87,21 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
     return Err(new EdgeError({ code: 'invalid_request', message, param: audio }));
   }
   return withProviderTool(
-    responsesProviderTools(body.tools),
+    [...responsesProviderTools(body.tools), ...storedPromptTools(body)],
     ctx.model,
     (tools) => perCallReads(tools, body.max_tool_calls),
     () => countInput(body, ctx),
   );
+}
+
+/**
+ * A stored prompt (`prompt: {id}`) may carry tools the provider runs, which the request does
+ * not show: what they read is held like the request's own tools' reads, one allowance for
+ * each call `max_tool_calls` permits (docs/budgets.md, "How unseen tool input is held").
+ */
+function storedPromptTools(body: ResponsesRequest): ProviderTool[] {
+  if (body.prompt == null) return [];
+  return [{ param: 'prompt', what: 'the tools a stored prompt may carry', counted: true }];
 }
 
 /** The first audio part of the input (`input[i].content[j]`), if it sends any. */
@@ -188,8 +199,13 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     reasoning: body.reasoning != null && body.reasoning.effort !== 'none',
     tools: {
       per: 'call',
-      tools: (body.tools ?? []).map((t, i) => ({ type: t.type, param: `tools.${i}` })),
+      tools: (body.tools ?? []).map((t, i) => ({
+        type: t.type,
+        param: `tools.${i}`,
+        partialImages: (t as { partial_images?: unknown }).partial_images,
+      })),
       maxToolCalls: body.max_tool_calls,
+      storedPrompt: body.prompt != null,
     },
   }),
   minOutput: () => ({
