@@ -1,6 +1,6 @@
 import type { RequestRecord } from '@holdfast/mock-upstream';
 import { qualified, sql } from '@holdfast/billing-aggregator';
-import type { HoldfastEvent, ToolUseKind } from '@holdfast/events';
+import type { HoldfastEvent } from '@holdfast/events';
 import type { ResponseCreateParamsNonStreaming } from 'openai/resources/responses/responses';
 import { expect } from 'vitest';
 import { clickhouseBooks, expectBooksHold, withAggregator, withFees } from './books.js';
