@@ -1,5 +1,6 @@
 import { Ajv } from 'ajv';
 import { z } from 'zod';
+import { inputJsonSchema } from './json-schema.js';
 import { Err, Ok, type Result } from './errors.js';
 import { upcast, type EventError } from './upcast.js';
 import { AdmissionRefused } from './v1/admission.js';
@@ -72,12 +73,7 @@ function compileFastChecks(): Map<string, (v: unknown) => boolean> {
   });
   const byType = new Map<string, (v: unknown) => boolean>();
   for (const option of HoldfastEvent.options) {
-    const schema = z.toJSONSchema(option, {
-      io: 'input',
-      unrepresentable: 'throw',
-      target: 'draft-07',
-    }) as Record<string, unknown>;
-    delete schema.$schema;
+    const schema = inputJsonSchema(option);
     closeObjects(schema);
     byType.set(option.shape.type.value, ajv.compile(schema));
   }

@@ -15,3 +15,4 @@ export * from './authority/operations.js';
 export * from './authority/admit.js';
 export * from './authority/settle.js';
 export * from './authority/admin.js';
+export * from './authority/fast-check.js';

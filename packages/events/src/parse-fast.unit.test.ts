@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { EVENT_TYPES } from './envelope.js';
 import { HoldfastEvent, parseEvent } from './events.js';
 import { SYSTEM_TENANT } from './ids.js';
+import { ODD_VALUES as SHARED_ODD_VALUES } from './odd-values.js';
 
 /**
  * parseEvent checks with ajv (compiled from zod's JSON Schema) and asks zod only about what
@@ -166,41 +167,8 @@ const EXAMPLES: Record<(typeof EVENT_TYPES)[number], Record<string, unknown>> = 
   },
 };
 
-/** Values every field is set to in turn: wrong types, edges of ranges, odd strings. */
-const ODD_VALUES: unknown[] = [
-  null,
-  true,
-  0,
-  -1,
-  1.5,
-  2 ** 31,
-  2 ** 53,
-  -(2 ** 53),
-  1e300,
-  '',
-  '0',
-  'completed',
-  'team-a',
-  'month-tokens',
-  randomUUID(),
-  randomUUID().toUpperCase(),
-  '2026-11-30T12:00:00Z',
-  '2026-11-30T12:00:00+01:00',
-  '2026-02-30T12:00:00.000Z',
-  'x'.repeat(64),
-  'x'.repeat(65),
-  'é'.repeat(300),
-  // Astral characters: 2 UTF-16 units each (both zod and ajv count code points).
-  '🧾'.repeat(40),
-  '🧾'.repeat(300),
-  'team-a\n',
-  'a.b',
-  'a*',
-  [],
-  [window],
-  {},
-  { ...window },
-];
+/** The shared odd values and windows. */
+const ODD_VALUES: unknown[] = [...SHARED_ODD_VALUES, [window], { ...window }];
 
 function verdicts(input: unknown): void {
   const zod = HoldfastEvent.safeParse(structuredClone(input));

@@ -76,6 +76,11 @@ type Answer = { ok: true; value: unknown } | { ok: false; code: string; message:
 export interface Route {
   schema: z.ZodType;
   handler: Handler<unknown, unknown>;
+  /**
+   * An exact fast verdict on a body (issue 14): true when the body, as it is after the check
+   * (defaults filled), is what `schema` would output; otherwise `schema` decides.
+   */
+  check?: (body: unknown) => boolean;
 }
 
 /**
@@ -88,18 +93,22 @@ async function answer(
   msg: Msg,
   ctx: { logger: Logger; subject: string },
 ): Promise<Answer> {
-  const parsed = route.schema.safeParse(body);
-  if (!parsed.success) {
-    const first = parsed.error.issues[0];
-    const where = first?.path.length ? `${first.path.join('.')}: ` : '';
-    return {
-      ok: false,
-      code: 'invalid_request',
-      message: `${where}${first?.message ?? 'invalid request'}`,
-    };
+  let request = body;
+  if (!route.check?.(body)) {
+    const parsed = route.schema.safeParse(body);
+    if (!parsed.success) {
+      const first = parsed.error.issues[0];
+      const where = first?.path.length ? `${first.path.join('.')}: ` : '';
+      return {
+        ok: false,
+        code: 'invalid_request',
+        message: `${where}${first?.message ?? 'invalid request'}`,
+      };
+    }
+    request = parsed.data;
   }
   try {
-    const result = await route.handler(parsed.data, msg);
+    const result = await route.handler(request, msg);
     if (!result.ok) return { ok: false, code: result.error.code, message: result.error.message };
     return { ok: true, value: result.value };
   } catch (err) {
@@ -152,9 +161,17 @@ export function serve<S extends z.ZodType, Rep>(
   subject: string,
   schema: S,
   handler: Handler<z.output<S>, Rep>,
-  opts: ServeOptions & { onDone?: (outcome: string, ms: number) => void },
+  opts: ServeOptions & {
+    onDone?: (outcome: string, ms: number) => void;
+    /** The schema's exact fast verdict (Route.check). */
+    check?: (body: unknown) => boolean;
+  },
 ): Subscription {
-  const route: Route = { schema, handler: handler as Handler<unknown, unknown> };
+  const route: Route = {
+    schema,
+    handler: handler as Handler<unknown, unknown>,
+    ...(opts.check ? { check: opts.check } : {}),
+  };
   return subscribe(nc, subject, opts, async (msg) => {
     const started = performance.now();
     const body = parseBody(msg);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { watchFile, unwatchFile } from 'node:fs';
 import {
   AdmitRequest,
+  CALL_PATH_CHECKS,
   CapacityReportRequest,
   ConfigApplyRequest,
   ConfigGetRequest,
@@ -142,14 +143,14 @@ export class Authority {
     if (this.#o.configFile) await this.reloadConfigFile();
     const ctx = this.ctx;
     const callPath = {
-      admit: route(AdmitRequest, (req) => admit(ctx, req)),
-      extend: route(ExtendRequest, (req) => extend(ctx, req)),
-      renew: route(RenewRequest, (req) => renew(ctx, req)),
-      settle: route(SettleRequest, (req) => settle(ctx, req)),
-      release: route(ReleaseRequest, (req) => release(ctx, req)),
+      admit: route(AdmitRequest, (req) => admit(ctx, req), CALL_PATH_CHECKS.admit),
+      extend: route(ExtendRequest, (req) => extend(ctx, req), CALL_PATH_CHECKS.extend),
+      renew: route(RenewRequest, (req) => renew(ctx, req), CALL_PATH_CHECKS.renew),
+      settle: route(SettleRequest, (req) => settle(ctx, req), CALL_PATH_CHECKS.settle),
+      release: route(ReleaseRequest, (req) => release(ctx, req), CALL_PATH_CHECKS.release),
     };
     for (const [op, r] of Object.entries(callPath)) {
-      this.#serve(op as BatchedOperation, r.schema, r.handler);
+      this.#serve(op as BatchedOperation, r.schema, r.handler, r.check);
     }
     this.#serveBatch(callPath);
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
@@ -283,11 +284,13 @@ export class Authority {
     op: AuthorityOperation,
     schema: S,
     handler: Handler<z.output<S>, unknown>,
+    check?: (body: unknown) => boolean,
   ): void {
     this.#subs.push(
       serve(this.#o.nc, authoritySubject(this.#o.names, op), schema, handler, {
         logger: this.#o.logger,
         onDone: (outcome, ms) => this.#answered(op, outcome, ms),
+        ...(check ? { check } : {}),
       }),
     );
   }
@@ -307,7 +310,11 @@ export class Authority {
   }
 }
 
-/** One operation's schema and handler, typed together. */
-function route<S extends z.ZodType>(schema: S, handler: Handler<z.output<S>, unknown>): Route {
-  return { schema, handler: handler as Handler<unknown, unknown> };
+/** One operation's schema, handler and the schema's exact fast check, typed together. */
+function route<S extends z.ZodType>(
+  schema: S,
+  handler: Handler<z.output<S>, unknown>,
+  check: (body: unknown) => boolean,
+): Route {
+  return { schema, handler: handler as Handler<unknown, unknown>, check };
 }

@@ -16,55 +16,71 @@ const tokens = z
  * input and output); the
  * categories added later default to 0, so an older edge's settle still means what it meant.
  */
-export const Usage = z
-  .strictObject({
-    promptTokens: tokens,
-    completionTokens: tokens,
-    /** Prompt tokens served from the provider's cache (priced at cachedInputPerMTok). */
-    cachedPromptTokens: tokens.default(0),
-    /** Prompt tokens written to the provider's cache for 5 minutes (cacheWrite5mPerMTok). */
-    cacheWrite5mTokens: tokens.default(0),
-    /** Prompt tokens written to the provider's cache for 1 hour (cacheWrite1hPerMTok). */
-    cacheWrite1hTokens: tokens.default(0),
-    /** Output tokens spent reasoning (billed as output). */
-    reasoningTokens: tokens.default(0),
-    /** Prompt tokens of audio input (audioInputPerMTok). */
-    audioPromptTokens: tokens.default(0),
-    /** Completion tokens of audio output (audioOutputPerMTok). */
-    audioCompletionTokens: tokens.default(0),
-    /**
-     * The service tier the provider reported serving the call at (OpenAI `service_tier`,
-     * Anthropic `usage.service_tier`); absent: it reported none, and the tier held is billed.
-     */
-    serviceTier: ServiceTierName.optional(),
-    /**
-     * Uses of each provider-run tool the provider reported (Anthropic
-     * `usage.server_tool_use.*_requests`, the Responses `*_call` output items): billed at the
-     * model's `price.toolUses` on top of the tokens. Absent: none.
-     */
-    toolUses: z
-      .partialRecord(ToolUseKind, z.int().min(0).max(LIMITS.maxReportedToolUses))
-      .optional(),
-  })
-  .refine(
-    (u) => u.cachedPromptTokens + u.cacheWrite5mTokens + u.cacheWrite1hTokens <= u.promptTokens,
-    {
-      message: 'cached and cache-write tokens must not exceed promptTokens',
-      path: ['cachedPromptTokens'],
-    },
-  )
-  .refine((u) => u.reasoningTokens <= u.completionTokens, {
+const UsageFields = z.strictObject({
+  promptTokens: tokens,
+  completionTokens: tokens,
+  /** Prompt tokens served from the provider's cache (priced at cachedInputPerMTok). */
+  cachedPromptTokens: tokens.default(0),
+  /** Prompt tokens written to the provider's cache for 5 minutes (cacheWrite5mPerMTok). */
+  cacheWrite5mTokens: tokens.default(0),
+  /** Prompt tokens written to the provider's cache for 1 hour (cacheWrite1hPerMTok). */
+  cacheWrite1hTokens: tokens.default(0),
+  /** Output tokens spent reasoning (billed as output). */
+  reasoningTokens: tokens.default(0),
+  /** Prompt tokens of audio input (audioInputPerMTok). */
+  audioPromptTokens: tokens.default(0),
+  /** Completion tokens of audio output (audioOutputPerMTok). */
+  audioCompletionTokens: tokens.default(0),
+  /**
+   * The service tier the provider reported serving the call at (OpenAI `service_tier`,
+   * Anthropic `usage.service_tier`); absent: it reported none, and the tier held is billed.
+   */
+  serviceTier: ServiceTierName.optional(),
+  /**
+   * Uses of each provider-run tool the provider reported (Anthropic
+   * `usage.server_tool_use.*_requests`, the Responses `*_call` output items): billed at the
+   * model's `price.toolUses` on top of the tokens. Absent: none.
+   */
+  toolUses: z.partialRecord(ToolUseKind, z.int().min(0).max(LIMITS.maxReportedToolUses)).optional(),
+});
+
+/**
+ * What Usage's fields must satisfy together, beyond each field's own range: its refinements,
+ * in order. The schema's `.refine`s and the authority's fast check (requestCheck) call these
+ * same predicates.
+ */
+export const USAGE_RULES: readonly {
+  holds: (u: z.output<typeof UsageFields>) => boolean;
+  message: string;
+  path: [string];
+}[] = [
+  {
+    holds: (u) =>
+      u.cachedPromptTokens + u.cacheWrite5mTokens + u.cacheWrite1hTokens <= u.promptTokens,
+    message: 'cached and cache-write tokens must not exceed promptTokens',
+    path: ['cachedPromptTokens'],
+  },
+  {
+    holds: (u) => u.reasoningTokens <= u.completionTokens,
     message: 'reasoningTokens must not exceed completionTokens',
     path: ['reasoningTokens'],
-  })
-  .refine((u) => u.audioPromptTokens <= u.promptTokens, {
+  },
+  {
+    holds: (u) => u.audioPromptTokens <= u.promptTokens,
     message: 'audioPromptTokens must not exceed promptTokens',
     path: ['audioPromptTokens'],
-  })
-  .refine((u) => u.audioCompletionTokens <= u.completionTokens, {
+  },
+  {
+    holds: (u) => u.audioCompletionTokens <= u.completionTokens,
     message: 'audioCompletionTokens must not exceed completionTokens',
     path: ['audioCompletionTokens'],
-  });
+  },
+];
+
+export const Usage = USAGE_RULES.reduce(
+  (schema, rule) => schema.refine(rule.holds, { message: rule.message, path: rule.path }),
+  UsageFields,
+);
 export type Usage = z.infer<typeof Usage>;
 
 export const SettleRequest = z.strictObject({

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type {
   CloseReply,
   CloseStatus,
@@ -95,8 +95,9 @@ export async function closeReservation(
  * JetStream's duplicate window drops the copy: the events count it once, as the ledger does.
  * Another operation (an expiry the failover lost, then a settle) keeps an id of its own.
  */
-function closeEventId(reservationId: string, op: string): string {
-  const h = createHash('sha256').update(`${reservationId}:${op}`).digest('hex');
+export function closeEventId(reservationId: string, op: string): string {
+  // One-shot: the same digest as createHash().update().digest(), at half its cost (issue 14).
+  const h = hash('sha256', `${reservationId}:${op}`, 'hex');
   // A UUID (version 8: custom) in canonical form.
   const variant = ((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${variant}${h.slice(17, 20)}-${h.slice(20, 32)}`;
