@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads';
-import { runJob, type WorkerReply, type WorkerRequest } from './job.js';
+import { runJob, type WorkerReady, type WorkerReply, type WorkerRequest } from './job.js';
 
 /** Worker-thread entry of the count pool: counts each job it is posted and replies by id. */
 const port = parentPort;
@@ -16,3 +16,4 @@ port.on('message', ({ id, job }: WorkerRequest) => {
       } satisfies WorkerReply),
   );
 });
+port.postMessage({ ready: true } satisfies WorkerReady);

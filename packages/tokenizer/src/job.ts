@@ -72,3 +72,11 @@ export interface WorkerRequest {
  */
 export type WorkerReply =
   { id: number; ok: true; tokens: number } | { id: number; ok: false; message: string };
+
+/**
+ * A worker's first message: it has loaded its code and listens. A count's time limit starts
+ * from here, not from the spawn: a worker's boot (seconds on a loaded box) is not a count's.
+ */
+export interface WorkerReady {
+  ready: true;
+}

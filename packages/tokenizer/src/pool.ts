@@ -1,6 +1,12 @@
 import { Worker } from 'node:worker_threads';
 import { FairQueue, type Taken } from './fair-queue.js';
-import { boundJob, type CountJob, type WorkerReply, type WorkerRequest } from './job.js';
+import {
+  boundJob,
+  type CountJob,
+  type WorkerReady,
+  type WorkerReply,
+  type WorkerRequest,
+} from './job.js';
 
 /** A count for the pool: the job, whose it is and what it weighs. */
 export interface PoolJob {
@@ -82,6 +88,8 @@ interface Slot {
   worker: Worker;
   task: Task | undefined;
   timer: NodeJS.Timeout | undefined;
+  /** Booted (its WorkerReady came): the time limit of its count runs only from then. */
+  ready: boolean;
   /** Stopped by the pool or crashed: its events are no longer news. */
   gone: boolean;
 }
@@ -97,8 +105,10 @@ const WARM_UP = '(warm-up)';
  * runs on at most all workers but one while others may wait. An owner may have at most
  * `maxPendingChars` characters waiting or running (past it, `CountQueueFull`). A count that
  * runs past `timeoutMs` has its worker stopped and is counted again with the `estimate` bound
- * (linear in its size), so no input can hold a worker for longer. A crashed worker fails only
- * the count it was running and is replaced; the counts still waiting run on its successor.
+ * (linear in its size), so no input can hold a worker for longer. The time runs from when the
+ * worker is up: a new worker's boot (over a second on a loaded box) is not its first count's.
+ * A crashed worker fails only the count it was running and is replaced; the counts still
+ * waiting run on its successor.
  */
 export class WorkerPool {
   readonly #queue = new FairQueue<Task>();
@@ -231,7 +241,7 @@ export class WorkerPool {
       this.opts.observer?.started?.(task.owner, performance.now() - task.queuedAt);
     }
     slot.worker.ref();
-    slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
+    if (slot.ready) this.#arm(slot);
     try {
       slot.worker.postMessage({ id: task.id, job: task.job } satisfies WorkerRequest);
     } catch (err) {
@@ -239,6 +249,11 @@ export class WorkerPool {
       this.#idle(slot);
       this.#settle(task, () => task.reject(err));
     }
+  }
+
+  /** Starts the time limit of the slot's count. */
+  #arm(slot: Slot): void {
+    slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
   }
 
   /** The slot's count is over: the worker waits for the next one. */
@@ -321,8 +336,13 @@ export class WorkerPool {
   #spawn(): Slot {
     const worker = (this.opts.spawn ?? createWorker)();
     worker.unref();
-    const slot: Slot = { worker, task: undefined, timer: undefined, gone: false };
-    worker.on('message', (reply: WorkerReply) => {
+    const slot: Slot = { worker, task: undefined, timer: undefined, ready: false, gone: false };
+    worker.on('message', (reply: WorkerReply | WorkerReady) => {
+      if ('ready' in reply) {
+        slot.ready = true;
+        if (slot.task && !slot.gone) this.#arm(slot);
+        return;
+      }
       const task = slot.task;
       if (slot.gone || !task || task.id !== reply.id) return;
       this.#idle(slot);

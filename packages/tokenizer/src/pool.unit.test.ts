@@ -66,26 +66,29 @@ describe('TokenCounter pool: fairness between tenants', () => {
 });
 
 /**
- * A stand-in count worker: answers an embedding input's length after `delay` ms; `crash`
- * exits the thread.
+ * A stand-in count worker: ready after `bootMs`, then answers an embedding input's length
+ * after `delayMs`; `crash` exits the thread.
  */
-function fakeWorker(delayMs: number): Worker {
+function fakeWorker(delayMs: number, bootMs = 0): Worker {
   const code = `
     const { parentPort } = require('node:worker_threads');
-    parentPort.on('message', ({ id, job }) => {
-      if (job.input === 'crash') process.exit(7);
-      setTimeout(() => parentPort.postMessage({ id, ok: true, tokens: job.input.length }), ${delayMs});
-    });`;
+    setTimeout(() => {
+      parentPort.on('message', ({ id, job }) => {
+        if (job.input === 'crash') process.exit(7);
+        setTimeout(() => parentPort.postMessage({ id, ok: true, tokens: job.input.length }), ${delayMs});
+      });
+      parentPort.postMessage({ ready: true });
+    }, ${bootMs});`;
   return new Worker(code, { eval: true });
 }
 
 /** A pool of fake workers (answering after `delayMs`) with the options given. */
-function fakePool(delayMs: number, opts: Partial<WorkerPoolOptions> = {}): WorkerPool {
+function fakePool(delayMs: number, opts: Partial<WorkerPoolOptions> = {}, bootMs = 0): WorkerPool {
   return new WorkerPool({
     size: 1,
     timeoutMs: 10_000,
     maxPendingChars: 1_000,
-    spawn: () => fakeWorker(delayMs),
+    spawn: () => fakeWorker(delayMs, bootMs),
     ...opts,
   });
 }
@@ -104,6 +107,14 @@ describe('WorkerPool', () => {
     expect(await Promise.all(after)).toEqual([3, 2]);
     expect(pool.workers).toBe(1);
     expect(pool.owners().size).toBe(0);
+  });
+
+  it("starts a count's time limit when its worker is up, not while it boots", async () => {
+    const timedOut: string[] = [];
+    // A worker that boots for 4x the limit (a new one on a loaded box) then counts in 5 ms.
+    pool = fakePool(5, { timeoutMs: 50, observer: { timedOut: (o) => timedOut.push(o) } }, 200);
+    expect(await pool.run(job('a', 'aaa'))).toBe(3);
+    expect(timedOut).toEqual([]);
   });
 
   it("bounds the characters a tenant may have waiting or running, not another's", async () => {
