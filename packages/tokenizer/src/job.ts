@@ -74,9 +74,10 @@ export type WorkerReply =
   { id: number; ok: true; tokens: number } | { id: number; ok: false; message: string };
 
 /**
- * A worker's first message: it has loaded its code and listens. A count's time limit starts
- * from here, not from the spawn: a worker's boot (seconds on a loaded box) is not a count's.
+ * Sent by a worker when it starts counting job `id`, its tokenizer loaded: the count's time
+ * limit runs from here, so neither the worker's boot nor the tokenizer's load is charged to it.
  */
-export interface WorkerReady {
-  ready: true;
+export interface WorkerCounting {
+  id: number;
+  counting: true;
 }

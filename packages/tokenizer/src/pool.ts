@@ -3,7 +3,7 @@ import { FairQueue, type Taken } from './fair-queue.js';
 import {
   boundJob,
   type CountJob,
-  type WorkerReady,
+  type WorkerCounting,
   type WorkerReply,
   type WorkerRequest,
 } from './job.js';
@@ -88,8 +88,6 @@ interface Slot {
   worker: Worker;
   task: Task | undefined;
   timer: NodeJS.Timeout | undefined;
-  /** Booted (its WorkerReady came): the time limit of its count runs only from then. */
-  ready: boolean;
   /** Stopped by the pool or crashed: its events are no longer news. */
   gone: boolean;
 }
@@ -106,7 +104,7 @@ const WARM_UP = '(warm-up)';
  * `maxPendingChars` characters waiting or running (past it, `CountQueueFull`). A count that
  * runs past `timeoutMs` has its worker stopped and is counted again with the `estimate` bound
  * (linear in its size), so no input can hold a worker for longer. The time runs from when the
- * worker is up: a new worker's boot (over a second on a loaded box) is not its first count's.
+ * worker starts counting (WorkerCounting): its boot and its tokenizer's load are not the count's.
  * A crashed worker fails only the count it was running and is replaced; the counts still
  * waiting run on its successor.
  */
@@ -241,7 +239,6 @@ export class WorkerPool {
       this.opts.observer?.started?.(task.owner, performance.now() - task.queuedAt);
     }
     slot.worker.ref();
-    if (slot.ready) this.#arm(slot);
     try {
       slot.worker.postMessage({ id: task.id, job: task.job } satisfies WorkerRequest);
     } catch (err) {
@@ -249,11 +246,6 @@ export class WorkerPool {
       this.#idle(slot);
       this.#settle(task, () => task.reject(err));
     }
-  }
-
-  /** Starts the time limit of the slot's count. */
-  #arm(slot: Slot): void {
-    slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
   }
 
   /** The slot's count is over: the worker waits for the next one. */
@@ -336,15 +328,14 @@ export class WorkerPool {
   #spawn(): Slot {
     const worker = (this.opts.spawn ?? createWorker)();
     worker.unref();
-    const slot: Slot = { worker, task: undefined, timer: undefined, ready: false, gone: false };
-    worker.on('message', (reply: WorkerReply | WorkerReady) => {
-      if ('ready' in reply) {
-        slot.ready = true;
-        if (slot.task && !slot.gone) this.#arm(slot);
-        return;
-      }
+    const slot: Slot = { worker, task: undefined, timer: undefined, gone: false };
+    worker.on('message', (reply: WorkerReply | WorkerCounting) => {
       const task = slot.task;
       if (slot.gone || !task || task.id !== reply.id) return;
+      if ('counting' in reply) {
+        slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
+        return;
+      }
       this.#idle(slot);
       this.#dispatchAfter(() =>
         this.#settle(task, () =>

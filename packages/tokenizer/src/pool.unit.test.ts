@@ -66,8 +66,8 @@ describe('TokenCounter pool: fairness between tenants', () => {
 });
 
 /**
- * A stand-in count worker: ready after `bootMs`, then answers an embedding input's length
- * after `delayMs`; `crash` exits the thread.
+ * A stand-in count worker: listens after `bootMs`, then starts counting and answers an
+ * embedding input's length after `delayMs`; `crash` exits the thread.
  */
 function fakeWorker(delayMs: number, bootMs = 0): Worker {
   const code = `
@@ -75,9 +75,9 @@ function fakeWorker(delayMs: number, bootMs = 0): Worker {
     setTimeout(() => {
       parentPort.on('message', ({ id, job }) => {
         if (job.input === 'crash') process.exit(7);
+        parentPort.postMessage({ id, counting: true });
         setTimeout(() => parentPort.postMessage({ id, ok: true, tokens: job.input.length }), ${delayMs});
       });
-      parentPort.postMessage({ ready: true });
     }, ${bootMs});`;
   return new Worker(code, { eval: true });
 }
@@ -109,7 +109,7 @@ describe('WorkerPool', () => {
     expect(pool.owners().size).toBe(0);
   });
 
-  it("starts a count's time limit when its worker is up, not while it boots", async () => {
+  it("runs a count's time limit while it counts, not while its worker boots", async () => {
     const timedOut: string[] = [];
     // A worker that boots for 4x the limit (a new one on a loaded box) then counts in 5 ms.
     pool = fakePool(5, { timeoutMs: 50, observer: { timedOut: (o) => timedOut.push(o) } }, 200);
