@@ -72,3 +72,12 @@ export interface WorkerRequest {
  */
 export type WorkerReply =
   { id: number; ok: true; tokens: number } | { id: number; ok: false; message: string };
+
+/**
+ * Sent by a worker when it starts counting job `id`, its tokenizer loaded: the count's time
+ * limit runs from here, so neither the worker's boot nor the tokenizer's load is charged to it.
+ */
+export interface WorkerCounting {
+  id: number;
+  counting: true;
+}

@@ -1,6 +1,12 @@
 import { Worker } from 'node:worker_threads';
 import { FairQueue, type Taken } from './fair-queue.js';
-import { boundJob, type CountJob, type WorkerReply, type WorkerRequest } from './job.js';
+import {
+  boundJob,
+  type CountJob,
+  type WorkerCounting,
+  type WorkerReply,
+  type WorkerRequest,
+} from './job.js';
 
 /** A count for the pool: the job, whose it is and what it weighs. */
 export interface PoolJob {
@@ -97,8 +103,10 @@ const WARM_UP = '(warm-up)';
  * runs on at most all workers but one while others may wait. An owner may have at most
  * `maxPendingChars` characters waiting or running (past it, `CountQueueFull`). A count that
  * runs past `timeoutMs` has its worker stopped and is counted again with the `estimate` bound
- * (linear in its size), so no input can hold a worker for longer. A crashed worker fails only
- * the count it was running and is replaced; the counts still waiting run on its successor.
+ * (linear in its size), so no input can hold a worker for longer. The time runs from when the
+ * worker starts counting (WorkerCounting): its boot and its tokenizer's load are not the count's.
+ * A crashed worker fails only the count it was running and is replaced; the counts still
+ * waiting run on its successor.
  */
 export class WorkerPool {
   readonly #queue = new FairQueue<Task>();
@@ -231,7 +239,6 @@ export class WorkerPool {
       this.opts.observer?.started?.(task.owner, performance.now() - task.queuedAt);
     }
     slot.worker.ref();
-    slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
     try {
       slot.worker.postMessage({ id: task.id, job: task.job } satisfies WorkerRequest);
     } catch (err) {
@@ -322,9 +329,13 @@ export class WorkerPool {
     const worker = (this.opts.spawn ?? createWorker)();
     worker.unref();
     const slot: Slot = { worker, task: undefined, timer: undefined, gone: false };
-    worker.on('message', (reply: WorkerReply) => {
+    worker.on('message', (reply: WorkerReply | WorkerCounting) => {
       const task = slot.task;
       if (slot.gone || !task || task.id !== reply.id) return;
+      if ('counting' in reply) {
+        slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
+        return;
+      }
       this.#idle(slot);
       this.#dispatchAfter(() =>
         this.#settle(task, () =>

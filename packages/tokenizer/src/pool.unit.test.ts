@@ -66,26 +66,29 @@ describe('TokenCounter pool: fairness between tenants', () => {
 });
 
 /**
- * A stand-in count worker: answers an embedding input's length after `delay` ms; `crash`
- * exits the thread.
+ * A stand-in count worker: listens after `bootMs`, then starts counting and answers an
+ * embedding input's length after `delayMs`; `crash` exits the thread.
  */
-function fakeWorker(delayMs: number): Worker {
+function fakeWorker(delayMs: number, bootMs = 0): Worker {
   const code = `
     const { parentPort } = require('node:worker_threads');
-    parentPort.on('message', ({ id, job }) => {
-      if (job.input === 'crash') process.exit(7);
-      setTimeout(() => parentPort.postMessage({ id, ok: true, tokens: job.input.length }), ${delayMs});
-    });`;
+    setTimeout(() => {
+      parentPort.on('message', ({ id, job }) => {
+        if (job.input === 'crash') process.exit(7);
+        parentPort.postMessage({ id, counting: true });
+        setTimeout(() => parentPort.postMessage({ id, ok: true, tokens: job.input.length }), ${delayMs});
+      });
+    }, ${bootMs});`;
   return new Worker(code, { eval: true });
 }
 
 /** A pool of fake workers (answering after `delayMs`) with the options given. */
-function fakePool(delayMs: number, opts: Partial<WorkerPoolOptions> = {}): WorkerPool {
+function fakePool(delayMs: number, opts: Partial<WorkerPoolOptions> = {}, bootMs = 0): WorkerPool {
   return new WorkerPool({
     size: 1,
     timeoutMs: 10_000,
     maxPendingChars: 1_000,
-    spawn: () => fakeWorker(delayMs),
+    spawn: () => fakeWorker(delayMs, bootMs),
     ...opts,
   });
 }
@@ -104,6 +107,16 @@ describe('WorkerPool', () => {
     expect(await Promise.all(after)).toEqual([3, 2]);
     expect(pool.workers).toBe(1);
     expect(pool.owners().size).toBe(0);
+  });
+
+  it("runs a count's time limit while it counts, not while its worker boots", async () => {
+    const timedOut: string[] = [];
+    // A worker that boots for 4x the limit (a new one on a loaded box), then answers at once:
+    // the limit is far from both, so a loaded box moves neither across it.
+    const observer = { timedOut: (o: string) => timedOut.push(o) };
+    pool = fakePool(0, { timeoutMs: 1_000, observer }, 4_000);
+    expect(await pool.run(job('a', 'aaa'))).toBe(3);
+    expect(timedOut).toEqual([]);
   });
 
   it("bounds the characters a tenant may have waiting or running, not another's", async () => {

@@ -18,8 +18,27 @@ export const KEYS = {
   multi: 'sk-hf-multi-1',
 } as const;
 
-/** Short upstream timeouts and backoff, so failure paths take milliseconds. */
+/**
+ * How long the edge waits for the authority (EDGE_ADMIT_TIMEOUT_MS, 1 s in production). The
+ * edge, the authority, the mock and the test share one event loop here: on a 2-core box at
+ * load 10-20 an admit took 1.1 s, and the edge rightly answered 503 budget_authority_unavailable
+ * to a test that asserts what a decided call gets. Tests of that timeout set their own.
+ */
+const ADMIT_TIMEOUT_MS = 10_000;
+
+/**
+ * An attempt's whole-call deadline (an upstream's `timeoutMs`). The mock answers in under a
+ * second; 16 calls streamed at once on a box at load 10-20 ran past 5 s and got 504
+ * upstream_timeout. Tests of a slow upstream set `firstByteTimeoutMs` or `idleTimeoutMs`.
+ */
+export const UPSTREAM_TIMEOUT_MS = 30_000;
+
+/**
+ * The edge options of every stack: that admit timeout, and short upstream backoff (failure
+ * paths take milliseconds).
+ */
 const FAST = {
+  admitTimeoutMs: ADMIT_TIMEOUT_MS,
   upstream: { retryBaseMs: 1, retryMaxMs: 5, retryAfterCapMs: 2_000 },
 } as const;
 
@@ -54,8 +73,8 @@ function baseConfig(upstreamUrl: string): TestConfig {
   return {
     auth: { trustHeaders: false },
     upstreams: [
-      { id: 'default', baseUrl: upstreamUrl, timeoutMs: 5_000, maxRetries: 2 },
-      { id: 'backup', baseUrl: upstreamUrl, timeoutMs: 5_000, maxRetries: 0 },
+      { id: 'default', baseUrl: upstreamUrl, timeoutMs: UPSTREAM_TIMEOUT_MS, maxRetries: 2 },
+      { id: 'backup', baseUrl: upstreamUrl, timeoutMs: UPSTREAM_TIMEOUT_MS, maxRetries: 0 },
     ],
     models: [
       {
@@ -208,6 +227,14 @@ async function startStack(
     },
   });
   cleanup.push(() => edge.stop());
+  // On a loaded box the edge's first config fetch can fail (it is not ready, and answers 503
+  // "no configuration yet" until a retry loads it): a configured stack is handed over ready.
+  if (opts.configured !== false) {
+    await waitFor(async () => (await fetch(`${edge.url}/readyz`)).ok || undefined, {
+      what: 'the edge to load its config',
+      timeoutMs: 30_000,
+    });
+  }
   const usage = async (tenant: string) => {
     const r = await client.usage({ tenant });
     if (!r.ok) throw new Error(`usage failed: ${r.error.code}`);

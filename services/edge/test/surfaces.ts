@@ -3,7 +3,7 @@ import { APIError as OpenAIError } from 'openai';
 import type { TenantUsage } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { entry, type Stack, type TestConfig } from './harness.js';
+import { entry, UPSTREAM_TIMEOUT_MS, type Stack, type TestConfig } from './harness.js';
 
 /** The Claude model of the surface tests: on an `anthropic` upstream (the mock's Messages API). */
 export const CLAUDE = 'claude-sonnet-5-5';
@@ -19,7 +19,7 @@ export function withClaude(c: TestConfig): void {
     id: 'claude',
     api: 'anthropic',
     baseUrl: upstreamUrl,
-    timeoutMs: 5_000,
+    timeoutMs: UPSTREAM_TIMEOUT_MS,
     maxRetries: 2,
   });
   c.models.push({
