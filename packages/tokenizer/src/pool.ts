@@ -65,6 +65,11 @@ export interface WorkerPoolOptions {
   size: number;
   /** Longest a count may run in a worker before the worker is stopped (and replaced). */
   timeoutMs: number;
+  /**
+   * Longest a worker may take to start a count (its boot and its tokenizer's load, seconds on
+   * a loaded box) before it is stopped as stuck, as a count past `timeoutMs` is. Default 60 s.
+   */
+  startTimeoutMs?: number | undefined;
   /** Characters one owner may have waiting or running; one count is always taken. */
   maxPendingChars: number;
   observer?: CountObserver | undefined;
@@ -94,6 +99,8 @@ interface Slot {
 
 /** The owner warm-up counts run as (outside every queue). */
 const WARM_UP = '(warm-up)';
+/** A worker that has not started a count within this is stuck (`startTimeoutMs`). */
+const START_LIMIT_MS = 60_000;
 
 /**
  * A fixed-size pool of count workers, spawned on demand, fed from one fair queue: each owner
@@ -239,6 +246,8 @@ export class WorkerPool {
       this.opts.observer?.started?.(task.owner, performance.now() - task.queuedAt);
     }
     slot.worker.ref();
+    // Until the worker says it is counting (WorkerCounting), the limit is its start's.
+    slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.startTimeoutMs ?? START_LIMIT_MS);
     try {
       slot.worker.postMessage({ id: task.id, job: task.job } satisfies WorkerRequest);
     } catch (err) {
@@ -284,7 +293,7 @@ export class WorkerPool {
     this.#dispatchAfter(() => {
       if (!task) return;
       if (task.bounded) {
-        const message = `token count did not finish within ${this.opts.timeoutMs} ms`;
+        const message = `token count did not finish within ${this.opts.timeoutMs} ms (or its worker did not start it)`;
         this.#settle(task, () => task.reject(new Error(message)));
         return;
       }
@@ -333,6 +342,7 @@ export class WorkerPool {
       const task = slot.task;
       if (slot.gone || !task || task.id !== reply.id) return;
       if ('counting' in reply) {
+        clearTimeout(slot.timer);
         slot.timer = setTimeout(() => this.#timedOut(slot), this.opts.timeoutMs);
         return;
       }

@@ -119,6 +119,16 @@ describe('WorkerPool', () => {
     expect(timedOut).toEqual([]);
   });
 
+  it('stops a worker that never starts its count (stuck at boot), as a count past its limit', async () => {
+    const timedOut: string[] = [];
+    const observer = { timedOut: (o: string) => timedOut.push(o) };
+    // Every worker boots for a minute; the start limit is 200 ms: the count is taken back and
+    // tried once more with its bound on a new worker, which is stuck too, so it fails.
+    pool = fakePool(0, { timeoutMs: 1_000, startTimeoutMs: 200, observer }, 60_000);
+    await expect(pool.run(job('a', 'aaa'))).rejects.toThrow(/did not start it/);
+    expect(timedOut).toEqual(['a']);
+  });
+
   it("bounds the characters a tenant may have waiting or running, not another's", async () => {
     pool = fakePool(20, { maxPendingChars: 100 });
     const taken = [pool.run(job('a', 'x'.repeat(60))), pool.run(job('a', 'x'.repeat(40)))];
