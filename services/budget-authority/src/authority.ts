@@ -48,6 +48,7 @@ import { OutboxRelay } from './outbox-relay.js';
 import { loadScripts } from './scripts.js';
 import { migrateGlobalKeys } from './migrate.js';
 import { setDurability, type Durability } from './durable.js';
+import { withStore } from './store-error.js';
 
 export interface AuthorityOptions {
   /** Command connection. Set `enableOfflineQueue: false` so a Redis outage fails fast (closed). */
@@ -161,12 +162,19 @@ export class Authority {
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
     // Always the stored version, not this replica's cache: a read-modify-write (admin API)
     // must start from the latest document or its apply is refused as stale.
-    this.#serve('config.get', ConfigGetRequest, async () => Ok(await ctx.config.snapshot()));
+    // Redis failing or timing out under them is budget_store_unavailable (retryable), not a bug.
+    this.#serve('config.get', ConfigGetRequest, () =>
+      withStore(ctx.logger, 'config.get', () => ctx.config.snapshot()),
+    );
     this.#serve('config.apply', ConfigApplyRequest, async (req) => {
-      const r = await ctx.config.apply(req.document, req.source, {
-        expectedVersion: req.expectedVersion,
-        mode: req.mode,
-      });
+      const stored = await withStore(ctx.logger, 'config.apply', () =>
+        ctx.config.apply(req.document, req.source, {
+          expectedVersion: req.expectedVersion,
+          mode: req.mode,
+        }),
+      );
+      if (!stored.ok) return stored;
+      const r = stored.value;
       if (r.ok && r.value.changed) this.#announceConfig();
       return r;
     });

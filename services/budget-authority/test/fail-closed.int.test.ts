@@ -61,6 +61,13 @@ test('when Redis does not answer the authority refuses with a coded error, never
       ok: false,
       error: { code: 'budget_store_unavailable' },
     });
+    // The config is in Redis too: reading or applying it is the same retryable error, not
+    // `internal` (a bug's code).
+    const unavailable = { ok: false, error: { code: 'budget_store_unavailable' } };
+    expect(await h.client.configGet()).toMatchObject(unavailable);
+    expect(
+      await h.client.configApply({ document: BASE_CONFIG, source: 'test', mode: 'merge' }),
+    ).toMatchObject(unavailable);
   } finally {
     await h.stop();
     admin.disconnect();
