@@ -211,9 +211,16 @@ async function startStack(
   };
   cleanup.push(stopAuthority);
   const client = new AuthorityClient({ nc, names: iso.names, timeoutMs: 5_000 });
+  // Retried as an operator would on the retryable codes (Redis slow on a loaded box): the same
+  // document again changes nothing more.
   const applyConfig = async () => {
-    const r = await client.configApply({ document: testConfig(upstream.url, opts.patch) });
-    if (!r.ok) throw new Error(`${r.error.code}: ${r.error.message}`);
+    for (let attempt = 1; ; attempt++) {
+      const r = await client.configApply({ document: testConfig(upstream.url, opts.patch) });
+      if (r.ok) return;
+      const retryable = r.error.code === 'budget_store_unavailable' || r.error.code === 'timeout';
+      if (!retryable || attempt === 5) throw new Error(`${r.error.code}: ${r.error.message}`);
+      await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+    }
   };
   if (opts.configured !== false) await applyConfig();
   const edge = await startEdge({
