@@ -99,6 +99,13 @@ function withSearchDesk(c: TestConfig): void {
       upstreamStateAllowanceTokens: 6_000,
       price: PROMPT_PRICE,
     },
+    // The same GPT without an allowance for what a stored prompt's tools read.
+    {
+      id: 'gpt-prompt-unread',
+      upstream: 'default',
+      tokenizer: 'o200k_base',
+      price: PROMPT_PRICE,
+    },
     // A GPT pricing no tool fee.
     {
       id: 'gpt-plain',
@@ -123,7 +130,15 @@ function withSearchDesk(c: TestConfig): void {
       {
         id: 'chat',
         maxTokens: 512,
-        models: [SEARCH_CLAUDE, SEARCH_GPT, IMAGE_GPT, PROMPT_GPT, 'gpt-plain', 'claude-unpriced'],
+        models: [
+          SEARCH_CLAUDE,
+          SEARCH_GPT,
+          IMAGE_GPT,
+          PROMPT_GPT,
+          'gpt-prompt-unread',
+          'gpt-plain',
+          'claude-unpriced',
+        ],
       },
     ],
     keys: [{ id: 'search-1', sha256: sha256Hex(KEY), defaultUseCase: 'chat' }],
@@ -458,6 +473,13 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
       () => gpt({ tools: [], prompt: { id: 'pmpt_1' }, max_tool_calls: 2 }),
       'prompt',
       'price.toolUses.code_interpreter, price.toolUses.image_generation',
+    ],
+    // Every fee priced, but no allowance for what the prompt's tools read (docs/budgets.md).
+    [
+      () =>
+        gpt({ model: 'gpt-prompt-unread', tools: [], prompt: { id: 'pmpt_1' }, max_tool_calls: 2 }),
+      'prompt',
+      'upstreamStateAllowanceTokens',
     ],
   );
   for (const [pending, param, says] of cases) {
