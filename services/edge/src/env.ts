@@ -85,6 +85,13 @@ const EdgeEnv = serviceEnv({
    * on) stops its worker and is counted with the `estimate` bound instead.
    */
   EDGE_COUNT_TIMEOUT_MS: env.int(10_000, 100, 600_000),
+  /**
+   * Request bodies up to this many bytes are parsed as they arrive; larger ones wait for a turn
+   * on the event loop, shared fairly between tenants (docs/security.md, input limits).
+   */
+  EDGE_INTAKE_INLINE_BYTES: env.int(64 * 1024, 0, 1_073_741_824),
+  /** The share of the event loop, percent, that the turns of large bodies may take. */
+  EDGE_INTAKE_SHARE_PERCENT: env.int(25, 1, 100),
 });
 type EdgeEnv = z.infer<typeof EdgeEnv>;
 
@@ -110,6 +117,8 @@ export interface EdgeOptions {
   requestTimeoutMs: number;
   /** Prompt counting in the worker pool (EDGE_COUNT_*). */
   counting: { queueChars: number; timeoutMs: number };
+  /** Large bodies' turns on the event loop (EDGE_INTAKE_*; request/intake.ts). */
+  intake: { inlineBytes: number; share: number };
   /** Replicas of the closes stream when the edge is the first to create it. */
   streamReplicas: number;
   upstream: UpstreamTimeouts & UpstreamRetry;
@@ -147,6 +156,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     signInPerMinute: e.EDGE_SIGN_IN_PER_MINUTE,
     requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
     counting: { queueChars: e.EDGE_COUNT_QUEUE_CHARS, timeoutMs: e.EDGE_COUNT_TIMEOUT_MS },
+    intake: { inlineBytes: e.EDGE_INTAKE_INLINE_BYTES, share: e.EDGE_INTAKE_SHARE_PERCENT / 100 },
     streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,

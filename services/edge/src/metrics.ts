@@ -23,7 +23,9 @@ export class EdgeMetrics {
   readonly countQueueChars: Gauge<'tenant'>;
   readonly countTimeouts: Counter<'tenant'>;
   readonly countRefusals: Counter<'tenant'>;
+  readonly intakeWait: Histogram<'tenant'>;
   #countQueues: () => ReadonlyMap<string, CountQueue> = () => new Map();
+  #intakeQueues: () => ReadonlyMap<string, number> = () => new Map();
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -67,6 +69,24 @@ export class EdgeMetrics {
       help: 'Calls refused (429 concurrency_limit) because their tenant had EDGE_COUNT_QUEUE_CHARS in the pool, by tenant',
       labelNames: ['tenant'],
       registers,
+    });
+    const intake = () => this.#intakeQueues();
+    this.intakeWait = new Histogram({
+      name: 'edge_intake_wait_seconds',
+      help: 'Time a request body above EDGE_INTAKE_INLINE_BYTES waited for its turn to be parsed, by tenant',
+      labelNames: ['tenant'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    new Gauge({
+      name: 'edge_intake_queue_depth',
+      help: 'Request bodies waiting for their turn to be parsed, by tenant',
+      labelNames: ['tenant'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [tenant, n] of intake()) this.set({ tenant }, n);
+      },
     });
     this.extensions = new Counter({
       name: 'edge_hold_extensions_total',
@@ -139,7 +159,7 @@ export class EdgeMetrics {
     });
     this.earlyRefusals = new Counter({
       name: 'edge_early_refusals_total',
-      help: 'Calls refused by the edge before counting (its own in-flight cap), by code',
+      help: 'Calls refused by the edge on their headers, before their body is read (its own in-flight cap), by code',
       labelNames: ['code'],
       registers,
     });
@@ -159,6 +179,11 @@ export class EdgeMetrics {
       labelNames: ['tenant'],
       registers,
     });
+  }
+
+  /** Where the intake's queue gauge is read when /metrics is scraped. */
+  watchIntake(queues: () => ReadonlyMap<string, number>): void {
+    this.#intakeQueues = queues;
   }
 
   /** Where the count queue gauges are read when /metrics is scraped (the token counter). */

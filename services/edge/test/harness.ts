@@ -314,6 +314,15 @@ async function readEvents(nc: NatsConnection, names: NatsNames): Promise<Holdfas
  * starved 2-core box in CI; 1 or fewer otherwise). The edge bills what it received: this bounds
  * its under-billing against the provider per cut call, never an overspend.
  */
+/** A tenant's value of a metric on the edge's /metrics (other labels ignored), 0 when absent. */
+export async function tenantMetric(s: Stack, name: string, tenant: string): Promise<number> {
+  const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && l.includes(`tenant="${tenant}"`));
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+}
+
 export const UNREAD_AT_HANGUP = 8;
 
 /** A chat body of about `words` prompt tokens (each word one o200k token). */

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
+import { edgeTest as test, entry, KEYS, tenantMetric, type Stack } from './harness.js';
 
 /**
  * One tenant cannot stall another's prompt counts: each tenant has its own queue in the edge's
@@ -48,15 +48,6 @@ function call(
     .finally(() => done.push(name));
 }
 
-/** A tenant's value of a metric on the edge's /metrics (other labels ignored), 0 when absent. */
-async function metric(s: Stack, name: string, tenant: string): Promise<number> {
-  const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
-  const line = text
-    .split('\n')
-    .find((l) => l.startsWith(`${name}{`) && l.includes(`tenant="${tenant}"`));
-  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
-}
-
 const A = 'batch-summariser';
 const B = 'support-bot';
 
@@ -81,7 +72,7 @@ test("a tenant flooding its calls in flight with multi-MiB prompts does not dela
   // B then sends three calls with 20,000-character prompts (above the inline limit).
   const aDoneBeforeB = done.length;
   const b = await Promise.all([0, 1, 2].map((i) => call(s, KEYS.support, `b${i}`, 20_000, done)));
-  const waitingWhenBDone = await metric(s, 'edge_count_queue_depth', A);
+  const waitingWhenBDone = await tenantMetric(s, 'edge_count_queue_depth', A);
   const a = await Promise.all(flood);
 
   expect(b.map((r) => r.status)).toEqual([200, 200, 200]);
@@ -95,9 +86,9 @@ test("a tenant flooding its calls in flight with multi-MiB prompts does not dela
   expect(aAnswered.length).toBeLessThanOrEqual(aDoneBeforeB + aRunning);
   expect(waitingWhenBDone).toBeGreaterThanOrEqual(1);
   // Every count waited in its own tenant's queue; none is left.
-  expect(await metric(s, 'edge_count_queue_wait_seconds_count', B)).toBe(3);
-  expect(await metric(s, 'edge_count_queue_wait_seconds_count', A)).toBe(FLOOD);
-  expect(await metric(s, 'edge_count_queue_depth', A)).toBe(0);
+  expect(await tenantMetric(s, 'edge_count_queue_wait_seconds_count', B)).toBe(3);
+  expect(await tenantMetric(s, 'edge_count_queue_wait_seconds_count', A)).toBe(FLOOD);
+  expect(await tenantMetric(s, 'edge_count_queue_depth', A)).toBe(0);
   expect(s.edge.app.counter.queues().size).toBe(0);
 });
 
@@ -125,6 +116,6 @@ test('a tenant past its bound of characters being counted gets 429 concurrency_l
     );
   }
   expect(b.status).toBe(200);
-  expect(await metric(s, 'edge_count_refusals_total', A)).toBe(2);
-  expect(await metric(s, 'edge_count_queue_wait_seconds_count', A)).toBe(1);
+  expect(await tenantMetric(s, 'edge_count_refusals_total', A)).toBe(2);
+  expect(await tenantMetric(s, 'edge_count_queue_wait_seconds_count', A)).toBe(1);
 });

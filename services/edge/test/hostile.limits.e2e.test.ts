@@ -88,7 +88,7 @@ test('a body sent a byte at a time cannot hold a socket: the edge closes it at i
   expect(r.choices).toHaveLength(1);
 });
 
-test('a tenant at its cap of calls in flight is refused before its prompt is counted', async ({
+test('a tenant at its cap of calls in flight is refused on its headers: its body is neither parsed nor counted', async ({
   stack,
 }) => {
   const s = await stack({
@@ -108,7 +108,25 @@ test('a tenant at its cap of calls in flight is refused before its prompt is cou
     .catch((e: { status?: number; code?: string }) => e);
   expect(err).toMatchObject({ status: 429, code: 'concurrency_limit' });
   expect(s.edge.app.counter.stats()).toEqual(counter);
+  // A body that is not JSON gets the same 429, not a 400: it was never parsed. Every POST of
+  // the model APIs counts, count_tokens too.
+  const notJson = (path: string) =>
+    fetch(`${s.edge.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${KEYS.support}`, 'content-type': 'application/json' },
+      body: '{"model": "gpt-4o-mini", "messages": [',
+    }).then(async (r) => {
+      await r.arrayBuffer();
+      return { status: r.status, code: r.headers.get('x-holdfast-error-code') };
+    });
+  expect(await notJson('/v1/chat/completions')).toEqual({ status: 429, code: 'concurrency_limit' });
+  expect(await notJson('/v1/messages/count_tokens')).toEqual({
+    status: 429,
+    code: 'concurrency_limit',
+  });
   await Promise.all(running);
+  // With the calls ended, the same body is parsed and refused for what it is.
+  expect(await notJson('/v1/chat/completions')).toEqual({ status: 400, code: 'invalid_request' });
 });
 
 test("a prompt counted above its model's maxPromptTokens is a 400 on every surface, nothing held or sent, a long-context price or not; at the cap it goes on", async ({

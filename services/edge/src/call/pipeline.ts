@@ -22,13 +22,13 @@ import { heldToolUses, type ToolUses } from './tool-uses.js';
  * One call through the edge, whatever its surface (the adapter reads, counts, forwards and
  * answers in the surface's own format):
  *
- *   resolve model -> cheap checks -> clamp -> count prompt -> admit -> forward upstream ->
+ *   resolve model -> clamp -> count prompt -> admit -> forward upstream ->
  *   count output as it streams (cut at the admitted output) -> settle / release
  *
  * The call is tracked from its first step, so a client that leaves while its prompt is counted
  * or its admission is asked for is never forwarded (its hold is released, not billed). The
- * expensive count runs only after the cheap checks (auth, size, the tenant's calls in flight
- * on this edge). Every admitted path ends with its hold closed.
+ * cheap checks (auth, the tenant's requests in flight on this edge, the body's size) came
+ * before the body was read (routes/v1.ts). Every admitted path ends with its hold closed.
  */
 export async function runCall<B>(
   deps: CallDeps,
@@ -51,8 +51,6 @@ export async function runCall<B>(
     if (!tier.ok) return await adapter.sendError(request, reply, tier.error);
     const tools = heldToolUses(asked.tools, model, model?.api ?? adapter.apis[0]!);
     if (!tools.ok) return await adapter.sendError(request, reply, tools.error);
-    const early = cheapChecks(deps, caller.tenant);
-    if (early) return await adapter.sendError(request, reply, early);
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
     const tooSmall = belowLeast(adapter.minOutput?.(body), asked, clamp.maxTokens);
     if (tooSmall) return await adapter.sendError(request, reply, tooSmall);
@@ -130,28 +128,6 @@ function aboveModelCap(
   return new EdgeError({ code: 'invalid_request', message, param: 'model' });
 }
 
-/**
- * Refusals that cost nothing to decide, before a prompt is counted: the tenant already has
- * its cap of calls in flight on this edge alone (the authority checks the cap across edges).
- */
-function cheapChecks(
-  deps: CallDeps,
-  tenant: { id: string; maxInFlight?: number | undefined },
-): EdgeError | undefined {
-  const cap = tenant.maxInFlight;
-  // `live` itself is counted: more than the cap means the cap was already reached.
-  if (cap !== undefined && deps.calls.count(tenant.id) > cap) {
-    deps.metrics.earlyRefusals.inc({ code: 'concurrency_limit' });
-    return new EdgeError({
-      code: 'concurrency_limit',
-      message: `Team ${tenant.id} already has ${cap} calls in flight (its limit). Retry when one ends.`,
-      headers: { 'retry-after': '1' },
-    });
-  }
-  return undefined;
-}
-
-/** A client that went away: nothing to answer. */
 /**
  * A call ended before it was forwarded. Its client left: nothing to answer. The edge ended it
  * (its team suspended while its prompt was counted or it was admitted): the client, still

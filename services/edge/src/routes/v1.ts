@@ -14,13 +14,19 @@ import { CountTokensRequest, MessagesRequest } from '../surfaces/messages/schema
 import { responsesAdapter } from '../surfaces/responses/adapter.js';
 import { ResponsesRequest } from '../surfaces/responses/schema.js';
 import { registerModels } from './models.js';
+import { OpenRequests } from '../call/in-flight.js';
+import { Intake } from '../request/intake.js';
 
 /**
- * The model APIs: OpenAI's (chat, embeddings, responses) and Anthropic's (messages). Every request is authenticated from its headers before its body
- * is read, so an unknown key never costs a body parse, a token count or an admission. Each
- * surface is an adapter over one call pipeline (call/pipeline.ts).
+ * The model APIs: OpenAI's (chat, embeddings, responses) and Anthropic's (messages). Every
+ * request is authenticated from its headers before its body is read, so an unknown key never
+ * costs a body parse, a token count or an admission, and a tenant at its cap of requests in
+ * flight on this edge is refused there too. A large body waits for a fair turn on the event
+ * loop before it is parsed (request/intake.ts). Each surface is an adapter over one call
+ * pipeline (call/pipeline.ts).
  */
 export function v1Routes(app: FastifyInstance): void {
+  const open = new OpenRequests();
   app.addHook('onRequest', async (request, reply) => {
     const cfg = app.configSnapshot.current;
     if (!cfg) {
@@ -43,8 +49,16 @@ export function v1Routes(app: FastifyInstance): void {
       keyId: caller.keyId,
       useCase: caller.useCase,
     });
+    if (
+      request.method === 'POST' &&
+      !open.open(caller.tenant.id, caller.tenant.maxInFlight, reply.raw)
+    ) {
+      app.metrics.earlyRefusals.inc({ code: 'concurrency_limit' });
+      return sendError(request, reply, atCap(caller.tenant.id, caller.tenant.maxInFlight!));
+    }
     return undefined;
   });
+  parseInTurns(app);
   const deps = callDeps(app);
   app.post('/v1/chat/completions', { schema: { body: ChatRequest } }, (request, reply) =>
     runCall(deps, request, reply, chatAdapter, request.body as ChatRequest),
@@ -69,4 +83,47 @@ export function v1Routes(app: FastifyInstance): void {
     (request, reply) => countTokens(deps, request, reply, request.body as CountTokensRequest),
   );
   registerModels(app);
+}
+
+function atCap(tenant: string, cap: number): EdgeError {
+  return new EdgeError({
+    code: 'concurrency_limit',
+    message: `Team ${tenant} already has ${cap} calls in flight (its limit). Retry when one ends.`,
+    headers: { 'retry-after': '1' },
+  });
+}
+
+/**
+ * JSON bodies are parsed by fastify's own parser (prototype poisoning refused), a body above
+ * EDGE_INTAKE_INLINE_BYTES only in its tenant's turn (request/intake.ts). A body whose client
+ * left while it waited is not parsed.
+ */
+function parseInTurns(app: FastifyInstance): void {
+  const { inlineBytes, share } = app.edgeOptions.intake;
+  const intake = new Intake({
+    inlineBytes,
+    share,
+    onWaited: (tenant, seconds) => app.metrics.intakeWait.observe({ tenant }, seconds),
+  });
+  app.metrics.watchIntake(() => intake.waiting());
+  const parse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body as string;
+    const tenant = request.caller?.tenant.id;
+    if (tenant === undefined || !intake.queues(text.length)) return parse(request, text, done);
+    const socket = request.raw.socket;
+    void intake
+      .turn(tenant, text.length, () => socket.destroyed)
+      .then((taken) => {
+        if (taken) return parse(request, text, done);
+        done(
+          new EdgeError({
+            code: 'invalid_request',
+            message: 'The client closed the connection before its body was parsed.',
+          }),
+          undefined,
+        );
+      });
+  });
 }
