@@ -16,6 +16,7 @@ import { ResponsesRequest } from '../surfaces/responses/schema.js';
 import { registerModels } from './models.js';
 import { OpenRequests } from '../call/in-flight.js';
 import { Intake } from '../request/intake.js';
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../request/json-depth.js';
 
 /**
  * The model APIs: OpenAI's (chat, embeddings, responses) and Anthropic's (messages). Every
@@ -96,7 +97,7 @@ function atCap(tenant: string, cap: number): EdgeError {
 /**
  * JSON bodies are parsed by fastify's own parser (prototype poisoning refused), a body above
  * EDGE_INTAKE_INLINE_BYTES only in its tenant's turn (request/intake.ts). A body whose client
- * left while it waited is not parsed.
+ * left while it waited is not parsed; one nested deeper than MAX_JSON_DEPTH is a 400.
  */
 function parseInTurns(app: FastifyInstance): void {
   const { inlineBytes, share } = app.edgeOptions.intake;
@@ -106,7 +107,14 @@ function parseInTurns(app: FastifyInstance): void {
     onWaited: (tenant, seconds) => app.metrics.intakeWait.observe({ tenant }, seconds),
   });
   app.metrics.watchIntake(() => intake.waiting());
-  const parse = app.getDefaultJsonParser('error', 'error');
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  const parse: typeof parseJson = (request, text, done) =>
+    parseJson(request, text, (err, body) => {
+      if (err) return done(err, undefined);
+      if (!nestsDeeperThan(body, MAX_JSON_DEPTH)) return done(null, body);
+      const message = `The request body nests objects and arrays more than ${MAX_JSON_DEPTH} levels deep.`;
+      done(new EdgeError({ code: 'invalid_request', message }), undefined);
+    });
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body as string;
