@@ -50,6 +50,11 @@ test('Responses and Messages: bad lengths, thinking budgets and end-user ids are
     { max_tokens: 100, thinking: { type: 'enabled', budget_tokens: 0 } },
     { max_tokens: 100, metadata: { user_id: 'u'.repeat(257) } },
     { max_tokens: 100, system: [{ type: 'text', text: 5 }] },
+    // A tool result's blocks that are not blocks (was a 500: read as blocks to be counted).
+    ...[[null], ['text'], [{ type: 5 }], [{ type: 'text', text: 7 }]].map((content) => ({
+      max_tokens: 100,
+      messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content }] }],
+    })),
   ]) {
     const r = await messages(extra);
     expect(r.status, JSON.stringify(extra)).toBe(400);

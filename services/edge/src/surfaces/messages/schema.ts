@@ -11,10 +11,25 @@ const CacheControl = z.looseObject({
   ttl: z.enum(['5m', '1h']).nullish(),
 });
 
-const Block = z.looseObject({
+const BlockFields = z.looseObject({
   type: z.string().min(1),
   text: z.string().nullish(),
   cache_control: CacheControl.nullish(),
+});
+
+/**
+ * A content block. A `tool_result`'s content, read as the blocks of the result, is a string or
+ * a list of blocks (other types' `content` is theirs: a search result's list, a server tool's
+ * result object).
+ */
+const Block = BlockFields.superRefine((block, ctx) => {
+  if (block.type !== 'tool_result') return;
+  const content = block.content;
+  if (content === undefined || content === null || typeof content === 'string') return;
+  const blocks = z.array(BlockFields).max(10_000).safeParse(content);
+  for (const issue of blocks.error?.issues ?? []) {
+    ctx.addIssue({ code: 'custom', path: ['content', ...issue.path], message: issue.message });
+  }
 });
 export type MessagesBlock = z.infer<typeof Block>;
 
