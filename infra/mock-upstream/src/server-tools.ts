@@ -33,7 +33,8 @@ const bound = (v: unknown) => (typeof v === 'number' && v >= 0 ? v : Infinity);
  * `perUse` tokens (the plan's `toolInputTokens`, a page of results) for each use the call makes
  * of a tool it counts uses of (web search, web fetch, file search, code interpreter); a tool
  * whose uses it does not count (Anthropic's code execution, an MCP server, any other) reads
- * `perUse` once.
+ * `perUse` once, and so does each agent skill a Messages `container` loads (its description in
+ * the prompt, its files read when used).
  */
 export function responsesToolInput(
   tools: readonly { type: string }[] | null | undefined,
@@ -51,7 +52,11 @@ export function messagesToolInput(
   uses: ToolUses,
   perUse: number,
 ): number {
-  const servers = (body as { mcp_servers?: unknown }).mcp_servers;
+  const { mcp_servers: servers, container } = body as {
+    mcp_servers?: unknown;
+    container?: { skills?: unknown } | null;
+  };
+  const skills = Array.isArray(container?.skills) ? container.skills.length : 0;
   const tools = (body.tools ?? []) as readonly { type?: unknown }[];
   const flat = tools.filter(
     (t) =>
@@ -59,7 +64,8 @@ export function messagesToolInput(
       ANTHROPIC_SERVER_TOOL.test(t.type) &&
       !kindOf(ANTHROPIC_FEE_TOOL, t.type),
   ).length;
-  return perUse * (flat + (Array.isArray(servers) ? servers.length : 0) + totalUses(uses));
+  const mcp = Array.isArray(servers) ? servers.length : 0;
+  return perUse * (flat + mcp + skills + totalUses(uses));
 }
 
 const totalUses = (uses: ToolUses) => Object.values(uses).reduce((a, b) => a + b, 0);

@@ -283,6 +283,10 @@ describe("provider-run tools' input billed per use", () => {
     const code = { type: 'code_execution_20250825', name: 'code_execution' };
     const mcp = { mcp_servers: [{ type: 'url', url: 'https://mcp.example.test', name: 'docs' }] };
     expect(await unseen('/v1/messages', claude([code], mcp), uses)).toBe(2 * 5_000);
+    // Each skill a container loads is read once (its description, its files when used).
+    const skills = { type: 'anthropic', skill_id: 'xlsx', version: 'latest' };
+    const container = { container: { skills: [skills, { ...skills, skill_id: 'pptx' }] } };
+    expect(await unseen('/v1/messages', claude([code], container), uses)).toBe(3 * 5_000);
     // The figure a use reads, by header or behaviour.
     const small = { ...uses, 'x-mock-tool-input-tokens': '700' };
     expect(await unseen('/v1/messages', claude([search(10), code]), small)).toBe(5 * 700);

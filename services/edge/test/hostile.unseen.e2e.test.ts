@@ -375,6 +375,30 @@ test('the allowance is per provider-run tool: two tools are held two allowances,
   expect(await billedWithinHold(s, r, 2)).toBeGreaterThan(10_000);
 });
 
+test('the agent skills a Messages container loads are read by the provider: refused without an allowance, else held one allowance a skill and billed within it', async ({
+  stack,
+}) => {
+  const skill = (id: string) => ({ type: 'anthropic', skill_id: id, version: 'latest' });
+  const body = (model: string) => ({
+    model,
+    max_tokens: 20,
+    messages: [{ role: 'user', content: 'Make the quarterly deck.' }],
+    tools: [{ type: 'code_execution_20250825', name: 'code_execution' }],
+    container: { skills: [skill('pptx'), skill('xlsx')] },
+  });
+  const headers = { 'x-api-key': KEYS.support };
+  // Without an allowance the code execution tool is refused first; the skills say so on their
+  // own when the tool is a client's.
+  const s = await stack({ patch: wide });
+  const refused = await post(s, '/v1/messages', { ...body(CLAUDE), tools: [] }, headers);
+  expect(refused.status).toBe(400);
+  expect(JSON.stringify(refused.body)).toContain('container.skills.0');
+  await nothingSpent(s);
+  // With it: the tool and each skill read once (3 x 5,000 billed), held 3 x 6,000.
+  const r = await post(s, '/v1/messages', body('claude-files'), headers);
+  expect(await billedWithinHold(s, r, 3)).toBeGreaterThan(15_000);
+});
+
 test("an image on a model counted by estimate is held at the upstream model's vision cost, not a flat 1,600", async ({
   stack,
 }) => {

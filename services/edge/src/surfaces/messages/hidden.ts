@@ -43,12 +43,15 @@ function builtInTool(type: string): keyof HiddenInputTokens | undefined {
 
 /**
  * The Messages server tools (web search, web fetch, code execution: any type but the client's
- * own, none or `custom`, and the built-ins), then the MCP servers. A search or a fetch reads on
- * each use (counted), up to its `max_uses`.
+ * own, none or `custom`, and the built-ins), then the MCP servers, then the agent skills a
+ * `container` loads (Anthropic puts each skill's description in the prompt and its files are
+ * read into the context when the model uses it: input no count sees). A search or a fetch
+ * reads on each use (counted), up to its `max_uses`; the others once.
  */
 export function messagesProviderTools(body: {
   tools?: Tools;
   mcp_servers?: unknown;
+  container?: unknown;
 }): ProviderTool[] {
   const tools = (body.tools ?? []).flatMap((t, i) =>
     t.type != null && t.type !== 'custom' && !builtInTool(t.type)
@@ -63,9 +66,16 @@ export function messagesProviderTools(body: {
       : [],
   );
   const servers = Array.isArray(body.mcp_servers) ? body.mcp_servers : [];
+  const container = body.container as { skills?: unknown } | null | undefined;
+  const skills = Array.isArray(container?.skills) ? (container.skills as unknown[]) : [];
   return [
     ...tools,
     ...servers.map(() => ({ param: 'mcp_servers', what: 'an MCP server', counted: false })),
+    ...skills.map((_, i) => ({
+      param: `container.skills.${i}`,
+      what: 'an agent skill',
+      counted: false,
+    })),
   ];
 }
 

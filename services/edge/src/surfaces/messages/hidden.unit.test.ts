@@ -81,6 +81,17 @@ describe('the input a Messages request does not show', () => {
       },
       { param: 'mcp_servers', what: 'an MCP server', counted: false },
     ]);
+    // Each skill a container loads reads once; a container named by its id alone reads nothing
+    // (what code execution reads in it is that tool's).
+    const skills = [
+      { type: 'anthropic', skill_id: 'xlsx', version: 'latest' },
+      { type: 'custom', skill_id: 'skill_01', version: 'latest' },
+    ];
+    expect(messagesProviderTools({ container: { id: 'c1', skills } })).toEqual([
+      { param: 'container.skills.0', what: 'an agent skill', counted: false },
+      { param: 'container.skills.1', what: 'an agent skill', counted: false },
+    ]);
+    expect(messagesProviderTools({ container: 'container_01' })).toEqual([]);
   });
 
   test('a custom tool that carries more than its name, description and schema counts as its JSON (input_examples: Anthropic bills them)', () => {

@@ -71,6 +71,19 @@ const fields = {
   top_p: z.number().min(0).max(1).nullish(),
   top_k: z.int().min(0).nullish(),
   service_tier: z.string().nullish(),
+  /** A code execution container: its id, or an object with its id and the skills it loads. */
+  container: z
+    .union([
+      z.string().min(1).max(256),
+      z.looseObject({
+        id: z.string().min(1).max(256).nullish(),
+        skills: z
+          .array(z.looseObject({ type: z.string().min(1), skill_id: z.string().min(1).max(256) }))
+          .max(8)
+          .nullish(),
+      }),
+    ])
+    .nullish(),
 };
 
 /** `POST /v1/messages`: `max_tokens` is required, as Anthropic requires it (then clamped). */
