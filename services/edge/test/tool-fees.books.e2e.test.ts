@@ -498,6 +498,18 @@ test('hostile tool bounds, unknown tool versions, an unpriced search: a 400 nami
   }
   const usage = await s.settled(TEAM);
   expect(usage.windows[0]).toMatchObject({ used: 0, held: 0 });
+  // A search model's n choices: how many searches they make no usage says (was held one).
+  const choices = await s
+    .openai(CHAT_KEY)
+    .chat.completions.create({
+      model: SEARCH_CHAT,
+      max_tokens: 50,
+      n: 3,
+      messages: [{ role: 'user', content: 'Search.' }],
+    })
+    .catch((e: { status?: number; error?: { param?: string; message?: string } }) => e);
+  expect(choices).toMatchObject({ status: 400, error: { param: 'n' } });
+  expect((await s.settled(CHAT_TEAM)).windows[0]).toMatchObject({ used: 0, held: 0 });
   expect(s.upstream.stats().recent).toHaveLength(0);
 });
 

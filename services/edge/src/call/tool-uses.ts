@@ -29,7 +29,7 @@ export type OfferedTools =
       maxToolCalls: unknown;
       storedPrompt?: boolean;
     }
-  | { per: 'model' };
+  | { per: 'model'; choices: number };
 
 /** The uses a search model's call is held and billed: one web search, whatever it asks. */
 export const SEARCH_MODEL_USES: Readonly<ToolUses> = { web_search: 1 };
@@ -80,8 +80,18 @@ export function heldToolUses(
   api: UpstreamApi,
 ): Result<ToolUses, EdgeError> {
   if (!offered || !model) return Ok({});
-  if (offered.per === 'model')
-    return Ok(model.searchModel === true ? { ...SEARCH_MODEL_USES } : {});
+  if (offered.per === 'model') {
+    if (model.searchModel !== true) return Ok({});
+    // Whether n choices search once or n times, no usage says; asked for one each, a call
+    // could be billed searches it was not held for.
+    if (offered.choices > 1) {
+      return invalid(
+        'n',
+        `Model ${model.id} searches the web on every call and bills each search, and Holdfast cannot tell how many searches n=${offered.choices} choices make: a search model takes one choice a call. Make ${offered.choices} calls instead.`,
+      );
+    }
+    return Ok({ ...SEARCH_MODEL_USES });
+  }
   const prices = toolUsePrices(model);
   const billed: { kind: ToolUseKind; type: string; param: string; maxUses?: unknown }[] = [];
   for (const tool of offered.tools) {

@@ -25,11 +25,17 @@ const refusal = (r: ReturnType<typeof heldToolUses>) => {
 describe('heldToolUses', () => {
   it('Chat Completions: one web search on a search model, none on another', () => {
     const search = { ...model({ web_search: 25 }), searchModel: true };
-    expect(heldToolUses({ per: 'model' }, search, 'openai')).toEqual({
-      ok: true,
-      value: { web_search: 1 },
+    const one = { per: 'model', choices: 1 } as const;
+    expect(heldToolUses(one, search, 'openai')).toEqual({ ok: true, value: { web_search: 1 } });
+    expect(heldToolUses(one, priced, 'openai')).toEqual({ ok: true, value: {} });
+    // More choices than one on a search model: a 400 naming n (how many searches they make,
+    // no usage says); on another model they search nothing.
+    const three = { per: 'model', choices: 3 } as const;
+    expect(refusal(heldToolUses(three, search, 'openai'))).toMatchObject({
+      code: 'invalid_request',
+      param: 'n',
     });
-    expect(heldToolUses({ per: 'model' }, priced, 'openai')).toEqual({ ok: true, value: {} });
+    expect(heldToolUses(three, priced, 'openai')).toEqual({ ok: true, value: {} });
   });
 
   it('Messages: each tool held its max_uses, versions of a kind added up', () => {

@@ -189,8 +189,8 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     audioOutput: asksAudio(body),
     serviceTier: body.service_tier,
     reasoning: body.reasoning_effort != null && body.reasoning_effort !== 'none',
-    // A search model searches on every call (heldToolUses: one web search held).
-    tools: { per: 'model' },
+    // A search model searches on every call (heldToolUses: one web search held, one choice).
+    tools: { per: 'model', choices: body.n ?? 1 },
   }),
   countPrompt,
   upstreamBody,
