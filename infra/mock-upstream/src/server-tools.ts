@@ -1,8 +1,11 @@
 /** The input tokens a provider-run tool reads per use by default (a page of search results). */
 export const SERVER_TOOL_INPUT_TOKENS = 5_000;
 
-/** Responses tools the client runs itself; any other type runs at the provider. */
-const CLIENT_TOOLS = new Set(['function', 'custom']);
+/**
+ * Responses tools the client runs itself (computer use and the local shell: the client acts and
+ * sends back what it saw, as input the request shows); any other type runs at the provider.
+ */
+const CLIENT_TOOLS = new Set(['function', 'custom', 'computer_use_preview', 'local_shell']);
 
 /** Anthropic's server tools (the client runs the others: custom, bash, text editor, ...). */
 const ANTHROPIC_SERVER_TOOL = /^(web_search|web_fetch|code_execution)_/;

@@ -308,5 +308,16 @@ describe("provider-run tools' input billed per use", () => {
     const mcp = { type: 'mcp', server_label: 'docs', server_url: 'https://mcp.example.test' };
     expect(await unseen('/v1/responses', gpt([mcp, ...tools], 2), uses)).toBe(3 * 5_000);
     expect(await unseen('/v1/responses', gpt(tools), {})).toBe(0);
+    // The client runs computer use and the local shell: the provider reads nothing for them.
+    const clientRun = [
+      {
+        type: 'computer_use_preview',
+        display_width: 1024,
+        display_height: 768,
+        environment: 'browser',
+      },
+      { type: 'local_shell' },
+    ];
+    expect(await unseen('/v1/responses', gpt(clientRun), uses)).toBe(0);
   });
 });
