@@ -7,6 +7,7 @@ import type { EdgeError } from '../errors.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { CallDeps } from './deps.js';
 import type { OfferedTools, ToolUses } from './tool-uses.js';
+import type { ForwardedHeader } from './context.js';
 
 /** What the client asked for, read before anything is counted. */
 export interface Asked {
@@ -126,7 +127,7 @@ export interface SurfaceAdapter<B> {
   /** Upstream path, appended to the upstream's base URL (an `anthropic` upstream's root). */
   readonly path: string;
   /** Client headers passed on to the upstream as sent (lowercase names). */
-  readonly forwardHeaders?: readonly string[];
+  readonly forwardHeaders?: readonly ForwardedHeader[];
   /** The edge grows the hold as output arrives (adaptive mode then needs no debt). */
   readonly extensible: boolean;
   /** The upstream is asked for a stream (embeddings: a JSON answer). */

@@ -55,7 +55,38 @@ export function countContext(
   };
 }
 
-/** The client headers a surface passes on upstream, as sent. */
+/**
+ * The client headers a surface may pass on upstream, each with the form it must have: a value
+ * the upstream could not read (control characters, a list of odd tokens, kilobytes) is a 400
+ * naming the header before anything is held, not a request the upstream drops after.
+ */
+const FORWARDED_HEADERS = {
+  /** A date: `2023-06-01`. */
+  'anthropic-version': /^\d{4}-\d{2}-\d{2}$/,
+  /** Beta names, comma-separated: `context-1m-2025-08-07, skills-2025-10-02`. */
+  'anthropic-beta': /^[A-Za-z0-9._-]{1,128}(?: *, *[A-Za-z0-9._-]{1,128}){0,31}$/,
+} as const;
+export type ForwardedHeader = keyof typeof FORWARDED_HEADERS;
+
+/** A forwarded header of the request not in its form: a 400 naming it. */
+export function badForwardedHeader(
+  request: FastifyRequest,
+  adapter: Pick<SurfaceAdapter<unknown>, 'forwardHeaders'>,
+): EdgeError | undefined {
+  const headers = forwardedHeaders(request, adapter);
+  for (const name of adapter.forwardHeaders ?? []) {
+    const value = headers[name];
+    if (value === undefined || FORWARDED_HEADERS[name].test(value)) continue;
+    return new EdgeError({
+      code: 'invalid_request',
+      param: name,
+      message: `The ${name} header is not in its form (${FORWARDED_HEADERS[name].source}).`,
+    });
+  }
+  return undefined;
+}
+
+/** The client headers a surface passes on upstream, as sent (an empty one is left out). */
 export function forwardedHeaders(
   request: FastifyRequest,
   adapter: Pick<SurfaceAdapter<unknown>, 'forwardHeaders'>,
@@ -63,7 +94,8 @@ export function forwardedHeaders(
   const out: Record<string, string> = {};
   for (const name of adapter.forwardHeaders ?? []) {
     const value = request.headers[name];
-    if (value !== undefined) out[name] = Array.isArray(value) ? value.join(',') : value;
+    const joined = Array.isArray(value) ? value.join(',') : value;
+    if (joined) out[name] = joined;
   }
   return out;
 }

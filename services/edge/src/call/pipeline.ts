@@ -11,7 +11,7 @@ import { upstreamError } from './failure.js';
 import type { LiveCall } from './in-flight.js';
 import type { Asked, MinOutput, SurfaceAdapter } from './adapter.js';
 import { resolveEndUser } from '../request/end-user.js';
-import { countContext, resolveModel } from './context.js';
+import { badForwardedHeader, countContext, resolveModel } from './context.js';
 import { countPrompt } from './count.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
@@ -47,6 +47,8 @@ export async function runCall<B>(
     const resolved = resolveModel(deps, asked.model, adapter);
     if (!resolved.ok) return await adapter.sendError(request, reply, resolved.error);
     const model = resolved.value;
+    const badHeader = badForwardedHeader(request, adapter);
+    if (badHeader) return await adapter.sendError(request, reply, badHeader);
     const tier = heldServiceTier(asked.serviceTier, model, model?.api ?? adapter.apis[0]!);
     if (!tier.ok) return await adapter.sendError(request, reply, tier.error);
     const tools = heldToolUses(asked.tools, model, model?.api ?? adapter.apis[0]!);

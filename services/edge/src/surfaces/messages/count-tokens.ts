@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { countContext, resolveModel } from '../../call/context.js';
+import { badForwardedHeader, countContext, resolveModel } from '../../call/context.js';
 import type { CallDeps } from '../../call/deps.js';
 import { EdgeError } from '../../errors.js';
 import { H } from '../../request/headers.js';
@@ -33,6 +33,8 @@ export async function countTokens(
     const err = new EdgeError({ code: 'model_not_allowed', message, param: 'model' });
     return sendError(request, reply, err);
   }
+  const badHeader = badForwardedHeader(request, messagesAdapter);
+  if (badHeader) return sendError(request, reply, badHeader);
   const counted = await countPrompt(
     countMessagesPrompt,
     body,
