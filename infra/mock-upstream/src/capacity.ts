@@ -4,6 +4,9 @@ import type { Capacity } from './behaviour.js';
 const WINDOW_MS = 60_000;
 // Enough for hours of a busy test; older arrivals drop out of the per-minute statistics.
 const MAX_ENTRIES = 200_000;
+// Dropped together, once past MAX_ENTRIES: shifting one out each arrival moved the whole array
+// (30 us an arrival at 200,000, a third of the mock's time at 300 calls/s once a run filled it).
+const DROP_CHUNK = 10_000;
 
 interface Entry {
   at: number;
@@ -196,12 +199,15 @@ export class CapacityLimiter {
       w.requests += entry.requests;
     }
     if (this.entries.length > MAX_ENTRIES) {
-      const first = this.entries.shift()!;
-      if (w.start > 0) w.start -= 1;
-      else if (first.accepted) {
-        w.tokens -= first.tokens;
-        w.requests -= first.requests;
+      const dropped = this.entries.splice(0, this.entries.length - MAX_ENTRIES + DROP_CHUNK);
+      // Those from the window's start on are still in its sums.
+      for (let i = w.start; i < dropped.length; i++) {
+        const e = dropped[i]!;
+        if (!e.accepted) continue;
+        w.tokens -= e.tokens;
+        w.requests -= e.requests;
       }
+      w.start = Math.max(0, w.start - dropped.length);
     }
   }
 

@@ -81,8 +81,22 @@ describe('CapacityLimiter: the window kept as arrivals come and go', () => {
     const now = 0;
     const limiter = new CapacityLimiter(() => now);
     for (let i = 0; i < 200_010; i++) limiter.admit(i % 7);
+    // The 200,001st arrival dropped the oldest 10,001 at once: 190,009 are left.
     let tokens = 0;
-    for (let i = 10; i < 200_010; i++) tokens += i % 7;
-    expect(limiter.snapshot().window).toEqual({ tokens, requests: 200_000 });
+    for (let i = 10_001; i < 200_010; i++) tokens += i % 7;
+    expect(limiter.snapshot().window).toEqual({ tokens, requests: 190_009 });
+  });
+
+  it('keeps the sums when entries the window already left are dropped', () => {
+    let now = 0;
+    const limiter = new CapacityLimiter(() => now);
+    // 150,000 arrivals a minute and more ago, then 60,000 in the window.
+    for (let i = 0; i < 150_000; i++) limiter.admit(3);
+    now = 70_000;
+    limiter.view();
+    for (let i = 0; i < 60_000; i++) limiter.admit(i % 5);
+    let tokens = 0;
+    for (let i = 0; i < 60_000; i++) tokens += i % 5;
+    expect(limiter.snapshot().window).toEqual({ tokens, requests: 60_000 });
   });
 });
