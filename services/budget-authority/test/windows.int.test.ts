@@ -198,6 +198,31 @@ describe('leases', () => {
     expect(await used(h)).toEqual([150]);
   });
 
+  test('a settle after the expiry leaves the ledger where a settle in time would, to the micro-dollar', async ({
+    start,
+  }) => {
+    const h = await start(config([{ window: 'day', limit: 10_000 }]));
+    // 42 prompt and 136 output tokens at $0.15/$0.60 per MTok: 87.9 micro-USD, billed 88.
+    const usage = { promptTokens: 42, completionTokens: 136 };
+    const ledger = async () => {
+      const u = await h.client.usage({ tenant: 'team' });
+      if (!u.ok) throw new Error(u.error.message);
+      const { billedTokens, billedMicroUsd } = u.value.tenants[0]!;
+      return { tokens: billedTokens, microUsd: billedMicroUsd };
+    };
+    const inTime = await heldFor60s(h);
+    await h.client.settle({ reservationId: inTime, tenant: 'team', usage });
+    const settled = await ledger();
+    expect(settled).toEqual({ tokens: 178, microUsd: 88 });
+    const late = await heldFor60s(h);
+    h.clock.advance(60_000);
+    expect(await h.authority.expireOverdue()).toBe(1);
+    // Until its settle lands the expired hold is billed at its worst case: 1,000 tokens, 555 µ$.
+    expect(await ledger()).toEqual({ tokens: 178 + 1_000, microUsd: 88 + 555 });
+    await h.client.settle({ reservationId: late, tenant: 'team', usage });
+    expect(await ledger()).toEqual({ tokens: 2 * 178, microUsd: 2 * 88 });
+  });
+
   test('a release that arrives after the expiry gives back what the expiry billed', async ({
     iso,
     nc,

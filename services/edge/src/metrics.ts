@@ -12,6 +12,7 @@ export class EdgeMetrics {
   readonly holdsClosed: Counter<'how' | 'outcome'>;
   readonly holdCloseFailures: Counter<'how'>;
   readonly holdsDeferred: Counter<'how'>;
+  readonly closesPending: Gauge;
   readonly outputCuts: Counter<'model' | 'why'>;
   readonly earlyRefusals: Counter<'code'>;
   readonly slowRequests: Counter;
@@ -149,6 +150,11 @@ export class EdgeMetrics {
       name: 'edge_holds_deferred_total',
       help: 'Settles/releases the authority did not take, left in the closes stream for it',
       labelNames: ['how'],
+      registers,
+    });
+    this.closesPending = new Gauge({
+      name: 'edge_hold_closes_pending',
+      help: 'Settles/releases neither taken by the authority nor in the closes stream yet: the ledger lacks them (a hold that expired meanwhile is billed at its worst case until its close lands)',
       registers,
     });
     this.outputCuts = new Counter({

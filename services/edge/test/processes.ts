@@ -3,10 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
-import type { NatsNames, TenantUsage } from '@holdfast/events';
+import { closesStream, type NatsNames, type TenantUsage } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
 import { readyPort, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { sha256Hex } from '../src/index.js';
 
@@ -62,6 +63,7 @@ export interface ProcessStack {
   readonly edgeUrl: string;
   /** Connected to every NATS server of the test. */
   nc: NatsConnection;
+  names: NatsNames;
   client: AuthorityClient;
   usage(): Promise<TenantUsage>;
   /** kill -9 of one service. */
@@ -144,6 +146,7 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
       return `http://127.0.0.1:${edgePort}`;
     },
     nc,
+    names: o.iso.names,
     client,
     usage: async () => {
       const r = await client.usage({ tenant: TENANT });
@@ -159,13 +162,33 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
   };
 }
 
-/** Waits until nothing is held or in flight: every call settled, released or expired. */
-export function quiet(s: ProcessStack, timeoutMs = 30_000): Promise<TenantUsage> {
+/**
+ * Waits until the books are final: no settle or release still owed to the authority (none
+ * running at the edge, none waiting in the closes stream), then nothing held or in flight.
+ * Nothing held is not enough: a hold whose lease ran out while its settle was retrying (the
+ * authority away longer than the lease) holds nothing, and is billed at its worst case until
+ * that settle lands, up to the edge's next backoff step (3.2 s) after the authority is back.
+ * The order matters: a close the edge no longer has was taken or is in the stream, and one
+ * no longer in the stream was applied.
+ */
+export async function quiet(s: ProcessStack, timeoutMs = 30_000): Promise<TenantUsage> {
+  const jsm = await jetstreamManager(s.nc);
+  const closes = closesStream(s.names).name;
   return waitFor(
     async () => {
+      if ((await edgeGauge(s.edgeUrl, 'edge_hold_closes_pending')) > 0) return;
+      if ((await jsm.streams.info(closes)).state.messages > 0) return;
       const u = await s.usage().catch(() => undefined);
       return u && u.inFlight === 0 && u.windows.every((w) => w.held === 0) ? u : undefined;
     },
-    { timeoutMs, what: `${TENANT} to hold nothing` },
+    { timeoutMs, what: `${TENANT} to hold nothing and owe no close` },
   );
+}
+
+/** A gauge of the edge's /metrics with no labels but the service's; throws when it is not there. */
+async function edgeGauge(edgeUrl: string, name: string): Promise<number> {
+  const text = await (await fetch(`${edgeUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+  if (!line) throw new Error(`${name} not on the edge's /metrics`);
+  return Number(line.slice(line.lastIndexOf(' ') + 1));
 }

@@ -83,7 +83,12 @@ export class Holds {
 
   /** Runs one close in the background, tracked until it is answered or handed over. */
   close(ref: HoldRef, close: Close): Promise<void> {
-    const run = this.#run(ref, close).finally(() => this.#pending.delete(run));
+    const { closesPending } = this.#o.metrics;
+    closesPending.inc();
+    const run = this.#run(ref, close).finally(() => {
+      this.#pending.delete(run);
+      closesPending.dec();
+    });
     this.#pending.add(run);
     return run;
   }

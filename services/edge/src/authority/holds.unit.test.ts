@@ -1,0 +1,89 @@
+import { natsNames } from '@holdfast/config';
+import { Usage, type CloseReply } from '@holdfast/events';
+import { createLogger, Err, Ok, RpcError, type Result } from '@holdfast/runtime';
+import { Registry } from 'prom-client';
+import { expect, test } from 'vitest';
+import { EdgeMetrics } from '../metrics.js';
+import { Holds, type HoldsOptions } from './holds.js';
+
+const SETTLED: CloseReply = {
+  status: 'settled',
+  billedTokens: 150,
+  costMicroUsd: 45,
+  windows: [],
+  overrunTokens: 0,
+  overrunMicroUsd: 0,
+};
+
+/**
+ * Holds over an authority that answers each settle from `replies` in turn (the last one
+ * again once they run out) and a closes stream that takes what `publish` says.
+ */
+function holdsOver(
+  replies: Array<Result<CloseReply, RpcError>>,
+  publish: HoldsOptions['js']['publish'] = () => Promise.reject(new Error('no JetStream')),
+) {
+  const metrics = new EdgeMetrics(new Registry());
+  let settles = 0;
+  const holds = new Holds({
+    authority: {
+      settle: () => Promise.resolve(replies[Math.min(settles++, replies.length - 1)]!),
+      release: () => Promise.resolve(Ok(SETTLED)),
+    },
+    js: { publish },
+    names: natsNames({
+      HOLDFAST_EVENTS_STREAM: 'UNIT',
+      HOLDFAST_EVENTS_PREFIX: 'unit.events',
+      HOLDFAST_AUTHORITY_PREFIX: 'unit.authority',
+    }),
+    logger: createLogger({ name: 'unit', level: 'silent' }),
+    metrics,
+    timeoutMs: 1_000,
+    attempts: 3,
+    backoffMs: 1,
+  });
+  const pending = async () => (await metrics.closesPending.get()).values[0]?.value;
+  const settle = () =>
+    holds.close(
+      { reservationId: 'res-1', tenant: 'team', org: 'team' },
+      {
+        how: 'settle',
+        usage: Usage.parse({ promptTokens: 100, completionTokens: 50 }),
+        outcome: 'completed',
+      },
+    );
+  return { pending, settle, settles: () => settles };
+}
+
+const away = () =>
+  Err(new RpcError({ code: 'no_responders', message: 'no authority', retry: true }));
+
+test('a settle the authority has not taken yet is pending until it does', async () => {
+  const h = holdsOver([away(), away(), Ok(SETTLED)]);
+  expect(await h.pending()).toBe(0);
+  const closing = h.settle();
+  // Retrying: the ledger lacks this call (its hold may expire meanwhile, billed at worst case).
+  expect(await h.pending()).toBe(1);
+  await closing;
+  expect(h.settles()).toBe(3);
+  expect(await h.pending()).toBe(0);
+});
+
+test('a settle handed to the closes stream is pending until JetStream has it', async () => {
+  let take: () => void = () => undefined;
+  const published = new Promise<void>((resolve) => (take = resolve));
+  let publishes = 0;
+  const h = holdsOver([away()], async () => {
+    publishes++;
+    await published;
+    return { stream: 'UNIT_CLOSES', seq: 1, duplicate: false, domain: '' };
+  });
+  const closing = h.settle();
+  // Every attempt failed: the close is being handed over, still owed.
+  await expect.poll(() => publishes).toBe(1);
+  expect(await h.pending()).toBe(1);
+  take();
+  await closing;
+  // The authority applies it from the stream when it is back: no longer the edge's to deliver.
+  expect(await h.pending()).toBe(0);
+});
