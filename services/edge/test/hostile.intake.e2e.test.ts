@@ -82,3 +82,18 @@ test("a tenant flooding multi-MiB bodies does not hold up another tenant's calls
   expect(await tenantMetric(s, 'edge_intake_queue_depth', A)).toBe(0);
   expect(s.upstream.stats().recent).toHaveLength(3);
 });
+
+test('a large body takes its turn whatever carries it (fastify inject has no real socket), and is served', async ({
+  stack,
+}) => {
+  const s = await stack({});
+  const res = await s.edge.app.inject({
+    method: 'POST',
+    url: '/v1/chat/completions',
+    headers: { authorization: `Bearer ${KEYS.support}`, 'content-type': 'application/json' },
+    payload: manyMessages(100 * 1024, 1),
+  });
+  // Parsed in its turn and served, not dropped as a client that left.
+  expect(res.statusCode, res.body.slice(0, 200)).toBe(200);
+  expect(await tenantMetric(s, 'edge_intake_wait_seconds_count', B)).toBe(1);
+});

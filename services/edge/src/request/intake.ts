@@ -93,7 +93,7 @@ export class Intake {
 
   #run(): void {
     let turn = this.#take();
-    while (turn?.gone()) {
+    while (turn && left(turn)) {
       turn.resolve(false);
       turn = this.#take();
     }
@@ -122,7 +122,7 @@ export class Intake {
     this.#pump();
   }
 
-  /** Removes and returns the waiting turn with the least virtual start (ties: first come). */
+  /** Removes and returns the waiting turn with the least virtual start (ties: the tenant waiting longest). */
   #take(): Turn | undefined {
     let best: Turn | undefined;
     for (const queue of this.#queues.values()) {
@@ -135,5 +135,14 @@ export class Intake {
     if (queue.length === 0) this.#queues.delete(best.tenant);
     this.#waiting--;
     return best;
+  }
+}
+
+/** Whether a turn's client left; a check that throws counts as left (the turns go on). */
+function left(turn: Turn): boolean {
+  try {
+    return turn.gone();
+  } catch {
+    return true;
   }
 }

@@ -85,6 +85,18 @@ describe('Intake', () => {
     expect(waited.map(([t]) => t)).toEqual(['a', 'b']);
   });
 
+  it('a check of a gone client that throws counts as gone: the turns behind it go on', async () => {
+    const { order, turn } = setup();
+    const broken = turn('a', 'a1', 1_000, () => {
+      throw new Error('no socket');
+    });
+    const next = turn('b', 'b1');
+    await vi.runAllTimersAsync();
+    expect(await broken).toBe(false);
+    expect(await next).toBe(true);
+    expect(order).toEqual(['b1']);
+  });
+
   it('keeps the turns to their share of the loop: after a turn of d ms, the next waits d (1 - share) / share', async () => {
     const { clock, order, turn } = setup(0.25);
     void turn('a', 'a1').then(() => {

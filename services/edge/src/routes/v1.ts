@@ -120,9 +120,9 @@ function parseInTurns(app: FastifyInstance): void {
     const text = body as string;
     const tenant = request.caller?.tenant.id;
     if (tenant === undefined || !intake.queues(text.length)) return parse(request, text, done);
-    const socket = request.raw.socket;
+    const socket = request.raw.socket as { destroyed?: boolean } | null | undefined;
     void intake
-      .turn(tenant, text.length, () => socket.destroyed)
+      .turn(tenant, text.length, () => socket?.destroyed === true)
       .then((taken) => {
         if (taken) return parse(request, text, done);
         done(
