@@ -74,8 +74,8 @@ export class Calls {
     if (set?.size === 0) this.#byTenant.delete(call.tenant);
   }
 
-  count(tenant?: string): number {
-    if (tenant !== undefined) return this.#byTenant.get(tenant)?.size ?? 0;
+  /** Calls in flight on this edge (shutdown waits for them). */
+  count(): number {
     let n = 0;
     for (const set of this.#byTenant.values()) n += set.size;
     return n;
@@ -151,9 +151,5 @@ export class OpenRequests {
       else this.#byTenant.delete(tenant);
     });
     return true;
-  }
-
-  count(tenant: string): number {
-    return this.#byTenant.get(tenant) ?? 0;
   }
 }

@@ -15,10 +15,16 @@ export function nestsDeeperThan(value: unknown, max: number): boolean {
   while (stack.length > 0) {
     const [node, depth] = stack.pop()!;
     if (depth > max) return true;
-    const children = Array.isArray(node) ? node : Object.values(node);
-    for (const child of children) {
-      if (typeof child === 'object' && child !== null) stack.push([child as object, depth + 1]);
+    // Every request is walked: no array of values is built per node.
+    if (Array.isArray(node)) {
+      for (const child of node as unknown[]) push(stack, child, depth + 1);
+    } else {
+      for (const key in node) push(stack, (node as Record<string, unknown>)[key], depth + 1);
     }
   }
   return false;
+}
+
+function push(stack: Array<[object, number]>, child: unknown, depth: number): void {
+  if (typeof child === 'object' && child !== null) stack.push([child, depth]);
 }
