@@ -92,6 +92,30 @@ const EdgeEnv = serviceEnv({
   EDGE_INTAKE_INLINE_BYTES: env.int(64 * 1024, 0, 1_073_741_824),
   /** The share of the event loop, percent, that the turns of large bodies may take. */
   EDGE_INTAKE_SHARE_PERCENT: env.int(25, 1, 100),
+  /**
+   * Request bodies one tenant may have open on this edge, bytes: a body counts at its
+   * content-length (the body limit when it has none) from its headers until its response
+   * closes; past it, 429 `concurrency_limit` on the headers. Bounds the memory one tenant's
+   * bodies take whatever its `maxInFlight` (docs/security.md, input limits).
+   */
+  EDGE_TENANT_OPEN_BODY_BYTES: env.int(128 * 1024 * 1024, 1_024, 68_719_476_736),
+  /** Request bodies every tenant together may have open on this edge, bytes (as above). */
+  EDGE_OPEN_BODY_BYTES: env.int(512 * 1024 * 1024, 1_024, 68_719_476_736),
+}).superRefine((e, ctx) => {
+  // A body the edge would read must fit under both bounds on open bodies, or it never could.
+  const bounds = [
+    ['EDGE_TENANT_OPEN_BODY_BYTES', e.EDGE_TENANT_OPEN_BODY_BYTES],
+    ['EDGE_OPEN_BODY_BYTES', e.EDGE_OPEN_BODY_BYTES],
+  ] as const;
+  for (const [name, bytes] of bounds) {
+    if (bytes < e.EDGE_BODY_LIMIT_BYTES) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [name],
+        message: `must be at least EDGE_BODY_LIMIT_BYTES (${e.EDGE_BODY_LIMIT_BYTES})`,
+      });
+    }
+  }
 });
 type EdgeEnv = z.infer<typeof EdgeEnv>;
 
@@ -119,6 +143,8 @@ export interface EdgeOptions {
   counting: { queueChars: number; timeoutMs: number };
   /** Large bodies' turns on the event loop (EDGE_INTAKE_*; request/intake.ts). */
   intake: { inlineBytes: number; share: number };
+  /** Bounds on the request bodies open on this edge (EDGE_*OPEN_BODY_BYTES; request/open-requests.ts). */
+  openBodies: { tenantBodyBytes: number; bodyBytes: number };
   /** Replicas of the closes stream when the edge is the first to create it. */
   streamReplicas: number;
   upstream: UpstreamTimeouts & UpstreamRetry;
@@ -157,6 +183,10 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
     counting: { queueChars: e.EDGE_COUNT_QUEUE_CHARS, timeoutMs: e.EDGE_COUNT_TIMEOUT_MS },
     intake: { inlineBytes: e.EDGE_INTAKE_INLINE_BYTES, share: e.EDGE_INTAKE_SHARE_PERCENT / 100 },
+    openBodies: {
+      tenantBodyBytes: e.EDGE_TENANT_OPEN_BODY_BYTES,
+      bodyBytes: e.EDGE_OPEN_BODY_BYTES,
+    },
     streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,

@@ -26,3 +26,14 @@ test('a weak or malformed admin token stops the edge at startup, naming the vari
   }
   expect(() => loadConfig({ EDGE_STATUS_PAGE: 'public' })).toThrow(/EDGE_STATUS_PAGE/);
 });
+
+test('the bounds on open request bodies take at least one body at the body limit', () => {
+  expect(loadConfig({}).options.openBodies).toEqual({
+    tenantBodyBytes: 128 * 1024 * 1024,
+    bodyBytes: 512 * 1024 * 1024,
+  });
+  expect(() =>
+    loadConfig({ EDGE_BODY_LIMIT_BYTES: '2000000', EDGE_TENANT_OPEN_BODY_BYTES: '1000000' }),
+  ).toThrow(/EDGE_TENANT_OPEN_BODY_BYTES/);
+  expect(() => loadConfig({ EDGE_OPEN_BODY_BYTES: '1048576' })).toThrow(/EDGE_OPEN_BODY_BYTES/);
+});

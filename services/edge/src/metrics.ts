@@ -27,6 +27,7 @@ export class EdgeMetrics {
   readonly intakeWait: Histogram<'tenant'>;
   #countQueues: () => ReadonlyMap<string, CountQueue> = () => new Map();
   #intakeQueues: () => ReadonlyMap<string, number> = () => new Map();
+  #openBodies: () => number = () => 0;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -87,6 +88,15 @@ export class EdgeMetrics {
       collect() {
         this.reset();
         for (const [tenant, n] of intake()) this.set({ tenant }, n);
+      },
+    });
+    const openBodies = () => this.#openBodies();
+    new Gauge({
+      name: 'edge_open_body_bytes',
+      help: 'Request bodies open on this edge, bytes: each at its content-length (the body limit when it has none) from its headers until its response closes (EDGE_OPEN_BODY_BYTES bounds it)',
+      registers,
+      collect() {
+        this.set(openBodies());
       },
     });
     this.extensions = new Counter({
@@ -165,7 +175,7 @@ export class EdgeMetrics {
     });
     this.earlyRefusals = new Counter({
       name: 'edge_early_refusals_total',
-      help: 'Calls refused by the edge on their headers, before their body is read (its own in-flight cap), by code',
+      help: "Calls refused by the edge on their headers, before their body is read (the tenant's in-flight cap, the bounds on open body bytes), by code",
       labelNames: ['code'],
       registers,
     });
@@ -185,6 +195,11 @@ export class EdgeMetrics {
       labelNames: ['tenant'],
       registers,
     });
+  }
+
+  /** Where the open body bytes gauge is read when /metrics is scraped. */
+  watchOpenBodies(bytes: () => number): void {
+    this.#openBodies = bytes;
   }
 
   /** Where the intake's queue gauge is read when /metrics is scraped. */

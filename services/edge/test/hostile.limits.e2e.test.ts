@@ -183,3 +183,99 @@ test("a prompt counted above its model's maxPromptTokens is a 400 on every surfa
   expect(r.usage!.prompt_tokens).toBeLessThanOrEqual(CAP);
   expect((await s.settled('support-bot')).windows[0]!.used).toBe(r.usage!.total_tokens);
 });
+
+/**
+ * Opens a request whose headers declare `length` bytes of body, sends a byte of it, and keeps
+ * it open; resolves the status the edge answered, or 'open' when it is still reading.
+ */
+function openBody(
+  s: Stack,
+  key: string,
+  length: number | 'chunked',
+): Promise<{ status: number | 'open'; close: () => void }> {
+  const url = new URL(s.edge.url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(url.port), url.hostname, () => {
+      const framing =
+        length === 'chunked'
+          ? 'Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n'
+          : `Content-Length: ${length}\r\n\r\n{`;
+      socket.write(
+        'POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\n' +
+          `Authorization: Bearer ${key}\r\nContent-Type: application/json\r\n${framing}`,
+      );
+      const still = setTimeout(() => resolve({ status: 'open', close }), 300);
+      socket.once('data', (chunk) => {
+        clearTimeout(still);
+        resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(chunk.toString())?.[1]), close });
+      });
+    });
+    const close = () => socket.destroy();
+    socket.on('error', () => undefined);
+  });
+}
+
+/** The edge's edge_open_body_bytes, off its /metrics. */
+async function openBodyBytes(s: Stack): Promise<number> {
+  const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
+  return Number(/^edge_open_body_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1]);
+}
+
+test("a tenant without maxInFlight cannot run the edge out of memory: its open bodies are bounded by bytes on their headers, and every tenant's", async ({
+  stack,
+}) => {
+  const MiB = 1_048_576;
+  const s = await stack({
+    edge: {
+      options: {
+        bodyLimitBytes: 10 * MiB,
+        openBodies: { tenantBodyBytes: 25 * MiB, bodyBytes: 35 * MiB },
+      },
+    },
+  });
+  // support-bot has no maxInFlight. Two 10 MiB bodies open, arriving slowly: the edge reads them.
+  const first = [
+    await openBody(s, KEYS.support, 10 * MiB),
+    await openBody(s, KEYS.support, 10 * MiB),
+  ];
+  expect(first.map((o) => o.status)).toEqual(['open', 'open']);
+  // A third would take its open bodies to 30 MiB: refused on its headers, and so is a body
+  // that declares no length (taken at the body limit).
+  const third = await openBody(s, KEYS.support, 10 * MiB);
+  expect(third.status).toBe(429);
+  expect((await openBody(s, KEYS.support, 'chunked')).status).toBe(429);
+  // A small call of the same tenant still fits under its bound; another tenant is served.
+  const ok = await s.openai(KEYS.support).chat.completions.create({ ...chat(5), max_tokens: 3 });
+  expect(ok.choices).toHaveLength(1);
+  const other = [await openBody(s, KEYS.batch, 10 * MiB)];
+  expect(other[0]!.status).toBe('open');
+  // 30 MiB open on the edge: the next 10 MiB of any tenant would pass its 35.
+  const refused = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${KEYS.batch}`,
+      'content-type': 'application/json',
+      'content-length': String(10 * MiB),
+    },
+    body: 'x'.repeat(10 * MiB),
+  }).then(async (r) => ({
+    status: r.status,
+    body: (await r.json()) as { error: { message: string } },
+  }));
+  expect(refused.status).toBe(429);
+  expect(refused.body.error.message).toContain('This edge already has requests with 35 MiB');
+  expect((await s.edge.app.metrics.earlyRefusals.get()).values[0]).toMatchObject({
+    labels: { code: 'concurrency_limit' },
+    value: 3,
+  });
+  expect(await openBodyBytes(s)).toBe(30 * MiB);
+  // Nothing was parsed, held or sent for any of them.
+  expect(s.upstream.stats().recent).toHaveLength(1);
+  // Once the open bodies close, their bytes are free again.
+  for (const o of [...first, ...other]) o.close();
+  await expect.poll(() => openBodyBytes(s)).toBe(0);
+  const again = await openBody(s, KEYS.support, 10 * MiB);
+  expect(again.status).toBe('open');
+  again.close();
+  third.close();
+});

@@ -128,28 +128,3 @@ export class Calls {
     this.#timers.clear();
   }
 }
-
-/**
- * Model API requests open per tenant on this edge, from the moment their headers are read
- * until their response closes: a call's body, its parse and its count included. A tenant at
- * its `maxInFlight` is refused on its headers, before its body is read or parsed.
- */
-export class OpenRequests {
-  readonly #byTenant = new Map<string, number>();
-
-  /**
-   * Counts the request until `res` closes; false (and not counted) when the tenant already has
-   * `cap` requests open here.
-   */
-  open(tenant: string, cap: number | undefined, res: ServerResponse): boolean {
-    const open = this.#byTenant.get(tenant) ?? 0;
-    if (cap !== undefined && open >= cap) return false;
-    this.#byTenant.set(tenant, open + 1);
-    res.once('close', () => {
-      const left = (this.#byTenant.get(tenant) ?? 1) - 1;
-      if (left > 0) this.#byTenant.set(tenant, left);
-      else this.#byTenant.delete(tenant);
-    });
-    return true;
-  }
-}

@@ -14,7 +14,7 @@ import { CountTokensRequest, MessagesRequest } from '../surfaces/messages/schema
 import { responsesAdapter } from '../surfaces/responses/adapter.js';
 import { ResponsesRequest } from '../surfaces/responses/schema.js';
 import { registerModels } from './models.js';
-import { OpenRequests } from '../call/in-flight.js';
+import { OpenRequests, type Refusal } from '../request/open-requests.js';
 import { Intake } from '../request/intake.js';
 import { MAX_JSON_DEPTH, nestsDeeperThan } from '../request/json-depth.js';
 
@@ -27,7 +27,11 @@ import { MAX_JSON_DEPTH, nestsDeeperThan } from '../request/json-depth.js';
  * pipeline (call/pipeline.ts).
  */
 export function v1Routes(app: FastifyInstance): void {
-  const open = new OpenRequests();
+  const open = new OpenRequests({
+    ...app.edgeOptions.openBodies,
+    bodyLimitBytes: app.edgeOptions.bodyLimitBytes,
+  });
+  app.metrics.watchOpenBodies(() => open.bytes());
   app.addHook('onRequest', async (request, reply) => {
     const cfg = app.configSnapshot.current;
     if (!cfg) {
@@ -50,14 +54,12 @@ export function v1Routes(app: FastifyInstance): void {
       keyId: caller.keyId,
       useCase: caller.useCase,
     });
-    if (
-      request.method === 'POST' &&
-      !open.open(caller.tenant.id, caller.tenant.maxInFlight, reply.raw)
-    ) {
-      app.metrics.earlyRefusals.inc({ code: 'concurrency_limit' });
-      return sendError(request, reply, atCap(caller.tenant.id, caller.tenant.maxInFlight!));
-    }
-    return undefined;
+    if (request.method !== 'POST') return undefined;
+    const { id, maxInFlight } = caller.tenant;
+    const refusal = open.open(id, maxInFlight, request.headers['content-length'], reply.raw);
+    if (!refusal) return undefined;
+    app.metrics.earlyRefusals.inc({ code: 'concurrency_limit' });
+    return sendError(request, reply, atCap(id, refusal));
   });
   parseInTurns(app);
   const deps = callDeps(app);
@@ -86,12 +88,14 @@ export function v1Routes(app: FastifyInstance): void {
   registerModels(app);
 }
 
-function atCap(tenant: string, cap: number): EdgeError {
-  return new EdgeError({
-    code: 'concurrency_limit',
-    message: `Team ${tenant} already has ${cap} calls in flight (its limit). Retry when one ends.`,
-    headers: { 'retry-after': '1' },
-  });
+function atCap(tenant: string, refusal: Refusal): EdgeError {
+  const mib = (bytes: number) => `${Math.round(bytes / 1_048_576).toLocaleString('en-US')} MiB`;
+  const message = {
+    in_flight: `Team ${tenant} already has ${refusal.cap} calls in flight (its limit). Retry when one ends.`,
+    tenant_bytes: `Team ${tenant} already has requests with ${mib(refusal.cap)} of bodies open on this edge (its limit). Retry when one ends.`,
+    edge_bytes: `This edge already has requests with ${mib(refusal.cap)} of bodies open (its limit). Retry shortly.`,
+  }[refusal.why];
+  return new EdgeError({ code: 'concurrency_limit', message, headers: { 'retry-after': '1' } });
 }
 
 /**

@@ -1,0 +1,73 @@
+import { EventEmitter } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { expect, test } from 'vitest';
+import { OpenRequests } from './open-requests.js';
+
+const MiB = 1_048_576;
+const response = () => new EventEmitter() as unknown as ServerResponse & EventEmitter;
+
+test("a tenant's requests are refused at its maxInFlight, and counted again once one closes", () => {
+  const open = new OpenRequests({
+    tenantBodyBytes: 100 * MiB,
+    bodyBytes: 100 * MiB,
+    bodyLimitBytes: MiB,
+  });
+  const first = response();
+  expect(open.open('a', 2, '10', first)).toBeUndefined();
+  expect(open.open('a', 2, '10', response())).toBeUndefined();
+  expect(open.open('a', 2, '10', response())).toEqual({ why: 'in_flight', cap: 2 });
+  // Another tenant, and a tenant without a cap, are not held back.
+  expect(open.open('b', 2, '10', response())).toBeUndefined();
+  first.emit('close');
+  expect(open.open('a', 2, '10', response())).toBeUndefined();
+});
+
+test("a tenant's open bodies are bounded by bytes whatever its maxInFlight; every tenant's too", () => {
+  const open = new OpenRequests({
+    tenantBodyBytes: 25 * MiB,
+    bodyBytes: 40 * MiB,
+    bodyLimitBytes: 10 * MiB,
+  });
+  const a = [response(), response()];
+  expect(open.open('a', undefined, String(10 * MiB), a[0]!)).toBeUndefined();
+  expect(open.open('a', undefined, String(10 * MiB), a[1]!)).toBeUndefined();
+  expect(open.open('a', undefined, String(10 * MiB), response())).toEqual({
+    why: 'tenant_bytes',
+    cap: 25 * MiB,
+  });
+  // A smaller body still fits under the tenant's bound.
+  expect(open.open('a', undefined, String(5 * MiB), response())).toBeUndefined();
+  expect(open.bytes('a')).toBe(25 * MiB);
+  // Another tenant has its own bound, under the edge's.
+  expect(open.open('b', undefined, String(10 * MiB), response())).toBeUndefined();
+  expect(open.open('b', undefined, String(10 * MiB), response())).toEqual({
+    why: 'edge_bytes',
+    cap: 40 * MiB,
+  });
+  a[0]!.emit('close');
+  expect(open.bytes()).toBe(25 * MiB);
+  expect(open.open('b', undefined, String(10 * MiB), response())).toBeUndefined();
+});
+
+test('a body without a length, or with a length past the body limit, counts at the body limit', () => {
+  const open = new OpenRequests({
+    tenantBodyBytes: 100 * MiB,
+    bodyBytes: 100 * MiB,
+    bodyLimitBytes: 10 * MiB,
+  });
+  for (const length of [undefined, '', '-1', '1e9', '12abc', String(10 ** 20), String(50 * MiB)]) {
+    const res = response();
+    expect(open.open('a', undefined, length, res)).toBeUndefined();
+    expect(open.bytes('a')).toBe(10 * MiB);
+    res.emit('close');
+    expect(open.bytes('a')).toBe(0);
+  }
+  // A refused request counts nothing and needs no close.
+  const small = new OpenRequests({
+    tenantBodyBytes: MiB,
+    bodyBytes: MiB,
+    bodyLimitBytes: 10 * MiB,
+  });
+  expect(small.open('a', undefined, undefined, response())).toMatchObject({ why: 'tenant_bytes' });
+  expect(small.bytes()).toBe(0);
+});
