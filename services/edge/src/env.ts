@@ -36,6 +36,17 @@ const EdgeEnv = serviceEnv({
   /** A Retry-After longer than this is not waited for: next upstream, or 429 to the client. */
   EDGE_RETRY_AFTER_CAP_MS: env.int(10_000, 0, 600_000),
   /**
+   * Connections the edge keeps to each upstream origin at most; calls past them wait in the
+   * pool's queue for one. Each streaming call holds one until its response has been read.
+   */
+  EDGE_UPSTREAM_CONNECTIONS: env.int(1_024, 1, 65_536),
+  /**
+   * The share, percent, of an origin's connections one tenant's calls may hold at once; past
+   * it the tenant's call is refused (429 concurrency_limit, nothing sent), so one tenant's
+   * long streams cannot leave every other tenant's calls waiting for a connection.
+   */
+  EDGE_UPSTREAM_TENANT_SHARE_PERCENT: env.int(50, 1, 100),
+  /**
    * Bearer token of the admin API (`/admin`) and of the status page for admins. Unset: the
    * admin API answers 404 admin_disabled. At least 16 printable characters.
    */
@@ -147,7 +158,14 @@ export interface EdgeOptions {
   openBodies: { tenantBodyBytes: number; bodyBytes: number };
   /** Replicas of the closes stream when the edge is the first to create it. */
   streamReplicas: number;
-  upstream: UpstreamTimeouts & UpstreamRetry;
+  upstream: UpstreamTimeouts & UpstreamRetry & UpstreamPool;
+}
+
+/** The connections to each upstream origin and one tenant's share of them. */
+interface UpstreamPool {
+  connections: number;
+  /** (0, 1]. */
+  tenantShare: number;
 }
 
 export interface UpstreamTimeouts {
@@ -195,6 +213,8 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
       retryBaseMs: e.EDGE_RETRY_BASE_MS,
       retryMaxMs: e.EDGE_RETRY_MAX_MS,
       retryAfterCapMs: e.EDGE_RETRY_AFTER_CAP_MS,
+      connections: e.EDGE_UPSTREAM_CONNECTIONS,
+      tenantShare: e.EDGE_UPSTREAM_TENANT_SHARE_PERCENT / 100,
     },
   };
 }

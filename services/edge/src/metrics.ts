@@ -8,6 +8,7 @@ export class EdgeMetrics {
   readonly upstreamFirstByte: Histogram<'upstream' | 'outcome'>;
   readonly upstreamDuration: Histogram<'upstream' | 'outcome'>;
   readonly upstreamRetries: Counter<'upstream' | 'reason'>;
+  readonly upstreamShareRefusals: Counter<'tenant'>;
   readonly tokens: Counter<'kind' | 'model' | 'api'>;
   readonly holdsClosed: Counter<'how' | 'outcome'>;
   readonly holdCloseFailures: Counter<'how'>;
@@ -130,6 +131,12 @@ export class EdgeMetrics {
       help: 'Time to an upstream answer over all attempts and fallbacks, by final outcome',
       labelNames: ['upstream', 'outcome'],
       buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.upstreamShareRefusals = new Counter({
+      name: 'edge_upstream_share_refusals_total',
+      help: 'Upstream attempts refused because the tenant held its share of the connections to that upstream (EDGE_UPSTREAM_TENANT_SHARE_PERCENT), by tenant',
+      labelNames: ['tenant'],
       registers,
     });
     this.upstreamRetries = new Counter({

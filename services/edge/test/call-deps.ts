@@ -121,6 +121,8 @@ export async function unitCall(
     timeouts: options.upstream,
     retry: options.upstream,
     env: {},
+    connections: options.upstream.connections,
+    tenantShare: options.upstream.tenantShare,
   });
   const counter = new TokenCounter();
   const deps: CallDeps = {

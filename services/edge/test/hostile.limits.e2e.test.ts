@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 import { expect } from 'vitest';
 import { withAdmin } from './admin.js';
-import { chat, edgeTest as test, entry, KEYS, type Stack } from './harness.js';
+import { chat, edgeTest as test, entry, KEYS, tenantMetric, type Stack } from './harness.js';
+import { waitFor } from '@holdfast/testkit';
 
 /**
  * Issue 11: an overrun is never silent, and no cheap request can stall the edge. Real NATS and
@@ -278,4 +279,90 @@ test("a tenant without maxInFlight cannot run the edge out of memory: its open b
   expect(again.status).toBe('open');
   again.close();
   third.close();
+});
+
+test("one tenant's long streams cannot take every connection to an upstream: past its share its calls are refused, nothing sent or held, and another tenant's call goes straight through", async ({
+  stack,
+}) => {
+  const s = await stack({
+    // A pool of 8 connections to the mock, 4 of them at most for one tenant.
+    edge: { options: { upstream: { connections: 8, tenantShare: 0.5 } } },
+    behaviour: { completion: { mode: 'fixed', tokens: 60 }, tokenDelayMs: 50 },
+    patch: (c) => {
+      entry(c.tenants, 'support-bot').budgets = [
+        { window: 'month', limit: 1_000_000, unit: 'tokens' },
+      ];
+    },
+  });
+  // The client does not retry its 429s: each refusal is one call.
+  const a = s.openai(KEYS.support, { maxRetries: 0 });
+  // support-bot has no maxInFlight: 10 streams of 3 s each.
+  const streams = Array.from({ length: 10 }, () =>
+    a.chat.completions
+      .create({ ...chat(5), max_tokens: 60, stream: true })
+      .then(async (stream) => {
+        let tokens = 0;
+        for await (const chunk of stream) tokens += chunk.choices[0]?.delta.content ? 1 : 0;
+        return tokens;
+      })
+      .catch((e: { status?: number; code?: string; message?: string }) => e),
+  );
+  await waitFor(() => s.upstream.stats().inFlight >= 4 || undefined, {
+    what: "4 of A's streams upstream",
+  });
+  // Another tenant's short call gets a connection at once (before, it waited in the pool's
+  // queue behind A's calls, for as long as A's streams ran).
+  const started = performance.now();
+  const b = await s.openai(KEYS.finance).chat.completions.create({ ...chat(5), max_tokens: 3 });
+  const bMs = performance.now() - started;
+  expect(b.choices).toHaveLength(1);
+  expect(bMs).toBeLessThan(2_000);
+  const ended = await Promise.all(streams);
+  const served = ended.filter((x) => typeof x === 'number');
+  const refused = ended.filter((x) => typeof x !== 'number');
+  expect(served.length).toBeGreaterThanOrEqual(4);
+  for (const e of refused) {
+    expect(e).toMatchObject({ status: 429, code: 'concurrency_limit' });
+    expect((e as { message: string }).message).toContain('calls open to upstream');
+  }
+  // The upstream saw only what was served (A's and B's), and each refused call's hold was
+  // released: billed what was served, nothing held.
+  expect(s.upstream.stats().recent).toHaveLength(served.length + 1);
+  expect(await tenantMetric(s, 'edge_upstream_share_refusals_total', 'support-bot')).toBe(
+    refused.length,
+  );
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ held: 0 });
+  expect(u.windows[0]!.used).toBeGreaterThan(0);
+});
+
+test("a call past its tenant's share of one upstream goes to its fallback on another origin at once, without retrying the first", async ({
+  stack,
+}) => {
+  const s = await stack({
+    edge: { options: { upstream: { connections: 2, tenantShare: 0.5 } } },
+    behaviour: { completion: { mode: 'fixed', tokens: 20 }, tokenDelayMs: 50 },
+    patch: (c) => {
+      // The same mock under another name: another origin, so another pool.
+      const backup = entry(c.upstreams, 'backup');
+      backup.baseUrl = String(backup.baseUrl).replace('127.0.0.1', 'localhost');
+      entry(c.models, 'gpt-4o-mini').fallbackUpstreams = ['backup'];
+    },
+  });
+  const a = s.openai(KEYS.support, { maxRetries: 0 });
+  const first = a.chat.completions.create({ ...chat(5), max_tokens: 20, stream: true });
+  const firstDone = first.then(async (stream) => {
+    for await (const chunk of stream) void chunk;
+  });
+  await waitFor(() => s.upstream.stats().inFlight >= 1 || undefined, {
+    what: 'the first call upstream',
+  });
+  // The default upstream's share (1 connection) is taken: the second call is served by the backup.
+  const second = await a.chat.completions.create({ ...chat(5), max_tokens: 20 });
+  expect(second.choices).toHaveLength(1);
+  await firstDone;
+  expect(await tenantMetric(s, 'edge_upstream_share_refusals_total', 'support-bot')).toBe(1);
+  expect(s.upstream.stats().recent).toHaveLength(2);
+  const u = await s.settled('support-bot');
+  expect(u.windows[0]).toMatchObject({ held: 0 });
 });

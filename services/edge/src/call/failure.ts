@@ -28,6 +28,12 @@ export function upstreamError(f: Failure): EdgeError | undefined {
       });
     case 'aborted':
       return abortError(f.why);
+    case 'busy':
+      return new EdgeError({
+        code: 'concurrency_limit',
+        message: `${f.message} Retry when one ends.`,
+        headers: { 'retry-after': '1' },
+      });
   }
 }
 
@@ -102,7 +108,7 @@ export function closeFailedOpen(
     hold.release(
       why === 'client_disconnected'
         ? 'client_disconnected'
-        : why === 'suspended'
+        : why === 'suspended' || f.kind === 'busy'
           ? 'not_forwarded'
           : 'upstream_error',
     );

@@ -96,6 +96,7 @@ export async function forwardCall<B>(
     : undefined;
   try {
     const result = await deps.upstream.open({
+      tenant: request.caller!.tenant.id,
       path: adapter.path,
       body: forwarded.body,
       targets,

@@ -30,6 +30,8 @@ export const upstreamPlugin = fp(
       retry: o.upstream,
       env: opts.env,
       onLimits: (target, seen) => limits.seen(target, seen),
+      connections: o.upstream.connections,
+      tenantShare: o.upstream.tenantShare,
     });
     const { metrics } = app;
     const counter = new TokenCounter({

@@ -8,6 +8,7 @@ import type { EdgeMetrics } from '../metrics.js';
 import { AttemptSignal, type Fired } from './attempt-signal.js';
 import { upstreamErrorMessage, UpstreamCounter } from './counting.js';
 import { surfaceBase, upstreamHeaders } from './endpoint.js';
+import { OriginShares } from './origin-shares.js';
 import {
   isRetryableStatus,
   limitsSeen,
@@ -52,7 +53,9 @@ export type Failure =
   | { kind: 'connect'; message: string }
   | { kind: 'timeout'; message: string }
   | { kind: 'dropped'; message: string }
-  | { kind: 'aborted'; why: AbortWhy };
+  | { kind: 'aborted'; why: AbortWhy }
+  /** The tenant held its share of the upstream's connections (origin-shares.ts); nothing sent. */
+  | { kind: 'busy'; message: string };
 
 /** What the edge did about 429/5xx answers before it gave up, for the client's error. */
 export interface RetryStory {
@@ -95,6 +98,8 @@ export type OpenResult = Result<{ opened: Opened; attempts: number }, OpenFailur
 type AttemptResult = Result<Opened, { failure: Failure; sent: boolean }>;
 
 export interface UpstreamCall {
+  /** Whose call: each tenant may hold at most its share of an origin's connections. */
+  tenant: string;
   path: string;
   body: Record<string, unknown>;
   /** The model's upstream, then its fallbacks. */
@@ -124,6 +129,10 @@ export interface UpstreamClientOptions {
    * sending what the provider would refuse.
    */
   onLimits?: (upstream: UpstreamConfig, seen: LimitsSeen) => void;
+  /** Connections to each upstream origin (EDGE_UPSTREAM_CONNECTIONS). */
+  connections: number;
+  /** The share of them one tenant's calls may hold at once, (0, 1] (EDGE_UPSTREAM_TENANT_SHARE_PERCENT). */
+  tenantShare: number;
 }
 
 const CONNECT_CODES = new Set([
@@ -146,14 +155,18 @@ export class UpstreamClient {
   readonly #o: UpstreamClientOptions;
   readonly #agent: Agent;
   readonly #count: UpstreamCounter;
+  readonly #shares: OriginShares;
+  /** Each upstream's origin (the pool its calls share), by its config. */
+  readonly #origins = new WeakMap<UpstreamConfig, string>();
 
   constructor(opts: UpstreamClientOptions) {
     this.#o = opts;
     this.#agent = new Agent({
       connect: { timeout: opts.timeouts.connectTimeoutMs },
       keepAliveTimeout: 10_000,
-      connections: 256,
+      connections: opts.connections,
     });
+    this.#shares = new OriginShares(Math.max(1, Math.floor(opts.connections * opts.tenantShare)));
     this.#count = new UpstreamCounter({ agent: this.#agent, env: opts.env, logger: opts.logger });
   }
 
@@ -210,6 +223,8 @@ export class UpstreamClient {
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
           return Err({ ...last, sent: false, attempts });
         }
+        // The tenant's share of this upstream frees only as its own calls end: the next one.
+        if (f.kind === 'busy') break;
         if (retry === target.maxRetries) {
           story.stop = target.maxRetries === 0 ? 'no_retries' : 'retries';
           break;
@@ -248,7 +263,15 @@ export class UpstreamClient {
       clearTimeout(timer);
       call.signal.removeEventListener('abort', onCallAbort);
     };
-    const url = `${surfaceBase(target, env)}${call.path}`;
+    const base = surfaceBase(target, env);
+    const giveBack = this.#takeConnection(call.tenant, target, base);
+    if (!giveBack) {
+      done();
+      metrics.upstreamShareRefusals.inc({ tenant: call.tenant });
+      const message = `Team ${call.tenant} already has ${this.#shares.perTenant} calls open to upstream ${target.id} on this edge (its share of the edge's connections to it).`;
+      return Err({ sent: false, failure: { kind: 'busy', message } });
+    }
+    const url = `${base}${call.path}`;
     const headers: Record<string, string> = {
       ...upstreamHeaders(target, env, call.headers),
       accept: call.stream ? 'text/event-stream' : 'application/json',
@@ -280,17 +303,23 @@ export class UpstreamClient {
         if (seen) this.#o.onLimits(target, seen);
       }
       if (res.statusCode >= 200 && res.statusCode < 300) {
+        // The connection is the call's until its body is read or dropped.
+        res.body.once('close', giveBack);
         return Ok({
           upstream: target,
           status: res.statusCode,
           headers: res.headers,
           body: res.body,
           signal,
-          done,
+          done: () => {
+            done();
+            giveBack();
+          },
         });
       }
       const message = await upstreamErrorMessage(res.body);
       done();
+      giveBack();
       logger.warn(
         { upstream: target.id, status: res.statusCode, message },
         'upstream refused the call',
@@ -306,11 +335,19 @@ export class UpstreamClient {
       });
     } catch (err) {
       done();
+      giveBack();
       const failure = classify(err, call.signal, signal);
       metrics.upstreamFirstByte.observe({ upstream: target.id, outcome: failure.kind }, seconds());
       logger.warn({ upstream: target.id, failure }, 'upstream attempt failed');
       return Err({ failure, sent: failure.kind !== 'connect' });
     }
+  }
+
+  /** One of the origin's connections for the tenant, or undefined at its share. */
+  #takeConnection(tenant: string, target: UpstreamConfig, base: string): (() => void) | undefined {
+    let origin = this.#origins.get(target);
+    if (origin === undefined) this.#origins.set(target, (origin = new URL(base).origin));
+    return this.#shares.take(origin, tenant);
   }
 }
 
