@@ -167,7 +167,7 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
  * running at the edge, none waiting in the closes stream), then nothing held or in flight.
  * Nothing held is not enough: a hold whose lease ran out while its settle was retrying (the
  * authority away longer than the lease) holds nothing, and is billed at its worst case until
- * that settle lands, up to the edge's next backoff step (3.2 s) after the authority is back.
+ * that settle lands, which the edge sends as soon as the restarted authority announces itself.
  * The order matters: a close the edge no longer has was taken or is in the stream, and one
  * no longer in the stream was applied.
  */
