@@ -55,6 +55,15 @@ export function closeSubject(names: NatsNames, org: string): string {
   return `${names.authorityPrefix}.closes.${org}`;
 }
 
+/**
+ * Where an authority replica says, once it serves, that it has started (no body). An edge that
+ * owes settles or releases (the authority was away) sends them at once instead of waiting out
+ * the rest of its backoff step.
+ */
+export function authorityStartedSubject(names: NatsNames): string {
+  return `${names.authorityPrefix}.started`;
+}
+
 /** Derives isolated names from a short token, for tests and parallel deployments. */
 export function namesWithPrefix(token: string): NatsNames {
   return {

@@ -1,2 +1,3 @@
 export * from './policy.js';
 export * from './retry.js';
+export * from './sleep.js';

@@ -1,4 +1,5 @@
 import { allowsRetry, backoffDelay, type RetryPolicy } from './policy.js';
+import { sleep, type Wakeup } from './sleep.js';
 
 /** What one attempt came to: a value (maybe a failure as a value) or a thrown error. */
 export type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
@@ -18,6 +19,11 @@ export interface RetryOptions<T> {
   onRetry?: (info: { attempt: number; delayMs: number; outcome: Outcome<T> }) => void;
   /** Stops retrying: the promise rejects with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * Cuts the wait before the next attempt short: a wake while it waits, or while an attempt
+   * runs, makes the next attempt now (the service is back). The backoff goes on growing.
+   */
+  wakeup?: Wakeup;
   random?: () => number;
   now?: () => number;
 }
@@ -35,6 +41,7 @@ export async function retry<T>(
   const started = now();
   for (let n = 1; ; n++) {
     opts.signal?.throwIfAborted();
+    const wakes = opts.wakeup?.wakes;
     let outcome: Outcome<T>;
     try {
       outcome = { ok: true, value: await attempt(n) };
@@ -51,23 +58,8 @@ export async function retry<T>(
       throw outcome.error;
     }
     opts.onRetry?.({ attempt: n, delayMs, outcome });
-    await sleep(delayMs, opts.signal);
+    await (opts.wakeup
+      ? opts.wakeup.sleep(delayMs, opts.signal, wakes)
+      : sleep(delayMs, opts.signal));
   }
-}
-
-/** Waits `ms`. Resolves early, with `false`, when `signal` aborts; never rejects. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
-  if (signal?.aborted) return Promise.resolve(false);
-  if (ms <= 0) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { retry, sleep, type Outcome } from './retry.js';
+import { retry, type Outcome } from './retry.js';
+import { Wakeup } from './sleep.js';
 
 const fast = { initialMs: 1, maxMs: 4 };
 
@@ -102,12 +103,36 @@ describe('retry', () => {
     await expect(run).rejects.toThrow('stopping');
     expect(Date.now() - started).toBeLessThan(5_000);
   });
-});
 
-test('sleep resolves false as soon as its signal aborts, true when the time is up', async () => {
-  expect(await sleep(1)).toBe(true);
-  const stop = new AbortController();
-  const slept = sleep(60_000, stop.signal);
-  stop.abort();
-  expect(await slept).toBe(false);
+  test('a wake ends the backoff wait: the next attempt runs at once, and the backoff goes on', async () => {
+    const wakeup = new Wakeup();
+    const waits: number[] = [];
+    const started = Date.now();
+    const run = retry((n) => (n < 3 ? Promise.reject(new Error('away')) : Promise.resolve(n)), {
+      policy: { initialMs: 60_000, maxMs: 60_000 },
+      wakeup,
+      onRetry: ({ delayMs }) => {
+        waits.push(delayMs);
+        setTimeout(() => wakeup.wake(), 5);
+      },
+    });
+    expect(await run).toBe(3);
+    expect(waits).toEqual([60_000, 60_000]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  test('a wake while an attempt runs is not lost: the attempt after it does not wait', async () => {
+    const wakeup = new Wakeup();
+    const started = Date.now();
+    const value = await retry(
+      (n) => {
+        if (n > 1) return Promise.resolve(n);
+        wakeup.wake(); // the service came back while this attempt was on its way
+        return Promise.reject(new Error('away'));
+      },
+      { policy: { initialMs: 60_000, maxMs: 60_000 }, wakeup },
+    );
+    expect(value).toBe(2);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
 });

@@ -38,7 +38,7 @@ interface Open {
   timers: NodeJS.Timeout[];
 }
 
-/** After a batch found no responder (an authority without `batch`), requests go alone this long. */
+/** After a batch found no responder but its items alone did (an older authority), requests go alone this long. */
 const ALONE_FOR_MS = 10_000;
 
 const decoder = new TextDecoder();
@@ -90,9 +90,20 @@ export class RequestBatcher {
     }
   }
 
-  #alone(p: Pending): void {
+  /**
+   * Sends one item as itself. `probe`: its batch found no responder; if the item alone is
+   * answered, the authority does not serve `batch` (an older one), and later items go alone
+   * too. If nobody answers it either, no authority is there at all (down): batching goes on,
+   * so the requests made together when it is back still reach it in one message.
+   */
+  #alone(p: Pending, probe = false): void {
     const subject = authoritySubject(this.names, p.op);
-    void request(this.nc, subject, p.body, p.schema, p.timeoutMs).then(p.resolve);
+    void request(this.nc, subject, p.body, p.schema, p.timeoutMs).then((reply) => {
+      if (probe && (reply.ok || reply.error.code !== 'no_responders')) {
+        this.#aloneUntil = Date.now() + ALONE_FOR_MS;
+      }
+      p.resolve(reply);
+    });
   }
 
   #send(items: Pending[]): void {
@@ -144,8 +155,7 @@ export class RequestBatcher {
     const open = this.#open.get(msg.subject);
     if (!open) return;
     if (msg.data.length === 0 && msg.headers?.code === 503) {
-      // No authority serves `batch` (an older one): the items go alone, and later ones too.
-      this.#aloneUntil = Date.now() + ALONE_FOR_MS;
+      // No responder for `batch`: an older authority, or none at all. The items go alone.
       this.#answerAll(msg.subject, undefined);
       return;
     }
@@ -203,7 +213,7 @@ export class RequestBatcher {
       if (result) this.#answer(reply, open, i, () => result(p));
       else {
         this.#answer(reply, open, i, undefined);
-        this.#alone(p);
+        this.#alone(p, true);
       }
     });
   }

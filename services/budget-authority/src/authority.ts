@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { watchFile, unwatchFile } from 'node:fs';
 import {
   AdmitRequest,
+  authorityStartedSubject,
   CALL_PATH_CHECKS,
   CapacityReportRequest,
   ConfigApplyRequest,
@@ -131,6 +132,7 @@ export class Authority {
     );
   }
 
+  /** Serves requests, runs the relay, sweeper and closes consumer, then announces the start. */
   async start(): Promise<void> {
     const { nc, names, logger } = this.#o;
     if (this.#o.durability) {
@@ -207,6 +209,8 @@ export class Authority {
       streams.replicas,
     );
     await this.#closes.start();
+    // Edges retrying closes it could not take while it was away send them now (Holds.wake).
+    nc.publish(authorityStartedSubject(names));
   }
 
   /**

@@ -198,6 +198,21 @@ describe('batched requests: the call path of one turn in one message', () => {
     single.unsubscribe();
   });
 
+  test('no authority at all (down): the items find no responder, and once one is back requests are batched again', async ({
+    start,
+    nc,
+    iso,
+  }) => {
+    const client = batching(nc, iso.names);
+    const away = await Promise.all([client.admit(admitBody()), client.admit(admitBody())]);
+    expect(away.map((r) => !r.ok && r.error.code)).toEqual(['no_responders', 'no_responders']);
+    // Not taken for an older authority: what one turn asks once it is back goes in one batch.
+    const h = await start(BASE_CONFIG);
+    const back = await Promise.all([client.admit(admitBody()), client.admit(admitBody())]);
+    expect(back.map((r) => r.ok && r.value.admitted)).toEqual([true, true]);
+    expect(await batchStats(h.authority)).toEqual({ batches: 1, items: 2 });
+  });
+
   test('a batch over the NATS payload limit goes in parts, its answers too', async ({
     redisUrl,
     redis: _cleanup,

@@ -2,6 +2,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { authorityStartedSubject } from '@holdfast/events';
 import { AuthorityClient } from '@holdfast/runtime';
 import { infraTest as test, startService, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
@@ -9,16 +10,21 @@ import { BASE_CONFIG, newId, processEnv } from './harness.js';
 
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 
+/** The authority as a process on a config file of its own (BASE_CONFIG), which a test may edit. */
+async function startProcess(fx: Omit<Parameters<typeof processEnv>[0], 'configFile'>) {
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-authority-'));
+  const file = join(dir, 'holdfast.yaml');
+  await writeFile(file, JSON.stringify(BASE_CONFIG));
+  return { file, proc: await startService(MAIN, processEnv({ ...fx, configFile: file })) };
+}
+
 test('the process serves health, readiness and metrics, and re-applies its config file without restart', async ({
   nc,
   natsUrl,
   redisUrl,
   iso,
 }) => {
-  const dir = await mkdtemp(join(tmpdir(), 'holdfast-authority-'));
-  const file = join(dir, 'holdfast.yaml');
-  await writeFile(file, JSON.stringify(BASE_CONFIG));
-  const proc = await startService(MAIN, processEnv({ natsUrl, redisUrl, iso, configFile: file }));
+  const { file, proc } = await startProcess({ natsUrl, redisUrl, iso });
   try {
     const ready = JSON.parse(proc.lines.find((l) => l.includes('"msg":"ready"'))!) as {
       opsPort: number;
@@ -91,4 +97,34 @@ test('the process serves health, readiness and metrics, and re-applies its confi
   }
   // A clean SIGTERM exits 0.
   expect(await proc.exited).toBe(0);
+});
+
+test('a started process says so on its started subject, once it answers: a settle sent on the notice lands', async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
+  const client = new AuthorityClient({ nc, names: iso.names });
+  // What an edge owing a close does on the notice (Holds.wake): send it now.
+  const answers: string[] = [];
+  const notices = nc.subscribe(authorityStartedSubject(iso.names), {
+    callback: () =>
+      void client
+        .settle({
+          reservationId: newId(),
+          tenant: 'support-bot',
+          usage: { promptTokens: 1, completionTokens: 1 },
+        })
+        .then((r) => answers.push(r.ok ? r.value.status : r.error.code)),
+  });
+  await nc.flush();
+  const { proc } = await startProcess({ natsUrl, redisUrl, iso });
+  try {
+    await waitFor(() => answers.length === 1, { what: 'the settle sent on the notice' });
+    expect(answers).toEqual(['unknown']);
+  } finally {
+    notices.unsubscribe();
+    await proc.stop();
+  }
 });

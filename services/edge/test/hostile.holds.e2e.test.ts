@@ -232,3 +232,38 @@ test('a call that runs longer than its lease is renewed, not expired', async ({ 
     call!.promptTokens + call!.completionTokens,
   );
 });
+
+test('a settle owed while the authority was away past the lease lands as soon as it is back', async ({
+  stack,
+}) => {
+  const s = await stack({
+    behaviour: slow,
+    patch: (c) => (entry(c.tenants, 'support-bot').leaseMs = 1_000),
+  });
+  let stoppedAt = 0;
+  await streamWhile(s, async () => {
+    await s.stopAuthority();
+    stoppedAt = performance.now();
+  });
+  // The settle fails from the stream's end, and backs off 0.1, 0.2, ... 3.2, 5 s: by now it
+  // waits in a long step, and the hold's lease (1 s) ran out long ago.
+  const awayMs = 4_500 - (performance.now() - stoppedAt);
+  await new Promise((resolve) => setTimeout(resolve, awayMs));
+  expect(s.edge.app.holds.pending).toBe(1);
+  await s.restartAuthority();
+  const ready = performance.now();
+  const [call] = s.upstream.stats().recent;
+  const exact = call!.promptTokens + call!.completionTokens;
+  const u = await waitFor(
+    async () => {
+      const t = await s.usage('support-bot');
+      const month = t.windows.find((w) => w.budget === 'month-tokens');
+      return t.inFlight === 0 && month?.held === 0 && month.used === exact ? t : undefined;
+    },
+    { what: 'the late settle', timeoutMs: 15_000, intervalMs: 10 },
+  );
+  const lateMs = Math.round(performance.now() - ready);
+  console.log(`[late settle] ledger exact ${lateMs} ms after the authority was ready`);
+  expect(u.inFlight).toBe(0);
+  expect(lateMs).toBeLessThan(1_000);
+});

@@ -1,9 +1,21 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventSubject, parseEvent } from '@holdfast/events';
 import { infraTest as test } from '@holdfast/testkit';
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import OpenAI from 'openai';
 import { expect } from 'vitest';
 import { testClickHouse } from './books.js';
 import { BEHAVIOUR, consumersCaughtUp, readBooks, streamedLoad } from './kill-load.js';
-import { startProcessStack, type ServiceName } from './processes.js';
+import {
+  CAP,
+  KEY,
+  processStackTest,
+  quiet,
+  startProcessStack,
+  TENANT,
+  type ProcessStack,
+  type ServiceName,
+} from './processes.js';
 
 /**
  * Every process on its own, 16 workers of streamed calls, kill -9 of one service, restarted
@@ -57,4 +69,57 @@ for (const victim of VICTIMS) {
       await s.stop();
     }
   });
+}
+
+processStackTest(
+  'kill -9 of the authority during a call, back after its lease: the late settle lands as soon as it is ready',
+  async ({ processStack }) => {
+    // One call of about 2 s on a lease of 2 s; the authority away for 5 s, then restarted.
+    const s = await processStack({
+      leaseMs: 2_000,
+      behaviour: { tokenDelayMs: 20, completion: { mode: 'fixed' as const, tokens: 100 } },
+    });
+    const openai = new OpenAI({ baseURL: `${s.edgeUrl}/v1`, apiKey: KEY, maxRetries: 0 });
+    const stream = await openai.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'a report on the budget' }],
+      max_tokens: CAP,
+      stream: true,
+    });
+    let killedAt = 0;
+    for await (const _ of stream) {
+      if (killedAt) continue;
+      await s.kill('authority');
+      killedAt = performance.now();
+    }
+    await sleep(5_000 - (performance.now() - killedAt));
+    await s.restart('authority');
+    const [call] = s.upstream.stats().recent;
+    const exact = call!.promptTokens + call!.completionTokens;
+    const u = await quiet(s);
+    expect(u.windows.map((w) => w.used)).toEqual([exact]);
+    // Both instants on the authority's host: its `ready` line, and the settle's event (Redis TIME).
+    const ready = JSON.parse(s.lines('authority').find((l) => l.includes('"msg":"ready"'))!) as {
+      time: string;
+    };
+    const settled = await settledAt(s);
+    const lateMs = settled - Date.parse(ready.time);
+    console.log(
+      `[kill -9 authority] the late settle landed ${lateMs} ms after the authority's ready`,
+    );
+    expect(lateMs).toBeLessThan(1_000);
+  },
+);
+
+/** When the authority applied the tenant's one settle: its `reservation.settled` event's time. */
+async function settledAt(s: ProcessStack): Promise<number> {
+  const consumer = await jetstream(s.nc).consumers.get(s.names.eventsStream, {
+    deliver_policy: DeliverPolicy.All,
+    filter_subjects: eventSubject(s.names, TENANT, 'reservation.settled'),
+  });
+  const m = await consumer.next({ expires: 10_000 });
+  if (!m) throw new Error('no reservation.settled event');
+  const event = parseEvent(m.data);
+  if (!event.ok) throw new Error(event.error.message);
+  return Date.parse(event.value.time);
 }

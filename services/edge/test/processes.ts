@@ -6,7 +6,13 @@ import { natsNamesToEnv } from '@holdfast/config';
 import { closesStream, type NatsNames, type TenantUsage } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
-import { readyPort, startService, waitFor, type ServiceProcess } from '@holdfast/testkit';
+import {
+  infraTest,
+  readyPort,
+  startService,
+  waitFor,
+  type ServiceProcess,
+} from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { sha256Hex } from '../src/index.js';
@@ -163,11 +169,30 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
 }
 
 /**
+ * infraTest plus `processStack(opts)`: the process stack on the test's NATS, Redis and
+ * ClickHouse database (dropped afterwards), stopped after the test.
+ */
+export const processStackTest = infraTest.extend<{
+  processStack: (opts?: Partial<ProcessStackOptions>) => Promise<ProcessStack>;
+}>({
+  processStack: async ({ natsUrl, redisUrl, clickhouseUrl, clickhouse, iso }, use) => {
+    void clickhouse; // the test's database is dropped afterwards
+    const started: ProcessStack[] = [];
+    await use(async (opts = {}) => {
+      const s = await startProcessStack({ natsUrl, redisUrl, clickhouseUrl, iso, ...opts });
+      started.push(s);
+      return s;
+    });
+    for (const s of started) await s.stop();
+  },
+});
+
+/**
  * Waits until the books are final: no settle or release still owed to the authority (none
  * running at the edge, none waiting in the closes stream), then nothing held or in flight.
  * Nothing held is not enough: a hold whose lease ran out while its settle was retrying (the
  * authority away longer than the lease) holds nothing, and is billed at its worst case until
- * that settle lands, up to the edge's next backoff step (3.2 s) after the authority is back.
+ * that settle lands, which the edge sends as soon as the restarted authority announces itself.
  * The order matters: a close the edge no longer has was taken or is in the stream, and one
  * no longer in the stream was applied.
  */

@@ -1,4 +1,4 @@
-import { Backoff, retry, sleep, type RetryPolicy } from '@holdfast/retry';
+import { Backoff, retry, sleep, Wakeup, type RetryPolicy } from '@holdfast/retry';
 import {
   closeSubject,
   type DeferredClose,
@@ -62,10 +62,16 @@ const HAND_OVER: RetryPolicy = { initialMs: 100, maxMs: 5_000 };
  * real usage is billed late rather than lost, across a restart of this edge too. Publishing
  * is retried until JetStream takes it; only `drain()` at shutdown gives up, after its timeout
  * (the hold's lease then expires it, billed at its worst case in reserve mode).
+ *
+ * When an authority replica announces its start, `wake()` ends the backoff of every close
+ * waiting between attempts: they go at once, in one batch, rather than up to a step (5 s)
+ * later. A hold whose lease ran out meanwhile is billed at its worst case until its settle
+ * lands, so a tenant near its limit could be refused for those seconds.
  */
 export class Holds {
   readonly #o: HoldsOptions;
   readonly #pending = new Set<Promise<void>>();
+  readonly #wakeup = new Wakeup();
   #draining = false;
 
   constructor(opts: HoldsOptions) {
@@ -97,6 +103,12 @@ export class Holds {
     return this.#pending.size;
   }
 
+  /** The authority is back: closes waiting out a backoff step try again now. */
+  wake(): void {
+    const woken = this.#wakeup.wake();
+    if (woken > 0) this.#o.logger.info({ woken }, 'authority started: owed closes sent now');
+  }
+
   /** Waits for the closes still running; after the drain timeout, stops retrying them. */
   async drain(): Promise<void> {
     this.#draining = true;
@@ -123,6 +135,7 @@ export class Holds {
         policy: { initialMs: this.#o.backoffMs ?? 100, maxMs: 5_000, maxAttempts: attempts },
         retryIf: (r) => !r.ok && RETRYABLE.has(r.error.code),
         retryable: () => false,
+        wakeup: this.#wakeup,
       },
     );
     if (reply.ok) {

@@ -22,6 +22,7 @@ const SETTLED: CloseReply = {
 function holdsOver(
   replies: Array<Result<CloseReply, RpcError>>,
   publish: HoldsOptions['js']['publish'] = () => Promise.reject(new Error('no JetStream')),
+  backoffMs = 1,
 ) {
   const metrics = new EdgeMetrics(new Registry());
   let settles = 0;
@@ -40,19 +41,19 @@ function holdsOver(
     metrics,
     timeoutMs: 1_000,
     attempts: 3,
-    backoffMs: 1,
+    backoffMs,
   });
   const pending = async () => (await metrics.closesPending.get()).values[0]?.value;
-  const settle = () =>
+  const settle = (reservationId = 'res-1') =>
     holds.close(
-      { reservationId: 'res-1', tenant: 'team', org: 'team' },
+      { reservationId, tenant: 'team', org: 'team' },
       {
         how: 'settle',
         usage: Usage.parse({ promptTokens: 100, completionTokens: 50 }),
         outcome: 'completed',
       },
     );
-  return { pending, settle, settles: () => settles };
+  return { holds, pending, settle, settles: () => settles };
 }
 
 const away = () =>
@@ -85,5 +86,19 @@ test('a settle handed to the closes stream is pending until JetStream has it', a
   take();
   await closing;
   // The authority applies it from the stream when it is back: no longer the edge's to deliver.
+  expect(await h.pending()).toBe(0);
+});
+
+test('closes waiting out a backoff step go at once when an authority starts, all in one turn', async () => {
+  const noJetStream = () => Promise.reject(new Error('no JetStream'));
+  const h = holdsOver([away(), away(), away(), Ok(SETTLED)], noJetStream, 60_000);
+  const closing = ['res-1', 'res-2', 'res-3'].map((id) => h.settle(id));
+  const endOfTurn = () =>
+    new Promise<number>((resolve) => setImmediate(() => resolve(h.settles())));
+  expect(await endOfTurn()).toBe(3); // each refused once, now waiting 60 s
+  h.holds.wake();
+  // Asked before the turn ends, so the request batcher sends the three as one message.
+  expect(await endOfTurn()).toBe(6);
+  await Promise.all(closing);
   expect(await h.pending()).toBe(0);
 });

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { NatsNames } from '@holdfast/events';
+import { authorityStartedSubject, type NatsNames } from '@holdfast/events';
 import { AuthorityClient, type Logger } from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
@@ -19,7 +19,7 @@ export interface AuthorityPluginOptions {
 
 /**
  * The budget authority as the edge sees it: the typed NATS client, the config snapshot (kept
- * fresh by notices and polling) and the hold closer. On close the snapshot stops and every
+ * fresh by notices and polling) and the hold closer, woken when an authority starts. On close the snapshot stops and every
  * settle/release still running is waited for.
  */
 export const authorityPlugin = fp(
@@ -48,6 +48,10 @@ export const authorityPlugin = fp(
       timeoutMs: o.settleTimeoutMs,
       attempts: o.settleAttempts,
     });
+    // An authority replica that (re)starts says so: the closes owed to it go now.
+    const started = opts.nc.subscribe(authorityStartedSubject(opts.names), {
+      callback: () => holds.wake(),
+    });
     app.decorate('authority', authority);
     app.decorate('configSnapshot', snapshot);
     app.decorate('holds', holds);
@@ -57,6 +61,7 @@ export const authorityPlugin = fp(
       const deadline = Date.now() + 5_000;
       while (app.calls.count() > 0 && Date.now() < deadline) await sleep(10);
       await holds.drain();
+      started.unsubscribe();
     });
     await snapshot.start();
     // Closes the authority cannot take wait in this stream; make sure it exists (idempotent).
