@@ -56,9 +56,9 @@ export function closeSubject(names: NatsNames, org: string): string {
 }
 
 /**
- * Where an authority replica says, once it serves, that it has started (no body). An edge that
- * owes settles or releases (the authority was away) sends them at once instead of waiting out
- * the rest of its backoff step.
+ * Where an authority replica says, once it serves, that it has started (no body), and again
+ * each time its Redis connection is back. An edge that owes settles or releases (the authority
+ * or its Redis was away) sends them at once instead of waiting out the rest of its backoff step.
  */
 export function authorityStartedSubject(names: NatsNames): string {
   return `${names.authorityPrefix}.started`;

@@ -99,6 +99,10 @@ export class Authority {
   readonly #subs: Subscription[] = [];
   #configTimer: NodeJS.Timeout | undefined;
   #durable: { close: () => void } | undefined;
+  /** Says this replica serves (again): at its start, and each time its Redis is back. */
+  readonly #announceServing = (): void => {
+    if (!this.#o.nc.isClosed()) this.#o.nc.publish(authorityStartedSubject(this.#o.names));
+  };
 
   constructor(opts: AuthorityOptions) {
     this.#o = opts;
@@ -209,8 +213,10 @@ export class Authority {
       streams.replicas,
     );
     await this.#closes.start();
-    // Edges retrying closes it could not take while it was away send them now (Holds.wake).
-    nc.publish(authorityStartedSubject(names));
+    // Edges retrying closes it could not take while it was away send them now (Holds.wake);
+    // so do closes it could not take while its Redis was away, once the connection is back.
+    this.#announceServing();
+    this.#o.redis.on('ready', this.#announceServing);
   }
 
   /**
@@ -243,6 +249,7 @@ export class Authority {
 
   /** Stops serving (drains subscriptions), then the relay and sweeper. */
   async stop(): Promise<void> {
+    this.#o.redis.off('ready', this.#announceServing);
     clearInterval(this.#configTimer);
     if (this.#o.configFile) unwatchFile(this.#o.configFile);
     await Promise.all(this.#subs.map((s) => s.drain().catch(() => undefined)));
