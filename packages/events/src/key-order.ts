@@ -3,6 +3,8 @@ import { mapSchemas } from './fast-schema.js';
 
 const SHAPE_ORDER = 'x-shapeOrder';
 
+type Rebuild = (data: object) => Record<string, unknown>;
+
 /**
  * zod builds a new object in its shape's order: the known keys present, in the order the shape
  * names them, then the unknown ones a loose object keeps, in the body's order. The edge counts
@@ -23,14 +25,28 @@ export function inShapeOrder(data: object, keys: readonly string[]): boolean {
   return true;
 }
 
-/** `data` rebuilt in its shape's order (a copy; the values are the same). */
-export function toShapeOrder(data: object, keys: readonly string[]): Record<string, unknown> {
-  const from = data as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  for (const key of keys) if (Object.hasOwn(from, key)) out[key] = from[key];
+/**
+ * A function rebuilding an object in its shape's order (a copy; the values are the same),
+ * compiled per shape as zod compiles its objects: one store per known key at its own site is
+ * 3x faster than a loop storing under varying keys (measured, bench:validate).
+ */
+export function shapeRebuilder(keys: readonly string[]): Rebuild {
+  const stores = keys.map((key) => {
+    const k = JSON.stringify(key);
+    // A key Object.prototype has (`constructor`) must be the body's own to be copied.
+    const own = key in Object.prototype ? ` && Object.hasOwn(from, ${k})` : '';
+    return `v = from[${k}]; if (v !== undefined${own}) out[${k}] = v;`;
+  });
   // JSON objects have own keys only; a `__proto__` key never gets here (fastify refuses it).
-  for (const key in from) if (!Object.hasOwn(out, key)) out[key] = from[key];
-  return out;
+  const code = `return function (from) {
+    const out = {}; let v;
+    ${stores.join('\n    ')}
+    for (const k in from) if (!known.has(k)) out[k] = from[k];
+    return out;
+  }`;
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the schema's keys, never input
+  const make = new Function('known', code) as (known: Set<string>) => Rebuild;
+  return make(new Set(keys));
 }
 
 /**
@@ -45,14 +61,14 @@ export const SHAPE_ORDER_KEYWORD: KeywordDefinition = {
   schemaType: 'array',
   modifying: true,
   errors: false,
-  validate: (keys: string[], data: object, _schema, at) => {
-    if (inShapeOrder(data, keys)) return true;
-    if (!at?.parentData) return false;
-    (at.parentData as Record<string | number, unknown>)[at.parentDataProperty] = toShapeOrder(
-      data,
-      keys,
-    );
-    return true;
+  compile: (keys: string[]) => {
+    const rebuild = shapeRebuilder(keys);
+    return (data: object, at) => {
+      if (inShapeOrder(data, keys)) return true;
+      if (!at?.parentData) return false;
+      (at.parentData as Record<string | number, unknown>)[at.parentDataProperty] = rebuild(data);
+      return true;
+    };
   },
 };
 

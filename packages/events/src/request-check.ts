@@ -2,7 +2,7 @@ import { Ajv } from 'ajv';
 import type { z } from 'zod';
 import { fastSchema } from './fast-schema.js';
 import { inputJsonSchema } from './json-schema.js';
-import { inShapeOrder, SHAPE_ORDER_KEYWORD, toShapeOrder, withShapeOrder } from './key-order.js';
+import { inShapeOrder, SHAPE_ORDER_KEYWORD, shapeRebuilder, withShapeOrder } from './key-order.js';
 
 /** A refinement of a schema that JSON Schema cannot say: the predicate its `.refine` calls. */
 export type Rule<S extends z.ZodType> = (value: z.output<S>) => boolean;
@@ -42,9 +42,10 @@ export function requestParse<S extends z.ZodObject>(
 ): (body: unknown) => z.output<S> | undefined {
   const check = requestCheck(schema, rules, { shapeOrder: true });
   const keys = Object.keys(schema.shape);
+  const rebuild = shapeRebuilder(keys);
   return (body) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
-    const ordered = inShapeOrder(body, keys) ? body : toShapeOrder(body, keys);
+    const ordered = inShapeOrder(body, keys) ? body : rebuild(body);
     return check(ordered) ? (ordered as z.output<S>) : undefined;
   };
 }

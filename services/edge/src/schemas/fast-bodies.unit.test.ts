@@ -74,10 +74,20 @@ function reversed(v: unknown): unknown {
   );
 }
 
+/** `v` with odd unknown keys in every object: an index, and names Object.prototype has. */
+function withOddKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(withOddKeys);
+  if (typeof v !== 'object' || v === null) return v;
+  const odd = { constructor: 'c', toString: 1, '0': 'i' };
+  return { ...odd, ...Object.fromEntries(Object.entries(v).map(([k, c]) => [k, withOddKeys(c)])) };
+}
+
 /** Every body a schema is tried on: each field deleted, or set to each odd value. */
 function* variants(base: unknown): Generator<unknown> {
   yield base;
   yield reversed(base);
+  yield withOddKeys(base);
+  yield reversed(withOddKeys(base));
   for (const at of paths(base)) {
     yield setAt(base, at, undefined);
     for (const v of ODD) yield setAt(base, at, v);
