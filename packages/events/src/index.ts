@@ -16,3 +16,5 @@ export * from './authority/admit.js';
 export * from './authority/settle.js';
 export * from './authority/admin.js';
 export * from './authority/fast-check.js';
+export * from './request-check.js';
+export * from './odd-values.js';

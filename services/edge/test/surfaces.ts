@@ -4,9 +4,10 @@ import type { TenantUsage } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { entry, UPSTREAM_TIMEOUT_MS, type Stack, type TestConfig } from './harness.js';
+import { CLAUDE } from './rich-bodies.js';
 
 /** The Claude model of the surface tests: on an `anthropic` upstream (the mock's Messages API). */
-export const CLAUDE = 'claude-sonnet-5-5';
+export { CLAUDE };
 
 /**
  * Adds an `anthropic` upstream (the default one's mock, which speaks both APIs) and a Claude model

@@ -1,6 +1,7 @@
 import type { FastifySchemaCompiler } from 'fastify';
 import type { z } from 'zod';
 import { EdgeError } from '../errors.js';
+import { fastParse } from './fast-bodies.js';
 
 type Issue = z.core.$ZodIssue;
 
@@ -77,10 +78,14 @@ function describeIssue(
 
 /**
  * Route schemas are zod schemas (the one source of the request types); fastify runs them before
- * the handler, and a failure becomes a 400 invalid_request naming the field.
+ * the handler, and a failure becomes a 400 invalid_request naming the field. A call route's body
+ * is checked fast first (fast-bodies.ts); what that does not pass, zod judges and explains.
  */
 export const zodValidatorCompiler: FastifySchemaCompiler<z.ZodType> = ({ schema }) => {
+  const fast = fastParse(schema);
   return (data: unknown) => {
+    const value = fast?.(data);
+    if (value !== undefined) return { value };
     const parsed = schema.safeParse(data);
     if (parsed.success) return { value: parsed.data };
     const { message, param } = describeIssue(parsed.error, data);

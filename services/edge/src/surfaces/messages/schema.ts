@@ -17,17 +17,24 @@ const BlockFields = z.looseObject({
   cache_control: CacheControl.nullish(),
 });
 
+const ToolResultBlocks = z.array(BlockFields).max(10_000);
+
 /**
- * A content block. A `tool_result`'s content, read as the blocks of the result, is a string or
- * a list of blocks (other types' `content` is theirs: a search result's list, a server tool's
- * result object).
+ * A `tool_result`'s content, read as the blocks of the result, is a string or a list of blocks
+ * (other types' `content` is theirs: a search result's list, a server tool's result object).
+ * The issues of a block's content (none for other types): the refinement of `Block`, and the
+ * rule the edge's fast check (schemas/fast-bodies.ts) holds every block to.
  */
-const Block = BlockFields.superRefine((block, ctx) => {
-  if (block.type !== 'tool_result') return;
+export function toolResultIssues(block: z.output<typeof BlockFields>): z.core.$ZodIssue[] {
+  if (block.type !== 'tool_result') return [];
   const content = block.content;
-  if (content === undefined || content === null || typeof content === 'string') return;
-  const blocks = z.array(BlockFields).max(10_000).safeParse(content);
-  for (const issue of blocks.error?.issues ?? []) {
+  if (content === undefined || content === null || typeof content === 'string') return [];
+  return ToolResultBlocks.safeParse(content).error?.issues ?? [];
+}
+
+/** A content block. */
+const Block = BlockFields.superRefine((block, ctx) => {
+  for (const issue of toolResultIssues(block)) {
     ctx.addIssue({ code: 'custom', path: ['content', ...issue.path], message: issue.message });
   }
 });
