@@ -5,6 +5,8 @@ import {
   CloseReply,
   ConfigApplyReply,
   ConfigGetReply,
+  RefusalsReportReply,
+  type RefusalsReportRequest,
   ExtendReply,
   RenewReply,
   SuspensionReply,
@@ -107,6 +109,9 @@ export class AuthorityClient {
   }
   reportCapacity(req: CapacityReportRequest) {
     return this.#call('capacity.report', req, CapacityReportReply, 1_000);
+  }
+  reportRefusals(req: RefusalsReportRequest, timeoutMs?: number) {
+    return this.#call('refusals.report', req, RefusalsReportReply, timeoutMs);
   }
   configGet() {
     return this.#call('config.get', {}, ConfigGetReply);

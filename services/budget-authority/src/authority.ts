@@ -5,6 +5,7 @@ import {
   authorityStartedSubject,
   CALL_PATH_CHECKS,
   CapacityReportRequest,
+  RefusalsReportRequest,
   ConfigApplyRequest,
   ConfigGetRequest,
   ExtendRequest,
@@ -41,6 +42,7 @@ import { ExpirySweeper } from './expiry-sweeper.js';
 import { admit } from './handlers/admit.js';
 import { release, settle } from './handlers/close.js';
 import { extend, renew } from './handlers/extend.js';
+import { reportRefusals } from './handlers/refusals.js';
 import { setSuspension } from './handlers/suspension.js';
 import { usage } from './handlers/usage.js';
 import { Keys } from './keys.js';
@@ -164,6 +166,7 @@ export class Authority {
     this.#serve('capacity.report', CapacityReportRequest, async (req) =>
       Ok({ recorded: await reportCapacity(ctx, req) }),
     );
+    this.#serve('refusals.report', RefusalsReportRequest, (req) => reportRefusals(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));
     // Always the stored version, not this replica's cache: a read-modify-write (admin API)

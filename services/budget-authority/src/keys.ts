@@ -16,6 +16,8 @@
  *   <p>:{<org>}:leases                   zset: every live hold of the org -> lease expiry (ms),
  *                                        whatever tenant it belongs to now (the sweeper's index)
  *   <p>:{<org>}:refusals                 hash: rate-limited refusals by kind, not yet evented
+ *   <p>:{<org>}:rr:<report item>         string: an edge's refusal report item counted (10 min,
+ *                                        so a retried report counts nothing twice)
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
  *
@@ -73,6 +75,10 @@ export class Keys {
   /** Refusals an admission rate-limited, counted by kind until the sweeper events them. */
   refusals(org: string): string {
     return `${this.#org(org)}:refusals`;
+  }
+  /** Marks one item of an edge's refusal report counted (refuse.lua with a count). */
+  refusalReport(org: string, id: string): string {
+    return `${this.#org(org)}:rr:${id}`;
   }
   /**
    * An upstream's capacity window (or a model's on it). Tagged by the upstream, not an org:

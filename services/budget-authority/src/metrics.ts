@@ -12,6 +12,7 @@ export class AuthorityMetrics {
   readonly overruns: Counter;
   readonly overrunTokens: Counter;
   readonly refusalsSummarised: Counter;
+  readonly refusalsReported: Counter;
   readonly published: Counter;
   readonly relayErrors: Counter;
   readonly holdsOutstanding: Gauge;
@@ -71,6 +72,11 @@ export class AuthorityMetrics {
     this.refusalsSummarised = new Counter({
       name: 'holdfast_authority_refusal_summaries_total',
       help: 'Summary admission.refused events written for refusals past the event rate.',
+      registers: [registry],
+    });
+    this.refusalsReported = new Counter({
+      name: 'holdfast_authority_edge_refusals_total',
+      help: 'Refusals edges answered themselves (a repeat of a budget refusal), counted into the summaries.',
       registers: [registry],
     });
     this.published = new Counter({

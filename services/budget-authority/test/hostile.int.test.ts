@@ -272,3 +272,76 @@ test('the lease index carries every hold: it drains with the holds', async ({
   }
   await waitFor(async () => (await redis.zcard(index)) === 0, { what: 'the index empty' });
 });
+
+describe('refusals an edge answered itself (refusals.report)', () => {
+  test('a budget refusal carries its summary; a report counts into one event per kind, once per item id', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const h = await start(team({ refusalEventsPerSecond: 5 }));
+    const refused = refusalOf(await h.client.admit(call({ promptTokens: 20_000 })));
+    expect(refused.code).toBe('budget_exceeded');
+    const summary = refused.summary!;
+    expect(summary.kind.startsWith('team|budget_exceeded|')).toBe(true);
+    expect(JSON.parse(summary.fields)).toEqual(
+      expect.arrayContaining(['type', 'admission.refused', 'tenant', 'team', 'shadow', '0']),
+    );
+    // Other refusals carry none (an edge remembers budget refusals only).
+    expect(refusalOf(await h.client.admit(call({ useCase: 'nope' }))).summary).toBeUndefined();
+
+    const item = { id: randomUUID(), tenant: 'team', ...summary, count: 41 };
+    const first = await h.client.reportRefusals({ items: [item] });
+    // The same item again (its reply was lost, the edge sent it again): counted once.
+    const again = await h.client.reportRefusals({ items: [item] });
+    expect(first.ok && again.ok).toBe(true);
+    const more = { ...item, id: randomUUID(), count: 2 };
+    expect((await h.client.reportRefusals({ items: [more] })).ok).toBe(true);
+    await quiescent(h.client, redis, iso.keyPrefix);
+    const budget = (await readEvents(nc, iso.names)).filter(
+      (e) => e.type === 'admission.refused' && e.code === 'budget_exceeded',
+    );
+    // The authority's own refusal, then the 43 reported as summaries of its kind.
+    expect(budget.reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(44);
+    expect(budget.length).toBeLessThanOrEqual(3);
+  });
+
+  test('items that are not a budget refusal of their own tenant are dropped, never written', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const h = await start({
+      ...team(),
+      tenants: [...team().tenants, { ...team().tenants[0]!, id: 'other' }],
+    });
+    const refused = refusalOf(await h.client.admit(call({ promptTokens: 20_000 })));
+    const { kind, fields } = refused.summary!;
+    const list = JSON.parse(fields) as string[];
+    const swap = (name: string, value: string) =>
+      JSON.stringify(list.map((v, i) => (i > 0 && list[i - 1] === name ? value : v)));
+    const bad = [
+      { tenant: 'other', kind, fields },
+      { tenant: 'team', kind: kind.replace('budget_exceeded', 'concurrency_limit'), fields },
+      { tenant: 'team', kind, fields: swap('tenant', 'other') },
+      { tenant: 'team', kind, fields: swap('shadow', '1') },
+      { tenant: 'team', kind, fields: swap('type', 'reservation.settled') },
+      { tenant: 'team', kind, fields: '{"not":"a list"}' },
+      { tenant: 'team', kind, fields: '[1,2]' },
+      { tenant: 'team', kind, fields: 'not json' },
+      { tenant: 'gone', kind: kind.replace('team', 'gone'), fields },
+    ].map((b) => ({ ...b, id: randomUUID(), count: 1_000 }));
+    const r = await h.client.reportRefusals({ items: bad });
+    expect(r.ok && r.value.recorded).toBe(0);
+    // Out of the schema: refused whole.
+    const negative = await h.client.reportRefusals({
+      items: [{ id: randomUUID(), tenant: 'team', kind, fields, count: -1 }],
+    });
+    expect(negative.ok).toBe(false);
+    await quiescent(h.client, redis, iso.keyPrefix);
+    const events = (await readEvents(nc, iso.names)).filter((e) => e.type === 'admission.refused');
+    expect(events.reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(1);
+  });
+});

@@ -21,6 +21,19 @@ const EdgeEnv = serviceEnv({
    * message (fewer messages per call under load); 0 sends each alone.
    */
   EDGE_AUTHORITY_BATCH: env.bool(true),
+  /**
+   * After the authority refuses a call for its budget, the edge answers the same call (same
+   * caller, model and surface, no smaller prompt or max_tokens) itself for this long, at most
+   * the Retry-After it gave and until a call of the org closes on this edge; each such refusal
+   * is still counted into an admission.refused event (EDGE_REFUSAL_REPORT_MS). 0: every call
+   * goes to the authority.
+   */
+  EDGE_REFUSAL_MEMORY_MS: env.int(1_000, 0, 60_000),
+  /**
+   * How often the refusals the edge answered itself are reported to the authority; each one is
+   * answered once its report is recorded, so an edge that dies loses none of them.
+   */
+  EDGE_REFUSAL_REPORT_MS: env.int(50, 1, 10_000),
   /** How often to poll the authority for a new config (a NATS notice usually comes first). */
   EDGE_CONFIG_POLL_MS: env.int(5_000, 50, 600_000),
   /** TCP connect timeout towards an upstream. */
@@ -138,6 +151,8 @@ export interface EdgeOptions {
   settleAttempts: number;
   /** Batch the call path's authority requests (EDGE_AUTHORITY_BATCH). */
   authorityBatch: boolean;
+  /** The edge's memory of budget refusals (EDGE_REFUSAL_*; authority/refusal-memory.ts). */
+  refusals: { memoryMs: number; reportMs: number };
   configPollMs: number;
   /** The admin API's bearer token; undefined: the admin API is disabled. */
   adminToken: string | undefined;
@@ -190,6 +205,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     settleTimeoutMs: e.EDGE_SETTLE_TIMEOUT_MS,
     settleAttempts: e.EDGE_SETTLE_ATTEMPTS,
     authorityBatch: e.EDGE_AUTHORITY_BATCH,
+    refusals: { memoryMs: e.EDGE_REFUSAL_MEMORY_MS, reportMs: e.EDGE_REFUSAL_REPORT_MS },
     configPollMs: e.EDGE_CONFIG_POLL_MS,
     adminToken: e.EDGE_ADMIN_TOKEN,
     statusAccess: e.EDGE_STATUS_PAGE,

@@ -9,6 +9,7 @@ export class EdgeMetrics {
   readonly upstreamDuration: Histogram<'upstream' | 'outcome'>;
   readonly upstreamRetries: Counter<'upstream' | 'reason'>;
   readonly upstreamShareRefusals: Counter<'tenant'>;
+  readonly localRefusals: Counter<'tenant'>;
   readonly tokens: Counter<'kind' | 'model' | 'api'>;
   readonly holdsClosed: Counter<'how' | 'outcome'>;
   readonly holdCloseFailures: Counter<'how'>;
@@ -136,6 +137,12 @@ export class EdgeMetrics {
     this.upstreamShareRefusals = new Counter({
       name: 'edge_upstream_share_refusals_total',
       help: 'Upstream attempts refused because the tenant held its share of the connections to that upstream (EDGE_UPSTREAM_TENANT_SHARE_PERCENT), by tenant',
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.localRefusals = new Counter({
+      name: 'edge_local_refusals_total',
+      help: 'Calls the edge refused itself, a repeat of a budget refusal the authority made moments before (EDGE_REFUSAL_MEMORY_MS), by tenant; each is counted into an admission.refused event',
       labelNames: ['tenant'],
       registers,
     });

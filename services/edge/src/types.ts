@@ -5,6 +5,7 @@ import type { Calls } from './call/in-flight.js';
 import type { EdgeOptions } from './env.js';
 import type { ConfigSnapshot } from './authority/config-snapshot.js';
 import type { Holds } from './authority/holds.js';
+import type { RefusalMemory } from './authority/refusal-memory.js';
 import type { EdgeMetrics } from './metrics.js';
 import type { UpstreamClient } from './upstream/client.js';
 
@@ -39,6 +40,7 @@ declare module 'fastify' {
     authority: AuthorityClient;
     configSnapshot: ConfigSnapshot;
     holds: Holds;
+    refusals: RefusalMemory;
     calls: Calls;
     counter: TokenCounter;
     upstream: UpstreamClient;

@@ -100,6 +100,13 @@ export const Refused = z.object({
   neededTokens: z.int().min(0),
   neededMicroUsd: z.int().min(0),
   windows: z.array(WindowState),
+  /**
+   * A `budget_exceeded` refusal's summary key and event fields (admit.lua `refuse`), opaque to
+   * the edge: an edge that answers the same call again itself (its refusal memory) counts those
+   * refusals under them (`refusals.report`), so each still ends in an `admission.refused`
+   * event. Absent from older authorities and on other codes.
+   */
+  summary: z.object({ kind: z.string().max(2_048), fields: z.string().max(16_384) }).optional(),
 });
 
 export const AdmitReply = z.discriminatedUnion('admitted', [Admitted, Refused]);
@@ -143,3 +150,28 @@ export const RenewReply = z.object({
   expiresAt: IsoTime.nullable(),
 });
 export type RenewReply = z.infer<typeof RenewReply>;
+
+/**
+ * Refusals an edge answered itself, a repeat of one the authority made (Refused `summary`):
+ * counted into the org's refusal summaries, written as one `admission.refused` event per kind
+ * with its `count` within about a second.
+ */
+export const RefusalsReportRequest = z.strictObject({
+  items: z
+    .array(
+      z.strictObject({
+        /** Chosen by the edge, once per item: a retried report counts nothing twice. */
+        id: Uuid,
+        tenant: TenantId,
+        kind: z.string().min(1).max(2_048),
+        fields: z.string().min(2).max(16_384),
+        count: z.int().min(1).max(1_000_000_000),
+      }),
+    )
+    .min(1)
+    .max(256),
+});
+export type RefusalsReportRequest = z.infer<typeof RefusalsReportRequest>;
+/** How many of the items were counted (an item of an unknown tenant, or one not a refusal it made, is not). */
+export const RefusalsReportReply = z.object({ recorded: z.int().min(0) });
+export type RefusalsReportReply = z.infer<typeof RefusalsReportReply>;

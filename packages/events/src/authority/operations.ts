@@ -13,6 +13,7 @@ export type AuthorityOperation =
   | 'config.get'
   | 'config.apply'
   | 'capacity.report'
+  | 'refusals.report'
   | 'batch';
 
 /**

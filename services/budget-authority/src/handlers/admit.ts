@@ -473,6 +473,7 @@ export async function admit(
       neededTokens: Number(r[4]),
       neededMicroUsd: Number(r[5]),
       windows,
+      ...(r[8] && r[9] ? { summary: { kind: r[8], fields: r[9] } } : {}),
     },
   );
 }

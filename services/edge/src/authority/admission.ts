@@ -13,11 +13,14 @@ import type { AuthorityPort } from '../call/ports.js';
 import { EdgeError, type EdgeErrorCode } from '../errors.js';
 import { windowHeaders } from '../request/headers.js';
 import type { Hold, Holds } from './holds.js';
+import type { RefusalMemory } from './refusal-memory.js';
 import type { EdgeMetrics } from '../metrics.js';
 
 export interface AdmissionDeps {
   authority: AuthorityPort;
   holds: Holds;
+  /** Answers the repeats of a budget refusal here (absent: every call asks the authority). */
+  refusals?: RefusalMemory | undefined;
   metrics: EdgeMetrics;
   logger: Pick<Logger, 'warn' | 'error'>;
   timeoutMs: number;
@@ -75,6 +78,10 @@ export async function admit(
       }),
     );
   }
+  // A repeat of a budget refusal made moments ago: answered here, counted for its event.
+  const recalled = deps.refusals?.recall(req);
+  if (recalled) return Err(refusalError(await recalled, tenant));
+  const closes = deps.refusals?.closes(caller.tenant.org) ?? 0;
   const reservationId = randomUUID();
   const ref = {
     reservationId,
@@ -152,7 +159,10 @@ export async function admit(
     { outcome: decision.admitted ? 'admitted' : decision.code },
     seconds,
   );
-  if (!decision.admitted) return Err(refusalError(decision, tenant));
+  if (!decision.admitted) {
+    deps.refusals?.remember(req, decision, closes);
+    return Err(refusalError(decision, tenant));
+  }
   const hold = deps.holds.open({
     ...ref,
     org: decision.org ?? ref.org,

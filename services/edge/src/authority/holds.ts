@@ -47,6 +47,8 @@ export interface HoldsOptions {
   backoffMs?: number;
   /** How long `drain()` keeps trying to hand closes over before it gives up on them. */
   drainTimeoutMs?: number;
+  /** Told of every close the authority answered: its levels' budgets may have room again. */
+  onClosed?: (ref: HoldRef) => void;
 }
 
 /** Errors after which the same settle/release may succeed later. */
@@ -140,6 +142,7 @@ export class Holds {
     );
     if (reply.ok) {
       metrics.holdsClosed.inc({ how: close.how, outcome: label });
+      this.#o.onClosed?.(ref);
       const { status } = reply.value;
       if (status === 'already_expired' || (status === 'unknown' && close.how === 'settle')) {
         logger.warn({ ...request, status, close }, 'hold closed too late');

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Calls } from './in-flight.js';
 import type { EdgeOptions } from '../env.js';
 import type { Holds } from '../authority/holds.js';
+import type { RefusalMemory } from '../authority/refusal-memory.js';
 import type { EdgeMetrics } from '../metrics.js';
 import type { UpstreamClient } from '../upstream/client.js';
 import type { AuthorityPort } from './ports.js';
@@ -12,6 +13,8 @@ import type { AuthorityPort } from './ports.js';
 export interface CallDeps {
   authority: AuthorityPort;
   holds: Holds;
+  /** The edge's memory of budget refusals (absent: every call asks the authority). */
+  refusals?: RefusalMemory | undefined;
   calls: Calls;
   upstream: Pick<UpstreamClient, 'open' | 'count'>;
   counter: Pick<TokenCounter, 'countChat' | 'count'>;
@@ -28,6 +31,7 @@ export function callDeps(app: FastifyInstance): CallDeps {
   return {
     authority: app.authority,
     holds: app.holds,
+    refusals: app.refusals,
     calls: app.calls,
     upstream: app.upstream,
     counter: app.counter,

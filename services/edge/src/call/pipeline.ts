@@ -175,6 +175,7 @@ async function admitCall(
     {
       authority: deps.authority,
       holds: deps.holds,
+      refusals: deps.refusals,
       metrics: deps.metrics,
       logger: request.log,
       timeoutMs: deps.options.admitTimeoutMs,

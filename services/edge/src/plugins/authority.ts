@@ -10,6 +10,7 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { ensureClosesStream } from '@holdfast/runtime';
 import { ConfigSnapshot } from '../authority/config-snapshot.js';
 import { Holds } from '../authority/holds.js';
+import { RefusalMemory } from '../authority/refusal-memory.js';
 
 export interface AuthorityPluginOptions {
   nc: NatsConnection;
@@ -39,7 +40,15 @@ export const authorityPlugin = fp(
       pollMs: o.configPollMs,
       onLoad: (cfg) => warmEncodings(cfg, opts.logger),
     });
+    const refusals = new RefusalMemory({
+      ...o.refusals,
+      authority,
+      config: () => snapshot.current,
+      metrics: app.metrics,
+      logger: opts.logger.child({ component: 'refusals' }),
+    });
     const holds = new Holds({
+      onClosed: (ref) => refusals.closed(ref.org, ref.tenant),
       authority,
       js: jetstream(opts.nc),
       names: opts.names,
@@ -55,12 +64,14 @@ export const authorityPlugin = fp(
     app.decorate('authority', authority);
     app.decorate('configSnapshot', snapshot);
     app.decorate('holds', holds);
+    app.decorate('refusals', refusals);
     app.addHook('onClose', async () => {
       await snapshot.stop();
       // Calls cut by the close settle what they used; wait for them, then for those settles.
       const deadline = Date.now() + 5_000;
       while (app.calls.count() > 0 && Date.now() < deadline) await sleep(10);
       await holds.drain();
+      await refusals.stop();
       started.unsubscribe();
     });
     await snapshot.start();

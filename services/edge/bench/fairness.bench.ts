@@ -1,16 +1,26 @@
 /**
- * pnpm bench:fairness: tenant B's call latency through the edge, alone and while tenant A keeps
- * its 32 calls in flight full of 1 MiB prompts. B sends a chat call with a 20,000-character
- * prompt 20 times a second (an open loop, each call timed from when it was due); A's calls are
- * refused by its budget once counted, so what A costs is its bodies and its counting, not the
- * model. Every piece is its own process: mock upstream, authority, and the edge of this
- * checkout beside, with `--root`, the edge built in another checkout (its dist), on the same
- * authority; the edges take turns, round by round. Compare the two as ratios.
+ * pnpm bench:fairness / bench:refusals: tenant B's call latency through the edge, alone and
+ * while tenant A keeps 32 calls in flight, every one refused by A's budget. B sends a chat call
+ * 20 times a second (an open loop, each call timed from when it was due). Every piece is its
+ * own process: mock upstream, authority, and two edges on the same authority, which take turns
+ * round by round. Compare the two as ratios.
+ *
+ * - `--flood bodies` (bench:fairness): A's prompts are 1 MiB, refused once counted, so what A
+ *   costs is its bodies and its counting; B's prompts are 20,000 characters. The edges: this
+ *   checkout's and, with `--root`, the one built in another checkout (its dist).
+ * - `--flood refusals` (bench:refusals): A's and B's prompts are small, so what A costs is the
+ *   refusals themselves. The edges: this checkout's with its refusal memory off
+ *   (EDGE_REFUSAL_MEMORY_MS=0, every refusal asked of the authority) and on (the default).
+ *
+ * Also reports the CPU the edge and the authority spent per call of A during the flood (B's
+ * calls, alike on both edges, included).
  *
  *   pnpm build && pnpm --filter @holdfast/edge bench:fairness --root /work/main
+ *   pnpm build && pnpm --filter @holdfast/edge bench:refusals
  *   options: --rounds 3 --seconds 8
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -29,16 +39,22 @@ import { startAuthority, startEdgeProcess, startMock, writeBenchConfig } from '.
 
 const { values: args } = parseArgs({
   options: {
+    flood: { type: 'string', default: 'bodies' },
     root: { type: 'string' },
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '8' },
   },
 });
+if (args.flood !== 'bodies' && args.flood !== 'refusals') {
+  throw new Error(`--flood is bodies or refusals, not ${args.flood}`);
+}
+const REFUSALS = args.flood === 'refusals';
 const ROUNDS = Number(args.rounds);
 const MS = Number(args.seconds) * 1_000;
-/** A's calls in flight (its maxInFlight) and their prompts; B's calls a second. */
+/** A's calls in flight (its maxInFlight) and the size of its prompts and B's; B's calls a second. */
 const FLOOD = 32;
-const FLOOD_CHARS = 1024 * 1024;
+const A_CHARS = REFUSALS ? 400 : 1024 * 1024;
+const B_CHARS = REFUSALS ? 400 : 20_000;
 const RATE = 20;
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 const KEYS = { a: 'sk-holdfast-bench-a', b: 'sk-holdfast-bench-b' } as const;
@@ -81,7 +97,10 @@ function caller(url: string, key: string, bodies: readonly string[], connections
   return { op, pool, statuses };
 }
 
-/** A's budget refuses each of its calls once counted: its load is its bodies and counts. */
+/**
+ * A's budget refuses each of its calls: once counted (1 MiB prompts against 1,000 tokens), or
+ * every one (a budget of 10 tokens, smaller than any call).
+ */
 function writeConfig(mockUrl: string): Promise<string> {
   const sha = (k: string) => createHash('sha256').update(k).digest('hex');
   const tenant = (id: 'a' | 'b', limit: number) => ({
@@ -91,7 +110,30 @@ function writeConfig(mockUrl: string): Promise<string> {
     useCases: [{ id: 'uc', maxTokens: 8, models: ['gpt-4o-mini'] }],
     keys: [{ id, sha256: sha(KEYS[id]) }],
   });
-  return writeBenchConfig(mockUrl, [tenant('a', 1_000), tenant('b', 1e15)]);
+  return writeBenchConfig(mockUrl, [tenant('a', REFUSALS ? 10 : 1_000), tenant('b', 1e15)]);
+}
+
+/** The two edges compared: `[name, entry, env]`. */
+function edgesToRun(): Array<{ name: string; entry: string; env: Record<string, string> }> {
+  const own = here('../dist/main.js');
+  if (REFUSALS) {
+    return [
+      { name: 'off', entry: own, env: { EDGE_REFUSAL_MEMORY_MS: '0' } },
+      { name: 'on', entry: own, env: {} },
+    ];
+  }
+  const other = args.root ? join(resolve(args.root), 'services/edge/dist/main.js') : undefined;
+  return [
+    ...(other ? [{ name: 'old', entry: other, env: {} }] : []),
+    { name: 'new', entry: own, env: {} },
+  ];
+}
+
+/** CPU seconds a process has used (utime + stime, /proc/<pid>/stat, 100 ticks a second). */
+function cpuSeconds(proc: ServiceProcess): number {
+  const stat = readFileSync(`/proc/${proc.child.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 interface Edge {
@@ -100,62 +142,72 @@ interface Edge {
   proc: ServiceProcess;
 }
 
+interface Round {
+  alone: LoadResult;
+  flood: LoadResult;
+  /** A's calls answered. */
+  aCalls: number;
+  /** µs of CPU per call of A during the flood, by process. */
+  edgeUs: number;
+  authorityUs: number;
+}
+
 async function main(): Promise<void> {
   const { urls, stop } = await resolveInfra(['nats', 'redis']);
   const token = `fair${randomBytes(3).toString('hex')}`;
   const names = namesWithPrefix(token);
   const mockPort = await freePort();
-  const mockUrl = `http://127.0.0.1:${mockPort}/v1`;
-  const config = await writeConfig(mockUrl);
+  const config = await writeConfig(`http://127.0.0.1:${mockPort}/v1`);
   const procs: ServiceProcess[] = [];
   try {
     const natsUrl = requireUrl(urls, 'nats');
     const redisUrl = requireUrl(urls, 'redis');
     procs.push(await startMock(mockPort));
-    procs.push(await startAuthority({ natsUrl, redisUrl, config, keyPrefix: token, names }));
-    const entries = [{ name: 'new', entry: here('../dist/main.js') }];
-    if (args.root) {
-      const entry = join(resolve(args.root), 'services/edge/dist/main.js');
-      entries.unshift({ name: 'old', entry });
-    }
+    const authority = await startAuthority({ natsUrl, redisUrl, config, keyPrefix: token, names });
+    procs.push(authority);
     const edges: Edge[] = [];
-    for (const { name, entry } of entries) {
+    for (const { name, entry, env } of edgesToRun()) {
       const port = await freePort();
-      const proc = await startEdgeProcess({ natsUrl, port, names, entry });
+      const proc = await startEdgeProcess({ natsUrl, port, names, entry, env });
       procs.push(proc);
       edges.push({ name, url: `http://127.0.0.1:${port}`, proc });
     }
-    const bBodies = Array.from({ length: 64 }, (_, i) => body(prose(20_000, i)));
-    const aBodies = Array.from({ length: 8 }, (_, i) => body(prose(FLOOD_CHARS, 1_000 + i)));
-    const results = new Map<string, LoadResult[]>();
-    const aCalls = new Map<string, number[]>();
+    const bBodies = Array.from({ length: 64 }, (_, i) => body(prose(B_CHARS, i)));
+    const aBodies = Array.from({ length: 8 }, (_, i) => body(prose(A_CHARS, 1_000 + i)));
+    const rounds = new Map<string, Round[]>();
     for (let round = 0; round < ROUNDS; round++) {
       for (const edge of round % 2 === 0 ? edges : [...edges].reverse()) {
         const b = caller(edge.url, KEYS.b, bBodies, 64);
         const a = caller(edge.url, KEYS.a, aBodies, FLOOD);
         await closedLoop(b.op, 4, 1_000); // warm: connections, the worker's encoding
         const alone = await openLoop(b.op, RATE, MS);
+        const cpu = [cpuSeconds(edge.proc), cpuSeconds(authority)];
         const [flooded, flood] = await Promise.all([
           openLoop(b.op, RATE, MS),
           closedLoop(a.op, FLOOD, MS),
         ]);
-        for (const [key, r] of [
-          [`${edge.name}|alone`, alone],
-          [`${edge.name}|flood`, flooded],
-        ] as const) {
-          results.set(key, [...(results.get(key) ?? []), r]);
-        }
-        aCalls.set(edge.name, [...(aCalls.get(edge.name) ?? []), flood.ops + flood.errors]);
+        const aCalls = flood.ops + flood.errors;
+        const us = (proc: ServiceProcess, before: number) =>
+          ((cpuSeconds(proc) - before) * 1e6) / Math.max(1, aCalls);
+        const r: Round = {
+          alone,
+          flood: flooded,
+          aCalls,
+          edgeUs: us(edge.proc, cpu[0]!),
+          authorityUs: us(authority, cpu[1]!),
+        };
+        rounds.set(edge.name, [...(rounds.get(edge.name) ?? []), r]);
         console.log(
           `round ${round + 1} ${edge.name}: B alone p50 ${alone.p50.toFixed(1)} p99 ${alone.p99.toFixed(1)} ms; ` +
             `with A's flood p50 ${flooded.p50.toFixed(1)} p99 ${flooded.p99.toFixed(1)} ms; ` +
+            `CPU per call of A: edge ${r.edgeUs.toFixed(0)} us, authority ${r.authorityUs.toFixed(0)} us; ` +
             `B answered ${statuses(b.statuses)}; A answered ${statuses(a.statuses)}`,
         );
         await Promise.all([a.pool.close(), b.pool.close()]);
         for (const p of procs) p.lines.length = 0;
       }
     }
-    report(edges, results, aCalls);
+    report(edges, rounds);
   } finally {
     for (const p of procs.reverse()) await p.stop();
     await stop();
@@ -167,23 +219,20 @@ function statuses(seen: ReadonlyMap<number, number>): string {
   return [...seen].map(([status, n]) => `${n} x ${status}`).join(', ');
 }
 
-function report(
-  edges: readonly Edge[],
-  results: Map<string, LoadResult[]>,
-  aCalls: Map<string, number[]>,
-): void {
+function report(edges: readonly Edge[], rounds: Map<string, Round[]>): void {
   const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   console.log(
-    `\nB: ${RATE} calls/s with 20,000-character prompts; A: ${FLOOD} in flight with 1 MiB prompts; ` +
-      `${ROUNDS} rounds x ${MS / 1_000} s, medians of rounds (ms)`,
+    `\nB: ${RATE} calls/s with ${B_CHARS.toLocaleString('en-US')}-character prompts; A: ${FLOOD} in flight ` +
+      `with ${A_CHARS.toLocaleString('en-US')}-character prompts, each refused; ${ROUNDS} rounds x ${MS / 1_000} s, medians of rounds`,
   );
-  console.log('edge  B alone p50  p99      B + flood p50  p99        A answered/round');
+  console.log(
+    'edge  B alone p50  p99 ms   B + flood p50  p99 ms   A calls/round   edge us/A call   authority us/A call',
+  );
   for (const { name } of edges) {
-    const alone = results.get(`${name}|alone`) ?? [];
-    const flood = results.get(`${name}|flood`) ?? [];
-    const p = (rs: LoadResult[], k: 'p50' | 'p99') => med(rs.map((r) => r[k])).toFixed(1);
+    const rs = rounds.get(name) ?? [];
+    const m = (f: (r: Round) => number, digits = 1) => med(rs.map(f)).toFixed(digits);
     console.log(
-      `${name.padEnd(5)} ${p(alone, 'p50').padStart(11)} ${p(alone, 'p99').padStart(8)} ${p(flood, 'p50').padStart(14)} ${p(flood, 'p99').padStart(10)} ${String(med(aCalls.get(name) ?? [0])).padStart(18)}`,
+      `${name.padEnd(5)} ${m((r) => r.alone.p50).padStart(11)} ${m((r) => r.alone.p99).padStart(7)} ${m((r) => r.flood.p50).padStart(16)} ${m((r) => r.flood.p99).padStart(7)} ${m((r) => r.aCalls, 0).padStart(15)} ${m((r) => r.edgeUs, 0).padStart(16)} ${m((r) => r.authorityUs, 0).padStart(21)}`,
     );
   }
 }

@@ -1,0 +1,80 @@
+import type { RefusalsReportRequest } from '@holdfast/events';
+import { Ok, type Result, type RpcError } from '@holdfast/runtime';
+import { z } from 'zod';
+import type { HandlerContext } from '../context.js';
+import { runRefuse } from '../scripts.js';
+import { withStore } from '../store-error.js';
+
+/** An admission.refused event's fields as admit.lua lists them: names and values, flat. */
+const EventFields = z.array(z.string().max(8_192)).min(2).max(128);
+
+/**
+ * The item's event fields, when they are a `budget_exceeded` refusal of its tenant as admit.lua
+ * made it (the kind starts with the tenant and the code, admit.lua `refuse`); undefined
+ * otherwise. Edges are trusted, but what lands in the outbox is checked where it is written.
+ */
+function refusalFields(item: RefusalsReportRequest['items'][number]): string[] | undefined {
+  if (!item.kind.startsWith(`${item.tenant}|budget_exceeded|`)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(item.fields);
+  } catch {
+    return undefined;
+  }
+  const list = EventFields.safeParse(parsed);
+  if (!list.success || list.data.length % 2 !== 0) return undefined;
+  const fields = list.data;
+  const value = (name: string) => {
+    for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+    return undefined;
+  };
+  const own =
+    value('type') === 'admission.refused' &&
+    value('tenant') === item.tenant &&
+    value('code') === 'budget_exceeded' &&
+    value('shadow') === '0';
+  return own ? fields : undefined;
+}
+
+/**
+ * Counts the refusals an edge answered itself into the org's refusal summaries (refuse.lua with
+ * a `count`): the sweeper writes each kind as one `admission.refused` event with its count, as
+ * it does for the refusals past a tenant's event rate. Returns how many items were counted; an
+ * item of a tenant no longer configured, or whose fields are not its own refusal, is dropped
+ * (and logged), never written.
+ */
+export async function reportRefusals(
+  ctx: HandlerContext,
+  req: RefusalsReportRequest,
+): Promise<Result<{ recorded: number }, RpcError>> {
+  let recorded = 0;
+  for (const item of req.items) {
+    const tenant = ctx.config.current.tenants.get(item.tenant);
+    const fields = tenant ? refusalFields(item) : undefined;
+    if (!tenant || !fields) {
+      ctx.logger.warn({ tenant: item.tenant, count: item.count }, 'refusal report item dropped');
+      continue;
+    }
+    const now = ctx.scriptNow();
+    const spec = JSON.stringify({
+      kind: item.kind,
+      fields,
+      count: item.count,
+      ...(now === undefined ? {} : { now }),
+    });
+    const keys = [
+      ctx.keys.outbox(tenant.org),
+      ctx.keys.state(tenant.org, tenant.id),
+      ctx.keys.refusals(tenant.org),
+      ctx.keys.refusalReport(tenant.org, item.id),
+    ];
+    const ran = await withStore(ctx.logger, 'refusals.report', () =>
+      runRefuse(ctx.redis, keys, spec),
+    );
+    if (!ran.ok) return ran;
+    // 1: counted now; 0: a retried report's item, counted before.
+    if (ran.value === 1) ctx.metrics.refusalsReported.inc(item.count);
+    recorded++;
+  }
+  return Ok({ recorded });
+}

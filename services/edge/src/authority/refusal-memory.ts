@@ -1,0 +1,301 @@
+import { randomUUID } from 'node:crypto';
+import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
+import type { Refused, RefusalsReportRequest } from '@holdfast/events';
+import type { AuthorityClient, Logger } from '@holdfast/runtime';
+import type { EdgeMetrics } from '../metrics.js';
+import type { AdmissionRequest } from './admission.js';
+
+export interface RefusalMemoryOptions {
+  /** How long a budget refusal is remembered at most (EDGE_REFUSAL_MEMORY_MS); 0: never. */
+  memoryMs: number;
+  /** How often the refusals answered here are reported (EDGE_REFUSAL_REPORT_MS). */
+  reportMs: number;
+  authority: Pick<AuthorityClient, 'reportRefusals'>;
+  /** The applied config: which levels a closing tenant's calls give room back to. */
+  config: () => CompiledConfig | undefined;
+  metrics: Pick<EdgeMetrics, 'localRefusals'>;
+  logger: Pick<Logger, 'warn' | 'info'>;
+  /** Most refusals remembered at once (each is a few hundred bytes). */
+  maxEntries?: number;
+}
+
+/** A refusal the authority made, remembered for its caller's repeats. */
+interface Remembered {
+  /** The tenant as compiled when it was refused: a config applied since makes it stale. */
+  tenant: CompiledTenant;
+  promptTokens: number;
+  maxTokens: number;
+  /** Remembered until (epoch ms). */
+  until: number;
+  /** When its Retry-After ends (epoch ms); null when waiting cannot help. */
+  retryAt: number | null;
+  refused: Refused & { summary: NonNullable<Refused['summary']> };
+}
+
+/** Refusals answered here, counted for one report item. */
+interface Tally {
+  id: string;
+  tenant: string;
+  kind: string;
+  fields: string;
+  count: number;
+  /** The clients waiting for their refusal to be recorded. */
+  settled: Promise<void>;
+  settle: () => void;
+}
+
+/** A report carries at most this many items (RefusalsReportRequest). */
+const REPORT_ITEMS = 256;
+/** Longest wait between two reports while the authority does not take them. */
+const MAX_REPORT_BACKOFF_MS = 5_000;
+
+/**
+ * The edge's memory of budget refusals. A tenant over its budget that keeps calling (a batch
+ * job's workers, a client retrying in a loop) would otherwise cost a round trip to the
+ * authority, an admit script in Redis and an event per call, and slow every other tenant down.
+ * After the authority refuses a call with `budget_exceeded`, a repeat of it (same tenant, key,
+ * end user, use case, model, surface, tier, audio and tool bounds, and no smaller prompt or
+ * max_tokens: it needs at least as much in every unit) is refused here, with the authority's
+ * answer (its Retry-After counted down), for `memoryMs` at most, never past that Retry-After,
+ * and only until a call that could give the refusing window room closes on this edge or a new
+ * config is applied. A refusal here can therefore be stale by at most that long when a call
+ * closes on another edge; it never admits anything.
+ *
+ * Every refusal still ends in an `admission.refused` event: those answered here are counted
+ * under the authority's refusal (Refused `summary`) and reported every `reportMs`, and each
+ * client gets its answer once its report is recorded in Redis, so an edge killed at any point
+ * loses none. A report the authority does not take is answered anyway (the refusal stands);
+ * its counts are kept and sent again under the same ids, so none counts twice (only an edge
+ * killed before that lands loses them), and the memory is off meanwhile: calls go to the
+ * authority again.
+ */
+export class RefusalMemory {
+  readonly #o: RefusalMemoryOptions;
+  readonly #max: number;
+  /** Remembered refusals by org, then by call shape. */
+  readonly #orgs = new Map<string, Map<string, Remembered>>();
+  #size = 0;
+  /** Closes answered per org: an admit that raced one is not remembered. */
+  readonly #closes = new Map<string, number>();
+  /** Refusals not yet reported, by org and summary kind. */
+  readonly #open = new Map<string, Tally>();
+  /** Items a failed report carried: sent again as they were. */
+  #retry: Tally[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #reporting: Promise<void> | undefined;
+  #failures = 0;
+
+  constructor(opts: RefusalMemoryOptions) {
+    this.#o = opts;
+    this.#max = opts.maxEntries ?? 10_000;
+  }
+
+  /** The org's count of closes, taken before asking the authority (remember's `closes`). */
+  closes(org: string): number {
+    return this.#closes.get(org) ?? 0;
+  }
+
+  /**
+   * The refusal to answer this call with, when it repeats one remembered: settles once the
+   * refusal is counted (or its report failed). undefined: ask the authority.
+   */
+  recall(req: AdmissionRequest): Promise<Refused> | undefined {
+    const { tenant } = req.caller;
+    const calls = this.#orgs.get(tenant.org);
+    if (!calls) return undefined;
+    const key = callKey(req);
+    const r = calls.get(key);
+    if (!r) return undefined;
+    const now = Date.now();
+    if (now >= r.until || r.tenant !== tenant) {
+      this.#drop(tenant.org, calls, key);
+      return undefined;
+    }
+    if (req.promptTokens < r.promptTokens || req.maxTokens < r.maxTokens) return undefined;
+    this.#o.metrics.localRefusals.inc({ tenant: tenant.id });
+    const same = req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens;
+    const refused: Refused = {
+      ...r.refused,
+      retryAfterSeconds:
+        r.retryAt === null ? null : Math.max(1, Math.ceil((r.retryAt - now) / 1_000)),
+      message: same
+        ? r.refused.message
+        : `${r.refused.message} (Said of a call of ${r.promptTokens} prompt tokens and max_tokens ${r.maxTokens} refused moments ago; this one needs no less.)`,
+    };
+    return this.#count(tenant.id, tenant.org, r.refused.summary).then(() => refused);
+  }
+
+  /** Remembers the authority's refusal of this call, unless a close of its org raced it. */
+  remember(req: AdmissionRequest, refused: Refused, closes: number): void {
+    const { summary } = refused;
+    if (this.#o.memoryMs === 0 || refused.code !== 'budget_exceeded' || !summary) return;
+    if (refused.retryAfterSeconds === 0) return;
+    const { tenant } = req.caller;
+    if (this.closes(tenant.org) !== closes) return;
+    const now = Date.now();
+    if (this.#size >= this.#max && this.#sweep(now) >= this.#max) return;
+    const retryAt =
+      refused.retryAfterSeconds === null ? null : now + refused.retryAfterSeconds * 1_000;
+    let calls = this.#orgs.get(tenant.org);
+    if (!calls) {
+      calls = new Map<string, Remembered>();
+      this.#orgs.set(tenant.org, calls);
+    }
+    const key = callKey(req);
+    if (!calls.has(key)) this.#size++;
+    calls.set(key, {
+      tenant,
+      promptTokens: req.promptTokens,
+      maxTokens: req.maxTokens,
+      until: Math.min(now + this.#o.memoryMs, retryAt ?? Infinity),
+      retryAt,
+      refused: { ...refused, summary },
+    });
+  }
+
+  /**
+   * A call of `tenant` closed (the authority answered its settle or release): the refusals of
+   * the levels it gave room back to (the tenant and its ancestors) are forgotten, every one of
+   * the org's when the tenant is not in the config.
+   */
+  closed(org: string, tenant: string): void {
+    this.#closes.set(org, this.closes(org) + 1);
+    const calls = this.#orgs.get(org);
+    if (!calls) return;
+    const chain = this.#o.config()?.tenants.get(tenant)?.chain;
+    for (const [key, r] of calls) {
+      if (!chain || r.refused.level === null || chain.includes(r.refused.level)) {
+        this.#drop(org, calls, key);
+      }
+    }
+  }
+
+  /** How many refusals are remembered. */
+  get size(): number {
+    return this.#size;
+  }
+
+  /** Reports what is still unreported (at shutdown). */
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#reporting;
+    if (this.#open.size > 0 || this.#retry.length > 0) await this.#report();
+  }
+
+  #drop(org: string, calls: Map<string, Remembered>, key: string): void {
+    if (calls.delete(key)) this.#size--;
+    if (calls.size === 0) this.#orgs.delete(org);
+  }
+
+  /** Forgets what has expired; returns how many are left. */
+  #sweep(now: number): number {
+    for (const [org, calls] of this.#orgs) {
+      for (const [key, r] of calls) if (now >= r.until) this.#drop(org, calls, key);
+    }
+    return this.#size;
+  }
+
+  #count(tenant: string, org: string, summary: Remembered['refused']['summary']): Promise<void> {
+    const k = `${org}\u0000${summary.kind}`;
+    let tally = this.#open.get(k);
+    if (!tally) {
+      let settle!: () => void;
+      const settled = new Promise<void>((resolve) => (settle = resolve));
+      tally = {
+        id: randomUUID(),
+        tenant,
+        kind: summary.kind,
+        fields: summary.fields,
+        count: 0,
+        settled,
+        settle,
+      };
+      this.#open.set(k, tally);
+    }
+    tally.count++;
+    this.#schedule();
+    return tally.settled;
+  }
+
+  #schedule(): void {
+    if (this.#timer || this.#reporting) return;
+    const backoff = Math.min(MAX_REPORT_BACKOFF_MS, this.#o.reportMs * 2 ** this.#failures);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#reporting = this.#report().finally(() => {
+        this.#reporting = undefined;
+        if (this.#open.size > 0 || this.#retry.length > 0) this.#schedule();
+      });
+    }, backoff);
+    this.#timer.unref();
+  }
+
+  /** Sends every unreported count; each waiting client is answered either way. */
+  async #report(): Promise<void> {
+    const tallies = [...this.#retry, ...this.#open.values()];
+    this.#retry = [];
+    this.#open.clear();
+    for (let i = 0; i < tallies.length; i += REPORT_ITEMS) {
+      const part = tallies.slice(i, i + REPORT_ITEMS);
+      const req: RefusalsReportRequest = {
+        items: part.map(({ id, tenant, kind, fields, count }) => ({
+          id,
+          tenant,
+          kind,
+          fields,
+          count,
+        })),
+      };
+      const sent = await this.#o.authority
+        .reportRefusals(req)
+        .catch((err: unknown) => ({ ok: false as const, error: { code: String(err) } }));
+      if (sent.ok) {
+        this.#failures = 0;
+      } else {
+        // Sent again as they are (same ids: none counts twice); meanwhile every call asks the
+        // authority, which decides and records it.
+        this.#failures = Math.min(this.#failures + 1, 16);
+        this.#retry.push(...part);
+        this.#forgetAll();
+        this.#o.logger.warn(
+          { code: sent.error.code, items: part.length },
+          'refusal report not taken; the edge stops answering refusals itself until it is',
+        );
+      }
+      for (const t of part) t.settle();
+    }
+  }
+
+  #forgetAll(): void {
+    this.#orgs.clear();
+    this.#size = 0;
+  }
+}
+
+/**
+ * What must be equal for a call to repeat a refused one (the amounts aside): everything that
+ * picks its budgets or its prices. Tool bounds in a fixed key order.
+ */
+function callKey(req: AdmissionRequest): string {
+  const { caller } = req;
+  const tools = req.toolUses
+    ? Object.entries(req.toolUses)
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',')
+    : '';
+  return [
+    caller.tenant.id,
+    caller.keyId ?? '',
+    caller.useCase,
+    req.endUser ?? '',
+    req.model,
+    req.api,
+    req.serviceTier ?? 'default',
+    req.audioInput === true ? '1' : '0',
+    req.audioOutput === true ? '1' : '0',
+    req.extensible ? '1' : '0',
+    tools,
+  ].join('\u0000');
+}

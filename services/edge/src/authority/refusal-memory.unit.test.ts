@@ -1,0 +1,257 @@
+import { parseConfig, type CompiledConfig } from '@holdfast/config';
+import type { Refused, RefusalsReportRequest } from '@holdfast/events';
+import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
+import { Registry } from 'prom-client';
+import { afterEach, expect, test, vi } from 'vitest';
+import { EdgeMetrics } from '../metrics.js';
+import type { AdmissionRequest } from './admission.js';
+import { RefusalMemory } from './refusal-memory.js';
+
+function compile(limit: number): CompiledConfig {
+  const config = parseConfig({
+    upstreams: [{ id: 'openai', baseUrl: 'https://api.openai.com/v1' }],
+    models: [{ id: 'gpt-5', upstream: 'openai', price: { inputPerMTok: 1.25, outputPerMTok: 10 } }],
+    tenants: [
+      { id: 'org', budgets: [{ window: 'day', limit: 1_000_000, unit: 'tokens' }] },
+      {
+        id: 'team',
+        parent: 'org',
+        budgets: [{ window: 'day', limit, unit: 'tokens' }],
+        useCases: [{ id: 'chat', maxTokens: 4_096, models: ['gpt-5'] }],
+      },
+      {
+        id: 'sibling',
+        parent: 'org',
+        useCases: [{ id: 'chat', maxTokens: 4_096, models: ['gpt-5'] }],
+      },
+    ],
+  });
+  if (!config.ok) throw new Error(JSON.stringify(config.error));
+  return config.value;
+}
+
+const REFUSED: Refused = {
+  admitted: false,
+  code: 'budget_exceeded',
+  message: 'This call could use up to 110 tokens and team team has 5 left in its day window.',
+  retryAfterSeconds: 30,
+  budget: 'team-day',
+  level: 'team',
+  neededTokens: 110,
+  neededMicroUsd: 0,
+  windows: [],
+  summary: { kind: 'team|budget_exceeded|x', fields: '["type","admission.refused"]' },
+};
+
+type Report = (req: RefusalsReportRequest) => Promise<Result<{ recorded: number }, RpcError>>;
+
+function memoryOver(report: Report, memoryMs = 1_000, config = compile(100)) {
+  const reports: RefusalsReportRequest[] = [];
+  const metrics = new EdgeMetrics(new Registry());
+  const memory = new RefusalMemory({
+    memoryMs,
+    reportMs: 5,
+    authority: {
+      reportRefusals: (req) => {
+        reports.push(structuredClone(req));
+        return report(req);
+      },
+    },
+    config: () => config,
+    metrics,
+    logger: { warn: () => {}, info: () => {} },
+  });
+  const call = (over: Partial<AdmissionRequest> = {}, tenant = 'team'): AdmissionRequest => ({
+    caller: {
+      tenant: config.tenants.get(tenant)!,
+      keyId: 'k1',
+      useCase: 'chat',
+      namesUsers: false,
+    },
+    model: 'gpt-5',
+    promptTokens: 10,
+    maxTokens: 100,
+    extensible: true,
+    api: 'chat',
+    ...over,
+  });
+  const local = async () =>
+    (await metrics.localRefusals.get()).values.reduce((n, v) => n + v.value, 0);
+  return { memory, reports, call, local };
+}
+
+const taken: Report = (req) => Promise.resolve(Ok({ recorded: req.items.length }));
+
+afterEach(() => vi.useRealTimers());
+
+test('a repeat that needs no less is answered with the refusal, once its count is reported', async () => {
+  const { memory, reports, call, local } = memoryOver(taken);
+  expect(memory.recall(call())).toBeUndefined();
+  memory.remember(call(), REFUSED, memory.closes('org'));
+  const answers = await Promise.all([
+    memory.recall(call()),
+    memory.recall(call({ promptTokens: 11 })),
+    memory.recall(call({ maxTokens: 200 })),
+  ]);
+  expect(answers.map((a) => a?.code)).toEqual(Array(3).fill('budget_exceeded'));
+  expect(answers[0]!.message).toBe(REFUSED.message);
+  // A larger call is told its numbers are a smaller one's.
+  expect(answers[1]!.message).toContain('10 prompt tokens and max_tokens 100');
+  expect(answers[0]!.retryAfterSeconds).toBeGreaterThanOrEqual(29);
+  // One report item for the three: the authority's summary kind and fields, counted 3.
+  expect(reports).toHaveLength(1);
+  expect(reports[0]!.items).toEqual([
+    expect.objectContaining({ tenant: 'team', kind: REFUSED.summary!.kind, count: 3 }),
+  ]);
+  expect(await local()).toBe(3);
+});
+
+test('a call that could need less, or differs in what picks its budgets or prices, asks the authority', () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(call(), REFUSED, 0);
+  expect(memory.recall(call({ promptTokens: 9 }))).toBeUndefined();
+  expect(memory.recall(call({ maxTokens: 99 }))).toBeUndefined();
+  expect(memory.recall(call({ model: 'gpt-4' }))).toBeUndefined();
+  expect(memory.recall(call({ api: 'responses' }))).toBeUndefined();
+  expect(memory.recall(call({ endUser: 'u1' }))).toBeUndefined();
+  expect(memory.recall(call({ serviceTier: 'flex' }))).toBeUndefined();
+  expect(memory.recall(call({ audioOutput: true }))).toBeUndefined();
+  expect(memory.recall(call({ toolUses: { web_search: 1 } }))).toBeUndefined();
+  expect(memory.recall(call({}, 'sibling'))).toBeUndefined();
+  const other = call();
+  other.caller = { ...other.caller, keyId: 'k2' };
+  expect(memory.recall(other)).toBeUndefined();
+});
+
+test('remembered no longer than the memory, nor past the Retry-After', async () => {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  const { memory, call } = memoryOver(taken, 1_000);
+  memory.remember(call(), REFUSED, 0);
+  vi.setSystemTime(Date.now() + 999);
+  expect(memory.recall(call())).toBeDefined();
+  vi.setSystemTime(Date.now() + 1);
+  expect(memory.recall(call())).toBeUndefined();
+  expect(memory.size).toBe(0);
+
+  memory.remember(call(), { ...REFUSED, retryAfterSeconds: 1 }, 0);
+  const long = memoryOver(taken, 60_000);
+  long.memory.remember(long.call(), { ...REFUSED, retryAfterSeconds: 1 }, 0);
+  vi.setSystemTime(Date.now() + 1_000);
+  expect(long.memory.recall(long.call())).toBeUndefined();
+  // Waiting cannot help (the call is larger than the limit): the memory's own bound.
+  long.memory.remember(long.call(), { ...REFUSED, retryAfterSeconds: null }, 0);
+  vi.setSystemTime(Date.now() + 59_999);
+  const answer = await long.memory.recall(long.call());
+  expect(answer?.retryAfterSeconds).toBeNull();
+});
+
+test('only budget refusals that carry a summary are remembered, and none when the memory is off', () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(call(), { ...REFUSED, code: 'concurrency_limit' }, 0);
+  memory.remember(call(), { ...REFUSED, summary: undefined }, 0);
+  memory.remember(call(), { ...REFUSED, retryAfterSeconds: 0 }, 0);
+  expect(memory.size).toBe(0);
+  const off = memoryOver(taken, 0);
+  off.memory.remember(off.call(), REFUSED, 0);
+  expect(off.memory.size).toBe(0);
+});
+
+test('a close of the refusing level or below forgets it; a sibling closing does not', () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(call(), REFUSED, 0);
+  memory.closed('org', 'sibling');
+  expect(memory.recall(call())).toBeDefined();
+  memory.closed('org', 'team');
+  expect(memory.recall(call())).toBeUndefined();
+  // The org's own window refused: any close under it gives room back.
+  memory.remember(call(), { ...REFUSED, level: 'org' }, memory.closes('org'));
+  memory.closed('org', 'sibling');
+  expect(memory.size).toBe(0);
+  // A tenant the config does not know (removed): every refusal of the org goes.
+  memory.remember(call(), REFUSED, memory.closes('org'));
+  memory.closed('org', 'gone');
+  expect(memory.size).toBe(0);
+});
+
+test('a refusal whose admit raced a close of its org is not remembered', () => {
+  const { memory, call } = memoryOver(taken);
+  const before = memory.closes('org');
+  memory.closed('org', 'sibling');
+  memory.remember(call(), REFUSED, before);
+  expect(memory.size).toBe(0);
+});
+
+test('a config applied since makes the refusal stale', () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(call(), REFUSED, 0);
+  const raised = compile(1_000);
+  const after = call();
+  after.caller = { ...after.caller, tenant: raised.tenants.get('team')! };
+  expect(memory.recall(after)).toBeUndefined();
+  expect(memory.size).toBe(0);
+});
+
+test('a report not taken: clients are answered, the memory is off, the same items are sent again', async () => {
+  let fail = true;
+  const flaky: Report = (req) =>
+    Promise.resolve(
+      fail
+        ? Err(new RpcError({ code: 'timeout', message: 'no answer' }))
+        : Ok({ recorded: req.items.length }),
+    );
+  const { memory, reports, call } = memoryOver(flaky);
+  memory.remember(call(), REFUSED, 0);
+  const answers = await Promise.all([memory.recall(call()), memory.recall(call())]);
+  expect(answers.every((a) => a?.code === 'budget_exceeded')).toBe(true);
+  expect(memory.size).toBe(0);
+  fail = false;
+  await vi.waitFor(() => expect(reports.length).toBeGreaterThanOrEqual(2), { timeout: 2_000 });
+  const last = reports.at(-1)!;
+  expect(last.items).toEqual([reports[0]!.items[0]]);
+  // Counted later: a new item, never merged into one that may already have been counted.
+  memory.remember(call(), REFUSED, 0);
+  await memory.recall(call());
+  expect(reports.at(-1)!.items[0]!.id).not.toBe(reports[0]!.items[0]!.id);
+});
+
+test('stop reports what is still unreported', async () => {
+  const { memory, reports, call } = memoryOver(taken);
+  memory.remember(call(), REFUSED, 0);
+  void memory.recall(call());
+  await memory.stop();
+  expect(reports.flatMap((r) => r.items.map((i) => i.count))).toEqual([1]);
+});
+
+test('holds at most maxEntries, dropping expired ones first', () => {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  const config = compile(100);
+  const memory = new RefusalMemory({
+    memoryMs: 1_000,
+    reportMs: 5,
+    authority: { reportRefusals: taken },
+    config: () => config,
+    metrics: new EdgeMetrics(new Registry()),
+    logger: { warn: () => {}, info: () => {} },
+    maxEntries: 2,
+  });
+  const call = (model: string): AdmissionRequest => ({
+    caller: {
+      tenant: config.tenants.get('team')!,
+      keyId: null,
+      useCase: 'chat',
+      namesUsers: false,
+    },
+    model,
+    promptTokens: 1,
+    maxTokens: 1,
+    extensible: false,
+    api: 'chat',
+  });
+  memory.remember(call('a'), REFUSED, 0);
+  memory.remember(call('b'), REFUSED, 0);
+  memory.remember(call('c'), REFUSED, 0);
+  expect(memory.size).toBe(2);
+  vi.setSystemTime(Date.now() + 1_000);
+  memory.remember(call('c'), REFUSED, 0);
+  expect(memory.size).toBe(1);
+});

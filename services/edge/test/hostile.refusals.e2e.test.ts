@@ -1,0 +1,167 @@
+import type { HoldfastEvent } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import {
+  chat,
+  edgeTest as test,
+  entry,
+  KEYS,
+  tenantMetric,
+  testConfig,
+  type Stack,
+  type TestConfig,
+} from './harness.js';
+
+/**
+ * A tenant over its budget that keeps calling: the edge answers the repeats of a budget
+ * refusal itself (authority/refusal-memory.ts), and every refusal still ends in an event,
+ * counted once. Real NATS and Redis, the mock upstream.
+ */
+
+const tight = (limit: number) => (c: TestConfig) => {
+  entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit, unit: 'tokens' }];
+};
+
+/** Refusals of `tenant` in the events, each summary counted for its `count`. */
+function refusalsIn(events: HoldfastEvent[], tenant: string, code = 'budget_exceeded'): number {
+  let n = 0;
+  for (const e of events) {
+    if (e.type === 'admission.refused' && e.tenant === tenant && e.code === code) n += e.count;
+  }
+  return n;
+}
+
+/** The authority's own budget refusals (the admits it ran that refused). */
+async function authorityRefusals(s: Stack): Promise<number> {
+  const m = await s.authority.ctx.metrics.admissions.get();
+  return m.values
+    .filter((v) => v.labels.outcome === 'refused' && v.labels.code === 'budget_exceeded')
+    .reduce((n, v) => n + v.value, 0);
+}
+
+/** A raw call: status, headers and body as the client sees them. */
+async function post(s: Stack, key: string, body: unknown) {
+  const r = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, headers: r.headers, body: (await r.json()) as { error?: unknown } };
+}
+
+test('a flood of repeats is answered at the edge with the authority’s refusal; every one is an event', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: tight(200),
+    edge: { options: { refusals: { memoryMs: 10_000, reportMs: 50 } } },
+  });
+  // More than the whole budget: waiting cannot help (no Retry-After).
+  const call = { ...chat(10), max_tokens: 500 };
+  const first = await post(s, KEYS.support, call);
+  expect(first.status).toBe(429);
+  const n = 300;
+  const answers: Array<Awaited<ReturnType<typeof post>>> = [];
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (answers.length < n) {
+        answers.push(await post(s, KEYS.support, { ...call, max_tokens: 500 + answers.length }));
+      }
+    }),
+  );
+  const total = answers.length;
+  // The same answer as the authority's, body and headers, but for the message's note that the
+  // call is larger than the one refused.
+  for (const a of answers) {
+    expect(a.status).toBe(429);
+    expect(a.headers.get('x-should-retry')).toBe(first.headers.get('x-should-retry'));
+    expect(a.headers.get('ratelimit')).toBe(first.headers.get('ratelimit'));
+    expect(a.body.error).toMatchObject({
+      code: 'budget_exceeded',
+      type: (first.body.error as { type: string }).type,
+    });
+  }
+  // The authority decided once; the edge answered the rest and says so.
+  expect(await authorityRefusals(s)).toBe(1);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(total);
+  expect(s.upstream.stats().recent).toHaveLength(0);
+  // Books: every refusal counted once, in a handful of events.
+  const events = await s.events((e) => refusalsIn(e, 'support-bot') >= total + 1);
+  expect(refusalsIn(events, 'support-bot')).toBe(total + 1);
+  // Summaries: as many events as the sweeper's flushes during the flood, not one per refusal.
+  expect(events.filter((e) => e.type === 'admission.refused').length).toBeLessThan(total / 4);
+  expect(await s.authority.ctx.metrics.refusalsReported.get()).toMatchObject({
+    values: [expect.objectContaining({ value: total })],
+  });
+  // Another tenant is untouched.
+  const other = await post(s, KEYS.batch, { ...chat(10), max_tokens: 5 });
+  expect(other.status).toBe(200);
+});
+
+test('a smaller call, another key or another model is still asked of the authority', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: tight(200),
+    edge: { options: { refusals: { memoryMs: 10_000, reportMs: 50 } } },
+  });
+  expect((await post(s, KEYS.support, { ...chat(10), max_tokens: 500 })).status).toBe(429);
+  // Needs less: fits, served.
+  expect((await post(s, KEYS.support, { ...chat(10), max_tokens: 20 })).status).toBe(200);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(0);
+});
+
+test('a config that raises the limit is honoured at once, not after the memory', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: tight(200),
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+  });
+  const call = { ...chat(10), max_tokens: 500 };
+  expect((await post(s, KEYS.support, call)).status).toBe(429);
+  expect((await post(s, KEYS.support, call)).status).toBe(429);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(1);
+  const applied = await s.client.configApply({
+    document: testConfig(s.upstream.url, tight(2_000)),
+  });
+  expect(applied.ok).toBe(true);
+  await s.edge.app.configSnapshot.refresh();
+  expect((await post(s, KEYS.support, call)).status).toBe(200);
+});
+
+test('a call of the team that closes on this edge gives its room back at once', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: tight(800),
+    behaviour: { completion: { mode: 'fixed', tokens: 40 }, tokenDelayMs: 20 },
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+  });
+  // Holds about 530 of the 800 while it runs (0.8 s; the use case clamps it to 512), bills
+  // about 60.
+  const running = post(s, KEYS.support, { ...chat(10), max_tokens: 512 });
+  await waitFor(async () => (await s.usage('support-bot')).inFlight === 1 || undefined, {
+    what: 'the first call to be admitted',
+  });
+  const big = { ...chat(10), max_tokens: 400 };
+  const refused = await post(s, KEYS.support, big);
+  expect(refused.status).toBe(429);
+  // In flight holds it: the Retry-After is a second, so the memory's bound is that second.
+  expect(refused.headers.get('retry-after')).toBe('1');
+  expect(s.edge.app.refusals.size).toBe(1);
+  expect((await running).status).toBe(200);
+  await s.settled('support-bot');
+  // Its settle was answered on this edge: the refusal is forgotten (an expired one stays in the
+  // map until it is looked up), the call fits now.
+  await waitFor(() => s.edge.app.refusals.size === 0 || undefined, {
+    what: 'the refusal forgotten',
+  });
+  expect((await post(s, KEYS.support, big)).status).toBe(200);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 2,
+  );
+  expect(refusalsIn(events, 'support-bot')).toBe(
+    1 + (await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')),
+  );
+});
