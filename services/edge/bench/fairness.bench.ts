@@ -12,8 +12,8 @@
  *   refusals themselves. The edges: this checkout's with its refusal memory off
  *   (EDGE_REFUSAL_MEMORY_MS=0, every refusal asked of the authority) and on (the default).
  *
- * Also reports the CPU the edge and the authority spent per call of A during the flood (B's
- * calls, alike on both edges, included).
+ * Also reports the CPU the edge and the authority used during the flood, in percent of a core
+ * (B's calls, alike on both edges, included).
  *
  *   pnpm build && pnpm --filter @holdfast/edge bench:fairness --root /work/main
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals
@@ -147,9 +147,9 @@ interface Round {
   flood: LoadResult;
   /** A's calls answered. */
   aCalls: number;
-  /** µs of CPU per call of A during the flood, by process. */
-  edgeUs: number;
-  authorityUs: number;
+  /** CPU used during the flood, percent of a core, by process. */
+  edgeCpu: number;
+  authorityCpu: number;
 }
 
 async function main(): Promise<void> {
@@ -187,20 +187,20 @@ async function main(): Promise<void> {
           closedLoop(a.op, FLOOD, MS),
         ]);
         const aCalls = flood.ops + flood.errors;
-        const us = (proc: ServiceProcess, before: number) =>
-          ((cpuSeconds(proc) - before) * 1e6) / Math.max(1, aCalls);
+        const used = (proc: ServiceProcess, before: number) =>
+          ((cpuSeconds(proc) - before) * 100_000) / MS;
         const r: Round = {
           alone,
           flood: flooded,
           aCalls,
-          edgeUs: us(edge.proc, cpu[0]!),
-          authorityUs: us(authority, cpu[1]!),
+          edgeCpu: used(edge.proc, cpu[0]!),
+          authorityCpu: used(authority, cpu[1]!),
         };
         rounds.set(edge.name, [...(rounds.get(edge.name) ?? []), r]);
         console.log(
           `round ${round + 1} ${edge.name}: B alone p50 ${alone.p50.toFixed(1)} p99 ${alone.p99.toFixed(1)} ms; ` +
             `with A's flood p50 ${flooded.p50.toFixed(1)} p99 ${flooded.p99.toFixed(1)} ms; ` +
-            `CPU per call of A: edge ${r.edgeUs.toFixed(0)} us, authority ${r.authorityUs.toFixed(0)} us; ` +
+            `CPU: edge ${r.edgeCpu.toFixed(0)}%, authority ${r.authorityCpu.toFixed(0)}%; ` +
             `B answered ${statuses(b.statuses)}; A answered ${statuses(a.statuses)}`,
         );
         await Promise.all([a.pool.close(), b.pool.close()]);
@@ -226,13 +226,13 @@ function report(edges: readonly Edge[], rounds: Map<string, Round[]>): void {
       `with ${A_CHARS.toLocaleString('en-US')}-character prompts, each refused; ${ROUNDS} rounds x ${MS / 1_000} s, medians of rounds`,
   );
   console.log(
-    'edge  B alone p50  p99 ms   B + flood p50  p99 ms   A calls/round   edge us/A call   authority us/A call',
+    'edge  B alone p50  p99 ms   B + flood p50  p99 ms   A calls/s   edge CPU %   authority CPU %',
   );
   for (const { name } of edges) {
     const rs = rounds.get(name) ?? [];
     const m = (f: (r: Round) => number, digits = 1) => med(rs.map(f)).toFixed(digits);
     console.log(
-      `${name.padEnd(5)} ${m((r) => r.alone.p50).padStart(11)} ${m((r) => r.alone.p99).padStart(7)} ${m((r) => r.flood.p50).padStart(16)} ${m((r) => r.flood.p99).padStart(7)} ${m((r) => r.aCalls, 0).padStart(15)} ${m((r) => r.edgeUs, 0).padStart(16)} ${m((r) => r.authorityUs, 0).padStart(21)}`,
+      `${name.padEnd(5)} ${m((r) => r.alone.p50).padStart(11)} ${m((r) => r.alone.p99).padStart(7)} ${m((r) => r.flood.p50).padStart(16)} ${m((r) => r.flood.p99).padStart(7)} ${m((r) => r.aCalls / (MS / 1_000), 0).padStart(11)} ${m((r) => r.edgeCpu, 0).padStart(12)} ${m((r) => r.authorityCpu, 0).padStart(17)}`,
     );
   }
 }

@@ -32,8 +32,11 @@ export const KEY = 'sk-hf-load-test-key-1';
 export const CAP = 200;
 export const PRICE = { inputPerMTok: 0.15, outputPerMTok: 0.6 };
 
-/** One reserve tenant with room for every call: a refusal would only blur the books. */
-function document(upstreamUrl: string, leaseMs: number) {
+/**
+ * One reserve tenant, by default with room for every call (a refusal would only blur the
+ * books); a test of refusals gives it a month `limit` of its own.
+ */
+function document(upstreamUrl: string, leaseMs: number, limit = 100_000_000) {
   return {
     upstreams: [{ id: 'default', baseUrl: upstreamUrl, timeoutMs: 10_000, maxRetries: 0 }],
     models: [{ id: 'gpt-4o-mini', upstream: 'default', tokenizer: 'o200k_base', price: PRICE }],
@@ -42,7 +45,7 @@ function document(upstreamUrl: string, leaseMs: number) {
         id: TENANT,
         mode: 'reserve',
         leaseMs,
-        budgets: [{ window: 'month', limit: 100_000_000, unit: 'tokens' }],
+        budgets: [{ window: 'month', limit, unit: 'tokens' }],
         useCases: [{ id: 'UC-1', maxTokens: CAP, models: ['gpt-4o-mini'] }],
         keys: [{ id: 'load-1', sha256: sha256Hex(KEY) }],
       },
@@ -61,6 +64,8 @@ export interface ProcessStackOptions {
   behaviour?: BehaviourPatch;
   /** Lease of a hold (how long a dead edge's holds stay). */
   leaseMs?: number;
+  /** The tenant's month budget in tokens (default: room for every call). */
+  limit?: number;
 }
 
 export interface ProcessStack {
@@ -89,7 +94,7 @@ export async function startProcessStack(o: ProcessStackOptions): Promise<Process
   const upstream = await startMockUpstream({ port: 0, behaviour: o.behaviour });
   const dir = await mkdtemp(join(tmpdir(), 'holdfast-processes-'));
   const configFile = join(dir, 'config.json');
-  await writeFile(configFile, JSON.stringify(document(upstream.url, o.leaseMs ?? 6_000)));
+  await writeFile(configFile, JSON.stringify(document(upstream.url, o.leaseMs ?? 6_000, o.limit)));
   // The edge binds a port of its own choosing (0) and logs it when ready: a port picked free
   // beforehand can be taken by another test's connection before the edge binds it (CI saw
   // EADDRINUSE). A restarted edge may get another port: read `edgeUrl` after a restart.
