@@ -165,3 +165,36 @@ test('a call of the team that closes on this edge gives its room back at once', 
     1 + (await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')),
   );
 });
+
+test('the authority away mid-flood: refusals answered at the edge are counted once it is back, none twice', async ({
+  stack,
+}) => {
+  // Reports every 5 s: the repeats below wait for one, and the authority goes away first.
+  const s = await stack({
+    patch: tight(200),
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 5_000 } } },
+  });
+  const call = { ...chat(10), max_tokens: 500 };
+  expect((await post(s, KEYS.support, call)).status).toBe(429);
+  const waiting = Array.from({ length: 20 }, () => post(s, KEYS.support, call));
+  await waitFor(
+    async () =>
+      (await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')) === 20 || undefined,
+    { what: 'the repeats answered at the edge, waiting for their report' },
+  );
+  await s.stopAuthority();
+  // The report is not taken: each client gets its refusal all the same.
+  const answered = await Promise.all(waiting);
+  expect(answered.every((r) => r.status === 429)).toBe(true);
+  // And the edge stops answering refusals itself: the authority is away, so it fails closed.
+  expect((await post(s, KEYS.support, call)).status).toBe(503);
+  await s.restartAuthority();
+  const back = Date.now();
+  // The authority's start notice sends the counts at once (the backoff would be 5 s), under the
+  // same item id: counted once.
+  const events = await s.events((e) => refusalsIn(e, 'support-bot') >= 21);
+  expect(Date.now() - back).toBeLessThan(4_000);
+  expect(refusalsIn(events, 'support-bot')).toBe(21);
+  await new Promise((r) => setTimeout(r, 1_500));
+  expect(refusalsIn(await s.events(), 'support-bot')).toBe(21);
+});

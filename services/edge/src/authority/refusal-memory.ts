@@ -175,6 +175,15 @@ export class RefusalMemory {
     return this.#size;
   }
 
+  /** An authority (re)started: counts a report could not deliver go now, not a backoff later. */
+  wake(): void {
+    if (this.#retry.length === 0 || this.#reporting) return;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#failures = 0;
+    this.#schedule(0);
+  }
+
   /** Reports what is still unreported (at shutdown). */
   async stop(): Promise<void> {
     clearTimeout(this.#timer);
@@ -218,16 +227,17 @@ export class RefusalMemory {
     return tally.settled;
   }
 
-  #schedule(): void {
+  #schedule(
+    delayMs = Math.min(MAX_REPORT_BACKOFF_MS, this.#o.reportMs * 2 ** this.#failures),
+  ): void {
     if (this.#timer || this.#reporting) return;
-    const backoff = Math.min(MAX_REPORT_BACKOFF_MS, this.#o.reportMs * 2 ** this.#failures);
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#reporting = this.#report().finally(() => {
         this.#reporting = undefined;
         if (this.#open.size > 0 || this.#retry.length > 0) this.#schedule();
       });
-    }, backoff);
+    }, delayMs);
     this.#timer.unref();
   }
 

@@ -57,9 +57,13 @@ export const authorityPlugin = fp(
       timeoutMs: o.settleTimeoutMs,
       attempts: o.settleAttempts,
     });
-    // An authority replica that (re)starts says so: the closes owed to it go now.
+    // An authority replica that (re)starts says so: the closes and refusal counts owed to it
+    // go now.
     const started = opts.nc.subscribe(authorityStartedSubject(opts.names), {
-      callback: () => holds.wake(),
+      callback: () => {
+        holds.wake();
+        refusals.wake();
+      },
     });
     app.decorate('authority', authority);
     app.decorate('configSnapshot', snapshot);
