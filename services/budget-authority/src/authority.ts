@@ -101,6 +101,7 @@ export class Authority {
   readonly #subs: Subscription[] = [];
   #configTimer: NodeJS.Timeout | undefined;
   #durable: { close: () => void } | undefined;
+  #stopped = false;
   /** Says this replica serves (again): at its start, and each time its Redis is back. */
   readonly #announceServing = (): void => {
     if (!this.#o.nc.isClosed()) this.#o.nc.publish(authorityStartedSubject(this.#o.names));
@@ -220,6 +221,16 @@ export class Authority {
     // so do closes it could not take while its Redis was away, once the connection is back.
     this.#announceServing();
     this.#o.redis.on('ready', this.#announceServing);
+    // And each time its NATS connection is back (its subscriptions are sent again first): an
+    // edge that reconnected before it sends what it owes now, not a backoff step later.
+    void this.#onReconnect();
+  }
+
+  async #onReconnect(): Promise<void> {
+    for await (const s of this.#o.nc.status()) {
+      if (this.#stopped) return;
+      if (s.type === 'reconnect') this.#announceServing();
+    }
   }
 
   /**
@@ -253,6 +264,7 @@ export class Authority {
   /** Stops serving (drains subscriptions), then the relay and sweeper. */
   async stop(): Promise<void> {
     this.#o.redis.off('ready', this.#announceServing);
+    this.#stopped = true;
     clearInterval(this.#configTimer);
     if (this.#o.configFile) unwatchFile(this.#o.configFile);
     await Promise.all(this.#subs.map((s) => s.drain().catch(() => undefined)));

@@ -3,7 +3,7 @@ import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import type { HoldfastEvent, NatsNames, TenantUsage } from '@holdfast/events';
 import { parseEvent } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
-import { AuthorityClient } from '@holdfast/runtime';
+import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
 import { infraTest, waitFor } from '@holdfast/testkit';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -165,6 +165,11 @@ export interface StackOptions {
   configured?: boolean;
   /** Another Redis than the test run's (a test that pauses or kills it); a list: a cluster. */
   redisUrl?: string;
+  /**
+   * A NATS server of the test's own (a test that stops it): the stack connects to it, and stops
+   * it after everything else.
+   */
+  nats?: { url: string; stop: () => Promise<void> };
   /** Replicas each write of the authority waits for (Redis WAIT). */
   waitReplicas?: number;
 }
@@ -179,7 +184,19 @@ async function startStack(
   opts: StackOptions,
   cleanup: Array<() => Promise<void>>,
 ): Promise<Stack> {
-  const { nc, iso } = fx;
+  const { iso } = fx;
+  const natsUrl = opts.nats?.url ?? fx.natsUrl;
+  let nc = fx.nc;
+  if (opts.nats) {
+    cleanup.push(opts.nats.stop);
+    const own = await connectNats({
+      servers: opts.nats.url,
+      name: 'edge-test-stack',
+      logger: createLogger({ name: 'edge-test-stack', level: 'silent' }),
+    });
+    nc = own;
+    cleanup.push(() => own.close());
+  }
   const upstream = await startMockUpstream({
     port: 0,
     behaviour: opts.behaviour,
@@ -189,7 +206,7 @@ async function startStack(
   // The real clock (scripts on Redis TIME); no document: applyConfig applies it over NATS.
   const startAuthority = () =>
     startTestAuthority({
-      natsUrl: fx.natsUrl,
+      natsUrl,
       redisUrl: opts.redisUrl ?? fx.redisUrl,
       nc,
       names: iso.names,

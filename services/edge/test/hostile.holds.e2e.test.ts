@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { closesStream } from '@holdfast/events';
-import { findBinary, startKillableRedis, startRedisServer, waitFor } from '@holdfast/testkit';
+import {
+  findBinary,
+  startKillableRedis,
+  startRedisServer,
+  startRestartableNatsServer,
+  waitFor,
+} from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { createRedis } from '@holdfast/budget-authority';
 import type { Redis } from '@holdfast/testkit';
@@ -266,7 +272,10 @@ async function msUntilLedgerExact(s: Stack): Promise<number> {
   const exact = call!.promptTokens + call!.completionTokens;
   await waitFor(
     async () => {
-      const t = await s.usage('support-bot').catch(() => undefined);
+      // A short timeout: a read sent while this client was still reconnecting is lost, and
+      // must not hold up the next one.
+      const r = await s.client.usage({ tenant: 'support-bot' }, 250);
+      const t = r.ok ? r.value.tenants[0] : undefined;
       const month = t?.windows.find((w) => w.budget === 'month-tokens');
       return t?.inFlight === 0 && month?.held === 0 && month.used === exact ? t : undefined;
     },
@@ -301,4 +310,26 @@ test("a settle owed while the authority's Redis was away lands as soon as Redis 
   } finally {
     await redis.stop();
   }
+});
+
+test('a settle owed while NATS was away lands as soon as NATS is back', async ({ stack }) => {
+  const bin = findBinary('nats-server');
+  if (!bin) throw new Error('nats-server is not on PATH');
+  const nats = await startRestartableNatsServer(bin);
+  // Settle attempts time out in 0.2 s, so by the time NATS is back the settle waits in a long
+  // backoff step (0.1, 0.2, ... 1.6, 3.2 s).
+  const s = await stack({ behaviour: slow, nats, edge: { options: { settleTimeoutMs: 200 } } });
+  let haltedAt = 0;
+  await streamWhile(s, async () => {
+    await nats.halt();
+    haltedAt = performance.now();
+  });
+  await new Promise((resolve) => setTimeout(resolve, 4_500 - (performance.now() - haltedAt)));
+  expect(s.edge.app.holds.pending).toBe(1);
+  await nats.restart();
+  const lateMs = await msUntilLedgerExact(s);
+  console.log(`[late settle] ledger exact ${lateMs} ms after NATS was back`);
+  // Both clients reconnect within about 0.5 s (reconnectTimeWait); whichever is second wakes
+  // the settle: the edge on its own reconnect, or the authority's start notice on its.
+  expect(lateMs).toBeLessThan(1_500);
 });

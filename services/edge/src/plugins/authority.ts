@@ -65,6 +65,17 @@ export const authorityPlugin = fp(
         refusals.wake();
       },
     });
+    // So does the edge's own NATS connection coming back (the authority may have reconnected
+    // first, its notice lost meanwhile).
+    let closing = false;
+    void (async () => {
+      for await (const s of opts.nc.status()) {
+        if (closing) return;
+        if (s.type !== 'reconnect') continue;
+        holds.wake();
+        refusals.wake();
+      }
+    })();
     app.decorate('authority', authority);
     app.decorate('configSnapshot', snapshot);
     app.decorate('holds', holds);
@@ -77,6 +88,7 @@ export const authorityPlugin = fp(
       await holds.drain();
       await refusals.stop();
       started.unsubscribe();
+      closing = true;
     });
     await snapshot.start();
     // Closes the authority cannot take wait in this stream; make sure it exists (idempotent).
