@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Backoff } from '@holdfast/retry';
 import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
 import type { Refused, RefusalsReportRequest } from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
@@ -83,11 +84,20 @@ export class RefusalMemory {
   #retry: Tally[] = [];
   #timer: NodeJS.Timeout | undefined;
   #reporting: Promise<void> | undefined;
-  #failures = 0;
+  /** Between reports the authority did not take. */
+  readonly #backoff: Backoff;
+  /** The wait before the next report: `reportMs`, or the backoff's after a failure. */
+  #delayMs: number;
 
   constructor(opts: RefusalMemoryOptions) {
     this.#o = opts;
     this.#max = opts.maxEntries ?? 10_000;
+    this.#delayMs = opts.reportMs;
+    this.#backoff = new Backoff({
+      initialMs: Math.min(opts.reportMs * 2, MAX_REPORT_BACKOFF_MS),
+      maxMs: MAX_REPORT_BACKOFF_MS,
+      jitter: 'equal',
+    });
   }
 
   /** The org's count of closes, taken before asking the authority (remember's `closes`). */
@@ -180,7 +190,8 @@ export class RefusalMemory {
     if (this.#retry.length === 0 || this.#reporting) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    this.#failures = 0;
+    this.#backoff.reset();
+    this.#delayMs = this.#o.reportMs;
     this.#schedule(0);
   }
 
@@ -227,9 +238,7 @@ export class RefusalMemory {
     return tally.settled;
   }
 
-  #schedule(
-    delayMs = Math.min(MAX_REPORT_BACKOFF_MS, this.#o.reportMs * 2 ** this.#failures),
-  ): void {
+  #schedule(delayMs = this.#delayMs): void {
     if (this.#timer || this.#reporting) return;
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
@@ -261,11 +270,12 @@ export class RefusalMemory {
         .reportRefusals(req)
         .catch((err: unknown) => ({ ok: false as const, error: { code: String(err) } }));
       if (sent.ok) {
-        this.#failures = 0;
+        this.#backoff.reset();
+        this.#delayMs = this.#o.reportMs;
       } else {
         // Sent again as they are (same ids: none counts twice); meanwhile every call asks the
         // authority, which decides and records it.
-        this.#failures = Math.min(this.#failures + 1, 16);
+        this.#delayMs = this.#backoff.next();
         this.#retry.push(...part);
         this.#forgetAll();
         this.#o.logger.warn(
