@@ -307,6 +307,35 @@ describe('refusals an edge answered itself (refusals.report)', () => {
     expect(budget.length).toBeLessThanOrEqual(3);
   });
 
+  test('a refusal at a cap on calls in flight carries its summary too, and a report counts it', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const h = await start(team({ maxInFlight: 1 }));
+    const held = call({ leaseMs: 60_000 });
+    admissionOf(await h.client.admit(held));
+    const refused = refusalOf(await h.client.admit(call()));
+    expect(refused.code).toBe('concurrency_limit');
+    const summary = refused.summary!;
+    expect(summary.kind.startsWith('team|concurrency_limit|')).toBe(true);
+    const r = await h.client.reportRefusals({
+      items: [{ id: randomUUID(), tenant: 'team', ...summary, count: 9 }],
+    });
+    expect(r.ok && r.value.recorded).toBe(1);
+    await h.client.release({
+      reservationId: held.reservationId,
+      tenant: 'team',
+      reason: 'client_disconnected',
+    });
+    await quiescent(h.client, redis, iso.keyPrefix);
+    const events = (await readEvents(nc, iso.names)).filter(
+      (e) => e.type === 'admission.refused' && e.code === 'concurrency_limit',
+    );
+    expect(events.reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(10);
+  });
+
   test('items that are not a budget refusal of their own tenant are dropped, never written', async ({
     start,
     redis,

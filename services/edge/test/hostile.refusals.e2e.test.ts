@@ -198,3 +198,38 @@ test('the authority away mid-flood: refusals answered at the edge are counted on
   await new Promise((r) => setTimeout(r, 1_500));
   expect(refusalsIn(await s.events(), 'support-bot')).toBe(21);
 });
+
+test('a team at its org’s cap on calls in flight: repeats are answered at the edge until a call of the org closes', async ({
+  stack,
+}) => {
+  const s = await stack({
+    behaviour: { completion: { mode: 'fixed', tokens: 40 }, tokenDelayMs: 20 },
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+    patch: (c) => {
+      c.tenants.push({ id: 'acme', maxInFlight: 1 } as (typeof c.tenants)[number]);
+      entry(c.tenants, 'support-bot').parent = 'acme';
+      entry(c.tenants, 'finance-ops').parent = 'acme';
+    },
+  });
+  // finance-ops takes the org's one slot for about 0.8 s.
+  const running = post(s, KEYS.finance, { ...chat(10), max_tokens: 40 });
+  await waitFor(async () => (await s.usage('finance-ops')).inFlight === 1 || undefined, {
+    what: 'the first call to be admitted',
+  });
+  // support-bot has no cap of its own, so the edge lets it through; the authority refuses it.
+  const first = await post(s, KEYS.support, { ...chat(10), max_tokens: 40 });
+  expect(first.status).toBe(429);
+  expect(first.body.error).toMatchObject({ code: 'concurrency_limit' });
+  // A repeat, even a smaller one, is answered at the edge.
+  const repeat = await post(s, KEYS.support, { ...chat(5), max_tokens: 5 });
+  expect(repeat.status).toBe(429);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(1);
+  expect((await running).status).toBe(200);
+  await s.settled('finance-ops');
+  await waitFor(() => s.edge.app.refusals.size === 0 || undefined, {
+    what: 'the refusal forgotten',
+  });
+  expect((await post(s, KEYS.support, { ...chat(10), max_tokens: 40 })).status).toBe(200);
+  const events = await s.events((e) => refusalsIn(e, 'support-bot', 'concurrency_limit') >= 2);
+  expect(refusalsIn(events, 'support-bot', 'concurrency_limit')).toBe(2);
+});

@@ -101,10 +101,10 @@ export const Refused = z.object({
   neededMicroUsd: z.int().min(0),
   windows: z.array(WindowState),
   /**
-   * A `budget_exceeded` refusal's summary key and event fields (admit.lua `refuse`), opaque to
-   * the edge: an edge that answers the same call again itself (its refusal memory) counts those
-   * refusals under them (`refusals.report`), so each still ends in an `admission.refused`
-   * event. Absent from older authorities and on other codes.
+   * A `budget_exceeded` or `concurrency_limit` refusal's summary key and event fields
+   * (admit.lua `refuse`), opaque to the edge: an edge that answers the same call again itself
+   * (its refusal memory) counts those refusals under them (`refusals.report`), so each still
+   * ends in an `admission.refused` event. Absent from older authorities and on other codes.
    */
   summary: z.object({ kind: z.string().max(2_048), fields: z.string().max(16_384) }).optional(),
 });
@@ -152,7 +152,7 @@ export const RenewReply = z.object({
 export type RenewReply = z.infer<typeof RenewReply>;
 
 /**
- * Refusals an edge answered itself, a repeat of one the authority made (Refused `summary`):
+ * Refusals an edge answered itself, repeats of one the authority made (Refused `summary`):
  * counted into the org's refusal summaries, written as one `admission.refused` event per kind
  * with its `count` within about a second.
  */

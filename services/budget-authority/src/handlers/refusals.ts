@@ -8,13 +8,16 @@ import { withStore } from '../store-error.js';
 /** An admission.refused event's fields as admit.lua lists them: names and values, flat. */
 const EventFields = z.array(z.string().max(8_192)).min(2).max(128);
 
+/** The refusals an edge may answer again itself (admit.lua returns their summary). */
+const REMEMBERED = new Set(['budget_exceeded', 'concurrency_limit']);
+
 /**
- * The item's event fields, when they are a `budget_exceeded` refusal of its tenant as admit.lua
- * made it (the kind starts with the tenant and the code, admit.lua `refuse`); undefined
- * otherwise. Edges are trusted, but what lands in the outbox is checked where it is written.
+ * The item's event fields, when they are a `budget_exceeded` or `concurrency_limit` refusal of
+ * its tenant as admit.lua made it (the kind starts with the tenant and the code, admit.lua
+ * `refuse`); undefined otherwise. Edges are trusted, but what lands in the outbox is checked
+ * where it is written.
  */
 function refusalFields(item: RefusalsReportRequest['items'][number]): string[] | undefined {
-  if (!item.kind.startsWith(`${item.tenant}|budget_exceeded|`)) return undefined;
   let parsed: unknown;
   try {
     parsed = JSON.parse(item.fields);
@@ -28,10 +31,12 @@ function refusalFields(item: RefusalsReportRequest['items'][number]): string[] |
     for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
     return undefined;
   };
+  const code = value('code') ?? '';
   const own =
     value('type') === 'admission.refused' &&
     value('tenant') === item.tenant &&
-    value('code') === 'budget_exceeded' &&
+    REMEMBERED.has(code) &&
+    item.kind.startsWith(`${item.tenant}|${code}|`) &&
     value('shadow') === '0';
   return own ? fields : undefined;
 }

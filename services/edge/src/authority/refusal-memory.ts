@@ -24,8 +24,10 @@ export interface RefusalMemoryOptions {
 interface Remembered {
   /** The tenant as compiled when it was refused: a config applied since makes it stale. */
   tenant: CompiledTenant;
+  /** The refused call's amounts: a repeat needs no less (a budget), or any (calls in flight). */
   promptTokens: number;
   maxTokens: number;
+  anySize: boolean;
   /** Remembered until (epoch ms). */
   until: number;
   /** When its Retry-After ends (epoch ms); null when waiting cannot help. */
@@ -45,21 +47,29 @@ interface Tally {
   settle: () => void;
 }
 
+/**
+ * The refusals remembered: a budget's (a repeat needing no less is refused too) and a cap on
+ * calls in flight (any repeat is, until a call of the org closes).
+ */
+const REMEMBERED = new Set<Refused['code']>(['budget_exceeded', 'concurrency_limit']);
+
 /** A report carries at most this many items (RefusalsReportRequest). */
 const REPORT_ITEMS = 256;
 /** Longest wait between two reports while the authority does not take them. */
 const MAX_REPORT_BACKOFF_MS = 5_000;
 
 /**
- * The edge's memory of budget refusals. A tenant over its budget that keeps calling (a batch
- * job's workers, a client retrying in a loop) would otherwise cost a round trip to the
- * authority, an admit script in Redis and an event per call, and slow every other tenant down.
- * After the authority refuses a call with `budget_exceeded`, a repeat of it (same tenant, key,
- * end user, use case, model, surface, tier, audio and tool bounds, and no smaller prompt or
- * max_tokens: it needs at least as much in every unit) is refused here, with the authority's
- * answer (its Retry-After counted down), for `memoryMs` at most, never past that Retry-After,
- * and only until a call that could give the refusing window room closes on this edge or a new
- * config is applied. A refusal here can therefore be stale by at most that long when a call
+ * The edge's memory of refusals. A tenant over its budget that keeps calling (a batch job's
+ * workers, a client retrying in a loop) would otherwise cost a round trip to the authority, an
+ * admit script in Redis and an event per call, and slow every other tenant down. After the
+ * authority refuses a call with `budget_exceeded`, a repeat of it (same tenant, key, end user,
+ * use case, model, surface, tier, audio and tool bounds, and no smaller prompt or max_tokens:
+ * it needs at least as much in every unit) is refused here, with the authority's answer (its
+ * Retry-After counted down), for `memoryMs` at most, never past that Retry-After, and only
+ * until a call that could give the refusing window room closes on this edge or a new config is
+ * applied. The same holds for `concurrency_limit` (a cap on calls in flight, of the tenant or
+ * an ancestor: other edges' calls count), whatever the repeat's size, until any call of the
+ * org closes here. A refusal here can therefore be stale by at most that long when a call
  * closes on another edge; it never admits anything.
  *
  * Every refusal still ends in an `admission.refused` event: those answered here are counted
@@ -121,9 +131,11 @@ export class RefusalMemory {
       this.#drop(tenant.org, calls, key);
       return undefined;
     }
-    if (req.promptTokens < r.promptTokens || req.maxTokens < r.maxTokens) return undefined;
+    const smaller = req.promptTokens < r.promptTokens || req.maxTokens < r.maxTokens;
+    if (smaller && !r.anySize) return undefined;
     this.#o.metrics.localRefusals.inc({ tenant: tenant.id });
-    const same = req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens;
+    const same =
+      r.anySize || (req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens);
     const refused: Refused = {
       ...r.refused,
       retryAfterSeconds:
@@ -138,7 +150,7 @@ export class RefusalMemory {
   /** Remembers the authority's refusal of this call, unless a close of its org raced it. */
   remember(req: AdmissionRequest, refused: Refused, closes: number): void {
     const { summary } = refused;
-    if (this.#o.memoryMs === 0 || refused.code !== 'budget_exceeded' || !summary) return;
+    if (this.#o.memoryMs === 0 || !REMEMBERED.has(refused.code) || !summary) return;
     if (refused.retryAfterSeconds === 0) return;
     const { tenant } = req.caller;
     if (this.closes(tenant.org) !== closes) return;
@@ -157,6 +169,7 @@ export class RefusalMemory {
       tenant,
       promptTokens: req.promptTokens,
       maxTokens: req.maxTokens,
+      anySize: refused.code === 'concurrency_limit',
       until: Math.min(now + this.#o.memoryMs, retryAt ?? Infinity),
       retryAt,
       refused: { ...refused, summary },

@@ -145,9 +145,9 @@ test('remembered no longer than the memory, nor past the Retry-After', async () 
   expect(answer?.retryAfterSeconds).toBeNull();
 });
 
-test('only budget refusals that carry a summary are remembered, and none when the memory is off', () => {
+test('only budget and in-flight refusals that carry a summary are remembered, and none when the memory is off', () => {
   const { memory, call } = memoryOver(taken);
-  memory.remember(call(), { ...REFUSED, code: 'concurrency_limit' }, 0);
+  memory.remember(call(), { ...REFUSED, code: 'tenant_suspended' }, 0);
   memory.remember(call(), { ...REFUSED, summary: undefined }, 0);
   memory.remember(call(), { ...REFUSED, retryAfterSeconds: 0 }, 0);
   expect(memory.size).toBe(0);
@@ -254,4 +254,22 @@ test('holds at most maxEntries, dropping expired ones first', () => {
   vi.setSystemTime(Date.now() + 1_000);
   memory.remember(call('c'), REFUSED, 0);
   expect(memory.size).toBe(1);
+});
+
+test('a cap on calls in flight: any repeat is refused, whatever its size, until a call of the org closes', async () => {
+  const { memory, call } = memoryOver(taken);
+  const atCap: Refused = {
+    ...REFUSED,
+    code: 'concurrency_limit',
+    retryAfterSeconds: 1,
+    budget: null,
+    level: null,
+    summary: { kind: 'team|concurrency_limit|x', fields: '["type","admission.refused"]' },
+  };
+  memory.remember(call(), atCap, 0);
+  const answer = await memory.recall(call({ promptTokens: 1, maxTokens: 1 }));
+  expect(answer).toMatchObject({ code: 'concurrency_limit', message: atCap.message });
+  // Any close in the org may have freed the slot (the cap may be an ancestor's).
+  memory.closed('org', 'sibling');
+  expect(memory.recall(call())).toBeUndefined();
 });
