@@ -18,6 +18,8 @@ export interface RefusalMemoryOptions {
   logger: Pick<Logger, 'warn' | 'info'>;
   /** Most refusals remembered at once (each is a few hundred bytes). */
   maxEntries?: number;
+  /** Most of them one org's (its end users or keys cannot take the whole memory). */
+  maxPerOrg?: number;
 }
 
 /** A refusal the authority made, remembered for its caller's repeats. */
@@ -83,6 +85,7 @@ const MAX_REPORT_BACKOFF_MS = 5_000;
 export class RefusalMemory {
   readonly #o: RefusalMemoryOptions;
   readonly #max: number;
+  readonly #maxPerOrg: number;
   /** Remembered refusals by org, then by call shape. */
   readonly #orgs = new Map<string, Map<string, Remembered>>();
   #size = 0;
@@ -102,6 +105,7 @@ export class RefusalMemory {
   constructor(opts: RefusalMemoryOptions) {
     this.#o = opts;
     this.#max = opts.maxEntries ?? 10_000;
+    this.#maxPerOrg = opts.maxPerOrg ?? 1_000;
     this.#delayMs = opts.reportMs;
     this.#backoff = new Backoff({
       initialMs: Math.min(opts.reportMs * 2, MAX_REPORT_BACKOFF_MS),
@@ -164,7 +168,17 @@ export class RefusalMemory {
       this.#orgs.set(tenant.org, calls);
     }
     const key = callKey(req);
-    if (!calls.has(key)) this.#size++;
+    if (!calls.has(key)) {
+      if (
+        calls.size >= this.#maxPerOrg &&
+        this.#sweepOrg(tenant.org, calls, now) >= this.#maxPerOrg
+      ) {
+        return;
+      }
+      this.#size++;
+      // A sweep that emptied the org's map took it out.
+      this.#orgs.set(tenant.org, calls);
+    }
     calls.set(key, {
       tenant,
       promptTokens: req.promptTokens,
@@ -223,10 +237,14 @@ export class RefusalMemory {
 
   /** Forgets what has expired; returns how many are left. */
   #sweep(now: number): number {
-    for (const [org, calls] of this.#orgs) {
-      for (const [key, r] of calls) if (now >= r.until) this.#drop(org, calls, key);
-    }
+    for (const [org, calls] of this.#orgs) this.#sweepOrg(org, calls, now);
     return this.#size;
+  }
+
+  /** Forgets what of one org has expired; returns how many of its are left. */
+  #sweepOrg(org: string, calls: Map<string, Remembered>, now: number): number {
+    for (const [key, r] of calls) if (now >= r.until) this.#drop(org, calls, key);
+    return calls.size;
   }
 
   #count(tenant: string, org: string, summary: Remembered['refused']['summary']): Promise<void> {

@@ -273,3 +273,34 @@ test('a cap on calls in flight: any repeat is refused, whatever its size, until 
   memory.closed('org', 'sibling');
   expect(memory.recall(call())).toBeUndefined();
 });
+
+test('one org holds at most maxPerOrg of them, so its end users cannot take the whole memory', () => {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  const config = compile(100);
+  const memory = new RefusalMemory({
+    memoryMs: 1_000,
+    reportMs: 5,
+    authority: { reportRefusals: taken },
+    config: () => config,
+    metrics: new EdgeMetrics(new Registry()),
+    logger: { warn: () => {}, info: () => {} },
+    maxPerOrg: 2,
+  });
+  const call = (endUser: string): AdmissionRequest => ({
+    caller: { tenant: config.tenants.get('team')!, keyId: null, useCase: 'chat', namesUsers: true },
+    model: 'gpt-5',
+    promptTokens: 1,
+    maxTokens: 1,
+    extensible: false,
+    api: 'chat',
+    endUser,
+  });
+  for (const user of ['u1', 'u2', 'u3']) memory.remember(call(user), REFUSED, 0);
+  expect(memory.size).toBe(2);
+  expect(memory.recall(call('u3'))).toBeUndefined();
+  // Once the org's have expired, new ones are remembered again.
+  vi.setSystemTime(Date.now() + 1_000);
+  memory.remember(call('u3'), REFUSED, 0);
+  expect(memory.size).toBe(1);
+  expect(memory.recall(call('u3'))).toBeDefined();
+});
