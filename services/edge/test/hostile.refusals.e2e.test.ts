@@ -233,3 +233,27 @@ test('a team at its org’s cap on calls in flight: repeats are answered at the 
   const events = await s.events((e) => refusalsIn(e, 'support-bot', 'concurrency_limit') >= 2);
   expect(refusalsIn(events, 'support-bot', 'concurrency_limit')).toBe(2);
 });
+
+test('a suspended team: repeats are answered at the edge until its tenant.resumed', async ({
+  stack,
+}) => {
+  const s = await stack({ edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } } });
+  expect((await s.client.suspend({ tenant: 'support-bot', reason: 'test', by: 'admin' })).ok).toBe(
+    true,
+  );
+  const first = await post(s, KEYS.support, { ...chat(10), max_tokens: 40 });
+  expect(first.status).toBe(403);
+  expect(first.body.error).toMatchObject({ code: 'tenant_suspended' });
+  // Any repeat, even a smaller one, is answered at the edge.
+  const repeat = await post(s, KEYS.support, { ...chat(5), max_tokens: 5 });
+  expect(repeat.status).toBe(403);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(1);
+  // Resumed through the authority's API (not this edge's admin API): the event tells the edge.
+  expect((await s.client.resume({ tenant: 'support-bot', by: 'admin' })).ok).toBe(true);
+  await waitFor(() => s.edge.app.refusals.size === 0 || undefined, {
+    what: 'the suspension forgotten',
+  });
+  expect((await post(s, KEYS.support, { ...chat(10), max_tokens: 40 })).status).toBe(200);
+  const events = await s.events((e) => refusalsIn(e, 'support-bot', 'tenant_suspended') >= 2);
+  expect(refusalsIn(events, 'support-bot', 'tenant_suspended')).toBe(2);
+});

@@ -101,7 +101,8 @@ export const Refused = z.object({
   neededMicroUsd: z.int().min(0),
   windows: z.array(WindowState),
   /**
-   * A `budget_exceeded` or `concurrency_limit` refusal's summary key and event fields
+   * A `budget_exceeded`, `concurrency_limit` or `tenant_suspended` refusal's summary key and
+   * event fields
    * (admit.lua `refuse`), opaque to the edge: an edge that answers the same call again itself
    * (its refusal memory) counts those refusals under them (`refusals.report`), so each still
    * ends in an `admission.refused` event. Absent from older authorities and on other codes.

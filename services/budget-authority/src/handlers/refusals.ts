@@ -9,11 +9,11 @@ import { withStore } from '../store-error.js';
 const EventFields = z.array(z.string().max(8_192)).min(2).max(128);
 
 /** The refusals an edge may answer again itself (admit.lua returns their summary). */
-const REMEMBERED = new Set(['budget_exceeded', 'concurrency_limit']);
+const REMEMBERED = new Set(['budget_exceeded', 'concurrency_limit', 'tenant_suspended']);
 
 /**
- * The item's event fields, when they are a `budget_exceeded` or `concurrency_limit` refusal of
- * its tenant as admit.lua made it (the kind starts with the tenant and the code, admit.lua
+ * The item's event fields, when they are a `budget_exceeded`, `concurrency_limit` or
+ * `tenant_suspended` refusal of its tenant as admit.lua made it (the kind starts with the tenant and the code, admit.lua
  * `refuse`); undefined otherwise. Edges are trusted, but what lands in the outbox is checked
  * where it is written.
  */

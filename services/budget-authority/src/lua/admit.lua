@@ -23,7 +23,8 @@
 --          coveredOutputTokens}
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight[, summaryKind, eventFieldsJson]} (the last two on
---          an enforced budget_exceeded and on concurrency_limit: Refused `summary`)
+--          an enforced budget_exceeded, concurrency_limit and tenant_suspended: Refused
+--          `summary`)
 
 -- What admit's body calls, defined once when the library loads (a function defined in the
 -- body would be a new closure, and its upvalues new objects, on every call). They read the
@@ -70,7 +71,8 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
   if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, N(ARGV[25]), kind, list) then
     emit(list)
   end
-  if (code == 'budget_exceeded' or code == 'concurrency_limit') and not shadow then
+  if (code == 'budget_exceeded' or code == 'concurrency_limit' or code == 'tenant_suspended')
+      and not shadow then
     -- Its summary key and fields: an edge that answers the same call again itself counts
     -- those refusals under them (refuse.lua with a count).
     return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), kind,

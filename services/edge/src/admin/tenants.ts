@@ -153,6 +153,8 @@ export function tenantRoutes(app: FastifyInstance, editor: ConfigEditor): void {
               })
             : await app.authority.resume({ tenant, by: 'admin' });
         if (!r.ok) throw fromAuthority(r.error);
+        // This edge forgets the team's suspension at once (the others on its tenant.resumed).
+        if (op === 'resume') app.refusals.resumed(tenant);
         return { data: r.value };
       },
     );

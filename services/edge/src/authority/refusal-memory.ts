@@ -50,10 +50,15 @@ interface Tally {
 }
 
 /**
- * The refusals remembered: a budget's (a repeat needing no less is refused too) and a cap on
- * calls in flight (any repeat is, until a call of the org closes).
+ * The refusals remembered: a budget's (a repeat needing no less is refused too), a cap on calls
+ * in flight (any repeat is, until a call of the org closes) and a suspension (any repeat is,
+ * until the org's tenant.resumed).
  */
-const REMEMBERED = new Set<Refused['code']>(['budget_exceeded', 'concurrency_limit']);
+const REMEMBERED = new Set<Refused['code']>([
+  'budget_exceeded',
+  'concurrency_limit',
+  'tenant_suspended',
+]);
 
 /** A report carries at most this many items (RefusalsReportRequest). */
 const REPORT_ITEMS = 256;
@@ -71,7 +76,8 @@ const MAX_REPORT_BACKOFF_MS = 5_000;
  * until a call that could give the refusing window room closes on this edge or a new config is
  * applied. The same holds for `concurrency_limit` (a cap on calls in flight, of the tenant or
  * an ancestor: other edges' calls count), whatever the repeat's size, until any call of the
- * org closes here. A refusal here can therefore be stale by at most that long when a call
+ * org closes here, and for `tenant_suspended`, whatever the size, until the org's
+ * `tenant.resumed` event. A refusal here can therefore be stale by at most that long when a call
  * closes on another edge; it never admits anything.
  *
  * Every refusal still ends in an `admission.refused` event: those answered here are counted
@@ -89,7 +95,7 @@ export class RefusalMemory {
   /** Remembered refusals by org, then by call shape. */
   readonly #orgs = new Map<string, Map<string, Remembered>>();
   #size = 0;
-  /** Closes answered per org: an admit that raced one is not remembered. */
+  /** Closes answered (and resumes seen) per org: an admit that raced one is not remembered. */
   readonly #closes = new Map<string, number>();
   /** Refusals not yet reported, by org and summary kind. */
   readonly #open = new Map<string, Tally>();
@@ -183,7 +189,7 @@ export class RefusalMemory {
       tenant,
       promptTokens: req.promptTokens,
       maxTokens: req.maxTokens,
-      anySize: refused.code === 'concurrency_limit',
+      anySize: refused.code !== 'budget_exceeded',
       until: Math.min(now + this.#o.memoryMs, retryAt ?? Infinity),
       retryAt,
       refused: { ...refused, summary },
@@ -203,6 +209,22 @@ export class RefusalMemory {
     for (const [key, r] of calls) {
       if (!chain || r.refused.level === null || chain.includes(r.refused.level)) {
         this.#drop(org, calls, key);
+      }
+    }
+  }
+
+  /**
+   * A tenant was resumed (its `tenant.resumed` event): the suspensions remembered in its org
+   * (its own, or an ancestor's that its descendants were refused for) are forgotten.
+   */
+  resumed(tenant: string): void {
+    const org = this.#o.config()?.tenants.get(tenant)?.org;
+    // An admit that raced the resume is not remembered either.
+    if (org !== undefined) this.#closes.set(org, this.closes(org) + 1);
+    for (const [o, calls] of this.#orgs) {
+      if (org !== undefined && o !== org) continue;
+      for (const [key, r] of calls) {
+        if (r.refused.code === 'tenant_suspended') this.#drop(o, calls, key);
       }
     }
   }

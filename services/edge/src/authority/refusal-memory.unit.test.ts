@@ -145,9 +145,9 @@ test('remembered no longer than the memory, nor past the Retry-After', async () 
   expect(answer?.retryAfterSeconds).toBeNull();
 });
 
-test('only budget and in-flight refusals that carry a summary are remembered, and none when the memory is off', () => {
+test('only budget, in-flight and suspension refusals that carry a summary are remembered, and none when the memory is off', () => {
   const { memory, call } = memoryOver(taken);
-  memory.remember(call(), { ...REFUSED, code: 'tenant_suspended' }, 0);
+  memory.remember(call(), { ...REFUSED, code: 'end_user_limit' }, 0);
   memory.remember(call(), { ...REFUSED, summary: undefined }, 0);
   memory.remember(call(), { ...REFUSED, retryAfterSeconds: 0 }, 0);
   expect(memory.size).toBe(0);
@@ -303,4 +303,29 @@ test('one org holds at most maxPerOrg of them, so its end users cannot take the 
   memory.remember(call('u3'), REFUSED, 0);
   expect(memory.size).toBe(1);
   expect(memory.recall(call('u3'))).toBeDefined();
+});
+
+test('a suspension: any repeat is refused until the org hears its tenant.resumed', async () => {
+  const { memory, call } = memoryOver(taken);
+  const suspended: Refused = {
+    ...REFUSED,
+    code: 'tenant_suspended',
+    retryAfterSeconds: null,
+    budget: null,
+    level: null,
+    summary: { kind: 'team|tenant_suspended|x', fields: '["type","admission.refused"]' },
+  };
+  memory.remember(call(), suspended, 0);
+  memory.remember(call({ model: 'other' }), REFUSED, 0);
+  expect(await memory.recall(call({ maxTokens: 1 }))).toMatchObject({ code: 'tenant_suspended' });
+  // The parent's resume (the suspension may have been the org's): the suspension goes, the
+  // budget refusal stays.
+  memory.resumed('org');
+  expect(memory.recall(call())).toBeUndefined();
+  expect(memory.recall(call({ model: 'other' }))).toBeDefined();
+  // A refusal whose admit raced the resume is not remembered.
+  const before = memory.closes('org');
+  memory.resumed('team');
+  memory.remember(call(), suspended, before);
+  expect(memory.recall(call())).toBeUndefined();
 });

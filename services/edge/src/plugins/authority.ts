@@ -76,6 +76,15 @@ export const authorityPlugin = fp(
         refusals.wake();
       }
     })();
+    // A resumed team's suspension refusals are forgotten (the event's subject names the team:
+    // `<eventsPrefix>.<tenant>.tenant.resumed`).
+    const resumed = opts.nc.subscribe(`${opts.names.eventsPrefix}.*.tenant.resumed`, {
+      callback: (_err, msg) => {
+        const tokens = msg.subject.split('.');
+        const tenant = tokens[tokens.length - 3];
+        if (tenant) refusals.resumed(tenant);
+      },
+    });
     app.decorate('authority', authority);
     app.decorate('configSnapshot', snapshot);
     app.decorate('holds', holds);
@@ -88,6 +97,7 @@ export const authorityPlugin = fp(
       await holds.drain();
       await refusals.stop();
       started.unsubscribe();
+      resumed.unsubscribe();
       closing = true;
     });
     await snapshot.start();
