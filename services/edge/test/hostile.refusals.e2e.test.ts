@@ -206,7 +206,7 @@ test('a team at its org’s cap on calls in flight: repeats are answered at the 
     behaviour: { completion: { mode: 'fixed', tokens: 40 }, tokenDelayMs: 20 },
     edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
     patch: (c) => {
-      c.tenants.push({ id: 'acme', maxInFlight: 1 } as (typeof c.tenants)[number]);
+      c.tenants.push({ id: 'acme', maxInFlight: 1 });
       entry(c.tenants, 'support-bot').parent = 'acme';
       entry(c.tenants, 'finance-ops').parent = 'acme';
     },
