@@ -5,7 +5,7 @@ import {
   StorageType,
   type JetStreamManager,
 } from '@nats-io/jetstream';
-import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
+import { connect, nanos, type NatsConnection, type Status } from '@nats-io/transport-node';
 import { closesStream, deadLetterStream, type NatsNames } from '@holdfast/events';
 import type { Logger } from 'pino';
 
@@ -46,6 +46,20 @@ export async function connectNats(opts: NatsConnectOptions): Promise<NatsConnect
     }
   })();
   return nc;
+}
+
+/**
+ * Calls `fn` each time the connection is back after a loss (its `reconnect` status, sent once
+ * its subscriptions are registered again), until the returned stop is called or the
+ * connection closes.
+ */
+export function onReconnect(nc: NatsConnection, fn: () => void): () => void {
+  // The iterator nats.js returns has `stop`; its declared type does not say so.
+  const statuses: AsyncIterable<Status> & { stop?: () => void } = nc.status();
+  void (async () => {
+    for await (const s of statuses) if (s.type === 'reconnect') fn();
+  })();
+  return () => statuses.stop?.();
 }
 
 /** How long JetStream remembers a Nats-Msg-Id; a relay republishing within it is deduplicated. */

@@ -23,6 +23,7 @@ import {
   authoritySubject,
   ensureEventsStream,
   Ok,
+  onReconnect,
   serve,
   serveBatch,
   type Handler,
@@ -101,7 +102,7 @@ export class Authority {
   readonly #subs: Subscription[] = [];
   #configTimer: NodeJS.Timeout | undefined;
   #durable: { close: () => void } | undefined;
-  #stopped = false;
+  #stopReconnects: () => void = () => {};
   /** Says this replica serves (again): at its start, and each time its Redis is back. */
   readonly #announceServing = (): void => {
     if (!this.#o.nc.isClosed()) this.#o.nc.publish(authorityStartedSubject(this.#o.names));
@@ -223,14 +224,7 @@ export class Authority {
     this.#o.redis.on('ready', this.#announceServing);
     // And each time its NATS connection is back (its subscriptions are sent again first): an
     // edge that reconnected before it sends what it owes now, not a backoff step later.
-    void this.#onReconnect();
-  }
-
-  async #onReconnect(): Promise<void> {
-    for await (const s of this.#o.nc.status()) {
-      if (this.#stopped) return;
-      if (s.type === 'reconnect') this.#announceServing();
-    }
+    this.#stopReconnects = onReconnect(nc, this.#announceServing);
   }
 
   /**
@@ -264,7 +258,7 @@ export class Authority {
   /** Stops serving (drains subscriptions), then the relay and sweeper. */
   async stop(): Promise<void> {
     this.#o.redis.off('ready', this.#announceServing);
-    this.#stopped = true;
+    this.#stopReconnects();
     clearInterval(this.#configTimer);
     if (this.#o.configFile) unwatchFile(this.#o.configFile);
     await Promise.all(this.#subs.map((s) => s.drain().catch(() => undefined)));

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { authorityStartedSubject, type NatsNames } from '@holdfast/events';
-import { AuthorityClient, type Logger } from '@holdfast/runtime';
+import { AuthorityClient, onReconnect, type Logger } from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -67,15 +67,10 @@ export const authorityPlugin = fp(
     });
     // So does the edge's own NATS connection coming back (the authority may have reconnected
     // first, its notice lost meanwhile).
-    let closing = false;
-    void (async () => {
-      for await (const s of opts.nc.status()) {
-        if (closing) return;
-        if (s.type !== 'reconnect') continue;
-        holds.wake();
-        refusals.wake();
-      }
-    })();
+    const stopReconnects = onReconnect(opts.nc, () => {
+      holds.wake();
+      refusals.wake();
+    });
     // A resumed team's suspension refusals are forgotten (the event's subject names the team:
     // `<eventsPrefix>.<tenant>.tenant.resumed`).
     const resumed = opts.nc.subscribe(`${opts.names.eventsPrefix}.*.tenant.resumed`, {
@@ -98,7 +93,7 @@ export const authorityPlugin = fp(
       await refusals.stop();
       started.unsubscribe();
       resumed.unsubscribe();
-      closing = true;
+      stopReconnects();
     });
     await snapshot.start();
     // Closes the authority cannot take wait in this stream; make sure it exists (idempotent).
