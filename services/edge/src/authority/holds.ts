@@ -47,8 +47,11 @@ export interface HoldsOptions {
   backoffMs?: number;
   /** How long `drain()` keeps trying to hand closes over before it gives up on them. */
   drainTimeoutMs?: number;
-  /** Told of every close the authority answered: its levels' budgets may have room again. */
-  onClosed?: (ref: HoldRef) => void;
+  /**
+   * Told when a close starts and when it ends (answered, handed over or given up): while it
+   * runs its levels' budgets may get room back at any moment.
+   */
+  closes?: { started: (ref: HoldRef) => void; ended: (ref: HoldRef) => void };
 }
 
 /** Errors after which the same settle/release may succeed later. */
@@ -93,9 +96,11 @@ export class Holds {
   close(ref: HoldRef, close: Close): Promise<void> {
     const { closesPending } = this.#o.metrics;
     closesPending.inc();
+    this.#o.closes?.started(ref);
     const run = this.#run(ref, close).finally(() => {
       this.#pending.delete(run);
       closesPending.dec();
+      this.#o.closes?.ended(ref);
     });
     this.#pending.add(run);
     return run;
@@ -142,7 +147,6 @@ export class Holds {
     );
     if (reply.ok) {
       metrics.holdsClosed.inc({ how: close.how, outcome: label });
-      this.#o.onClosed?.(ref);
       const { status } = reply.value;
       if (status === 'already_expired' || (status === 'unknown' && close.how === 'settle')) {
         logger.warn({ ...request, status, close }, 'hold closed too late');

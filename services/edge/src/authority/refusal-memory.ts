@@ -74,7 +74,8 @@ const MAX_REPORT_BACKOFF_MS = 5_000;
  * it needs at least as much in every unit) is refused here, with the authority's answer (its
  * Retry-After counted down), for `memoryMs` at most, never past that Retry-After, and only
  * until a call that could give the refusing window room closes on this edge or a new config is
- * applied. The same holds for `concurrency_limit` (a cap on calls in flight, of the tenant or
+ * applied; and not while such a call's close is running here (the authority may apply it at
+ * any moment). The same holds for `concurrency_limit` (a cap on calls in flight, of the tenant or
  * an ancestor: other edges' calls count), whatever the repeat's size, until any call of the
  * org closes here, and for `tenant_suspended`, whatever the size, until the org's
  * `tenant.resumed` event. A refusal here can therefore be stale by at most that long when a call
@@ -97,6 +98,8 @@ export class RefusalMemory {
   #size = 0;
   /** Closes answered (and resumes seen) per org: an admit that raced one is not remembered. */
   readonly #closes = new Map<string, number>();
+  /** Closes running on this edge, by org and tenant. */
+  readonly #closing = new Map<string, Map<string, number>>();
   /** Refusals not yet reported, by org and summary kind. */
   readonly #open = new Map<string, Tally>();
   /** Items a failed report carried: sent again as they were. */
@@ -143,6 +146,7 @@ export class RefusalMemory {
     }
     const smaller = req.promptTokens < r.promptTokens || req.maxTokens < r.maxTokens;
     if (smaller && !r.anySize) return undefined;
+    if (this.#closingUnder(tenant.org, r.refused.level)) return undefined;
     this.#o.metrics.localRefusals.inc({ tenant: tenant.id });
     const same =
       r.anySize || (req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens);
@@ -164,6 +168,7 @@ export class RefusalMemory {
     if (refused.retryAfterSeconds === 0) return;
     const { tenant } = req.caller;
     if (this.closes(tenant.org) !== closes) return;
+    if (this.#closingUnder(tenant.org, refused.level)) return;
     const now = Date.now();
     if (this.#size >= this.#max && this.#sweep(now) >= this.#max) return;
     const retryAt =
@@ -197,12 +202,27 @@ export class RefusalMemory {
   }
 
   /**
-   * A call of `tenant` closed (the authority answered its settle or release): the refusals of
-   * the levels it gave room back to (the tenant and its ancestors) are forgotten, every one of
-   * the org's when the tenant is not in the config.
+   * A close of a call of `tenant` starts: until it ends, the authority may give its levels room
+   * back at any moment, so their refusals are neither answered here nor remembered.
+   */
+  closing(org: string, tenant: string): void {
+    let tenants = this.#closing.get(org);
+    if (!tenants) this.#closing.set(org, (tenants = new Map<string, number>()));
+    tenants.set(tenant, (tenants.get(tenant) ?? 0) + 1);
+  }
+
+  /**
+   * A close of a call of `tenant` ended (answered, handed over or given up): the refusals of
+   * the levels it may have given room back to (the tenant and its ancestors) are forgotten,
+   * every one of the org's when the tenant is not in the config.
    */
   closed(org: string, tenant: string): void {
     this.#closes.set(org, this.closes(org) + 1);
+    const tenants = this.#closing.get(org);
+    const left = (tenants?.get(tenant) ?? 0) - 1;
+    if (left > 0) tenants!.set(tenant, left);
+    else tenants?.delete(tenant);
+    if (tenants?.size === 0) this.#closing.delete(org);
     const calls = this.#orgs.get(org);
     if (!calls) return;
     const chain = this.#o.config()?.tenants.get(tenant)?.chain;
@@ -211,6 +231,19 @@ export class RefusalMemory {
         this.#drop(org, calls, key);
       }
     }
+  }
+
+  /** A close under `level` (null: any level of the org) is running on this edge. */
+  #closingUnder(org: string, level: string | null): boolean {
+    const tenants = this.#closing.get(org);
+    if (!tenants) return false;
+    if (level === null) return true;
+    const config = this.#o.config();
+    for (const tenant of tenants.keys()) {
+      const chain = config?.tenants.get(tenant)?.chain;
+      if (!chain || chain.includes(level)) return true;
+    }
+    return false;
   }
 
   /**

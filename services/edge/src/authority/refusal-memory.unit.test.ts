@@ -329,3 +329,21 @@ test('a suspension: any repeat is refused until the org hears its tenant.resumed
   memory.remember(call(), suspended, before);
   expect(memory.recall(call())).toBeUndefined();
 });
+
+test('while a close under the refusing level runs, its refusals are neither answered here nor remembered', async () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(call(), REFUSED, 0);
+  // A sibling's close cannot give team's window room: the refusal is still answered.
+  memory.closing('org', 'sibling');
+  expect(memory.recall(call())).toBeDefined();
+  // team's own close: the authority may apply it at any moment.
+  memory.closing('org', 'team');
+  expect(memory.recall(call())).toBeUndefined();
+  memory.remember(call({ model: 'other' }), REFUSED, memory.closes('org'));
+  expect(memory.recall(call({ model: 'other' }))).toBeUndefined();
+  memory.closed('org', 'team');
+  memory.closed('org', 'sibling');
+  // Both ended: refusals made from now on are remembered again.
+  memory.remember(call(), REFUSED, memory.closes('org'));
+  expect(await memory.recall(call())).toMatchObject({ code: 'budget_exceeded' });
+});

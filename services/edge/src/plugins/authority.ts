@@ -48,7 +48,10 @@ export const authorityPlugin = fp(
       logger: opts.logger.child({ component: 'refusals' }),
     });
     const holds = new Holds({
-      onClosed: (ref) => refusals.closed(ref.org, ref.tenant),
+      closes: {
+        started: (ref) => refusals.closing(ref.org, ref.tenant),
+        ended: (ref) => refusals.closed(ref.org, ref.tenant),
+      },
       authority,
       js: jetstream(opts.nc),
       names: opts.names,
