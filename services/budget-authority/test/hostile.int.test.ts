@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { windowBounds, type BudgetWindow } from '@holdfast/events';
+import { windowBounds, type BudgetWindow, type HoldfastEvent } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { describe, expect } from 'vitest';
 import {
@@ -49,6 +49,13 @@ const call = (over: Record<string, unknown> = {}) => ({
   maxTokens: 100,
   ...over,
 });
+
+/** The refusals the events stand for: a summary counts for its `count`. */
+function refusalsCounted(events: HoldfastEvent[]): number {
+  let n = 0;
+  for (const e of events) if (e.type === 'admission.refused') n += e.count;
+  return n;
+}
 
 describe('suspensions have owners', () => {
   test("the alerter's automatic resume never lifts an admin's suspension", async ({
@@ -136,10 +143,7 @@ describe('no cheap denial of service', () => {
     const refusals = (await readEvents(nc, iso.names)).filter(
       (e) => e.type === 'admission.refused',
     );
-    const counted = refusals.reduce(
-      (sum, e) => sum + (e.type === 'admission.refused' ? e.count : 0),
-      0,
-    );
+    const counted = refusalsCounted(refusals);
     expect(counted).toBe(n);
     // The clock does not move in this test: one second, five full events and the summaries.
     expect(refusals.length).toBeLessThan(20);
@@ -160,9 +164,7 @@ test('refusals decided before any budget is read (an unregistered use case) are 
   const refusals = (await readEvents(nc, iso.names)).filter(
     (e) => e.type === 'admission.refused' && e.code === 'use_case_not_registered',
   );
-  expect(refusals.reduce((sum, e) => sum + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(
-    n,
-  );
+  expect(refusalsCounted(refusals)).toBe(n);
   expect(refusals.length).toBeLessThan(20);
 });
 
@@ -303,7 +305,7 @@ describe('refusals an edge answered itself (refusals.report)', () => {
       (e) => e.type === 'admission.refused' && e.code === 'budget_exceeded',
     );
     // The authority's own refusal, then the 43 reported as summaries of its kind.
-    expect(budget.reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(44);
+    expect(refusalsCounted(budget)).toBe(44);
     expect(budget.length).toBeLessThanOrEqual(3);
   });
 
@@ -333,7 +335,7 @@ describe('refusals an edge answered itself (refusals.report)', () => {
     const events = (await readEvents(nc, iso.names)).filter(
       (e) => e.type === 'admission.refused' && e.code === 'concurrency_limit',
     );
-    expect(events.reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(10);
+    expect(refusalsCounted(events)).toBe(10);
   });
 
   test('items that are not a budget refusal of their own tenant are dropped, never written', async ({
@@ -371,6 +373,6 @@ describe('refusals an edge answered itself (refusals.report)', () => {
     expect(negative.ok).toBe(false);
     await quiescent(h.client, redis, iso.keyPrefix);
     const events = (await readEvents(nc, iso.names)).filter((e) => e.type === 'admission.refused');
-    expect(events.reduce((n, e) => n + (e.type === 'admission.refused' ? e.count : 0), 0)).toBe(1);
+    expect(refusalsCounted(events)).toBe(1);
   });
 });

@@ -13,9 +13,9 @@ const REMEMBERED = new Set(['budget_exceeded', 'concurrency_limit', 'tenant_susp
 
 /**
  * The item's event fields, when they are a `budget_exceeded`, `concurrency_limit` or
- * `tenant_suspended` refusal of its tenant as admit.lua made it (the kind starts with the tenant and the code, admit.lua
- * `refuse`); undefined otherwise. Edges are trusted, but what lands in the outbox is checked
- * where it is written.
+ * `tenant_suspended` refusal of its tenant as admit.lua made it (the kind starts with the
+ * tenant and the code, admit.lua `refuse`); undefined otherwise. Edges are trusted, but what
+ * lands in the outbox is checked where it is written.
  */
 function refusalFields(item: RefusalsReportRequest['items'][number]): string[] | undefined {
   let parsed: unknown;

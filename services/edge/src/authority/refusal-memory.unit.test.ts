@@ -45,12 +45,18 @@ const REFUSED: Refused = {
 
 type Report = (req: RefusalsReportRequest) => Promise<Result<{ recorded: number }, RpcError>>;
 
-function memoryOver(report: Report, memoryMs = 1_000, config = compile(100)) {
+function memoryOver(
+  report: Report,
+  memoryMs = 1_000,
+  config = compile(100),
+  bounds: { maxEntries?: number; maxPerOrg?: number } = {},
+) {
   const reports: RefusalsReportRequest[] = [];
   const metrics = new EdgeMetrics(new Registry());
   const memory = new RefusalMemory({
     memoryMs,
     reportMs: 5,
+    ...bounds,
     authority: {
       reportRefusals: (req) => {
         reports.push(structuredClone(req));
@@ -224,35 +230,14 @@ test('stop reports what is still unreported', async () => {
 
 test('holds at most maxEntries, dropping expired ones first', () => {
   vi.useFakeTimers({ toFake: ['Date'] });
-  const config = compile(100);
-  const memory = new RefusalMemory({
-    memoryMs: 1_000,
-    reportMs: 5,
-    authority: { reportRefusals: taken },
-    config: () => config,
-    metrics: new EdgeMetrics(new Registry()),
-    logger: { warn: () => {}, info: () => {} },
-    maxEntries: 2,
-  });
-  const call = (model: string): AdmissionRequest => ({
-    caller: {
-      tenant: config.tenants.get('team')!,
-      keyId: null,
-      useCase: 'chat',
-      namesUsers: false,
-    },
-    model,
-    promptTokens: 1,
-    maxTokens: 1,
-    extensible: false,
-    api: 'chat',
-  });
-  memory.remember(call('a'), REFUSED, 0);
-  memory.remember(call('b'), REFUSED, 0);
-  memory.remember(call('c'), REFUSED, 0);
+  const { memory, call } = memoryOver(taken, 1_000, compile(100), { maxEntries: 2 });
+  const shape = (model: string) => call({ model, promptTokens: 1, maxTokens: 1 });
+  memory.remember(shape('a'), REFUSED, 0);
+  memory.remember(shape('b'), REFUSED, 0);
+  memory.remember(shape('c'), REFUSED, 0);
   expect(memory.size).toBe(2);
   vi.setSystemTime(Date.now() + 1_000);
-  memory.remember(call('c'), REFUSED, 0);
+  memory.remember(shape('c'), REFUSED, 0);
   expect(memory.size).toBe(1);
 });
 
@@ -276,25 +261,8 @@ test('a cap on calls in flight: any repeat is refused, whatever its size, until 
 
 test('one org holds at most maxPerOrg of them, so its end users cannot take the whole memory', () => {
   vi.useFakeTimers({ toFake: ['Date'] });
-  const config = compile(100);
-  const memory = new RefusalMemory({
-    memoryMs: 1_000,
-    reportMs: 5,
-    authority: { reportRefusals: taken },
-    config: () => config,
-    metrics: new EdgeMetrics(new Registry()),
-    logger: { warn: () => {}, info: () => {} },
-    maxPerOrg: 2,
-  });
-  const call = (endUser: string): AdmissionRequest => ({
-    caller: { tenant: config.tenants.get('team')!, keyId: null, useCase: 'chat', namesUsers: true },
-    model: 'gpt-5',
-    promptTokens: 1,
-    maxTokens: 1,
-    extensible: false,
-    api: 'chat',
-    endUser,
-  });
+  const { memory, call: of } = memoryOver(taken, 1_000, compile(100), { maxPerOrg: 2 });
+  const call = (endUser: string) => of({ endUser, promptTokens: 1, maxTokens: 1 });
   for (const user of ['u1', 'u2', 'u3']) memory.remember(call(user), REFUSED, 0);
   expect(memory.size).toBe(2);
   expect(memory.recall(call('u3'))).toBeUndefined();
