@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Counting } from './counting.js';
 import { SERVER_TOOL_INPUT_TOKENS } from './server-tools.js';
 
 /**
@@ -112,6 +113,11 @@ export const Behaviour = z.strictObject({
    */
   responsesInputTokens: z.boolean(),
   /**
+   * The counting endpoints' own latency and requests-per-minute limit (see `Counting`):
+   * count_tokens and input_tokens.
+   */
+  counting: Counting,
+  /**
    * Anthropic's tool-use system prompt (see `ToolPrompt`). Headers: `x-mock-tool-prompt-auto`,
    * `x-mock-tool-prompt-forced`.
    */
@@ -166,6 +172,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   priorityTier: false,
   longContextAboveTokens: null,
   responsesInputTokens: true,
+  counting: { latencyMs: 0, requestsPerMinute: null },
   toolPromptTokens: { auto: 346, forced: 313 },
   toolUses: 0,
   ignoreToolBound: false,

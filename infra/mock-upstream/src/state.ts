@@ -10,6 +10,7 @@ import {
   type FailureKind,
 } from './behaviour.js';
 import { CapacityLimiter, type CapacityStats } from './capacity.js';
+import { CountGate, type CountingStats } from './counting.js';
 import { PromptCache } from './anthropic/cache.js';
 import { ReasoningSeal } from './responses/sealed.js';
 import { ResponseStore } from './responses/store.js';
@@ -106,6 +107,8 @@ export interface MockStats {
   billedByRoute: Record<Route, Totals & { calls: number }>;
   /** The account limit: arrivals per minute, the peak of any 60 s, 429s sent. */
   capacity: CapacityStats;
+  /** The counting endpoints (count_tokens, input_tokens): open, most open at once, 429s. */
+  counting: CountingStats;
   /** The call log, oldest first (the last `logLimit` calls). */
   recent: RequestRecord[];
 }
@@ -138,6 +141,7 @@ function emptyStats(capacity: CapacityStats): MockStats {
       messages: { ...zeroTotals(), calls: 0 },
     },
     capacity,
+    counting: { inFlight: 0, peakInFlight: 0, rejected: 0 },
     recent: [],
   };
 }
@@ -156,6 +160,7 @@ function add(into: Totals, b: Billed): void {
 export class MockState {
   behaviour: Behaviour;
   readonly capacity = new CapacityLimiter();
+  readonly counting = new CountGate();
   readonly responses = new ResponseStore();
   /** Seals reasoning items' encrypted content; drawn at start, kept across resets. */
   readonly seal = new ReasoningSeal();
@@ -174,6 +179,7 @@ export class MockState {
     this.initial = Behaviour.parse(initial);
     this.behaviour = this.initial;
     this.capacity.configure(this.behaviour.capacity);
+    this.counting.configure(this.behaviour.counting);
     this.stats = emptyStats(this.capacity.snapshot());
     this.outcomes = new Counter({
       name: 'mock_upstream_requests_total',
@@ -192,6 +198,7 @@ export class MockState {
   configure(patch: BehaviourPatch): Behaviour {
     this.behaviour = Behaviour.parse({ ...this.behaviour, ...patch });
     this.capacity.configure(this.behaviour.capacity);
+    this.counting.configure(this.behaviour.counting);
     return this.behaviour;
   }
 
@@ -215,6 +222,8 @@ export class MockState {
     this.behaviour = this.initial;
     this.capacity.configure(this.behaviour.capacity);
     this.capacity.reset();
+    this.counting.configure(this.behaviour.counting);
+    this.counting.reset();
     this.responses.clear();
     this.promptCache.clear();
     this.queue = [];
@@ -275,7 +284,11 @@ export class MockState {
   }
 
   snapshot(): MockStats {
-    return structuredClone({ ...this.stats, capacity: this.capacity.snapshot() });
+    return structuredClone({
+      ...this.stats,
+      capacity: this.capacity.snapshot(),
+      counting: this.counting.snapshot(),
+    });
   }
 
   /** Call records after `seq`, oldest first. */

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
-import { CLAUDE, post, withClaude } from './surfaces.js';
+import { CLAUDE, post, responsesFile, withClaude } from './surfaces.js';
 
 /**
  * Red team, input the edge cannot see. A file is billed by its pages (the text and an image of
@@ -164,24 +164,7 @@ test('a file the upstream counts is held at its real size: Responses input_token
 }) => {
   const s = await stack({ patch: small });
   // Responses: the upstream's input_tokens counts the file: 3,000+ does not fit 2,000.
-  const responses = await post(
-    s,
-    '/v1/responses',
-    {
-      model: 'gpt-4o-mini',
-      max_output_tokens: 20,
-      input: [
-        {
-          role: 'user',
-          content: [
-            { type: 'input_text', text: 'Summarise this.' },
-            { type: 'input_file', filename: 'a.pdf', file_data: PDF },
-          ],
-        },
-      ],
-    },
-    auth,
-  );
+  const responses = await post(s, '/v1/responses', responsesFile('gpt-4o-mini', PDF), auth);
   expect(responses.status).toBe(429);
   expect(responses.body.error).toMatchObject({ code: 'budget_exceeded' });
   expect(s.upstream.stats().requests.responsesInputTokens).toBe(1);

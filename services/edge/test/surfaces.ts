@@ -51,6 +51,23 @@ export function anthropic(
   return new Anthropic({ baseURL: s.edge.url, apiKey: key, maxRetries: 0, ...opts });
 }
 
+/** A Responses body asking about one file (`file_data`: a data URL), `max_output_tokens` 20. */
+export function responsesFile(model: string, fileData: string): Record<string, unknown> {
+  return {
+    model,
+    max_output_tokens: 20,
+    input: [
+      {
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Summarise this.' },
+          { type: 'input_file', filename: 'a.pdf', file_data: fileData },
+        ],
+      },
+    ],
+  };
+}
+
 /** A user turn of about `words` o200k tokens. */
 export function words(n: number): string {
   return Array.from({ length: n }, (_, i) => (i % 2 ? 'budget' : 'report')).join(' ');

@@ -133,9 +133,11 @@ export function registerMessages(app: FastifyInstance, state: MockState): void {
     if (!versioned(request, reply)) return reply;
     const read = readRequest(CountTokensBody, request, reply, state, ANTHROPIC);
     if (!read) return reply;
-    const counted = await promptSegments(read.body, read.plan.toolPrompt);
-    if (!counted.ok) return invalid(reply, counted.error.message);
-    return { input_tokens: counted.value.total };
+    return state.counting.run(reply, ANTHROPIC, async () => {
+      const counted = await promptSegments(read.body, read.plan.toolPrompt);
+      if (!counted.ok) return invalid(reply, counted.error.message);
+      return { input_tokens: counted.value.total };
+    });
   });
 }
 

@@ -127,9 +127,11 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       const { message, param } = describeIssue(parsed.error);
       return sendInvalid(reply, message, param);
     }
-    const counted = await countInput(parsed.data, { store: state.responses, seal: state.seal });
-    if (!counted.ok) return refuse(reply, counted.error);
-    return { object: 'response.input_tokens', input_tokens: counted.value.tokens };
+    return state.counting.run(reply, OPENAI, async () => {
+      const counted = await countInput(parsed.data, { store: state.responses, seal: state.seal });
+      if (!counted.ok) return refuse(reply, counted.error);
+      return { object: 'response.input_tokens', input_tokens: counted.value.tokens };
+    });
   });
 
   app.get<{ Params: { id: string } }>('/v1/responses/:id', (request, reply) => {

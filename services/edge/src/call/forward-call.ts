@@ -123,7 +123,10 @@ export async function forwardCall<B>(
       grant: { ...grant, upstream: opened.upstream },
       opened,
       transcript: adapter.transcript(body, { ...grant, upstream: opened.upstream }),
-      meter: await meterFor(deps, call.model, opened, forwardedHeaders(request, adapter)),
+      meter: await meterFor(deps, call.model, opened, {
+        tenant: request.caller!.tenant.id,
+        headers: forwardedHeaders(request, adapter),
+      }),
       growth: growthOf(deps, request, call),
       body,
     };
@@ -145,7 +148,7 @@ async function meterFor(
   deps: CallDeps,
   model: CompiledModel,
   opened: Opened,
-  headers: Readonly<Record<string, string>>,
+  { tenant, headers }: { tenant: string; headers: Readonly<Record<string, string>> },
 ) {
   const t = tokenizerOf(model);
   const own = t === 'upstream' || t === 'estimate' ? undefined : await loadTokenizer(t);
@@ -155,8 +158,8 @@ async function meterFor(
     t !== 'upstream'
       ? undefined
       : target.api === 'anthropic'
-        ? (text: string) => deps.upstream.count.replyText(target, name, text, headers)
-        : (text: string) => deps.upstream.count.tokenize(target, text);
+        ? (text: string) => deps.upstream.count.replyText(target, tenant, name, text, headers)
+        : (text: string) => deps.upstream.count.tokenize(target, tenant, text);
   return new OutputMeter({
     cut: own ?? (await loadTokenizer('o200k_base')),
     exact: own !== undefined,

@@ -2,6 +2,7 @@ import { toolUseKind, type CompiledModel } from '@holdfast/config';
 import { LIMITS } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import { EdgeError } from '../errors.js';
+import type { CountError } from '../upstream/counting.js';
 import type { Counted } from './adapter.js';
 import { clientBound } from './tool-uses.js';
 
@@ -33,9 +34,12 @@ export function countUnseen(
   local: () => Promise<number>,
   model: CompiledModel | undefined,
   why: string,
+  failed?: CountError,
 ): Promise<Counted> | Counted {
   const allowance = model?.upstreamStateAllowanceTokens;
   if (allowance !== undefined) return local().then((n) => Ok(n + allowance * unseen.length));
+  const later = failed && countLater(failed);
+  if (later) return Err(later);
   const [first] = unseen;
   return Err(
     new EdgeError({
@@ -47,6 +51,31 @@ export function countUnseen(
         `or have the model configured with upstreamStateAllowanceTokens.`,
     }),
   );
+}
+
+/**
+ * A count that may work later, as the refusal a client retries: the tenant's own share of the
+ * upstream's connections is open (429 `concurrency_limit`, as a call past it gets), or the
+ * upstream rate-limits its counting (429 `upstream_rate_limited` with its Retry-After). Not
+ * the call's fault, so not a 400.
+ */
+function countLater(failed: CountError): EdgeError | undefined {
+  if (failed.code === 'count_busy') {
+    return new EdgeError({
+      code: 'concurrency_limit',
+      message: `This call's input can only be counted by its upstream, and ${failed.message}. Retry when its calls there end.`,
+      headers: { 'retry-after': '1' },
+    });
+  }
+  if (failed.code === 'count_limited') {
+    const seconds = Math.max(1, Math.ceil((failed.retryAfterMs ?? 1_000) / 1_000));
+    return new EdgeError({
+      code: 'upstream_rate_limited',
+      message: `This call's input can only be counted by its upstream, and ${failed.message}. Retry after ${seconds} s.`,
+      headers: { 'retry-after': String(seconds) },
+    });
+  }
+  return undefined;
 }
 
 /**

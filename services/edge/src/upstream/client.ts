@@ -167,7 +167,13 @@ export class UpstreamClient {
       connections: opts.connections,
     });
     this.#shares = new OriginShares(Math.max(1, Math.floor(opts.connections * opts.tenantShare)));
-    this.#count = new UpstreamCounter({ agent: this.#agent, env: opts.env, logger: opts.logger });
+    this.#count = new UpstreamCounter({
+      agent: this.#agent,
+      env: opts.env,
+      logger: opts.logger,
+      take: (tenant, target) => this.#takeConnection(tenant, target, surfaceBase(target, opts.env)),
+      onBusy: (tenant) => opts.metrics.upstreamShareRefusals.inc({ tenant }),
+    });
   }
 
   close(): Promise<void> {

@@ -2,17 +2,29 @@ import type { UpstreamConfig } from '@holdfast/config';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { request, type Dispatcher } from 'undici';
 import { baseUrl, rootUrl, upstreamHeaders } from './endpoint.js';
+import { retryAfterMs } from './retry.js';
 
 /**
  * Why an upstream's counting endpoint gave no count. `status` is the upstream's HTTP status
  * when it answered one (`count_refused`: a 4xx about the request itself means the call would
- * fail the same way); null when it could not be reached or answered nonsense. A plain object:
+ * fail the same way); null when it could not be reached or answered nonsense. Two say the
+ * count may work later: `count_busy`, the tenant already holds its share of the connections
+ * to that upstream (nothing was sent), and `count_limited`, the upstream's counting endpoint
+ * answered 429 (or did less than `retryAfterMs` ago, and was not asked again). A plain object:
  * the caller falls back to its own count, so nothing needs a stack.
  */
 export interface CountError {
-  code: 'count_refused' | 'count_unreachable' | 'count_bad_reply' | 'no_upstream';
+  code:
+    | 'count_refused'
+    | 'count_unreachable'
+    | 'count_bad_reply'
+    | 'no_upstream'
+    | 'count_busy'
+    | 'count_limited';
   status: number | null;
   message: string;
+  /** count_limited: when the upstream said it counts again. */
+  retryAfterMs?: number;
 }
 
 /** What an upstream's counting endpoint said: a count, or why not. */
@@ -23,17 +35,29 @@ export interface UpstreamCounterOptions {
   env: NodeJS.ProcessEnv;
   logger: Logger;
   timeoutMs?: number;
+  /**
+   * Takes one of the tenant's share of the connections to the upstream's origin (the share its
+   * calls take too): the function that gives it back, or undefined when it holds its share.
+   */
+  take: (tenant: string, target: UpstreamConfig) => (() => void) | undefined;
+  /** Told of each count not asked because the tenant held its share. */
+  onBusy?: (tenant: string) => void;
 }
 
 /**
  * The counting endpoints of upstreams, for `tokenizer: upstream` and for state the edge
  * cannot see: llama-server's `/apply-template` + `/tokenize`, Anthropic's
- * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`.
+ * `/v1/messages/count_tokens`, OpenAI's `/v1/responses/input_tokens`. Each count is asked
+ * for a tenant and takes one of its share of the connections to that upstream, as a call
+ * does: a tenant flooding counts cannot take the connections other tenants' calls need. An
+ * upstream whose counting answered 429 is not asked again until its Retry-After has passed.
  */
 export class UpstreamCounter {
   readonly #o: UpstreamCounterOptions;
   /** count_tokens of a '.' reply, by upstream and model (see replyText). */
   readonly #replyBase = new Map<string, number>();
+  /** Until when each upstream's counting is rate-limited (epoch ms), by upstream id. */
+  readonly #limitedUntil = new Map<string, number>();
 
   constructor(opts: UpstreamCounterOptions) {
     this.#o = opts;
@@ -47,19 +71,24 @@ export class UpstreamCounter {
    */
   async chatPrompt(
     target: UpstreamConfig,
+    tenant: string,
     body: Record<string, unknown>,
   ): Promise<number | undefined> {
     const { stream: _s, stream_options: _o, ...rendered } = body;
     const root = rootUrl(target, this.#o.env);
-    const prompt = await this.#post(target, `${root}/apply-template`, rendered);
+    const prompt = await this.#post(target, tenant, `${root}/apply-template`, rendered);
     const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
-    return typeof text === 'string' ? this.tokenize(target, text) : undefined;
+    return typeof text === 'string' ? this.tokenize(target, tenant, text) : undefined;
   }
 
   /** A text by llama-server's own tokenizer (`POST /tokenize`); undefined when it cannot say. */
-  async tokenize(target: UpstreamConfig, text: string): Promise<number | undefined> {
+  async tokenize(
+    target: UpstreamConfig,
+    tenant: string,
+    text: string,
+  ): Promise<number | undefined> {
     const root = rootUrl(target, this.#o.env);
-    const reply = await this.#post(target, `${root}/tokenize`, {
+    const reply = await this.#post(target, tenant, `${root}/tokenize`, {
       content: text,
       add_special: false,
     });
@@ -70,11 +99,12 @@ export class UpstreamCounter {
   /** Anthropic's `POST /v1/messages/count_tokens` (`anthropic-version`/`-beta` forwarded). */
   messages(
     target: UpstreamConfig,
+    tenant: string,
     body: Record<string, unknown>,
     forwarded: Readonly<Record<string, string>>,
   ): Promise<CountReply> {
     const url = `${rootUrl(target, this.#o.env)}/v1/messages/count_tokens`;
-    return this.#count(target, url, body, forwarded);
+    return this.#count(target, tenant, url, body, forwarded);
   }
 
   /**
@@ -86,6 +116,7 @@ export class UpstreamCounter {
    */
   async replyText(
     target: UpstreamConfig,
+    tenant: string,
     model: string,
     text: string,
     forwarded: Readonly<Record<string, string>>,
@@ -97,7 +128,7 @@ export class UpstreamCounter {
         { role: 'user', content: '.' },
         { role: 'assistant', content: reply },
       ];
-      const r = await this.messages(target, { model, messages }, forwarded);
+      const r = await this.messages(target, tenant, { model, messages }, forwarded);
       return r.ok ? r.value : undefined;
     };
     const key = `${target.id}\u0000${model}`;
@@ -113,18 +144,23 @@ export class UpstreamCounter {
   }
 
   /** OpenAI's `POST /v1/responses/input_tokens`: the input a create with this body bills. */
-  responsesInput(target: UpstreamConfig, body: Record<string, unknown>): Promise<CountReply> {
+  responsesInput(
+    target: UpstreamConfig,
+    tenant: string,
+    body: Record<string, unknown>,
+  ): Promise<CountReply> {
     const url = `${baseUrl(target, this.#o.env)}/responses/input_tokens`;
-    return this.#count(target, url, body, {});
+    return this.#count(target, tenant, url, body, {});
   }
 
   async #count(
     target: UpstreamConfig,
+    tenant: string,
     url: string,
     body: unknown,
     forwarded: Readonly<Record<string, string>>,
   ): Promise<CountReply> {
-    const reply = await this.#post(target, url, body, forwarded);
+    const reply = await this.#post(target, tenant, url, body, forwarded);
     if (!reply.ok) return reply;
     const tokens = (reply.value as { input_tokens?: unknown }).input_tokens;
     if (typeof tokens === 'number' && Number.isSafeInteger(tokens) && tokens >= 0) {
@@ -135,10 +171,23 @@ export class UpstreamCounter {
 
   async #post(
     target: UpstreamConfig,
+    tenant: string,
     url: string,
     body: unknown,
     forwarded: Readonly<Record<string, string>> = {},
   ): Promise<Result<object, CountError>> {
+    const until = this.#limitedUntil.get(target.id);
+    if (until !== undefined) {
+      const left = until - Date.now();
+      if (left > 0) return Err(limited(target, left));
+      this.#limitedUntil.delete(target.id);
+    }
+    const giveBack = this.#o.take(tenant, target);
+    if (!giveBack) {
+      this.#o.onBusy?.(tenant);
+      const message = `team ${tenant} already has its share of the connections to upstream ${target.id} open on this edge`;
+      return Err({ code: 'count_busy', status: null, message });
+    }
     try {
       const res = await request(url, {
         method: 'POST',
@@ -147,6 +196,16 @@ export class UpstreamCounter {
         dispatcher: this.#o.agent,
         signal: AbortSignal.timeout(this.#o.timeoutMs ?? 2_000),
       });
+      if (res.statusCode === 429) {
+        const wait = Math.min(retryAfterMs(res.headers) ?? 1_000, LIMITED_CAP_MS);
+        this.#limitedUntil.set(target.id, Date.now() + wait);
+        await res.body.dump();
+        this.#o.logger.warn(
+          { upstream: target.id, url, retryAfterMs: wait },
+          'upstream count limited',
+        );
+        return Err(limited(target, wait));
+      }
       if (res.statusCode !== 200) {
         const message = await upstreamErrorMessage(res.body);
         this.#o.logger.warn(
@@ -162,9 +221,21 @@ export class UpstreamCounter {
       const message = err instanceof Error ? err.message : String(err);
       this.#o.logger.warn({ upstream: target.id, url, err: message }, 'upstream count failed');
       return Err({ code: 'count_unreachable', status: null, message });
+    } finally {
+      giveBack();
     }
   }
 }
+
+/** The longest an upstream's 429 stops the edge asking it counts (a Retry-After of a day is its mistake). */
+const LIMITED_CAP_MS = 60_000;
+
+const limited = (target: UpstreamConfig, retryAfterMs: number): CountError => ({
+  code: 'count_limited',
+  status: 429,
+  message: `upstream ${target.id} rate-limits its token counting for ${Math.ceil(retryAfterMs / 1_000)} s more`,
+  retryAfterMs,
+});
 
 const badReply = (message: string): CountError => ({
   code: 'count_bad_reply',

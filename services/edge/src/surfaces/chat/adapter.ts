@@ -62,7 +62,11 @@ async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counte
       passThrough: ctx.target.passThrough,
       set: {},
     }).body;
-    const counted = await ctx.deps.upstream.count.chatPrompt(ctx.target, rendered);
+    const counted = await ctx.deps.upstream.count.chatPrompt(
+      ctx.target,
+      ctx.owner.tenant,
+      rendered,
+    );
     if (counted !== undefined) return Ok(counted);
   }
   const local = () =>

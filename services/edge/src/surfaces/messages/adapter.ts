@@ -14,6 +14,7 @@ import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
 import type { CountTokensRequest, MessagesRequest } from './schema.js';
+import type { CountError } from '../../upstream/counting.js';
 import { hiddenInput, messagesProviderTools } from './hidden.js';
 import { MessagesTranscript } from './transcript.js';
 
@@ -102,19 +103,22 @@ function longContext(prompt: number, ctx: CountContext): Counted {
 async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<Counted> {
   const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
   let why = 'the model is not counted by its upstream (its tokenizer is not upstream)';
+  let failed: CountError | undefined;
   if (ctx.target) {
     const counted: Record<string, unknown> = { model: upstreamModel };
     for (const field of COUNTED_FIELDS) if (body[field] != null) counted[field] = body[field];
-    const reply = await ctx.deps.upstream.count.messages(ctx.target, counted, ctx.headers);
+    const { tenant } = ctx.owner;
+    const reply = await ctx.deps.upstream.count.messages(ctx.target, tenant, counted, ctx.headers);
     if (reply.ok) return Ok(reply.value);
-    why = `the upstream's /v1/messages/count_tokens could not count it (${reply.error.status === null ? reply.error.message : `it answered ${reply.error.status}`})`;
+    failed = reply.error;
+    why = `the upstream's /v1/messages/count_tokens could not count it (${failed.status === null ? failed.message : `it answered ${failed.status}`})`;
   }
   const hidden = hiddenInput(body, ctx.model);
   const local = async () =>
     hidden +
     (await ctx.deps.counter.countChat(asChatPrompt(body, upstreamModel), ctx.tokenizer, ctx.owner));
   const [document, ...more] = documentBlocks(body);
-  if (document) return countUnseen([document, ...more], local, ctx.model, why);
+  if (document) return countUnseen([document, ...more], local, ctx.model, why, failed);
   return Ok(await local());
 }
 

@@ -60,8 +60,12 @@ const COUNTED_FIELDS = [
   'truncation',
 ] as const;
 
-/** Upstream statuses that mean "no such endpoint here", not "this request is wrong". */
-const NO_ENDPOINT = new Set([404, 405, 501]);
+/**
+ * Upstream statuses that say the request itself is wrong (the call would fail the same way).
+ * Not 404/405/501 ("no such endpoint here"), 401/403 (the edge's key) or 408: the upstream
+ * could not count it, not a fault of the call's (429 is `count_limited`).
+ */
+const REQUEST_REFUSED = new Set([400, 409, 413, 422]);
 
 /**
  * The input in the model's tokens. With input only the upstream can count (state it keeps,
@@ -123,18 +127,23 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
   const chat = asChatPrompt(body, upstreamModel);
   const local = async () => {
     const counted =
-      ctx.target && (await ctx.deps.upstream.count.chatPrompt(ctx.target, { ...chat }));
+      ctx.target &&
+      (await ctx.deps.upstream.count.chatPrompt(ctx.target, ctx.owner.tenant, { ...chat }));
     return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer, ctx.owner));
   };
   const [first, ...more] = unseenState(body);
   if (first === undefined) return Ok(await local());
   const upstream = ctx.upstream;
   const counted = upstream
-    ? await ctx.deps.upstream.count.responsesInput(upstream, countedBody(body, upstreamModel))
+    ? await ctx.deps.upstream.count.responsesInput(
+        upstream,
+        ctx.owner.tenant,
+        countedBody(body, upstreamModel),
+      )
     : Err<CountError>({ code: 'no_upstream', status: null, message: 'the model has no upstream' });
   if (counted.ok) return Ok(counted.value);
   const { error } = counted;
-  if (error.status !== null && error.status < 500 && !NO_ENDPOINT.has(error.status)) {
+  if (error.code === 'count_refused' && REQUEST_REFUSED.has(error.status ?? 0)) {
     // The upstream read the request and found it wrong: the call would fail the same way.
     const message = `The upstream rejected the request: ${error.message}`;
     return Err(new EdgeError({ code: 'invalid_request', message }));
@@ -142,7 +151,7 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
   const answer =
     error.status === null ? error.message : `it answered ${error.status}: ${error.message}`;
   const why = `the upstream could not count it with POST /v1/responses/input_tokens (${answer})`;
-  return countUnseen([first, ...more], local, ctx.model, why);
+  return countUnseen([first, ...more], local, ctx.model, why, error);
 }
 
 function countedBody(body: ResponsesRequest, model: string): Record<string, unknown> {

@@ -1,0 +1,125 @@
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { edgeTest as test, entry, KEYS, tenantMetric, type TestConfig } from './harness.js';
+import { CLAUDE, post, responsesFile, withClaude } from './surfaces.js';
+
+/**
+ * Red team, the upstream's counting endpoints. A model counted by its upstream (`tokenizer:
+ * upstream`), and any call with input only the upstream can size (a PDF), needs a request to
+ * the upstream's count_tokens or input_tokens before it is held. Those requests go over the
+ * same connections as calls, and the provider rate-limits them apart from its models. A tenant
+ * flooding `POST /v1/messages/count_tokens` must not take the connections other tenants' calls
+ * and counts need, and an upstream that rate-limits its counting must get a retryable answer,
+ * never a 400 that blames the call.
+ */
+
+/** A tiny PDF: only the upstream can say what it costs (the mock bills its two pages). */
+const PDF = 'JVBERi0xLjQKJcfsj6IK';
+
+const document = (text: string) => ({
+  model: CLAUDE,
+  max_tokens: 20,
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text },
+        { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: PDF } },
+      ],
+    },
+  ],
+});
+
+const countBody = { model: CLAUDE, messages: [{ role: 'user', content: 'How long is this?' }] };
+
+const claude = (key: string) => ({ 'x-api-key': key });
+
+function roomy(c: TestConfig): void {
+  withClaude(c);
+  for (const id of ['support-bot', 'batch-summariser']) {
+    entry(c.tenants, id).budgets = [{ window: 'month', limit: 1_000_000, unit: 'tokens' }];
+  }
+}
+
+test("a tenant flooding count_tokens holds at most its share of the upstream's connections: its counts past it are answered locally, and another tenant's PDF is still counted upstream and served", async ({
+  stack,
+}) => {
+  const s = await stack({
+    // 4 connections to the mock, 2 at most for one tenant; each count takes the upstream 700 ms.
+    edge: { options: { upstream: { connections: 4, tenantShare: 0.5 } } },
+    behaviour: { counting: { latencyMs: 700 } },
+    patch: roomy,
+  });
+  // Before, 16 counts queued on the 4 connections for 4 x 700 ms: another tenant's count waited
+  // past the edge's 2 s count timeout, and its PDF call was refused as uncountable.
+  const flood = Array.from({ length: 16 }, () =>
+    post(s, '/v1/messages/count_tokens', countBody, claude(KEYS.support)),
+  );
+  await waitFor(() => s.upstream.stats().counting.inFlight >= 2 || undefined, {
+    what: "the flood's counts upstream",
+  });
+  // The flooding tenant's own PDF needs an upstream count its share has no room for: a 429 it
+  // retries, not a 400.
+  const own = await post(s, '/v1/messages', document('Summarise this.'), claude(KEYS.support));
+  expect(own.status).toBe(429);
+  expect(own.body.error).toMatchObject({ type: 'rate_limit_error' });
+  expect(own.headers.get('retry-after')).toBe('1');
+  expect(JSON.stringify(own.body)).toContain('share of the connections');
+  const started = performance.now();
+  const other = await post(s, '/v1/messages', document('Summarise this.'), claude(KEYS.batch));
+  const otherMs = performance.now() - started;
+  expect(other.status).toBe(200);
+  expect(otherMs).toBeLessThan(1_900);
+  const counted = await Promise.all(flood);
+  for (const c of counted) {
+    expect(c.status).toBe(200);
+    expect(c.body.input_tokens).toBeGreaterThan(0);
+  }
+  const stats = s.upstream.stats();
+  // The flood's 2 and the other tenant's one.
+  expect(stats.counting.peakInFlight).toBeLessThanOrEqual(3);
+  expect(stats.requests.messagesCountTokens).toBeLessThan(16);
+  expect(await tenantMetric(s, 'edge_upstream_share_refusals_total', 'support-bot')).toBe(
+    16 + 1 - (stats.requests.messagesCountTokens - 1),
+  );
+  // Only the other tenant's call reached the model; nothing is left held.
+  expect(stats.recent).toHaveLength(1);
+  expect((await s.settled('support-bot')).windows[0]).toMatchObject({ used: 0, held: 0 });
+  expect((await s.settled('batch-summariser')).windows[0]!.held).toBe(0);
+});
+
+test('an upstream that rate-limits its counting: a PDF call is a 429 upstream_rate_limited with its Retry-After (the edge does not ask again meanwhile), a plain count falls back to the local count, nothing is held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour: { counting: { requestsPerMinute: 1 } }, patch: roomy });
+  const first = await post(s, '/v1/messages', document('One.'), claude(KEYS.support));
+  expect(first.status).toBe(200);
+  // The upstream's one count a minute is spent: its 429 is the client's, with its wait.
+  const second = await post(s, '/v1/messages', document('Two.'), claude(KEYS.support));
+  expect(second.status).toBe(429);
+  expect(second.body.error).toMatchObject({ type: 'rate_limit_error' });
+  expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(50);
+  expect(JSON.stringify(second.body)).toContain('rate-limits its token counting');
+  // Until then the edge answers without asking: one 429 from the upstream, not one a call.
+  const third = await post(s, '/v1/messages', document('Three.'), claude(KEYS.batch));
+  expect(third.status).toBe(429);
+  expect(s.upstream.stats().counting.rejected).toBe(1);
+  // A prompt the edge can count itself is counted locally meanwhile (its proven upper bound).
+  const plain = await post(s, '/v1/messages/count_tokens', countBody, claude(KEYS.support));
+  expect(plain.status).toBe(200);
+  expect(plain.body.input_tokens).toBeGreaterThan(0);
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(2);
+  // Responses' input_tokens (another upstream, the same account): its 429 was a 400
+  // invalid_request "the upstream rejected the request"; it is the upstream's limit.
+  const file = responsesFile('gpt-4o-mini', `data:application/pdf;base64,${PDF}`);
+  const responses = await post(s, '/v1/responses', file, {
+    authorization: `Bearer ${KEYS.support}`,
+  });
+  expect(responses.status).toBe(429);
+  expect(responses.body.error).toMatchObject({ code: 'upstream_rate_limited' });
+  expect(s.upstream.stats().counting.rejected).toBe(2);
+  // Only the first call reached the model; nothing is left held.
+  expect(s.upstream.stats().recent).toHaveLength(1);
+  expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);
+  expect((await s.settled('batch-summariser')).windows[0]).toMatchObject({ used: 0, held: 0 });
+});
