@@ -201,3 +201,13 @@ export function serverToolBlocks(id: string, uses: ToolUses): ServerToolBlocks[]
 export function chatToolUses(model: string): ToolUses {
   return /-search(-|$)/.test(model) ? { web_search: 1 } : {};
 }
+
+/**
+ * What a chat search model's searches read, billed as input (`perUse` a search): OpenAI bills
+ * search content tokens at the model's input rate, except on its non-reasoning preview models
+ * (`gpt-4o-search-preview`, `gpt-4o-mini-search-preview`), whose search content is free.
+ */
+export function chatToolInput(model: string, perUse: number): number {
+  const searches = chatToolUses(model).web_search ?? 0;
+  return /-search-preview(-|$)/.test(model) ? 0 : searches * perUse;
+}

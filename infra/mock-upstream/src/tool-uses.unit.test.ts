@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { anthropicClient, call, useMockUpstream } from '../test/harness.js';
+import { SERVER_TOOL_INPUT_TOKENS } from './server-tools.js';
 
 const mock = useMockUpstream();
 const messages = [{ role: 'user' as const, content: 'What happened in the news today?' }];
@@ -235,6 +236,10 @@ describe('provider-run tools billed per use', () => {
         .stats()
         .recent.map((r) => r.toolUses),
     ).toEqual([{ web_search: 1 }, { web_search: 1 }, {}]);
+    // The search results are input billed at the model's rate, free on the preview models.
+    const [preview, api, plain] = mock.upstream().stats().recent;
+    expect(preview!.promptTokens).toBe(plain!.promptTokens);
+    expect(api!.promptTokens - plain!.promptTokens).toBe(SERVER_TOOL_INPUT_TOKENS);
   });
 
   it('refuses a bad x-mock-tool-uses', async () => {

@@ -553,3 +553,62 @@ test('audio on /v1/responses for a model with an audio price is refused (its usa
   const text = await post(s, '/v1/responses', withAudio('gpt-4o-mini'), auth);
   expect(text.status).toBe(200);
 });
+
+test("a chat search model that bills its search content is held its allowance for each call's search: 8 workers never take a token budget past its limit", async ({
+  stack,
+}) => {
+  const LIMIT_TOKENS = 30_000;
+  const s = await stack({
+    patch: (c) => {
+      // OpenAI bills gpt-5-search-api's search results as input at the model's rate (the mock
+      // 5,000 tokens a search); no count of the request sees them.
+      c.models.push({
+        id: 'gpt-5-search-api',
+        upstream: 'default',
+        tokenizer: 'o200k_base',
+        searchModel: true,
+        upstreamStateAllowanceTokens: 6_000,
+        price: { inputPerMTok: 1.25, outputPerMTok: 10, toolUses: { web_search: 10 } },
+      });
+      const support = entry(c.tenants, 'support-bot');
+      support.budgets = [{ window: 'month', limit: LIMIT_TOKENS, unit: 'tokens' }];
+      const uc = entry(support.useCases as { id: string; models: string[] }[], 'UC-101');
+      uc.models.push('gpt-5-search-api');
+    },
+  });
+  const ask = (i: number) =>
+    post(
+      s,
+      '/v1/chat/completions',
+      {
+        model: 'gpt-5-search-api',
+        max_tokens: 50,
+        messages: [{ role: 'user', content: `What changed in the budget report ${i}?` }],
+      },
+      auth,
+    );
+  // Before, each call was held its ~20 tokens and billed ~5,070: the first round of 8 was
+  // served whole, the provider billing 40,528 tokens of the 30,000.
+  const answers: Awaited<ReturnType<typeof post>>[] = [];
+  for (let round = 0; round < 3; round++) {
+    answers.push(...(await Promise.all(Array.from({ length: 8 }, (_, i) => ask(round * 8 + i)))));
+  }
+  const served = answers.filter((a) => a.status === 200);
+  const refused = answers.filter((a) => a.status !== 200);
+  const b = s.upstream.stats().billed;
+  console.log(
+    `[unseen] chat search content: served ${served.length}, refused ${refused.length}; the provider billed ${b.promptTokens + b.completionTokens} tokens of a ${LIMIT_TOKENS} budget`,
+  );
+  expect(served.length).toBeGreaterThan(0);
+  expect(refused.length).toBeGreaterThan(0);
+  for (const r of refused) expect(r.body.error).toMatchObject({ code: 'budget_exceeded' });
+  for (const r of served) {
+    expect(Number(r.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThan(6_000);
+  }
+  expect(b.promptTokens).toBeGreaterThan(served.length * 5_000);
+  expect(b.promptTokens + b.completionTokens).toBeLessThanOrEqual(LIMIT_TOKENS);
+  const u = await s.settled('support-bot');
+  expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+  expect(u.overruns.count).toBe(0);
+  expect(u.windows[0]).toMatchObject({ held: 0 });
+});

@@ -4,7 +4,7 @@ import { completionPieces, hash32, reasoningFor } from '../generate.js';
 import { chunkFactory, sendInvalid, sse, SYSTEM_FINGERPRINT, usage } from '../openai.js';
 import type { Plan } from '../plan.js';
 import { countPrompt } from '../prompt.js';
-import { chatToolUses } from '../server-tools.js';
+import { chatToolInput, chatToolUses } from '../server-tools.js';
 import { readRequest } from '../request.js';
 import type { MockState } from '../state.js';
 import { TokenStream } from '../stream.js';
@@ -41,7 +41,9 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
     if (!shaped.ok) return sendInvalid(reply, shaped.error.message, shaped.error.param);
     const shape = shaped.value;
 
-    const promptTokens = await countPrompt(body);
+    // A search model's search results are input too (billed, not always: chatToolInput).
+    const promptTokens =
+      (await countPrompt(body)) + chatToolInput(body.model, plan.toolInputTokens);
     const stream = body.stream === true;
     const call = startCall(
       state,

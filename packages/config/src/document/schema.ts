@@ -235,7 +235,9 @@ export const Model = z.strictObject({
    * searches the web on every call and the provider bills a search fee per call its usage
    * does not report. Each chat call is held and billed one `web_search` use at
    * `price.toolUses.web_search` (required), and its `web_search_options` are forwarded
-   * (docs/budgets.md, "How tool fees are held and billed"). An `openai` upstream only.
+   * (docs/budgets.md, "How tool fees are held and billed"); with `upstreamStateAllowanceTokens`
+   * each call is also held that allowance for the search content the provider bills as input
+   * (gpt-5-search-api's; the preview models' is free). An `openai` upstream only.
    */
   searchModel: z.boolean().default(false),
 });

@@ -49,12 +49,26 @@ const CHAT_FIELDS: ReadonlySet<string> = new Set([
 const SEARCH_CHAT_FIELDS: ReadonlySet<string> = new Set([...CHAT_FIELDS, 'web_search_options']);
 
 /**
+ * The input a call is held: its prompt, and on a search model what its search reads. OpenAI
+ * bills a search model's search content (the results the model reads) as input at the model's
+ * rate on its newer search models (`gpt-5-search-api`; its non-reasoning preview models' is
+ * free), which no count of the request sees: a model marked `searchModel` with
+ * `upstreamStateAllowanceTokens` is held that allowance once a call (one search), as a
+ * Responses web search is held it per use (docs/budgets.md, "How unseen tool input is held").
+ */
+async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counted> {
+  const counted = await countRequest(body, ctx);
+  const search = ctx.model?.searchModel ? (ctx.model.upstreamStateAllowanceTokens ?? 0) : 0;
+  return counted.ok && search > 0 ? Ok(counted.value + search) : counted;
+}
+
+/**
  * The prompt in the model's tokens: its own tokenizer when the edge has it; for `tokenizer:
  * upstream` (llama-server), the server's own template and tokenizer over everything it renders
  * (tools, response_format: the forwarded body itself); else, or when the upstream cannot say,
  * the proven upper bound. Images are priced for the model the upstream runs.
  */
-async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counted> {
+async function countRequest(body: ChatRequest, ctx: CountContext): Promise<Counted> {
   const upstreamModel = ctx.model?.upstreamModel ?? ctx.model?.id ?? body.model;
   if (ctx.target) {
     const rendered = forwardedBody(body, {
