@@ -10,6 +10,8 @@ type Limits = NonNullable<UpstreamConfig['capacity']>;
 interface Scopes {
   upstream: string;
   keys: string[];
+  /** The scopes by model (null: the upstream's own), for a tenant's windows of them. */
+  models: (string | null)[];
   limits: [number, number][];
   counting: 'requested' | 'usage';
 }
@@ -24,20 +26,26 @@ function scopesOn(
   upstream: UpstreamConfig,
   model: CompiledModel,
 ): Scopes | undefined {
-  const keys: string[] = [];
+  const models: (string | null)[] = [];
   const limits: [number, number][] = [];
   if (upstream.capacity) {
-    keys.push(ctx.keys.capacity(upstream.id, null));
+    models.push(null);
     limits.push(limitsOf(upstream.capacity));
   }
   // A model's own limits apply on its first upstream (where the provider set them).
   if (model.capacity && model.upstream === upstream.id) {
-    keys.push(ctx.keys.capacity(upstream.id, model.id));
+    models.push(model.id);
     limits.push(limitsOf(model.capacity));
   }
-  if (keys.length === 0) return undefined;
+  if (models.length === 0) return undefined;
   const counting = upstream.capacity?.counting ?? model.capacity?.counting ?? 'requested';
-  return { upstream: upstream.id, keys, limits, counting };
+  const keys = models.map((m) => ctx.keys.capacity(upstream.id, m));
+  return { upstream: upstream.id, keys, models, limits, counting };
+}
+
+/** A tenant's own windows of the scopes (capacity.lua KEYS[n+2..2n+1]). */
+function tenantKeys(ctx: HandlerContext, s: Scopes, tenant: string): string[] {
+  return s.models.map((m) => ctx.keys.capacityTenant(s.upstream, m, tenant));
 }
 
 /** The model's upstreams in the order calls go to them. */
@@ -57,7 +65,9 @@ function spec(ctx: HandlerContext, s: Scopes, extra: Record<string, unknown>): s
 
 /**
  * Every upstream of the model is full: the soonest to have room, and how full it is. A plain
- * object (every admission may meet one), not a BaseError.
+ * object (every admission may meet one), not a BaseError. `who`: `all`, the upstream is full
+ * for the tenant's priority; `tenant`, the tenant has taken its `tenantShare` of it (`used`
+ * is then the tenant's own).
  */
 interface CapacityFull {
   code: 'upstream_capacity';
@@ -65,6 +75,7 @@ interface CapacityFull {
   upstream: string;
   used: number;
   limit: number;
+  who: 'all' | 'tenant';
 }
 
 /** The upstream the call's capacity was taken on (undefined: the model's own declares none). */
@@ -78,18 +89,36 @@ export type Taken = Result<string | undefined, CapacityFull>;
  */
 export async function takeCapacity(
   ctx: HandlerContext,
-  call: { reservationId: string; model: CompiledModel; tokens: number; share: number },
+  call: {
+    reservationId: string;
+    tenant: string;
+    model: CompiledModel;
+    tokens: number;
+    share: number;
+    /** The most of each limit one tenant may take (`capacity.tenantShare`; 1: no cap). */
+    tenantShare: number;
+  },
 ): Promise<Taken> {
   let full: CapacityFull | undefined;
   for (const upstream of upstreamsOf(ctx.config.current, call.model)) {
     const s = scopesOn(ctx, upstream, call.model);
     // An upstream that declares nothing has room; the call goes where it always would.
     if (!s) return Ok(full ? upstream.id : undefined);
-    const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, call.reservationId)];
+    const capped = call.tenantShare < 1;
+    const keys = [
+      ...s.keys,
+      ctx.keys.capacityRecord(upstream.id, call.reservationId),
+      ...(capped ? tenantKeys(ctx, s, call.tenant) : []),
+    ];
     const r = await runCapacity(
       ctx.redis,
       keys,
-      spec(ctx, s, { op: 'take', tokens: call.tokens, share: call.share }),
+      spec(ctx, s, {
+        op: 'take',
+        tokens: call.tokens,
+        share: call.share,
+        ...(capped ? { tenantShare: call.tenantShare } : {}),
+      }),
     );
     if (r[0] === 'ok') return Ok(upstream.id);
     const retry = Number(r[1]);
@@ -100,6 +129,7 @@ export async function takeCapacity(
         upstream: upstream.id,
         used: Number(r[3]),
         limit: Number(r[4]),
+        who: r[5] === 'tenant' ? 'tenant' : 'all',
       };
     }
   }
@@ -111,6 +141,8 @@ export async function closeCapacity(
   ctx: HandlerContext,
   call: {
     reservationId: string;
+    /** Whose call: its windows are given back too when the take billed them. */
+    tenant: string | undefined;
     upstream: string | undefined;
     model: string | undefined;
     how: 'settle' | 'release';
@@ -123,7 +155,11 @@ export async function closeCapacity(
   if (!upstream || !model) return;
   const s = scopesOn(ctx, upstream, model);
   if (!s) return;
-  const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, call.reservationId)];
+  const keys = [
+    ...s.keys,
+    ctx.keys.capacityRecord(upstream.id, call.reservationId),
+    ...(call.tenant ? tenantKeys(ctx, s, call.tenant) : []),
+  ];
   await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, usage: call.usageTokens ?? 0 }));
 }
 
@@ -180,6 +216,7 @@ export async function capacityUsage(ctx: HandlerContext): Promise<CapacityUsage[
     const s: Scopes = {
       upstream: upstream.id,
       keys: scopes.map((x) => x.key),
+      models: scopes.map((x) => x.model),
       limits: scopes.map((x) => limitsOf(x.limits)),
       counting: 'requested',
     };

@@ -88,6 +88,10 @@ export class Keys {
     const base = `${this.prefix}:{cap:${upstream}}`;
     return model === null ? `${base}:w` : `${base}:m:${model}:w`;
   }
+  /** One tenant's own use of an upstream's capacity window (`capacity.tenantShare`). */
+  capacityTenant(upstream: string, model: string | null, tenant: string): string {
+    return `${this.capacity(upstream, model)}:t:${tenant}`;
+  }
   /** What one reservation took of an upstream's capacity (kept two minutes). */
   capacityRecord(upstream: string, reservationId: string): string {
     return `${this.prefix}:{cap:${upstream}}:r:${reservationId}`;

@@ -34,32 +34,42 @@ interface Tally {
   upstreamRateLimited: number;
 }
 
+/** One call of about 100 prompt tokens and max_tokens 400: its status, error code and hold. */
+async function one(
+  s: Stack,
+  team: string,
+): Promise<{ status: number; code?: string; held: number }> {
+  const text = Array.from({ length: 100 }, (_, i) => (i % 2 ? 'budget' : 'report')).join(' ');
+  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer sk-${team}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: text }],
+      max_tokens: 400,
+    }),
+  });
+  const body = (await res.json()) as { error?: { code?: string; message?: string } };
+  const held = Number(res.headers.get('x-holdfast-held') ?? 0);
+  return { status: res.status, held, ...(body.error?.code ? { code: body.error.code } : {}) };
+}
+
 /** 16 workers per team, each 6 calls of about 100 prompt tokens and max_tokens 400. */
 async function load(s: Stack): Promise<Record<'hi' | 'lo', Tally>> {
   const tally = {
     hi: { served: 0, admittedTokens: 0, upstreamCapacity: 0, upstreamRateLimited: 0 },
     lo: { served: 0, admittedTokens: 0, upstreamCapacity: 0, upstreamRateLimited: 0 },
   };
-  const text = Array.from({ length: 100 }, (_, i) => (i % 2 ? 'budget' : 'report')).join(' ');
   const worker = async (team: 'hi' | 'lo') => {
     for (let i = 0; i < 6; i++) {
-      const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer sk-${team}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model: 'gpt-4o-mini',
-          messages: [{ role: 'user', content: text }],
-          max_tokens: 400,
-        }),
-      });
-      const body = (await res.json()) as { error?: { code?: string } };
+      const res = await one(s, team);
       const t = tally[team];
       if (res.status === 200) {
         t.served++;
-        t.admittedTokens += Number(res.headers.get('x-holdfast-held'));
-      } else if (body.error?.code === 'upstream_capacity') t.upstreamCapacity++;
-      else if (body.error?.code === 'upstream_rate_limited') t.upstreamRateLimited++;
-      else throw new Error(`unexpected ${res.status} ${JSON.stringify(body)}`);
+        t.admittedTokens += res.held;
+      } else if (res.code === 'upstream_capacity') t.upstreamCapacity++;
+      else if (res.code === 'upstream_rate_limited') t.upstreamRateLimited++;
+      else throw new Error(`unexpected ${res.status} ${res.code}`);
     }
   };
   await Promise.all(Array.from({ length: 32 }, (_, w) => worker(w % 2 === 0 ? 'hi' : 'lo')));
@@ -166,4 +176,102 @@ test('a call waits for capacity up to its maxQueueMs, then is served', async ({ 
   const second = await ask();
   expect(second.status).toBe(429);
   expect(Date.now() - started).toBeGreaterThanOrEqual(4_500);
+});
+
+/** `hog` and `fair`, both normal priority, behind the declared 20,000-token account. */
+function sameTier(c: TestConfig, tenantShare: number): void {
+  twoTeams(c, LIMIT);
+  for (const t of c.tenants) t.priority = 'normal';
+  c.tenants[0]!.id = 'hog';
+  c.tenants[1]!.id = 'fair';
+  c.tenants[0]!.keys = [{ id: 'hog-key', sha256: sha256Hex('sk-hog') }];
+  c.tenants[1]!.keys = [{ id: 'fair-key', sha256: sha256Hex('sk-fair') }];
+  (c as unknown as { capacity: object }).capacity = { tenantShare };
+}
+
+/** The hog's 16 workers, 6 calls each, then the fair team's 8 calls: what each was answered. */
+async function hogThenFair(s: Stack) {
+  const hog = (
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        const out = [];
+        for (let i = 0; i < 6; i++) out.push(await one(s, 'hog'));
+        return out;
+      }),
+    )
+  ).flat();
+  const fair = await Promise.all(Array.from({ length: 8 }, () => one(s, 'fair')));
+  const served = (xs: { status: number }[]) => xs.filter((x) => x.status === 200).length;
+  return { hog, fair, hogServed: served(hog), fairServed: served(fair) };
+}
+
+test('without capacity.tenantShare (as before): one team of normal priority fills the 90% the priority may use, and another team of it gets nothing for the rest of the minute', async ({
+  stack,
+}) => {
+  // Each call takes about 520 tokens of the window: the 90% a normal team may fill is 34
+  // calls, half of the limit 19.
+  const s = await stack({ patch: (c) => sameTier(c, 1), behaviour: account });
+  const before = await hogThenFair(s);
+  console.log(
+    `tenantShare 1: hog served ${before.hogServed} of 96, fair ${before.fairServed} of 8`,
+  );
+  expect(before.hogServed * 520).toBeGreaterThan(0.8 * LIMIT);
+  expect(before.fairServed).toBe(0);
+});
+
+test("capacity.tenantShare: one team's 16 workers take at most its share of the upstream's minute, and another team of the same priority is still served", async ({
+  stack,
+}) => {
+  const s = await stack({ patch: (c) => sameTier(c, 0.5), behaviour: account });
+  const after = await hogThenFair(s);
+  console.log(
+    `tenantShare 0.5: hog served ${after.hogServed} of 96, fair ${after.fairServed} of 8`,
+  );
+  expect(after.hogServed * 520).toBeLessThanOrEqual(0.5 * LIMIT);
+  expect(after.hogServed).toBeGreaterThan(10);
+  expect(after.fairServed).toBe(8);
+  for (const x of after.hog.filter((h) => h.status !== 200)) {
+    expect(x).toMatchObject({ status: 429, code: 'upstream_capacity' });
+  }
+  // The provider never saw more than its limit, and sent no 429.
+  const cap = s.upstream.stats().capacity;
+  expect(cap.rejected).toBe(0);
+  expect(cap.peak.tokens).toBeLessThanOrEqual(LIMIT);
+  // The refusal names the team's share, not the priority's.
+  const refused = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer sk-hog', 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x' }] }),
+  });
+  expect(refused.status).toBe(429);
+  const message = ((await refused.json()) as { error: { message: string } }).error.message;
+  expect(message).toContain('capacity.tenantShare');
+  expect(message).toContain('Team hog');
+  // Nothing is left held.
+  for (const team of ['hog', 'fair']) {
+    expect((await s.settled(team)).windows[0]).toMatchObject({ held: 0 });
+  }
+});
+
+test("capacity.tenantShare: what a call took of its team's share is given back when its budget refuses it (the team's window does not fill with calls never sent)", async ({
+  stack,
+}) => {
+  const s = await stack({
+    // Every call asks the authority (no refusal answered again by the edge).
+    edge: { options: { refusals: { memoryMs: 0, reportMs: 50 } } },
+    patch: (c) => {
+      sameTier(c, 0.5);
+      // A budget no call of ~520 tokens fits: each takes its capacity, then is refused.
+      c.tenants[0]!.budgets = [{ window: 'month', limit: 300, unit: 'tokens' }];
+    },
+    behaviour: account,
+  });
+  // 30 x 520 is past the hog's 10,000: were the refused calls' shares kept, the last ones
+  // would be refused for capacity.
+  const codes = new Set<string | undefined>();
+  for (let i = 0; i < 30; i++) codes.add((await one(s, 'hog')).code);
+  expect([...codes]).toEqual(['budget_exceeded']);
+  // And its share is all there for a call that fits.
+  const usage = await s.client.usage({});
+  expect(usage.ok && usage.value.capacity[0]).toMatchObject({ tokens: 0, requests: 0 });
 });

@@ -371,8 +371,16 @@ export const HoldfastConfigShape = z.strictObject({
   webhooks: z.array(Webhook).default([]),
   alerts: Alerts.default({ exhaustionHorizonSeconds: 3_600, suspendAtHardLimit: true }),
   capacity: z
-    .strictObject({ shares: CapacityShares.default({ high: 1, normal: 0.9, low: 0.7 }) })
-    .default({ shares: { high: 1, normal: 0.9, low: 0.7 } }),
+    .strictObject({
+      shares: CapacityShares.default({ high: 1, normal: 0.9, low: 0.7 }),
+      /**
+       * The most of each declared limit one tenant's calls may take in any minute, whatever
+       * its priority's share: 0.5 leaves half of an upstream's capacity to the other tenants
+       * however many calls one sends. 1: no cap of its own (the priority's share only).
+       */
+      tenantShare: z.number().gt(0).max(1).default(1),
+    })
+    .default({ shares: { high: 1, normal: 0.9, low: 0.7 }, tenantShare: 1 }),
 });
 
 export type HoldfastConfig = z.infer<typeof HoldfastConfigShape>;

@@ -299,9 +299,11 @@ export async function admit(
   const capacity = await withStore(ctx.logger, 'admit', () =>
     takeCapacity(ctx, {
       reservationId: req.reservationId,
+      tenant: tenant.id,
       model,
       tokens: req.promptTokens + max,
       share: cfg.raw.capacity.shares[tenant.priority],
+      tenantShare: cfg.raw.capacity.tenantShare,
     }),
   );
   if (!capacity.ok) return capacity;
@@ -311,11 +313,14 @@ export async function admit(
     const recorded = await recordRefusal(ctx, tenant, req, 'upstream_capacity', full.upstream);
     if (!recorded.ok) return recorded;
     ctx.metrics.admissions.inc({ outcome: 'refused', code: 'upstream_capacity' });
-    return refused(
-      'upstream_capacity',
-      `Upstream ${full.upstream} is at the capacity a ${tenant.priority}-priority call may use (${full.used.toLocaleString('en-US')} of ${full.limit.toLocaleString('en-US')} tokens in the last minute, ${Math.round(cfg.raw.capacity.shares[tenant.priority] * 100)}% for ${tenant.priority} priority). This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`,
-      { retryAfterSeconds: full.retryAfterSeconds },
-    );
+    const n = (x: number) => x.toLocaleString('en-US');
+    const pct = (x: number) => `${Math.round(x * 100)}%`;
+    const { shares, tenantShare } = cfg.raw.capacity;
+    const message =
+      full.who === 'tenant'
+        ? `Team ${tenant.id} has taken its share of upstream ${full.upstream}'s capacity (${n(full.used)} of the ${n(full.limit)} tokens a minute it allows, ${pct(tenantShare)} for one team: capacity.tenantShare), so other teams keep theirs. This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`
+        : `Upstream ${full.upstream} is at the capacity a ${tenant.priority}-priority call may use (${n(full.used)} of ${n(full.limit)} tokens in the last minute, ${pct(shares[tenant.priority])} for ${tenant.priority} priority). This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`;
+    return refused('upstream_capacity', message, { retryAfterSeconds: full.retryAfterSeconds });
   }
   const upstream = taken.value;
   const minOut = Math.min(req.minOutputTokens ?? tenant.shrinkToFit?.minOutputTokens ?? 0, max);
@@ -416,6 +421,7 @@ export async function admit(
   const release = () =>
     closeCapacity(ctx, {
       reservationId: req.reservationId,
+      tenant: tenant.id,
       upstream,
       model: req.model,
       how: 'release',

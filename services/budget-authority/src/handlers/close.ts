@@ -174,13 +174,19 @@ export async function release(ctx: HandlerContext, req: ReleaseRequest) {
 /** The upstream's capacity after the call: settled to usage where counted so, or released. */
 async function capacityClosed(
   ctx: HandlerContext,
-  req: { reservationId: string; upstream?: string | undefined; model?: string | undefined },
+  req: {
+    reservationId: string;
+    tenant: string;
+    upstream?: string | undefined;
+    model?: string | undefined;
+  },
   how: 'settle' | 'release',
   usageTokens = 0,
 ): Promise<void> {
   if (!req.upstream) return;
   await closeCapacity(ctx, {
     reservationId: req.reservationId,
+    tenant: req.tenant,
     upstream: req.upstream,
     model: req.model,
     how,

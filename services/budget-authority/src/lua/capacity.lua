@@ -8,13 +8,18 @@
 --
 -- KEYS[1..n]  the scopes' window hashes (t<bucket>, r<bucket>, st, sr, lo; blockedUntil;
 --             shrunkLimit, shrunkUntil)
--- KEYS[n+1]   the reservation's capacity record (bucket, tokens), kept 2 minutes
+-- KEYS[n+1]   the reservation's capacity record (bucket, tokens; tenant: 1 when the tenant's
+--             windows were billed too), kept 2 minutes
+-- KEYS[n+2..2n+1]  take, settle and release, optional: the tenant's own window of each scope
+--             (the same fields but the block and shrink), for `tenantShare`
 -- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'report' | 'peek'), limits
 --             [[tokensPerMinute, requestsPerMinute], ...] (0: no limit), share, tokens,
---             usage (settle; counting 'usage' only), counting ('requested' | 'usage'),
+--             tenantShare (take, with the tenant's keys: the most of each limit one tenant may
+--             take), usage (settle; counting 'usage' only), counting ('requested' | 'usage'),
 --             retryAfterMs, remainingTokens, resetMs (report); `now` under a test clock
 --
--- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit}
+-- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit, who}
+--         (who: 'all', the scope is full for the priority; 'tenant', the tenant's share is)
 --         settle/release: {'settled' | 'released' | 'unknown'}; report: {'reported'};
 --         peek: {'tokens,requests,blockedUntil' per scope}
 
@@ -22,6 +27,8 @@ local spec = cjson.decode(ARGV[1])
 local now = clockNow(spec)
 local n = #spec.limits
 local record = KEYS[n + 1]
+-- The tenant's windows, when given (KEYS[n+2..2n+1]).
+local tenantKeys = #KEYS >= 2 * n + 1
 local current = math.floor(now / 1000)
 local oldest = current - 59
 
@@ -59,6 +66,14 @@ local function slideCap(key)
   return st, sr
 end
 
+-- A tenant's window (tenantShare): slid as a scope's is, and kept only 2 minutes past its
+-- last use (what it holds has left the window by then).
+local function slideOwn(key)
+  local st, sr = slideCap(key)
+  redis.call('PEXPIRE', key, 120000)
+  return st, sr
+end
+
 local function billCap(key, bucket, tokens, requests)
   if bucket < oldest then
     return -- already left the window
@@ -86,7 +101,16 @@ local function waitFor(key, prefix, used, need, allowed)
   return 60
 end
 
+-- Seconds until a call of spec.tokens fits `share` of a window's limits (0: it fits now).
+local function waitShare(key, st, sr, tpm, rpm, share)
+  local waitT = (tpm > 0) and waitFor(key, 't', st, spec.tokens, math.floor(tpm * share)) or 0
+  local waitR = (rpm > 0) and waitFor(key, 'r', sr, 1, math.floor(rpm * share)) or 0
+  return math.max(waitT, waitR)
+end
+
 if spec.op == 'take' then
+  -- The tenant's own windows are checked and billed too (capacity.tenantShare).
+  local capped = tenantKeys and spec.tenantShare ~= nil and spec.tenantShare < 1
   if redis.call('EXISTS', record) == 1 then
     return {'ok'} -- a retried admit: taken already
   end
@@ -96,24 +120,36 @@ if spec.op == 'take' then
     local f = redis.call('HMGET', key, 'blockedUntil', 'shrunkLimit', 'shrunkUntil')
     local blocked = tonumber(f[1]) or 0
     if blocked > now then
-      return {'full', I(math.max(1, math.ceil((blocked - now) / 1000))), I(i), I(st), I(lim[1])}
+      return {'full', I(math.max(1, math.ceil((blocked - now) / 1000))), I(i), I(st), I(lim[1]), 'all'}
     end
     local tpm = lim[1]
     if tonumber(f[3] or '0') > now and tpm > 0 then
       tpm = math.min(tpm, tonumber(f[2]))
     end
-    local allowedT = math.floor(tpm * spec.share)
-    local allowedR = math.floor(lim[2] * spec.share)
-    local waitT = (tpm > 0) and waitFor(key, 't', st, spec.tokens, allowedT) or 0
-    local waitR = (lim[2] > 0) and waitFor(key, 'r', sr, 1, allowedR) or 0
-    if waitT > 0 or waitR > 0 then
-      return {'full', I(math.max(waitT, waitR)), I(i), I(st), I(tpm)}
+    local wait = waitShare(key, st, sr, tpm, lim[2], spec.share)
+    if wait > 0 then
+      return {'full', I(wait), I(i), I(st), I(tpm), 'all'}
+    end
+    if capped then
+      -- One tenant's calls may take at most tenantShare of each limit in any minute.
+      local own = KEYS[n + 1 + i]
+      local tt, tr = slideOwn(own)
+      local ownWait = waitShare(own, tt, tr, tpm, lim[2], spec.tenantShare)
+      if ownWait > 0 then
+        return {'full', I(ownWait), I(i), I(tt), I(tpm), 'tenant'}
+      end
     end
   end
   for i = 1, n do
     billCap(KEYS[i], current, spec.tokens, 1)
+    if capped then
+      billCap(KEYS[n + 1 + i], current, spec.tokens, 1)
+    end
   end
   redis.call('HSET', record, 'bucket', I(current), 'tokens', I(spec.tokens))
+  if capped then
+    redis.call('HSET', record, 'tenant', '1')
+  end
   redis.call('PEXPIRE', record, 120000)
   return {'ok'}
 end
@@ -143,25 +179,32 @@ if spec.op == 'report' then
   return {'reported'}
 end
 
-local r = redis.call('HMGET', record, 'bucket', 'tokens')
+local r = redis.call('HMGET', record, 'bucket', 'tokens', 'tenant')
 if not r[1] then
   return {'unknown'}
 end
 local bucket, tokens = tonumber(r[1]), tonumber(r[2])
 redis.call('DEL', record)
+-- The scopes billed: the shared windows, and the tenant's when the take billed them.
+local billed = {}
 for i = 1, n do
+  billed[#billed + 1] = KEYS[i]
   slideCap(KEYS[i])
+  if r[3] == '1' and tenantKeys then
+    billed[#billed + 1] = KEYS[n + 1 + i]
+    slideOwn(KEYS[n + 1 + i])
+  end
 end
 if spec.op == 'release' then
   -- The upstream never took the call: it counted nothing.
-  for i = 1, n do
-    billCap(KEYS[i], bucket, -tokens, -1)
+  for _, key in ipairs(billed) do
+    billCap(key, bucket, -tokens, -1)
   end
   return {'released'}
 end
 if spec.counting == 'usage' then
-  for i = 1, n do
-    billCap(KEYS[i], bucket, spec.usage - tokens, 0)
+  for _, key in ipairs(billed) do
+    billCap(key, bucket, spec.usage - tokens, 0)
   end
 end
 return {'settled'}
