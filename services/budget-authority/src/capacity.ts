@@ -1,4 +1,9 @@
-import type { CompiledConfig, CompiledModel, UpstreamConfig } from '@holdfast/config';
+import type {
+  CompiledConfig,
+  CompiledModel,
+  CompiledTenant,
+  UpstreamConfig,
+} from '@holdfast/config';
 import type { CapacityUsage } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
@@ -46,6 +51,11 @@ function scopesOn(
 /** A tenant's own windows of the scopes (capacity.lua KEYS[n+2..2n+1]). */
 function tenantKeys(ctx: HandlerContext, s: Scopes, tenant: string): string[] {
   return s.models.map((m) => ctx.keys.capacityTenant(s.upstream, m, tenant));
+}
+
+/** The most of each declared capacity the tenant's calls may take (1: no cap of its own). */
+export function tenantShare(cfg: CompiledConfig, tenant: CompiledTenant): number {
+  return tenant.capacityShare ?? cfg.raw.capacity.tenantShare;
 }
 
 /** The model's upstreams in the order calls go to them. */

@@ -9,6 +9,7 @@ export class EdgeMetrics {
   readonly upstreamDuration: Histogram<'upstream' | 'outcome'>;
   readonly upstreamRetries: Counter<'upstream' | 'reason'>;
   readonly upstreamShareRefusals: Counter<'tenant'>;
+  readonly upstreamCountsLimited: Counter<'upstream'>;
   readonly localRefusals: Counter<'tenant'>;
   readonly tokens: Counter<'kind' | 'model' | 'api'>;
   readonly holdsClosed: Counter<'how' | 'outcome'>;
@@ -138,6 +139,12 @@ export class EdgeMetrics {
       name: 'edge_upstream_share_refusals_total',
       help: 'Upstream attempts refused because the tenant held its share of the connections to that upstream (EDGE_UPSTREAM_TENANT_SHARE_PERCENT), by tenant',
       labelNames: ['tenant'],
+      registers,
+    });
+    this.upstreamCountsLimited = new Counter({
+      name: 'edge_upstream_counts_limited_total',
+      help: "Prompt counts an upstream's counting endpoint refused with 429, or that were not asked because it had (until its Retry-After), by upstream",
+      labelNames: ['upstream'],
       registers,
     });
     this.localRefusals = new Counter({

@@ -219,39 +219,50 @@ test('without capacity.tenantShare (as before): one team of normal priority fill
   expect(before.fairServed).toBe(0);
 });
 
-test("capacity.tenantShare: one team's 16 workers take at most its share of the upstream's minute, and another team of the same priority is still served", async ({
-  stack,
-}) => {
-  const s = await stack({ patch: (c) => sameTier(c, 0.5), behaviour: account });
-  const after = await hogThenFair(s);
-  console.log(
-    `tenantShare 0.5: hog served ${after.hogServed} of 96, fair ${after.fairServed} of 8`,
-  );
-  expect(after.hogServed * 520).toBeLessThanOrEqual(0.5 * LIMIT);
-  expect(after.hogServed).toBeGreaterThan(10);
-  expect(after.fairServed).toBe(8);
-  for (const x of after.hog.filter((h) => h.status !== 200)) {
-    expect(x).toMatchObject({ status: 429, code: 'upstream_capacity' });
-  }
-  // The provider never saw more than its limit, and sent no 429.
-  const cap = s.upstream.stats().capacity;
-  expect(cap.rejected).toBe(0);
-  expect(cap.peak.tokens).toBeLessThanOrEqual(LIMIT);
-  // The refusal names the team's share, not the priority's.
-  const refused = await fetch(`${s.edge.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer sk-hog', 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x' }] }),
+for (const [how, patch] of [
+  ['capacity.tenantShare', (c: TestConfig) => sameTier(c, 0.5)],
+  [
+    "the hog's own capacityShare",
+    (c: TestConfig) => {
+      sameTier(c, 1);
+      c.tenants[0]!.capacityShare = 0.5;
+    },
+  ],
+] as const) {
+  test(`${how}: one team's 16 workers take at most its share of the upstream's minute, and another team of the same priority is still served`, async ({
+    stack,
+  }) => {
+    const s = await stack({ patch, behaviour: account });
+    const after = await hogThenFair(s);
+    console.log(
+      `tenantShare 0.5: hog served ${after.hogServed} of 96, fair ${after.fairServed} of 8`,
+    );
+    expect(after.hogServed * 520).toBeLessThanOrEqual(0.5 * LIMIT);
+    expect(after.hogServed).toBeGreaterThan(10);
+    expect(after.fairServed).toBe(8);
+    for (const x of after.hog.filter((h) => h.status !== 200)) {
+      expect(x).toMatchObject({ status: 429, code: 'upstream_capacity' });
+    }
+    // The provider never saw more than its limit, and sent no 429.
+    const cap = s.upstream.stats().capacity;
+    expect(cap.rejected).toBe(0);
+    expect(cap.peak.tokens).toBeLessThanOrEqual(LIMIT);
+    // The refusal names the team's share, not the priority's.
+    const refused = await fetch(`${s.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer sk-hog', 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    expect(refused.status).toBe(429);
+    const message = ((await refused.json()) as { error: { message: string } }).error.message;
+    expect(message).toContain(how === 'capacity.tenantShare' ? how : 'its capacityShare');
+    expect(message).toContain('Team hog');
+    // Nothing is left held.
+    for (const team of ['hog', 'fair']) {
+      expect((await s.settled(team)).windows[0]).toMatchObject({ held: 0 });
+    }
   });
-  expect(refused.status).toBe(429);
-  const message = ((await refused.json()) as { error: { message: string } }).error.message;
-  expect(message).toContain('capacity.tenantShare');
-  expect(message).toContain('Team hog');
-  // Nothing is left held.
-  for (const team of ['hog', 'fair']) {
-    expect((await s.settled(team)).windows[0]).toMatchObject({ held: 0 });
-  }
-});
+}
 
 test("capacity.tenantShare: what a call took of its team's share is given back when its budget refuses it (the team's window does not fill with calls never sent)", async ({
   stack,
@@ -260,7 +271,9 @@ test("capacity.tenantShare: what a call took of its team's share is given back w
     // Every call asks the authority (no refusal answered again by the edge).
     edge: { options: { refusals: { memoryMs: 0, reportMs: 50 } } },
     patch: (c) => {
-      sameTier(c, 0.5);
+      // The hog's own capacityShare, the global tenantShare left at 1.
+      sameTier(c, 1);
+      c.tenants[0]!.capacityShare = 0.5;
       // A budget no call of ~520 tokens fits: each takes its capacity, then is refused.
       c.tenants[0]!.budgets = [{ window: 'month', limit: 300, unit: 'tokens' }];
     },

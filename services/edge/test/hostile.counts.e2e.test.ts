@@ -118,6 +118,15 @@ test('an upstream that rate-limits its counting: a PDF call is a 429 upstream_ra
   expect(responses.status).toBe(429);
   expect(responses.body.error).toMatchObject({ code: 'upstream_rate_limited' });
   expect(s.upstream.stats().counting.rejected).toBe(2);
+  // Each count refused or not asked is counted, by upstream: claude's 429, then the PDF call
+  // and the plain count not asked; default's 429.
+  const metrics = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
+  expect(metrics).toContain(
+    'edge_upstream_counts_limited_total{upstream="claude",service="edge"} 3',
+  );
+  expect(metrics).toContain(
+    'edge_upstream_counts_limited_total{upstream="default",service="edge"} 1',
+  );
   // Only the first call reached the model; nothing is left held.
   expect(s.upstream.stats().recent).toHaveLength(1);
   expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);

@@ -294,6 +294,11 @@ export const Tenant = z.strictObject({
   failOpen: z.boolean().default(false),
   /** Its share of an upstream's capacity (`capacity.shares`): high work always finds room. */
   priority: z.enum(['high', 'normal', 'low']).default('normal'),
+  /**
+   * The most of each declared upstream capacity this team's calls may take in any minute:
+   * overrides `capacity.tenantShare` for it (a large team given more, a noisy one less).
+   */
+  capacityShare: z.number().gt(0).max(1).optional(),
   /** How long a call may wait for upstream capacity before it is refused, ms. */
   maxQueueMs: z.int().min(0).max(600_000).default(0),
   /** Lease of a hold never settled, ms (the edge renews it while a call runs). */

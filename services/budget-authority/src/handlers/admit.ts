@@ -21,7 +21,7 @@ import { planFor } from '../script-args.js';
 import { run, runRefuse } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
-import { closeCapacity, takeCapacity } from '../capacity.js';
+import { closeCapacity, takeCapacity, tenantShare } from '../capacity.js';
 import { NotReplicatedError } from '../durable.js';
 import { closeReservation } from './close.js';
 
@@ -303,7 +303,7 @@ export async function admit(
       model,
       tokens: req.promptTokens + max,
       share: cfg.raw.capacity.shares[tenant.priority],
-      tenantShare: cfg.raw.capacity.tenantShare,
+      tenantShare: tenantShare(cfg, tenant),
     }),
   );
   if (!capacity.ok) return capacity;
@@ -315,10 +315,10 @@ export async function admit(
     ctx.metrics.admissions.inc({ outcome: 'refused', code: 'upstream_capacity' });
     const n = (x: number) => x.toLocaleString('en-US');
     const pct = (x: number) => `${Math.round(x * 100)}%`;
-    const { shares, tenantShare } = cfg.raw.capacity;
+    const { shares } = cfg.raw.capacity;
     const message =
       full.who === 'tenant'
-        ? `Team ${tenant.id} has taken its share of upstream ${full.upstream}'s capacity (${n(full.used)} of the ${n(full.limit)} tokens a minute it allows, ${pct(tenantShare)} for one team: capacity.tenantShare), so other teams keep theirs. This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`
+        ? `Team ${tenant.id} has taken its share of upstream ${full.upstream}'s capacity (${n(full.used)} of the ${n(full.limit)} tokens a minute it allows, ${pct(tenantShare(cfg, tenant))} for this team: ${tenant.capacityShare === undefined ? 'capacity.tenantShare' : 'its capacityShare'}), so other teams keep theirs. This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`
         : `Upstream ${full.upstream} is at the capacity a ${tenant.priority}-priority call may use (${n(full.used)} of ${n(full.limit)} tokens in the last minute, ${pct(shares[tenant.priority])} for ${tenant.priority} priority). This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`;
     return refused('upstream_capacity', message, { retryAfterSeconds: full.retryAfterSeconds });
   }

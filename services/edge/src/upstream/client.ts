@@ -173,6 +173,7 @@ export class UpstreamClient {
       logger: opts.logger,
       take: (tenant, target) => this.#takeConnection(tenant, target, surfaceBase(target, opts.env)),
       onBusy: (tenant) => opts.metrics.upstreamShareRefusals.inc({ tenant }),
+      onLimited: (upstream) => opts.metrics.upstreamCountsLimited.inc({ upstream }),
     });
   }
 

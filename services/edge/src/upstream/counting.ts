@@ -42,6 +42,8 @@ export interface UpstreamCounterOptions {
   take: (tenant: string, target: UpstreamConfig) => (() => void) | undefined;
   /** Told of each count not asked because the tenant held its share. */
   onBusy?: (tenant: string) => void;
+  /** Told of each count the upstream's counting refused with 429, or was not asked since. */
+  onLimited?: (upstream: string) => void;
 }
 
 /**
@@ -179,7 +181,10 @@ export class UpstreamCounter {
     const until = this.#limitedUntil.get(target.id);
     if (until !== undefined) {
       const left = until - Date.now();
-      if (left > 0) return Err(limited(target, left));
+      if (left > 0) {
+        this.#o.onLimited?.(target.id);
+        return Err(limited(target, left));
+      }
       this.#limitedUntil.delete(target.id);
     }
     const giveBack = this.#o.take(tenant, target);
@@ -204,6 +209,7 @@ export class UpstreamCounter {
           { upstream: target.id, url, retryAfterMs: wait },
           'upstream count limited',
         );
+        this.#o.onLimited?.(target.id);
         return Err(limited(target, wait));
       }
       if (res.statusCode !== 200) {
