@@ -288,3 +288,25 @@ test("capacity.tenantShare: what a call took of its team's share is given back w
   const usage = await s.client.usage({});
   expect(usage.ok && usage.value.capacity[0]).toMatchObject({ tokens: 0, requests: 0 });
 });
+
+test("capacity.tenantShare with counting usage: a call's take of its team's window is corrected to its usage when it settles, as the upstream's is", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      sameTier(c, 0.5);
+      entry(c.upstreams, 'default').capacity = { tokensPerMinute: LIMIT, counting: 'usage' };
+    },
+    // 16-token replies: each call is taken at ~520 and settles at ~120.
+    behaviour: { completion: { mode: 'fixed', tokens: 16 } },
+  });
+  // 40 calls one after another: 20,800 tokens were they left at what they asked, past the
+  // hog's 10,000; settled to their usage, about 4,800.
+  const answers = [];
+  for (let i = 0; i < 40; i++) answers.push(await one(s, 'hog'));
+  expect(answers.filter((a) => a.status !== 200)).toEqual([]);
+  const usage = await s.client.usage({});
+  const tokens = usage.ok ? (usage.value.capacity[0]?.tokens ?? 0) : 0;
+  expect(tokens).toBeGreaterThan(40 * 100);
+  expect(tokens).toBeLessThan(40 * 200);
+});
