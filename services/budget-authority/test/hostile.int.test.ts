@@ -338,6 +338,39 @@ describe('refusals an edge answered itself (refusals.report)', () => {
     expect(refusalsCounted(events)).toBe(10);
   });
 
+  test('a report of a tenant removed from the config since the edge refused (an admin change racing it) counts into the org the edge names; without one it is dropped', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const both = {
+      ...team(),
+      tenants: [...team().tenants, { ...team().tenants[0]!, id: 'other' }],
+    };
+    const h = await start(both);
+    const refused = refusalOf(await h.client.admit(call({ promptTokens: 20_000 })));
+    // `team` leaves the config before the edge's report arrives.
+    const applied = await h.client.configApply({
+      document: JSON.stringify({ ...both, tenants: both.tenants.filter((t) => t.id !== 'team') }),
+    });
+    expect(applied.ok).toBe(true);
+    const item = { tenant: 'team', ...refused.summary!, count: 17 };
+    const r = await h.client.reportRefusals({
+      items: [
+        { ...item, id: randomUUID(), org: 'team' },
+        // An older edge's item names no org: nowhere to count it.
+        { ...item, id: randomUUID() },
+      ],
+    });
+    expect(r.ok && r.value.recorded).toBe(1);
+    await quiescent(h.client, redis, iso.keyPrefix);
+    const events = (await readEvents(nc, iso.names)).filter(
+      (e) => e.type === 'admission.refused' && e.tenant === 'team',
+    );
+    expect(refusalsCounted(events)).toBe(1 + 17);
+  });
+
   test('items that are not a budget refusal of their own tenant are dropped, never written', async ({
     start,
     redis,

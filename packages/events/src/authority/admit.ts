@@ -164,6 +164,11 @@ export const RefusalsReportRequest = z.strictObject({
         /** Chosen by the edge, once per item: a retried report counts nothing twice. */
         id: Uuid,
         tenant: TenantId,
+        /**
+         * The tenant's org when the edge refused: where the count goes if the tenant has left
+         * the authority's config since (its current org otherwise). Absent from older edges.
+         */
+        org: TenantId.optional(),
         kind: z.string().min(1).max(2_048),
         fields: z.string().min(2).max(16_384),
         count: z.int().min(1).max(1_000_000_000),
@@ -173,6 +178,6 @@ export const RefusalsReportRequest = z.strictObject({
     .max(256),
 });
 export type RefusalsReportRequest = z.infer<typeof RefusalsReportRequest>;
-/** How many of the items were counted (an item of an unknown tenant, or one not a refusal it made, is not). */
+/** How many of the items were counted (an item of an unknown tenant and org, or one not a refusal it made, is not). */
 export const RefusalsReportReply = z.object({ recorded: z.int().min(0) });
 export type RefusalsReportReply = z.infer<typeof RefusalsReportReply>;

@@ -44,9 +44,11 @@ function refusalFields(item: RefusalsReportRequest['items'][number]): string[] |
 /**
  * Counts the refusals an edge answered itself into the org's refusal summaries (refuse.lua with
  * a `count`): the sweeper writes each kind as one `admission.refused` event with its count, as
- * it does for the refusals past a tenant's event rate. Returns how many items were counted; an
- * item of a tenant no longer configured, or whose fields are not its own refusal, is dropped
- * (and logged), never written.
+ * it does for the refusals past a tenant's event rate. Returns how many items were counted. An
+ * item goes to its tenant's current org, or, for a tenant removed from the config since the
+ * edge refused (an admin change racing the report), to the org the edge names, so its refusals
+ * still end in events; one whose fields are not its tenant's own refusal, or of an unknown
+ * tenant with no org, is dropped (and logged), never written.
  */
 export async function reportRefusals(
   ctx: HandlerContext,
@@ -54,9 +56,9 @@ export async function reportRefusals(
 ): Promise<Result<{ recorded: number }, RpcError>> {
   let recorded = 0;
   for (const item of req.items) {
-    const tenant = ctx.config.current.tenants.get(item.tenant);
-    const fields = tenant ? refusalFields(item) : undefined;
-    if (!tenant || !fields) {
+    const org = ctx.config.current.tenants.get(item.tenant)?.org ?? item.org;
+    const fields = org === undefined ? undefined : refusalFields(item);
+    if (org === undefined || !fields) {
       ctx.logger.warn({ tenant: item.tenant, count: item.count }, 'refusal report item dropped');
       continue;
     }
@@ -68,10 +70,10 @@ export async function reportRefusals(
       ...(now === undefined ? {} : { now }),
     });
     const keys = [
-      ctx.keys.outbox(tenant.org),
-      ctx.keys.state(tenant.org, tenant.id),
-      ctx.keys.refusals(tenant.org),
-      ctx.keys.refusalReport(tenant.org, item.id),
+      ctx.keys.outbox(org),
+      ctx.keys.state(org, item.tenant),
+      ctx.keys.refusals(org),
+      ctx.keys.refusalReport(org, item.id),
     ];
     const ran = await withStore(ctx.logger, 'refusals.report', () =>
       runRefuse(ctx.redis, keys, spec),

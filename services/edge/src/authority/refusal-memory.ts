@@ -41,6 +41,7 @@ interface Remembered {
 interface Tally {
   id: string;
   tenant: string;
+  org: string;
   kind: string;
   fields: string;
   count: number;
@@ -311,6 +312,7 @@ export class RefusalMemory {
       tally = {
         id: randomUUID(),
         tenant,
+        org,
         kind: summary.kind,
         fields: summary.fields,
         count: 0,
@@ -344,9 +346,10 @@ export class RefusalMemory {
     for (let i = 0; i < tallies.length; i += REPORT_ITEMS) {
       const part = tallies.slice(i, i + REPORT_ITEMS);
       const req: RefusalsReportRequest = {
-        items: part.map(({ id, tenant, kind, fields, count }) => ({
+        items: part.map(({ id, tenant, org, kind, fields, count }) => ({
           id,
           tenant,
+          org,
           kind,
           fields,
           count,
