@@ -26,6 +26,11 @@ const AlerterEnv = serviceEnv({
   ALERTER_PULL_EVERY_MS: env.int(250, 0, 60_000),
   /** Webhook deliveries in flight per replica. */
   ALERTER_WEBHOOK_CONCURRENCY: env.int(32, 1, 1_024),
+  /**
+   * Of them, the most one webhook may have in flight: a receiver that hangs until the timeout
+   * cannot hold up the others' deliveries.
+   */
+  ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK: env.int(8, 1, 1_024),
   /** One delivery attempt gives up after this long. */
   ALERTER_WEBHOOK_TIMEOUT_MS: env.int(10_000, 100, 120_000),
   /** First retry delay; each next one doubles (with jitter) up to the max. */
@@ -57,6 +62,8 @@ export interface AlerterSettings {
   /** Pull events in bursts this often (ms); 0: consume(). */
   pullEveryMs: number;
   webhookConcurrency: number;
+  /** The most of them one webhook may have (ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK). */
+  webhookConcurrencyPerHook: number;
   webhookTimeoutMs: number;
   retry: WebhookRetryPolicy;
   usagePollMs: number;
@@ -81,6 +88,7 @@ function settingsFromEnv(e: AlerterEnv): AlerterSettings {
     eventConcurrency: e.ALERTER_EVENT_CONCURRENCY,
     pullEveryMs: e.ALERTER_PULL_EVERY_MS,
     webhookConcurrency: e.ALERTER_WEBHOOK_CONCURRENCY,
+    webhookConcurrencyPerHook: e.ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK,
     webhookTimeoutMs: e.ALERTER_WEBHOOK_TIMEOUT_MS,
     retry: {
       initialMs: e.ALERTER_WEBHOOK_RETRY_INITIAL_MS,

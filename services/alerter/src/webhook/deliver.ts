@@ -24,6 +24,19 @@ import { nextStep } from './retry.js';
 import { signWebhook, webhookBody } from './sign.js';
 
 const DELIVERER_CONSUMER = 'deliverer';
+/**
+ * Jobs one webhook may have parked on a replica; past it a job is handed back until a turn of
+ * that webhook could have passed (the attempt timeout).
+ */
+const PARKED_PER_HOOK = 1_000;
+/** How often a parked job is marked in progress (inside the consumer's ack wait, 30 s and more). */
+const KEEPALIVE_MS = 10_000;
+
+/** A job waiting for a turn of its webhook. */
+interface Parked {
+  m: JsMsg;
+  attempt: () => Promise<void>;
+}
 
 /** What the delivery log records of an attempt (its status, error and duration fields). */
 interface AttemptFields {
@@ -71,6 +84,15 @@ export class DeliveryWorker {
   readonly #o: DeliveryWorkerOptions;
   readonly #logger: Logger;
   #loop: DurableConsumer | undefined;
+  /** Attempts running on this replica, by webhook id. */
+  readonly #running = new Map<string, number>();
+  /** Jobs waiting for a turn of their webhook, in order, by webhook id. */
+  readonly #parked = new Map<string, Parked[]>();
+  /** Attempts of parked jobs, started outside the consumer's slots (awaited on stop). */
+  readonly #detached = new Set<Promise<void>>();
+  #keepAlive: NodeJS.Timeout | undefined;
+  /** Set by stop(): parked jobs are handed back, not started. */
+  #stopping = false;
 
   constructor(opts: DeliveryWorkerOptions) {
     this.#o = opts;
@@ -97,20 +119,39 @@ export class DeliveryWorker {
       },
       pullSize: webhookConcurrency,
       concurrency: webhookConcurrency,
-      onMessage: (m) => this.#handle(m),
+      onMessage: (m) => this.#take(m),
       restart: RESTART,
       redeliver: RESTART,
       maxMissedHeartbeats: 3,
       logger: this.#logger,
     });
+    // Parked jobs stay this replica's: told to JetStream well inside their ack wait.
+    this.#keepAlive = setInterval(() => {
+      for (const parked of this.#parked.values()) for (const p of parked) p.m.working();
+    }, KEEPALIVE_MS);
+    this.#keepAlive.unref();
     await this.#loop.start();
   }
 
   async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#keepAlive);
     await this.#loop?.stop();
+    // Parked jobs go back to the queue at once, for whichever replica pulls next.
+    for (const parked of this.#parked.values()) for (const p of parked) p.m.nak();
+    this.#parked.clear();
+    await Promise.all(this.#detached);
   }
 
-  async #handle(m: JsMsg): Promise<void> {
+  /**
+   * Takes a job: attempts it now (the returned promise is the consumer's slot), unless its
+   * webhook already has `webhookConcurrencyPerHook` attempts running on this replica. Then the
+   * job is parked until one of them ends and the consumer's slot goes to other webhooks' jobs:
+   * a receiver that hangs until the timeout holds at most its own share of the deliverer, and
+   * every other webhook's alerts still go out. Past PARKED_PER_HOOK parked jobs, a job is
+   * handed back for the attempt timeout (its next delivery counts as an attempt).
+   */
+  #take(m: JsMsg): Promise<void> | undefined {
     let raw: unknown;
     try {
       raw = m.json();
@@ -121,36 +162,84 @@ export class DeliveryWorker {
     if (!parsed.success) {
       // Never deliverable: parked with its bytes, and no delivery is attempted.
       const reason = `malformed delivery job: ${parsed.error.issues[0]?.message ?? 'not JSON'}`;
-      if (await this.#o.deadLetters.term(m, reason)) {
-        this.#o.metrics.deliveries.inc({ outcome: 'dropped' });
-      }
-      return;
+      return this.#malformed(m, reason);
     }
     const job = parsed.data;
-    const attempt = m.info.deliveryCount;
     const base = {
       deliveryId: job.event.id,
       webhookId: job.webhookId,
       eventType: job.event.type,
       tenant: job.event.tenant,
-      attempt,
+      attempt: m.info.deliveryCount,
     };
     const hook = this.#o.config.current.raw.webhooks.find((w) => w.id === job.webhookId);
-    if (!hook) {
-      await this.#record(job, {
-        ...base,
-        outcome: 'dropped',
-        error: 'webhook removed from config',
-      });
-      m.ack();
-      return;
-    }
+    if (!hook) return this.#dropped(m, job, base);
     const secret = this.#o.secrets[hook.secretEnv];
     if (!secret) {
-      await this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, notAttempted());
-      return;
+      return this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, notAttempted());
     }
-    const result = await this.#post(hook.url, secret, job);
+    const attempt = () => this.#attempt(m, job, base, hook.url, secret);
+    if ((this.#running.get(hook.id) ?? 0) < this.#perHook) return this.#run(hook.id, attempt);
+    let parked = this.#parked.get(hook.id);
+    if (!parked) this.#parked.set(hook.id, (parked = []));
+    if (parked.length >= PARKED_PER_HOOK) {
+      m.nak(this.#o.settings.webhookTimeoutMs);
+      return undefined;
+    }
+    parked.push({ m, attempt });
+    return undefined;
+  }
+
+  /** The most attempts one webhook may have running at once on this replica. */
+  get #perHook(): number {
+    const { webhookConcurrency, webhookConcurrencyPerHook } = this.#o.settings;
+    return Math.max(1, Math.min(webhookConcurrency, webhookConcurrencyPerHook));
+  }
+
+  /** Runs an attempt in one of its webhook's turns; when it ends, that webhook's next parked job. */
+  async #run(hookId: string, attempt: () => Promise<void>): Promise<void> {
+    this.#running.set(hookId, (this.#running.get(hookId) ?? 0) + 1);
+    try {
+      await attempt();
+    } finally {
+      const left = (this.#running.get(hookId) ?? 1) - 1;
+      if (left > 0) this.#running.set(hookId, left);
+      else this.#running.delete(hookId);
+      const parked = this.#parked.get(hookId);
+      const next = this.#stopping ? undefined : parked?.shift();
+      if (parked?.length === 0) this.#parked.delete(hookId);
+      if (next) {
+        const detached: Promise<void> = this.#run(hookId, next.attempt)
+          .catch((err: unknown) => {
+            this.#logger.error({ err: errorMessage(err) }, 'parked delivery failed (a bug)');
+            next.m.nak(this.#o.settings.retry.initialMs);
+          })
+          .finally(() => this.#detached.delete(detached));
+        this.#detached.add(detached);
+      }
+    }
+  }
+
+  async #malformed(m: JsMsg, reason: string): Promise<void> {
+    if (await this.#o.deadLetters.term(m, reason)) {
+      this.#o.metrics.deliveries.inc({ outcome: 'dropped' });
+    }
+  }
+
+  async #dropped(m: JsMsg, job: DeliveryJob, base: Omit<Attempt, 'outcome'>): Promise<void> {
+    await this.#record(job, { ...base, outcome: 'dropped', error: 'webhook removed from config' });
+    m.ack();
+  }
+
+  /** POSTs the job to its receiver: ack on 2xx, else nak with the next delay, or dead-letter. */
+  async #attempt(
+    m: JsMsg,
+    job: DeliveryJob,
+    base: Omit<Attempt, 'outcome'>,
+    url: string,
+    secret: string,
+  ): Promise<void> {
+    const result = await this.#post(url, secret, job);
     if (result.ok) {
       const latencyMs = Date.now() - Date.parse(job.event.time);
       this.#o.metrics.deliveryLatency.observe(latencyMs / 1_000);
@@ -159,7 +248,7 @@ export class DeliveryWorker {
       return;
     }
     const step = nextStep({
-      attempt,
+      attempt: base.attempt,
       enqueuedAtMs: Date.parse(job.enqueuedAt),
       nowMs: Date.now(),
       policy: this.#o.settings.retry,
