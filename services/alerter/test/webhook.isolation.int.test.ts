@@ -2,6 +2,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { NatsNames } from '@holdfast/events';
 import { expect } from 'vitest';
 import { alerterNames, type DeliveryLogRecord } from '../src/index.js';
 import {
@@ -71,16 +73,22 @@ async function hangingReceiver(): Promise<{
   };
 }
 
+/** A hung receiver and a working one, stopped after the test with the alerter's state. */
+async function receivers(nc: NatsConnection, names: NatsNames) {
+  const hung = await hangingReceiver();
+  const fast = await Receiver.start(SECRET);
+  cleanup(() => hung.stop());
+  cleanup(() => fast.stop());
+  cleanup(() => removeAlerterState(nc, names));
+  return { hung, fast };
+}
+
 test("a webhook that hangs holds at most its own share of the deliverer: every other webhook's alerts go out at once", async ({
   nc,
   natsUrl,
   iso,
 }) => {
-  const hung = await hangingReceiver();
-  const fast = await Receiver.start(SECRET);
-  cleanup(() => hung.stop());
-  cleanup(() => fast.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
+  const { hung, fast } = await receivers(nc, iso.names);
   const r = await startReplica({
     natsUrl,
     names: iso.names,
@@ -120,11 +128,7 @@ test('a replica that stops hands its waiting jobs back at once: another replica 
   natsUrl,
   iso,
 }) => {
-  const hung = await hangingReceiver();
-  const fast = await Receiver.start(SECRET);
-  cleanup(() => hung.stop());
-  cleanup(() => fast.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
+  const { hung, fast } = await receivers(nc, iso.names);
   // A failed attempt is retried half a second on: the 2 open when the replica stops come back.
   const settings = { ...SETTINGS, retry: { initialMs: 500, maxMs: 500, retryForMs: 600_000 } };
   const first = await startReplica({
