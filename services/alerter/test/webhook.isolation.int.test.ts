@@ -114,10 +114,10 @@ test("a webhook that hangs holds at most its own share of the deliverer: every o
   const last = Math.max(...fast.received.map((x) => x.receivedAt)) - sent;
   console.log(`[isolation] the other webhook's 12 alerts within ${last} ms of their events`);
   expect(last).toBeLessThan(2_500);
-  // The hung webhook had at most its 2 attempts open at once, and each of its jobs is tried.
+  // The hung webhook has at most its 2 attempts open at once, round after round.
   await waitFor(
-    () => log.filter((x) => x.webhookId === 'hung' && x.outcome === 'failed').length >= 12,
-    { timeoutMs: 30_000, what: "the hung webhook's 12 attempts" },
+    () => log.filter((x) => x.webhookId === 'hung' && x.outcome === 'failed').length >= 4,
+    { timeoutMs: 30_000, what: "two rounds of the hung webhook's attempts" },
   );
   expect(hung.peak()).toBeLessThanOrEqual(2);
   expect(log.filter((x) => x.webhookId === 'pager' && x.outcome === 'delivered')).toHaveLength(12);
