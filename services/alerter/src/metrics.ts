@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 /** Webhook delivery outcomes, as logged and counted. */
 export const DELIVERY_OUTCOMES = ['delivered', 'failed', 'dead_lettered', 'dropped'] as const;
@@ -10,6 +10,8 @@ export interface AlerterMetrics {
   deliveries: Counter<'outcome'>;
   /** From the event's time (the crossing) to the receiver's 2xx. */
   deliveryLatency: Histogram;
+  /** Jobs waiting on this replica for a turn of their webhook (ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK). */
+  webhookJobsWaiting: Gauge<'webhook'>;
   suspensions: Counter<'action'>;
   /** Burn samples merged into the shared state, then projections checked (per window). */
   burnFlushes: Counter<'stage'>;
@@ -46,6 +48,12 @@ export function createMetrics(registry: Registry): AlerterMetrics {
       name: 'holdfast_alerter_webhook_delivery_latency_seconds',
       help: 'From the event (the crossing) to a 2xx from the receiver.',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3_600],
+      registers: [registry],
+    }),
+    webhookJobsWaiting: new Gauge({
+      name: 'holdfast_alerter_webhook_jobs_waiting',
+      help: "Webhook jobs waiting on this replica for one of their webhook's turns (it has ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK attempts in flight), by webhook.",
+      labelNames: ['webhook'],
       registers: [registry],
     }),
     suspensions: new Counter({

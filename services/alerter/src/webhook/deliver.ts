@@ -140,6 +140,7 @@ export class DeliveryWorker {
     // Parked jobs go back to the queue at once, for whichever replica pulls next.
     for (const parked of this.#parked.values()) for (const p of parked) p.m.nak();
     this.#parked.clear();
+    this.#o.metrics.webhookJobsWaiting.reset();
     await Promise.all(this.#detached);
   }
 
@@ -187,6 +188,7 @@ export class DeliveryWorker {
       return undefined;
     }
     parked.push({ m, attempt });
+    this.#o.metrics.webhookJobsWaiting.set({ webhook: hook.id }, parked.length);
     return undefined;
   }
 
@@ -207,6 +209,7 @@ export class DeliveryWorker {
       else this.#running.delete(hookId);
       const parked = this.#parked.get(hookId);
       const next = this.#stopping ? undefined : parked?.shift();
+      if (next) this.#o.metrics.webhookJobsWaiting.set({ webhook: hookId }, parked?.length ?? 0);
       if (parked?.length === 0) this.#parked.delete(hookId);
       if (next) {
         const detached: Promise<void> = this.#run(hookId, next.attempt)
