@@ -115,6 +115,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     flushMs: settings.burnFlushMs,
   });
   const deliverer = new DeliveryWorker({
+    nc,
     js,
     jsm,
     names: own,

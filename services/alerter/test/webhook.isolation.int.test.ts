@@ -1,7 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { NatsNames } from '@holdfast/events';
 import { expect } from 'vitest';
@@ -157,24 +156,14 @@ test('a replica that stops hands its waiting jobs back at once: another replica 
     settings,
   });
   cleanup(() => second.stop());
-  // The 10 waiting are handed back at once, the 2 attempted come back on their retry.
-  await waitFor(() => fixed.ids().size >= 10, {
+  // The 10 waiting are handed back at once, the 2 attempted come back on their retry, and a
+  // job the last pull was still bringing is handed back too (pulled in bursts): all 12.
+  await waitFor(() => fixed.ids().size === TEAMS.length, {
     timeoutMs: 5_000,
-    what: "hung's waiting jobs on the next replica",
+    what: "hung's 12 jobs on the next replica",
   });
-  const soon = Date.now() - stopped;
   console.log(
     `[isolation] handed back: delivered at ${fixed.received.map((x) => x.receivedAt - stopped).join(', ')} ms after the stop`,
-  );
-  expect(soon).toBeLessThan(5_000);
-  // None is lost: what has not come yet is still queued (a job a pull was bringing when the
-  // replica stopped waits for its ack wait, 32 s here, as before).
-  // (A job delivered and not yet acked is counted twice for a moment: waited out.)
-  const jsm = await jetstreamManager(nc);
-  const stream = alerterNames(iso.names).webhookStream;
-  await waitFor(
-    async () => (await jsm.streams.info(stream)).state.messages + fixed.ids().size === TEAMS.length,
-    { timeoutMs: 5_000, what: 'every job delivered or still queued' },
   );
   expect(fast.ids().size).toBe(TEAMS.length);
 });

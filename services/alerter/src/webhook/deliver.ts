@@ -13,7 +13,7 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import type { AlerterNames, AlerterSettings } from '../env.js';
 import { RESTART } from '../consumer.js';
 import type { ConfigSource } from '../holdfast-config.js';
@@ -29,6 +29,8 @@ const DELIVERER_CONSUMER = 'deliverer';
  * that webhook could have passed (the attempt timeout).
  */
 const PARKED_PER_HOOK = 1_000;
+/** Between two pulls of jobs while they keep coming (none after a full pull, none after a quiet spell). */
+const PULL_EVERY_MS = 20;
 /** How often a parked job is marked in progress (inside the consumer's ack wait, 30 s and more). */
 const KEEPALIVE_MS = 10_000;
 
@@ -62,6 +64,8 @@ function fields(r: AttemptResult | AttemptError): AttemptFields {
 }
 
 export interface DeliveryWorkerOptions {
+  /** The connection `js` and `jsm` were made from (the pulls are requests on it). */
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   names: AlerterNames;
@@ -119,6 +123,9 @@ export class DeliveryWorker {
       },
       pullSize: webhookConcurrency,
       concurrency: webhookConcurrency,
+      // Pulled in bursts: after stop() a job the last pull still brings is handed back at
+      // once, where consume() left it for the ack wait (40 s by default).
+      bursts: { nc: this.#o.nc, everyMs: PULL_EVERY_MS },
       onMessage: (m) => this.#take(m),
       restart: RESTART,
       redeliver: RESTART,
