@@ -310,3 +310,21 @@ test("capacity.tenantShare with counting usage: a call's take of its team's wind
   expect(tokens).toBeGreaterThan(40 * 100);
   expect(tokens).toBeLessThan(40 * 200);
 });
+
+test('a share of a small limit still allows one request a minute: 30% of 3 requests a minute is 1, not 0', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      sameTier(c, 0.3);
+      entry(c.upstreams, 'default').capacity = { requestsPerMinute: 3, counting: 'requested' };
+    },
+  });
+  // Before, floor(3 x 0.3) = 0: the team could never call the upstream.
+  const first = await one(s, 'hog');
+  const second = await one(s, 'hog');
+  expect(first.status).toBe(200);
+  expect(second).toMatchObject({ status: 429, code: 'upstream_capacity' });
+  // The other team has its own (the normal priority may fill 2 of the 3).
+  expect((await one(s, 'fair')).status).toBe(200);
+});

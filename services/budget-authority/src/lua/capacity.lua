@@ -102,9 +102,13 @@ local function waitFor(key, prefix, used, need, allowed)
 end
 
 -- Seconds until a call of spec.tokens fits `share` of a window's limits (0: it fits now).
-local function waitShare(key, st, sr, tpm, rpm, share)
-  local waitT = (tpm > 0) and waitFor(key, 't', st, spec.tokens, math.floor(tpm * share)) or 0
-  local waitR = (rpm > 0) and waitFor(key, 'r', sr, 1, math.floor(rpm * share)) or 0
+-- `least`: the smallest part of a limit the share allows (a tenant's share is at least one
+-- request a minute, however small the limit: else it could never call).
+local function waitShare(key, st, sr, tpm, rpm, share, least)
+  local allowedT = math.max(least, math.floor(tpm * share))
+  local allowedR = math.max(least, math.floor(rpm * share))
+  local waitT = (tpm > 0) and waitFor(key, 't', st, spec.tokens, allowedT) or 0
+  local waitR = (rpm > 0) and waitFor(key, 'r', sr, 1, allowedR) or 0
   return math.max(waitT, waitR)
 end
 
@@ -126,7 +130,7 @@ if spec.op == 'take' then
     if tonumber(f[3] or '0') > now and tpm > 0 then
       tpm = math.min(tpm, tonumber(f[2]))
     end
-    local wait = waitShare(key, st, sr, tpm, lim[2], spec.share)
+    local wait = waitShare(key, st, sr, tpm, lim[2], spec.share, 0)
     if wait > 0 then
       return {'full', I(wait), I(i), I(st), I(tpm), 'all'}
     end
@@ -134,7 +138,7 @@ if spec.op == 'take' then
       -- One tenant's calls may take at most tenantShare of each limit in any minute.
       local own = KEYS[n + 1 + i]
       local tt, tr = slideOwn(own)
-      local ownWait = waitShare(own, tt, tr, tpm, lim[2], spec.tenantShare)
+      local ownWait = waitShare(own, tt, tr, tpm, lim[2], spec.tenantShare, 1)
       if ownWait > 0 then
         return {'full', I(ownWait), I(i), I(tt), I(tpm), 'tenant'}
       end
