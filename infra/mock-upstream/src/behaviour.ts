@@ -172,7 +172,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   priorityTier: false,
   longContextAboveTokens: null,
   responsesInputTokens: true,
-  counting: { latencyMs: 0, requestsPerMinute: null },
+  counting: { latencyMs: 0, requestsPerMinute: null, failStatus: null },
   toolPromptTokens: { auto: 346, forced: 313 },
   toolUses: 0,
   ignoreToolBound: false,

@@ -12,6 +12,8 @@ import { sendError, type Surface } from './surface.js';
 export const Counting = z.strictObject({
   latencyMs: z.int().min(0).max(600_000).default(0),
   requestsPerMinute: z.int().min(1).nullable().default(null),
+  /** Every count answered with this error status (401, 403, 408, 500, ...); null: counted. */
+  failStatus: z.int().min(400).max(599).nullable().default(null),
 });
 export type Counting = z.infer<typeof Counting>;
 
@@ -25,7 +27,7 @@ export interface CountingStats {
 /** The counting endpoints' gate: their limit over a sliding 60 s, and what is open. */
 export class CountGate {
   readonly #limit = new CapacityLimiter();
-  #config: Counting = { latencyMs: 0, requestsPerMinute: null };
+  #config: Counting = { latencyMs: 0, requestsPerMinute: null, failStatus: null };
   #stats: CountingStats = { inFlight: 0, peakInFlight: 0, rejected: 0 };
 
   configure(config: Counting): void {
@@ -55,6 +57,11 @@ export class CountGate {
       const message = `Rate limit reached for token counting (mock account) on requests per min (RPM): Limit ${this.#config.requestsPerMinute}. Please try again in ${(ms / 1_000).toFixed(3)}s.`;
       reply.header('retry-after', String(Math.max(1, Math.ceil(ms / 1_000))));
       return sendError(reply, surface, 'rate_limit', message) as T;
+    }
+    const { failStatus } = this.#config;
+    if (failStatus !== null) {
+      const message = `mock counting fails with ${failStatus}`;
+      return reply.code(failStatus).send(surface.error('server', message).body) as T;
     }
     const s = this.#stats;
     s.inFlight += 1;

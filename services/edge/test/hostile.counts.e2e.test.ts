@@ -132,3 +132,39 @@ test('an upstream that rate-limits its counting: a PDF call is a 429 upstream_ra
   expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);
   expect((await s.settled('batch-summariser')).windows[0]).toMatchObject({ used: 0, held: 0 });
 });
+
+test("an upstream whose counting fails with the edge's own key (401/403) or a timeout (408) is not the call's fault: a file is held on the model's allowance, not refused as a bad request", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      roomy(c);
+      c.models.push({
+        ...entry(c.models, 'gpt-4o-mini'),
+        id: 'gpt-files',
+        upstreamStateAllowanceTokens: 6_000,
+      });
+      const uc = entry(
+        entry(c.tenants, 'support-bot').useCases as { id: string; models: string[] }[],
+        'UC-101',
+      );
+      uc.models.push('gpt-files');
+    },
+  });
+  const auth = { authorization: `Bearer ${KEYS.support}` };
+  const file = responsesFile('gpt-files', `data:application/pdf;base64,${PDF}`);
+  for (const status of [401, 403, 408]) {
+    s.upstream.configure({ counting: { failStatus: status } });
+    // Before, a 4xx from input_tokens was 400 invalid_request "The upstream rejected the request".
+    const r = await post(s, '/v1/responses', file, auth);
+    expect(r.status).toBe(200);
+    expect(Number(r.headers.get('x-holdfast-prompt-tokens'))).toBeGreaterThan(6_000);
+  }
+  // A request the upstream finds wrong (400) is still the caller's 400, nothing sent.
+  s.upstream.configure({ counting: { failStatus: 400 } });
+  const wrong = await post(s, '/v1/responses', file, auth);
+  expect(wrong.status).toBe(400);
+  expect(wrong.body.error).toMatchObject({ code: 'invalid_request' });
+  expect(s.upstream.stats().recent).toHaveLength(3);
+  expect((await s.settled('support-bot')).windows[0]).toMatchObject({ held: 0 });
+});
