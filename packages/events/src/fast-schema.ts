@@ -56,6 +56,21 @@ function byTag(node: Schema): Schema {
         (b.properties as Record<string, Schema> | undefined)?.[name]?.const !== undefined,
     ),
   );
+  if (!tag) return node;
+  const tags = branches.map((b) => (b.properties as Record<string, Schema>)[tag]!.const);
   // `type`: ajv's discriminator judges objects only; zod refuses anything else, so does this.
-  return tag ? { ...node, type: 'object', discriminator: { propertyName: tag } } : node;
+  if (tags.every((t) => typeof t === 'string')) {
+    return { ...node, type: 'object', discriminator: { propertyName: tag } };
+  }
+  // ajv's discriminator takes string tags only: other tags (`ok: true`) choose by if/then.
+  const { oneOf: _, ...rest } = node;
+  const chain = branches.reduceRight<Schema | boolean>(
+    (otherwise, branch, i) => ({
+      if: { properties: { [tag]: { const: tags[i] } }, required: [tag] },
+      then: branch,
+      else: otherwise,
+    }),
+    false,
+  );
+  return { ...rest, type: 'object', ...(chain as Schema) };
 }

@@ -1,6 +1,6 @@
 import { Ajv } from 'ajv';
 import type { z } from 'zod';
-import { fastSchema } from './fast-schema.js';
+import { fastSchema, mapSchemas } from './fast-schema.js';
 import { inputJsonSchema } from './json-schema.js';
 import { inShapeOrder, SHAPE_ORDER_KEYWORD, shapeRebuilder, withShapeOrder } from './key-order.js';
 
@@ -50,9 +50,49 @@ export function requestParse<S extends z.ZodObject>(
   };
 }
 
+/**
+ * zod's output for a value of `schema`, to the byte (key order too), or undefined: ask zod. For
+ * JSON our own services send (the authority's replies, which every call's admit and settle
+ * wait on): any schema, a union at the top too (the value is checked inside a wrapper, so the
+ * top is put in order like the rest). zod drops a key a plain `z.object` does not name; here
+ * such a key makes the value zod's to judge, so what passes needs nothing dropped.
+ * `reply-check.unit.test.ts` holds it equal to zod for the call path's replies.
+ */
+export function replyParse<S extends z.ZodType>(
+  schema: S,
+): (value: unknown) => z.output<S> | undefined {
+  let validate: ((v: unknown) => boolean) | undefined;
+  return (value) => {
+    validate ??= compileWrapped(schema);
+    const box = { v: value };
+    return validate(box) ? (box.v as z.output<S>) : undefined;
+  };
+}
+
 let ajv: Ajv | undefined;
 
+function compileWrapped(schema: z.ZodType): (v: unknown) => boolean {
+  const { definitions, ...json } = inputJsonSchema(schema);
+  const wrapper = {
+    type: 'object',
+    properties: { v: json },
+    required: ['v'],
+    ...(definitions ? { definitions } : {}),
+  };
+  const closed = mapSchemas(wrapper, (node) =>
+    node.properties && !('additionalProperties' in node)
+      ? { ...node, additionalProperties: false }
+      : node,
+  );
+  return instance().compile(fastSchema(withShapeOrder(closed)));
+}
+
 function compile(schema: z.ZodType, shapeOrder: boolean): (v: unknown) => boolean {
+  const json = inputJsonSchema(schema);
+  return instance().compile(fastSchema(shapeOrder ? withShapeOrder(json) : json));
+}
+
+function instance(): Ajv {
   ajv ??= new Ajv({
     removeAdditional: false,
     useDefaults: true,
@@ -66,6 +106,5 @@ function compile(schema: z.ZodType, shapeOrder: boolean): (v: unknown) => boolea
     inlineRefs: false,
     messages: false,
   });
-  const json = inputJsonSchema(schema);
-  return ajv.compile(fastSchema(shapeOrder ? withShapeOrder(json) : json));
+  return ajv;
 }

@@ -165,19 +165,19 @@ export class RequestBatcher {
       this.#answerAll(msg.subject, () => Err(codedError(code, message)));
       return;
     }
-    let parsed: ReturnType<typeof BatchReply.safeParse> | undefined;
+    let parsed: Result<BatchReply, RpcError> | undefined;
     try {
-      parsed = BatchReply.safeParse(JSON.parse(decoder.decode(msg.data)));
+      parsed = parseReply(BatchReply, JSON.parse(decoder.decode(msg.data)), msg.subject);
     } catch {
       parsed = undefined;
     }
-    if (!parsed?.success) {
+    if (!parsed?.ok) {
       this.#answerAll(msg.subject, (p) =>
         Err(new RpcError({ code: 'internal', message: `malformed reply on ${this.#subject(p)}` })),
       );
       return;
     }
-    for (const a of parsed.data.items) {
+    for (const a of parsed.value.items) {
       const p = open.items[a.i];
       if (!p) continue;
       this.#answer(msg.subject, open, a.i, () =>
