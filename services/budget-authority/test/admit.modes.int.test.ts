@@ -249,4 +249,40 @@ describe('admission modes', () => {
       'model_not_allowed',
     ]);
   });
+
+  test('an uncounted admit (the edge did not count the prompt) is refused as unregistered with its event, or answered not_counted, never admitted', async ({
+    iso,
+    nc,
+    start,
+  }) => {
+    const config = tenantConfig({ id: 'team', budgets: [{ window: 'day', limit: 100_000 }] });
+    const h = await start(config);
+    const uncounted = (over: Record<string, unknown>) =>
+      h.client.admit({ ...call('team', 0, 1_000), uncounted: true, ...over });
+    expect(refusalOf(await uncounted({ useCase: 'UC-999' }))).toMatchObject({
+      code: 'use_case_not_registered',
+      neededTokens: 0,
+    });
+    expect(refusalOf(await uncounted({ model: 'gpt-4o' }))).toMatchObject({
+      code: 'model_not_allowed',
+    });
+    // Registered here (the edge's config is behind): nothing held, the edge counts and asks again.
+    const registered = await uncounted({});
+    expect(registered.ok).toBe(false);
+    if (!registered.ok) expect(registered.error.code).toBe('not_counted');
+    const usage = await h.client.usage({ tenant: 'team' });
+    if (!usage.ok) throw new Error(usage.error.code);
+    expect(usage.value.tenants[0]!.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+    admissionOf(await h.client.admit(call('team', 500, 1_000)));
+    const events = await waitFor(async () => {
+      const e = await readEvents(nc, iso.names);
+      return e.some((x) => x.type === 'reservation.created') ? e : undefined;
+    });
+    const kinds = events.map((e) => (e.type === 'admission.refused' ? e.code : e.type));
+    expect(kinds.filter((k) => k !== 'config.changed')).toEqual([
+      'use_case_not_registered',
+      'model_not_allowed',
+      'reservation.created',
+    ]);
+  });
 });

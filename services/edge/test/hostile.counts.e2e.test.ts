@@ -168,3 +168,68 @@ test("an upstream whose counting fails with the edge's own key (401/403) or a ti
   expect(s.upstream.stats().recent).toHaveLength(3);
   expect((await s.settled('support-bot')).windows[0]).toMatchObject({ held: 0 });
 });
+
+test("a key naming a use case or a model its team does not have cannot make the edge count: no request to the upstream's counting endpoints, each refusal recorded, and a registered call still counted and served", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      roomy(c);
+      // A Claude model no use case allows.
+      c.models.push({ ...entry(c.models, CLAUDE), id: 'claude-unlisted' });
+    },
+  });
+  // Before, each of these was counted first, by the upstream's count_tokens (or input_tokens,
+  // for a response that continues another), then refused by the authority: a key could spend
+  // the provider's counting rate limit, which every tenant shares, on calls refused anyway.
+  const calls = [
+    ...Array.from({ length: 12 }, (_, i) =>
+      post(s, '/v1/messages', document(`call ${i}`), {
+        ...claude(KEYS.support),
+        'x-use-case': `UC-${9_000 + i}`,
+      }),
+    ),
+    ...Array.from({ length: 4 }, (_, i) =>
+      post(
+        s,
+        '/v1/messages',
+        { ...document(`call ${i}`), model: 'claude-unlisted' },
+        {
+          ...claude(KEYS.support),
+          'x-use-case': 'UC-101',
+        },
+      ),
+    ),
+    post(
+      s,
+      '/v1/responses',
+      { model: 'gpt-4o-mini', input: 'go on', previous_response_id: 'resp_1' },
+      { authorization: `Bearer ${KEYS.support}`, 'x-use-case': 'UC-9999' },
+    ),
+  ];
+  const answers = await Promise.all(calls);
+  expect(answers.map((a) => a.status)).toEqual(Array(17).fill(403));
+  expect(answers[0]!.body).toMatchObject({ type: 'error', error: { type: 'permission_error' } });
+  expect(answers[12]!.headers.get('x-holdfast-error-code')).toBe('model_not_allowed');
+  expect(s.upstream.stats().requests).toMatchObject({
+    messagesCountTokens: 0,
+    responsesInputTokens: 0,
+    messages: 0,
+    responses: 0,
+  });
+  // Each refusal is an event as before (its prompt not counted: 0).
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'admission.refused').length === 17,
+  );
+  const refused = events.filter((e) => e.type === 'admission.refused');
+  expect(refused.map((e) => e.code).sort()).toEqual([
+    ...Array(4).fill('model_not_allowed'),
+    ...Array(13).fill('use_case_not_registered'),
+  ]);
+  expect(refused.every((e) => e.promptTokens === 0)).toBe(true);
+  // A registered call is counted upstream (the PDF) and served.
+  const ok = await post(s, '/v1/messages', document('fine'), claude(KEYS.support));
+  expect(ok.status).toBe(200);
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(1);
+  expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);
+});

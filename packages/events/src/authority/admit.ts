@@ -25,8 +25,16 @@ export const AdmitRequest = z.strictObject({
   model: ModelId,
   /** The surface the call came in on; recorded on the reservation and its events. */
   api: ApiSurface.default('chat'),
-  /** The prompt as the edge counted it. */
+  /** The prompt as the edge counted it (0 with `uncounted`). */
   promptTokens: z.int().min(0).max(LIMITS.maxPromptTokens),
+  /**
+   * The edge has not counted the prompt: its config says the call is not registered (use case,
+   * model). Such an admit is never admitted: a call the authority's config does not register
+   * either is refused and recorded as any other; one it does is answered `not_counted` (the
+   * edge's config is behind), and the edge counts the prompt and asks again. So a call refused
+   * anyway costs no count, and no request to the upstream's counting endpoint.
+   */
+  uncounted: z.literal(true).optional(),
   /** max_tokens after the edge's clamp. */
   maxTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
   /** Lease of the hold; the authority's default (30 min) when absent. */

@@ -76,6 +76,11 @@ export type AuthorityErrorCode =
    * does not price): the edge's config is behind the authority's. Nothing held or taken.
    */
   | 'not_priced'
+  /**
+   * An `uncounted` admit of a call the authority's config registers: the edge's config is
+   * behind. Nothing held or taken; the edge counts the prompt and asks again.
+   */
+  | 'not_counted'
   /** Redis did not answer: fail closed, nothing admitted. */
   | 'budget_store_unavailable'
   /** The config document was rejected; the message names the fields. */

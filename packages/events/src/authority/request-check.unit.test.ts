@@ -62,6 +62,21 @@ const EXAMPLES: [z.ZodType, keyof typeof CALL_PATH_CHECKS, Record<string, unknow
     },
   ],
   [
+    AdmitRequest,
+    'admit',
+    {
+      reservationId: randomUUID(),
+      tenant: 'team-a',
+      keyId: 'batch-1',
+      useCase: 'UC-999',
+      model: 'claude-sonnet-5-5',
+      api: 'messages',
+      promptTokens: 0,
+      maxTokens: 4_096,
+      uncounted: true,
+    },
+  ],
+  [
     ExtendRequest,
     'extend',
     {
@@ -190,7 +205,7 @@ describe('the call path requests fast check (ajv) judges as zod', () => {
       { audioPromptTokens: 481 },
       { audioCompletionTokens: 2_049 },
     ];
-    const [schema, op, example] = EXAMPLES[4]!;
+    const [schema, op, example] = EXAMPLES[5]!;
     for (const b of broken) {
       expect(verdicts(schema, op, { ...example, usage: { ...usage, ...b } })).toBe(false);
     }

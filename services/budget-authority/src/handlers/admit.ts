@@ -264,6 +264,15 @@ export async function admit(
     ctx.metrics.admissions.inc({ outcome: 'refused', code: c });
     return refused(c, message);
   }
+  if (req.uncounted) {
+    // Registered here: the edge's config is behind. Never admitted on an uncounted prompt.
+    return Err(
+      new RpcError({
+        code: 'not_counted',
+        message: `use case ${req.useCase} and model ${req.model} are registered for ${tenant.id}: count the prompt and ask again`,
+      }),
+    );
+  }
 
   // The hold at the prices of the tier the call is held at; the record keeps the base prices
   // and the other tiers', so settlement bills the tier the provider reports. Checked before

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   LIMITS,
+  type AdmitRequest,
   type Admitted,
   type ApiSurface,
   type Refused,
@@ -91,26 +92,7 @@ export async function admit(
     ...(req.endUser ? { endUser: req.endUser } : {}),
   };
   const started = performance.now();
-  const ask = () =>
-    deps.authority.admit(
-      {
-        reservationId,
-        tenant,
-        keyId: caller.keyId,
-        ...(req.endUser ? { endUser: req.endUser } : {}),
-        useCase: caller.useCase,
-        model: req.model,
-        promptTokens: req.promptTokens,
-        maxTokens: req.maxTokens,
-        extensible: req.extensible,
-        audioInput: req.audioInput === true,
-        audioOutput: req.audioOutput === true,
-        serviceTier: req.serviceTier ?? 'default',
-        ...(req.toolUses && Object.keys(req.toolUses).length > 0 ? { toolUses: req.toolUses } : {}),
-        api: req.api,
-      },
-      deps.timeoutMs,
-    );
+  const ask = () => deps.authority.admit(admitBody(req, reservationId), deps.timeoutMs);
   const reply = await untilCapacity(ask, caller.tenant.maxQueueMs, req.signal);
   const seconds = (performance.now() - started) / 1_000;
 
@@ -171,6 +153,75 @@ export async function admit(
     ...(decision.upstream ? { upstream: decision.upstream } : {}),
   });
   return Ok({ metered: true, admitted: decision, hold });
+}
+
+/** The authority's admit request for a call. */
+function admitBody(req: AdmissionRequest, reservationId: string): AdmitRequest {
+  const { caller } = req;
+  return {
+    reservationId,
+    tenant: caller.tenant.id,
+    keyId: caller.keyId,
+    ...(req.endUser ? { endUser: req.endUser } : {}),
+    useCase: caller.useCase,
+    model: req.model,
+    promptTokens: req.promptTokens,
+    maxTokens: req.maxTokens,
+    extensible: req.extensible,
+    audioInput: req.audioInput === true,
+    audioOutput: req.audioOutput === true,
+    serviceTier: req.serviceTier ?? 'default',
+    ...(req.toolUses && Object.keys(req.toolUses).length > 0 ? { toolUses: req.toolUses } : {}),
+    api: req.api,
+  };
+}
+
+/**
+ * Whether the edge's config registers the call: its use case for the tenant, and the model in
+ * that use case. The authority decides (its refusal is recorded as an event); this only says
+ * whether the prompt is worth counting first.
+ */
+export function registered(caller: Caller, model: string): boolean {
+  return caller.tenant.useCases.get(caller.useCase)?.models.includes(model) === true;
+}
+
+/**
+ * A call the edge's config does not register, asked of the authority before its prompt is
+ * counted (`uncounted`, promptTokens 0): a call refused anyway costs no count, and above all no
+ * request to the upstream's counting endpoint, whose rate limit every tenant shares (a key
+ * sending any use case id made one count request a call; the fuzz of every surface found it).
+ * The refusal, recorded by the authority as any other; or undefined: count the prompt and
+ * admit as usual (the authority registers the call, this edge's config being behind; or it
+ * could not say). The authority never admits an uncounted call.
+ */
+export async function refuseUnregistered(
+  deps: AdmissionDeps,
+  req: AdmissionRequest,
+): Promise<EdgeError | undefined> {
+  const body = {
+    ...admitBody({ ...req, promptTokens: 0 }, randomUUID()),
+    uncounted: true as const,
+  };
+  const started = performance.now();
+  const reply = await deps.authority.admit(body, deps.timeoutMs);
+  const seconds = (performance.now() - started) / 1_000;
+  if (!reply.ok) return undefined;
+  const decision = reply.value;
+  if (decision.admitted) {
+    // Never answered so (a bug): give it back and go on as a counted call.
+    deps.logger.error({ reservationId: body.reservationId }, 'an uncounted admit was admitted');
+    void deps.holds.close(
+      {
+        reservationId: body.reservationId,
+        tenant: body.tenant,
+        org: decision.org ?? req.caller.tenant.org,
+      },
+      { how: 'release', reason: 'not_forwarded' },
+    );
+    return undefined;
+  }
+  deps.metrics.admission.observe({ outcome: decision.code }, seconds);
+  return refusalError(decision, req.caller.tenant.id);
 }
 
 type AdmitResult = Awaited<ReturnType<AuthorityPort['admit']>>;

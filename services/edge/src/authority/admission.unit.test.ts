@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { expect, test } from 'vitest';
 import type { AuthorityPort } from '../call/ports.js';
 import { EdgeMetrics } from '../metrics.js';
-import { admit } from './admission.js';
+import { admit, refuseUnregistered, registered } from './admission.js';
 import type { Holds } from './holds.js';
 
 const config = parseConfig({
@@ -21,6 +21,15 @@ const config = parseConfig({
 if (!config.ok) throw new Error('test config');
 const tenant = config.value.tenants.get('fast')!;
 
+/** Holds that only note the reservations they release. */
+const releasing = (released: string[]) =>
+  ({
+    close: (ref: { reservationId: string }) => {
+      released.push(ref.reservationId);
+      return Promise.resolve();
+    },
+  }) as unknown as Holds;
+
 /**
  * An edge admitting a call against an authority that answers `not_priced` with `message`:
  * the edge's answer, what it logged and the reservations it released.
@@ -34,12 +43,7 @@ async function admitNotPriced(
     admit: () =>
       Promise.resolve({ ok: false as const, error: new RpcError({ code: 'not_priced', message }) }),
   } as unknown as AuthorityPort;
-  const holds = {
-    close: (ref: { reservationId: string }) => {
-      released.push(ref.reservationId);
-      return Promise.resolve();
-    },
-  } as unknown as Holds;
+  const holds = releasing(released);
   const logged: unknown[] = [];
   const r = await admit(
     {
@@ -102,4 +106,69 @@ test("an authority whose config does not price the call's tool uses: a 400 namin
   expect(r.error.message).not.toContain('service_tier');
   expect(logged).toEqual([]);
   expect(released).toHaveLength(1);
+});
+
+/**
+ * A call the edge's config does not register is asked of the authority uncounted (no count,
+ * no request to the upstream's counting endpoint). Its answers: a refusal, the client's 403; an
+ * authority that registers the call (`not_counted`: this edge is behind), or none, or a bug
+ * that admits it: go on and count (the admitted hold released).
+ */
+test('an unregistered call is asked uncounted: refused as the authority says, else counted as usual', async () => {
+  const asked: unknown[] = [];
+  const released: string[] = [];
+  const answer = (reply: unknown) => {
+    const authority = {
+      admit: (body: unknown) => {
+        asked.push(body);
+        return Promise.resolve(reply);
+      },
+    } as unknown as AuthorityPort;
+    const holds = releasing(released);
+    return refuseUnregistered(
+      {
+        authority,
+        holds,
+        metrics: new EdgeMetrics(new Registry()),
+        logger: { warn: () => undefined, error: () => undefined },
+        timeoutMs: 1_000,
+      },
+      {
+        caller: { tenant, keyId: null, useCase: 'UC-9', namesUsers: false },
+        model: 'gpt-5',
+        promptTokens: 0,
+        maxTokens: 10,
+        extensible: true,
+        api: 'messages',
+      },
+    );
+  };
+  const caller = { tenant, keyId: null, namesUsers: false };
+  expect(registered({ ...caller, useCase: 'chat' }, 'gpt-5')).toBe(true);
+  expect(registered({ ...caller, useCase: 'chat' }, 'gpt-4o')).toBe(false);
+  expect(registered({ ...caller, useCase: 'UC-9' }, 'gpt-5')).toBe(false);
+
+  const refused = await answer({
+    ok: true,
+    value: {
+      admitted: false,
+      code: 'use_case_not_registered',
+      message: 'Use case "UC-9" is not registered for team fast.',
+      retryAfterSeconds: null,
+      budget: null,
+      level: null,
+      neededTokens: 0,
+      neededMicroUsd: 0,
+      windows: [],
+    },
+  });
+  expect(refused).toMatchObject({ code: 'use_case_not_registered' });
+  expect(asked[0]).toMatchObject({ uncounted: true, promptTokens: 0, useCase: 'UC-9' });
+  const behind = { ok: false, error: new RpcError({ code: 'not_counted', message: 'count it' }) };
+  expect(await answer(behind)).toBeUndefined();
+  const down = { ok: false, error: new RpcError({ code: 'timeout', message: 'no reply' }) };
+  expect(await answer(down)).toBeUndefined();
+  const admitted = { ok: true, value: { admitted: true, org: 'fast' } };
+  expect(await answer(admitted)).toBeUndefined();
+  expect(released).toEqual([(asked[3] as { reservationId: string }).reservationId]);
 });

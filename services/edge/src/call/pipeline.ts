@@ -1,7 +1,14 @@
 import type { CompiledModel } from '@holdfast/config';
 import { Err, Ok } from '@holdfast/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { admit } from '../authority/admission.js';
+import {
+  admit,
+  refuseUnregistered,
+  registered,
+  type AdmissionDeps,
+  type AdmissionRequest,
+} from '../authority/admission.js';
+import type { Caller } from '../request/auth.js';
 import { clampMaxTokens, type Clamp } from './clamp.js';
 import { EdgeError } from '../errors.js';
 import { admissionHeaders, H } from '../request/headers.js';
@@ -56,6 +63,26 @@ export async function runCall<B>(
     const clamp = clampMaxTokens(asked.maxOutput, caller.tenant, caller.useCase, model);
     const tooSmall = belowLeast(adapter.minOutput?.(body), asked, clamp.maxTokens);
     if (tooSmall) return await adapter.sendError(request, reply, tooSmall);
+    const call = {
+      asked,
+      model,
+      clamp,
+      adapter,
+      signal: live.signal,
+      endUser: endUser.value,
+      serviceTier: tier.value,
+      toolUses: tools.value,
+    };
+    if (!registered(caller, asked.model)) {
+      // Refused anyway, most likely: asked first, so it costs no count (admission.ts).
+      Object.assign(request.audit, { model: asked.model, maxTokens: clamp.maxTokens });
+      const refusal = await refuseUnregistered(
+        admissionDeps(deps, request),
+        admissionRequest(caller, { ...call, promptTokens: 0 }),
+      );
+      if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
+      if (refusal) return await adapter.sendError(request, reply, refusal);
+    }
     const counting = countContext(deps, request, adapter, model, tier.value, live.signal);
     const counted = await countPrompt((b, c) => adapter.countPrompt(b, c), body, counting);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
@@ -63,17 +90,7 @@ export async function runCall<B>(
     const promptTokens = counted.value;
     const tooLong = aboveModelCap(model, promptTokens);
     if (tooLong) return await adapter.sendError(request, reply, tooLong);
-    admission = await admitCall(deps, request, reply, {
-      asked,
-      model,
-      promptTokens,
-      clamp,
-      adapter,
-      signal: live.signal,
-      endUser: endUser.value,
-      serviceTier: tier.value,
-      toolUses: tools.value,
-    });
+    admission = await admitCall(deps, request, reply, { ...call, promptTokens });
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
     if (live.signal.aborted) {
@@ -149,21 +166,51 @@ function endedEarly(
   return reply;
 }
 
+type AdmitCall = {
+  asked: Asked;
+  model: CompiledModel | undefined;
+  promptTokens: number;
+  clamp: Clamp;
+  adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
+  signal: AbortSignal;
+  endUser: string | undefined;
+  serviceTier: string;
+  toolUses: ToolUses;
+};
+
+function admissionDeps(deps: CallDeps, request: FastifyRequest): AdmissionDeps {
+  return {
+    authority: deps.authority,
+    holds: deps.holds,
+    refusals: deps.refusals,
+    metrics: deps.metrics,
+    logger: request.log,
+    timeoutMs: deps.options.admitTimeoutMs,
+  };
+}
+
+function admissionRequest(caller: Caller, call: AdmitCall): AdmissionRequest {
+  return {
+    caller,
+    model: call.asked.model,
+    promptTokens: call.promptTokens,
+    maxTokens: call.clamp.maxTokens,
+    extensible: call.adapter.extensible,
+    audioInput: call.asked.audioInput === true,
+    audioOutput: call.asked.audioOutput === true,
+    serviceTier: call.serviceTier,
+    toolUses: call.toolUses,
+    api: call.adapter.name,
+    signal: call.signal,
+    endUser: call.endUser,
+  };
+}
+
 async function admitCall(
   deps: CallDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-  call: {
-    asked: Asked;
-    model: CompiledModel | undefined;
-    promptTokens: number;
-    clamp: Clamp;
-    adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
-    signal: AbortSignal;
-    endUser: string | undefined;
-    serviceTier: string;
-    toolUses: ToolUses;
-  },
+  call: AdmitCall,
 ): Promise<Admission> {
   const caller = request.caller!;
   Object.assign(request.audit, {
@@ -171,30 +218,7 @@ async function admitCall(
     promptTokens: call.promptTokens,
     maxTokens: call.clamp.maxTokens,
   });
-  const result = await admit(
-    {
-      authority: deps.authority,
-      holds: deps.holds,
-      refusals: deps.refusals,
-      metrics: deps.metrics,
-      logger: request.log,
-      timeoutMs: deps.options.admitTimeoutMs,
-    },
-    {
-      caller,
-      model: call.asked.model,
-      promptTokens: call.promptTokens,
-      maxTokens: call.clamp.maxTokens,
-      extensible: call.adapter.extensible,
-      audioInput: call.asked.audioInput === true,
-      audioOutput: call.asked.audioOutput === true,
-      serviceTier: call.serviceTier,
-      toolUses: call.toolUses,
-      api: call.adapter.name,
-      signal: call.signal,
-      endUser: call.endUser,
-    },
-  );
+  const result = await admit(admissionDeps(deps, request), admissionRequest(caller, call));
   if (!result.ok) return result;
   const a = result.value;
   const reservationId = a.metered ? a.admitted.reservationId : a.reservationId;
