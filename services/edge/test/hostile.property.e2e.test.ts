@@ -105,7 +105,14 @@ async function call(s: Stack, r: Rand, team: string): Promise<void> {
     for (let part = await reader?.read(); part && !part.done; part = await reader?.read()) {
       received += decoder.decode(part.value, { stream: true });
     }
-    if (![200, 403, 429].includes(res.status)) throw new Error(`unexpected ${res.status}`);
+    // A 400 only for more choices than max_tokens (each gets max_tokens / n; docs/api.md).
+    const fewerTokensThanChoices =
+      res.status === 400 &&
+      (body.n as number) > (body.max_tokens as number) &&
+      received.includes('choices need at least one token each');
+    if (![200, 403, 429].includes(res.status) && !fewerTokensThanChoices) {
+      throw new Error(`unexpected ${res.status}: ${received.slice(0, 300)}`);
+    }
   } catch (err) {
     if (stuck.aborted) {
       // Say which call never ended, and how far it got, instead of timing the test out.

