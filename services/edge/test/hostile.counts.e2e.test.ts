@@ -233,3 +233,26 @@ test("a key naming a use case or a model its team does not have cannot make the 
   expect(s.upstream.stats().requests.messagesCountTokens).toBe(1);
   expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);
 });
+
+test('a suspended tenant repeating a call only the upstream can count is answered from the refusal memory before it is counted: one count request, every refusal recorded', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: roomy });
+  await s.client.suspend({ tenant: 'support-bot', reason: 'hostile test', by: 'admin' });
+  // The first is counted (a PDF: by the upstream) and refused by the authority; before, each
+  // repeat was counted upstream too, then refused from memory.
+  const first = await post(s, '/v1/messages', document('again'), claude(KEYS.support));
+  expect(first.headers.get('x-holdfast-error-code')).toBe('tenant_suspended');
+  const repeats = await Promise.all(
+    Array.from({ length: 10 }, () =>
+      post(s, '/v1/messages', document('again'), claude(KEYS.support)),
+    ),
+  );
+  expect(repeats.map((r) => r.headers.get('x-holdfast-error-code'))).toEqual(
+    Array(10).fill('tenant_suspended'),
+  );
+  expect(s.upstream.stats().requests).toMatchObject({ messagesCountTokens: 1, messages: 0 });
+  const count = (events: Awaited<ReturnType<typeof s.events>>) =>
+    events.reduce((n, e) => n + (e.type === 'admission.refused' ? (e.count ?? 1) : 0), 0);
+  expect(count(await s.events((e) => count(e) === 11))).toBe(11);
+});

@@ -186,18 +186,23 @@ export function registered(caller: Caller, model: string): boolean {
 }
 
 /**
- * A call the edge's config does not register, asked of the authority before its prompt is
- * counted (`uncounted`, promptTokens 0): a call refused anyway costs no count, and above all no
- * request to the upstream's counting endpoint, whose rate limit every tenant shares (a key
- * sending any use case id made one count request a call; the fuzz of every surface found it).
- * The refusal, recorded by the authority as any other; or undefined: count the prompt and
- * admit as usual (the authority registers the call, this edge's config being behind; or it
- * could not say). The authority never admits an uncounted call.
+ * A call refused before its prompt is counted, so that a call refused anyway costs no count,
+ * and above all no request to the upstream's counting endpoint, whose rate limit every tenant
+ * shares. Two cases. A repeat of a refusal remembered of any size (the tenant suspended, at its
+ * cap on calls in flight): answered from memory, as `admit` would after counting. A call the
+ * edge's config does not register: asked of the authority `uncounted` (promptTokens 0), which
+ * refuses and records it as any other, or answers `not_counted` where its config registers the
+ * call (this edge's config behind); the authority never admits an uncounted call. Before, a key
+ * naming any well-formed use case id made one count request a call (the fuzz of every surface
+ * found it). The refusal; or undefined: count the prompt and admit as usual.
  */
-export async function refuseUnregistered(
+export async function refuseUncounted(
   deps: AdmissionDeps,
   req: AdmissionRequest,
 ): Promise<EdgeError | undefined> {
+  const recalled = deps.refusals?.recall(req, { uncounted: true });
+  if (recalled) return refusalError(await recalled, req.caller.tenant.id);
+  if (registered(req.caller, req.model)) return undefined;
   const body = {
     ...admitBody({ ...req, promptTokens: 0 }, randomUUID()),
     uncounted: true as const,

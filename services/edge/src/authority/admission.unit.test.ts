@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { expect, test } from 'vitest';
 import type { AuthorityPort } from '../call/ports.js';
 import { EdgeMetrics } from '../metrics.js';
-import { admit, refuseUnregistered, registered } from './admission.js';
+import { admit, refuseUncounted, registered } from './admission.js';
 import type { Holds } from './holds.js';
 
 const config = parseConfig({
@@ -125,7 +125,7 @@ test('an unregistered call is asked uncounted: refused as the authority says, el
       },
     } as unknown as AuthorityPort;
     const holds = releasing(released);
-    return refuseUnregistered(
+    return refuseUncounted(
       {
         authority,
         holds,

@@ -315,3 +315,18 @@ test('while a close under the refusing level runs, its refusals are neither answ
   memory.remember(call(), REFUSED, memory.closes('org'));
   expect(await memory.recall(call())).toMatchObject({ code: 'budget_exceeded' });
 });
+
+test("before the prompt is counted (`uncounted`) only a refusal of any size answers: a budget's needs the prompt's size", async () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(call(), REFUSED, 0);
+  expect(memory.recall(call(), { uncounted: true })).toBeUndefined();
+  expect(await memory.recall(call())).toMatchObject({ code: 'budget_exceeded' });
+  const suspended: Refused = {
+    ...REFUSED,
+    code: 'tenant_suspended',
+    summary: { ...REFUSED.summary!, kind: 'team|tenant_suspended|x' },
+  };
+  memory.remember(call({ model: 'gpt-5', api: 'messages' }), suspended, 0);
+  const early = memory.recall(call({ api: 'messages', promptTokens: 0 }), { uncounted: true });
+  expect(await early).toMatchObject({ code: 'tenant_suspended' });
+});

@@ -3,8 +3,7 @@ import { Err, Ok } from '@holdfast/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   admit,
-  refuseUnregistered,
-  registered,
+  refuseUncounted,
   type AdmissionDeps,
   type AdmissionRequest,
 } from '../authority/admission.js';
@@ -73,15 +72,15 @@ export async function runCall<B>(
       serviceTier: tier.value,
       toolUses: tools.value,
     };
-    if (!registered(caller, asked.model)) {
-      // Refused anyway, most likely: asked first, so it costs no count (admission.ts).
+    // A call refused anyway costs no count (admission.ts).
+    const refusal = await refuseUncounted(
+      admissionDeps(deps, request),
+      admissionRequest(caller, { ...call, promptTokens: 0 }),
+    );
+    if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
+    if (refusal) {
       Object.assign(request.audit, { model: asked.model, maxTokens: clamp.maxTokens });
-      const refusal = await refuseUnregistered(
-        admissionDeps(deps, request),
-        admissionRequest(caller, { ...call, promptTokens: 0 }),
-      );
-      if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
-      if (refusal) return await adapter.sendError(request, reply, refusal);
+      return await adapter.sendError(request, reply, refusal);
     }
     const counting = countContext(deps, request, adapter, model, tier.value, live.signal);
     const counted = await countPrompt((b, c) => adapter.countPrompt(b, c), body, counting);
