@@ -88,14 +88,23 @@ test('10,000 malformed requests with keys: no 5xx, no budget change, nothing rea
   expect(Object.keys(statuses).sort()).toEqual(['400', '401', '403', '413']);
 });
 
-test('2,000 malformed requests in trustHeaders mode (x-team injection included)', async ({
+test('3,000 malformed requests to every surface in trustHeaders mode (x-team injection included)', async ({
   stack,
 }) => {
   const s = await stack({
     edge: { options: { bodyLimitBytes: BODY_LIMIT } },
-    patch: (c) => (c.auth.trustHeaders = true),
+    patch: (c) => {
+      withClaude(c);
+      c.auth.trustHeaders = true;
+    },
   });
-  const statuses = await fuzz(s, { ...TARGET, trustHeaders: true }, 2_000, 7);
+  const statuses = await fuzz(
+    s,
+    { ...TARGET, trustHeaders: true, claude: CLAUDE },
+    3_000,
+    7,
+    fuzzAnySurface,
+  );
   console.log('[fuzz] statuses (trustHeaders mode):', statuses);
   expect(statuses['403']).toBeGreaterThan(0);
 });
