@@ -211,6 +211,27 @@ test('503 budget_authority_unavailable when the authority does not answer; failO
   expect(open.headers.get('x-holdfast-unmetered')).toBe('authority_unavailable');
 });
 
+test('failOpen serves only what the config registers: with the authority down, a use case or a model the team does not have is a 403, nothing sent', async ({
+  stack,
+}) => {
+  // A dearer model in the config that finance-ops' use case does not allow.
+  const s = await stack({
+    patch: (c) => c.models.push({ ...c.models[0]!, id: 'gpt-4o', fallbackUpstreams: [] }),
+  });
+  await s.stopAuthority();
+  // Before, both were served unmetered: failOpen let any model and use case through.
+  const useCase = await send(s, chat(), { ...auth(KEYS.finance), 'x-use-case': 'UC-999' });
+  expect(useCase.status).toBe(403);
+  expectShape(useCase.body, 'use_case_not_registered');
+  const model = await send(s, { ...chat(), model: 'gpt-4o' }, auth(KEYS.finance));
+  expect(model.status).toBe(403);
+  expectShape(model.body, 'model_not_allowed');
+  expect(s.upstream.stats().requests.chatCompletions).toBe(0);
+  // A registered call is still served unmetered.
+  const open = await send(s, chat(), auth(KEYS.finance));
+  expect(open.status).toBe(200);
+});
+
 test('400 invalid_request for malformed bodies and 413 for oversized ones', async ({ stack }) => {
   const s = await stack({ edge: { options: { bodyLimitBytes: 4_096 } } });
   const h = auth(KEYS.support);

@@ -194,7 +194,9 @@ export function registered(caller: Caller, model: string): boolean {
  * refuses and records it as any other, or answers `not_counted` where its config registers the
  * call (this edge's config behind); the authority never admits an uncounted call. Before, a key
  * naming any well-formed use case id made one count request a call (the fuzz of every surface
- * found it). The refusal; or undefined: count the prompt and admit as usual.
+ * found it). With no authority to ask, a failOpen tenant's unregistered call is refused here
+ * (it would be served unmetered). The refusal; or undefined: count the prompt and admit as
+ * usual.
  */
 export async function refuseUncounted(
   deps: AdmissionDeps,
@@ -210,7 +212,12 @@ export async function refuseUncounted(
   const started = performance.now();
   const reply = await deps.authority.admit(body, deps.timeoutMs);
   const seconds = (performance.now() - started) / 1_000;
-  if (!reply.ok) return undefined;
+  if (!reply.ok) {
+    // No authority to say otherwise: a failOpen tenant is served unmetered only what this
+    // config registers (before, any use case and any configured model went through).
+    const unreachable = reply.error.code === 'timeout' || reply.error.code === 'no_responders';
+    return unreachable && req.caller.tenant.failOpen ? unregistered(req) : undefined;
+  }
   const decision = reply.value;
   if (decision.admitted) {
     // Never answered so (a bug): give it back and go on as a counted call.
@@ -227,6 +234,21 @@ export async function refuseUncounted(
   }
   deps.metrics.admission.observe({ outcome: decision.code }, seconds);
   return refusalError(decision, req.caller.tenant.id);
+}
+
+/** The 403 the authority would give a call this config does not register, said by the edge. */
+function unregistered(req: AdmissionRequest): EdgeError {
+  const { tenant, useCase } = req.caller;
+  const known = tenant.useCases.get(useCase);
+  return known
+    ? new EdgeError({
+        code: 'model_not_allowed',
+        message: `Model "${req.model}" is not allowed for use case "${useCase}" of team ${tenant.id}.`,
+      })
+    : new EdgeError({
+        code: 'use_case_not_registered',
+        message: `Use case "${useCase}" is not registered for team ${tenant.id}.`,
+      });
 }
 
 type AdmitResult = Awaited<ReturnType<AuthorityPort['admit']>>;
