@@ -232,6 +232,22 @@ test('failOpen serves only what the config registers: with the authority down, a
   expect(open.status).toBe(200);
 });
 
+test('failOpen does not serve a team this edge saw suspended: with the authority down its calls are a 403 tenant_suspended', async ({
+  stack,
+}) => {
+  // No refusal memory: the 403 below is the suspension's, not a remembered refusal's.
+  const s = await stack({ edge: { options: { refusals: { memoryMs: 0, reportMs: 50 } } } });
+  await s.client.suspend({ tenant: 'finance-ops', reason: 'admin', by: 'admin' });
+  const refused = await send(s, chat(), auth(KEYS.finance));
+  expect(refused.status).toBe(403);
+  await s.stopAuthority();
+  // Before, it was served unmetered as soon as the authority stopped answering.
+  const r = await send(s, chat(), auth(KEYS.finance));
+  expect(r.status).toBe(403);
+  expectShape(r.body, 'tenant_suspended');
+  expect(s.upstream.stats().requests.chatCompletions).toBe(0);
+});
+
 test('400 invalid_request for malformed bodies and 413 for oversized ones', async ({ stack }) => {
   const s = await stack({ edge: { options: { bodyLimitBytes: 4_096 } } });
   const h = auth(KEYS.support);

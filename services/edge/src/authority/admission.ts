@@ -25,6 +25,8 @@ export interface AdmissionDeps {
   metrics: EdgeMetrics;
   logger: Pick<Logger, 'warn' | 'error'>;
   timeoutMs: number;
+  /** Whether this edge saw a tenant of the chain suspended (and not resumed since). */
+  suspended?: (chain: readonly string[]) => boolean;
 }
 
 export interface AdmissionRequest {
@@ -103,6 +105,15 @@ export async function admit(
       void deps.holds.close(ref, { how: 'release', reason: 'admit_abandoned' });
     }
     const unreachable = code === 'timeout' || code === 'no_responders';
+    if (unreachable && caller.tenant.failOpen && deps.suspended?.(caller.tenant.chain)) {
+      // Suspended as far as this edge has seen (the authority would refuse it): not served.
+      return Err(
+        new EdgeError({
+          code: 'tenant_suspended',
+          message: `Team ${tenant} is suspended. Calls resume when its budget window frees room or an admin resumes it.`,
+        }),
+      );
+    }
     if (unreachable && caller.tenant.failOpen) {
       deps.metrics.unmetered.inc({ tenant });
       deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');

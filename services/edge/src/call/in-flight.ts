@@ -39,6 +39,8 @@ export class Calls {
   /** Pending grace ends by suspended tenant (a resume cancels them). */
   readonly #timers = new Map<string, Set<NodeJS.Timeout>>();
   readonly #detach = new Map<LiveCall, () => void>();
+  /** Tenants whose `tenant.suspended` this edge saw, and no `tenant.resumed` since. */
+  readonly #suspended = new Set<string>();
 
   /**
    * Starts tracking a call. With the client's response, the call is aborted when the client
@@ -95,6 +97,7 @@ export class Calls {
    * calls admitted since.
    */
   suspend(tenant: string, graceMs: number, suspendedAtMs = Date.now()): number {
+    this.#suspended.add(tenant);
     const admittedBefore = () => this.#under(tenant).filter((c) => c.startedAtMs <= suspendedAtMs);
     const live = admittedBefore().length;
     const end = () => {
@@ -117,10 +120,19 @@ export class Calls {
 
   /** A resume cancels the grace ends still pending for that tenant; returns how many. */
   resume(tenant: string): number {
+    this.#suspended.delete(tenant);
     const pending = this.#timers.get(tenant);
     this.#timers.delete(tenant);
     for (const t of pending ?? []) clearTimeout(t);
     return pending?.size ?? 0;
+  }
+
+  /**
+   * Whether a tenant of `chain` (the team, its org) is suspended as far as this edge has seen:
+   * what it can say when the authority cannot (a failOpen team's call while it is down).
+   */
+  suspended(chain: readonly string[]): boolean {
+    return this.#suspended.size > 0 && chain.some((t) => this.#suspended.has(t));
   }
 
   close(): void {

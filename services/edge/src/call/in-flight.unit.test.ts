@@ -52,3 +52,14 @@ test('a resume cancels the grace end still pending, and the grace spares later c
     vi.useRealTimers();
   }
 });
+
+test('the tenants seen suspended, a team by its own or its org suspension, until a resume', () => {
+  const calls = new Calls();
+  expect(calls.suspended(['team', 'org'])).toBe(false);
+  calls.suspend('org', 1_000);
+  expect(calls.suspended(['team', 'org'])).toBe(true);
+  expect(calls.suspended(['other'])).toBe(false);
+  calls.resume('org');
+  expect(calls.suspended(['team', 'org'])).toBe(false);
+  calls.close();
+});

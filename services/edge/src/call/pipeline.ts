@@ -185,6 +185,7 @@ function admissionDeps(deps: CallDeps, request: FastifyRequest): AdmissionDeps {
     metrics: deps.metrics,
     logger: request.log,
     timeoutMs: deps.options.admitTimeoutMs,
+    suspended: (chain) => deps.calls.suspended(chain),
   };
 }
 
