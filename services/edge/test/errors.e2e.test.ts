@@ -240,6 +240,10 @@ test('failOpen does not serve a team this edge saw suspended: with the authority
   await s.client.suspend({ tenant: 'finance-ops', reason: 'admin', by: 'admin' });
   const refused = await send(s, chat(), auth(KEYS.finance));
   expect(refused.status).toBe(403);
+  // The edge hears of it from the tenant.suspended event, which the authority's relay
+  // publishes after the change: stopping the authority first could leave it unpublished.
+  await s.events((e) => e.some((x) => x.type === 'tenant.suspended'));
+  await new Promise((done) => setTimeout(done, 200));
   await s.stopAuthority();
   // Before, it was served unmetered as soon as the authority stopped answering.
   const r = await send(s, chat(), auth(KEYS.finance));
