@@ -1,5 +1,6 @@
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { startEdge } from '../src/index.js';
 import { apiError, chat, edgeTest as test, entry, KEYS, type Stack } from './harness.js';
 
 /** A raw request to the edge; the body is sent as is when it is a string. */
@@ -250,6 +251,38 @@ test('failOpen does not serve a team this edge saw suspended: with the authority
   expect(r.status).toBe(403);
   expectShape(r.body, 'tenant_suspended');
   expect(s.upstream.stats().requests.chatCompletions).toBe(0);
+});
+
+test('an edge started while a team is suspended knows it (the authority says so at start): failOpen does not serve it while the authority is down', async ({
+  stack,
+  nc,
+  iso,
+}) => {
+  const s = await stack({ edge: { options: { refusals: { memoryMs: 0, reportMs: 50 } } } });
+  await s.client.suspend({ tenant: 'finance-ops', reason: 'admin', by: 'admin' });
+  await s.events((e) => e.some((x) => x.type === 'tenant.suspended'));
+  // A second edge, started after the event: no event will tell it.
+  const late = await startEdge({
+    nc,
+    names: iso.names,
+    options: { refusals: { memoryMs: 0, reportMs: 50 } },
+  });
+  try {
+    await waitFor(async () => (await fetch(`${late.url}/readyz`)).ok || undefined, {
+      what: 'the late edge to load its config',
+    });
+    await new Promise((done) => setTimeout(done, 300));
+    await s.stopAuthority();
+    const r = await fetch(`${late.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth(KEYS.finance) },
+      body: JSON.stringify(chat()),
+    });
+    expect(r.status).toBe(403);
+    expect(r.headers.get('x-holdfast-error-code')).toBe('tenant_suspended');
+  } finally {
+    await late.stop();
+  }
 });
 
 test('400 invalid_request for malformed bodies and 413 for oversized ones', async ({ stack }) => {

@@ -127,6 +127,11 @@ export class Calls {
     return pending?.size ?? 0;
   }
 
+  /** A tenant suspended before this edge started (no event will say so): no calls to end. */
+  suspendedAlready(tenant: string): void {
+    this.#suspended.add(tenant);
+  }
+
   /**
    * Whether a tenant of `chain` (the team, its org) is suspended as far as this edge has seen:
    * what it can say when the authority cannot (a failOpen team's call while it is down).
