@@ -32,6 +32,12 @@ const document = (text: string) => ({
 
 const countBody = { model: CLAUDE, messages: [{ role: 'user', content: 'How long is this?' }] };
 
+/** A count_tokens body of its own (the edge answers a request it counted moments ago itself). */
+const countOf = (i: number) => ({
+  ...countBody,
+  messages: [{ role: 'user', content: `How long is this, number ${i}?` }],
+});
+
 const claude = (key: string) => ({ 'x-api-key': key });
 
 function roomy(c: TestConfig): void {
@@ -52,8 +58,8 @@ test("a tenant flooding count_tokens holds at most its share of the upstream's c
   });
   // Before, 16 counts queued on the 4 connections for 4 x 700 ms: another tenant's count waited
   // past the edge's 2 s count timeout, and its PDF call was refused as uncountable.
-  const flood = Array.from({ length: 16 }, () =>
-    post(s, '/v1/messages/count_tokens', countBody, claude(KEYS.support)),
+  const flood = Array.from({ length: 16 }, (_, i) =>
+    post(s, '/v1/messages/count_tokens', countOf(i), claude(KEYS.support)),
   );
   await waitFor(() => s.upstream.stats().counting.inFlight >= 2 || undefined, {
     what: "the flood's counts upstream",
@@ -257,4 +263,29 @@ test('a suspended tenant repeating a call only the upstream can count is answere
   const count = (events: Awaited<ReturnType<typeof s.events>>) =>
     events.reduce((n, e) => n + (e.type === 'admission.refused' ? (e.count ?? 1) : 0), 0);
   expect(count(await s.events((e) => count(e) === 11))).toBe(11);
+});
+
+test('a team over its budget whose SDK retries the same document call asks the upstream to count it once: the count is kept a minute per team, and the refusal memory answers the repeats', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      roomy(c);
+      entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 100, unit: 'tokens' }];
+    },
+  });
+  // Before, each attempt was counted upstream (the Anthropic client retries a 429 twice), then
+  // refused: three count requests of the provider's shared limit for one refused call.
+  const attempts = [];
+  for (let i = 0; i < 3; i++) {
+    attempts.push(await post(s, '/v1/messages', document('over'), claude(KEYS.support)));
+  }
+  expect(attempts.map((a) => a.headers.get('x-holdfast-error-code'))).toEqual(
+    Array(3).fill('budget_exceeded'),
+  );
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(1);
+  // Another team's same document is its own count (no team can time another's prompts).
+  const other = await post(s, '/v1/messages', document('over'), claude(KEYS.batch));
+  expect(other.status).toBe(200);
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(2);
 });

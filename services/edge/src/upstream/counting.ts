@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { UpstreamConfig } from '@holdfast/config';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { request, type Dispatcher } from 'undici';
@@ -60,6 +61,8 @@ export class UpstreamCounter {
   readonly #replyBase = new Map<string, number>();
   /** Until when each upstream's counting is rate-limited (epoch ms), by upstream id. */
   readonly #limitedUntil = new Map<string, number>();
+  /** Messages counts of the last minute, by tenant and request. */
+  readonly #recent = new RecentCounts(RECENT_COUNT_MS, RECENT_COUNTS);
 
   constructor(opts: UpstreamCounterOptions) {
     this.#o = opts;
@@ -98,7 +101,14 @@ export class UpstreamCounter {
     return Array.isArray(tokens) ? tokens.length : undefined;
   }
 
-  /** Anthropic's `POST /v1/messages/count_tokens` (`anthropic-version`/`-beta` forwarded). */
+  /**
+   * Anthropic's `POST /v1/messages/count_tokens` (`anthropic-version`/`-beta` forwarded). A
+   * count is a function of the request alone (no state kept upstream), so the same request of
+   * the same tenant within a minute is answered by the count already asked (or being asked):
+   * an SDK retrying a refused call (the Anthropic client retries a 429 twice) or a team's
+   * workers sending one document together ask the upstream once, and the refusal memory then
+   * answers the repeats. Per tenant: no team can time another's prompts through it.
+   */
   messages(
     target: UpstreamConfig,
     tenant: string,
@@ -106,7 +116,11 @@ export class UpstreamCounter {
     forwarded: Readonly<Record<string, string>>,
   ): Promise<CountReply> {
     const url = `${rootUrl(target, this.#o.env)}/v1/messages/count_tokens`;
-    return this.#count(target, tenant, url, body, forwarded);
+    const key = createHash('sha256')
+      .update(`${tenant}\u0000${target.id}\u0000${JSON.stringify(forwarded)}\u0000`)
+      .update(JSON.stringify(body))
+      .digest('base64');
+    return this.#recent.get(key, () => this.#count(target, tenant, url, body, forwarded));
   }
 
   /**
@@ -230,6 +244,40 @@ export class UpstreamCounter {
     } finally {
       giveBack();
     }
+  }
+}
+
+/** How long a count answers the same request again, and how many are kept. */
+const RECENT_COUNT_MS = 60_000;
+const RECENT_COUNTS = 2_000;
+
+/**
+ * Counts by request for `ttlMs`: a request asked again gets the count of the first (its promise,
+ * so requests made together share one count). A count that failed is not kept. At most `max`
+ * (the oldest dropped first); each is a hash and a number.
+ */
+export class RecentCounts {
+  readonly #entries = new Map<string, { until: number; reply: Promise<CountReply> }>();
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly max: number,
+  ) {}
+
+  get(key: string, count: () => Promise<CountReply>, now = Date.now()): Promise<CountReply> {
+    const hit = this.#entries.get(key);
+    if (hit && hit.until > now) return hit.reply;
+    this.#entries.delete(key);
+    if (this.#entries.size >= this.max) {
+      const oldest = this.#entries.keys().next();
+      if (!oldest.done) this.#entries.delete(oldest.value);
+    }
+    const entry = { until: now + this.ttlMs, reply: count() };
+    this.#entries.set(key, entry);
+    void entry.reply.then((r) => {
+      if (!r.ok && this.#entries.get(key) === entry) this.#entries.delete(key);
+    });
+    return entry.reply;
   }
 }
 
