@@ -41,6 +41,8 @@ export class Calls {
   readonly #detach = new Map<LiveCall, () => void>();
   /** Tenants whose `tenant.suspended` this edge saw, and no `tenant.resumed` since. */
   readonly #suspended = new Set<string>();
+  /** Tenants an event has spoken of: newer than what the authority said at start. */
+  readonly #heard = new Set<string>();
 
   /**
    * Starts tracking a call. With the client's response, the call is aborted when the client
@@ -98,6 +100,7 @@ export class Calls {
    */
   suspend(tenant: string, graceMs: number, suspendedAtMs = Date.now()): number {
     this.#suspended.add(tenant);
+    this.#heard.add(tenant);
     const admittedBefore = () => this.#under(tenant).filter((c) => c.startedAtMs <= suspendedAtMs);
     const live = admittedBefore().length;
     const end = () => {
@@ -121,15 +124,22 @@ export class Calls {
   /** A resume cancels the grace ends still pending for that tenant; returns how many. */
   resume(tenant: string): number {
     this.#suspended.delete(tenant);
+    this.#heard.add(tenant);
     const pending = this.#timers.get(tenant);
     this.#timers.delete(tenant);
     for (const t of pending ?? []) clearTimeout(t);
     return pending?.size ?? 0;
   }
 
-  /** A tenant suspended before this edge started (no event will say so): no calls to end. */
-  suspendedAlready(tenant: string): void {
-    this.#suspended.add(tenant);
+  /**
+   * Tenants suspended before this edge started, as the authority said (no event will): no
+   * calls to end, and a tenant an event has spoken of since is left as the event said. Returns
+   * those taken.
+   */
+  suspendedAlready(tenants: readonly string[]): string[] {
+    const taken = tenants.filter((t) => !this.#heard.has(t));
+    for (const t of taken) this.#suspended.add(t);
+    return taken;
   }
 
   /**

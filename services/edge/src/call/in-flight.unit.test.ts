@@ -61,5 +61,9 @@ test('the tenants seen suspended, a team by its own or its org suspension, until
   expect(calls.suspended(['other'])).toBe(false);
   calls.resume('org');
   expect(calls.suspended(['team', 'org'])).toBe(false);
+  // What the authority said at start: a tenant an event has spoken of since stays as it said.
+  expect(calls.suspendedAlready(['org', 'other'])).toEqual(['other']);
+  expect(calls.suspended(['team', 'org'])).toBe(false);
+  expect(calls.suspended(['other'])).toBe(true);
   calls.close();
 });

@@ -73,10 +73,8 @@ export async function runCall<B>(
       toolUses: tools.value,
     };
     // A call refused anyway costs no count (admission.ts).
-    const refusal = await refuseUncounted(
-      admissionDeps(deps, request),
-      admissionRequest(caller, { ...call, promptTokens: 0 }),
-    );
+    const asking = { deps: admissionDeps(deps, request), req: admissionRequest(caller, call) };
+    const refusal = await refuseUncounted(asking.deps, asking.req);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
     if (refusal) {
       Object.assign(request.audit, { model: asked.model, maxTokens: clamp.maxTokens });
@@ -89,7 +87,7 @@ export async function runCall<B>(
     const promptTokens = counted.value;
     const tooLong = aboveModelCap(model, promptTokens);
     if (tooLong) return await adapter.sendError(request, reply, tooLong);
-    admission = await admitCall(deps, request, reply, { ...call, promptTokens });
+    admission = await admitCall(deps, request, reply, { ...call, promptTokens }, asking);
     if (!admission.ok) return await adapter.sendError(request, reply, admission.error);
     const { hold } = admission.value;
     if (live.signal.aborted) {
@@ -168,7 +166,6 @@ function endedEarly(
 type AdmitCall = {
   asked: Asked;
   model: CompiledModel | undefined;
-  promptTokens: number;
   clamp: Clamp;
   adapter: Pick<SurfaceAdapter<unknown>, 'name' | 'extensible'>;
   signal: AbortSignal;
@@ -189,11 +186,12 @@ function admissionDeps(deps: CallDeps, request: FastifyRequest): AdmissionDeps {
   };
 }
 
+/** The call's admission request, its prompt not counted yet (0). */
 function admissionRequest(caller: Caller, call: AdmitCall): AdmissionRequest {
   return {
     caller,
     model: call.asked.model,
-    promptTokens: call.promptTokens,
+    promptTokens: 0,
     maxTokens: call.clamp.maxTokens,
     extensible: call.adapter.extensible,
     audioInput: call.asked.audioInput === true,
@@ -210,7 +208,8 @@ async function admitCall(
   deps: CallDeps,
   request: FastifyRequest,
   reply: FastifyReply,
-  call: AdmitCall,
+  call: AdmitCall & { promptTokens: number },
+  asking: { deps: AdmissionDeps; req: AdmissionRequest },
 ): Promise<Admission> {
   const caller = request.caller!;
   Object.assign(request.audit, {
@@ -218,7 +217,7 @@ async function admitCall(
     promptTokens: call.promptTokens,
     maxTokens: call.clamp.maxTokens,
   });
-  const result = await admit(admissionDeps(deps, request), admissionRequest(caller, call));
+  const result = await admit(asking.deps, { ...asking.req, promptTokens: call.promptTokens });
   if (!result.ok) return result;
   const a = result.value;
   const reservationId = a.metered ? a.admitted.reservationId : a.reservationId;

@@ -11,6 +11,7 @@ import { ensureClosesStream } from '@holdfast/runtime';
 import { ConfigSnapshot } from '../authority/config-snapshot.js';
 import { Holds } from '../authority/holds.js';
 import { RefusalMemory } from '../authority/refusal-memory.js';
+import { seedSuspensions } from './suspension.js';
 
 export interface AuthorityPluginOptions {
   nc: NatsConnection;
@@ -83,11 +84,18 @@ export const authorityPlugin = fp(
         if (tenant) refusals.resumed(tenant);
       },
     });
+    const stopSeeding = seedSuspensions(
+      authority,
+      app.calls,
+      opts.logger.child({ component: 'suspension' }),
+      opts.nc,
+    );
     app.decorate('authority', authority);
     app.decorate('configSnapshot', snapshot);
     app.decorate('holds', holds);
     app.decorate('refusals', refusals);
     app.addHook('onClose', async () => {
+      stopSeeding();
       await snapshot.stop();
       // Calls cut by the close settle what they used; wait for them, then for those settles.
       const deadline = Date.now() + 5_000;

@@ -1,5 +1,5 @@
 import { parseEvent, type NatsNames } from '@holdfast/events';
-import { AuthorityClient, type Logger } from '@holdfast/runtime';
+import type { AuthorityClient, Logger } from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -20,14 +20,12 @@ export interface SuspensionPluginOptions {
  * tenant's calls in flight, and its children's, once the event's `graceMs` has passed; only
  * calls admitted before the event's time, so a late notice never ends calls admitted after a
  * resume. A resume cancels the grace ends still pending. The suspensions in force at start are
- * asked of the authority once (its usage), for what failOpen may serve while it is down.
+ * asked of the authority (`seedSuspensions`), for what failOpen may serve while it is down.
  */
 export const suspensionPlugin = fp(
   (app: FastifyInstance, opts: SuspensionPluginOptions) => {
     const calls = new Calls();
     const logger = opts.logger.child({ component: 'suspension' });
-    // Tenants an event has spoken of: newer than what the start's usage says of them.
-    const heard = new Set<string>();
     const sub = opts.nc.subscribe(`${opts.names.eventsPrefix}.*.tenant.*`, {
       callback: (err, msg) => {
         if (err) return logger.warn({ err }, 'suspension subscription error');
@@ -36,7 +34,6 @@ export const suspensionPlugin = fp(
           return logger.warn({ subject: msg.subject }, 'unreadable suspension event ignored');
         }
         const e = parsed.value;
-        heard.add(e.tenant);
         if (e.type === 'tenant.suspended') {
           const live = calls.suspend(e.tenant, e.graceMs, Date.parse(e.time));
           logger.info(
@@ -49,37 +46,52 @@ export const suspensionPlugin = fp(
         }
       },
     });
-    // The suspensions already in force when this edge started, which no event will tell it of
-    // (a failOpen team's call while the authority is down is refused when suspended): asked of
-    // the authority once, again every second until it answers (at most a minute).
-    const authority = new AuthorityClient({ nc: opts.nc, names: opts.names });
-    let seeding: NodeJS.Timeout | undefined;
-    const seed = async (attempt: number): Promise<void> => {
-      const usage = await authority.usage({});
-      if (usage.ok) {
-        const now = usage.value.tenants.filter((t) => t.suspended && !heard.has(t.tenant));
-        for (const t of now) calls.suspendedAlready(t.tenant);
-        if (now.length > 0)
-          logger.info({ tenants: now.map((t) => t.tenant) }, 'suspended at start');
-        return;
-      }
-      const retry = ['timeout', 'no_responders', 'budget_store_unavailable'].includes(
-        usage.error.code,
-      );
-      if (!retry || attempt >= SEED_ATTEMPTS || opts.nc.isClosed()) {
-        logger.warn({ code: usage.error.code }, 'suspensions at start unknown');
-        return;
-      }
-      seeding = setTimeout(() => void seed(attempt + 1), 1_000);
-      seeding.unref();
-    };
-    void seed(1);
     app.decorate('calls', calls);
     app.addHook('onClose', async () => {
-      clearTimeout(seeding);
       calls.close();
       await sub.drain().catch(() => undefined);
     });
   },
   { name: 'holdfast-suspension' },
 );
+
+/**
+ * The suspensions already in force when this edge started, which no event will tell it of (a
+ * failOpen team's call while the authority is down is refused when suspended): asked of the
+ * authority (its usage) once, again every second while it does not answer, at most a minute.
+ * Returns the function that stops asking.
+ */
+export function seedSuspensions(
+  authority: Pick<AuthorityClient, 'usage'>,
+  calls: Calls,
+  logger: Logger,
+  nc: NatsConnection,
+): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const seed = async (attempt: number): Promise<void> => {
+    const usage = await authority.usage({});
+    if (stopped) return;
+    if (usage.ok) {
+      const taken = calls.suspendedAlready(
+        usage.value.tenants.filter((t) => t.suspended).map((t) => t.tenant),
+      );
+      if (taken.length > 0) logger.info({ tenants: taken }, 'suspended at start');
+      return;
+    }
+    const retry = ['timeout', 'no_responders', 'budget_store_unavailable'].includes(
+      usage.error.code,
+    );
+    if (!retry || attempt >= SEED_ATTEMPTS || nc.isClosed()) {
+      logger.warn({ code: usage.error.code }, 'suspensions at start unknown');
+      return;
+    }
+    timer = setTimeout(() => void seed(attempt + 1), 1_000);
+    timer.unref();
+  };
+  void seed(1);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
