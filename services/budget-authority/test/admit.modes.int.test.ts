@@ -285,4 +285,50 @@ describe('admission modes', () => {
       'reservation.created',
     ]);
   });
+
+  test('an uncounted admit of a registered call is evaluated with its prompt taken as 0: refused and recorded when even that does not fit, else not_counted; nothing held, no new end user kept', async ({
+    iso,
+    nc,
+    redis,
+    start,
+  }) => {
+    const config = tenantConfig({
+      id: 'team',
+      budgets: [{ window: 'day', limit: 1_000 }],
+      endUserBudgets: [{ window: 'day', limit: 500 }],
+    });
+    const h = await start(config);
+    const held = call('team', 500, 400);
+    admissionOf(await h.client.admit(held));
+    const uncounted = (maxTokens: number, over: Record<string, unknown> = {}) =>
+      h.client.admit({ ...call('team', 0, maxTokens), uncounted: true, ...over });
+    // 900 held: even an empty prompt with 200 of output does not fit.
+    expect(refusalOf(await uncounted(200))).toMatchObject({
+      code: 'budget_exceeded',
+      neededTokens: 200,
+    });
+    const fits = await uncounted(100);
+    expect(fits.ok).toBe(false);
+    if (!fits.ok) expect(fits.error.code).toBe('not_counted');
+    // A new end user's windows, read to evaluate it, are not kept.
+    const newUser = await uncounted(100, { endUser: 'user-1' });
+    expect(newUser.ok || newUser.error.code).toBe('not_counted');
+    expect(await redis.keys(`${iso.keyPrefix}*user-1*`)).toEqual([]);
+    const usage = await h.client.usage({ tenant: 'team' });
+    if (!usage.ok) throw new Error(usage.error.code);
+    expect(usage.value.tenants[0]!.windows[0]).toMatchObject({ used: 0, held: 900 });
+    expect(usage.value.tenants[0]!.inFlight).toBe(1);
+    await h.client.suspend({ tenant: 'team', reason: 'test', by: 'admin' });
+    expect(refusalOf(await uncounted(1))).toMatchObject({ code: 'tenant_suspended' });
+    const events = await waitFor(async () => {
+      const e = await readEvents(nc, iso.names);
+      return e.filter((x) => x.type === 'admission.refused').length >= 2 ? e : undefined;
+    });
+    const refusals = events.filter((e) => e.type === 'admission.refused');
+    expect(refusals).toMatchObject([
+      { code: 'budget_exceeded', promptTokens: 0, maxTokens: 200, neededTokens: 200 },
+      { code: 'tenant_suspended', promptTokens: 0 },
+    ]);
+    expect(events.filter((e) => e.type === 'reservation.created')).toHaveLength(1);
+  });
 });

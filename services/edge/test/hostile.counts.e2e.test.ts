@@ -242,13 +242,13 @@ test("a key naming a use case or a model its team does not have cannot make the 
   expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);
 });
 
-test('a suspended tenant repeating a call only the upstream can count is answered from the refusal memory before it is counted: one count request, every refusal recorded', async ({
+test('a suspended tenant repeating a call only the upstream can count is refused before it is counted: no count request, every refusal recorded', async ({
   stack,
 }) => {
   const s = await stack({ patch: roomy });
   await s.client.suspend({ tenant: 'support-bot', reason: 'hostile test', by: 'admin' });
-  // The first is counted (a PDF: by the upstream) and refused by the authority; before, each
-  // repeat was counted upstream too, then refused from memory.
+  // The first is asked of the authority before its PDF is counted, and refused; the repeats are
+  // answered from the refusal memory. Before, each was counted upstream, then refused.
   const first = await post(s, '/v1/messages', document('again'), claude(KEYS.support));
   expect(first.headers.get('x-holdfast-error-code')).toBe('tenant_suspended');
   const repeats = await Promise.all(
@@ -259,10 +259,63 @@ test('a suspended tenant repeating a call only the upstream can count is answere
   expect(repeats.map((r) => r.headers.get('x-holdfast-error-code'))).toEqual(
     Array(10).fill('tenant_suspended'),
   );
-  expect(s.upstream.stats().requests).toMatchObject({ messagesCountTokens: 1, messages: 0 });
+  expect(s.upstream.stats().requests).toMatchObject({ messagesCountTokens: 0, messages: 0 });
   const count = (events: Awaited<ReturnType<typeof s.events>>) =>
     events.reduce((n, e) => n + (e.type === 'admission.refused' ? (e.count ?? 1) : 0), 0);
   expect(count(await s.events((e) => count(e) === 11))).toBe(11);
+});
+
+test("a team over its budget sending different documents spends none of the provider's counting limit: each call is refused before it is counted when even an empty prompt would not fit, and a call that might fit is still counted", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      roomy(c);
+      // 15 tokens left: no call with 20 tokens of output fits, whatever its prompt.
+      entry(c.tenants, 'support-bot').budgets = [{ window: 'month', limit: 15, unit: 'tokens' }];
+    },
+  });
+  // Before, each different document was counted by the upstream (count_tokens, input_tokens),
+  // then refused: a team over its budget could spend the counting limit every team shares.
+  const calls = [
+    ...Array.from({ length: 12 }, (_, i) =>
+      post(s, '/v1/messages', document(`report ${i}`), claude(KEYS.support)),
+    ),
+    ...Array.from({ length: 4 }, (_, i) =>
+      post(
+        s,
+        '/v1/responses',
+        responsesFile('gpt-4o-mini', `data:application/pdf;base64,${PDF}${'A'.repeat(4 * i)}`),
+        {
+          authorization: `Bearer ${KEYS.support}`,
+        },
+      ),
+    ),
+  ];
+  const answers = await Promise.all(calls);
+  expect(answers.map((a) => a.headers.get('x-holdfast-error-code'))).toEqual(
+    Array(16).fill('budget_exceeded'),
+  );
+  expect(s.upstream.stats().requests).toMatchObject({
+    messagesCountTokens: 0,
+    responsesInputTokens: 0,
+    messages: 0,
+    responses: 0,
+  });
+  const refusals = (events: Awaited<ReturnType<typeof s.events>>) =>
+    events.reduce((n, e) => n + (e.type === 'admission.refused' ? (e.count ?? 1) : 0), 0);
+  const events = await s.events((e) => refusals(e) === 16);
+  expect(events.every((e) => e.type !== 'admission.refused' || e.promptTokens === 0)).toBe(true);
+  // 10 tokens of output fit with an empty prompt: the document is counted, then refused.
+  const small = await post(
+    s,
+    '/v1/messages',
+    { ...document('report 0'), max_tokens: 10 },
+    claude(KEYS.support),
+  );
+  expect(small.headers.get('x-holdfast-error-code')).toBe('budget_exceeded');
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(1);
+  expect((await s.settled('support-bot')).windows[0]).toMatchObject({ used: 0, held: 0 });
 });
 
 test('a team over its budget whose SDK retries the same document call asks the upstream to count it once: the count is kept a minute per team, and the refusal memory answers the repeats', async ({

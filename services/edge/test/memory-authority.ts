@@ -9,7 +9,7 @@ import type {
   SettleRequest,
 } from '@holdfast/events';
 import { AdmitRequest as AdmitSchema, SettleRequest as SettleSchema } from '@holdfast/events';
-import { Ok, type Result, type RpcError } from '@holdfast/runtime';
+import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { z } from 'zod';
 import type { AuthorityPort } from '../src/call/ports.js';
 
@@ -20,10 +20,12 @@ type Reply<T> = Promise<Result<T, RpcError>>;
  * is the NATS client of services/budget-authority). One tokens budget, reserve mode: a call is
  * admitted when billed + held + prompt + max_tokens fits, its hold is the worst case, and a
  * settle bills what it reports. Every request is recorded (parsed, defaults applied), so a
- * test reads what the pipeline asked for.
+ * test reads what the pipeline asked for; an `uncounted` admit (never admitted: refused when
+ * its max_tokens alone does not fit, else `not_counted`) apart from the others.
  */
 export class MemoryAuthority implements AuthorityPort {
   readonly admits: z.output<typeof AdmitSchema>[] = [];
+  readonly uncounted: z.output<typeof AdmitSchema>[] = [];
   readonly settles: z.output<typeof SettleSchema>[] = [];
   readonly releases: ReleaseRequest[] = [];
   readonly extends: ExtendRequest[] = [];
@@ -35,7 +37,7 @@ export class MemoryAuthority implements AuthorityPort {
 
   admit(raw: AdmitRequest): Reply<AdmitReply> {
     const req = AdmitSchema.parse(raw);
-    this.admits.push(req);
+    (req.uncounted ? this.uncounted : this.admits).push(req);
     const need = req.promptTokens + req.maxTokens;
     const window = {
       tenant: req.tenant,
@@ -59,6 +61,9 @@ export class MemoryAuthority implements AuthorityPort {
           windows: [{ ...window, used: this.billed, held: this.held }],
         }),
       );
+    }
+    if (req.uncounted) {
+      return Promise.resolve(Err(new RpcError({ code: 'not_counted', message: 'count it' })));
     }
     this.held += need;
     this.#holds.set(req.reservationId, need);

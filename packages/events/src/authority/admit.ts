@@ -29,10 +29,12 @@ export const AdmitRequest = z.strictObject({
   promptTokens: z.int().min(0).max(LIMITS.maxPromptTokens),
   /**
    * The edge has not counted the prompt: its config says the call is not registered (use case,
-   * model). Such an admit is never admitted: a call the authority's config does not register
-   * either is refused and recorded as any other; one it does is answered `not_counted` (the
-   * edge's config is behind), and the edge counts the prompt and asks again. So a call refused
-   * anyway costs no count, and no request to the upstream's counting endpoint.
+   * model), or only the upstream can count it. Such an admit is evaluated with the prompt taken
+   * as 0 and never admitted: a call the authority's config does not register, or that would be
+   * refused even so (a budget, a cap on calls in flight, a suspension), is refused and recorded
+   * as any other; else it is answered `not_counted`, nothing held or taken, and the edge counts
+   * the prompt and asks again. So a call refused anyway costs no count, and no request to the
+   * upstream's counting endpoint.
    */
   uncounted: z.literal(true).optional(),
   /** max_tokens after the edge's clamp. */

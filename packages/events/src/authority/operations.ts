@@ -77,8 +77,8 @@ export type AuthorityErrorCode =
    */
   | 'not_priced'
   /**
-   * An `uncounted` admit of a call the authority's config registers: the edge's config is
-   * behind. Nothing held or taken; the edge counts the prompt and asks again.
+   * An `uncounted` admit of a call the authority's config registers and that would fit with
+   * an empty prompt. Nothing held or taken; the edge counts the prompt and asks again.
    */
   | 'not_counted'
   /** Redis did not answer: fail closed, nothing admitted. */

@@ -264,15 +264,6 @@ export async function admit(
     ctx.metrics.admissions.inc({ outcome: 'refused', code: c });
     return refused(c, message);
   }
-  if (req.uncounted) {
-    // Registered here: the edge's config is behind. Never admitted on an uncounted prompt.
-    return Err(
-      new RpcError({
-        code: 'not_counted',
-        message: `use case ${req.useCase} and model ${req.model} are registered for ${tenant.id}: count the prompt and ask again`,
-      }),
-    );
-  }
 
   // The hold at the prices of the tier the call is held at; the record keeps the base prices
   // and the other tiers', so settlement bills the tier the provider reports. Checked before
@@ -305,16 +296,19 @@ export async function admit(
   // The upstream's capacity first (another slot than the org's, so a step of its own): a
   // call that cannot get through to any upstream is not given a hold. Released below when the
   // budget refuses.
-  const capacity = await withStore(ctx.logger, 'admit', () =>
-    takeCapacity(ctx, {
-      reservationId: req.reservationId,
-      tenant: tenant.id,
-      model,
-      tokens: req.promptTokens + max,
-      share: cfg.raw.capacity.shares[tenant.priority],
-      tenantShare: tenantShare(cfg, tenant),
-    }),
-  );
+  // An uncounted admit is only evaluated (below): it takes nothing.
+  const capacity = req.uncounted
+    ? Ok(Ok(undefined))
+    : await withStore(ctx.logger, 'admit', () =>
+        takeCapacity(ctx, {
+          reservationId: req.reservationId,
+          tenant: tenant.id,
+          model,
+          tokens: req.promptTokens + max,
+          share: cfg.raw.capacity.shares[tenant.priority],
+          tenantShare: tenantShare(cfg, tenant),
+        }),
+      );
   if (!capacity.ok) return capacity;
   const taken = capacity.value;
   if (!taken.ok) {
@@ -423,6 +417,7 @@ export async function admit(
     created,
     String(fees.value.heldMicroUsd),
     fees.value.prices,
+    req.uncounted ? '1' : '0',
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec, plan),
@@ -442,6 +437,15 @@ export async function admit(
   }
   const r = result.value;
   if (r[0] !== 'ok') await release();
+  if (r[0] === 'fits') {
+    // Uncounted, and it would fit even with the least prompt: never admitted so.
+    return Err(
+      new RpcError({
+        code: 'not_counted',
+        message: `${tenant.id} may make this call if its prompt fits: count the prompt and ask again`,
+      }),
+    );
+  }
   if (r[0] === 'ok') {
     ctx.metrics.admissions.inc({ outcome: 'admitted', code: '' });
     return Ok({

@@ -16,11 +16,13 @@
 --          usersKey, maxEndUsers, userKeepMs, the record's fixed text (lib.lua's RECORD_FIXED),
 --          the reservation.created event's fixed fields (NUL-joined), the tool fees held
 --          (micro-USD: the bound on each provider-run tool's uses at its fee; '0' none), the
---          model's tool-use prices for the record's `tf` (admit.ts; '' none); then the plan
---          (lib.lua's readPlan)
+--          model's tool-use prices for the record's `tf` (admit.ts; '' none), dry ('1': an
+--          uncounted admit, evaluated and never admitted: a refusal is recorded as any other,
+--          else {'fits'} and nothing written); then the plan (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
+--      or {'fits'} (dry only)
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight[, summaryKind, eventFieldsJson]} (the last two on
 --          an enforced budget_exceeded, concurrency_limit and tenant_suspended: Refused
@@ -37,6 +39,15 @@ local function withEndUser(fields, endUser)
     fields[#fields + 1] = endUser
   end
   return fields
+end
+
+-- Takes away a new end user's windows, which reading them created (nothing was held in them).
+local function forgetWindows(spec)
+  for _, nb in ipairs(spec.budgets) do
+    if nb.scope == 'u' then
+      redis.call('DEL', KEYS[nb.key])
+    end
+  end
 end
 
 local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow)
@@ -60,11 +71,7 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
   withEndUser(list, ARGV[26])
   if newUser then
     -- Reading its windows for the reply created them: a refused new end user costs no memory.
-    for _, nb in ipairs(spec.budgets) do
-      if nb.scope == 'u' then
-        redis.call('DEL', KEYS[nb.key])
-      end
-    end
+    forgetWindows(spec)
   end
   local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
     useCase, model, keyId, shadow and '1' or '0', api, b and b.scope or ''}, '|')
@@ -168,7 +175,7 @@ local function leafInFlight(spec, known)
 end
 
 -- @call
-local spec = readPlan(34)
+local spec = readPlan(35)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
@@ -302,6 +309,16 @@ if refusedAt then
   local need = (b.unit == 'usd') and needU or needT
   local retry = retryAfter(spec, b, sums[refusedAt], helds[refusedAt] + pots[refusedAt], need, deficit)
   return refuse(spec, newUser, 'budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), leafInFlight(spec, inflight), false)
+end
+
+if ARGV[34] == '1' then
+  -- Evaluated only (an uncounted admit: its prompt taken as 0, the least it can be): it would
+  -- fit, so the edge counts it and asks again. Nothing is held, and a new end user's windows
+  -- that reading them created are taken away again.
+  if newUser then
+    forgetWindows(spec)
+  end
+  return {'fits'}
 end
 
 if shadowAt then

@@ -137,14 +137,7 @@ export async function admit(
       deps.logger.error({ tenant, code, err: reply.error }, 'admit rejected by the authority');
       return Err(new EdgeError({ code: 'internal', message: 'admit failed', cause: reply.error }));
     }
-    return Err(
-      new EdgeError({
-        code: 'budget_authority_unavailable',
-        message:
-          'The budget authority is unavailable, so the call was not admitted. Retry shortly.',
-        headers: { 'retry-after': '1' },
-      }),
-    );
+    return Err(authorityUnavailable());
   }
 
   const decision = reply.value;
@@ -200,34 +193,80 @@ export function registered(caller: Caller, model: string): boolean {
  * A call refused before its prompt is counted, so that a call refused anyway costs no count,
  * and above all no request to the upstream's counting endpoint, whose rate limit every tenant
  * shares. Two cases. A repeat of a refusal remembered of any size (the tenant suspended, at its
- * cap on calls in flight): answered from memory, as `admit` would after counting. A call the
- * edge's config does not register: asked of the authority `uncounted` (promptTokens 0), which
- * refuses and records it as any other, or answers `not_counted` where its config registers the
- * call (this edge's config behind); the authority never admits an uncounted call. Before, a key
- * naming any well-formed use case id made one count request a call (the fuzz of every surface
- * found it). With no authority to ask, a failOpen tenant's unregistered call is refused here
- * (it would be served unmetered). The refusal; or undefined: count the prompt and admit as
- * usual.
+ * cap on calls in flight), or of a budget's of a prompt taken as 0 (beforeUpstreamCount):
+ * answered from memory, as `admit` would after counting. A call the edge's config does not
+ * register: asked of the authority `uncounted` (askUncounted). Before, a key naming any
+ * well-formed use case id made one count request a call (the fuzz of every surface found it).
+ * With no authority to ask, a failOpen tenant's unregistered call is refused here (it would be
+ * served unmetered), and any other tenant's gets the 503 at once (it waited out a second admit
+ * after counting). The refusal; or undefined: count the prompt and admit as usual.
  */
 export async function refuseUncounted(
   deps: AdmissionDeps,
   req: AdmissionRequest,
 ): Promise<EdgeError | undefined> {
-  const recalled = deps.refusals?.recall(req, { uncounted: true });
+  const recalled = deps.refusals?.recall(req);
   if (recalled) return refusalError(await recalled, req.caller.tenant.id);
   if (registered(req.caller, req.model)) return undefined;
-  const body = {
-    ...admitBody({ ...req, promptTokens: 0 }, randomUUID()),
-    uncounted: true as const,
+  const asked = await askUncounted(deps, req);
+  if (asked !== 'unreachable') return asked;
+  return req.caller.tenant.failOpen ? unregistered(req) : authorityUnavailable();
+}
+
+/** Thrown by beforeUpstreamCount's check: the call is refused before the upstream counts it. */
+export class RefusedUncounted extends Error {
+  constructor(readonly refusal: EdgeError) {
+    super(refusal.message);
+    this.name = 'RefusedUncounted';
+  }
+}
+
+/**
+ * The check a call makes before the first request to an upstream's counting endpoint (a PDF,
+ * state kept upstream, a `tokenizer: upstream` model): the authority is asked the call
+ * `uncounted`, and refuses it (recorded as any other refusal) when even a prompt of 0 tokens
+ * would not fit, so a team over its budget or suspended spends none of the provider's counting
+ * limit, which every team shares, however different its documents; the refusal is remembered
+ * for its repeats (RefusalMemory answers them before counting). Throws RefusedUncounted; asked
+ * at most once a call, and not when the count is answered without a request (RecentCounts).
+ * Any other answer, `not_counted` the usual one, goes on to count; an unreachable authority
+ * fails a tenant that is not failOpen at once (its admit would, after counting).
+ */
+export function beforeUpstreamCount(
+  deps: AdmissionDeps,
+  req: AdmissionRequest,
+): () => Promise<void> {
+  let asked: Promise<void> | undefined;
+  const check = async () => {
+    const answer = await askUncounted(deps, req);
+    if (answer === 'unreachable') {
+      if (!req.caller.tenant.failOpen) throw new RefusedUncounted(authorityUnavailable());
+      return;
+    }
+    if (answer) throw new RefusedUncounted(answer);
   };
+  return () => (asked ??= check());
+}
+
+/**
+ * Asks the authority an `uncounted` admit (promptTokens 0), which it never admits: it refuses
+ * and records the call when its config does not register it or the least prompt would not fit,
+ * else answers `not_counted` (the edge counts the prompt and asks again). The refusal, remembered
+ * for its repeats as `admit`'s are; undefined: count; 'unreachable': no authority answered.
+ */
+async function askUncounted(
+  deps: AdmissionDeps,
+  req: AdmissionRequest,
+): Promise<EdgeError | undefined | 'unreachable'> {
+  const closes = deps.refusals?.closes(req.caller.tenant.org) ?? 0;
+  const uncounted = { ...req, promptTokens: 0 };
+  const body = { ...admitBody(uncounted, randomUUID()), uncounted: true as const };
   const started = performance.now();
   const reply = await deps.authority.admit(body, deps.timeoutMs);
   const seconds = (performance.now() - started) / 1_000;
   if (!reply.ok) {
-    // No authority to say otherwise: a failOpen tenant is served unmetered only what this
-    // config registers (before, any use case and any configured model went through).
-    const unreachable = reply.error.code === 'timeout' || reply.error.code === 'no_responders';
-    return unreachable && req.caller.tenant.failOpen ? unregistered(req) : undefined;
+    const { code } = reply.error;
+    return code === 'timeout' || code === 'no_responders' ? 'unreachable' : undefined;
   }
   const decision = reply.value;
   if (decision.admitted) {
@@ -244,7 +283,17 @@ export async function refuseUncounted(
     return undefined;
   }
   deps.metrics.admission.observe({ outcome: decision.code }, seconds);
+  deps.refusals?.remember(uncounted, decision, closes);
   return refusalError(decision, req.caller.tenant.id);
+}
+
+/** The 503 of a call no authority answered (the tenant not failOpen). */
+function authorityUnavailable(): EdgeError {
+  return new EdgeError({
+    code: 'budget_authority_unavailable',
+    message: 'The budget authority is unavailable, so the call was not admitted. Retry shortly.',
+    headers: { 'retry-after': '1' },
+  });
 }
 
 /** The 403 the authority would give a call this config does not register, said by the edge. */

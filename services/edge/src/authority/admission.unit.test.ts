@@ -4,8 +4,15 @@ import { Registry } from 'prom-client';
 import { expect, test } from 'vitest';
 import type { AuthorityPort } from '../call/ports.js';
 import { EdgeMetrics } from '../metrics.js';
-import { admit, refuseUncounted, registered } from './admission.js';
+import {
+  admit,
+  beforeUpstreamCount,
+  RefusedUncounted,
+  refuseUncounted,
+  registered,
+} from './admission.js';
 import type { Holds } from './holds.js';
+import type { RefusalMemory } from './refusal-memory.js';
 
 const config = parseConfig({
   upstreams: [{ id: 'openai', baseUrl: 'https://api.openai.com/v1' }],
@@ -111,8 +118,9 @@ test("an authority whose config does not price the call's tool uses: a 400 namin
 /**
  * A call the edge's config does not register is asked of the authority uncounted (no count,
  * no request to the upstream's counting endpoint). Its answers: a refusal, the client's 403; an
- * authority that registers the call (`not_counted`: this edge is behind), or none, or a bug
- * that admits it: go on and count (the admitted hold released).
+ * authority that registers the call (`not_counted`: this edge is behind), or a bug that
+ * admits it: go on and count (the admitted hold released); none at all: the 503 at once (the
+ * tenant is not failOpen), not after counting and a second admit that times out too.
  */
 test('an unregistered call is asked uncounted: refused as the authority says, else counted as usual', async () => {
   const asked: unknown[] = [];
@@ -167,8 +175,74 @@ test('an unregistered call is asked uncounted: refused as the authority says, el
   const behind = { ok: false, error: new RpcError({ code: 'not_counted', message: 'count it' }) };
   expect(await answer(behind)).toBeUndefined();
   const down = { ok: false, error: new RpcError({ code: 'timeout', message: 'no reply' }) };
-  expect(await answer(down)).toBeUndefined();
+  expect(await answer(down)).toMatchObject({ code: 'budget_authority_unavailable' });
   const admitted = { ok: true, value: { admitted: true, org: 'fast' } };
   expect(await answer(admitted)).toBeUndefined();
   expect(released).toEqual([(asked[3] as { reservationId: string }).reservationId]);
+});
+
+/**
+ * Before the first request to an upstream's counting, a registered call is asked of the
+ * authority uncounted (its prompt taken as 0): refused, it throws the refusal (remembered for
+ * its repeats); else it counts. Asked once a call, however many counts it makes.
+ */
+test('before an upstream count a call is asked uncounted once: refused, it throws; else it counts', async () => {
+  const asked: unknown[] = [];
+  const remembered: unknown[] = [];
+  const deps = (reply: unknown) => ({
+    authority: {
+      admit: (body: unknown) => {
+        asked.push(body);
+        return Promise.resolve(reply);
+      },
+    } as unknown as AuthorityPort,
+    holds: releasing([]),
+    refusals: {
+      closes: () => 0,
+      remember: (req: unknown) => remembered.push(req),
+    } as unknown as RefusalMemory,
+    metrics: new EdgeMetrics(new Registry()),
+    logger: { warn: () => undefined, error: () => undefined },
+    timeoutMs: 1_000,
+  });
+  const call = (failOpen: boolean) => ({
+    caller: { tenant: { ...tenant, failOpen }, keyId: null, useCase: 'chat', namesUsers: false },
+    model: 'gpt-5',
+    promptTokens: 0,
+    maxTokens: 10,
+    extensible: true,
+    api: 'messages' as const,
+  });
+  const over = {
+    ok: true,
+    value: {
+      admitted: false,
+      code: 'budget_exceeded',
+      message: 'Team fast has 3 tokens left.',
+      retryAfterSeconds: 60,
+      budget: 'fast-day',
+      level: 'fast',
+      neededTokens: 10,
+      neededMicroUsd: 0,
+      windows: [],
+    },
+  };
+  const refused = beforeUpstreamCount(deps(over), call(false));
+  const thrown = await refused().catch((err: unknown) => err);
+  expect(thrown).toBeInstanceOf(RefusedUncounted);
+  expect((thrown as RefusedUncounted).refusal).toMatchObject({ code: 'budget_exceeded' });
+  await expect(refused()).rejects.toBeInstanceOf(RefusedUncounted);
+  expect(asked).toHaveLength(1);
+  expect(asked[0]).toMatchObject({ uncounted: true, promptTokens: 0, useCase: 'chat' });
+  expect(remembered).toMatchObject([{ promptTokens: 0, maxTokens: 10 }]);
+
+  const fits = { ok: false, error: new RpcError({ code: 'not_counted', message: 'count it' }) };
+  await expect(beforeUpstreamCount(deps(fits), call(false))()).resolves.toBeUndefined();
+  const down = { ok: false, error: new RpcError({ code: 'no_responders', message: 'none' }) };
+  const closed = await beforeUpstreamCount(deps(down), call(false))().catch((e: unknown) => e);
+  expect((closed as RefusedUncounted).refusal).toMatchObject({
+    code: 'budget_authority_unavailable',
+  });
+  // failOpen: counted, and its admit decides (served unmetered when no authority answers).
+  await expect(beforeUpstreamCount(deps(down), call(true))()).resolves.toBeUndefined();
 });

@@ -131,11 +131,12 @@ export class RefusalMemory {
 
   /**
    * The refusal to answer this call with, when it repeats one remembered: settles once the
-   * refusal is counted (or its report failed). undefined: ask the authority. `uncounted`: the
-   * call's prompt is not counted yet (its `promptTokens` means nothing), so only a refusal of
-   * any size (calls in flight, a suspension) answers it: one that costs no count.
+   * refusal is counted (or its report failed). undefined: ask the authority. A call whose
+   * prompt is not counted yet is asked with `promptTokens` 0, the least it can be: a refusal of
+   * any size answers it, and a budget's only when it was itself of a prompt taken as 0 (an
+   * uncounted admit's, admission.ts).
    */
-  recall(req: AdmissionRequest, opts: { uncounted?: boolean } = {}): Promise<Refused> | undefined {
+  recall(req: AdmissionRequest): Promise<Refused> | undefined {
     const { tenant } = req.caller;
     const calls = this.#orgs.get(tenant.org);
     if (!calls) return undefined;
@@ -147,7 +148,6 @@ export class RefusalMemory {
       this.#drop(tenant.org, calls, key);
       return undefined;
     }
-    if (opts.uncounted && !r.anySize) return undefined;
     const smaller = req.promptTokens < r.promptTokens || req.maxTokens < r.maxTokens;
     if (smaller && !r.anySize) return undefined;
     if (this.#closingUnder(tenant.org, r.refused.level)) return undefined;

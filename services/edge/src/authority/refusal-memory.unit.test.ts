@@ -316,17 +316,26 @@ test('while a close under the refusing level runs, its refusals are neither answ
   expect(await memory.recall(call())).toMatchObject({ code: 'budget_exceeded' });
 });
 
-test("before the prompt is counted (`uncounted`) only a refusal of any size answers: a budget's needs the prompt's size", async () => {
+test("before the prompt is counted (promptTokens 0) a refusal of any size answers, and a budget's only when it was of a prompt taken as 0", async () => {
   const { memory, call } = memoryOver(taken);
   memory.remember(call(), REFUSED, 0);
-  expect(memory.recall(call(), { uncounted: true })).toBeUndefined();
+  expect(memory.recall(call({ promptTokens: 0 }))).toBeUndefined();
   expect(await memory.recall(call())).toMatchObject({ code: 'budget_exceeded' });
+  // Refused with its prompt taken as 0 (an uncounted admit): no prompt needs less.
+  memory.remember(call({ model: 'other', promptTokens: 0 }), REFUSED, 0);
+  expect(await memory.recall(call({ model: 'other', promptTokens: 0 }))).toMatchObject({
+    code: 'budget_exceeded',
+  });
+  expect(await memory.recall(call({ model: 'other', promptTokens: 5_000 }))).toMatchObject({
+    code: 'budget_exceeded',
+  });
+  expect(memory.recall(call({ model: 'other', promptTokens: 0, maxTokens: 99 }))).toBeUndefined();
   const suspended: Refused = {
     ...REFUSED,
     code: 'tenant_suspended',
     summary: { ...REFUSED.summary!, kind: 'team|tenant_suspended|x' },
   };
   memory.remember(call({ model: 'gpt-5', api: 'messages' }), suspended, 0);
-  const early = memory.recall(call({ api: 'messages', promptTokens: 0 }), { uncounted: true });
+  const early = memory.recall(call({ api: 'messages', promptTokens: 0 }));
   expect(await early).toMatchObject({ code: 'tenant_suspended' });
 });

@@ -5,6 +5,7 @@ import type { CountOwner, TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { EdgeError } from '../errors.js';
 import type { SseEvent } from '../upstream/sse.js';
+import type { CountFor } from '../upstream/counting.js';
 import type { CallDeps } from './deps.js';
 import type { OfferedTools, ToolUses } from './tool-uses.js';
 import type { ForwardedHeader } from './context.js';
@@ -66,6 +67,8 @@ export interface CountContext {
   serviceTier: string;
   /** Whose count it is: the tenant's queue in the token counter, and the call's abort. */
   owner: CountOwner;
+  /** Whose count the upstream's counting endpoints make, and the call's check before any. */
+  countFor: CountFor;
 }
 
 /** Prompt tokens to admit, or why the call cannot be counted (a 400 before any admission). */

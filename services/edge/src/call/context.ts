@@ -6,6 +6,7 @@ import type { FastifyRequest } from 'fastify';
 import { printable } from '../request/auth.js';
 import { EdgeError } from '../errors.js';
 import type { CountContext, SurfaceAdapter } from './adapter.js';
+import type { CountFor } from '../upstream/counting.js';
 import type { CallDeps } from './deps.js';
 
 /** The tokenizer a model is counted with; `upstream` is the upstream's own endpoint. */
@@ -40,7 +41,9 @@ export function countContext(
   model: CompiledModel | undefined,
   serviceTier: string = BASE_TIER,
   signal?: AbortSignal,
+  before?: CountFor['before'],
 ): CountContext {
+  const tenant = request.caller?.tenant.id ?? '';
   const tokenizer = tokenizerOf(model);
   const target = model ? targetsOf(deps, model)[0] : undefined;
   return {
@@ -51,7 +54,8 @@ export function countContext(
     upstream: target,
     headers: forwardedHeaders(request, adapter),
     serviceTier,
-    owner: { tenant: request.caller?.tenant.id ?? '', signal },
+    owner: { tenant, signal },
+    countFor: { tenant, before },
   };
 }
 

@@ -1,6 +1,7 @@
 import { Err } from '@holdfast/runtime';
 import { CountQueueFull } from '@holdfast/tokenizer';
 import { EdgeError } from '../errors.js';
+import { RefusedUncounted } from '../authority/admission.js';
 import type { CountContext, Counted, SurfaceAdapter } from './adapter.js';
 
 /**
@@ -27,6 +28,8 @@ export async function countPrompt<B>(
   try {
     return await count(body, ctx);
   } catch (err) {
+    // Refused before the upstream counted it (beforeUpstreamCount): recorded as any refusal.
+    if (err instanceof RefusedUncounted) return Err(err.refusal);
     if (err instanceof CountQueueFull) {
       ctx.deps.metrics.countRefusals.inc({ tenant: err.owner });
       return Err(queueFull(err));

@@ -3,6 +3,7 @@ import { Err, Ok } from '@holdfast/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import {
   admit,
+  beforeUpstreamCount,
   refuseUncounted,
   type AdmissionDeps,
   type AdmissionRequest,
@@ -72,7 +73,8 @@ export async function runCall<B>(
       serviceTier: tier.value,
       toolUses: tools.value,
     };
-    // A call refused anyway costs no count (admission.ts).
+    // A call refused anyway costs no count (admission.ts), and no request to an upstream's
+    // counting (beforeUpstreamCount).
     const asking = { deps: admissionDeps(deps, request), req: admissionRequest(caller, call) };
     const refusal = await refuseUncounted(asking.deps, asking.req);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
@@ -80,7 +82,8 @@ export async function runCall<B>(
       Object.assign(request.audit, { model: asked.model, maxTokens: clamp.maxTokens });
       return await adapter.sendError(request, reply, refusal);
     }
-    const counting = countContext(deps, request, adapter, model, tier.value, live.signal);
+    const before = beforeUpstreamCount(asking.deps, asking.req);
+    const counting = countContext(deps, request, adapter, model, tier.value, live.signal, before);
     const counted = await countPrompt((b, c) => adapter.countPrompt(b, c), body, counting);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
     if (!counted.ok) return await adapter.sendError(request, reply, counted.error);

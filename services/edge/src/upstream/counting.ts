@@ -28,6 +28,16 @@ export interface CountError {
   retryAfterMs?: number;
 }
 
+/**
+ * Whose count it is: the tenant whose share of the connections it takes, and the check its
+ * call makes before the first request to a counting endpoint (admission.ts
+ * beforeUpstreamCount: it throws when the call is refused anyway; absent for a count alone).
+ */
+export interface CountFor {
+  tenant: string;
+  before?: (() => Promise<void>) | undefined;
+}
+
 /** What an upstream's counting endpoint said: a count, or why not. */
 export type CountReply = Result<number, CountError>;
 
@@ -76,14 +86,15 @@ export class UpstreamCounter {
    */
   async chatPrompt(
     target: UpstreamConfig,
-    tenant: string,
+    who: CountFor,
     body: Record<string, unknown>,
   ): Promise<number | undefined> {
     const { stream: _s, stream_options: _o, ...rendered } = body;
     const root = rootUrl(target, this.#o.env);
-    const prompt = await this.#post(target, tenant, `${root}/apply-template`, rendered);
+    await this.#before(target, who);
+    const prompt = await this.#post(target, who.tenant, `${root}/apply-template`, rendered);
     const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
-    return typeof text === 'string' ? this.tokenize(target, tenant, text) : undefined;
+    return typeof text === 'string' ? this.tokenize(target, who.tenant, text) : undefined;
   }
 
   /** A text by llama-server's own tokenizer (`POST /tokenize`); undefined when it cannot say. */
@@ -109,17 +120,22 @@ export class UpstreamCounter {
    * workers sending one document together ask the upstream once, and the refusal memory then
    * answers the repeats. Per tenant: no team can time another's prompts through it.
    */
-  messages(
+  async messages(
     target: UpstreamConfig,
-    tenant: string,
+    who: CountFor,
     body: Record<string, unknown>,
     forwarded: Readonly<Record<string, string>>,
   ): Promise<CountReply> {
+    const { tenant } = who;
     const url = `${rootUrl(target, this.#o.env)}/v1/messages/count_tokens`;
     const key = createHash('sha256')
       .update(`${tenant}\u0000${target.id}\u0000${JSON.stringify(forwarded)}\u0000`)
       .update(JSON.stringify(body))
       .digest('base64');
+    const known = this.#recent.peek(key);
+    if (known) return known;
+    // Its own call's check, not shared: another call of the team may be refused for another key.
+    await this.#before(target, who);
     return this.#recent.get(key, () => this.#count(target, tenant, url, body, forwarded));
   }
 
@@ -144,7 +160,7 @@ export class UpstreamCounter {
         { role: 'user', content: '.' },
         { role: 'assistant', content: reply },
       ];
-      const r = await this.messages(target, tenant, { model, messages }, forwarded);
+      const r = await this.messages(target, { tenant }, { model, messages }, forwarded);
       return r.ok ? r.value : undefined;
     };
     const key = `${target.id}\u0000${model}`;
@@ -160,13 +176,26 @@ export class UpstreamCounter {
   }
 
   /** OpenAI's `POST /v1/responses/input_tokens`: the input a create with this body bills. */
-  responsesInput(
+  async responsesInput(
     target: UpstreamConfig,
-    tenant: string,
+    who: CountFor,
     body: Record<string, unknown>,
   ): Promise<CountReply> {
     const url = `${baseUrl(target, this.#o.env)}/responses/input_tokens`;
-    return this.#count(target, tenant, url, body, {});
+    await this.#before(target, who);
+    return this.#count(target, who.tenant, url, body, {});
+  }
+
+  /**
+   * The call's check before a request to the upstream's counting (CountFor `before`; it throws
+   * when the call is refused), skipped while the upstream's counting is rate-limited: no
+   * request is made then.
+   */
+  async #before(target: UpstreamConfig, who: CountFor): Promise<void> {
+    if (!who.before) return;
+    const until = this.#limitedUntil.get(target.id);
+    if (until !== undefined && until > Date.now()) return;
+    await who.before();
   }
 
   async #count(
@@ -263,6 +292,12 @@ export class RecentCounts {
     private readonly ttlMs: number,
     private readonly max: number,
   ) {}
+
+  /** The count of this request kept or being asked, if any. */
+  peek(key: string, now = Date.now()): Promise<CountReply> | undefined {
+    const hit = this.#entries.get(key);
+    return hit && hit.until > now ? hit.reply : undefined;
+  }
 
   get(key: string, count: () => Promise<CountReply>, now = Date.now()): Promise<CountReply> {
     const hit = this.#entries.get(key);

@@ -76,11 +76,7 @@ async function countRequest(body: ChatRequest, ctx: CountContext): Promise<Count
       passThrough: ctx.target.passThrough,
       set: {},
     }).body;
-    const counted = await ctx.deps.upstream.count.chatPrompt(
-      ctx.target,
-      ctx.owner.tenant,
-      rendered,
-    );
+    const counted = await ctx.deps.upstream.count.chatPrompt(ctx.target, ctx.countFor, rendered);
     if (counted !== undefined) return Ok(counted);
   }
   const local = () =>

@@ -107,8 +107,12 @@ async function countInput(body: CountTokensRequest, ctx: CountContext): Promise<
   if (ctx.target) {
     const counted: Record<string, unknown> = { model: upstreamModel };
     for (const field of COUNTED_FIELDS) if (body[field] != null) counted[field] = body[field];
-    const { tenant } = ctx.owner;
-    const reply = await ctx.deps.upstream.count.messages(ctx.target, tenant, counted, ctx.headers);
+    const reply = await ctx.deps.upstream.count.messages(
+      ctx.target,
+      ctx.countFor,
+      counted,
+      ctx.headers,
+    );
     if (reply.ok) return Ok(reply.value);
     failed = reply.error;
     why = `the upstream's /v1/messages/count_tokens could not count it (${failed.status === null ? failed.message : `it answered ${failed.status}`})`;

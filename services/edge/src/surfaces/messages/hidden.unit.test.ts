@@ -140,6 +140,7 @@ describe('the Messages prompt count', () => {
       headers: {},
       serviceTier: 'default',
       owner: { tenant: 'team', signal: new AbortController().signal },
+      countFor: { tenant: 'team' },
     };
     const counted = await countMessagesPrompt(body, ctx);
     if (!counted.ok) throw new Error(counted.error.message);

@@ -128,7 +128,7 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
   const local = async () => {
     const counted =
       ctx.target &&
-      (await ctx.deps.upstream.count.chatPrompt(ctx.target, ctx.owner.tenant, { ...chat }));
+      (await ctx.deps.upstream.count.chatPrompt(ctx.target, ctx.countFor, { ...chat }));
     return counted ?? (await ctx.deps.counter.countChat(chat, ctx.tokenizer, ctx.owner));
   };
   const [first, ...more] = unseenState(body);
@@ -137,7 +137,7 @@ async function countInput(body: ResponsesRequest, ctx: CountContext): Promise<Co
   const counted = upstream
     ? await ctx.deps.upstream.count.responsesInput(
         upstream,
-        ctx.owner.tenant,
+        ctx.countFor,
         countedBody(body, upstreamModel),
       )
     : Err<CountError>({ code: 'no_upstream', status: null, message: 'the model has no upstream' });
