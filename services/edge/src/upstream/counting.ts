@@ -30,8 +30,9 @@ export interface CountError {
 
 /**
  * Whose count it is: the tenant whose share of the connections it takes, and the check its
- * call makes before the first request to a counting endpoint (admission.ts
- * beforeUpstreamCount: it throws when the call is refused anyway; absent for a count alone).
+ * call makes before the first request to a provider's counting endpoint (count_tokens,
+ * input_tokens, rate-limited for every team together; admission.ts beforeUpstreamCount: it
+ * throws when the call is refused anyway; absent for a count alone).
  */
 export interface CountFor {
   tenant: string;
@@ -91,7 +92,8 @@ export class UpstreamCounter {
   ): Promise<number | undefined> {
     const { stream: _s, stream_options: _o, ...rendered } = body;
     const root = rootUrl(target, this.#o.env);
-    await this.#before(target, who);
+    // Not checked first (CountFor `before`): a llama-server counts for its own deployment, with
+    // no limit every team shares, and each call of such a model would ask the authority twice.
     const prompt = await this.#post(target, who.tenant, `${root}/apply-template`, rendered);
     const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
     return typeof text === 'string' ? this.tokenize(target, who.tenant, text) : undefined;
