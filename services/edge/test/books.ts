@@ -275,3 +275,28 @@ export async function expectBooksHold(
   );
   expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
 }
+
+/** What each side billed one team (tokens or micro-USD, the limit's unit). */
+export interface TeamBills {
+  /** What Holdfast billed (its settlements). */
+  holdfast: (team: string) => number;
+  /** What the provider billed (the mock upstream's log). */
+  provider: (team: string) => number;
+  /** What the provider billed past Holdfast on calls cut short (the unread residual). */
+  unread: (team: string) => number;
+  /** What Holdfast billed past holds, recorded as overruns. */
+  overrun?: (team: string) => number;
+}
+
+/**
+ * A limit held over `teams` together: what Holdfast billed is within it but for the overruns
+ * it recorded, and what the provider billed is within that but for the tokens written into
+ * connections the edge had hung up on (docs/budgets.md, "What Holdfast cannot see").
+ */
+export function expectLimitHeld(teams: readonly string[], limit: number, bills: TeamBills): void {
+  const sum = (f: (team: string) => number) => teams.reduce((n, t) => n + f(t), 0);
+  const over = bills.overrun ? sum(bills.overrun) : 0;
+  const who = teams.join('+');
+  expect(sum(bills.holdfast), who).toBeLessThanOrEqual(limit + over);
+  expect(sum(bills.provider), who).toBeLessThanOrEqual(limit + over + sum(bills.unread));
+}
