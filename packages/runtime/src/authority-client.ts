@@ -1,5 +1,7 @@
 import {
   AdmitReply,
+  CapacityCountReply,
+  type CapacityCountRequest,
   CapacityReportReply,
   type CapacityReportRequest,
   CloseReply,
@@ -109,6 +111,10 @@ export class AuthorityClient {
   }
   reportCapacity(req: CapacityReportRequest) {
     return this.#call('capacity.report', req, CapacityReportReply, 1_000);
+  }
+  /** One request to the upstream's counting endpoint, taken of its `countsPerMinute`. */
+  takeCount(req: CapacityCountRequest, timeoutMs?: number) {
+    return this.#call('capacity.count', req, CapacityCountReply, timeoutMs);
   }
   reportRefusals(req: RefusalsReportRequest, timeoutMs?: number) {
     return this.#call('refusals.report', req, RefusalsReportReply, timeoutMs);

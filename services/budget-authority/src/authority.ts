@@ -4,6 +4,7 @@ import {
   AdmitRequest,
   authorityStartedSubject,
   CALL_PATH_CHECKS,
+  CapacityCountRequest,
   CapacityReportRequest,
   RefusalsReportRequest,
   ConfigApplyRequest,
@@ -36,7 +37,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
 import { ClosesConsumer } from './closes-consumer.js';
-import { reportCapacity } from './capacity.js';
+import { reportCapacity, takeCount } from './capacity.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
@@ -167,6 +168,9 @@ export class Authority {
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
     this.#serve('capacity.report', CapacityReportRequest, async (req) =>
       Ok({ recorded: await reportCapacity(ctx, req) }),
+    );
+    this.#serve('capacity.count', CapacityCountRequest, async (req) =>
+      Ok(await takeCount(ctx, req)),
     );
     this.#serve('refusals.report', RefusalsReportRequest, (req) => reportRefusals(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));

@@ -1,10 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import type {
   CompiledConfig,
   CompiledModel,
   CompiledTenant,
   UpstreamConfig,
 } from '@holdfast/config';
-import type { CapacityUsage } from '@holdfast/events';
+import type { CapacityCountReply, CapacityUsage } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import { runCapacity } from './scripts.js';
@@ -63,7 +64,11 @@ function upstreamsOf(cfg: CompiledConfig, model: CompiledModel): UpstreamConfig[
   return [model.upstream, ...model.fallbackUpstreams].flatMap((id) => cfg.upstreams.get(id) ?? []);
 }
 
-function spec(ctx: HandlerContext, s: Scopes, extra: Record<string, unknown>): string {
+function spec(
+  ctx: HandlerContext,
+  s: Pick<Scopes, 'limits' | 'counting'>,
+  extra: Record<string, unknown>,
+): string {
   const now = ctx.scriptNow();
   return JSON.stringify({
     limits: s.limits,
@@ -171,6 +176,49 @@ export async function closeCapacity(
     ...(call.tenant ? tenantKeys(ctx, s, call.tenant) : []),
   ];
   await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, usage: call.usageTokens ?? 0 }));
+}
+
+/**
+ * One request of `tenant` to an upstream's counting endpoint, taken of its `countsPerMinute`
+ * as a call takes of its capacity (a 1 s bucket that leaves the minute whatever happens; no
+ * close): the tenant's priority up to its share of the limit, the tenant up to its
+ * `tenantShare`. Taken when the upstream declares no such limit or the tenant is not
+ * configured (the edge asks only for its tenants; nothing to share then).
+ */
+export async function takeCount(
+  ctx: HandlerContext,
+  req: { tenant: string; upstream: string },
+): Promise<CapacityCountReply> {
+  const cfg = ctx.config.current;
+  const upstream = cfg.upstreams.get(req.upstream);
+  const tenant = cfg.tenants.get(req.tenant);
+  const limit = upstream?.countsPerMinute;
+  if (!upstream || !tenant || limit === undefined) return { taken: true };
+  const share = tenantShare(cfg, tenant);
+  const capped = share < 1;
+  const keys = [
+    ctx.keys.countCapacity(upstream.id),
+    // Never closed: the record (kept 2 minutes) only makes a retried take answer `ok`.
+    ctx.keys.capacityRecord(upstream.id, `count:${randomUUID()}`),
+    ...(capped ? [ctx.keys.countCapacity(upstream.id, tenant.id)] : []),
+  ];
+  const s = { limits: [[0, limit] as [number, number]], counting: 'requested' as const };
+  const r = await runCapacity(
+    ctx.redis,
+    keys,
+    spec(ctx, s, {
+      op: 'take',
+      tokens: 0,
+      share: cfg.raw.capacity.shares[tenant.priority],
+      ...(capped ? { tenantShare: share } : {}),
+    }),
+  );
+  if (r[0] === 'ok') return { taken: true };
+  return {
+    taken: false,
+    retryAfterSeconds: Math.min(3_600, Math.max(1, Number(r[1]))),
+    who: r[5] === 'tenant' ? 'tenant' : 'all',
+  };
 }
 
 /**

@@ -92,6 +92,11 @@ export class Keys {
   capacityTenant(upstream: string, model: string | null, tenant: string): string {
     return `${this.capacity(upstream, model)}:t:${tenant}`;
   }
+  /** An upstream's counting window (`countsPerMinute`), and one tenant's use of it. */
+  countCapacity(upstream: string, tenant?: string): string {
+    const base = `${this.prefix}:{cap:${upstream}}:c:w`;
+    return tenant === undefined ? base : `${base}:t:${tenant}`;
+  }
   /** What one reservation took of an upstream's capacity (kept two minutes). */
   capacityRecord(upstream: string, reservationId: string): string {
     return `${this.prefix}:{cap:${upstream}}:r:${reservationId}`;

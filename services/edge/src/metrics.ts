@@ -143,7 +143,7 @@ export class EdgeMetrics {
     });
     this.upstreamCountsLimited = new Counter({
       name: 'edge_upstream_counts_limited_total',
-      help: "Prompt counts an upstream's counting endpoint refused with 429, or that were not asked because it had (until its Retry-After), by upstream",
+      help: "Prompt counts an upstream's counting endpoint refused with 429, or that were not asked because it had (until its Retry-After) or the team had taken its share of the upstream's countsPerMinute, by upstream",
       labelNames: ['upstream'],
       registers,
     });

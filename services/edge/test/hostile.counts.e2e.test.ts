@@ -342,3 +342,43 @@ test('a team over its budget whose SDK retries the same document call asks the u
   expect(other.status).toBe(200);
   expect(s.upstream.stats().requests.messagesCountTokens).toBe(2);
 });
+
+test("a team sending many documents takes at most its share of the provider's counting limit (countsPerMinute): past it, its document calls are a 429 and its plain counts are answered locally, and another team's documents are still counted and served", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      roomy(c);
+      // 10 counts a minute for everyone (normal priority: 9), each team at most 5.
+      entry(c.upstreams, 'claude').countsPerMinute = 10;
+      (c as unknown as { capacity: object }).capacity = { tenantShare: 0.5 };
+    },
+  });
+  // Before, a team's different documents were each counted by the provider, however many: one
+  // team could spend the counting limit every team's documents need.
+  const calls = [];
+  for (let i = 0; i < 8; i++) {
+    calls.push(await post(s, '/v1/messages', document(`report ${i}`), claude(KEYS.support)));
+  }
+  expect(calls.map((c) => c.status)).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+  const refused = calls[5]!;
+  expect(refused.headers.get('x-holdfast-error-code')).toBe('upstream_rate_limited');
+  expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  expect(JSON.stringify(refused.body)).toContain('its share of upstream claude');
+  expect(s.upstream.stats().requests).toMatchObject({ messagesCountTokens: 5, messages: 5 });
+  // Its plain counts past its share: answered with the edge's own count, nothing sent.
+  const count = await post(s, '/v1/messages/count_tokens', countOf(1), claude(KEYS.support));
+  expect(count.status).toBe(200);
+  expect(count.body.input_tokens).toBeGreaterThan(0);
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(5);
+  // Another team's document is counted and served (4 more of the priority's 9).
+  const other = await post(s, '/v1/messages', document('report 0'), claude(KEYS.batch));
+  expect(other.status).toBe(200);
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(6);
+  // Each count not asked is counted: 3 calls and the plain count.
+  const metrics = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
+  expect(metrics).toContain(
+    'edge_upstream_counts_limited_total{upstream="claude",service="edge"} 4',
+  );
+  expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);
+});

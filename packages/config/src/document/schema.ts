@@ -99,6 +99,14 @@ export const Upstream = z.strictObject({
   /** Retries on 429/5xx before the edge gives up. */
   maxRetries: z.int().min(0).max(10).default(2),
   /**
+   * The provider's limit on its token-counting endpoint (Anthropic's count_tokens, OpenAI's
+   * input_tokens), requests a minute: every team shares it as it shares `capacity`, each
+   * priority up to its share and each team up to its `tenantShare`, so one team's counts
+   * cannot take the others'. Absent: Holdfast does not limit counting (a 429 from the
+   * provider still stops it until its Retry-After).
+   */
+  countsPerMinute: z.int().min(1).max(100_000_000).optional(),
+  /**
    * Request fields forwarded as the client sent them beyond the OpenAI ones the edge knows
    * (`top_k`, `repetition_penalty`, `guided_json`, ... of a self-hosted server). Everything
    * else is dropped. Length and count fields (`n_predict`, `max_new_tokens`, `best_of`, ...)

@@ -128,6 +128,30 @@ export const CapacityReportRequest = z.strictObject({
 export type CapacityReportRequest = z.infer<typeof CapacityReportRequest>;
 export const CapacityReportReply = z.object({ recorded: z.boolean() });
 
+/**
+ * A team's request to an upstream's token-counting endpoint, taken of the upstream's
+ * `countsPerMinute` (the provider's limit on it, which every team shares) before it is sent.
+ */
+export const CapacityCountRequest = z.strictObject({
+  tenant: TenantId,
+  upstream: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/),
+});
+export type CapacityCountRequest = z.infer<typeof CapacityCountRequest>;
+/**
+ * `taken`: send it (also when the upstream declares no `countsPerMinute`). Else the minute's
+ * requests are taken, by the team's share (`who: tenant`) or by every team of its priority
+ * (`all`): ask again in `retryAfterSeconds`.
+ */
+export const CapacityCountReply = z.discriminatedUnion('taken', [
+  z.object({ taken: z.literal(true) }),
+  z.object({
+    taken: z.literal(false),
+    retryAfterSeconds: z.int().min(1).max(3_600),
+    who: z.enum(['all', 'tenant']),
+  }),
+]);
+export type CapacityCountReply = z.infer<typeof CapacityCountReply>;
+
 export const ConfigGetRequest = z.strictObject({});
 export const ConfigGetReply = z.object({
   version: z.int().min(0),

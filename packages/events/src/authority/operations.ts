@@ -13,6 +13,7 @@ export type AuthorityOperation =
   | 'config.get'
   | 'config.apply'
   | 'capacity.report'
+  | 'capacity.count'
   | 'refusals.report'
   | 'batch';
 

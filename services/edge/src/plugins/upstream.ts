@@ -3,7 +3,7 @@ import { TokenCounter, type TokenizerName } from '@holdfast/tokenizer';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { UpstreamClient } from '../upstream/client.js';
-import { LimitsReporter } from '../upstream/limits-reporter.js';
+import { LimitsReporter, takeCount } from '../upstream/limits-reporter.js';
 
 export interface UpstreamPluginOptions {
   logger: Logger;
@@ -32,6 +32,8 @@ export const upstreamPlugin = fp(
       onLimits: (target, seen) => limits.seen(target, seen),
       connections: o.upstream.connections,
       tenantShare: o.upstream.tenantShare,
+      takeCount: (tenant, target) =>
+        takeCount(() => app.authority, tenant, target, o.admitTimeoutMs, logger),
     });
     const { metrics } = app;
     const counter = new TokenCounter({

@@ -6,7 +6,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import type { UpstreamRetry, UpstreamTimeouts } from '../env.js';
 import type { EdgeMetrics } from '../metrics.js';
 import { AttemptSignal, type Fired } from './attempt-signal.js';
-import { upstreamErrorMessage, UpstreamCounter } from './counting.js';
+import { upstreamErrorMessage, UpstreamCounter, type UpstreamCounterOptions } from './counting.js';
 import { surfaceBase, upstreamHeaders } from './endpoint.js';
 import { OriginShares } from './origin-shares.js';
 import {
@@ -133,6 +133,8 @@ export interface UpstreamClientOptions {
   connections: number;
   /** The share of them one tenant's calls may hold at once, (0, 1] (EDGE_UPSTREAM_TENANT_SHARE_PERCENT). */
   tenantShare: number;
+  /** Takes one of the tenant's share of an upstream's `countsPerMinute` (UpstreamCounter). */
+  takeCount?: UpstreamCounterOptions['takeCount'];
 }
 
 const CONNECT_CODES = new Set([
@@ -174,6 +176,7 @@ export class UpstreamClient {
       take: (tenant, target) => this.#takeConnection(tenant, target, surfaceBase(target, opts.env)),
       onBusy: (tenant) => opts.metrics.upstreamShareRefusals.inc({ tenant }),
       onLimited: (upstream) => opts.metrics.upstreamCountsLimited.inc({ upstream }),
+      ...(opts.takeCount ? { takeCount: opts.takeCount } : {}),
     });
   }
 

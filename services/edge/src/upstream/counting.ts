@@ -56,6 +56,12 @@ export interface UpstreamCounterOptions {
   onBusy?: (tenant: string) => void;
   /** Told of each count the upstream's counting refused with 429, or was not asked since. */
   onLimited?: (upstream: string) => void;
+  /**
+   * Takes one request of the upstream's `countsPerMinute` for the tenant (the authority keeps
+   * the minute for every edge): undefined to send it, or the count_limited error when the
+   * tenant's share (or its priority's) is taken. Asked only of an upstream that declares one.
+   */
+  takeCount?: (tenant: string, target: UpstreamConfig) => Promise<CountError | undefined>;
 }
 
 /**
@@ -94,6 +100,7 @@ export class UpstreamCounter {
     const root = rootUrl(target, this.#o.env);
     // Not checked first (CountFor `before`): a llama-server counts for its own deployment, with
     // no limit every team shares, and each call of such a model would ask the authority twice.
+    if (await this.#mayAsk(target, { tenant: who.tenant })) return undefined;
     const prompt = await this.#post(target, who.tenant, `${root}/apply-template`, rendered);
     const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
     return typeof text === 'string' ? this.tokenize(target, who.tenant, text) : undefined;
@@ -137,7 +144,8 @@ export class UpstreamCounter {
     const known = this.#recent.peek(key);
     if (known) return known;
     // Its own call's check, not shared: another call of the team may be refused for another key.
-    await this.#before(target, who);
+    const refused = await this.#mayAsk(target, who);
+    if (refused) return Err(refused);
     return this.#recent.get(key, () => this.#count(target, tenant, url, body, forwarded));
   }
 
@@ -184,20 +192,25 @@ export class UpstreamCounter {
     body: Record<string, unknown>,
   ): Promise<CountReply> {
     const url = `${baseUrl(target, this.#o.env)}/responses/input_tokens`;
-    await this.#before(target, who);
+    const refused = await this.#mayAsk(target, who);
+    if (refused) return Err(refused);
     return this.#count(target, who.tenant, url, body, {});
   }
 
   /**
-   * The call's check before a request to the upstream's counting (CountFor `before`; it throws
-   * when the call is refused), skipped while the upstream's counting is rate-limited: no
-   * request is made then.
+   * Before a request to the upstream's counting: the call's check (CountFor `before`; it
+   * throws when the call is refused), then one of the tenant's share of the upstream's
+   * `countsPerMinute` (`takeCount`): the count_limited error when it is taken. Neither while
+   * the upstream's counting is rate-limited: no request is made then (#post says so).
    */
-  async #before(target: UpstreamConfig, who: CountFor): Promise<void> {
-    if (!who.before) return;
+  async #mayAsk(target: UpstreamConfig, who: CountFor): Promise<CountError | undefined> {
     const until = this.#limitedUntil.get(target.id);
-    if (until !== undefined && until > Date.now()) return;
-    await who.before();
+    if (until !== undefined && until > Date.now()) return undefined;
+    await who.before?.();
+    if (target.countsPerMinute === undefined || !this.#o.takeCount) return undefined;
+    const taken = await this.#o.takeCount(who.tenant, target);
+    if (taken) this.#o.onLimited?.(target.id);
+    return taken;
   }
 
   async #count(

@@ -1,5 +1,6 @@
 import type { UpstreamConfig } from '@holdfast/config';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
+import type { CountError } from './counting.js';
 import type { LimitsSeen } from './retry.js';
 
 /** A provider's word on its limits is passed on at most this often per upstream. */
@@ -38,4 +39,37 @@ export class LimitsReporter {
           this.logger.warn({ upstream: upstream.id, code: r.error.code }, 'limits not reported');
       });
   }
+}
+
+/**
+ * One of a tenant's share of an upstream's `countsPerMinute`, asked of the authority (which
+ * keeps the minute for every edge), as UpstreamCounter's `takeCount`: undefined to send the
+ * count, or the count_limited error with when to come back. No answer (the authority down or
+ * slow): sent, as before the limit was declared (a 429 from the provider still stops counting
+ * for its Retry-After).
+ */
+export async function takeCount(
+  authority: () => Pick<AuthorityClient, 'takeCount'>,
+  tenant: string,
+  target: UpstreamConfig,
+  timeoutMs: number,
+  logger: Pick<Logger, 'warn'>,
+): Promise<CountError | undefined> {
+  const r = await authority().takeCount({ tenant, upstream: target.id }, timeoutMs);
+  if (!r.ok) {
+    logger.warn({ upstream: target.id, code: r.error.code }, 'count share not asked: counting');
+    return undefined;
+  }
+  if (r.value.taken) return undefined;
+  const { retryAfterSeconds, who } = r.value;
+  const whose =
+    who === 'tenant'
+      ? `team ${tenant} has taken its share of upstream ${target.id}'s counting limit (countsPerMinute ${target.countsPerMinute}, capacity.tenantShare), so other teams keep theirs`
+      : `upstream ${target.id}'s counting limit (countsPerMinute ${target.countsPerMinute}) is taken for this team's priority`;
+  return {
+    code: 'count_limited',
+    status: 429,
+    message: `${whose} for ${retryAfterSeconds} s more`,
+    retryAfterMs: retryAfterSeconds * 1_000,
+  };
 }
