@@ -252,16 +252,31 @@ function noModel(upstream: UpstreamConfig): CompiledModel {
   return { upstream: upstream.id, capacity: undefined } as unknown as CompiledModel;
 }
 
+/** An upstream's `countsPerMinute` and the requests to its counting in the last minute. */
+async function countsUsed(
+  ctx: HandlerContext,
+  upstream: UpstreamConfig,
+): Promise<{ countsPerMinute: number | null; counts: number }> {
+  const limit = upstream.countsPerMinute;
+  if (limit === undefined) return { countsPerMinute: null, counts: 0 };
+  const s = { limits: [[0, limit] as [number, number]], counting: 'requested' as const };
+  const keys = [ctx.keys.countCapacity(upstream.id), ctx.keys.capacityRecord(upstream.id, 'peek')];
+  const rows = await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'peek' }));
+  const [, requests = '0'] = (rows[0] ?? '').split(',');
+  return { countsPerMinute: limit, counts: Number(requests) };
+}
+
 /** The declared capacities and their use in the last minute, for the status page. */
 export async function capacityUsage(ctx: HandlerContext): Promise<CapacityUsage[]> {
   const cfg = ctx.config.current;
   const out: CapacityUsage[] = [];
   for (const upstream of cfg.upstreams.values()) {
     const scopes: { model: string | null; limits: Limits; key: string }[] = [];
-    if (upstream.capacity) {
+    // The upstream's own row: its limits, or (declaring only countsPerMinute) none.
+    if (upstream.capacity || upstream.countsPerMinute !== undefined) {
       scopes.push({
         model: null,
-        limits: upstream.capacity,
+        limits: upstream.capacity ?? { counting: 'requested' },
         key: ctx.keys.capacity(upstream.id, null),
       });
     }
@@ -280,9 +295,11 @@ export async function capacityUsage(ctx: HandlerContext): Promise<CapacityUsage[
     };
     const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, 'peek')];
     const rows = await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'peek' }));
+    const counts = await countsUsed(ctx, upstream);
     scopes.forEach((scope, i) => {
       const [tokens = '0', requests = '0', blocked = '0'] = (rows[i] ?? '').split(',');
       out.push({
+        ...(scope.model === null ? counts : { countsPerMinute: null, counts: 0 }),
         upstream: upstream.id,
         model: scope.model,
         tokensPerMinute: scope.limits.tokensPerMinute ?? null,

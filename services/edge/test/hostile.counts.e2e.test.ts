@@ -375,6 +375,14 @@ test("a team sending many documents takes at most its share of the provider's co
   const other = await post(s, '/v1/messages', document('report 0'), claude(KEYS.batch));
   expect(other.status).toBe(200);
   expect(s.upstream.stats().requests.messagesCountTokens).toBe(6);
+  // The minute's counts, as /v1/budgets and the status page show them.
+  const usage = await s.client.usage({});
+  if (!usage.ok) throw new Error(usage.error.code);
+  expect(usage.value.capacity.find((c) => c.upstream === 'claude')).toMatchObject({
+    model: null,
+    countsPerMinute: 10,
+    counts: 6,
+  });
   // Each count not asked is counted: 3 calls and the plain count.
   const metrics = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
   expect(metrics).toContain(

@@ -58,6 +58,9 @@ export const CapacityUsage = z.object({
   requests: z.int(),
   /** Until when the provider said it refuses calls (its 429), if it did. */
   blockedUntil: z.iso.datetime().nullable(),
+  /** The upstream's row: its counting endpoint's limit (`countsPerMinute`) and its last minute. */
+  countsPerMinute: z.int().min(0).nullable().default(null),
+  counts: z.int().min(0).default(0),
 });
 export type CapacityUsage = z.infer<typeof CapacityUsage>;
 

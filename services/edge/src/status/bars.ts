@@ -114,19 +114,31 @@ function badges(t: TenantView | undefined, teams: number): string {
   return out.join(' ');
 }
 
-/** One bar per declared upstream capacity: tokens the last minute used of it. */
+/**
+ * One bar per declared upstream capacity: tokens the last minute used of it (or, where an
+ * upstream declares only its counting limit, counts), with its requests and counts beside.
+ */
 function capacityBars(view: BudgetsView): string {
   if (view.capacity.length === 0) return '';
   const rows = view.capacity.map((c) => {
-    const limit = c.tokensPerMinute ?? 0;
-    const pct = limit > 0 ? Math.min(100, (c.tokens / limit) * 100) : 0;
+    const n = (x: number) => x.toLocaleString('en-US');
+    const onlyCounts =
+      c.tokensPerMinute === null && c.requestsPerMinute === null && c.countsPerMinute !== null;
+    const [used, limit, unit] = onlyCounts
+      ? [c.counts, c.countsPerMinute ?? 0, 'counts']
+      : [c.tokens, c.tokensPerMinute ?? 0, 'tokens'];
+    const pct = limit > 0 ? Math.min(100, (used / limit) * 100) : 0;
     const name = c.model === null ? c.upstream : `${c.upstream} / ${c.model}`;
     const blocked = c.blockedUntil
       ? ` <span class="badge suspended">provider 429 until ${esc(c.blockedUntil.slice(11, 19))} UTC</span>`
       : '';
-    return `<div class="row" data-upstream="${esc(name)}" data-used="${c.tokens}" data-limit="${limit}">
-<div class="track" role="img" aria-label="${esc(`${name}: ${c.tokens} of ${limit} tokens a minute`)}"><b class="seg used" style="width:${pct.toFixed(1)}%"></b></div>
-<div class="nums"><b>${esc(name)}</b> ${c.tokens.toLocaleString('en-US')} of ${limit.toLocaleString('en-US')} tokens in the last minute · ${c.requests.toLocaleString('en-US')} requests${blocked}</div>
+    const more = onlyCounts
+      ? ''
+      : ` · ${n(c.requests)} requests` +
+        (c.countsPerMinute === null ? '' : ` · ${n(c.counts)} of ${n(c.countsPerMinute)} counts`);
+    return `<div class="row" data-upstream="${esc(name)}" data-used="${used}" data-limit="${limit}">
+<div class="track" role="img" aria-label="${esc(`${name}: ${used} of ${limit} ${unit} a minute`)}"><b class="seg used" style="width:${pct.toFixed(1)}%"></b></div>
+<div class="nums"><b>${esc(name)}</b> ${n(used)} of ${n(limit)} ${unit} in the last minute${more}${blocked}</div>
 </div>`;
   });
   return `<section class="capacity"><h2>Upstream capacity</h2>\n${rows.join('\n')}\n</section>\n`;

@@ -128,3 +128,42 @@ test('text from the ledger is escaped', () => {
   expect(html).toContain('&lt;script&gt;');
   expect(renderBars(view([]))).toContain('No tenants');
 });
+
+test("an upstream's counting limit shows beside its capacity, or alone when it is all it declares", () => {
+  const row = {
+    model: null,
+    tokens: 4_000,
+    requests: 12,
+    blockedUntil: null,
+    countsPerMinute: null,
+    counts: 0,
+  };
+  const html = renderBars({
+    ...view([tenant('batch', [win({ tenant: 'batch' })])]),
+    capacity: [
+      { ...row, upstream: 'openai', tokensPerMinute: 20_000, requestsPerMinute: null },
+      {
+        ...row,
+        upstream: 'claude',
+        tokensPerMinute: 20_000,
+        requestsPerMinute: null,
+        countsPerMinute: 100,
+        counts: 7,
+      },
+      {
+        ...row,
+        upstream: 'counts-only',
+        tokensPerMinute: null,
+        requestsPerMinute: null,
+        countsPerMinute: 10,
+        counts: 5,
+      },
+    ],
+  });
+  expect(html).toContain('4,000 of 20,000 tokens in the last minute · 12 requests</div>');
+  expect(html).toContain(
+    '4,000 of 20,000 tokens in the last minute · 12 requests · 7 of 100 counts',
+  );
+  expect(html).toContain('data-upstream="counts-only" data-used="5" data-limit="10"');
+  expect(html).toContain('5 of 10 counts in the last minute</div>');
+});
