@@ -103,11 +103,24 @@ export class UpstreamCounter {
     if (await this.#mayAsk(target, { tenant: who.tenant })) return undefined;
     const prompt = await this.#post(target, who.tenant, `${root}/apply-template`, rendered);
     const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
-    return typeof text === 'string' ? this.tokenize(target, who.tenant, text) : undefined;
+    return typeof text === 'string' ? this.#tokenize(target, who.tenant, text) : undefined;
   }
 
-  /** A text by llama-server's own tokenizer (`POST /tokenize`); undefined when it cannot say. */
+  /**
+   * A text by llama-server's own tokenizer (`POST /tokenize`); undefined when it cannot say, or
+   * when the tenant has taken its share of the upstream's `countsPerMinute`.
+   */
   async tokenize(
+    target: UpstreamConfig,
+    tenant: string,
+    text: string,
+  ): Promise<number | undefined> {
+    if (await this.#mayAsk(target, { tenant })) return undefined;
+    return this.#tokenize(target, tenant, text);
+  }
+
+  /** `POST /tokenize` itself (a chat prompt's second request: its count was taken). */
+  async #tokenize(
     target: UpstreamConfig,
     tenant: string,
     text: string,
