@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type {
   CompiledConfig,
   CompiledModel,
@@ -198,8 +197,8 @@ export async function takeCount(
   const capped = share < 1;
   const keys = [
     ctx.keys.countCapacity(upstream.id),
-    // Never closed: the record (kept 2 minutes) only makes a retried take answer `ok`.
-    ctx.keys.capacityRecord(upstream.id, `count:${randomUUID()}`),
+    // Never closed nor retried: no record (its place in KEYS, unused).
+    ctx.keys.capacityRecord(upstream.id, 'count'),
     ...(capped ? [ctx.keys.countCapacity(upstream.id, tenant.id)] : []),
   ];
   const s = { limits: [[0, limit] as [number, number]], counting: 'requested' as const };
@@ -208,6 +207,7 @@ export async function takeCount(
     keys,
     spec(ctx, s, {
       op: 'take',
+      noRecord: true,
       tokens: 0,
       share: cfg.raw.capacity.shares[tenant.priority],
       ...(capped ? { tenantShare: share } : {}),

@@ -7,6 +7,8 @@ import { BASE_CONFIG, authorityTest as test } from './harness.js';
  * so a team sending many documents cannot take the counts every other team's documents need.
  */
 test("a team's counts take at most its share of the upstream's countsPerMinute; the others keep theirs; an upstream without one is not limited", async ({
+  iso,
+  redis,
   start,
 }) => {
   const h = await start({
@@ -35,6 +37,8 @@ test("a team's counts take at most its share of the upstream's countsPerMinute; 
   for (let i = 0; i < 6; i++) support.push(await take('support-bot'));
   expect(support.filter((r) => r.taken)).toHaveLength(4);
   expect(support[4]).toMatchObject({ taken: false, who: 'all' });
+  // A count is never closed: it keeps no record, only its 1 s bucket in the windows.
+  expect(await redis.keys(`${iso.keyPrefix}*:r:*`)).toEqual([]);
   // No countsPerMinute, or a tenant not in the config: nothing to share.
   expect(await take('batch-summariser', 'other')).toEqual({ taken: true });
   expect(await take('nobody')).toEqual({ taken: true });

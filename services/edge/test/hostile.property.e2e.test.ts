@@ -192,6 +192,11 @@ for (const seed of (process.env.HOSTILE_SEEDS ?? '11,23,37,41').split(',').map(N
     for (const o of overruns) {
       const cutCall = calls.find((c) => c.clientRequestId === o.reservationId);
       expect(cutCall?.outcome, `the call of overrun ${o.reservationId}`).toBe('aborted');
+      // By the event that crossed the limit, a few tokens; a model counted by the proven
+      // bound bills its output by it, more than the hold (docs/api.md), never less.
+      if (o.model !== 'mystery-model') {
+        expect(o.overrunTokens, `overrun ${o.reservationId}`).toBeLessThanOrEqual(UNREAD_AT_HANGUP);
+      }
     }
     const overrun = (team: string) =>
       overruns.filter((e) => e.tenant === team).reduce((n, e) => n + e.overrunTokens, 0);

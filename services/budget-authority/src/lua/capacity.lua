@@ -12,7 +12,8 @@
 --             windows were billed too), kept 2 minutes
 -- KEYS[n+2..2n+1]  take, settle and release, optional: the tenant's own window of each scope
 --             (the same fields but the block and shrink), for `tenantShare`
--- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'report' | 'peek'), limits
+-- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'report' | 'peek'), noRecord
+--             (take: write and read no record, KEYS[n+1] unused), limits
 --             [[tokensPerMinute, requestsPerMinute], ...] (0: no limit), share, tokens,
 --             tenantShare (take, with the tenant's keys: the most of each limit one tenant may
 --             take), usage (settle; counting 'usage' only), counting ('requested' | 'usage'),
@@ -115,7 +116,8 @@ end
 if spec.op == 'take' then
   -- The tenant's own windows are checked and billed too (capacity.tenantShare).
   local capped = tenantKeys and spec.tenantShare ~= nil and spec.tenantShare < 1
-  if redis.call('EXISTS', record) == 1 then
+  -- noRecord: a count (capacity.count), never closed nor retried, keeps no record.
+  if not spec.noRecord and redis.call('EXISTS', record) == 1 then
     return {'ok'} -- a retried admit: taken already
   end
   for i = 1, n do
@@ -149,6 +151,9 @@ if spec.op == 'take' then
     if capped then
       billCap(KEYS[n + 1 + i], current, spec.tokens, 1)
     end
+  end
+  if spec.noRecord then
+    return {'ok'}
   end
   redis.call('HSET', record, 'bucket', I(current), 'tokens', I(spec.tokens))
   if capped then

@@ -107,12 +107,7 @@ export async function admit(
     const unreachable = code === 'timeout' || code === 'no_responders';
     if (unreachable && caller.tenant.failOpen && deps.suspended?.(caller.tenant.chain)) {
       // Suspended as far as this edge has seen (the authority would refuse it): not served.
-      return Err(
-        new EdgeError({
-          code: 'tenant_suspended',
-          message: `Team ${tenant} is suspended. Calls resume when its budget window frees room or an admin resumes it.`,
-        }),
-      );
+      return Err(suspendedError(tenant));
     }
     if (unreachable && caller.tenant.failOpen) {
       deps.metrics.unmetered.inc({ tenant });
@@ -209,6 +204,7 @@ export async function refuseUncounted(
   if (recalled) return refusalError(await recalled, req.caller.tenant.id);
   if (registered(req.caller, req.model)) return undefined;
   const asked = await askUncounted(deps, req);
+  if (asked === 'store_down') return authorityUnavailable();
   if (asked !== 'unreachable') return asked;
   return req.caller.tenant.failOpen ? unregistered(req) : authorityUnavailable();
 }
@@ -231,8 +227,9 @@ export class RefusedUncounted extends Error {
  * limit, which every team shares, however different its documents; the refusal is remembered
  * for its repeats (RefusalMemory answers them before counting). Throws RefusedUncounted; asked
  * at most once a call, and not when the count is answered without a request (RecentCounts).
- * Any other answer, `not_counted` the usual one, goes on to count; an unreachable authority
- * fails a tenant that is not failOpen at once (its admit would, after counting).
+ * Any other answer, `not_counted` the usual one, goes on to count. What its admit would answer
+ * after counting is answered at once instead: a 503 when no authority answers (a failOpen
+ * tenant goes on, unless this edge saw it suspended: 403) or its Redis fails.
  */
 export function beforeUpstreamCount(
   deps: AdmissionDeps,
@@ -241,9 +238,14 @@ export function beforeUpstreamCount(
   let asked: Promise<void> | undefined;
   const check = async () => {
     const answer = await askUncounted(deps, req);
-    if (answer === 'unreachable') {
-      if (!req.caller.tenant.failOpen) throw new RefusedUncounted(authorityUnavailable());
+    const { tenant } = req.caller;
+    if (answer === 'unreachable' && tenant.failOpen) {
+      // Served unmetered, as its admit would, unless this edge saw it suspended.
+      if (deps.suspended?.(tenant.chain)) throw new RefusedUncounted(suspendedError(tenant.id));
       return;
+    }
+    if (answer === 'unreachable' || answer === 'store_down') {
+      throw new RefusedUncounted(authorityUnavailable());
     }
     if (answer) throw new RefusedUncounted(answer);
   };
@@ -254,12 +256,13 @@ export function beforeUpstreamCount(
  * Asks the authority an `uncounted` admit (promptTokens 0), which it never admits: it refuses
  * and records the call when its config does not register it or the least prompt would not fit,
  * else answers `not_counted` (the edge counts the prompt and asks again). The refusal, remembered
- * for its repeats as `admit`'s are; undefined: count; 'unreachable': no authority answered.
+ * for its repeats as `admit`'s are; undefined: count; 'unreachable': no authority answered;
+ * 'store_down': its Redis did not (the admit would fail closed: `budget_store_unavailable`).
  */
 async function askUncounted(
   deps: AdmissionDeps,
   req: AdmissionRequest,
-): Promise<EdgeError | undefined | 'unreachable'> {
+): Promise<EdgeError | undefined | 'unreachable' | 'store_down'> {
   const closes = deps.refusals?.closes(req.caller.tenant.org) ?? 0;
   const uncounted = { ...req, promptTokens: 0 };
   const body = { ...admitBody(uncounted, randomUUID()), uncounted: true as const };
@@ -268,7 +271,9 @@ async function askUncounted(
   const seconds = (performance.now() - started) / 1_000;
   if (!reply.ok) {
     const { code } = reply.error;
-    return code === 'timeout' || code === 'no_responders' ? 'unreachable' : undefined;
+    if (code === 'timeout' || code === 'no_responders') return 'unreachable';
+    // Its Redis failing: the admit after the count would fail closed, so no count is spent.
+    return code === 'budget_store_unavailable' ? 'store_down' : undefined;
   }
   const decision = reply.value;
   if (decision.admitted) {
@@ -287,6 +292,14 @@ async function askUncounted(
   deps.metrics.admission.observe({ outcome: decision.code }, seconds);
   deps.refusals?.remember(uncounted, decision, closes);
   return refusalError(decision, req.caller.tenant.id);
+}
+
+/** A failOpen team this edge saw suspended, while no authority answers. */
+function suspendedError(tenant: string): EdgeError {
+  return new EdgeError({
+    code: 'tenant_suspended',
+    message: `Team ${tenant} is suspended. Calls resume when its budget window frees room or an admin resumes it.`,
+  });
 }
 
 /** The 503 of a call no authority answered (the tenant not failOpen). */

@@ -243,6 +243,19 @@ test('before an upstream count a call is asked uncounted once: refused, it throw
   expect((closed as RefusedUncounted).refusal).toMatchObject({
     code: 'budget_authority_unavailable',
   });
-  // failOpen: counted, and its admit decides (served unmetered when no authority answers).
+  // failOpen: counted, and its admit decides (served unmetered when no authority answers)...
   await expect(beforeUpstreamCount(deps(down), call(true))()).resolves.toBeUndefined();
+  // ...unless this edge saw it suspended.
+  const seen = { ...deps(down), suspended: () => true };
+  const suspended = await beforeUpstreamCount(seen, call(true))().catch((e: unknown) => e);
+  expect((suspended as RefusedUncounted).refusal).toMatchObject({ code: 'tenant_suspended' });
+  // The authority's Redis failing: its admit would fail closed, failOpen or not.
+  const store = {
+    ok: false,
+    error: new RpcError({ code: 'budget_store_unavailable', message: 'redis down' }),
+  };
+  const failed = await beforeUpstreamCount(deps(store), call(true))().catch((e: unknown) => e);
+  expect((failed as RefusedUncounted).refusal).toMatchObject({
+    code: 'budget_authority_unavailable',
+  });
 });

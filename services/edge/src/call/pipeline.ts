@@ -86,7 +86,11 @@ export async function runCall<B>(
     const counting = countContext(deps, request, adapter, model, tier.value, live.signal, before);
     const counted = await countPrompt((b, c) => adapter.countPrompt(b, c), body, counting);
     if (live.signal.aborted) return await endedEarly(request, reply, adapter, live);
-    if (!counted.ok) return await adapter.sendError(request, reply, counted.error);
+    if (!counted.ok) {
+      // Refused before the upstream counted it (beforeUpstreamCount), or not countable.
+      Object.assign(request.audit, { model: asked.model, maxTokens: clamp.maxTokens });
+      return await adapter.sendError(request, reply, counted.error);
+    }
     const promptTokens = counted.value;
     const tooLong = aboveModelCap(model, promptTokens);
     if (tooLong) return await adapter.sendError(request, reply, tooLong);

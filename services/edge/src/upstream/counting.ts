@@ -100,7 +100,7 @@ export class UpstreamCounter {
     const root = rootUrl(target, this.#o.env);
     // Not checked first (CountFor `before`): a llama-server counts for its own deployment, with
     // no limit every team shares, and each call of such a model would ask the authority twice.
-    if (await this.#mayAsk(target, { tenant: who.tenant })) return undefined;
+    if (await this.#take(target, who.tenant)) return undefined;
     const prompt = await this.#post(target, who.tenant, `${root}/apply-template`, rendered);
     const text = prompt.ok ? (prompt.value as { prompt?: unknown }).prompt : undefined;
     return typeof text === 'string' ? this.#tokenize(target, who.tenant, text) : undefined;
@@ -115,7 +115,7 @@ export class UpstreamCounter {
     tenant: string,
     text: string,
   ): Promise<number | undefined> {
-    if (await this.#mayAsk(target, { tenant })) return undefined;
+    if (await this.#take(target, tenant)) return undefined;
     return this.#tokenize(target, tenant, text);
   }
 
@@ -157,9 +157,12 @@ export class UpstreamCounter {
     const known = this.#recent.peek(key);
     if (known) return known;
     // Its own call's check, not shared: another call of the team may be refused for another key.
-    const refused = await this.#mayAsk(target, who);
-    if (refused) return Err(refused);
-    return this.#recent.get(key, () => this.#count(target, tenant, url, body, forwarded));
+    await who.before?.();
+    // The share is taken by the one count sent, not by each request that shares it.
+    return this.#recent.get(key, async () => {
+      const limited = await this.#take(target, tenant);
+      return limited ? Err(limited) : this.#count(target, tenant, url, body, forwarded);
+    });
   }
 
   /**
@@ -205,25 +208,26 @@ export class UpstreamCounter {
     body: Record<string, unknown>,
   ): Promise<CountReply> {
     const url = `${baseUrl(target, this.#o.env)}/responses/input_tokens`;
-    const refused = await this.#mayAsk(target, who);
-    if (refused) return Err(refused);
+    await who.before?.();
+    const limited = await this.#take(target, who.tenant);
+    if (limited) return Err(limited);
     return this.#count(target, who.tenant, url, body, {});
   }
 
   /**
-   * Before a request to the upstream's counting: the call's check (CountFor `before`; it
-   * throws when the call is refused), then one of the tenant's share of the upstream's
-   * `countsPerMinute` (`takeCount`): the count_limited error when it is taken. Neither while
-   * the upstream's counting is rate-limited: no request is made then (#post says so).
+   * One of the tenant's share of the upstream's `countsPerMinute` (`takeCount`), before a
+   * request to its counting: the count_limited error when it is taken. Not while the
+   * upstream's counting is rate-limited: no request is made then (#post says so). The call's
+   * own check (CountFor `before`, which throws when the call is refused) comes first, always:
+   * a refused call gets its refusal, recorded, whatever the upstream's state.
    */
-  async #mayAsk(target: UpstreamConfig, who: CountFor): Promise<CountError | undefined> {
+  async #take(target: UpstreamConfig, tenant: string): Promise<CountError | undefined> {
     const until = this.#limitedUntil.get(target.id);
     if (until !== undefined && until > Date.now()) return undefined;
-    await who.before?.();
     if (target.countsPerMinute === undefined || !this.#o.takeCount) return undefined;
-    const taken = await this.#o.takeCount(who.tenant, target);
-    if (taken) this.#o.onLimited?.(target.id);
-    return taken;
+    const limited = await this.#o.takeCount(tenant, target);
+    if (limited) this.#o.onLimited?.(target.id);
+    return limited;
   }
 
   async #count(
