@@ -133,6 +133,15 @@ test('an upstream that rate-limits its counting: a PDF call is a 429 upstream_ra
   expect(metrics).toContain(
     'edge_upstream_counts_limited_total{upstream="default",service="edge"} 1',
   );
+  // Meanwhile a team the authority refuses gets its own refusal, recorded (the check before a
+  // count runs first), not the upstream's 429; and nothing is sent.
+  await s.client.suspend({ tenant: 'support-bot', reason: 'hostile test', by: 'admin' });
+  const suspended = await post(s, '/v1/messages', document('Four.'), claude(KEYS.support));
+  expect(suspended.headers.get('x-holdfast-error-code')).toBe('tenant_suspended');
+  expect(s.upstream.stats().requests.messagesCountTokens).toBe(2);
+  await s.events((e) =>
+    e.some((x) => x.type === 'admission.refused' && x.code === 'tenant_suspended'),
+  );
   // Only the first call reached the model; nothing is left held.
   expect(s.upstream.stats().recent).toHaveLength(1);
   expect((await s.settled('support-bot')).windows[0]!.held).toBe(0);

@@ -221,9 +221,8 @@ export class RefusedUncounted extends Error {
  * The check a call makes before the first request to a provider's counting endpoint
  * (Anthropic's count_tokens, OpenAI's input_tokens: a PDF, state kept upstream, a model counted
  * by its upstream; not a llama-server's, which no other deployment shares): the authority is
- * asked the call
- * `uncounted`, and refuses it (recorded as any other refusal) when even a prompt of 0 tokens
- * would not fit, so a team over its budget or suspended spends none of the provider's counting
+ * asked the call `uncounted`, and refuses it (recorded as any other refusal) when even a prompt
+ * of 0 tokens would not fit, so a team over its budget or suspended spends none of the counting
  * limit, which every team shares, however different its documents; the refusal is remembered
  * for its repeats (RefusalMemory answers them before counting). Throws RefusedUncounted; asked
  * at most once a call, and not when the count is answered without a request (RecentCounts).
