@@ -62,10 +62,72 @@ export async function countMessagesPrompt(
   body: CountTokensRequest,
   ctx: CountContext,
 ): Promise<Counted> {
+  const refused = compactEdit(body) ?? advisorTool(body);
+  if (refused) return Err(refused);
   const counted = await withProviderTool(messagesProviderTools(body), ctx.model, perToolReads, () =>
     countInput(body, ctx),
   );
   return counted.ok ? longContext(counted.value, ctx) : counted;
+}
+
+/**
+ * A `context_management` edit that compacts (`compact_20260112`, beta `compact-2026-01-12`):
+ * once the input reaches its trigger Anthropic runs an extra sampling step that reads the whole
+ * context and writes a summary, then answers from the summary. Both are billed, and the
+ * compaction's tokens are left out of the top-level usage (they are in `usage.iterations`,
+ * which settlement sums), so the call can cost the prompt twice plus the summary on a hold of
+ * the prompt and max_tokens once; with server tools it may compact several times. Refused
+ * before anything is counted or held, as is any edit but those that only clear input
+ * (`clear_tool_uses_*`, `clear_thinking_*`: a new kind is never taken as free); a compaction
+ * block sent back costs no new compaction and goes on.
+ */
+const CLEARING_EDIT = /^clear_(tool_uses|thinking)_\w+$/;
+
+function compactEdit(body: CountTokensRequest): EdgeError | undefined {
+  const edits = (body as { context_management?: { edits?: unknown } | null }).context_management
+    ?.edits;
+  if (!Array.isArray(edits)) return undefined;
+  const i = edits.findIndex((e) => {
+    const type = (e as { type?: unknown } | null)?.type;
+    return typeof type !== 'string' || !CLEARING_EDIT.test(type);
+  });
+  if (i < 0) return undefined;
+  const type = (edits[i] as { type?: unknown } | null)?.type;
+  return new EdgeError({
+    code: 'invalid_request',
+    param: `context_management.edits.${i}`,
+    message:
+      `This call asks for a context-management edit that is not a clearing one ` +
+      `(context_management.edits.${i}${typeof type === 'string' ? `, ${type}` : ''}): a ` +
+      `compaction makes Anthropic run an extra sampling step over the whole context, billed on ` +
+      `top of the reply and more than the call's hold (its prompt and max_tokens once) can ` +
+      `pay for. Only clear_tool_uses_* and clear_thinking_* edits are forwarded: compact on ` +
+      `the client, or leave the edit out.`,
+  });
+}
+
+/**
+ * Anthropic's advisor tool (`advisor_20260301`, beta `advisor-tool-2026-03-01`): each call runs
+ * a sub-inference on the advisor model the tool names (Opus), which reads the whole transcript
+ * and writes its advice and thinking, billed at that model's rates and reported apart from the
+ * executor's usage (an `advisor_message` entry of `usage.iterations`, with its model). No
+ * price of the call's model states those rates, so it is refused like any cost the hold cannot
+ * price, before anything is counted or held (a new version too: `advisor_*`).
+ */
+function advisorTool(body: CountTokensRequest): EdgeError | undefined {
+  const i = (body.tools ?? []).findIndex(
+    (t) => typeof t.type === 'string' && t.type.toLowerCase().startsWith('advisor_'),
+  );
+  if (i < 0) return undefined;
+  return new EdgeError({
+    code: 'invalid_request',
+    param: `tools.${i}`,
+    message:
+      `This call offers the ${body.tools?.[i]?.type} tool (tools.${i}): each use runs the ` +
+      `advisor model over the whole conversation, billed at that model's rates, which the ` +
+      `price of model ${body.model} does not state, so its budget could not hold it. Leave ` +
+      `the tool out, or call the advisor model as a call of its own.`,
+  });
 }
 
 /**

@@ -12,6 +12,8 @@ export interface AnthropicUsage {
   cache_creation?: { ephemeral_5m_input_tokens?: unknown; ephemeral_1h_input_tokens?: unknown };
   output_tokens_details?: { thinking_tokens?: unknown };
   server_tool_use?: { web_search_requests?: unknown; web_fetch_requests?: unknown } | null;
+  /** Each sampling iteration's counts (compaction, message, ...): their sum is the bill. */
+  iterations?: unknown;
   [field: string]: unknown;
 }
 
@@ -33,30 +35,70 @@ export function serverToolUses(u: AnthropicUsage | undefined): ToolUses | undefi
 /**
  * The input side of an Anthropic usage, OpenAI-style (cache reads and writes are parts of
  * the prompt). Writes without the 5-minute / 1-hour breakdown (an API version that had only
- * the 5-minute cache) count as 5-minute writes.
+ * the 5-minute cache) count as 5-minute writes, and so do writes beyond the breakdown: a
+ * message_delta's cumulative `cache_creation_input_tokens` (which grows over a server tool
+ * loop) comes without one, beside message_start's smaller breakdown. With `iterations`, the
+ * sum over them (see billedIterations).
  */
 export function anthropicInput(u: AnthropicUsage | undefined): InputUsage | undefined {
+  const top = inputOf(u);
+  const summed = billedIterations(u);
+  return summed && top && summed.input.promptTokens >= top.promptTokens ? summed.input : top;
+}
+
+function inputOf(u: AnthropicUsage | undefined): InputUsage | undefined {
   const input = usageCount(u?.input_tokens);
   if (input === undefined) return undefined;
   const writes = usageCount(u?.cache_creation_input_tokens) ?? 0;
   const read = usageCount(u?.cache_read_input_tokens) ?? 0;
   const w1h = Math.min(writes, usageCount(u?.cache_creation?.ephemeral_1h_input_tokens) ?? 0);
-  const w5 = u?.cache_creation
-    ? Math.min(writes - w1h, usageCount(u.cache_creation.ephemeral_5m_input_tokens) ?? 0)
-    : writes;
   return {
     promptTokens: input + writes + read,
     cachedPromptTokens: read,
-    cacheWrite5mTokens: w5,
+    cacheWrite5mTokens: writes - w1h,
     cacheWrite1hTokens: w1h,
   };
+}
+
+/**
+ * `usage.iterations` (the compaction beta, server tool loops): the top-level counts leave out
+ * a compaction iteration (Anthropic's compaction docs: "To calculate total tokens consumed and
+ * billed for a request, sum across all entries in the usage.iterations array"). The sum over
+ * every entry, or undefined when there are none or one is not a usage.
+ */
+function billedIterations(
+  u: AnthropicUsage | undefined,
+): { input: InputUsage; output: number } | undefined {
+  const iterations = u?.iterations;
+  if (!Array.isArray(iterations) || iterations.length === 0) return undefined;
+  const sum: InputUsage = {
+    promptTokens: 0,
+    cachedPromptTokens: 0,
+    cacheWrite5mTokens: 0,
+    cacheWrite1hTokens: 0,
+  };
+  let output = 0;
+  for (const it of iterations as AnthropicUsage[]) {
+    const input = inputOf(it);
+    const out = usageCount(it?.output_tokens);
+    if (!input || out === undefined) return undefined;
+    sum.promptTokens += input.promptTokens;
+    sum.cachedPromptTokens += input.cachedPromptTokens;
+    sum.cacheWrite5mTokens += input.cacheWrite5mTokens;
+    sum.cacheWrite1hTokens += input.cacheWrite1hTokens;
+    output += out;
+  }
+  if (sum.promptTokens > LIMITS.maxPromptTokens || output > LIMITS.maxOutputTokens)
+    return undefined;
+  return { input: sum, output };
 }
 
 /** The whole usage once the output is known (message_delta). */
 export function anthropicUsage(u: AnthropicUsage | undefined): Usage | undefined {
   const input = anthropicInput(u);
-  const output = usageCount(u?.output_tokens);
-  if (!input || output === undefined) return undefined;
+  const top = usageCount(u?.output_tokens);
+  if (!input || top === undefined) return undefined;
+  const output = Math.max(top, billedIterations(u)?.output ?? 0);
   const thinking = usageCount(u?.output_tokens_details?.thinking_tokens) ?? 0;
   return { ...plainUsage(0, output), ...input, reasoningTokens: Math.min(thinking, output) };
 }
