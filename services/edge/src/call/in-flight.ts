@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { CallAborted, type AbortWhy } from '../upstream/client.js';
+import { connectionOf, onResponseGone } from '../request/response-gone.js';
 
 /** One admitted call in flight; the edge can end it early (client gone, tenant suspended). */
 export class LiveCall {
@@ -62,10 +63,12 @@ export class Calls {
         if (!res.writableFinished) call.abort('client_disconnected');
       };
       // A client that left before the call started (while its body was read or its prompt
-      // counted) has no close event left to fire: its call is aborted from the start.
-      if (res.destroyed || res.socket?.destroyed !== false) call.abort('client_disconnected');
-      res.on('close', onClose);
-      this.#detach.set(call, () => res.off('close', onClose));
+      // counted) has no close event left to fire: its call is aborted from the start. A
+      // pipelined response has no socket of its own yet: its request's is the connection.
+      if (res.destroyed || connectionOf(res)?.destroyed !== false) {
+        call.abort('client_disconnected');
+      }
+      this.#detach.set(call, onResponseGone(res, onClose));
     }
     return call;
   }

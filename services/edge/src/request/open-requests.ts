@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { onResponseGone } from './response-gone.js';
 
 /**
  * Model API requests open on this edge, from the moment their headers are read until their
@@ -59,7 +60,9 @@ export class OpenRequests {
     open.bytes += bytes;
     this.#bytes += bytes;
     this.#byTenant.set(tenant, open);
-    res.once('close', () => {
+    // Its connection's close too: a pipelined response whose client left while it waited for
+    // its turn is never closed (response-gone.ts).
+    onResponseGone(res, () => {
       open.requests--;
       open.bytes -= bytes;
       this.#bytes -= bytes;

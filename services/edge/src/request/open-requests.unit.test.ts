@@ -71,3 +71,19 @@ test('a body without a length, or with a length past the body limit, counts at t
   expect(small.open('a', undefined, undefined, response())).toMatchObject({ why: 'tenant_bytes' });
   expect(small.bytes()).toBe(0);
 });
+
+test('a pipelined response (no socket yet) is counted until its connection closes, once', () => {
+  const open = new OpenRequests({
+    tenantBodyBytes: 100 * MiB,
+    bodyBytes: 100 * MiB,
+    bodyLimitBytes: MiB,
+  });
+  const socket = new EventEmitter();
+  const res = Object.assign(response(), { socket: null, req: { socket } });
+  expect(open.open('a', 1, '10', res)).toBeUndefined();
+  expect(open.open('a', 1, '10', response())).toEqual({ why: 'in_flight', cap: 1 });
+  socket.emit('close');
+  res.emit('close');
+  expect(open.bytes()).toBe(0);
+  expect(open.open('a', 1, '10', response())).toBeUndefined();
+});

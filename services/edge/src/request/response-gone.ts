@@ -1,0 +1,38 @@
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+
+/**
+ * The connection a response goes out on. A pipelined response (HTTP/1.1: its request came on
+ * a keep-alive socket before the answer to the one before it) has no `socket` until every
+ * response before it has finished; its request's socket is the same connection.
+ */
+export function connectionOf(res: ServerResponse): Socket | null | undefined {
+  return res.socket ?? (res.req as { socket?: Socket | null } | undefined)?.socket;
+}
+
+/**
+ * Calls `fn` once when the response closes, or its connection does before the response has
+ * one: Node never closes a pipelined response still waiting for its turn when the client
+ * hangs up (only the responses that have their socket). Returns what stops watching.
+ */
+export function onResponseGone(res: ServerResponse, fn: () => void): () => void {
+  const waiting = res.socket ? undefined : connectionOf(res);
+  let done = false;
+  const stop = () => {
+    res.off('close', fire);
+    waiting?.off('close', fire);
+  };
+  function fire() {
+    if (done) return;
+    done = true;
+    stop();
+    fn();
+  }
+  res.once('close', fire);
+  if (waiting?.closed) setImmediate(fire);
+  else waiting?.once('close', fire);
+  return () => {
+    done = true;
+    stop();
+  };
+}
