@@ -5,7 +5,8 @@
 -- (keys are rebuilt from the record's org), its prices and what expiry bills. So a hold is
 -- closed the same way after its tenant moved to another org or left the config. The usage is
 -- billed to the windows the hold was admitted against, and also to the windows of the
--- tenant's current plan when they live in the same org (budgets added since admission).
+-- tenant's current plan when they live in the same org (budgets added since admission: the
+-- whole usage of a settle, as neither the admission nor an expiry charged them anything).
 --
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
@@ -225,6 +226,12 @@ for i = 1, asPlanned and #budgets or #targets do
   local usd = unit == 'usd'
   local bd = bounds(spec, b)
   local amount = billing and (usd and chargeU or chargeT) or 0
+  if not held then
+    -- A window of the current plan the record does not hold on (added since admission): it
+    -- got neither the admission's charge nor an expiry's (the sweeper expires on the record's
+    -- windows), so a settle bills it the whole usage, and nothing else touches it.
+    amount = op == 'settle' and (usd and costU or billedT) or 0
+  end
   local bucket = bucketField(bd[1])
   local s, h, p, billed = slide(key, bd[2], bd[3], bucket)
   local changed = false

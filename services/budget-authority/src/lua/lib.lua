@@ -49,6 +49,76 @@ local bucketField = keptBy(function(index)
   return 'b' .. I(index)
 end)
 
+-- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
+local function civil(days)
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m = (mp < 10) and (mp + 3) or (mp - 9)
+  local y = yoe + era * 400
+  if m <= 2 then
+    y = y + 1
+  end
+  return y, m
+end
+
+-- Days since 1970-01-01 of the first of a month (days_from_civil).
+local function monthStartDays(y, m)
+  if m <= 2 then
+    y = y - 1
+  end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local mp = (m > 2) and (m - 3) or (m + 9)
+  local doy = math.floor((153 * mp + 2) / 5)
+  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
+end
+
+-- A month window whose `calendar` an admin switched keeps its id (`month-<unit>`), so its hash
+-- holds the other kind's buckets: a sliding month's are hours since 1970 (above
+-- MONTH_INDEX_MAX since 1981), a calendar month's one bucket is the month's index (below it
+-- until the year 8333). Sliding it as they are would drop the spend (calendar to sliding: the
+-- month index is far behind any hour) or freeze it (sliding to calendar: every hour is ahead
+-- of the month, so nothing ever leaves). recut carries the spend over into this kind's buckets
+-- instead, once: to a calendar month, the hours billed since the 1st (exactly its spend); to a
+-- sliding month, the calendar month's spend at the last hour it may have been billed (the
+-- month's last, or now), so it stays at least as long as a sliding window keeps it. Held and
+-- potential amounts stay. Returns what slide returns.
+local MONTH_INDEX_MAX = 100000
+local function recut(key, lo, start, nb, field, s, h, p)
+  local amount, at = 0, start
+  if nb == 1 then
+    local first = monthStartDays(math.floor(start / 12), start % 12 + 1) * 24
+    local raw = redis.call('HGETALL', key)
+    for i = 1, #raw, 2 do
+      local f = raw[i]
+      if string.sub(f, 1, 1) == 'b' and tonumber(string.sub(f, 2)) >= first then
+        amount = amount + raw[i + 1]
+      end
+    end
+  else
+    local after = lo + 1
+    at = math.min(start + nb - 1, monthStartDays(math.floor(after / 12), after % 12 + 1) * 24 - 1)
+    if at >= start then
+      amount = s
+    end
+  end
+  redis.call('DEL', key)
+  local text = I(amount)
+  redis.call('HSET', key, 'h', I(h), 's', text, 'p', I(p), 'lo', T(start))
+  local kept = false
+  if amount ~= 0 then
+    redis.call('HSET', key, bucketField(at), text)
+    if field == bucketField(at) then
+      kept = text
+    end
+  end
+  return amount, h, p, kept, text
+end
+
 -- Window hash layout: s = billed sum inside the window, h = held, p = overrun that adaptive
 -- calls whose hold cannot grow could still make, lo = oldest live bucket, b<index> = billed
 -- amount of one bucket.
@@ -73,6 +143,9 @@ local function slide(key, start, nb, field)
   if lo == nil then
     redis.call('HSET', key, 'lo', T(start))
     return s, h, p, v[5], sText
+  end
+  if (nb == 1 and lo >= MONTH_INDEX_MAX) or (nb == 720 and lo < MONTH_INDEX_MAX) then
+    return recut(key, lo, start, nb, field, s, h, p)
   end
   if lo < start then
     if start - lo >= nb then
@@ -217,34 +290,6 @@ local function readPlan(at)
   -- table is sized once.
   return {kp = m.kp, org = m.org, tenant = m.tenant, keepMs = m.keepMs, levelsText = m.levelsText,
     holdsText = holdsText, levels = m.levels, budgets = budgets, now = false}
-end
-
--- Year and month (1-12) of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
-local function civil(days)
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local m = (mp < 10) and (mp + 3) or (mp - 9)
-  local y = yoe + era * 400
-  if m <= 2 then
-    y = y + 1
-  end
-  return y, m
-end
-
--- Days since 1970-01-01 of the first of a month (days_from_civil).
-local function monthStartDays(y, m)
-  if m <= 2 then
-    y = y - 1
-  end
-  local era = math.floor(y / 400)
-  local yoe = y - era * 400
-  local mp = (m > 2) and (m - 3) or (m + 9)
-  local doy = math.floor((153 * mp + 2) / 5)
-  return era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
 end
 
 -- {current bucket, oldest bucket in the window, buckets per window, bucket length ms} of a
