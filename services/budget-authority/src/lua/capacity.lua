@@ -9,7 +9,8 @@
 -- KEYS[1..n]  the scopes' window hashes (t<bucket>, r<bucket>, st, sr, lo; blockedUntil;
 --             shrunkLimit, shrunkUntil)
 -- KEYS[n+1]   the reservation's capacity record (bucket, tokens; tenant: 1 when the tenant's
---             windows were billed too), kept 2 minutes
+--             windows were billed too; scopes: the scope keys billed, '\n'-joined), kept 2
+--             minutes
 -- KEYS[n+2..2n+1]  take, settle and release, optional: the tenant's own window of each scope
 --             (the same fields but the block and shrink), for `tenantShare`
 -- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'report' | 'peek'), noRecord
@@ -155,7 +156,14 @@ if spec.op == 'take' then
   if spec.noRecord then
     return {'ok'}
   end
-  redis.call('HSET', record, 'bucket', I(current), 'tokens', I(spec.tokens))
+  -- The scopes taken of: a close gives back (or settles) only those, whatever scopes the
+  -- config declares by then (one declared since would count less than was sent).
+  local scopes = {}
+  for i = 1, n do
+    scopes[i] = KEYS[i]
+  end
+  redis.call('HSET', record, 'bucket', I(current), 'tokens', I(spec.tokens), 'scopes',
+    table.concat(scopes, '\n'))
   if capped then
     redis.call('HSET', record, 'tenant', '1')
   end
@@ -188,20 +196,30 @@ if spec.op == 'report' then
   return {'reported'}
 end
 
-local r = redis.call('HMGET', record, 'bucket', 'tokens', 'tenant')
+local r = redis.call('HMGET', record, 'bucket', 'tokens', 'tenant', 'scopes')
 if not r[1] then
   return {'unknown'}
 end
 local bucket, tokens = tonumber(r[1]), tonumber(r[2])
 redis.call('DEL', record)
--- The scopes billed: the shared windows, and the tenant's when the take billed them.
+-- The scopes billed: the shared windows the take billed (a record from before `scopes`: all
+-- of them), and the tenant's when the take billed them.
+local taken = nil
+if r[4] then
+  taken = {}
+  for key in string.gmatch(r[4], '[^\n]+') do
+    taken[key] = true
+  end
+end
 local billed = {}
 for i = 1, n do
-  billed[#billed + 1] = KEYS[i]
-  slideCap(KEYS[i])
-  if r[3] == '1' and tenantKeys then
-    billed[#billed + 1] = KEYS[n + 1 + i]
-    slideOwn(KEYS[n + 1 + i])
+  if not taken or taken[KEYS[i]] then
+    billed[#billed + 1] = KEYS[i]
+    slideCap(KEYS[i])
+    if r[3] == '1' and tenantKeys then
+      billed[#billed + 1] = KEYS[n + 1 + i]
+      slideOwn(KEYS[n + 1 + i])
+    end
   end
 end
 if spec.op == 'release' then
