@@ -36,6 +36,13 @@ const EdgeEnv = serviceEnv({
   EDGE_REFUSAL_REPORT_MS: env.int(50, 1, 10_000),
   /** How often to poll the authority for a new config (a NATS notice usually comes first). */
   EDGE_CONFIG_POLL_MS: env.int(5_000, 50, 600_000),
+  /**
+   * How much of a streamed reply may wait for its client, bytes. The edge reads every upstream
+   * at the upstream's pace (the provider bills what it writes, read or not) and keeps what the
+   * client has not taken yet; a client further behind than this is too slow, and its
+   * connection is closed (the call billed what the upstream wrote until then).
+   */
+  EDGE_STREAM_LAG_BYTES: env.int(1024 * 1024, 64 * 1024, 1024 * 1024 * 1024),
   /** TCP connect timeout towards an upstream. */
   EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: env.int(5_000, 10, 600_000),
   /** Time from sending a request to the upstream's response headers. */
@@ -173,6 +180,8 @@ export interface EdgeOptions {
   openBodies: { tenantBodyBytes: number; bodyBytes: number };
   /** Replicas of the closes stream when the edge is the first to create it. */
   streamReplicas: number;
+  /** What a streamed reply may keep waiting for its client (EDGE_STREAM_LAG_BYTES). */
+  streamLagBytes: number;
   upstream: UpstreamTimeouts & UpstreamRetry & UpstreamPool;
 }
 
@@ -222,6 +231,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
       bodyBytes: e.EDGE_OPEN_BODY_BYTES,
     },
     streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
+    streamLagBytes: e.EDGE_STREAM_LAG_BYTES,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,

@@ -10,6 +10,7 @@ export class EdgeMetrics {
   readonly upstreamRetries: Counter<'upstream' | 'reason'>;
   readonly upstreamShareRefusals: Counter<'tenant'>;
   readonly upstreamCountsLimited: Counter<'upstream'>;
+  readonly slowClients: Counter<'tenant'>;
   readonly localRefusals: Counter<'tenant'>;
   readonly tokens: Counter<'kind' | 'model' | 'api'>;
   readonly holdsClosed: Counter<'how' | 'outcome'>;
@@ -138,6 +139,12 @@ export class EdgeMetrics {
     this.upstreamShareRefusals = new Counter({
       name: 'edge_upstream_share_refusals_total',
       help: 'Upstream attempts refused because the tenant held its share of the connections to that upstream (EDGE_UPSTREAM_TENANT_SHARE_PERCENT), by tenant',
+      labelNames: ['tenant'],
+      registers,
+    });
+    this.slowClients = new Counter({
+      name: 'edge_slow_clients_total',
+      help: 'Streaming calls ended because their client left more than EDGE_STREAM_LAG_BYTES of the reply unread, by tenant',
       labelNames: ['tenant'],
       registers,
     });

@@ -324,13 +324,6 @@ async function readEvents(nc: NatsConnection, names: NatsNames): Promise<Holdfas
   return events;
 }
 
-/**
- * Tokens a model may have written into the socket, unread, when the edge hung up on it (a
- * client disconnect, a timeout, a suspension's cut): how many depends on how soon the mock
- * notices the close, so on the box's load (5 seen at 2 ms a token, 2 at 20 ms a token, on a
- * starved 2-core box in CI; 1 or fewer otherwise). The edge bills what it received: this bounds
- * its under-billing against the provider per cut call, never an overspend.
- */
 /** A tenant's value of a metric on the edge's /metrics (other labels ignored), 0 when absent. */
 export async function tenantMetric(s: Stack, name: string, tenant: string): Promise<number> {
   const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
@@ -340,6 +333,13 @@ export async function tenantMetric(s: Stack, name: string, tenant: string): Prom
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
 }
 
+/**
+ * Tokens a model may have written into the socket, unread, when the edge hung up on it (a
+ * client disconnect, a timeout, a suspension's cut): how many depends on how soon the mock
+ * notices the close, so on the box's load (5 seen at 2 ms a token, 2 at 20 ms a token, on a
+ * starved 2-core box in CI; 1 or fewer otherwise). The edge bills what it received: this bounds
+ * its under-billing against the provider per cut call, never an overspend.
+ */
 export const UNREAD_AT_HANGUP = 8;
 
 /** A chat body of about `words` prompt tokens (each word one o200k token). */

@@ -320,6 +320,21 @@ async function collect(run: Run): Promise<FastifyReply> {
   return reply.send(run.transcript.assemble(cut !== undefined, usage));
 }
 
+/**
+ * A streaming client that has left more than EDGE_STREAM_LAG_BYTES of its reply unread: its
+ * connection is closed, which ends the call as a client that left (the upstream is hung up on,
+ * and what the edge read of it, all it wrote until then, is billed).
+ */
+function tooSlow(run: Run): void {
+  const tenant = run.call.hold.ref.tenant;
+  run.deps.metrics.slowClients.inc({ tenant });
+  run.request.log.warn(
+    { tenant, lagBytes: run.deps.options.streamLagBytes },
+    'client too slow to read its stream: closing it',
+  );
+  run.reply.raw.destroy();
+}
+
 /** Streaming client: pass each event on as it arrives (what one read brings, in one write). */
 async function relay(run: Run): Promise<FastifyReply> {
   const { reply, call } = run;
@@ -336,7 +351,13 @@ async function relay(run: Run): Promise<FastifyReply> {
     run.opened,
     call.live,
     handler(run, (forward) => out.write(forward)),
-    { out: pass, flush: () => out.flush(), asJson: (json) => run.adapter.asEvents(json) },
+    {
+      out: pass,
+      flush: () => out.flush(),
+      asJson: (json) => run.adapter.asEvents(json),
+      maxLagBytes: run.deps.options.streamLagBytes,
+      onLag: () => tooSlow(run),
+    },
   );
   const failure = endFailure(end, run.transcript);
   const usage = await settle(run, failure);

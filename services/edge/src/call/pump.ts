@@ -19,11 +19,16 @@ export type OnData = (event: SseEvent) => void | Promise<void>;
 
 /**
  * Feeds every SSE `data` payload of an upstream response to `onData`, in order, as the bytes
- * arrive (event-driven: a reply of a thousand chunks costs no promise per chunk). When `out`
- * (the client's stream) is full, reading the upstream pauses until it drains, so a slow client
- * slows the upstream. An upstream that answered plain JSON instead of a stream is handed over
- * as one payload (`asJson` turns it into the surface's stream shape). Errors (dropped socket,
- * timeouts, the edge's own aborts, a throwing `onData`) end it as a classified failure.
+ * arrive (event-driven: a reply of a thousand chunks costs no promise per chunk). The upstream
+ * is read at its own pace whatever the client does: what `out` (the client's stream) has not
+ * taken yet waits in it, and once that is more than `maxLagBytes` the client is too slow and
+ * `onLag` is called (once; the caller ends the call). Reading never pauses for the client: the
+ * provider bills every token it writes, and one written into the connection but left unread
+ * when the call ends is billed by the provider and not by Holdfast, so a client that stopped
+ * reading would choose how much of its reply goes unbilled (hostile.slow-reader.e2e). An
+ * upstream that answered plain JSON instead of a stream is handed over as one payload
+ * (`asJson` turns it into the surface's stream shape). Errors (dropped socket, timeouts, the
+ * edge's own aborts, a throwing `onData`) end it as a classified failure.
  */
 export async function pump(
   opened: Opened,
@@ -33,11 +38,14 @@ export async function pump(
     out?: Writable;
     /**
      * Called once the payloads at hand are handed over (after each read, and after a held
-     * payload is let through), before `out`'s backpressure is looked at: where the events
+     * payload is let through), before `out`'s lag is looked at: where the events
      * written meanwhile leave in one write (`SseBatch`).
      */
     flush?: () => void;
     asJson?: (body: unknown) => SseEvent[];
+    /** How many bytes `out` may hold that the client has not taken before `onLag`. */
+    maxLagBytes?: number;
+    onLag?: () => void;
   } = {},
 ): Promise<PumpEnd> {
   const failed = (err: unknown): PumpEnd => Err(classify(err, live.signal, opened.signal));
@@ -101,7 +109,7 @@ export async function pump(
               opts.flush?.();
               if (!waiting) {
                 if (ended) finish(Ok({ sawDone }));
-                else if (!out?.writableNeedDrain) body.resume();
+                else body.resume();
               }
             },
             (err: unknown) => fail(err),
@@ -110,7 +118,8 @@ export async function pump(
         }
       }
     };
-    const out = opts.out;
+    const { out, maxLagBytes = Infinity, onLag } = opts;
+    let lagged = false;
     const onBytes = (bytes: Buffer) => {
       try {
         for (const event of parser.push(bytes)) {
@@ -122,11 +131,9 @@ export async function pump(
       }
       drain();
       opts.flush?.();
-      if (!waiting && out?.writableNeedDrain) {
-        body.pause();
-        out.once('drain', () => {
-          if (!waiting) body.resume();
-        });
+      if (!lagged && out && out.writableLength > maxLagBytes) {
+        lagged = true;
+        onLag?.();
       }
     };
     body.on('data', onBytes);

@@ -1,0 +1,119 @@
+import { connect, type Socket } from 'node:net';
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import {
+  chat,
+  edgeTest as test,
+  entry,
+  KEYS,
+  tenantMetric,
+  UNREAD_AT_HANGUP,
+  type Stack,
+  type StackOptions,
+} from './harness.js';
+
+/**
+ * A client that stops reading its stream. The provider bills every token it writes, read or
+ * not, and a token left unread in the connection when the call ends is billed by the provider
+ * and not by Holdfast. The edge used to stop reading the upstream while the client's stream was
+ * full (backpressure), so the upstream's tokens piled up unread between them, and when the
+ * client then hung up the edge billed only what it had read: the client chose how much of its
+ * reply went unbilled (1,596 of 16,012 tokens here, and a real provider goes on generating).
+ * Now the edge reads every upstream at its own pace and keeps what the client has not taken;
+ * a client more than EDGE_STREAM_LAG_BYTES behind is closed (call/pump.ts).
+ */
+
+/** Sends a streaming chat call on a raw socket that never reads its answer. */
+function neverReads(s: Stack, maxTokens: number): Socket {
+  const url = new URL(s.edge.url);
+  const body = JSON.stringify({ ...chat(5), max_tokens: maxTokens, stream: true });
+  const socket = connect(Number(url.port), url.hostname, () => {
+    socket.write(
+      'POST /v1/chat/completions HTTP/1.1\r\nHost: edge\r\n' +
+        `Authorization: Bearer ${KEYS.support}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    // Reads nothing: its socket's buffers fill, then the edge's stream to it.
+    socket.pause();
+  });
+  socket.on('error', () => undefined);
+  return socket;
+}
+
+/** A stack whose model replies `tokens` tokens, `tokenDelayMs` apart, to a team that may ask them. */
+function longReplies(tokens: number, tokenDelayMs: number): StackOptions {
+  return {
+    behaviour: { tokenDelayMs, completion: { mode: 'fixed', tokens } },
+    patch: (c) => {
+      const team = entry(c.tenants, 'support-bot');
+      team.budgets = [{ window: 'month', limit: 10_000_000, unit: 'tokens' }];
+      (team.useCases as Array<{ maxTokens: number }>)[0]!.maxTokens = tokens;
+    },
+  };
+}
+
+/** What the team was billed is what the provider billed, less at most a hangup's residual. */
+async function billedAsProvider(s: Stack): Promise<void> {
+  const u = await s.settled('support-bot');
+  const billed = s.upstream.stats().billed;
+  const provider = billed.promptTokens + billed.completionTokens;
+  expect(u.windows[0]!.used).toBeLessThanOrEqual(provider);
+  expect(u.windows[0]!.used).toBeGreaterThanOrEqual(provider - UNREAD_AT_HANGUP);
+  expect(u.windows[0]!.held).toBe(0);
+  expect(u.inFlight).toBe(0);
+}
+
+test('a client that reads nothing of its stream, then hangs up, is billed what the provider billed (within the unread residual of a hangup)', async ({
+  stack,
+}) => {
+  const s = await stack(longReplies(16_000, 0));
+  const socket = neverReads(s, 16_000);
+  // The provider writes its reply (the edge reads it whatever the client does; with the old
+  // backpressure this mock, which waits for its socket to drain, stopped part way): wait until
+  // it has stopped writing for 1 s.
+  let last = -1;
+  await waitFor(
+    async () => {
+      const now = s.upstream.stats().billed.completionTokens;
+      const still = now > 0 && now === last;
+      last = now;
+      if (!still) await new Promise((r) => setTimeout(r, 1_000));
+      return still || undefined;
+    },
+    { what: 'the provider to stop writing', timeoutMs: 30_000 },
+  );
+  socket.destroy();
+  await billedAsProvider(s);
+});
+
+test('a client further behind than EDGE_STREAM_LAG_BYTES is closed: the call ends billed what the provider wrote, nothing held, and another call is served', async ({
+  stack,
+}) => {
+  // A provider's pace (1 ms a token: the edge keeps up with it), a reply far longer than the
+  // socket buffers between the edge and a client that reads nothing, and the least lag.
+  const s = await stack({
+    ...longReplies(200_000, 1),
+    edge: { options: { streamLagBytes: 64 * 1024 } },
+  });
+  const socket = neverReads(s, 200_000);
+  // The client's socket is paused, so it would not see the close: the edge's count says it.
+  await waitFor(
+    async () =>
+      (await tenantMetric(s, 'edge_slow_clients_total', 'support-bot')) === 1 || undefined,
+    { what: 'the edge to close the slow client', timeoutMs: 60_000 },
+  );
+  socket.destroy();
+  // Cut well before the end of its reply, at the provider's pace: the unread residual of any
+  // hangup, no more.
+  expect(s.upstream.stats().billed.completionTokens).toBeLessThan(200_000);
+  await billedAsProvider(s);
+  // A client that reads is served in full.
+  s.upstream.configure({ completion: { mode: 'fixed', tokens: 20 }, tokenDelayMs: 0 });
+  const ok = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEYS.support}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...chat(5), max_tokens: 20, stream: true }),
+  });
+  expect(ok.status).toBe(200);
+  expect(await ok.text()).toContain('[DONE]');
+});
