@@ -82,6 +82,28 @@ describe('the Messages usage the provider bills', () => {
     expect(billed?.promptTokens).toBe(8_900);
     expect((billed?.cacheWrite5mTokens ?? 0) + (billed?.cacheWrite1hTokens ?? 0)).toBe(6_000);
   });
+
+  test("message_delta's null counts (the API types them nullable) keep message_start's", () => {
+    const start = {
+      input_tokens: 50,
+      output_tokens: 1,
+      cache_creation_input_tokens: 1_000,
+      cache_read_input_tokens: 2_000,
+      cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 1_000 },
+    };
+    const delta = {
+      input_tokens: null,
+      output_tokens: 300,
+      cache_creation_input_tokens: null,
+      cache_read_input_tokens: null,
+      server_tool_use: null,
+    };
+    const billed = settled(start, delta);
+    expect(billed?.promptTokens).toBe(3_050);
+    expect(billed?.cachedPromptTokens).toBe(2_000);
+    expect(billed?.cacheWrite1hTokens).toBe(1_000);
+    expect(billed?.completionTokens).toBe(300);
+  });
 });
 
 describe('a Messages request that triggers a compaction', () => {

@@ -101,8 +101,9 @@ export class MessagesTranscript implements Transcript {
       const block = this.#blocks.get(index);
       if (block) block.stopped = true;
     } else if (type === 'message_delta') {
-      // Its usage is cumulative, and may repeat the input counts.
-      this.#usage = { ...this.#usage, ...(data.usage as AnthropicUsage) };
+      // Its usage is cumulative, and may repeat the input counts; a count it leaves null
+      // (the API types them nullable) keeps message_start's, never wipes it out.
+      this.#usage = withCounts(this.#usage, data.usage as AnthropicUsage | undefined);
       this.#stop = data.delta ?? {};
       this.#final = true;
     } else if (type === 'message_stop') {
@@ -223,4 +224,17 @@ function parseOr(json: string, fallback: unknown): unknown {
   } catch {
     return fallback ?? {};
   }
+}
+
+/** `base` with every field of `next` that is not null or absent. */
+function withCounts(
+  base: AnthropicUsage | undefined,
+  next: AnthropicUsage | undefined,
+): AnthropicUsage | undefined {
+  if (!next || typeof next !== 'object') return base;
+  const merged: AnthropicUsage = { ...base };
+  for (const [field, value] of Object.entries(next)) {
+    if (value !== null && value !== undefined) merged[field] = value;
+  }
+  return merged;
 }
