@@ -151,21 +151,38 @@ describe('no cheap denial of service', () => {
   });
 });
 
-test('refusals decided before any budget is read (an unregistered use case) are rate limited too', async ({
+test('refusals decided before any budget is read (an unregistered use case, an unknown model) are rate limited too, whatever name each call makes up', async ({
   start,
   redis,
   nc,
   iso,
 }) => {
+  // Made-up names are one summary kind: before, the kind carried the name as sent, so a client
+  // naming a new model or use case on every call had an event per refusal (600 of 600), and
+  // the summary hash a field pair per name (refusals.lua reads it whole for every 32 kinds).
   const h = await start(team({ refusalEventsPerSecond: 5 }));
   const n = 200;
-  await Promise.all(Array.from({ length: n }, () => h.client.admit(call({ useCase: 'nope' }))));
+  await Promise.all([
+    ...Array.from({ length: n }, () => h.client.admit(call({ useCase: 'nope' }))),
+    ...Array.from({ length: n }, (_, i) => h.client.admit(call({ useCase: `nope-${i}` }))),
+    ...Array.from({ length: n }, (_, i) => h.client.admit(call({ model: `no-model-${i}` }))),
+  ]);
   await quiescent(h.client, redis, iso.keyPrefix);
-  const refusals = (await readEvents(nc, iso.names)).filter(
-    (e) => e.type === 'admission.refused' && e.code === 'use_case_not_registered',
-  );
-  expect(refusalsCounted(refusals)).toBe(n);
+  const refusals = (await readEvents(nc, iso.names)).filter((e) => e.type === 'admission.refused');
+  expect(refusalsCounted(refusals)).toBe(3 * n);
   expect(refusals.length).toBeLessThan(20);
+  // One summary a code, with the last refusal's fields: the name it was sent with.
+  const summaries = refusals.flatMap((e) =>
+    e.type === 'admission.refused' && e.count > 1 ? [e] : [],
+  );
+  expect(summaries.map((e) => e.code).sort()).toEqual([
+    'model_not_allowed',
+    'use_case_not_registered',
+  ]);
+  for (const e of summaries) {
+    const name = e.code === 'model_not_allowed' ? e.model : e.useCase;
+    expect(name).toMatch(/^(no-model-|nope)/);
+  }
 });
 
 describe('one clock', () => {

@@ -173,11 +173,14 @@ async function recordRefusal(
     upstream,
   });
   const now = ctx.scriptNow();
+  // The summary kind names a use case and a model only when the config does: a client names
+  // them, and one kind per name it makes up would be one event per refusal (and a summary hash
+  // refusals.lua reads whole per 32 kinds). '*' is no id, so it is none of them.
+  const useCase = tenant.useCases.has(req.useCase) ? req.useCase : '*';
+  const model = ctx.config.current.models.has(req.model) ? req.model : '*';
   const spec = JSON.stringify({
     rate: tenant.refusalEventsPerSecond,
-    kind: [tenant.id, code, '', '', req.useCase, req.model, req.keyId ?? '', '0', req.api].join(
-      '|',
-    ),
+    kind: [tenant.id, code, '', '', useCase, model, req.keyId ?? '', '0', req.api].join('|'),
     fields,
     ...(now === undefined ? {} : { now }),
   });
