@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
@@ -181,4 +182,30 @@ test("ids a client sends are not trusted: another call's reservation id or a req
     ),
   ).toBe(403);
   expect(s.upstream.stats().recent).toHaveLength(2);
+});
+
+test("an end user sent as another's hashed id is another end user: it never spends that one's window", async ({
+  stack,
+}) => {
+  const s = await stack({ patch: apps });
+  const ask = (user: string) =>
+    post(s, '/v1/chat/completions', chat(10, { max_tokens: 20, user }), auth);
+  // 'josé' is not plain ASCII: Holdfast keys it by `sha256:` and 32 hex digits of its SHA-256.
+  const hashed = `sha256:${createHash('sha256').update('josé').digest('hex').slice(0, 32)}`;
+  expect((await ask('josé')).status).toBe(200);
+  expect((await ask(hashed)).status).toBe(200);
+  const u = await s.settled('apps');
+  // Before, the second was kept as sent: the same id as the first, billed to its windows.
+  expect(u.endUserCount).toBe(2);
+  expect(u.endUsers.map((e) => e.id)).toContain(hashed);
+  // Looked up as sent ('josé'), or by the id listed for it: both are josé.
+  const lookup = async (user: string) => {
+    const r = await fetch(`${s.edge.url}/v1/budgets?end_user=${encodeURIComponent(user)}`, {
+      headers: auth,
+    });
+    const view = (await r.json()) as { tenants: { endUsers: { id: string }[] }[] };
+    return view.tenants[0]!.endUsers.map((e) => e.id);
+  };
+  expect(await lookup('josé')).toEqual([hashed]);
+  expect(await lookup(hashed)).toEqual([hashed]);
 });

@@ -15,7 +15,7 @@ import {
   VersionQuery,
 } from './schemas.js';
 import { printable } from '../request/auth.js';
-import { endUserId } from '../request/end-user.js';
+import { endUserLookupId } from '../request/end-user.js';
 
 /** Fields with routes of their own; a PATCH cannot touch them (nor the id). */
 const NOT_PATCHABLE = new Set(['id', 'budgets', 'useCases', 'keys']);
@@ -124,7 +124,7 @@ export function tenantRoutes(app: FastifyInstance, editor: ConfigEditor): void {
     { schema: { params: EndUserParams } },
     async (request) => {
       const { tenant, user } = request.params;
-      const id = endUserId(user)!;
+      const id = endUserLookupId(user)!;
       const { time, usage } = await usageOf(tenant, id);
       const found = usage.endUsers.find((u) => u.id === id);
       if (!found) throw notFound('end user', printable(user), 'user');

@@ -7,6 +7,9 @@ import { EdgeError } from '../errors.js';
 /** What an end user id may be as sent: printable ASCII without ';' or ',' (see EndUserId). */
 const PLAIN = /^[\x21-\x2b\x2d-\x3a\x3c-\x7e]{1,128}$/;
 
+/** What `endUserId` makes of an id that is not plain: `sha256:` and 32 hex digits. */
+const HASHED = /^sha256:[0-9a-f]{32}$/;
+
 /** The header a trusted backend names the end user in (where its key allows it). */
 const END_USER_HEADER = 'x-holdfast-user';
 
@@ -14,12 +17,21 @@ const END_USER_HEADER = 'x-holdfast-user';
  * The end user as Holdfast keys budgets and books by it: the client's own id when it is
  * printable ASCII of at most 128 characters without ';' or ','; otherwise `sha256:` and the
  * first 32 hex digits of its SHA-256, so any string (an email, Unicode, a 10 KB blob) maps to
- * one stable, bounded id. Empty means none.
+ * one stable, bounded id. An id sent in that hashed form is hashed too: kept as sent, it would
+ * be the end user whose id hashes to it, and spend that one's windows. Empty means none.
  */
-export function endUserId(raw: string): string | undefined {
+function endUserId(raw: string): string | undefined {
   if (raw === '') return undefined;
-  if (PLAIN.test(raw)) return raw;
+  if (PLAIN.test(raw) && !HASHED.test(raw)) return raw;
   return `sha256:${createHash('sha256').update(raw, 'utf8').digest('hex').slice(0, 32)}`;
+}
+
+/**
+ * The end user a lookup names (`?end_user=`, the admin API): an id as Holdfast lists it (the
+ * hashed form) is that end user; any other is mapped as admission maps it.
+ */
+export function endUserLookupId(raw: string): string | undefined {
+  return HASHED.test(raw) ? raw : endUserId(raw);
 }
 
 /**

@@ -17,7 +17,7 @@ import {
   sessionCookie,
 } from './session.js';
 import { SignInLimit } from './sign-in-limit.js';
-import { endUserId } from '../request/end-user.js';
+import { endUserLookupId } from '../request/end-user.js';
 import { readBudgets } from './view.js';
 import { resolveViewer, sessionFor, type Viewer } from './viewer.js';
 
@@ -76,7 +76,7 @@ export function statusRoutes(app: FastifyInstance): void {
       const view = await budgetsFor(
         viewer.value,
         tenant,
-        user === undefined ? undefined : endUserId(user),
+        user === undefined ? undefined : endUserLookupId(user),
       );
       if (!view.ok) return sendError(request, reply, view.error);
       return reply.header('cache-control', 'no-store').send(view.value);
