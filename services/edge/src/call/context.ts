@@ -30,6 +30,17 @@ export function targetsOf(deps: CallDeps, model: CompiledModel): UpstreamConfig[
 }
 
 /**
+ * Whether the call's admission takes of `upstream`'s declared capacity (the authority's
+ * capacity.ts scopesOn): the upstream's own, or the model's on its first upstream.
+ */
+export function declaresCapacity(upstream: UpstreamConfig, model: CompiledModel): boolean {
+  return (
+    upstream.capacity !== undefined ||
+    (model.capacity !== undefined && model.upstream === upstream.id)
+  );
+}
+
+/**
  * The counting context of a call: its tokenizer (`upstream` resolved), target, headers and
  * owner (its tenant; `signal`: the call's, so a count still waiting when the call ends is
  * dropped).

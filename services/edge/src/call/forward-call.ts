@@ -16,7 +16,7 @@ import type { CallDeps } from './deps.js';
 import { HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
-import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
+import { declaresCapacity, forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
 import type { ToolUses } from './tool-uses.js';
 import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
@@ -71,12 +71,18 @@ export async function forwardCall<B>(
   body: B,
   call: ForwardedCall,
 ): Promise<FastifyReply> {
-  // The upstream whose capacity the admission took goes first.
+  // The upstream whose capacity the admission took goes first. After it (a 429/5xx, or the
+  // team's share of its connections taken) only upstreams that declare no capacity: the call
+  // took nothing of another's, and would send it past its limit and its priorities' shares.
+  // A call served unmetered (failOpen) took nothing anywhere and may go to any.
   const reserved = call.hold.ref.upstream;
   const all = targetsOf(deps, call.model);
-  const targets = reserved
+  const ordered = reserved
     ? [...all.filter((t) => t.id === reserved), ...all.filter((t) => t.id !== reserved)]
     : all;
+  const targets = call.admitted
+    ? ordered.filter((t, i) => i === 0 || !declaresCapacity(t, call.model))
+    : ordered;
   const grant: Grant = {
     model: call.model,
     upstream: targets[0]!,

@@ -1,0 +1,130 @@
+import { startMockUpstream, type MockUpstream } from '@holdfast/mock-upstream';
+import { waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
+
+/**
+ * A call goes only where its admission took capacity (found by an audit of key, end-user and
+ * capacity budgets): an admission takes the call's worst case of one upstream's declared
+ * capacity, and the call must not be sent to another upstream that declares one, which it took
+ * nothing of. The fallback here is a provider account of its own (a second mock) allowing 1,000
+ * tokens a minute, counted as OpenAI does (prompt + max_tokens on arrival).
+ */
+
+const BACKUP_TPM = 1_000;
+
+/** The model's primary (the stack's mock) and its fallback, each declaring its capacity. */
+function withBackup(backup: MockUpstream) {
+  return (c: TestConfig) => {
+    entry(c.upstreams, 'default').capacity = { tokensPerMinute: 1_000_000, counting: 'requested' };
+    entry(c.upstreams, 'default').maxRetries = 0;
+    const b = entry(c.upstreams, 'backup');
+    b.baseUrl = backup.url;
+    b.capacity = { tokensPerMinute: BACKUP_TPM, counting: 'requested' };
+    entry(c.models, 'gpt-4o-mini').fallbackUpstreams = ['backup'];
+  };
+}
+
+/** One call of max_tokens 400 (about 430 tokens of capacity): its status and error code. */
+async function call(s: Stack): Promise<{ status: number; code?: string }> {
+  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEYS.support}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...chat(5), max_tokens: 400 }),
+  });
+  const body = (await res.json()) as { error?: { code?: string } };
+  return { status: res.status, ...(body.error?.code ? { code: body.error.code } : {}) };
+}
+
+/** What the backup's account saw: nothing past its limit, and no 429 of its own. */
+/** Runs `use` with the fallback's account (a mock of its own), stopped after. */
+async function withBackupAccount(use: (backup: MockUpstream) => Promise<void>): Promise<void> {
+  const backup = await startMockUpstream({
+    port: 0,
+    behaviour: { capacity: { tokensPerMinute: BACKUP_TPM, requestsPerMinute: null } },
+  });
+  try {
+    await use(backup);
+  } finally {
+    await backup.stop();
+  }
+}
+
+function expectWithinBackup(backup: MockUpstream): void {
+  const cap = backup.stats().capacity;
+  expect(cap.rejected).toBe(0);
+  expect(cap.peak.tokens).toBeLessThanOrEqual(BACKUP_TPM);
+}
+
+test("a client holding its share of the primary's connections cannot push calls onto a fallback past the fallback's declared capacity", async ({
+  stack,
+}) => {
+  await withBackupAccount(async (backup) => {
+    const s = await stack({
+      // One connection per team to each origin.
+      edge: { options: { upstream: { connections: 2, tenantShare: 0.5 } } },
+      behaviour: { completion: { mode: 'fixed', tokens: 40 }, tokenDelayMs: 100 },
+      patch: withBackup(backup),
+    });
+    // A slow stream holds the team's connection to the primary.
+    const slow = s
+      .openai(KEYS.support)
+      .chat.completions.create({ ...chat(5), max_tokens: 40, stream: true })
+      .then(async (stream) => {
+        for await (const chunk of stream) void chunk;
+      });
+    await waitFor(() => s.upstream.stats().inFlight >= 1 || undefined, {
+      what: 'the slow call upstream',
+    });
+    // Each of these is admitted against the primary's capacity (it has room), finds the team's
+    // connection to it taken, and (before the fix) went on to the fallback, whose capacity it
+    // never took: the fallback's account saw 5 x ~430 tokens in a minute against its 1,000.
+    const results = [];
+    for (let i = 0; i < 5; i++) results.push(await call(s));
+    await slow;
+    console.log(`calls past the primary's share: ${JSON.stringify(results)}`);
+    console.log(`backup account: ${JSON.stringify(backup.stats().capacity.peak)}`);
+    expectWithinBackup(backup);
+    expect(results.every((r) => r.code !== 'upstream_rate_limited')).toBe(true);
+    await s.settled('support-bot');
+  });
+});
+
+test('a call whose upstream fails goes on only to fallbacks that declare no capacity it did not take', async ({
+  stack,
+}) => {
+  await withBackupAccount(async (backup) => {
+    const s = await stack({ patch: withBackup(backup) });
+    // The primary fails each call once (a 500): before the fix each went to the fallback.
+    const results = [];
+    for (let i = 0; i < 5; i++) {
+      s.upstream.failNext({ status: 500, count: 1 });
+      results.push(await call(s));
+    }
+    console.log(`calls whose primary failed: ${JSON.stringify(results)}`);
+    console.log(`backup account: ${JSON.stringify(backup.stats().capacity.peak)}`);
+    expectWithinBackup(backup);
+    expect(results.every((r) => r.status === 502)).toBe(true);
+    await s.settled('support-bot');
+  });
+});
+
+test('a fallback that declares no capacity still takes the call when the primary fails', async ({
+  stack,
+}) => {
+  await withBackupAccount(async (backup) => {
+    const s = await stack({
+      patch: (c) => {
+        withBackup(backup)(c);
+        // The primary's own account under another name, declaring nothing.
+        c.upstreams.push({ ...entry(c.upstreams, 'default'), id: 'spare', capacity: undefined });
+        entry(c.models, 'gpt-4o-mini').fallbackUpstreams = ['backup', 'spare'];
+      },
+    });
+    s.upstream.failNext({ status: 500, count: 1 });
+    expect(await call(s)).toEqual({ status: 200 });
+    expect(s.upstream.stats().completed).toBe(1);
+    expect(backup.stats().capacity.peak.requests).toBe(0);
+    await s.settled('support-bot');
+  });
+});
