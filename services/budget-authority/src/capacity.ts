@@ -240,8 +240,13 @@ export async function reportCapacity(
   const upstream = cfg.upstreams.get(report.upstream);
   const model = report.model ? cfg.models.get(report.model) : undefined;
   if (!upstream) return false;
-  const s = model ? scopesOn(ctx, upstream, model) : scopesOn(ctx, upstream, noModel(upstream));
-  if (!s) return false;
+  const all = scopesOn(ctx, upstream, model ?? noModel(upstream));
+  if (!all) return false;
+  // A model that declares its own capacity on the upstream: the provider's word is about that
+  // model's limit (OpenAI's limits and headers are per model), so it shrinks or blocks that
+  // model's scope only, never the upstream's that every other model shares.
+  const own = model ? all.models.indexOf(model.id) : -1;
+  const s = own < 0 ? all : { ...all, keys: [all.keys[own]!], limits: [all.limits[own]!] };
   const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, 'report')];
   await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'report', ...report }));
   return true;

@@ -110,6 +110,7 @@ export async function forwardCall<B>(
       stream: adapter.streamUpstream,
       headers: forwardedHeaders(request, adapter),
       requestId: call.hold.reservationId,
+      model: call.model,
     });
     if (!result.ok) {
       const { failure, sent } = result.error;

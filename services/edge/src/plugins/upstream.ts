@@ -29,7 +29,7 @@ export const upstreamPlugin = fp(
       timeouts: o.upstream,
       retry: o.upstream,
       env: opts.env,
-      onLimits: (target, seen) => limits.seen(target, seen),
+      onLimits: (target, seen, model) => limits.seen(target, seen, model),
       connections: o.upstream.connections,
       tenantShare: o.upstream.tenantShare,
       takeCount: (tenant, target) =>

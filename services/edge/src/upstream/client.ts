@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { UpstreamConfig } from '@holdfast/config';
+import type { CompiledModel, UpstreamConfig } from '@holdfast/config';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { UpstreamRetry, UpstreamTimeouts } from '../env.js';
@@ -92,6 +92,9 @@ interface OpenFailure {
   upstream: string;
 }
 
+/** What a limits report needs of a call's model. */
+export type LimitedModel = Pick<CompiledModel, 'id' | 'upstream' | 'capacity'>;
+
 export type OpenResult = Result<{ opened: Opened; attempts: number }, OpenFailure>;
 
 /** One attempt: the response opened, or how it failed and whether the request went out. */
@@ -109,6 +112,11 @@ export interface UpstreamCall {
   stream: boolean;
   /** Client headers the surface forwards (`anthropic-version`, `anthropic-beta`). */
   headers?: Readonly<Record<string, string>>;
+  /**
+   * The call's model: a provider's word on its limits is about this model's where the model
+   * declares a capacity of its own on the upstream (OpenAI's limits are per model).
+   */
+  model?: LimitedModel;
   /**
    * Sent as `x-client-request-id` (OpenAI's correlation header): the reservation id, so a
    * provider's logs and Holdfast's books can be matched call by call.
@@ -128,7 +136,7 @@ export interface UpstreamClientOptions {
    * Retry-After), and the tokens it says it has left on a response, so the gateway stops
    * sending what the provider would refuse.
    */
-  onLimits?: (upstream: UpstreamConfig, seen: LimitsSeen) => void;
+  onLimits?: (upstream: UpstreamConfig, seen: LimitsSeen, model?: LimitedModel) => void;
   /** Connections to each upstream origin (EDGE_UPSTREAM_CONNECTIONS). */
   connections: number;
   /** The share of them one tenant's calls may hold at once, (0, 1] (EDGE_UPSTREAM_TENANT_SHARE_PERCENT). */
@@ -305,12 +313,16 @@ export class UpstreamClient {
         { upstream: target.id, outcome: String(res.statusCode) },
         seconds(),
       );
-      if (target.capacity && this.#o.onLimits) {
+      // The model's own capacity on this upstream, when it declares one: what the provider
+      // says is about that model's limit, not the upstream's every other model shares.
+      const own =
+        call.model?.capacity && call.model.upstream === target.id ? call.model : undefined;
+      if ((target.capacity || own) && this.#o.onLimits) {
         const seen =
           res.statusCode === 429
             ? { ...limitsSeen(res.headers), retryAfterMs: retryAfterMs(res.headers) ?? 1_000 }
             : limitsSeen(res.headers);
-        if (seen) this.#o.onLimits(target, seen);
+        if (seen) this.#o.onLimits(target, seen, own);
       }
       if (res.statusCode >= 200 && res.statusCode < 300) {
         // The connection is the call's until its body is read or dropped.

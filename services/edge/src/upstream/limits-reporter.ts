@@ -1,6 +1,7 @@
 import type { UpstreamConfig } from '@holdfast/config';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
 import type { CountError } from './counting.js';
+import type { LimitedModel } from './client.js';
 import type { LimitsSeen } from './retry.js';
 
 /** A provider's word on its limits is passed on at most this often per upstream. */
@@ -23,17 +24,22 @@ export class LimitsReporter {
     private readonly logger: Logger,
   ) {}
 
-  seen(upstream: UpstreamConfig, seen: LimitsSeen, now = Date.now()): void {
-    const tpm = upstream.capacity?.tokensPerMinute;
+  /**
+   * `model`: the call's, when it declares a capacity of its own on the upstream; the report is
+   * then about that model's limit (OpenAI's limits are per model), measured against it, and
+   * shrinks or blocks that model's capacity only, not the upstream's every model shares.
+   */
+  seen(upstream: UpstreamConfig, seen: LimitsSeen, model?: LimitedModel, now = Date.now()): void {
+    const tpm = model ? model.capacity?.tokensPerMinute : upstream.capacity?.tokensPerMinute;
     const low =
       seen.remainingTokens !== undefined && tpm !== undefined && seen.remainingTokens < tpm * LOW;
     if (seen.retryAfterMs === undefined && !low) return;
     // A 429 is never held back by an earlier report of tokens left.
-    const kind = `${upstream.id}\u0000${seen.retryAfterMs === undefined ? 'left' : '429'}`;
+    const kind = `${upstream.id}\u0000${model?.id ?? ''}\u0000${seen.retryAfterMs === undefined ? 'left' : '429'}`;
     if (now - (this.#last.get(kind) ?? 0) < EVERY_MS) return;
     this.#last.set(kind, now);
     void this.authority()
-      .reportCapacity({ upstream: upstream.id, ...seen })
+      .reportCapacity({ upstream: upstream.id, ...(model ? { model: model.id } : {}), ...seen })
       .then((r) => {
         if (!r.ok)
           this.logger.warn({ upstream: upstream.id, code: r.error.code }, 'limits not reported');
