@@ -2,6 +2,8 @@ import {
   AdmitReply,
   CapacityCountReply,
   type CapacityCountRequest,
+  CapacityMoveReply,
+  type CapacityMoveRequest,
   CapacityReportReply,
   type CapacityReportRequest,
   CloseReply,
@@ -115,6 +117,11 @@ export class AuthorityClient {
   /** One request to the upstream's counting endpoint, taken of its `countsPerMinute`. */
   takeCount(req: CapacityCountRequest, timeoutMs?: number) {
     return this.#call('capacity.count', req, CapacityCountReply, timeoutMs);
+  }
+
+  /** Takes an admitted call's capacity of a fallback upstream, then gives back its first's. */
+  moveCapacity(req: CapacityMoveRequest, timeoutMs?: number) {
+    return this.#call('capacity.move', req, CapacityMoveReply, timeoutMs);
   }
   reportRefusals(req: RefusalsReportRequest, timeoutMs?: number) {
     return this.#call('refusals.report', req, RefusalsReportReply, timeoutMs);

@@ -5,6 +5,7 @@ import {
   authorityStartedSubject,
   CALL_PATH_CHECKS,
   CapacityCountRequest,
+  CapacityMoveRequest,
   CapacityReportRequest,
   RefusalsReportRequest,
   ConfigApplyRequest,
@@ -37,7 +38,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
 import { ClosesConsumer } from './closes-consumer.js';
-import { reportCapacity, takeCount } from './capacity.js';
+import { moveCapacity, reportCapacity, takeCount } from './capacity.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
@@ -171,6 +172,9 @@ export class Authority {
     );
     this.#serve('capacity.count', CapacityCountRequest, async (req) =>
       Ok(await takeCount(ctx, req)),
+    );
+    this.#serve('capacity.move', CapacityMoveRequest, (req) =>
+      withStore(ctx.logger, 'capacity.move', async () => ({ moved: await moveCapacity(ctx, req) })),
     );
     this.#serve('refusals.report', RefusalsReportRequest, (req) => reportRefusals(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));

@@ -4,7 +4,7 @@ import type {
   CompiledTenant,
   UpstreamConfig,
 } from '@holdfast/config';
-import type { CapacityCountReply, CapacityUsage } from '@holdfast/events';
+import type { CapacityCountReply, CapacityMoveRequest, CapacityUsage } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import { runCapacity } from './scripts.js';
@@ -101,53 +101,90 @@ export type Taken = Result<string | undefined, CapacityFull>;
  * a fallback. An upstream that declares no capacity always has room. When every upstream is
  * full, the refusal says how long until the soonest one has room.
  */
-export async function takeCapacity(
-  ctx: HandlerContext,
-  call: {
-    reservationId: string;
-    tenant: string;
-    model: CompiledModel;
-    tokens: number;
-    share: number;
-    /** The most of each limit one tenant may take (`capacity.tenantShare`; 1: no cap). */
-    tenantShare: number;
-  },
-): Promise<Taken> {
+export async function takeCapacity(ctx: HandlerContext, call: CapacityTake): Promise<Taken> {
   let full: CapacityFull | undefined;
   for (const upstream of upstreamsOf(ctx.config.current, call.model)) {
     const s = scopesOn(ctx, upstream, call.model);
     // An upstream that declares nothing has room; the call goes where it always would.
     if (!s) return Ok(full ? upstream.id : undefined);
-    const capped = call.tenantShare < 1;
-    const keys = [
-      ...s.keys,
-      ctx.keys.capacityRecord(upstream.id, call.reservationId),
-      ...(capped ? tenantKeys(ctx, s, call.tenant) : []),
-    ];
-    const r = await runCapacity(
-      ctx.redis,
-      keys,
-      spec(ctx, s, {
-        op: 'take',
-        tokens: call.tokens,
-        share: call.share,
-        ...(capped ? { tenantShare: call.tenantShare } : {}),
-      }),
-    );
-    if (r[0] === 'ok') return Ok(upstream.id);
-    const retry = Number(r[1]);
-    if (!full || retry < full.retryAfterSeconds) {
-      full = {
-        code: 'upstream_capacity',
-        retryAfterSeconds: retry,
-        upstream: upstream.id,
-        used: Number(r[3]),
-        limit: Number(r[4]),
-        who: r[5] === 'tenant' ? 'tenant' : 'all',
-      };
-    }
+    const refused = await takeOn(ctx, s, call);
+    if (!refused) return Ok(upstream.id);
+    if (!full || refused.retryAfterSeconds < full.retryAfterSeconds) full = refused;
   }
   return full ? Err(full) : Ok(undefined);
+}
+
+/** What a call takes of an upstream's capacity, and with which shares. */
+interface CapacityTake {
+  reservationId: string;
+  tenant: string;
+  model: CompiledModel;
+  tokens: number;
+  share: number;
+  /** The most of each limit one tenant may take (`capacity.tenantShare`; 1: no cap). */
+  tenantShare: number;
+}
+
+/** Takes the call's capacity of one upstream's scopes, with its record; why not, when full. */
+async function takeOn(
+  ctx: HandlerContext,
+  s: Scopes,
+  call: CapacityTake,
+): Promise<CapacityFull | undefined> {
+  const capped = call.tenantShare < 1;
+  const keys = [
+    ...s.keys,
+    ctx.keys.capacityRecord(s.upstream, call.reservationId),
+    ...(capped ? tenantKeys(ctx, s, call.tenant) : []),
+  ];
+  const r = await runCapacity(
+    ctx.redis,
+    keys,
+    spec(ctx, s, {
+      op: 'take',
+      tokens: call.tokens,
+      share: call.share,
+      ...(capped ? { tenantShare: call.tenantShare } : {}),
+    }),
+  );
+  if (r[0] === 'ok') return undefined;
+  return {
+    code: 'upstream_capacity',
+    retryAfterSeconds: Number(r[1]),
+    upstream: s.upstream,
+    used: Number(r[3]),
+    limit: Number(r[4]),
+    who: r[5] === 'tenant' ? 'tenant' : 'all',
+  };
+}
+
+/**
+ * An admitted call going on to a fallback upstream (its first failed it, or the team holds its
+ * share of that one's connections): its capacity is taken of the fallback as its admission took
+ * it (the same tokens, the tenant's priority share and `tenantShare`), and only then given back
+ * to the upstream it was taken of, so the call never goes where it took nothing. False: the
+ * fallback has no room for it (nothing changed); an unknown tenant, model or upstream has none.
+ * A fallback that declares no capacity needs no take.
+ */
+export async function moveCapacity(
+  ctx: HandlerContext,
+  req: CapacityMoveRequest,
+): Promise<boolean> {
+  const cfg = ctx.config.current;
+  const tenant = cfg.tenants.get(req.tenant);
+  const model = cfg.models.get(req.model);
+  const to = cfg.upstreams.get(req.to);
+  if (!tenant || !model || !to || !upstreamsOf(cfg, model).includes(to)) return false;
+  const s = scopesOn(ctx, to, model);
+  if (s) {
+    const share = cfg.raw.capacity.shares[tenant.priority];
+    const call = { ...req, model, share, tenantShare: tenantShare(cfg, tenant) };
+    if (await takeOn(ctx, s, call)) return false;
+  }
+  if (req.from && req.from !== req.to) {
+    await closeCapacity(ctx, { ...req, upstream: req.from, model: req.model, how: 'release' });
+  }
+  return true;
 }
 
 /** Closes what a reservation took of an upstream's capacity (no-op where none was declared). */

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, newId, authorityTest as test } from './harness.js';
+import { admissionOf, BASE_CONFIG, miniCall, authorityTest as test } from './harness.js';
 
 /**
  * A call's share of an upstream's capacity is given back (or settled to its usage) on the
@@ -16,18 +16,8 @@ test('a capacity declared while a call is in flight is not given back what the c
     capacity: { tokensPerMinute: 100_000, counting: 'usage' as const },
   };
   const h = await start({ ...BASE_CONFIG, upstreams: [upstream] });
-  const reservationId = newId();
-  const admitted = admissionOf(
-    await h.client.admit({
-      reservationId,
-      tenant: 'support-bot',
-      keyId: null,
-      useCase: 'UC-101',
-      model: 'gpt-4o-mini',
-      promptTokens: 100,
-      maxTokens: 400,
-    }),
-  );
+  const { reservationId, ...call } = miniCall(100, 400);
+  const admitted = admissionOf(await h.client.admit({ reservationId, ...call }));
   expect(admitted.upstream).toBe('default');
   // The admin declares the model's own limit on that upstream while the call runs.
   const [mini, ...rest] = BASE_CONFIG.models;

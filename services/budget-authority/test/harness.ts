@@ -37,6 +37,19 @@ export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<
 
 export const newId = (): string => randomUUID();
 
+/** An admit of support-bot's UC-101 on gpt-4o-mini (BASE_CONFIG), by no key. */
+export function miniCall(promptTokens: number, maxTokens: number, reservationId = newId()) {
+  return {
+    reservationId,
+    tenant: 'support-bot',
+    keyId: null,
+    useCase: 'UC-101',
+    model: 'gpt-4o-mini',
+    promptTokens,
+    maxTokens,
+  };
+}
+
 /** The environment of a real authority process (dist/main.js) on a test's isolated names. */
 export function processEnv(o: {
   natsUrl: string;

@@ -4,11 +4,12 @@ import { expect } from 'vitest';
 import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 
 /**
- * A call goes only where its admission took capacity (found by an audit of key, end-user and
- * capacity budgets): an admission takes the call's worst case of one upstream's declared
- * capacity, and the call must not be sent to another upstream that declares one, which it took
- * nothing of. The fallback here is a provider account of its own (a second mock) allowing 1,000
- * tokens a minute, counted as OpenAI does (prompt + max_tokens on arrival).
+ * A call goes only where it took capacity (found by an audit of key, end-user and capacity
+ * budgets): an admission takes the call's worst case of one upstream's declared capacity, and a
+ * call going on to a fallback that declares one takes it there first (`capacity.move`), or
+ * skips it when it has no room. Before, the call went to every fallback taking nothing of it.
+ * The fallback here is a provider account of its own (a second mock) allowing 1,000 tokens a
+ * minute, counted as OpenAI does (prompt + max_tokens on arrival): two calls of ~430 fit.
  */
 
 const BACKUP_TPM = 1_000;
@@ -36,7 +37,6 @@ async function call(s: Stack): Promise<{ status: number; code?: string }> {
   return { status: res.status, ...(body.error?.code ? { code: body.error.code } : {}) };
 }
 
-/** What the backup's account saw: nothing past its limit, and no 429 of its own. */
 /** Runs `use` with the fallback's account (a mock of its own), stopped after. */
 async function withBackupAccount(use: (backup: MockUpstream) => Promise<void>): Promise<void> {
   const backup = await startMockUpstream({
@@ -50,6 +50,7 @@ async function withBackupAccount(use: (backup: MockUpstream) => Promise<void>): 
   }
 }
 
+/** What the backup's account saw: nothing past its limit, and no 429 of its own. */
 function expectWithinBackup(backup: MockUpstream): void {
   const cap = backup.stats().capacity;
   expect(cap.rejected).toBe(0);
@@ -76,26 +77,33 @@ test("a client holding its share of the primary's connections cannot push calls 
     await waitFor(() => s.upstream.stats().inFlight >= 1 || undefined, {
       what: 'the slow call upstream',
     });
-    // Each of these is admitted against the primary's capacity (it has room), finds the team's
-    // connection to it taken, and (before the fix) went on to the fallback, whose capacity it
-    // never took: the fallback's account saw 5 x ~430 tokens in a minute against its 1,000.
+    // Each of these is admitted against the primary's capacity (it has room) and finds the
+    // team's connection to it taken: it goes on to the fallback while the fallback has room for
+    // it (its capacity taken there), and past that gets the primary's answer. Before the fix all
+    // 5 went to the fallback, which saw 5 x ~430 tokens in a minute against its 1,000.
     const results = [];
     for (let i = 0; i < 5; i++) results.push(await call(s));
     await slow;
     console.log(`calls past the primary's share: ${JSON.stringify(results)}`);
     console.log(`backup account: ${JSON.stringify(backup.stats().capacity.peak)}`);
     expectWithinBackup(backup);
-    expect(results.every((r) => r.code !== 'upstream_rate_limited')).toBe(true);
+    expect(results.slice(0, 2)).toEqual([{ status: 200 }, { status: 200 }]);
+    expect(results.slice(2).map((r) => r.code)).toEqual([
+      'concurrency_limit',
+      'concurrency_limit',
+      'concurrency_limit',
+    ]);
+    expect(backup.stats().capacity.peak.requests).toBe(2);
     await s.settled('support-bot');
   });
 });
 
-test('a call whose upstream fails goes on only to fallbacks that declare no capacity it did not take', async ({
+test('a call whose upstream fails goes on to a fallback that declares capacity while it has room for it', async ({
   stack,
 }) => {
   await withBackupAccount(async (backup) => {
     const s = await stack({ patch: withBackup(backup) });
-    // The primary fails each call once (a 500): before the fix each went to the fallback.
+    // The primary fails each call once (a 500): before the fix all 5 went to the fallback.
     const results = [];
     for (let i = 0; i < 5; i++) {
       s.upstream.failNext({ status: 500, count: 1 });
@@ -104,18 +112,27 @@ test('a call whose upstream fails goes on only to fallbacks that declare no capa
     console.log(`calls whose primary failed: ${JSON.stringify(results)}`);
     console.log(`backup account: ${JSON.stringify(backup.stats().capacity.peak)}`);
     expectWithinBackup(backup);
-    expect(results.every((r) => r.status === 502)).toBe(true);
+    expect(results.map((r) => r.status)).toEqual([200, 200, 502, 502, 502]);
     await s.settled('support-bot');
+    // What the calls took: the two served of the fallback (counted as requested, the minute's),
+    // nothing left of the primary, which served none.
+    const usage = await s.client.usage({});
+    if (!usage.ok) throw new Error(usage.error.message);
+    const capacity = Object.fromEntries(usage.value.capacity.map((c) => [c.upstream, c.tokens]));
+    expect(capacity.default).toBe(0);
+    expect(capacity.backup).toBe(backup.stats().capacity.peak.tokens);
   });
 });
 
-test('a fallback that declares no capacity still takes the call when the primary fails', async ({
+test('a fallback without room for the call is skipped for one that declares no capacity', async ({
   stack,
 }) => {
   await withBackupAccount(async (backup) => {
     const s = await stack({
       patch: (c) => {
         withBackup(backup)(c);
+        // Too small for one call of ~430 tokens.
+        entry(c.upstreams, 'backup').capacity = { tokensPerMinute: 400, counting: 'requested' };
         // The primary's own account under another name, declaring nothing.
         c.upstreams.push({ ...entry(c.upstreams, 'default'), id: 'spare', capacity: undefined });
         entry(c.models, 'gpt-4o-mini').fallbackUpstreams = ['backup', 'spare'];

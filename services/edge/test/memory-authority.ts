@@ -3,6 +3,7 @@ import type {
   AdmitRequest,
   CloseReply,
   ExtendReply,
+  CapacityMoveReply,
   ExtendRequest,
   ReleaseRequest,
   RenewReply,
@@ -95,6 +96,11 @@ export class MemoryAuthority implements AuthorityPort {
         windows: [],
       }),
     );
+  }
+
+  /** No upstream declares capacity here: a fallback always has room. */
+  moveCapacity(): Reply<CapacityMoveReply> {
+    return Promise.resolve(Ok({ moved: true }));
   }
 
   renew(): Reply<RenewReply> {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { AdmissionMode } from '../amounts.js';
-import { EndUserId, TenantId } from '../ids.js';
+import { EndUserId, ModelId, PlainId, TenantId, Uuid } from '../ids.js';
 import { WindowState } from '../windows.js';
 
 /** Usage of one tenant, or of every tenant when `tenant` is absent. */
@@ -122,7 +122,7 @@ export type DeclaredConfig = z.infer<typeof DeclaredConfig>;
 
 /** What a provider said of its limits: a 429's Retry-After, or the tokens it has left. */
 export const CapacityReportRequest = z.strictObject({
-  upstream: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/),
+  upstream: PlainId,
   model: z.string().max(128).optional(),
   retryAfterMs: z.int().min(0).max(3_600_000).optional(),
   remainingTokens: z.int().min(0).max(1e12).optional(),
@@ -137,7 +137,7 @@ export const CapacityReportReply = z.object({ recorded: z.boolean() });
  */
 export const CapacityCountRequest = z.strictObject({
   tenant: TenantId,
-  upstream: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/),
+  upstream: PlainId,
 });
 export type CapacityCountRequest = z.infer<typeof CapacityCountRequest>;
 /**
@@ -154,6 +154,26 @@ export const CapacityCountReply = z.discriminatedUnion('taken', [
   }),
 ]);
 export type CapacityCountReply = z.infer<typeof CapacityCountReply>;
+
+/**
+ * An admitted call that goes on to a fallback upstream (its first answered 429/5xx, or the
+ * team holds its share of its connections): its capacity is taken of the fallback (`to`) as its
+ * admission took it of `from` (the same tokens, the team's priority share and `tenantShare`),
+ * and then given back to `from`. `from` absent: the admission took none (its upstream declares
+ * none).
+ */
+export const CapacityMoveRequest = z.strictObject({
+  reservationId: Uuid,
+  tenant: TenantId,
+  model: ModelId,
+  from: PlainId.optional(),
+  to: PlainId,
+  tokens: z.int().min(0).max(100_000_000),
+});
+export type CapacityMoveRequest = z.infer<typeof CapacityMoveRequest>;
+/** `moved`: send the call to `to`; else `to` has no room for it (`from`'s take stays). */
+export const CapacityMoveReply = z.object({ moved: z.boolean() });
+export type CapacityMoveReply = z.infer<typeof CapacityMoveReply>;
 
 export const ConfigGetRequest = z.strictObject({});
 export const ConfigGetReply = z.object({

@@ -14,6 +14,7 @@ export type AuthorityOperation =
   | 'config.apply'
   | 'capacity.report'
   | 'capacity.count'
+  | 'capacity.move'
   | 'refusals.report'
   | 'batch';
 

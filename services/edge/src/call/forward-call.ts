@@ -16,7 +16,8 @@ import type { CallDeps } from './deps.js';
 import { HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
-import { declaresCapacity, forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
+import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
+import { fallbackClaim } from './capacity-move.js';
 import type { ToolUses } from './tool-uses.js';
 import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
@@ -71,18 +72,13 @@ export async function forwardCall<B>(
   body: B,
   call: ForwardedCall,
 ): Promise<FastifyReply> {
-  // The upstream whose capacity the admission took goes first. After it (a 429/5xx, or the
-  // team's share of its connections taken) only upstreams that declare no capacity: the call
-  // took nothing of another's, and would send it past its limit and its priorities' shares.
-  // A call served unmetered (failOpen) took nothing anywhere and may go to any.
+  // The upstream whose capacity the admission took goes first; a fallback after it takes the
+  // call's capacity there first (fallbackClaim).
   const reserved = call.hold.ref.upstream;
   const all = targetsOf(deps, call.model);
-  const ordered = reserved
+  const targets = reserved
     ? [...all.filter((t) => t.id === reserved), ...all.filter((t) => t.id !== reserved)]
     : all;
-  const targets = call.admitted
-    ? ordered.filter((t, i) => i === 0 || !declaresCapacity(t, call.model))
-    : ordered;
   const grant: Grant = {
     model: call.model,
     upstream: targets[0]!,
@@ -111,6 +107,7 @@ export async function forwardCall<B>(
       headers: forwardedHeaders(request, adapter),
       requestId: call.hold.reservationId,
       model: call.model,
+      claim: fallbackClaim(deps, call),
     });
     if (!result.ok) {
       const { failure, sent } = result.error;

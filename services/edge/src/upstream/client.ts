@@ -118,6 +118,12 @@ export interface UpstreamCall {
    */
   model?: LimitedModel;
   /**
+   * Asked before the call goes on to an upstream after its first (a fallback): whether it may.
+   * An admitted call takes its capacity of the fallback first (call/capacity-move.ts); false
+   * skips that upstream.
+   */
+  claim?: (target: UpstreamConfig) => Promise<boolean>;
+  /**
    * Sent as `x-client-request-id` (OpenAI's correlation header): the reservation id, so a
    * provider's logs and Holdfast's books can be matched call by call.
    */
@@ -227,7 +233,8 @@ export class UpstreamClient {
       l.failure.kind === 'status'
         ? { ...l, failure: { ...l.failure, retries: { ...story, attempts } } }
         : l;
-    for (const target of call.targets) {
+    for (const [i, target] of call.targets.entries()) {
+      if (i > 0 && call.claim && !(await call.claim(target))) continue;
       story.upstreams.push(target.id);
       for (let retry = 0; retry <= target.maxRetries; retry++) {
         attempts++;

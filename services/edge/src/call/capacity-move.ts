@@ -1,0 +1,45 @@
+import type { UpstreamConfig } from '@holdfast/config';
+import { declaresCapacity } from './context.js';
+import type { CallDeps } from './deps.js';
+import type { ForwardedCall } from './forward-call.js';
+
+/**
+ * Whether an admitted call may go on to a fallback upstream after its first failed it (a
+ * 429/5xx, a connect failure, or the team holding its share of that one's connections). The
+ * admission took the call's worst case of one upstream's declared capacity (or of none): a
+ * fallback that declares capacity has it taken there first, as the admission took it (the same
+ * tokens, the team's priority share and `tenantShare`: `capacity.move`), and what the call took
+ * of the upstream before is given back; the call's close then settles the fallback's. A
+ * fallback with no room for it is skipped. Before, the call went to every fallback taking
+ * nothing of it: a team holding its connection to the first pushed its calls onto a fallback
+ * past that one's limit (hostile.capacity-fallback.e2e). A fallback that declares nothing
+ * needs no take, and one whose authority does not answer is not taken. A call served unmetered
+ * (failOpen) took nothing anywhere and goes to any.
+ */
+export function fallbackClaim(
+  deps: CallDeps,
+  call: ForwardedCall,
+): ((target: UpstreamConfig) => Promise<boolean>) | undefined {
+  if (!call.admitted) return undefined;
+  const { ref } = call.hold;
+  return async (target) => {
+    const declares = declaresCapacity(target, call.model);
+    if (ref.upstream === undefined && !declares) return true;
+    const moved = await deps.authority.moveCapacity(
+      {
+        reservationId: ref.reservationId,
+        tenant: ref.tenant,
+        model: call.model.id,
+        ...(ref.upstream === undefined ? {} : { from: ref.upstream }),
+        to: target.id,
+        tokens: call.promptTokens + call.maxOutput,
+      },
+      deps.options.admitTimeoutMs,
+    );
+    if (!moved.ok || !moved.value.moved) return !declares && !moved.ok;
+    // Its close settles the capacity it took now, or none (the fallback declares none).
+    if (declares) ref.upstream = target.id;
+    else delete ref.upstream;
+    return true;
+  };
+}
