@@ -235,6 +235,13 @@ export class UpstreamClient {
         : l;
     for (const [i, target] of call.targets.entries()) {
       if (i > 0 && call.claim && !(await call.claim(target))) continue;
+      // The claim waits on the authority: a call ended meanwhile (its client left) is not
+      // sent on. An attempt's signal follows the call's only from its start (an abort before
+      // it never fires), and the pump drops every event of an aborted call, so the fallback
+      // would write its whole reply unbilled.
+      if (call.signal.aborted) {
+        return Err({ ...abortedFailure(call.signal, target.id), sent: false, attempts });
+      }
       story.upstreams.push(target.id);
       for (let retry = 0; retry <= target.maxRetries; retry++) {
         attempts++;

@@ -1,0 +1,96 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
+import { createLogger } from '@holdfast/runtime';
+import { Registry } from 'prom-client';
+import { afterEach, expect, test } from 'vitest';
+import { DEFAULT_OPTIONS } from '../env.js';
+import { EdgeMetrics } from '../metrics.js';
+import { CallAborted, UpstreamClient } from './client.js';
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+});
+
+async function serve(status: number, hits: { n: number }): Promise<string> {
+  const server = createServer((req, res) => {
+    hits.n++;
+    req.resume();
+    if (status !== 200) {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end('{"error":{"message":"down"}}');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.end('data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n');
+  });
+  servers.push(server);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+}
+
+/**
+ * A client that leaves while the call's capacity is moved to a fallback (the claim's round
+ * trip to the authority): the call is over, so the fallback is not sent it. Else the upstream
+ * generates the whole reply (the provider bills it) and the edge, which drops every event of
+ * an aborted call, bills none of its output.
+ */
+test('a call aborted while its fallback is claimed is not sent to the fallback', async () => {
+  const primaryHits = { n: 0 };
+  const fallbackHits = { n: 0 };
+  const primary = await serve(503, primaryHits);
+  const fallback = await serve(200, fallbackHits);
+  const config = compileConfig(
+    HoldfastConfigSchema.parse({
+      upstreams: [
+        { id: 'p', baseUrl: primary, maxRetries: 0 },
+        { id: 'f', baseUrl: fallback, maxRetries: 0 },
+      ],
+      models: [
+        {
+          id: 'm',
+          upstream: 'p',
+          fallbackUpstreams: ['f'],
+          tokenizer: 'o200k_base',
+          price: { inputPerMTok: 1, outputPerMTok: 2 },
+        },
+      ],
+      tenants: [{ id: 'team', useCases: [{ id: 'uc', maxTokens: 256, models: ['m'] }] }],
+    }),
+  );
+  const options = DEFAULT_OPTIONS;
+  const client = new UpstreamClient({
+    logger: createLogger({ name: 'unit', level: 'silent' }),
+    metrics: new EdgeMetrics(new Registry()),
+    timeouts: options.upstream,
+    retry: options.upstream,
+    env: {},
+    connections: options.upstream.connections,
+    tenantShare: options.upstream.tenantShare,
+  });
+  const live = new AbortController();
+  try {
+    const result = await client.open({
+      tenant: 'team',
+      path: '/chat/completions',
+      body: { model: 'm', messages: [], stream: true },
+      targets: [config.upstreams.get('p')!, config.upstreams.get('f')!],
+      signal: live.signal,
+      stream: true,
+      claim: async () => {
+        // The client hangs up while capacity.move is on its way.
+        live.abort(new CallAborted('client_disconnected'));
+        await new Promise((r) => setTimeout(r, 5));
+        return true;
+      },
+    });
+    expect(primaryHits.n).toBe(1);
+    expect(fallbackHits.n).toBe(0);
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.error.failure.kind).toBe('aborted');
+    if (result.ok) result.value.opened.done();
+  } finally {
+    await client.close();
+  }
+});
