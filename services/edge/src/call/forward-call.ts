@@ -337,6 +337,10 @@ function tooSlow(run: Run): void {
     'client too slow to read its stream: closing it',
   );
   run.reply.raw.destroy();
+  // Ended here too: a pipelined response still waiting for its turn has no socket, and its
+  // destroy() waits for one, so nothing would close and the upstream would be read, and kept,
+  // to its end.
+  run.call.live.abort('client_disconnected');
 }
 
 /** Streaming client: pass each event on as it arrives (what one read brings, in one write). */
