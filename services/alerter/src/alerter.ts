@@ -185,6 +185,14 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     if (notices) parts.push({ name: 'config-notices', stop: () => notices.unsubscribe() });
     await deliverer.start();
     parts.push({ name: 'webhook-deliverer', stop: () => deliverer.stop() });
+    // A webhook the new config adds has its consumer before its first job is delivered.
+    config.onChange(() => {
+      deliverer
+        .sync()
+        .catch((err: unknown) =>
+          logger.warn({ err: errorMessage(err) }, 'webhook consumers not synced'),
+        );
+    });
     burn.start();
     parts.push({ name: 'burn-monitor', stop: () => burn.stop() });
     suspension.start();

@@ -34,6 +34,7 @@ export class ConfigSource {
   readonly #authority: AuthorityClient | undefined;
   readonly #logger: Logger;
   #reloading: Promise<void> = Promise.resolve();
+  readonly #listeners: Array<() => void> = [];
 
   readonly #reloads: AlerterMetrics['configReloads'] | undefined;
 
@@ -51,6 +52,11 @@ export class ConfigSource {
 
   get current(): CompiledConfig {
     return this.#config;
+  }
+
+  /** Calls `listener` after each config reloaded from the authority. */
+  onChange(listener: () => void): void {
+    this.#listeners.push(listener);
   }
 
   /**
@@ -74,6 +80,7 @@ export class ConfigSource {
     this.#config = config;
     this.#policies.clear();
     this.#logger.info({ hash: config.hash }, 'config reloaded from the authority');
+    for (const listener of this.#listeners) listener();
   }
 
   /**

@@ -52,7 +52,7 @@ export function createMetrics(registry: Registry): AlerterMetrics {
     }),
     webhookJobsWaiting: new Gauge({
       name: 'holdfast_alerter_webhook_jobs_waiting',
-      help: "Webhook jobs waiting on this replica for one of their webhook's turns (it has ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK attempts in flight), by webhook.",
+      help: "Webhook jobs queued behind the one this replica last took of the webhook's consumer (JetStream's pending count), by webhook: one that stays high names a receiver that is slow, hung or failing.",
       labelNames: ['webhook'],
       registers: [registry],
     }),

@@ -1,18 +1,23 @@
 import { startTestAuthority } from '@holdfast/budget-authority/testing';
-import type { ThresholdCrossed } from '@holdfast/events';
+import type { NatsNames, ThresholdCrossed } from '@holdfast/events';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { jetstreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
+import { alerterNames } from '../src/index.js';
 import {
   cleanupAfterEach,
   publishEvents,
   quiescent,
   readEvents,
   removeAlerterState,
+  SECRET,
   settled,
   startReplica,
   window,
   type Replica,
 } from './harness.js';
+import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -31,19 +36,24 @@ const config = (soft: number) => ({
   ],
 });
 
-test("an admin's new soft threshold applies to the next event: the alerter keeps no policy of the old config", async ({
-  nc,
-  natsUrl,
-  redisUrl,
-  iso,
-}) => {
+/** An authority with `cfg`, and an alerter replica reading its config from it; stopped after. */
+async function withAuthority(
+  fx: {
+    nc: NatsConnection;
+    natsUrl: string;
+    redisUrl: string;
+    iso: { names: NatsNames; keyPrefix: string };
+  },
+  cfg: ReturnType<typeof config>,
+) {
+  const { nc, natsUrl, redisUrl, iso } = fx;
   const authority = await startTestAuthority({
     natsUrl,
     redisUrl,
     nc,
     names: iso.names,
     keyPrefix: iso.keyPrefix,
-    config: config(0.9),
+    config: cfg,
     clock: false,
   });
   cleanup(() => authority.stop());
@@ -51,10 +61,20 @@ test("an admin's new soft threshold applies to the next event: the alerter keeps
   const replica = await startReplica({
     natsUrl,
     names: iso.names,
-    config: config(0.9),
+    config: cfg,
     configFromAuthority: true,
   });
   cleanup(() => replica.stop());
+  return { authority, replica };
+}
+
+test("an admin's new soft threshold applies to the next event: the alerter keeps no policy of the old config", async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
+  const { authority } = await withAuthority({ nc, natsUrl, redisUrl, iso }, config(0.9));
   const crossings = async () =>
     (await readEvents(nc, iso.names)).filter(
       (e): e is ThresholdCrossed => e.type === 'threshold.crossed' && e.tenant === 'team-c',
@@ -134,3 +154,48 @@ test('every replica reloads a new config, not only the one the config.changed ev
   });
   await waitFor(() => quiescent(nc, iso.names), { what: 'the config.changed event handled' });
 });
+
+test("a webhook an admin adds has its own consumer at once: its first alert goes out within the alert's 5 s", async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
+  const receiver = await Receiver.start(SECRET);
+  cleanup(() => receiver.stop());
+  const { authority } = await withAuthority({ nc, natsUrl, redisUrl, iso }, config(0.8));
+  const hook = {
+    id: 'pager',
+    url: receiver.url,
+    secretEnv: 'HOOK_SECRET',
+    events: ['threshold.crossed'],
+  };
+  const applied = await authority.authority.ctx.config.apply(
+    { ...config(0.8), webhooks: [hook] },
+    'test',
+  );
+  expect(applied.ok).toBe(true);
+  // Each webhook's jobs are consumed by its own consumer: the new one's is started on the
+  // reload, not at the next periodic sync.
+  await waitFor(async () => (await consumerNames(nc, iso)).includes('deliver-pager') || undefined, {
+    timeoutMs: 1_500,
+    what: "the new webhook's consumer",
+  });
+  const sent = Date.now();
+  await publishEvents(nc, iso.names, [
+    settled({
+      tenant: 'team-c',
+      time: new Date(),
+      charged: 850,
+      windows: [window('team-c', 1_000, 850)],
+    }),
+  ]);
+  const alert = await waitFor(() => receiver.received[0], { what: 'the new webhook alert' });
+  expect(alert.receivedAt - sent).toBeLessThan(5_000);
+});
+
+async function consumerNames(nc: NatsConnection, iso: { names: NatsNames }): Promise<string[]> {
+  const jsm = await jetstreamManager(nc);
+  const consumers = await jsm.consumers.list(alerterNames(iso.names).webhookStream).next();
+  return consumers.map((c) => c.name);
+}

@@ -19,95 +19,91 @@ const cleanup = cleanupAfterEach();
 const BACKLOG = 10_200;
 
 /**
- * AN OPEN BUG, kept as an expected failure (`test.fails`: it passes while the bug is there;
- * when it is fixed this fails, and must become `test`). Found by an audit of hostile load on
- * 2026-12-06: every webhook's jobs share one durable consumer (`deliverer`, max_ack_pending
- * 10,000). A failed job is nak'd with its backoff and stays unacked for the whole retry period
- * (6 h), so once one webhook holds 10,000 failed jobs (a busy event type such as
- * `reservation.settled`, a receiver that answers 500), the consumer hands out nothing more and
- * every other webhook's alerts wait until that backlog drains (docs/alerts.md, "Known limit").
- * The fix: one durable consumer per webhook, filtered on `<prefix>.webhooks.queue.<id>`.
+ * Found by an audit of hostile load on 2026-12-06: every webhook's jobs shared one durable
+ * consumer (`deliverer`, max_ack_pending 10,000), and a failed job is nak'd with its backoff and
+ * stays unacked for its whole retry period (6 h). Once one webhook held 10,000 failed jobs (a
+ * busy event type such as `reservation.settled`, a receiver that answers 500), the consumer
+ * handed out nothing more, and every other webhook's alerts waited until that backlog drained
+ * (the other team's alert had not come 15 s on). Now each webhook has a consumer of its own.
  */
-test.fails(
-  "a webhook failing every job of a busy event type keeps its backlog to itself: another webhook's alert still goes out within 5 s",
-  async ({ nc, natsUrl, iso }) => {
-    // `usage` takes every settlement (any event type may be subscribed) and answers 500 to all;
-    // `pager` takes threshold crossings and works.
-    const usage = await Receiver.start(SECRET);
-    usage.respondWith(500);
-    const pager = await Receiver.start(SECRET);
-    cleanup(() => usage.stop());
-    cleanup(() => pager.stop());
-    cleanup(() => removeAlerterState(nc, iso.names));
-    const hook = (id: string, url: string, events: string[]) => ({
-      id,
-      url,
-      secretEnv: 'HOOK_SECRET',
-      events,
-    });
-    const r = await startReplica({
-      natsUrl,
-      names: iso.names,
-      config: {
-        tenants: [
-          { id: 'team-busy', budgets: [{ window: 'month', limit: 1e12 }] },
-          { id: 'team-q', budgets: [{ window: 'month', limit: 1_000, soft: [0.8] }] },
-        ],
-        webhooks: [
-          hook('usage', usage.url, ['reservation.settled']),
-          hook('pager', pager.url, ['threshold.crossed']),
-        ],
-      },
-      // A failed job is retried a minute on (the default schedule waits longer still).
-      settings: { retry: { initialMs: 60_000, maxMs: 600_000, retryForMs: 21_600_000 } },
-    });
-    cleanup(() => r.stop());
-    let failed = 0;
-    const sub = nc.subscribe(`${alerterNames(iso.names).logSubjectPrefix}.usage`, {
-      callback: (_err, m) => {
-        if (m.json<DeliveryLogRecord>().outcome === 'failed') failed++;
-      },
-    });
-    cleanup(() => Promise.resolve(sub.unsubscribe()));
+test("a webhook failing every job of a busy event type keeps its backlog to itself: another webhook's alert still goes out within 5 s", async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  // `usage` takes every settlement (any event type may be subscribed) and answers 500 to all;
+  // `pager` takes threshold crossings and works.
+  const usage = await Receiver.start(SECRET);
+  usage.respondWith(500);
+  const pager = await Receiver.start(SECRET);
+  cleanup(() => usage.stop());
+  cleanup(() => pager.stop());
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const hook = (id: string, url: string, events: string[]) => ({
+    id,
+    url,
+    secretEnv: 'HOOK_SECRET',
+    events,
+  });
+  const r = await startReplica({
+    natsUrl,
+    names: iso.names,
+    config: {
+      tenants: [
+        { id: 'team-busy', budgets: [{ window: 'month', limit: 1e12 }] },
+        { id: 'team-q', budgets: [{ window: 'month', limit: 1_000, soft: [0.8] }] },
+      ],
+      webhooks: [
+        hook('usage', usage.url, ['reservation.settled']),
+        hook('pager', pager.url, ['threshold.crossed']),
+      ],
+    },
+    // A failed job is retried a minute on (the default schedule waits longer still).
+    settings: { retry: { initialMs: 60_000, maxMs: 600_000, retryForMs: 21_600_000 } },
+  });
+  cleanup(() => r.stop());
+  let failed = 0;
+  const sub = nc.subscribe(`${alerterNames(iso.names).logSubjectPrefix}.usage`, {
+    callback: (_err, m) => {
+      if (m.json<DeliveryLogRecord>().outcome === 'failed') failed++;
+    },
+  });
+  cleanup(() => Promise.resolve(sub.unsubscribe()));
 
-    // One busy team's small calls: a settlement each, no window moved (nothing to cross).
-    const busy = Array.from({ length: BACKLOG }, () =>
-      settled({ tenant: 'team-busy', time: new Date(), charged: 1, windows: [] }),
-    );
-    await publishEvents(nc, iso.names, busy, 16);
-    await waitFor(() => failed >= 10_000, {
-      timeoutMs: 90_000,
-      intervalMs: 250,
-      what: "10,000 failed attempts of the 'usage' webhook",
-    });
+  // One busy team's small calls: a settlement each, no window moved (nothing to cross).
+  const busy = Array.from({ length: BACKLOG }, () =>
+    settled({ tenant: 'team-busy', time: new Date(), charged: 1, windows: [] }),
+  );
+  await publishEvents(nc, iso.names, busy, 16);
+  await waitFor(() => failed >= 10_000, {
+    timeoutMs: 90_000,
+    intervalMs: 250,
+    what: "10,000 failed attempts of the 'usage' webhook",
+  });
 
-    // Another team crosses 80%: its alert is due within 5 s of the crossing.
-    const sent = Date.now();
-    await publishEvents(nc, iso.names, [
-      settled({
-        tenant: 'team-q',
-        time: new Date(),
-        charged: 900,
-        windows: [window('team-q', 1_000, 900)],
-      }),
-    ]);
-    const arrived = await waitFor(() => pager.received[0], {
-      timeoutMs: 15_000,
-      what: "the pager's alert of team-q",
-    }).catch(() => undefined);
-    const jsm = await jetstreamManager(nc);
-    const own = alerterNames(iso.names);
-    const consumers = await jsm.consumers.list(own.webhookStream).next();
-    const pending = consumers.map(
-      (c) => `${c.name}: ${c.num_ack_pending} unacked, ${c.num_pending} waiting`,
-    );
-    console.log(
-      `[backlog] ${failed} failed 'usage' attempts; pager alert ${arrived ? `${arrived.receivedAt - sent} ms` : 'not'} after the crossing; ${pending.join('; ')}`,
-    );
-    expect(
-      arrived,
-      "the pager's alert stalled behind the other webhook's failed jobs",
-    ).toBeDefined();
-    expect(arrived!.receivedAt - sent).toBeLessThan(5_000);
-  },
-);
+  // Another team crosses 80%: its alert is due within 5 s of the crossing.
+  const sent = Date.now();
+  await publishEvents(nc, iso.names, [
+    settled({
+      tenant: 'team-q',
+      time: new Date(),
+      charged: 900,
+      windows: [window('team-q', 1_000, 900)],
+    }),
+  ]);
+  const arrived = await waitFor(() => pager.received[0], {
+    timeoutMs: 15_000,
+    what: "the pager's alert of team-q",
+  }).catch(() => undefined);
+  const jsm = await jetstreamManager(nc);
+  const own = alerterNames(iso.names);
+  const consumers = await jsm.consumers.list(own.webhookStream).next();
+  const pending = consumers.map(
+    (c) => `${c.name}: ${c.num_ack_pending} unacked, ${c.num_pending} waiting`,
+  );
+  console.log(
+    `[backlog] ${failed} failed 'usage' attempts; pager alert ${arrived ? `${arrived.receivedAt - sent} ms` : 'not'} after the crossing; ${pending.join('; ')}`,
+  );
+  expect(arrived, "the pager's alert stalled behind the other webhook's failed jobs").toBeDefined();
+  expect(arrived!.receivedAt - sent).toBeLessThan(5_000);
+});

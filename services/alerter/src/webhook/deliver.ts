@@ -23,22 +23,18 @@ import { DeliveryJob } from './queue.js';
 import { nextStep } from './retry.js';
 import { signWebhook, webhookBody } from './sign.js';
 
-const DELIVERER_CONSUMER = 'deliverer';
 /**
- * Jobs one webhook may have parked on a replica; past it a job is handed back until a turn of
- * that webhook could have passed (the attempt timeout).
+ * The one consumer all webhooks' jobs once shared, deleted at start: a failed job stays unacked
+ * for its retry period, so one webhook failing every job of a busy event type filled its 10,000
+ * unacked and held back every other webhook's alerts (webhook.backlog.int.test.ts).
  */
-const PARKED_PER_HOOK = 1_000;
+const SHARED_CONSUMER = 'deliverer';
+/** A webhook's own consumer, filtered on its jobs' subject. */
+const consumerOf = (hookId: string) => `deliver-${hookId}`;
 /** Between two pulls of jobs while they keep coming (none after a full pull, none after a quiet spell). */
 const PULL_EVERY_MS = 20;
-/** How often a parked job is marked in progress (inside the consumer's ack wait, 30 s and more). */
-const KEEPALIVE_MS = 10_000;
-
-/** A job waiting for a turn of its webhook. */
-interface Parked {
-  m: JsMsg;
-  attempt: () => Promise<void>;
-}
+/** How often the consumers are matched to the config and the queue (a new webhook, jobs of a removed one). */
+const SYNC_EVERY_MS = 2_000;
 
 /** What the delivery log records of an attempt (its status, error and duration fields). */
 interface AttemptFields {
@@ -83,19 +79,25 @@ export interface DeliveryWorkerOptions {
  * Delivers queued webhook jobs: POST the signed body, ack on 2xx; otherwise nak with the next
  * backoff delay (JetStream redelivers it then, to whichever replica pulls first), and after
  * `retryForMs` write a dead-letter record and ack. Every attempt is logged.
+ *
+ * Each webhook has a durable consumer of its own, filtered on its jobs' subject: its failed
+ * jobs, unacked for their whole retry period, fill only its own `max_ack_pending`, and a
+ * receiver that hangs holds only its own `webhookConcurrencyPerHook` attempts; every other
+ * webhook's alerts go out. A replica's attempts in all are bounded by `webhookConcurrency`.
+ * Consumers are started for the config's webhooks and for any webhook whose jobs are still
+ * queued (one removed from the config: its jobs are dropped and recorded), at start, on every
+ * config change (`sync`), and every SYNC_EVERY_MS.
  */
 export class DeliveryWorker {
   readonly #o: DeliveryWorkerOptions;
   readonly #logger: Logger;
-  #loop: DurableConsumer | undefined;
-  /** Attempts running on this replica, by webhook id. */
-  readonly #running = new Map<string, number>();
-  /** Jobs waiting for a turn of their webhook, in order, by webhook id. */
-  readonly #parked = new Map<string, Parked[]>();
-  /** Attempts of parked jobs, started outside the consumer's slots (awaited on stop). */
-  readonly #detached = new Set<Promise<void>>();
-  #keepAlive: NodeJS.Timeout | undefined;
-  /** Set by stop(): parked jobs are handed back, not started. */
+  /** Each webhook's consumer loop, by webhook id. */
+  readonly #loops = new Map<string, DurableConsumer>();
+  /** Attempts running on this replica, and those waiting for one of its slots. */
+  #running = 0;
+  readonly #waiting: Array<() => void> = [];
+  #syncing: Promise<void> = Promise.resolve();
+  #timer: NodeJS.Timeout | undefined;
   #stopping = false;
 
   constructor(opts: DeliveryWorkerOptions) {
@@ -104,62 +106,100 @@ export class DeliveryWorker {
   }
 
   get consuming(): boolean {
-    return this.#loop?.consuming ?? false;
+    for (const loop of this.#loops.values()) if (!loop.consuming) return false;
+    return true;
   }
 
   async start(): Promise<void> {
-    const { webhookConcurrency, webhookTimeoutMs } = this.#o.settings;
-    this.#loop = new DurableConsumer({
+    // The consumer every webhook once shared: a work queue takes no consumer overlapping
+    // another's subjects. Stop every replica of an older version before starting this one.
+    await this.#o.jsm.consumers
+      .delete(this.#o.names.webhookStream, SHARED_CONSUMER)
+      .catch(() => undefined);
+    await this.sync();
+    this.#timer = setInterval(() => {
+      this.sync().catch((err: unknown) =>
+        this.#logger.warn({ err: errorMessage(err) }, 'webhook consumers not synced'),
+      );
+    }, SYNC_EVERY_MS);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopping = true;
+    clearInterval(this.#timer);
+    await this.#syncing.catch(() => undefined);
+    // Each loop hands back at once what it pulled and has not started, and waits for its
+    // attempts in flight.
+    await Promise.all([...this.#loops.values()].map((loop) => loop.stop()));
+    this.#o.metrics.webhookJobsWaiting.reset();
+  }
+
+  /**
+   * Starts a consumer for each webhook of the config and each webhook with jobs still queued
+   * that has none on this replica. One sync at a time.
+   */
+  sync(): Promise<void> {
+    const run = this.#syncing.then(() => this.#sync());
+    this.#syncing = run.catch(() => undefined);
+    return run;
+  }
+
+  async #sync(): Promise<void> {
+    if (this.#stopping) return;
+    const { jsm, names } = this.#o;
+    const ids = new Set(this.#o.config.current.raw.webhooks.map((w) => w.id));
+    const prefix = `${names.webhookSubjectPrefix}.`;
+    const info = await jsm.streams.info(names.webhookStream, { subjects_filter: `${prefix}>` });
+    for (const subject of Object.keys(info.state.subjects ?? {})) {
+      if (subject.startsWith(prefix)) ids.add(subject.slice(prefix.length));
+    }
+    for (const id of ids) {
+      if (this.#loops.has(id) || this.#stopping) continue;
+      const loop = this.#consumer(id);
+      this.#loops.set(id, loop);
+      await loop.start();
+    }
+  }
+
+  /** The consumer loop of one webhook's jobs. */
+  #consumer(hookId: string): DurableConsumer {
+    const { webhookTimeoutMs } = this.#o.settings;
+    const perHook = this.#perHook;
+    return new DurableConsumer({
       js: this.#o.js,
       jsm: this.#o.jsm,
       stream: this.#o.names.webhookStream,
       durable: {
-        durable_name: DELIVERER_CONSUMER,
+        durable_name: consumerOf(hookId),
+        filter_subject: `${this.#o.names.webhookSubjectPrefix}.${hookId}`,
         // A work queue delivers everything it holds.
         deliver_policy: DeliverPolicy.All,
-        // Longer than one attempt, so a slow receiver is not sent the same job twice at once.
+        // Longer than one attempt and a wait for a slot, so a slow receiver is not sent the
+        // same job twice at once.
         ack_wait: nanos(webhookTimeoutMs + 30_000),
         max_ack_pending: 10_000,
       },
-      pullSize: webhookConcurrency,
-      concurrency: webhookConcurrency,
+      pullSize: perHook,
+      concurrency: perHook,
       // Pulled in bursts: after stop() a job the last pull still brings is handed back at
       // once, where consume() left it for the ack wait (40 s by default).
       bursts: { nc: this.#o.nc, everyMs: PULL_EVERY_MS },
-      onMessage: (m) => this.#take(m),
+      onMessage: (m) => this.#take(hookId, m),
       restart: RESTART,
       redeliver: RESTART,
       maxMissedHeartbeats: 3,
       logger: this.#logger,
     });
-    // Parked jobs stay this replica's: told to JetStream well inside their ack wait.
-    this.#keepAlive = setInterval(() => {
-      for (const parked of this.#parked.values()) for (const p of parked) p.m.working();
-    }, KEEPALIVE_MS);
-    this.#keepAlive.unref();
-    await this.#loop.start();
-  }
-
-  async stop(): Promise<void> {
-    this.#stopping = true;
-    clearInterval(this.#keepAlive);
-    await this.#loop?.stop();
-    // Parked jobs go back to the queue at once, for whichever replica pulls next.
-    for (const parked of this.#parked.values()) for (const p of parked) p.m.nak();
-    this.#parked.clear();
-    this.#o.metrics.webhookJobsWaiting.reset();
-    await Promise.all(this.#detached);
   }
 
   /**
-   * Takes a job: attempts it now (the returned promise is the consumer's slot), unless its
-   * webhook already has `webhookConcurrencyPerHook` attempts running on this replica. Then the
-   * job is parked until one of them ends and the consumer's slot goes to other webhooks' jobs:
-   * a receiver that hangs until the timeout holds at most its own share of the deliverer, and
-   * every other webhook's alerts still go out. Past PARKED_PER_HOOK parked jobs, a job is
-   * handed back for the attempt timeout (its next delivery counts as an attempt).
+   * Takes a job of `hookId`'s consumer (which runs at most `webhookConcurrencyPerHook` at once):
+   * attempts it in one of the replica's `webhookConcurrency` slots. The gauge shows the jobs
+   * of the webhook queued behind it.
    */
-  #take(m: JsMsg): Promise<void> | undefined {
+  #take(hookId: string, m: JsMsg): Promise<void> | undefined {
+    this.#o.metrics.webhookJobsWaiting.set({ webhook: hookId }, m.info.pending);
     let raw: unknown;
     try {
       raw = m.json();
@@ -186,17 +226,7 @@ export class DeliveryWorker {
     if (!secret) {
       return this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, notAttempted());
     }
-    const attempt = () => this.#attempt(m, job, base, hook.url, secret);
-    if ((this.#running.get(hook.id) ?? 0) < this.#perHook) return this.#run(hook.id, attempt);
-    let parked = this.#parked.get(hook.id);
-    if (!parked) this.#parked.set(hook.id, (parked = []));
-    if (parked.length >= PARKED_PER_HOOK) {
-      m.nak(this.#o.settings.webhookTimeoutMs);
-      return undefined;
-    }
-    parked.push({ m, attempt });
-    this.#o.metrics.webhookJobsWaiting.set({ webhook: hook.id }, parked.length);
-    return undefined;
+    return this.#inSlot(() => this.#attempt(m, job, base, hook.url, secret));
   }
 
   /** The most attempts one webhook may have running at once on this replica. */
@@ -205,28 +235,18 @@ export class DeliveryWorker {
     return Math.max(1, Math.min(webhookConcurrency, webhookConcurrencyPerHook));
   }
 
-  /** Runs an attempt in one of its webhook's turns; when it ends, that webhook's next parked job. */
-  async #run(hookId: string, attempt: () => Promise<void>): Promise<void> {
-    this.#running.set(hookId, (this.#running.get(hookId) ?? 0) + 1);
+  /** Runs `attempt` in one of the replica's `webhookConcurrency` slots, waiting for one. */
+  async #inSlot(attempt: () => Promise<void>): Promise<void> {
+    // A slot that frees goes to the first waiting attempt as it is.
+    if (this.#running >= this.#o.settings.webhookConcurrency) {
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    } else this.#running++;
     try {
       await attempt();
     } finally {
-      const left = (this.#running.get(hookId) ?? 1) - 1;
-      if (left > 0) this.#running.set(hookId, left);
-      else this.#running.delete(hookId);
-      const parked = this.#parked.get(hookId);
-      const next = this.#stopping ? undefined : parked?.shift();
-      if (next) this.#o.metrics.webhookJobsWaiting.set({ webhook: hookId }, parked?.length ?? 0);
-      if (parked?.length === 0) this.#parked.delete(hookId);
-      if (next) {
-        const detached: Promise<void> = this.#run(hookId, next.attempt)
-          .catch((err: unknown) => {
-            this.#logger.error({ err: errorMessage(err) }, 'parked delivery failed (a bug)');
-            next.m.nak(this.#o.settings.retry.initialMs);
-          })
-          .finally(() => this.#detached.delete(detached));
-        this.#detached.add(detached);
-      }
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#running--;
     }
   }
 
