@@ -95,7 +95,8 @@ export class DeliveryWorker {
   readonly #loops = new Map<string, DurableConsumer>();
   /** Attempts running on this replica, and those waiting for one of its slots. */
   #running = 0;
-  readonly #waiting: Array<() => void> = [];
+  /** Woken with true when handed a slot, false when the replica stops. */
+  readonly #waiting: Array<(slot: boolean) => void> = [];
   #syncing: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #stopping = false;
@@ -128,6 +129,8 @@ export class DeliveryWorker {
   async stop(): Promise<void> {
     this.#stopping = true;
     clearInterval(this.#timer);
+    // Attempts waiting for a slot are not started: their jobs are handed back at once.
+    for (const wake of this.#waiting.splice(0)) wake(false);
     await this.#syncing.catch(() => undefined);
     // Each loop hands back at once what it pulled and has not started, and waits for its
     // attempts in flight.
@@ -154,12 +157,21 @@ export class DeliveryWorker {
     for (const subject of Object.keys(info.state.subjects ?? {})) {
       if (subject.startsWith(prefix)) ids.add(subject.slice(prefix.length));
     }
+    let failed: Error | undefined;
     for (const id of ids) {
       if (this.#loops.has(id) || this.#stopping) continue;
       const loop = this.#consumer(id);
       this.#loops.set(id, loop);
-      await loop.start();
+      try {
+        await loop.start();
+      } catch (err) {
+        // A loop whose durable could not be ensured never runs (nor is ever ready): dropped,
+        // so the next sync tries again; the other webhooks' consumers are still started.
+        this.#loops.delete(id);
+        failed ??= err instanceof Error ? err : new Error(errorMessage(err));
+      }
     }
+    if (failed !== undefined) throw failed;
   }
 
   /** The consumer loop of one webhook's jobs. */
@@ -226,7 +238,7 @@ export class DeliveryWorker {
     if (!secret) {
       return this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, notAttempted());
     }
-    return this.#inSlot(() => this.#attempt(m, job, base, hook.url, secret));
+    return this.#inSlot(m, () => this.#attempt(m, job, base, hook.url, secret));
   }
 
   /** The most attempts one webhook may have running at once on this replica. */
@@ -235,17 +247,28 @@ export class DeliveryWorker {
     return Math.max(1, Math.min(webhookConcurrency, webhookConcurrencyPerHook));
   }
 
-  /** Runs `attempt` in one of the replica's `webhookConcurrency` slots, waiting for one. */
-  async #inSlot(attempt: () => Promise<void>): Promise<void> {
+  /**
+   * Runs `attempt` in one of the replica's `webhookConcurrency` slots, waiting for one; after
+   * stop() it is not started and `m` is handed back at once (another replica takes it).
+   */
+  async #inSlot(m: JsMsg, attempt: () => Promise<void>): Promise<void> {
+    if (this.#stopping) {
+      m.nak();
+      return;
+    }
     // A slot that frees goes to the first waiting attempt as it is.
     if (this.#running >= this.#o.settings.webhookConcurrency) {
-      await new Promise<void>((resolve) => this.#waiting.push(resolve));
+      const slot = await new Promise<boolean>((resolve) => this.#waiting.push(resolve));
+      if (!slot) {
+        m.nak();
+        return;
+      }
     } else this.#running++;
     try {
       await attempt();
     } finally {
       const next = this.#waiting.shift();
-      if (next) next();
+      if (next) next(true);
       else this.#running--;
     }
   }
