@@ -155,7 +155,7 @@ test('every replica reloads a new config, not only the one the config.changed ev
   await waitFor(() => quiescent(nc, iso.names), { what: 'the config.changed event handled' });
 });
 
-test("a webhook an admin adds has its own consumer at once: its first alert goes out within the alert's 5 s", async ({
+test("a webhook an admin adds has its own consumer at once (its first alert out within the alert's 5 s), deleted once it is removed", async ({
   nc,
   natsUrl,
   redisUrl,
@@ -192,6 +192,12 @@ test("a webhook an admin adds has its own consumer at once: its first alert goes
   ]);
   const alert = await waitFor(() => receiver.received[0], { what: 'the new webhook alert' });
   expect(alert.receivedAt - sent).toBeLessThan(5_000);
+  // Removed again, with its jobs all taken: its consumer is deleted.
+  expect((await authority.authority.ctx.config.apply(config(0.8), 'test')).ok).toBe(true);
+  await waitFor(
+    async () => !(await consumerNames(nc, iso)).includes('deliver-pager') || undefined,
+    { timeoutMs: 5_000, what: "the removed webhook's consumer deleted" },
+  );
 });
 
 async function consumerNames(nc: NatsConnection, iso: { names: NatsNames }): Promise<string[]> {

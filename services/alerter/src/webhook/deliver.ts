@@ -157,6 +157,14 @@ export class DeliveryWorker {
     for (const subject of Object.keys(info.state.subjects ?? {})) {
       if (subject.startsWith(prefix)) ids.add(subject.slice(prefix.length));
     }
+    // A webhook gone from the config whose jobs are all taken: its consumer goes too.
+    for (const [id, loop] of this.#loops) {
+      if (ids.has(id) || this.#stopping) continue;
+      this.#loops.delete(id);
+      await loop.stop();
+      await jsm.consumers.delete(names.webhookStream, consumerOf(id)).catch(() => undefined);
+      this.#o.metrics.webhookJobsWaiting.remove({ webhook: id });
+    }
     let failed: Error | undefined;
     for (const id of ids) {
       if (this.#loops.has(id) || this.#stopping) continue;
