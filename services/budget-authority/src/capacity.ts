@@ -132,26 +132,43 @@ async function takeOn(
   call: CapacityTake,
 ): Promise<CapacityFull | undefined> {
   const capped = call.tenantShare < 1;
-  const keys = [
-    ...s.keys,
-    ctx.keys.capacityRecord(s.upstream, call.reservationId),
-    ...(capped ? tenantKeys(ctx, s, call.tenant) : []),
-  ];
+  const r = await runTake(
+    ctx,
+    s,
+    [
+      ...s.keys,
+      ctx.keys.capacityRecord(s.upstream, call.reservationId),
+      ...(capped ? tenantKeys(ctx, s, call.tenant) : []),
+    ],
+    call,
+  );
+  return r && { code: 'upstream_capacity', upstream: s.upstream, ...r };
+}
+
+/**
+ * capacity.lua's take: the scopes' windows, the record, then the tenant's own windows when
+ * `tenantShare` caps it. Undefined: taken; else how full, and for how long.
+ */
+async function runTake(
+  ctx: HandlerContext,
+  s: Pick<Scopes, 'limits' | 'counting'>,
+  keys: string[],
+  call: { tokens: number; share: number; tenantShare: number; noRecord?: true },
+): Promise<Omit<CapacityFull, 'code' | 'upstream'> | undefined> {
   const r = await runCapacity(
     ctx.redis,
     keys,
     spec(ctx, s, {
       op: 'take',
+      ...(call.noRecord ? { noRecord: true } : {}),
       tokens: call.tokens,
       share: call.share,
-      ...(capped ? { tenantShare: call.tenantShare } : {}),
+      ...(call.tenantShare < 1 ? { tenantShare: call.tenantShare } : {}),
     }),
   );
   if (r[0] === 'ok') return undefined;
   return {
-    code: 'upstream_capacity',
     retryAfterSeconds: Number(r[1]),
-    upstream: s.upstream,
     used: Number(r[3]),
     limit: Number(r[4]),
     who: r[5] === 'tenant' ? 'tenant' : 'all',
@@ -231,30 +248,28 @@ export async function takeCount(
   const limit = upstream?.countsPerMinute;
   if (!upstream || !tenant || limit === undefined) return { taken: true };
   const share = tenantShare(cfg, tenant);
-  const capped = share < 1;
-  const keys = [
-    ctx.keys.countCapacity(upstream.id),
-    // Never closed nor retried: no record (its place in KEYS, unused).
-    ctx.keys.capacityRecord(upstream.id, 'count'),
-    ...(capped ? [ctx.keys.countCapacity(upstream.id, tenant.id)] : []),
-  ];
   const s = { limits: [[0, limit] as [number, number]], counting: 'requested' as const };
-  const r = await runCapacity(
-    ctx.redis,
-    keys,
-    spec(ctx, s, {
-      op: 'take',
-      noRecord: true,
+  const full = await runTake(
+    ctx,
+    s,
+    [
+      ctx.keys.countCapacity(upstream.id),
+      // Never closed nor retried: no record (its place in KEYS, unused).
+      ctx.keys.capacityRecord(upstream.id, 'count'),
+      ...(share < 1 ? [ctx.keys.countCapacity(upstream.id, tenant.id)] : []),
+    ],
+    {
       tokens: 0,
       share: cfg.raw.capacity.shares[tenant.priority],
-      ...(capped ? { tenantShare: share } : {}),
-    }),
+      tenantShare: share,
+      noRecord: true,
+    },
   );
-  if (r[0] === 'ok') return { taken: true };
+  if (!full) return { taken: true };
   return {
     taken: false,
-    retryAfterSeconds: Math.min(3_600, Math.max(1, Number(r[1]))),
-    who: r[5] === 'tenant' ? 'tenant' : 'all',
+    retryAfterSeconds: Math.min(3_600, Math.max(1, full.retryAfterSeconds)),
+    who: full.who,
   };
 }
 
@@ -294,20 +309,6 @@ function noModel(upstream: UpstreamConfig): CompiledModel {
   return { upstream: upstream.id, capacity: undefined } as unknown as CompiledModel;
 }
 
-/** An upstream's `countsPerMinute` and the requests to its counting in the last minute. */
-async function countsUsed(
-  ctx: HandlerContext,
-  upstream: UpstreamConfig,
-): Promise<{ countsPerMinute: number | null; counts: number }> {
-  const limit = upstream.countsPerMinute;
-  if (limit === undefined) return { countsPerMinute: null, counts: 0 };
-  const s = { limits: [[0, limit] as [number, number]], counting: 'requested' as const };
-  const keys = [ctx.keys.countCapacity(upstream.id), ctx.keys.capacityRecord(upstream.id, 'peek')];
-  const rows = await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'peek' }));
-  const [, requests = '0'] = (rows[0] ?? '').split(',');
-  return { countsPerMinute: limit, counts: Number(requests) };
-}
-
 /** The declared capacities and their use in the last minute, for the status page. */
 export async function capacityUsage(ctx: HandlerContext): Promise<CapacityUsage[]> {
   const cfg = ctx.config.current;
@@ -328,16 +329,26 @@ export async function capacityUsage(ctx: HandlerContext): Promise<CapacityUsage[
       }
     }
     if (scopes.length === 0) continue;
-    const s: Scopes = {
-      upstream: upstream.id,
-      keys: scopes.map((x) => x.key),
-      models: scopes.map((x) => x.model),
-      limits: scopes.map((x) => limitsOf(x.limits)),
-      counting: 'requested',
+    // The counting endpoint's window (`countsPerMinute`) is read in the same peek, last.
+    const countLimit = upstream.countsPerMinute;
+    const counted = countLimit !== undefined;
+    const s = {
+      limits: [
+        ...scopes.map((x) => limitsOf(x.limits)),
+        ...(counted ? [[0, countLimit] as [number, number]] : []),
+      ],
+      counting: 'requested' as const,
     };
-    const keys = [...s.keys, ctx.keys.capacityRecord(upstream.id, 'peek')];
+    const keys = [
+      ...scopes.map((x) => x.key),
+      ...(counted ? [ctx.keys.countCapacity(upstream.id)] : []),
+      ctx.keys.capacityRecord(upstream.id, 'peek'),
+    ];
     const rows = await runCapacity(ctx.redis, keys, spec(ctx, s, { op: 'peek' }));
-    const counts = await countsUsed(ctx, upstream);
+    const [, countRequests = '0'] = counted ? (rows[scopes.length] ?? '').split(',') : [];
+    const counts = counted
+      ? { countsPerMinute: countLimit, counts: Number(countRequests) }
+      : { countsPerMinute: null, counts: 0 };
     scopes.forEach((scope, i) => {
       const [tokens = '0', requests = '0', blocked = '0'] = (rows[i] ?? '').split(',');
       out.push({

@@ -40,9 +40,11 @@ export function serverToolUses(u: AnthropicUsage | undefined): ToolUses | undefi
  * loop) comes without one, beside message_start's smaller breakdown. With `iterations`, the
  * sum over them (see billedIterations).
  */
-export function anthropicInput(u: AnthropicUsage | undefined): InputUsage | undefined {
+export function anthropicInput(
+  u: AnthropicUsage | undefined,
+  summed = billedIterations(u),
+): InputUsage | undefined {
   const top = inputOf(u);
-  const summed = billedIterations(u);
   return summed && top && summed.input.promptTokens >= top.promptTokens ? summed.input : top;
 }
 
@@ -95,10 +97,11 @@ function billedIterations(
 
 /** The whole usage once the output is known (message_delta). */
 export function anthropicUsage(u: AnthropicUsage | undefined): Usage | undefined {
-  const input = anthropicInput(u);
+  const summed = billedIterations(u);
+  const input = anthropicInput(u, summed);
   const top = usageCount(u?.output_tokens);
   if (!input || top === undefined) return undefined;
-  const output = Math.max(top, billedIterations(u)?.output ?? 0);
+  const output = Math.max(top, summed?.output ?? 0);
   const thinking = usageCount(u?.output_tokens_details?.thinking_tokens) ?? 0;
   return { ...plainUsage(0, output), ...input, reasoningTokens: Math.min(thinking, output) };
 }
