@@ -104,13 +104,15 @@ describe('a month window switched between sliding and calendar keeps what it hol
 });
 
 describe('a budget added while a call is in flight is billed what the call used, once', () => {
-  const heldCall = () => call(100, { maxTokens: 400, leaseMs: 1_000 });
-
-  test('a release after the expiry gives back nothing to a window the expiry never charged', async ({
-    start,
-  }) => {
+  /**
+   * A call held on the month window (lease 1 s), a day budget added while it runs, then the
+   * lease run out and the hold expired.
+   */
+  async function heldThenExpired(
+    start: (cfg: ReturnType<typeof config>) => Promise<TestAuthority>,
+  ) {
     const h = await start(config([{ window: 'month', limit: 10_000 }]));
-    const c = heldCall();
+    const c = call(100, { maxTokens: 400, leaseMs: 1_000 });
     admissionOf(await h.client.admit(c));
     await apply(
       h,
@@ -122,6 +124,13 @@ describe('a budget added while a call is in flight is billed what the call used,
     await waitFor(() => h.authority.relayedOrgs.includes('team'), { what: 'relay lease' });
     h.clock.advance(1_000);
     expect(await h.authority.expireOverdue()).toBe(1);
+    return { h, c };
+  }
+
+  test('a release after the expiry gives back nothing to a window the expiry never charged', async ({
+    start,
+  }) => {
+    const { h, c } = await heldThenExpired(start);
     // The expiry billed the hold's worst case on the window it held.
     expect(await used(h)).toEqual({ 'month-tokens': [500, 0], 'day-tokens': [0, 0] });
     const r = await h.client.release({
@@ -137,19 +146,7 @@ describe('a budget added while a call is in flight is billed what the call used,
   });
 
   test('a settle after the expiry bills the new window the whole usage', async ({ start }) => {
-    const h = await start(config([{ window: 'month', limit: 10_000 }]));
-    const c = heldCall();
-    admissionOf(await h.client.admit(c));
-    await apply(
-      h,
-      config([
-        { window: 'month', limit: 10_000 },
-        { window: 'day', limit: 10_000 },
-      ]),
-    );
-    await waitFor(() => h.authority.relayedOrgs.includes('team'), { what: 'relay lease' });
-    h.clock.advance(1_000);
-    expect(await h.authority.expireOverdue()).toBe(1);
+    const { h, c } = await heldThenExpired(start);
     const r = await h.client.settle({
       reservationId: c.reservationId,
       tenant: 'team',
