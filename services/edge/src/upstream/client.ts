@@ -235,13 +235,6 @@ export class UpstreamClient {
         : l;
     for (const [i, target] of call.targets.entries()) {
       if (i > 0 && call.claim && !(await call.claim(target))) continue;
-      // The claim waits on the authority: a call ended meanwhile (its client left) is not
-      // sent on. An attempt's signal follows the call's only from its start (an abort before
-      // it never fires), and the pump drops every event of an aborted call, so the fallback
-      // would write its whole reply unbilled.
-      if (call.signal.aborted) {
-        return Err({ ...abortedFailure(call.signal, target.id), sent: false, attempts });
-      }
       story.upstreams.push(target.id);
       for (let retry = 0; retry <= target.maxRetries; retry++) {
         attempts++;
@@ -283,6 +276,13 @@ export class UpstreamClient {
 
   async #attempt(call: UpstreamCall, target: UpstreamConfig): Promise<AttemptResult> {
     const { logger, metrics, timeouts, env } = this.#o;
+    // A call ended before this attempt (its client left while the fallback was claimed) is not
+    // sent: the attempt's signal follows the call's only from here (an abort before never
+    // fires), and the pump drops every event of an aborted call, so the upstream's whole reply
+    // would go unbilled.
+    if (call.signal.aborted) {
+      return Err({ sent: false, failure: abortedFailure(call.signal, target.id).failure });
+    }
     // This attempt's signal: aborted by the call's, or by the attempt's own deadline.
     const signal = new AttemptSignal();
     const onCallAbort = () => signal.abort(call.signal.reason);
