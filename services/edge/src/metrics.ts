@@ -97,7 +97,7 @@ export class EdgeMetrics {
     const openBodies = () => this.#openBodies();
     new Gauge({
       name: 'edge_open_body_bytes',
-      help: 'Request bodies open on this edge, bytes: each at its content-length (the body limit when it has none) from its headers until its response closes (EDGE_OPEN_BODY_BYTES bounds it)',
+      help: 'Request bodies open on this edge, bytes: each at its content-length (the body limit when it has none) from its headers until its response closes, with what its streamed reply keeps waiting for its client (EDGE_OPEN_BODY_BYTES bounds it)',
       registers,
       collect() {
         this.set(openBodies());
@@ -144,7 +144,7 @@ export class EdgeMetrics {
     });
     this.slowClients = new Counter({
       name: 'edge_slow_clients_total',
-      help: 'Streaming calls ended because their client left more than EDGE_STREAM_LAG_BYTES of the reply unread, by tenant',
+      help: "Streaming calls ended because their client left more than EDGE_STREAM_LAG_BYTES of the reply unread, or more than its tenant's open bytes (EDGE_TENANT_OPEN_BODY_BYTES) or the edge's allow, by tenant",
       labelNames: ['tenant'],
       registers,
     });

@@ -1,6 +1,7 @@
 import type { AuthorityClient } from '@holdfast/runtime';
 import type { TokenCounter } from '@holdfast/tokenizer';
 import type { Caller } from './request/auth.js';
+import type { OpenRequest } from './request/open-requests.js';
 import type { Calls } from './call/in-flight.js';
 import type { EdgeOptions } from './env.js';
 import type { ConfigSnapshot } from './authority/config-snapshot.js';
@@ -48,6 +49,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the auth hook on /v1 routes. */
     caller: Caller | null;
+    /** Set by the same hook on a model API's POST: what it keeps open on the edge. */
+    open: OpenRequest | null;
     audit: Audit;
   }
 }

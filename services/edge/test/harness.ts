@@ -333,6 +333,12 @@ export async function tenantMetric(s: Stack, name: string, tenant: string): Prom
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
 }
 
+/** The edge's edge_open_body_bytes, off its /metrics. */
+export async function openBodyBytes(s: Stack): Promise<number> {
+  const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
+  return Number(/^edge_open_body_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1]);
+}
+
 /**
  * Tokens a model may have written into the socket, unread, when the edge hung up on it (a
  * client disconnect, a timeout, a suspension's cut): how many depends on how soon the mock

@@ -1,7 +1,15 @@
 import { connect } from 'node:net';
 import { expect } from 'vitest';
 import { withAdmin } from './admin.js';
-import { chat, edgeTest as test, entry, KEYS, tenantMetric, type Stack } from './harness.js';
+import {
+  chat,
+  edgeTest as test,
+  entry,
+  KEYS,
+  openBodyBytes,
+  tenantMetric,
+  type Stack,
+} from './harness.js';
 import { waitFor } from '@holdfast/testkit';
 
 /**
@@ -214,12 +222,6 @@ function openBody(
     const close = () => socket.destroy();
     socket.on('error', () => undefined);
   });
-}
-
-/** The edge's edge_open_body_bytes, off its /metrics. */
-async function openBodyBytes(s: Stack): Promise<number> {
-  const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
-  return Number(/^edge_open_body_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1]);
 }
 
 test("a tenant without maxInFlight cannot run the edge out of memory: its open bodies are bounded by bytes on their headers, and every tenant's", async ({

@@ -1,6 +1,6 @@
 import { connect } from 'node:net';
 import { expect } from 'vitest';
-import { chat, edgeTest as test, KEYS, type Stack } from './harness.js';
+import { chat, edgeTest as test, KEYS, openBodyBytes, type Stack } from './harness.js';
 
 /**
  * HTTP/1.1 pipelining: a client may send its next request on a keep-alive socket before the
@@ -54,12 +54,6 @@ function pipeline(
     });
     socket.on('error', () => undefined);
   });
-}
-
-/** The edge's edge_open_body_bytes, off its /metrics. */
-async function openBodyBytes(s: Stack): Promise<number> {
-  const text = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
-  return Number(/^edge_open_body_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text)?.[1]);
 }
 
 test('a pipelined request is answered in its turn, not dropped with its socket left hanging', async ({

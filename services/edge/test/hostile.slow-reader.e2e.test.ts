@@ -6,6 +6,7 @@ import {
   edgeTest as test,
   entry,
   KEYS,
+  openBodyBytes,
   tenantMetric,
   UNREAD_AT_HANGUP,
   type Stack,
@@ -52,6 +53,27 @@ function longReplies(tokens: number, tokenDelayMs: number): StackOptions {
   };
 }
 
+/** Waits for the edge to close its slow client (the client's socket is paused: it would not see the close). */
+async function closedSlow(s: Stack): Promise<void> {
+  await waitFor(
+    async () =>
+      (await tenantMetric(s, 'edge_slow_clients_total', 'support-bot')) === 1 || undefined,
+    { what: 'the edge to close the slow client', timeoutMs: 60_000 },
+  );
+}
+
+/** A client that reads is served a short stream in full. */
+async function servedInFull(s: Stack): Promise<void> {
+  s.upstream.configure({ completion: { mode: 'fixed', tokens: 20 }, tokenDelayMs: 0 });
+  const ok = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEYS.support}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ ...chat(5), max_tokens: 20, stream: true }),
+  });
+  expect(ok.status).toBe(200);
+  expect(await ok.text()).toContain('[DONE]');
+}
+
 /** What the team was billed is what the provider billed, less at most a hangup's residual. */
 async function billedAsProvider(s: Stack): Promise<void> {
   const u = await s.settled('support-bot');
@@ -96,24 +118,38 @@ test('a client further behind than EDGE_STREAM_LAG_BYTES is closed: the call end
     edge: { options: { streamLagBytes: 64 * 1024 } },
   });
   const socket = neverReads(s, 200_000);
-  // The client's socket is paused, so it would not see the close: the edge's count says it.
-  await waitFor(
-    async () =>
-      (await tenantMetric(s, 'edge_slow_clients_total', 'support-bot')) === 1 || undefined,
-    { what: 'the edge to close the slow client', timeoutMs: 60_000 },
-  );
+  await closedSlow(s);
   socket.destroy();
   // Cut well before the end of its reply, at the provider's pace: the unread residual of any
   // hangup, no more.
   expect(s.upstream.stats().billed.completionTokens).toBeLessThan(200_000);
   await billedAsProvider(s);
   // A client that reads is served in full.
-  s.upstream.configure({ completion: { mode: 'fixed', tokens: 20 }, tokenDelayMs: 0 });
-  const ok = await fetch(`${s.edge.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${KEYS.support}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ ...chat(5), max_tokens: 20, stream: true }),
+  await servedInFull(s);
+});
+
+test("a reply left unread counts against its tenant's open bytes on the edge: a client under EDGE_STREAM_LAG_BYTES that fills its tenant's bound is closed", async ({
+  stack,
+}) => {
+  // Clients that stop reading could each leave EDGE_STREAM_LAG_BYTES on the edge, as many
+  // times as the tenant has connections: the edge's memory for every tenant. What they leave
+  // counts with the tenant's open bodies instead. Here one reply (~30 MB, under its lag bound,
+  // at a provider's pace) would be read whole and kept for a client that reads nothing of it (what the sockets'
+  // buffers do not take: 0.5 MB seen), and the tenant's bound is 128 KiB.
+  const s = await stack({
+    ...longReplies(200_000, 1),
+    edge: {
+      options: {
+        streamLagBytes: 256 * 1024 * 1024,
+        openBodies: { tenantBodyBytes: 128 * 1024, bodyBytes: 512 * 1024 * 1024 },
+      },
+    },
   });
-  expect(ok.status).toBe(200);
-  expect(await ok.text()).toContain('[DONE]');
+  const socket = neverReads(s, 200_000);
+  await closedSlow(s);
+  socket.destroy();
+  await billedAsProvider(s);
+  // Everything it kept is let go: the tenant opens calls again.
+  await expect.poll(() => openBodyBytes(s)).toBe(0);
+  await servedInFull(s);
 });

@@ -325,7 +325,9 @@ async function collect(run: Run): Promise<FastifyReply> {
 }
 
 /**
- * A streaming client that has left more than EDGE_STREAM_LAG_BYTES of its reply unread: its
+ * A streaming client that has left more than EDGE_STREAM_LAG_BYTES of its reply unread, or so
+ * much that its tenant's open bytes on this edge, or every tenant's, would pass their bound
+ * (EDGE_TENANT_OPEN_BODY_BYTES, EDGE_OPEN_BODY_BYTES; request/open-requests.ts): its
  * connection is closed, which ends the call as a client that left (the upstream is hung up on,
  * and what the edge read of it, all it wrote until then, is billed).
  */
@@ -363,7 +365,8 @@ async function relay(run: Run): Promise<FastifyReply> {
       out: pass,
       flush: () => out.flush(),
       asJson: (json) => run.adapter.asEvents(json),
-      maxLagBytes: run.deps.options.streamLagBytes,
+      keepsUnread: (bytes) =>
+        bytes <= run.deps.options.streamLagBytes && (run.request.open?.holdReply(bytes) ?? true),
       onLag: () => tooSlow(run),
     },
   );

@@ -21,8 +21,8 @@ export type OnData = (event: SseEvent) => void | Promise<void>;
  * Feeds every SSE `data` payload of an upstream response to `onData`, in order, as the bytes
  * arrive (event-driven: a reply of a thousand chunks costs no promise per chunk). The upstream
  * is read at its own pace whatever the client does: what `out` (the client's stream) has not
- * taken yet waits in it, and once that is more than `maxLagBytes` the client is too slow and
- * `onLag` is called (once; the caller ends the call). Reading never pauses for the client: the
+ * taken yet waits in it, and once `keepsUnread` will not keep that much the client is too slow
+ * and `onLag` is called (once; the caller ends the call). Reading never pauses for the client: the
  * provider bills every token it writes, and one written into the connection but left unread
  * when the call ends is billed by the provider and not by Holdfast, so a client that stopped
  * reading would choose how much of its reply goes unbilled (hostile.slow-reader.e2e). An
@@ -43,8 +43,11 @@ export async function pump(
      */
     flush?: () => void;
     asJson?: (body: unknown) => SseEvent[];
-    /** How many bytes `out` may hold that the client has not taken before `onLag`. */
-    maxLagBytes?: number;
+    /**
+     * Whether `out` may hold this many bytes the client has not taken (asked after each read);
+     * once it may not, `onLag`.
+     */
+    keepsUnread?: (bytes: number) => boolean;
     onLag?: () => void;
   } = {},
 ): Promise<PumpEnd> {
@@ -118,7 +121,7 @@ export async function pump(
         }
       }
     };
-    const { out, maxLagBytes = Infinity, onLag } = opts;
+    const { out, keepsUnread, onLag } = opts;
     let lagged = false;
     const onBytes = (bytes: Buffer) => {
       try {
@@ -131,7 +134,7 @@ export async function pump(
       }
       drain();
       opts.flush?.();
-      if (!lagged && out && out.writableLength > maxLagBytes) {
+      if (!lagged && out && keepsUnread && !keepsUnread(out.writableLength)) {
         lagged = true;
         onLag?.();
       }

@@ -49,6 +49,7 @@ export const observabilityPlugin = fp(
     const metrics = new EdgeMetrics(opts.registry);
     app.decorate('metrics', metrics);
     app.decorateRequest('caller', null);
+    app.decorateRequest('open', null);
     // Set per request in onRequest below (a shared default object would leak between requests).
     app.decorateRequest('audit', null as unknown as Audit);
     app.addHook('onRequest', (request, reply, done) => {

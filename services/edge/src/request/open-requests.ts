@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import { Err, Ok, type Result } from '@holdfast/runtime';
 import { onResponseGone } from './response-gone.js';
 
 /**
@@ -13,6 +14,11 @@ import { onResponseGone } from './response-gone.js';
  *   lives as long as the call. Without these, a tenant with no `maxInFlight` could open as many
  *   bodies as it has connections, each up to the body limit, and run the edge out of memory for
  *   every tenant (docs/security.md, input limits).
+ *
+ * The same bounds cover what a streamed reply keeps waiting for a client that reads it slower
+ * than the upstream writes (`OpenRequest.holdReply`): the edge reads every upstream at its own
+ * pace, so without them a tenant's clients that stop reading could each leave up to
+ * EDGE_STREAM_LAG_BYTES on the edge, as many times as it has connections.
  */
 export interface OpenLimits {
   /** Body bytes one tenant may have open on this edge. */
@@ -34,6 +40,16 @@ interface Open {
   bytes: number;
 }
 
+/** One request counted open, until its response closes. */
+export interface OpenRequest {
+  /**
+   * Counts `bytes` of its reply waiting on the edge for its client (instead of what was counted
+   * before); false, and nothing changed, when more would take its tenant's open bytes, or the
+   * edge's, past their bound.
+   */
+  holdReply(bytes: number): boolean;
+}
+
 export class OpenRequests {
   readonly #byTenant = new Map<string, Open>();
   #bytes = 0;
@@ -49,31 +65,53 @@ export class OpenRequests {
     cap: number | undefined,
     contentLength: string | undefined,
     res: ServerResponse,
-  ): Refusal | undefined {
+  ): Result<OpenRequest, Refusal> {
     const open = this.#byTenant.get(tenant) ?? { requests: 0, bytes: 0 };
-    if (cap !== undefined && open.requests >= cap) return { why: 'in_flight', cap };
-    const bytes = this.#bodyBytes(contentLength);
-    const { tenantBodyBytes, bodyBytes } = this.limits;
-    if (open.bytes + bytes > tenantBodyBytes) return { why: 'tenant_bytes', cap: tenantBodyBytes };
-    if (this.#bytes + bytes > bodyBytes) return { why: 'edge_bytes', cap: bodyBytes };
+    if (cap !== undefined && open.requests >= cap) return Err({ why: 'in_flight', cap });
+    const body = this.#bodyBytes(contentLength);
+    const refusal = this.#refusal(open, body);
+    if (refusal) return Err(refusal);
     open.requests++;
-    open.bytes += bytes;
-    this.#bytes += bytes;
     this.#byTenant.set(tenant, open);
+    this.#add(open, body);
+    let reply = 0;
+    let gone = false;
     // Its connection's close too: a pipelined response whose client left while it waited for
     // its turn is never closed (response-gone.ts).
     onResponseGone(res, () => {
       open.requests--;
-      open.bytes -= bytes;
-      this.#bytes -= bytes;
+      gone = true;
+      this.#add(open, -(body + reply));
       if (open.requests === 0) this.#byTenant.delete(tenant);
     });
-    return undefined;
+    return Ok({
+      holdReply: (bytes) => {
+        if (gone) return false;
+        const more = bytes - reply;
+        if (more > 0 && this.#refusal(open, more)) return false;
+        this.#add(open, more);
+        reply = bytes;
+        return true;
+      },
+    });
   }
 
   /** Body bytes open on this edge: every tenant's, or one's. */
   bytes(tenant?: string): number {
     return tenant === undefined ? this.#bytes : (this.#byTenant.get(tenant)?.bytes ?? 0);
+  }
+
+  /** Why `bytes` more may not be opened for a tenant with `open` (nothing when they may). */
+  #refusal(open: Open, bytes: number): Refusal | undefined {
+    const { tenantBodyBytes, bodyBytes } = this.limits;
+    if (open.bytes + bytes > tenantBodyBytes) return { why: 'tenant_bytes', cap: tenantBodyBytes };
+    if (this.#bytes + bytes > bodyBytes) return { why: 'edge_bytes', cap: bodyBytes };
+    return undefined;
+  }
+
+  #add(open: Open, bytes: number): void {
+    open.bytes += bytes;
+    this.#bytes += bytes;
   }
 
   /**

@@ -56,10 +56,13 @@ export function v1Routes(app: FastifyInstance): void {
     });
     if (request.method !== 'POST') return undefined;
     const { id, maxInFlight } = caller.tenant;
-    const refusal = open.open(id, maxInFlight, request.headers['content-length'], reply.raw);
-    if (!refusal) return undefined;
+    const opened = open.open(id, maxInFlight, request.headers['content-length'], reply.raw);
+    if (opened.ok) {
+      request.open = opened.value;
+      return undefined;
+    }
     app.metrics.earlyRefusals.inc({ code: 'concurrency_limit' });
-    return sendError(request, reply, atCap(id, refusal));
+    return sendError(request, reply, atCap(id, opened.error));
   });
   parseInTurns(app);
   const deps = callDeps(app);
