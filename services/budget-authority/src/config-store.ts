@@ -7,12 +7,13 @@ import {
   parseConfig,
   type CompiledConfig,
 } from '@holdfast/config';
-import type {
-  ConfigApplyMode,
-  ConfigApplyReply,
-  ConfigChange,
-  ConfigGetReply,
-  DeclaredConfig,
+import {
+  CONFIG_CHANGES_LISTED,
+  type ConfigApplyMode,
+  type ConfigApplyReply,
+  type ConfigChange,
+  type ConfigGetReply,
+  type DeclaredConfig,
 } from '@holdfast/events';
 import { Err, Ok, RpcError, type Logger, type Result } from '@holdfast/runtime';
 import type { RedisClient } from './redis.js';
@@ -175,7 +176,15 @@ export class ConfigStore {
         'the document overrides changes made through the admin API',
       );
     }
-    return Ok({ version: written.version, hash: config.hash, changed, kept, overridden });
+    return Ok({
+      version: written.version,
+      hash: config.hash,
+      changed,
+      kept: kept.slice(0, CONFIG_CHANGES_LISTED),
+      overridden: overridden.slice(0, CONFIG_CHANGES_LISTED),
+      keptCount: kept.length,
+      overriddenCount: overridden.length,
+    });
   }
 
   /** The config to store for a document, by mode, with what it keeps and undoes. */
@@ -256,7 +265,9 @@ export class ConfigStore {
       hash: this.#config.hash,
       config: this.#config.raw,
       declared: declared ? (record as DeclaredConfig) : null,
-      divergence: this.#divergence.changes,
+      // Listed up to a bound: the whole list beside a large document outgrew one NATS message.
+      divergence: this.#divergence.changes.slice(0, CONFIG_CHANGES_LISTED),
+      divergenceCount: this.#divergence.changes.length,
     };
   }
 

@@ -166,6 +166,8 @@ test('holdfast apply (merge) keeps keys made through the admin API; replace drop
     changed: false,
     kept: [{ path: 'tenants[id=support-bot].keys[id=ops-1]', change: 'added' }],
     overridden: [],
+    keptCount: 1,
+    overriddenCount: 0,
   });
   const replaced = await h.client.configApply({ document: BASE_CONFIG, mode: 'replace' });
   expect(replaced.ok && replaced.value).toMatchObject({

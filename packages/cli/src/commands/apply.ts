@@ -15,6 +15,14 @@ interface Applied {
   /** Absent from an edge older than the merge. */
   kept?: ConfigChange[];
   overridden?: ConfigChange[];
+  /** How many each list has in all (each lists the first 500); absent from an older edge. */
+  keptCount?: number;
+  overriddenCount?: number;
+}
+
+/** `, the first N listed` when a list is shorter than the count it stands for. */
+export function listed(changes: readonly ConfigChange[], count: number): string {
+  return changes.length < count ? `, the first ${changes.length} listed` : '';
 }
 
 /** One line per change: `  + tenants[id=support-bot].keys[id=ops-1]`. */
@@ -69,16 +77,18 @@ export async function apply(args: string[], io: Io): Promise<number> {
   const path = `/admin/config${query ? `?${query}` : ''}`;
   const reply = (await ctx.client().request('PUT', path, { yaml: text })) as Applied;
   const r = { ...reply, kept: reply.kept ?? [], overridden: reply.overridden ?? [] };
+  const keptCount = reply.keptCount ?? r.kept.length;
+  const overriddenCount = reply.overriddenCount ?? r.overridden.length;
   const head = r.changed
     ? `applied ${file}: config version ${r.version} (${tenants.size} tenants in the file, sha256 ${r.hash.slice(0, 12)})\n`
     : `unchanged: ${file} makes no change to config version ${r.version}\n`;
   const kept =
-    r.kept.length > 0
-      ? `kept ${r.kept.length} change(s) made through the admin API that the file leaves alone:\n${changeLines(r.kept)}`
+    keptCount > 0
+      ? `kept ${keptCount} change(s) made through the admin API that the file leaves alone${listed(r.kept, keptCount)}:\n${changeLines(r.kept)}`
       : '';
   const overridden =
-    r.overridden.length > 0
-      ? `${values.replace ? 'dropped' : 'overrode'} ${r.overridden.length} change(s) made through the admin API:\n${changeLines(r.overridden)}`
+    overriddenCount > 0
+      ? `${values.replace ? 'dropped' : 'overrode'} ${overriddenCount} change(s) made through the admin API${listed(r.overridden, overriddenCount)}:\n${changeLines(r.overridden)}`
       : '';
   ctx.print(r, head + kept + overridden);
   return EXIT.ok;

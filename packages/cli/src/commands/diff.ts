@@ -1,12 +1,14 @@
 import { CliError } from '../client.js';
 import { context, parse, type Io } from '../context.js';
 import { EXIT } from '../exit.js';
-import { changeLines, type ConfigChange } from './apply.js';
+import { changeLines, listed, type ConfigChange } from './apply.js';
 
 interface Stored {
   version: number;
   declared: { version: number; source: string; time: string } | null;
   divergence?: ConfigChange[];
+  /** How many there are in all (the list has the first 500); absent from an older edge. */
+  divergenceCount?: number;
 }
 
 /**
@@ -22,6 +24,7 @@ export async function diff(args: string[], io: Io): Promise<number> {
   const ctx = context(io, values);
   const r = (await ctx.client().request('GET', '/admin/config')) as Stored;
   const changes = r.divergence ?? [];
+  const count = r.divergenceCount ?? changes.length;
   const { declared } = r;
   const head = declared
     ? `config version ${r.version}; last declared document: version ${declared.version}, ${declared.source}, ${declared.time}\n`
@@ -31,7 +34,10 @@ export async function diff(args: string[], io: Io): Promise<number> {
       ? declared
         ? 'no changes made through the admin API since\n'
         : ''
-      : `${changes.length} change(s) made through the admin API since (the next apply keeps them unless the document changes the same fields; --replace drops them):\n${changeLines(changes)}`;
-  ctx.print({ version: r.version, declared, divergence: changes }, head + body);
+      : `${count} change(s) made through the admin API since (the next apply keeps them unless the document changes the same fields; --replace drops them)${listed(changes, count)}:\n${changeLines(changes)}`;
+  ctx.print(
+    { version: r.version, declared, divergence: changes, divergenceCount: count },
+    head + body,
+  );
   return EXIT.ok;
 }

@@ -110,6 +110,15 @@ export const ConfigChange = z.object({
 });
 export type ConfigChange = z.infer<typeof ConfigChange>;
 
+/**
+ * The most changes one reply lists (`divergence`, `kept`, `overridden`; the counts say how many
+ * there are in all). A path is at most about 210 bytes as JSON, so 500 of them (~105 KB) beside
+ * a document at its limit (768 KiB) keep config.get within NATS's default max_payload (1 MiB):
+ * the whole list grows with every admin edit (about 70 bytes a key created), and at some 5,000
+ * keys made through the admin API it alone made config.get too large for any edge to load.
+ */
+export const CONFIG_CHANGES_LISTED = 500;
+
 /** The last declarative document applied (file or `holdfast apply`), the base of the next merge. */
 export const DeclaredConfig = z.object({
   /** The stored config version it was applied at. */
@@ -183,8 +192,12 @@ export const ConfigGetReply = z.object({
   config: z.unknown(),
   /** The last declared document; null when none was recorded (an older authority's store). */
   declared: DeclaredConfig.nullable().default(null),
-  /** What the admin API changed since that document: the next merge keeps these. */
+  /**
+   * What the admin API changed since that document: the next merge keeps these. At most
+   * CONFIG_CHANGES_LISTED of them; `divergenceCount` is how many there are in all.
+   */
   divergence: z.array(ConfigChange).default([]),
+  divergenceCount: z.int().min(0).optional(),
 });
 export type ConfigGetReply = z.infer<typeof ConfigGetReply>;
 
@@ -224,5 +237,8 @@ export const ConfigApplyReply = z.object({
   kept: z.array(ConfigChange).default([]),
   /** merge and replace: changes made through the admin API that the document undid. */
   overridden: z.array(ConfigChange).default([]),
+  /** How many changes each list has in all (each lists at most CONFIG_CHANGES_LISTED). */
+  keptCount: z.int().min(0).optional(),
+  overriddenCount: z.int().min(0).optional(),
 });
 export type ConfigApplyReply = z.infer<typeof ConfigApplyReply>;

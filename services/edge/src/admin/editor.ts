@@ -23,7 +23,9 @@ export interface Stored {
   hash: string;
   config: HoldfastConfig;
   declared: DeclaredConfig | null;
+  /** The first CONFIG_CHANGES_LISTED of them; `divergenceCount` counts them all. */
   divergence: ConfigChange[];
+  divergenceCount: number;
 }
 
 export interface EditOptions {
@@ -75,7 +77,8 @@ export class ConfigEditor {
       );
     }
     const { version, hash, declared, divergence } = r.value;
-    return Ok({ version, hash, config: parsed.data, declared, divergence });
+    const divergenceCount = r.value.divergenceCount ?? divergence.length;
+    return Ok({ version, hash, config: parsed.data, declared, divergence, divergenceCount });
   }
 
   /**
