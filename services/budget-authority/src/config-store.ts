@@ -125,22 +125,26 @@ export class ConfigStore {
     }
     const next = parsed.value;
     await this.refresh();
+    // What this apply is decided and written against. A refresh may run while it waits on
+    // Redis (a notice, the poll, an edge's config.get) and move the cache: the write is still
+    // checked against the version read here, and a pinned version against that one.
+    const base = { version: this.#version, config: this.#config };
     const { expectedVersion } = opts;
-    if (expectedVersion !== undefined && expectedVersion !== this.#version) {
+    if (expectedVersion !== undefined && expectedVersion !== base.version) {
       return Err(
         new RpcError({
           code: 'version_conflict',
-          message: `the config is at version ${this.#version}, not the expected ${expectedVersion}: read it again and reapply the change`,
+          message: `the config is at version ${base.version}, not the expected ${expectedVersion}: read it again and reapply the change`,
         }),
       );
     }
     const mode = opts.mode ?? 'edit';
     const declared = mode === 'edit' ? undefined : await readDeclared(this.#redis, this.#keys);
-    const target = this.#target(mode, next, declared?.record);
+    const target = this.#target(mode, next, declared?.record, base);
     if (!target.ok) return target;
     const { config, kept, overridden } = target.value;
     const written = await writeApply(this.#redis, this.#keys, {
-      from: { version: this.#version, hash: this.#config.hash, declaredHash: declared?.hash },
+      from: { version: base.version, hash: base.config.hash, declaredHash: declared?.hash },
       config,
       declared: mode !== 'edit' && declared?.hash !== next.hash ? next : undefined,
       file: opts.file,
@@ -155,10 +159,13 @@ export class ConfigStore {
       }
       return this.apply(document, source, opts, attempt + 1);
     }
-    const changed = written.version !== this.#version;
+    const changed = written.version !== base.version;
     if (changed) {
-      this.#config = config;
-      this.#version = written.version;
+      // A refresh meanwhile may have loaded this version already (or a later one).
+      if (written.version > this.#version) {
+        this.#config = config;
+        this.#version = written.version;
+      }
       this.#logger.info(
         { version: written.version, hash: config.hash, source, tenants: config.tenants.size },
         'config applied',
@@ -192,16 +199,17 @@ export class ConfigStore {
     mode: ConfigApplyMode,
     next: CompiledConfig,
     record: DeclaredRecord | undefined,
+    live: { version: number; config: CompiledConfig },
   ): Result<
     { config: CompiledConfig; kept: ConfigChange[]; overridden: ConfigChange[] },
     RpcError
   > {
-    if (mode === 'edit' || this.#version === 0)
+    if (mode === 'edit' || live.version === 0)
       return Ok({ config: next, kept: [], overridden: [] });
     // No declared document recorded (a store from before it was kept): the stored config is
     // taken as the last one declared, so the document applies whole, as it always did.
-    const base = record?.document ?? this.#config.raw;
-    const merged = mergeDeclared(base, this.#config.raw, next.raw);
+    const base = record?.document ?? live.config.raw;
+    const merged = mergeDeclared(base, live.config.raw, next.raw);
     if (mode === 'replace') {
       return Ok({ config: next, kept: [], overridden: [...merged.kept, ...merged.overridden] });
     }

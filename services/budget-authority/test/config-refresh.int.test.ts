@@ -15,6 +15,33 @@ const withLimit = (limit: number) => ({
 });
 
 /**
+ * Two replicas' config stores, A and B, each on a connection of its own (a test intercepts
+ * A's commands); `stop` disconnects both.
+ */
+async function twoReplicas(redisUrl: string, keyPrefix: string) {
+  const keys = new Keys(keyPrefix);
+  const logger = createLogger({ name: 'config-refresh-test', level: 'silent' });
+  const connect = async () => {
+    const redis = createRedis(redisUrl);
+    redis.on('error', () => undefined);
+    await redis.connect();
+    return redis;
+  };
+  const [redisA, redisB] = [await connect(), await connect()];
+  return {
+    keys,
+    redisA,
+    redisB,
+    a: new ConfigStore({ redis: redisA, keys, logger, clock: Date.now }),
+    b: new ConfigStore({ redis: redisB, keys, logger, clock: Date.now }),
+    stop: () => {
+      redisA.disconnect();
+      redisB.disconnect();
+    },
+  };
+}
+
+/**
  * Issue 11, item 5b: a replica reloading the config must never serve one version's document
  * under another version's number. Replica B applies a new config before every single command
  * replica A sends while it refreshes: wherever an apply lands between two of A's reads, the
@@ -25,18 +52,8 @@ test('a refresh racing applies never pairs a document with another version', asy
   redis,
   iso,
 }) => {
-  const keys = new Keys(iso.keyPrefix);
-  const logger = createLogger({ name: 'config-refresh-test', level: 'silent' });
-  const connect = async () => {
-    const redis = createRedis(redisUrl);
-    redis.on('error', () => undefined);
-    await redis.connect();
-    return redis;
-  };
-  const [redisA, redisB] = [await connect(), await connect()];
+  const { keys, redisA, a, b, stop } = await twoReplicas(redisUrl, iso.keyPrefix);
   try {
-    const a = new ConfigStore({ redis: redisA, keys, logger, clock: Date.now });
-    const b = new ConfigStore({ redis: redisB, keys, logger, clock: Date.now });
     // What B stored at each version: the truth A's cache is checked against.
     const written = new Map<number, string>();
     let limit = 1_000;
@@ -66,7 +83,65 @@ test('a refresh racing applies never pairs a document with another version', asy
     expect(a.version).toBeGreaterThan(1);
     expect(Number(await redis.get(keys.configVersion))).toBeGreaterThanOrEqual(a.version);
   } finally {
-    redisA.disconnect();
-    redisB.disconnect();
+    stop();
+  }
+});
+
+/**
+ * A replica reloads the config whenever it hears of a change (a notice, its poll, an edge's
+ * config.get) while its own apply waits on Redis: the apply must still be decided against the
+ * version it checked, and report what it wrote.
+ */
+test('an apply a refresh overtakes: a pinned version is still enforced, and a change still reported as one', async ({
+  redisUrl,
+  iso,
+}) => {
+  const { keys, redisA, redisB, a, b, stop } = await twoReplicas(redisUrl, iso.keyPrefix);
+  try {
+    const applied = await b.apply(withLimit(1_000), 'test');
+    if (!applied.ok) throw new Error(applied.error.message);
+    expect(await a.refresh()).toBe(true);
+    const send = redisA.sendCommand.bind(redisA);
+    /** Runs `during` once, when A next sends a command `when` matches (before or after it). */
+    const once = (
+      when: (c: Command) => boolean,
+      at: 'before' | 'after',
+      during: () => Promise<unknown>,
+    ) => {
+      redisA.sendCommand = ((command: Command) => {
+        if (!when(command)) return send(command);
+        redisA.sendCommand = send;
+        return at === 'before'
+          ? during().then(() => send(command))
+          : (send(command) as Promise<unknown>).then(async (reply) => (await during(), reply));
+      }) as typeof redisA.sendCommand;
+    };
+
+    // A merge pinned to version 1 (PUT /admin/config?expectedVersion=1): while A reads the
+    // declared document, B applies version 2 and A hears of it. Not applied on top of it.
+    once(
+      (c) => c.name === 'hmget' && c.args[0] === keys.configDeclared,
+      'before',
+      async () => {
+        expect((await b.apply(withLimit(2_000), 'other admin')).ok).toBe(true);
+        await a.refresh();
+      },
+    );
+    const pinned = await a.apply(withLimit(3_000), 'test', { mode: 'merge', expectedVersion: 1 });
+    expect(pinned.ok ? pinned.value : pinned.error.code).toBe('version_conflict');
+    expect(Number(await redisB.get(keys.configVersion))).toBe(2);
+
+    // An edit whose write A reloads (a config.get served meanwhile) before the apply goes on:
+    // it changed the config, and says so (the edge then waits for it, replicas are told).
+    expect(a.version).toBe(2);
+    once(
+      (c) => c.name === 'fcall',
+      'after',
+      () => a.refresh(),
+    );
+    const edit = await a.apply(withLimit(4_000), 'test');
+    expect(edit.ok && edit.value).toMatchObject({ version: 3, changed: true });
+  } finally {
+    stop();
   }
 });
