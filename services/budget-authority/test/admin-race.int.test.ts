@@ -1,6 +1,10 @@
 import { describe, expect } from 'vitest';
+import { createLogger } from '@holdfast/runtime';
 import { waitFor } from '@holdfast/testkit';
-import { admissionOf, BASE_CONFIG, newId, authorityTest as test } from './harness.js';
+import { admissionOf, BASE_CONFIG, newId, refusalOf, authorityTest as test } from './harness.js';
+import { ConfigStore } from '../src/config-store.js';
+import { Keys } from '../src/keys.js';
+import { createRedis } from '../src/redis.js';
 import type { TestAuthority } from '../src/testing.js';
 
 /**
@@ -180,5 +184,36 @@ describe('a budget added while a call is in flight is billed what the call used,
     });
     expect(r).toMatchObject({ ok: true, value: { status: 'settled', billedTokens: 150 } });
     expect(await used(h)).toEqual({ 'month-tokens': [150, 0], 'day-tokens': [150, 0] });
+  });
+});
+
+describe('a replica that has not heard of a change yet decides a call as the edge knows it', () => {
+  test('a limit lowered on another replica (notice not heard): an admit from an edge on the new version is held to it', async ({
+    start,
+    iso,
+  }) => {
+    const h = await start(config([{ window: 'month', limit: 10_000 }]));
+    // Another replica applies the admin's change; this one hears no notice (lost, or not yet
+    // handled) and serves version 1 until its poll, while the edges already serve version 2.
+    const redis = createRedis(h.redisUrl);
+    await redis.connect();
+    try {
+      const other = new ConfigStore({
+        redis,
+        keys: new Keys(iso.keyPrefix),
+        logger: createLogger({ name: 'other-replica', level: 'silent' }),
+        clock: Date.now,
+      });
+      const lowered = await other.apply(config([{ window: 'month', limit: 1_000 }]), 'admin');
+      expect(lowered.ok && lowered.value.version).toBe(2);
+    } finally {
+      redis.disconnect();
+    }
+    expect(h.authority.ctx.config.version).toBe(1);
+    // A call of 5,001 tokens: admitted against the old 10,000 before, now refused.
+    const refused = refusalOf(await h.client.admit(call(5_000, { configVersion: 2 })));
+    expect(refused.code).toBe('budget_exceeded');
+    expect(h.authority.ctx.config.version).toBe(2);
+    expect(await used(h)).toEqual({ 'month-tokens': [0, 0] });
   });
 });

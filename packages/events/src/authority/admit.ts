@@ -71,6 +71,12 @@ export const AdmitRequest = z.strictObject({
    * the model's fee for each on top of its tokens. Absent: none.
    */
   toolUses: z.partialRecord(ToolUseKind, z.int().min(1).max(LIMITS.maxToolUses)).optional(),
+  /**
+   * The config version the edge serves. A replica on an older one (the config.changed notice
+   * not heard yet, or lost: its poll is 2 s) loads the stored config before it decides, so a
+   * limit an admin lowered, or a tenant, key or budget just made, is decided as the edge knows it.
+   */
+  configVersion: z.int().min(0).optional(),
 });
 export type AdmitRequest = z.input<typeof AdmitRequest>;
 

@@ -229,6 +229,11 @@ export async function admit(
   ctx: HandlerContext,
   req: z.output<typeof AdmitRequest>,
 ): Promise<Reply> {
+  if (req.configVersion !== undefined && req.configVersion > ctx.config.version) {
+    // The edge serves a newer config than this replica (see AdmitRequest.configVersion). A
+    // failed load decides on the config this replica has, as before.
+    await ctx.config.refresh().catch(() => false);
+  }
   const cfg = ctx.config.current;
   const tenant = cfg.tenants.get(req.tenant);
   if (!tenant) {

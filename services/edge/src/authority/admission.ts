@@ -27,6 +27,8 @@ export interface AdmissionDeps {
   timeoutMs: number;
   /** Whether this edge saw a tenant of the chain suspended (and not resumed since). */
   suspended?: (chain: readonly string[]) => boolean;
+  /** The config version this edge serves, sent with each admit (AdmitRequest.configVersion). */
+  configVersion?: () => number;
 }
 
 export interface AdmissionRequest {
@@ -94,7 +96,8 @@ export async function admit(
     ...(req.endUser ? { endUser: req.endUser } : {}),
   };
   const started = performance.now();
-  const ask = () => deps.authority.admit(admitBody(req, reservationId), deps.timeoutMs);
+  const ask = () =>
+    deps.authority.admit(admitBody(req, reservationId, deps.configVersion?.()), deps.timeoutMs);
   const reply = await untilCapacity(ask, caller.tenant.maxQueueMs, req.signal);
   const seconds = (performance.now() - started) / 1_000;
 
@@ -155,7 +158,11 @@ export async function admit(
 }
 
 /** The authority's admit request for a call. */
-function admitBody(req: AdmissionRequest, reservationId: string): AdmitRequest {
+function admitBody(
+  req: AdmissionRequest,
+  reservationId: string,
+  configVersion: number | undefined,
+): AdmitRequest {
   const { caller } = req;
   return {
     reservationId,
@@ -172,6 +179,7 @@ function admitBody(req: AdmissionRequest, reservationId: string): AdmitRequest {
     serviceTier: req.serviceTier ?? 'default',
     ...(req.toolUses && Object.keys(req.toolUses).length > 0 ? { toolUses: req.toolUses } : {}),
     api: req.api,
+    ...(configVersion !== undefined && configVersion > 0 ? { configVersion } : {}),
   };
 }
 
@@ -264,7 +272,10 @@ async function askUncounted(
 ): Promise<EdgeError | undefined | 'unreachable' | 'store_down'> {
   const closes = deps.refusals?.closes(req.caller.tenant.org) ?? 0;
   const uncounted = { ...req, promptTokens: 0 };
-  const body = { ...admitBody(uncounted, randomUUID()), uncounted: true as const };
+  const body = {
+    ...admitBody(uncounted, randomUUID(), deps.configVersion?.()),
+    uncounted: true as const,
+  };
   const started = performance.now();
   const reply = await deps.authority.admit(body, deps.timeoutMs);
   const seconds = (performance.now() - started) / 1_000;

@@ -259,3 +259,43 @@ test('before an upstream count a call is asked uncounted once: refused, it throw
     code: 'budget_authority_unavailable',
   });
 });
+
+/**
+ * Every admit carries the config version this edge serves, so an authority replica that has
+ * not loaded it yet (its notice lost or not handled) loads it before deciding
+ * (admin-race.int.test.ts): a limit an admin lowered holds on every replica at once.
+ */
+test('an admit, counted or not, carries the config version the edge serves', async () => {
+  const asked: Record<string, unknown>[] = [];
+  const authority = {
+    admit: (body: Record<string, unknown>) => {
+      asked.push(body);
+      return Promise.resolve({
+        ok: false as const,
+        error: new RpcError({ code: 'not_counted', message: 'count it' }),
+      });
+    },
+  } as unknown as AuthorityPort;
+  const deps = {
+    authority,
+    holds: releasing([]),
+    metrics: new EdgeMetrics(new Registry()),
+    logger: { warn: () => undefined, error: () => undefined },
+    timeoutMs: 1_000,
+    configVersion: () => 7,
+  };
+  const req = {
+    caller: { tenant, keyId: null, useCase: 'chat', namesUsers: false },
+    model: 'gpt-5',
+    promptTokens: 10,
+    maxTokens: 10,
+    extensible: true,
+    api: 'chat' as const,
+  };
+  await admit(deps, req);
+  await beforeUpstreamCount(deps, { ...req, promptTokens: 0 })();
+  expect(asked.map((b) => b.configVersion)).toEqual([7, 7]);
+  // An edge with no config yet (version 0 or unknown) sends none.
+  await admit({ ...deps, configVersion: () => 0 }, req);
+  expect(asked[2]).not.toHaveProperty('configVersion');
+});

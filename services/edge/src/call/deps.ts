@@ -24,6 +24,8 @@ export interface CallDeps {
   config: () => CompiledConfig | undefined;
   /** Fetches the config again (a model the authority knows but this copy does not). */
   refreshConfig: () => Promise<unknown>;
+  /** The version of that config (sent with each admit); absent in tests that build their own. */
+  configVersion?: () => number;
 }
 
 /** The pipeline's dependencies from the edge app's decorations. */
@@ -39,5 +41,6 @@ export function callDeps(app: FastifyInstance): CallDeps {
     options: app.edgeOptions,
     config: () => app.configSnapshot.current,
     refreshConfig: () => app.configSnapshot.refresh(),
+    configVersion: () => app.configSnapshot.version,
   };
 }

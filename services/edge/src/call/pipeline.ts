@@ -190,6 +190,7 @@ function admissionDeps(deps: CallDeps, request: FastifyRequest): AdmissionDeps {
     logger: request.log,
     timeoutMs: deps.options.admitTimeoutMs,
     suspended: (chain) => deps.calls.suspended(chain),
+    ...(deps.configVersion ? { configVersion: deps.configVersion } : {}),
   };
 }
 
