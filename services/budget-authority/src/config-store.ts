@@ -53,6 +53,8 @@ export class ConfigStore {
   /** The last declared record read, and the divergence last computed (see `snapshot`). */
   #declaredCache: DeclaredRecord | undefined;
   #divergence: { key: string; changes: ConfigChange[] } | undefined;
+  /** The reload in progress: callers at the same moment share it (`refresh`). */
+  #loading: Promise<boolean> | undefined;
 
   constructor(opts: { redis: RedisClient; keys: Keys; logger: Logger; clock: () => number }) {
     this.#redis = opts.redis;
@@ -85,7 +87,25 @@ export class ConfigStore {
    * version are read in one MGET: an apply landing between two separate reads would otherwise
    * be served as the old document under the new version (issue 11, item 5b).
    */
-  async refresh(): Promise<boolean> {
+  refresh(): Promise<boolean> {
+    // One at a time: a burst of admits from edges on a newer version (`atLeast`) reads and
+    // parses the document once, not once each.
+    this.#loading ??= this.#load().finally(() => (this.#loading = undefined));
+    return this.#loading;
+  }
+
+  /**
+   * Reloads until this copy is at `version` or later, if Redis has it: a reload already in
+   * progress may have read the version before `version` was written, so one more is started
+   * after it when it falls short.
+   */
+  async atLeast(version: number): Promise<void> {
+    if (this.#version >= version) return;
+    await this.refresh();
+    if (this.#version < version) await this.refresh();
+  }
+
+  async #load(): Promise<boolean> {
     // The cheap check first: most calls (polling, config.get) find nothing new.
     const seen = Number((await this.#redis.get(this.#keys.configVersion)) ?? 0);
     if (seen <= this.#version) return false;

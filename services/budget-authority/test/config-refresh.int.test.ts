@@ -145,3 +145,35 @@ test('an apply a refresh overtakes: a pinned version is still enforced, and a ch
     stop();
   }
 });
+
+/**
+ * Every admit from an edge on a newer config than a replica's makes it reload
+ * (`AdmitRequest.configVersion`): a burst of them at a change must read and parse the document
+ * once, not once each (it may be 768 KiB), and each still decides on the new version.
+ */
+test('a burst of reloads to a newer version shares one read of the document', async ({
+  redisUrl,
+  iso,
+}) => {
+  const { redisA, a, b, stop } = await twoReplicas(redisUrl, iso.keyPrefix);
+  try {
+    expect((await b.apply(withLimit(1_000), 'test')).ok).toBe(true);
+    await a.refresh();
+    const applied = await b.apply(withLimit(2_000), 'test');
+    if (!applied.ok) throw new Error(applied.error.message);
+    const send = redisA.sendCommand.bind(redisA);
+    let reads = 0;
+    redisA.sendCommand = ((command: Command) => {
+      if (command.name === 'mget') reads++;
+      return send(command);
+    }) as typeof redisA.sendCommand;
+    await Promise.all(Array.from({ length: 200 }, () => a.atLeast(applied.value.version)));
+    expect(a.version).toBe(applied.value.version);
+    expect(reads).toBe(1);
+    // At the version already: nothing read at all.
+    await a.atLeast(applied.value.version);
+    expect(reads).toBe(1);
+  } finally {
+    stop();
+  }
+});

@@ -58,7 +58,7 @@ async function closedSlow(s: Stack): Promise<void> {
   await waitFor(
     async () =>
       (await tenantMetric(s, 'edge_slow_clients_total', 'support-bot')) === 1 || undefined,
-    { what: 'the edge to close the slow client', timeoutMs: 60_000 },
+    { what: 'the edge to close the slow client', timeoutMs: 90_000 },
   );
 }
 

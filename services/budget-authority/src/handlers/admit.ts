@@ -232,7 +232,7 @@ export async function admit(
   if (req.configVersion !== undefined && req.configVersion > ctx.config.version) {
     // The edge serves a newer config than this replica (see AdmitRequest.configVersion). A
     // failed load decides on the config this replica has, as before.
-    await ctx.config.refresh().catch(() => false);
+    await ctx.config.atLeast(req.configVersion).catch(() => undefined);
   }
   const cfg = ctx.config.current;
   const tenant = cfg.tenants.get(req.tenant);
