@@ -3,6 +3,7 @@ import {
   compileConfig,
   configChanges,
   HoldfastConfigSchema,
+  isEmptyDocument,
   mergeDeclared,
   parseConfig,
   type CompiledConfig,
@@ -139,6 +140,11 @@ export class ConfigStore {
     opts: ApplyOptions = {},
     attempt = 0,
   ): Promise<Result<Applied, RpcError>> {
+    if ((opts.mode ?? 'edit') !== 'edit' && isEmptyDocument(document)) {
+      const message =
+        'the document is empty: as a declared document it would remove everything the last one declared. Send the whole config; to remove every tenant, say tenants: []';
+      return Err(new RpcError({ code: 'invalid_config', message }));
+    }
     const parsed = parseConfig(document);
     if (!parsed.ok) {
       return Err(new RpcError({ code: 'invalid_config', message: parsed.error.errors.join('; ') }));

@@ -36,6 +36,18 @@ test('bad input is refused with a code naming the field, and changes nothing', a
     'not valid YAML',
   ]);
   await expectError(call('PUT', '/admin/config', '   '), 400, 'invalid_request', ['whole config']);
+  // A document that declares nothing would remove every declared tenant: refused, merged or not.
+  for (const [empty, mode] of [
+    [{}, 'merge'],
+    ['# nothing here\n', 'merge'],
+    ['null', 'replace'],
+    ['---\n', 'replace'],
+  ] as const) {
+    await expectError(call('PUT', `/admin/config?mode=${mode}`, empty), 400, 'invalid_config', [
+      'empty',
+      'tenants: []',
+    ]);
+  }
   await expectError(call('PUT', '/admin/config', [1, 2]), 400, 'invalid_request');
   const invalid = await expectError(
     call('PUT', '/admin/config', {

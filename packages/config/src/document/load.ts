@@ -69,6 +69,26 @@ export function parseConfig(
   return Ok(compileConfig(parsed.data));
 }
 
+/**
+ * Whether a document declares nothing at all: an empty object, or YAML text of comments or
+ * `null` only. Applied as a declared document it would remove everything the last one declared
+ * (every tenant, with no declared record), which is never what someone sending a whole config
+ * meant; one that means it says `tenants: []`. Text that is not YAML is not empty (its apply
+ * reports why).
+ */
+export function isEmptyDocument(document: unknown): boolean {
+  let raw: unknown = document;
+  if (typeof document === 'string') {
+    try {
+      raw = parseYaml(document, { maxAliasCount: 100 });
+    } catch {
+      return false;
+    }
+  }
+  if (raw === null || raw === undefined) return true;
+  return typeof raw === 'object' && !Array.isArray(raw) && Object.keys(raw).length === 0;
+}
+
 class ConfigError extends BaseError<'invalid_config'> {
   constructor(
     readonly source: string,
