@@ -1,7 +1,8 @@
 import { expect } from 'vitest';
 import { Keys } from '../src/keys.js';
 import { stateKeys } from '../src/rebuild.js';
-import { admissionOf, authorityTest as test } from './harness.js';
+import { waitFor } from '@holdfast/testkit';
+import { admissionOf, authorityTest as test, BASE_CONFIG, newId, readEvents } from './harness.js';
 import { activity, call, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
 
 test('the budget state rebuilt from the event stream equals the state that wrote it', async ({
@@ -68,4 +69,74 @@ test('the budget state rebuilt from the event stream equals the state that wrote
   expect(usage.ok && usage.value.tenants[0]?.inFlight).toBe(1);
   // The adaptive estimate was rebuilt too: a new call holds prompt + 100.
   expect(admissionOf(await h2.client.admit(call('team-a', 50, true))).heldTokens).toBe(150);
+});
+
+/**
+ * A hold whose edge died (kill -9 mid-call) expires through its org's lease index, where the
+ * sweeper does not know its tenant. Its expiry billed the worst case to every window it held
+ * but its event listed none: the alerter saw no window cross (a team taken past 80% or to its
+ * hard limit by the expiry got no alert and was never suspended, and the next event's window
+ * was already above it), and a rebuild billed the expiry nowhere (the team's day window came
+ * back 1,000 short, so it could spend 1,000 over its limit).
+ */
+test('a hold the sweeper expires: its event carries the windows it billed, and the rebuild bills them too', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const config = {
+    ...BASE_CONFIG,
+    tenants: [
+      { id: 'org', budgets: [{ window: 'month', limit: 100_000 }] },
+      {
+        id: 'team',
+        parent: 'org',
+        budgets: [{ window: 'day', limit: 1_200 }],
+        useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }],
+        keys: [{ id: 'k', sha256: 'b'.repeat(64), budgets: [{ window: 'day', limit: 5_000 }] }],
+      },
+    ],
+  };
+  const h = await start(config);
+  const reservationId = newId();
+  admissionOf(
+    await h.client.admit({
+      reservationId,
+      tenant: 'team',
+      keyId: 'k',
+      useCase: 'uc',
+      model: 'gpt-4o-mini',
+      promptTokens: 100,
+      maxTokens: 900,
+      leaseMs: 1_000,
+    }),
+  );
+  const keys = new Keys(iso.keyPrefix);
+  await waitFor(() => h.authority.relayedOrgs.includes('org'), { what: 'relay lease' });
+  h.clock.advance(1_000);
+  expect(await h.authority.expireOverdue()).toBe(1);
+  await outboxesRelayed(redis, keys);
+  const expired = await waitFor(async () =>
+    (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.expired'),
+  );
+  // The worst case billed to the team's, the org's and the key's windows: 1,000 of the team's
+  // 1,200 (83%), which the alerter reads off this event.
+  expect(
+    expired.windows.map((w) => [w.tenant, w.budget, w.scope ?? '', w.used, w.held]).sort(),
+  ).toEqual([
+    ['org', 'month-tokens', '', 1_000, 0],
+    ['team', 'day-tokens', '', 1_000, 0],
+    ['team', 'day-tokens', 'key', 1_000, 0],
+  ]);
+  const before = await h.client.usage({});
+  const now = h.clock.now;
+  await h.stop();
+
+  await redis.del(...(await stateKeys(redis, keys)));
+  await rebuilder({ redis, nc, names: iso.names, keys, now, config }).run();
+  const h2 = await start(config);
+  h2.clock.now = now;
+  const after = await h2.client.usage({});
+  expect(after.ok && after.value.tenants).toEqual(before.ok && before.value.tenants);
 });

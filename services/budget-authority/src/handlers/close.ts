@@ -69,7 +69,16 @@ export async function closeReservation(
       ),
     );
   };
-  let result = await attempt({ keyId: target.keyId, endUser: target.endUser }, inTree);
+  const anyone = target.tenant === '';
+  let result = await attempt({ keyId: target.keyId, endUser: target.endUser }, inTree || anyone);
+  if (result.ok && result.value[0] === 'tenant') {
+    // An expiry found in the org's lease index: closed with its tenant's plan (when the tenant
+    // still lives in this org), so its event carries the windows it bills.
+    const [, owner = '', keyId = '', endUser = ''] = result.value;
+    const who = { keyId: keyId || null, endUser: endUser || undefined };
+    if (owner === '') result = await attempt(who, false);
+    else return closeReservation(ctx, { ...target, org, tenant: owner, ...who }, what);
+  }
   if (result.ok && result.value[0] === 'subjects') {
     // The record holds on its key's or end user's windows, which the request did not name.
     const [, keyId = '', endUser = ''] = result.value;

@@ -26,7 +26,9 @@
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
--- already_expired, unknown, not_due.
+-- already_expired, unknown, not_due. With askSubjects, before any change: {'tenant', tenant,
+-- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
+-- keyId, endUser} when the hold is on key or end-user windows the plan does not name.
 
 local spec = readPlan(20)
 spec.now = tonumber(ARGV[1])
@@ -73,6 +75,13 @@ if op == 'expire' and tonumber(redis.call('HGET', resKey, 'expiresAt')) > now th
   return {'not_due', '0', '0', windowStates(spec), '0', '0'}
 end
 keyId, endUser, api = keyId or '', endUser or '', api or 'chat'
+
+-- The sweeper found the hold in its org's lease index, not knowing whose it is: ask for a run
+-- with its tenant's plan, so the event reports the windows the expiry bills (the alerter and a
+-- rebuild read them there). Nothing changed yet.
+if askSubjects and spec.tenant == '' then
+  return {'tenant', tenant, keyId, endUser}
+end
 
 -- The hold is on its key's or end user's windows but the caller did not name them (the
 -- sweeper, a client of the API): ask for a run with them, so the event reports those windows
