@@ -22,6 +22,8 @@ export class ConfigSnapshot {
   readonly #o: ConfigSnapshotOptions;
   #current: CompiledConfig | undefined;
   #version = -1;
+  /** The authority's hash of the config loaded. */
+  #hash = '';
   #sub: Subscription | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retry: NodeJS.Timeout | undefined;
@@ -86,9 +88,12 @@ export class ConfigSnapshot {
     const { version, hash, config } = reply.value;
     // Version 0: nothing was ever applied, so there is nothing to serve. Versions move forward:
     // an older answer (a replica that has not reloaded yet) is ignored, unless the authority
-    // keeps answering it (its Redis was reset and the config applied anew).
+    // keeps answering it (its Redis was reset and the config applied anew). The same version
+    // with another document is loaded: a Redis reset and as many applies since.
     this.#older = version < this.#version ? this.#older + 1 : 0;
-    if (version === 0 || version === this.#version) return this.#current !== undefined;
+    if (version === 0 || (version === this.#version && hash === this.#hash)) {
+      return this.#current !== undefined;
+    }
     if (version < this.#version && this.#older < 3) return this.#current !== undefined;
     this.#older = 0;
     const parsed = parseConfig(config, 'stored config', { limits: false });
@@ -101,6 +106,7 @@ export class ConfigSnapshot {
     }
     this.#current = parsed.value;
     this.#version = version;
+    this.#hash = hash;
     logger.info({ version, hash }, 'config loaded');
     this.#o.onLoad?.(parsed.value);
     return true;
