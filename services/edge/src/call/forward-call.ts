@@ -13,7 +13,7 @@ import type { Failure, Opened } from '../upstream/client.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { Asked, Grant, SurfaceAdapter, Transcript } from './adapter.js';
 import type { CallDeps } from './deps.js';
-import { HoldGrowth } from './growth.js';
+import { holdCanGrow, HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
@@ -131,7 +131,7 @@ export async function forwardCall<B>(
         tenant: request.caller!.tenant.id,
         headers: forwardedHeaders(request, adapter),
       }),
-      growth: growthOf(deps, request, call),
+      growth: growthOf(deps, request, call, adapter.extensible),
       body,
     };
     try {
@@ -172,8 +172,12 @@ async function meterFor(
   });
 }
 
-/** A growing hold for an adaptive call whose hold covers less than its output. */
-function growthOf(deps: CallDeps, request: FastifyRequest, call: Run['call']) {
+/**
+ * A growing hold for an adaptive call whose hold covers less than its output and can grow (one
+ * that cannot was admitted with its possible overrun held apart: growing it would hold twice).
+ */
+function growthOf(deps: CallDeps, request: FastifyRequest, call: Run['call'], extensible: boolean) {
+  if (!holdCanGrow(extensible, call.asked, call.model)) return undefined;
   const covered = call.admitted?.coveredOutputTokens;
   if (covered === undefined || covered >= call.maxOutput) return undefined;
   return new HoldGrowth({

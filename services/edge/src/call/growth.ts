@@ -1,3 +1,4 @@
+import type { Asked } from './adapter.js';
 import type { AuthorityPort } from './ports.js';
 import type { LiveCall } from './in-flight.js';
 import type { EdgeMetrics } from '../metrics.js';
@@ -14,6 +15,22 @@ export interface GrowthOptions {
   /** The call's max output: the hold never needs to cover more. */
   maxTokens: number;
   timeoutMs: number;
+}
+
+/**
+ * Whether a call's hold can grow with its output: its surface streams what the model writes
+ * (`extensible`), and the call has no reasoning the edge cannot see. A call that asks for
+ * reasoning (or whose model reasons unasked) thinks before its first visible token and no
+ * stream shows it (OpenAI's reasoning streams none; Claude's summarized thinking is billed
+ * whole), so nothing would grow its hold before the usage reports it: it is admitted as a
+ * hold that cannot grow, its possible overrun within the budget's debt (admit.lua).
+ */
+export function holdCanGrow(
+  extensible: boolean,
+  asked: Pick<Asked, 'reasoning'>,
+  model: { reasoning?: boolean } | undefined,
+): boolean {
+  return extensible && asked.reasoning !== true && model?.reasoning !== true;
 }
 
 /** Stop passing output this many tokens before the hold's cover ends, until it grows. */

@@ -22,6 +22,7 @@ import { badForwardedHeader, countContext, resolveModel } from './context.js';
 import { countPrompt } from './count.js';
 import type { CallDeps } from './deps.js';
 import { forwardCall, type Admission } from './forward-call.js';
+import { holdCanGrow } from './growth.js';
 import { heldServiceTier } from './service-tier.js';
 import { heldToolUses, type ToolUses } from './tool-uses.js';
 
@@ -201,7 +202,7 @@ function admissionRequest(caller: Caller, call: AdmitCall): AdmissionRequest {
     model: call.asked.model,
     promptTokens: 0,
     maxTokens: call.clamp.maxTokens,
-    extensible: call.adapter.extensible,
+    extensible: holdCanGrow(call.adapter.extensible, call.asked, call.model),
     audioInput: call.asked.audioInput === true,
     audioOutput: call.asked.audioOutput === true,
     serviceTier: call.serviceTier,
