@@ -239,9 +239,17 @@ function handler(run: Run, write: (forward: string) => void) {
   };
 }
 
-/** The failure of a stream that ran to its end but did not finish (no terminal event). */
+/**
+ * How the call failed, if it did: its read failed, or the stream ran to its end but did not
+ * finish (no terminal event). A connection lost or timed out once the provider had finished
+ * and reported its usage lost nothing: the client gets the answer it is billed for (a 502
+ * would have it pay again for a retry). An abort (the client left, the edge cut) stays one.
+ */
 function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
-  if (!end.ok) return end.error;
+  if (!end.ok) {
+    const after = end.error.kind !== 'aborted' && transcript.finished() && transcript.usage();
+    return after ? undefined : end.error;
+  }
   if (end.value.sawDone || transcript.finished() || transcript.usage()) return undefined;
   return { kind: 'dropped', message: 'the upstream stream ended before it finished' };
 }
