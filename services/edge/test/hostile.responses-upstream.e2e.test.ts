@@ -88,3 +88,36 @@ test('the connection lost after response.completed: the client gets the response
     await up.stop();
   }
 });
+
+test('a second terminal event without usage does not wipe out the usage of the first', async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  try {
+    // 90 output tokens reported, 10 streamed: the provider's word is the bill.
+    const reported = { input_tokens: 30, output_tokens: 90 };
+    up.next((res: ServerResponse) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      for (const e of [ev('response.created', { response: response() }), ...deltas(10)]) {
+        res.write(e);
+      }
+      res.write(
+        ev('response.completed', { response: response({ status: 'completed', usage: reported }) }),
+      );
+      res.end(
+        ev('response.completed', { response: response({ status: 'completed', usage: null }) }),
+      );
+    });
+    let before = (await s.settled('support-bot')).billedTokens;
+    for (const stream of [false, true]) {
+      const r = await call(s, stream);
+      expect(r.status).toBe(200);
+      if (!stream) expect(JSON.parse(r.text)).toMatchObject({ usage: reported });
+      const usage = await s.settled('support-bot');
+      expect(usage.billedTokens - before).toBe(120);
+      before = usage.billedTokens;
+    }
+  } finally {
+    await up.stop();
+  }
+});

@@ -75,7 +75,9 @@ export class ResponsesTranscript implements Transcript {
         }
       }
     } else if (TERMINAL.has(type)) {
-      this.#final = data.response as ResponseObject;
+      // One terminal event ends a response; a later one (a broken upstream) replaces it only
+      // when it reported no usage, never wiping out a usage that came.
+      if (this.usage() === undefined) this.#final = data.response as ResponseObject;
     } else if (type === 'response.created' || type === 'response.in_progress') {
       this.#response ??= data.response as ResponseObject;
     }
