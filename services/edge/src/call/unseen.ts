@@ -27,7 +27,11 @@ export interface UnseenInput {
  * the text and an image of each, which the request's own bytes do not show) and whose
  * upstream did not count it: admitted with the model's stated allowance for each such input on
  * top of the local count (twenty files are not one), else refused with a 400 that says why.
- * `why` says why the upstream did not count it.
+ * `why` says why the upstream did not count it. A count that works later (the upstream's
+ * counting rate-limited, the tenant's share of its connections taken) is the 429 to retry
+ * whatever the allowance: the allowance stands for input no count can see, and state the
+ * upstream can count (a previous response of any length) held at it would be billed past the
+ * hold, when a team can reach those states by counting a lot.
  */
 export function countUnseen(
   unseen: readonly [UnseenInput, ...UnseenInput[]],
@@ -36,10 +40,10 @@ export function countUnseen(
   why: string,
   failed?: CountError,
 ): Promise<Counted> | Counted {
-  const allowance = model?.upstreamStateAllowanceTokens;
-  if (allowance !== undefined) return local().then((n) => Ok(n + allowance * unseen.length));
   const later = failed && countLater(failed);
   if (later) return Err(later);
+  const allowance = model?.upstreamStateAllowanceTokens;
+  if (allowance !== undefined) return local().then((n) => Ok(n + allowance * unseen.length));
   const [first] = unseen;
   return Err(
     new EdgeError({
