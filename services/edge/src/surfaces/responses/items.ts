@@ -20,11 +20,22 @@ interface Part {
 
 const str = (v: unknown) => (typeof v === 'string' ? v : '');
 const num = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : 0);
+const isPart = (v: unknown): v is Part => typeof v === 'object' && v !== null && !Array.isArray(v);
+/**
+ * An item's parts as a list of objects, whatever the upstream sent in their place (a string, an
+ * object, nulls in the list): an upstream out of its form must not make the response
+ * unreadable, so that its usage is lost and the client answered 502.
+ */
+const parts = (v: unknown): Part[] => (Array.isArray(v) ? v.filter(isPart) : []);
 
 /** The text the model wrote in an item: what its tokens were spent on. */
 export function itemText(item: Item): string {
-  const content = (item.content ?? []).map((p) => str(p.text) + str(p.refusal)).join('');
-  const summary = (item.summary ?? []).map((s) => str(s.text)).join('');
+  const content = parts(item.content)
+    .map((p) => str(p.text) + str(p.refusal))
+    .join('');
+  const summary = parts(item.summary)
+    .map((s) => str(s.text))
+    .join('');
   return content + summary + str(item.arguments) + str(item.input);
 }
 
@@ -51,28 +62,36 @@ export class OutputItems {
     if (!entry) this.#items.set(index, (entry = { item: { id: str(data.item_id) }, done: false }));
     const { item } = entry;
     const delta = str(data.delta);
-    const at = (list: Part[], i: number, init: Part) => (list[i] ??= init);
+    // The part at `index`, made from `init` when there is none: an index past the end adds one
+    // at the end (a list never holes: 1e9 would make every later pass over it 1e9 steps).
+    const at = (field: 'content' | 'summary', index: unknown, init: Part): Part => {
+      const held: unknown = item[field];
+      const list: unknown[] = Array.isArray(held) ? held : (item[field] = []);
+      const i = Math.min(num(index), list.length);
+      const part = list[i];
+      if (isPart(part)) return part;
+      list[i] = init;
+      return init;
+    };
     switch (type) {
       case 'response.output_text.delta': {
         item.type ??= 'message';
-        const part = at((item.content ??= []), num(data.content_index), outputText());
+        const part = at('content', data.content_index, outputText());
         part.text = str(part.text) + delta;
         break;
       }
       case 'response.refusal.delta': {
-        const part = at((item.content ??= []), num(data.content_index), { type: 'refusal' });
+        const part = at('content', data.content_index, { type: 'refusal' });
         part.refusal = str(part.refusal) + delta;
         break;
       }
       case 'response.reasoning_text.delta': {
-        const init = { type: 'reasoning_text', text: '' };
-        const part = at((item.content ??= []), num(data.content_index), init);
+        const part = at('content', data.content_index, { type: 'reasoning_text', text: '' });
         part.text = str(part.text) + delta;
         break;
       }
       case 'response.reasoning_summary_text.delta': {
-        const list = (item.summary ??= []);
-        const part = (list[num(data.summary_index)] ??= { type: 'summary_text', text: '' });
+        const part = at('summary', data.summary_index, { type: 'summary_text', text: '' });
         part.text = str(part.text) + delta;
         break;
       }

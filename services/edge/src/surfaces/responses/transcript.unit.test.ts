@@ -80,6 +80,41 @@ describe('ResponsesTranscript', () => {
     expect(t.usage()).toBeUndefined();
   });
 
+  test('items out of their form (content or summary not a list, parts not objects, an index of 1e9) are read, not thrown on: the usage still counts', () => {
+    seq = 0;
+    const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
+    const odd = [
+      ev('response.created', { response }),
+      ev('response.output_item.added', { output_index: 0, item: { ...message, content: 'x' } }),
+      ev('response.output_text.delta', { output_index: 0, content_index: 1e9, delta: 'Hi' }),
+      ev('response.output_item.added', {
+        output_index: 1,
+        item: { id: 'rs_1', type: 'reasoning', summary: { text: 'no' } },
+      }),
+      ev('response.reasoning_summary_text.delta', {
+        output_index: 1,
+        summary_index: 3,
+        delta: 'A',
+      }),
+      ev('response.output_item.done', {
+        output_index: 2,
+        item: { ...message, status: 'completed', content: [null, 5, { text: 'ok' }] },
+      }),
+    ];
+    const texts = odd.flatMap((e) => t.accept(e)?.texts ?? []);
+    expect(texts.map((x) => x.text).join('')).toContain('Hi');
+    expect(t.accept(completed())?.forward).toBeDefined();
+    expect(t.usage()).toEqual({
+      ...plainUsage(30, 20),
+      cachedPromptTokens: 10,
+      reasoningTokens: 8,
+    });
+    expect(t.assemble(false, plainUsage(1, 1))).toMatchObject({ status: 'completed' });
+    expect(JSON.parse(t.endAtLength(plainUsage(30, 5)).split('data: ')[1]!)).toMatchObject({
+      response: { status: 'incomplete' },
+    });
+  });
+
   test('passes each event on with its name, and reads the usage of the terminal event', () => {
     const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
     for (const e of stream()) t.accept(e);
