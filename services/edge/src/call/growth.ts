@@ -19,18 +19,25 @@ export interface GrowthOptions {
 
 /**
  * Whether a call's hold can grow with its output: its surface streams what the model writes
- * (`extensible`), and the call has no reasoning the edge cannot see. A call that asks for
+ * (`extensible`), and the call has no output the edge cannot see. A call that asks for
  * reasoning (or whose model reasons unasked) thinks before its first visible token and no
  * stream shows it (OpenAI's reasoning streams none; Claude's summarized thinking is billed
- * whole), so nothing would grow its hold before the usage reports it: it is admitted as a
- * hold that cannot grow, its possible overrun within the budget's debt (admit.lua).
+ * whole), and one that asks for audio is billed audio tokens, several for each token of the
+ * transcript the edge reads: nothing would grow its hold as fast as the provider bills, before
+ * the usage reports it. Such a call is admitted as a hold that cannot grow, its possible
+ * overrun within the budget's debt (admit.lua).
  */
 export function holdCanGrow(
   extensible: boolean,
-  asked: Pick<Asked, 'reasoning'>,
+  asked: Pick<Asked, 'reasoning' | 'audioOutput'>,
   model: { reasoning?: boolean } | undefined,
 ): boolean {
-  return extensible && asked.reasoning !== true && model?.reasoning !== true;
+  return (
+    extensible &&
+    asked.reasoning !== true &&
+    asked.audioOutput !== true &&
+    model?.reasoning !== true
+  );
 }
 
 /** Stop passing output this many tokens before the hold's cover ends, until it grows. */
