@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parseEvent } from './events.js';
 import { Usage } from './authority/settle.js';
 import { TenantId } from './ids.js';
+import { windowCharge } from './windows.js';
 
 const settled = {
   id: randomUUID(),
@@ -109,6 +110,32 @@ describe('fields added to v1 later', () => {
     };
     expect(parseEvent(JSON.stringify(messages))).toMatchObject({ ok: true, value: messages });
     expect(parseEvent(JSON.stringify({ ...settled, api: 'completions' }))).toMatchObject({
+      ok: false,
+    });
+  });
+});
+
+describe("a window's own charge (added to v1 later)", () => {
+  const window = settled.windows[0]!;
+
+  it("is absent on a window charged the event's own (and on every event from before it)", () => {
+    const parsed = parseEvent(JSON.stringify(settled));
+    expect(
+      parsed.ok && parsed.value.type === 'reservation.settled' && parsed.value.windows,
+    ).toEqual([window]);
+    expect(windowCharge(settled, { unit: 'tokens' })).toBe(1394);
+  });
+
+  it('is kept where the event charged a window otherwise, and is what that window got', () => {
+    const added = { ...window, budget: 'day-tokens', window: 'day', used: 1394, charged: 1500 };
+    const event = { ...settled, chargedTokens: 1394 - 106, windows: [window, added] };
+    const parsed = parseEvent(JSON.stringify(event));
+    expect(parsed).toMatchObject({ ok: true, value: { windows: [window, added] } });
+    expect(windowCharge(event, { unit: 'tokens', charged: 1500 })).toBe(1500);
+    expect(windowCharge(event, { unit: 'tokens' })).toBe(1288);
+    expect(
+      parseEvent(JSON.stringify({ ...event, windows: [{ ...added, charged: 1.5 }] })),
+    ).toMatchObject({
       ok: false,
     });
   });

@@ -77,7 +77,7 @@ const EXAMPLES: Record<(typeof EVENT_TYPES)[number], Record<string, unknown>> = 
     chargedMicroUsd: 0,
     outcome: 'completed',
     durationMs: 1_200,
-    windows: [window, { ...window, budget: 'day-usd', window: 'day', unit: 'usd' }],
+    windows: [window, { ...window, budget: 'day-usd', window: 'day', unit: 'usd', charged: 1_500 }],
   },
   'reservation.released': {
     ...envelope('reservation.released'),

@@ -26,8 +26,29 @@ export const WindowState = z.object({
   scope: z.enum(['key', 'end_user']).optional(),
   /** The key id or end user of a key or end-user budget. */
   subject: z.string().max(200).optional(),
+  /**
+   * What the event added to this window's `used`, where that is not the event's own charge
+   * (`chargedTokens`, or `chargedMicroUsd` for a usd window); absent where it is. A close
+   * charges a budget added since the call's admission otherwise: a settle bills it the whole
+   * usage (the admission charged it nothing), an expiry nothing. Absent on events from before
+   * it (those windows were charged the event's own).
+   */
+  charged: z.number().int().optional(),
 });
 export type WindowState = z.infer<typeof WindowState>;
+
+/**
+ * What an event added to one of its windows' `used`: the window's own `charged` where the
+ * event has one, else the event's charge in the window's unit (0 for an event that charges
+ * nothing). So `used - windowCharge(...)` is the window just before the event.
+ */
+export function windowCharge(
+  event: { chargedTokens?: number; chargedMicroUsd?: number },
+  w: Pick<WindowState, 'unit' | 'charged'>,
+): number {
+  if (w.charged !== undefined) return w.charged;
+  return (w.unit === 'usd' ? event.chargedMicroUsd : event.chargedTokens) ?? 0;
+}
 
 /** Utilisation of a window: billed usage over the limit (what alerts and suspension use). */
 export function utilisation(w: Pick<WindowState, 'used' | 'limit'>): number {

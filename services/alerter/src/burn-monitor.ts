@@ -16,7 +16,7 @@ import {
 import type { ConfigSource } from './holdfast-config.js';
 import type { AlerterMetrics } from './metrics.js';
 import { casLoop, stateKeys, type StateStore } from './state-store.js';
-import { isAfter } from './thresholds.js';
+import { chargedBy, isAfter } from './thresholds.js';
 import type { Snapshot, WindowTracker } from './window-tracker.js';
 
 interface Pending {
@@ -107,7 +107,7 @@ export class BurnMonitor {
     const bucketMs = burnBucketMs(this.#lookbackMs);
     const bucket = Math.floor(Date.parse(event.time) / bucketMs) * bucketMs;
     for (const s of snapshots) {
-      const amount = s.window.unit === 'usd' ? event.chargedMicroUsd : event.chargedTokens;
+      const amount = chargedBy(event, s.window);
       if (amount === 0) continue;
       const key = stateKeys.burn(s.window.tenant, s.window.budget);
       const p = this.#pending.get(key) ?? { samples: new Map<number, number>() };

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { HoldfastEvent, WindowState } from '@holdfast/events';
+import { windowCharge, type HoldfastEvent, type WindowState } from '@holdfast/events';
 import { z } from 'zod';
 import type { WindowPolicy } from './holdfast-config.js';
 
@@ -69,11 +69,12 @@ export function standing(
  * What an event added to the window's `used` (its own unit), or 0 for an event that bills
  * nothing (refusals, extensions, overruns, suspensions: the settlement an overrun follows
  * billed it). The authority bills one amount per unit to every window of the call (Lua
- * admit/close), so `used - charged` is the window at the event's time just before it.
+ * admit/close), except where the window says it got another (`charged`: a budget added while
+ * the call was in flight), so `used - charged` is the window at the event's time just before it.
  */
-export function chargedBy(event: HoldfastEvent, w: Pick<WindowState, 'unit'>): number {
+export function chargedBy(event: HoldfastEvent, w: Pick<WindowState, 'unit' | 'charged'>): number {
   if (!('chargedTokens' in event)) return 0;
-  return w.unit === 'usd' ? event.chargedMicroUsd : event.chargedTokens;
+  return windowCharge(event, w);
 }
 
 /**

@@ -72,6 +72,18 @@ describe('what an event charged', () => {
     const refused = { ...base, type: 'admission.refused' } as unknown as HoldfastEvent;
     expect(chargedBy(refused, { unit: 'tokens' })).toBe(0);
   });
+
+  test('a window the event charged otherwise (a budget added mid-call) says so: that is its charge', () => {
+    const settled = {
+      ...base,
+      type: 'reservation.settled',
+      chargedTokens: 50,
+      chargedMicroUsd: -30,
+    } as unknown as HoldfastEvent;
+    expect(chargedBy(settled, { unit: 'tokens', charged: 150 })).toBe(150);
+    expect(chargedBy(settled, { unit: 'usd', charged: 0 })).toBe(0);
+    expect(chargedBy(settled, { unit: 'tokens' })).toBe(50);
+  });
 });
 
 describe('crossing ids', () => {

@@ -1,6 +1,7 @@
 import {
   parseEvent,
   windowBounds,
+  windowCharge,
   type BudgetWindow,
   type HoldfastEvent,
   type NatsNames,
@@ -25,7 +26,8 @@ import type { Keys } from './keys.js';
 /**
  * Rebuilds the authority's Redis state from the event stream (docs/events.md: "Redis state can
  * be rebuilt by replaying the stream"). Every event that moved a window says by how much and
- * when (`charged*` at `time`), every hold says what it held, so replaying them in order gives
+ * when (`charged*` at `time`, or a window's own `charged` where a close charged it another
+ * amount), every hold says what it held, so replaying them in order gives
  * back each window's buckets, the holds of calls still in flight, lifetime totals, suspensions
  * and the adaptive samples. What is not rebuilt: records of reservations already closed (a late
  * duplicate settle of one answers `unknown` instead of `already_settled`; either way nothing
@@ -72,6 +74,16 @@ interface LiveHold {
   covered: number;
   windows: (Owner & { budget: string; unit: 'tokens' | 'usd' })[];
 }
+
+/** An event that charges windows (what `#bill` reads of it). */
+type Charging = Pick<
+  Extract<HoldfastEvent, { type: 'reservation.created' }>,
+  'time' | 'chargedTokens' | 'chargedMicroUsd'
+>;
+type Closed = Extract<
+  HoldfastEvent,
+  { type: 'reservation.settled' | 'reservation.released' | 'reservation.expired' }
+>;
 
 const WINDOW_CODE = { minute: 'm', day: 'd', month: 'M' } as const;
 const UNIT_CODE = { tokens: 't', usd: 'u' } as const;
@@ -161,16 +173,15 @@ export class Rebuilder {
     return seen;
   }
 
-  #windowKey(w: Owner & { budget: string }): string {
+  #windowKey(w: Owner & { budget: string }, org = this.#org(w.tenant)): string {
     const { keys } = this.#o;
-    const org = this.#org(w.tenant);
     if (w.scope === 'key') return keys.keyWindow(org, w.tenant, w.subject ?? '', w.budget);
     if (w.scope === 'end_user') return keys.userWindow(org, w.tenant, w.subject ?? '', w.budget);
     return keys.window(org, w.tenant, w.budget);
   }
 
-  #window(w: Owner & Pick<WindowState, 'budget' | 'window' | 'unit'>): WindowAcc {
-    const key = this.#windowKey(w);
+  #window(w: Owner & Pick<WindowState, 'budget' | 'window' | 'unit'>, org?: string): WindowAcc {
+    const key = this.#windowKey(w, org);
     let acc = this.#windows.get(key);
     if (!acc) {
       acc = {
@@ -211,15 +222,39 @@ export class Rebuilder {
     return list?.find((b) => b.id === w.budget)?.calendar ?? false;
   }
 
-  /** Adds `t` tokens / `u` micro-USD at `time` to the windows an event lists. */
-  #bill(windows: readonly WindowState[], time: string, t: number, u: number): void {
-    if (t === 0 && u === 0) return;
-    const ms = Date.parse(time);
+  /**
+   * Adds what an event charged at its `time` to the windows it lists: `chargedTokens` /
+   * `chargedMicroUsd`, or a window's own `charged` where the event says it got another amount.
+   */
+  #bill(e: Charging, windows: readonly WindowState[], org?: string): void {
+    const ms = Date.parse(e.time);
     for (const w of windows) {
-      const acc = this.#window(w);
+      const amount = windowCharge(e, w);
+      if (amount === 0) continue;
+      const acc = this.#window(w, org);
       const bucket = windowBounds(w.window, ms, this.#calendar(w)).currentBucket;
-      acc.buckets.set(bucket, (acc.buckets.get(bucket) ?? 0) + (w.unit === 'usd' ? u : t));
+      acc.buckets.set(bucket, (acc.buckets.get(bucket) ?? 0) + amount);
     }
+  }
+
+  /**
+   * The windows a close charged that its event does not list: those its hold was on and the
+   * tenant's plan no longer has (a budget removed mid-call). close.lua gives the hold back
+   * there and bills them the event's charge, in the org the hold was admitted in.
+   */
+  #unlisted(e: Closed, live: LiveHold | undefined): WindowState[] {
+    if (!live) return [];
+    const listed = new Set(e.windows.map((w) => this.#windowKey(w)));
+    return live.windows
+      .filter((w) => !listed.has(this.#windowKey(w)) && !listed.has(this.#windowKey(w, e.org)))
+      .map((w) => ({
+        ...w,
+        window: w.budget.split('-')[0] as BudgetWindow,
+        limit: 0,
+        used: 0,
+        held: 0,
+        enforce: false,
+      }));
   }
 
   #hold(windows: LiveHold['windows'], t: number, u: number): void {
@@ -248,7 +283,7 @@ export class Rebuilder {
         const windows = e.windows.map(holdWindow);
         this.#seen(e);
         this.#hold(windows, e.heldTokens, e.heldMicroUsd);
-        this.#bill(e.windows, e.time, e.chargedTokens, e.chargedMicroUsd);
+        this.#bill(e, e.windows);
         this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
         const covered = e.heldTokens > 0 ? Math.max(0, e.heldTokens - e.promptTokens) : e.maxTokens;
         this.#live.set(e.reservationId, {
@@ -278,7 +313,8 @@ export class Rebuilder {
         const windows = live?.windows ?? e.windows.map(holdWindow);
         this.#hold(windows, -e.heldTokens, -e.heldMicroUsd);
         this.#live.delete(e.reservationId);
-        this.#bill(e.windows, e.time, e.chargedTokens, e.chargedMicroUsd);
+        this.#bill(e, e.windows);
+        this.#bill(e, this.#unlisted(e, live), e.org);
         this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
         if (
           e.type === 'reservation.settled' &&

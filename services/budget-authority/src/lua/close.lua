@@ -6,7 +6,10 @@
 -- closed the same way after its tenant moved to another org or left the config. The usage is
 -- billed to the windows the hold was admitted against, and also to the windows of the
 -- tenant's current plan when they live in the same org (budgets added since admission: the
--- whole usage of a settle, as neither the admission nor an expiry charged them anything).
+-- whole usage of a settle, as neither the admission nor an expiry charged them anything). The
+-- event's chargedTokens/MicroUsd is what the other windows got; the state of such a window,
+-- when its charge differs, ends in `,c,<charge>` (WindowState.charged), so a rebuild and the
+-- alerter read what this close added to it.
 --
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
@@ -222,6 +225,9 @@ end
 -- against), bill the charge, and keep what it says for the event.
 local isHeld = state == 'held'
 local states = {}
+-- Windows charged otherwise than the event's own charge, by key (only windows added since
+-- admission can be): their event states say what they were charged.
+local chargedOtherwise
 local budgets = spec.budgets
 for i = 1, asPlanned and #budgets or #targets do
   local key, unit, b, held
@@ -239,7 +245,12 @@ for i = 1, asPlanned and #budgets or #targets do
     -- A window of the current plan the record does not hold on (added since admission): it
     -- got neither the admission's charge nor an expiry's (the sweeper expires on the record's
     -- windows), so a settle bills it the whole usage, and nothing else touches it.
+    local own = amount
     amount = op == 'settle' and (usd and costU or billedT) or 0
+    if amount ~= own then
+      chargedOtherwise = chargedOtherwise or {}
+      chargedOtherwise[key] = amount
+    end
   end
   local bucket = bucketField(bd[1])
   local s, h, p, billed = slide(key, bd[2], bd[3], bucket)
@@ -292,7 +303,7 @@ else
 end
 redis.call('PEXPIRE', resKey, T(spec.keepMs))
 
-local windows = asPlanned and table.concat(states, ';') or windowStates(spec)
+local windows = asPlanned and table.concat(states, ';') or windowStates(spec, chargedOtherwise)
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
   '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
   '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api

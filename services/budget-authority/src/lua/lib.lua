@@ -478,14 +478,21 @@ local function windowState(b, s, h)
   return state
 end
 
--- Slides every budget of the plan and returns their states joined by ';'.
-local function windowStates(spec)
+-- Slides every budget of the plan and returns their states joined by ';'. `charged` (close.lua,
+-- optional): what the change added to windows it charged otherwise than its event, by key;
+-- their states end in `,c,<amount>` (windows.ts parseWindows).
+local function windowStates(spec, charged)
   local out = {}
   for i = 1, #spec.budgets do
     local b = spec.budgets[i]
+    local key = KEYS[b.key]
     local bd = bounds(spec, b)
-    local s, h = slide(KEYS[b.key], bd[2], bd[3])
+    local s, h = slide(key, bd[2], bd[3])
     out[i] = windowState(b, s, h)
+    local c = charged and charged[key]
+    if c then
+      out[i] = out[i] .. ',c,' .. I(c)
+    end
   end
   return table.concat(out, ';')
 end

@@ -1,0 +1,85 @@
+import type { ThresholdCrossed } from '@holdfast/events';
+import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
+import { call } from './authority.js';
+import { cleanupAfterEach, readEvents, removeAlerterState, startReplica } from './harness.js';
+
+const cleanup = cleanupAfterEach();
+
+const config = (day: (limit: number) => Record<string, unknown>[]) => ({
+  upstreams: [{ id: 'default', baseUrl: 'http://127.0.0.1:8089/v1' }],
+  models: [
+    { id: 'gpt-4o-mini', upstream: 'default', price: { inputPerMTok: 0.15, outputPerMTok: 0.6 } },
+  ],
+  tenants: [
+    { id: 'team-e', mode: 'estimate', limit: 120 },
+    { id: 'team-r', mode: 'reserve', limit: 160 },
+  ].map(({ id, mode, limit }) => ({
+    id,
+    mode,
+    budgets: [{ window: 'month', limit: 10_000, soft: [0.8] }, ...day(limit)],
+    useCases: [{ id: 'UC-1', maxTokens: 1_000, models: ['gpt-4o-mini'] }],
+  })),
+  alerts: { suspendAtHardLimit: false },
+});
+const before = config(() => []);
+const after = config((limit) => [{ window: 'day', limit, soft: [0.8] }]);
+
+/**
+ * A day budget added while a call is in flight: the settle bills it the call's whole usage
+ * (150), while the event's `chargedTokens` is what the call's other windows got (estimate: 50
+ * past the prompt charged at admission; reserve after an expiry: -350 against the worst case
+ * the expiry billed). Reading `before` as `used - chargedTokens` (100, or 500), the alerter saw
+ * the day window already past 80% before the settle, or not moved at all, and never said it
+ * crossed 80%.
+ */
+test('a budget added mid-call crosses its threshold on the settle that bills it', async ({
+  nc,
+  natsUrl,
+  redisUrl,
+  iso,
+}) => {
+  const authority = await startTestAuthority({
+    natsUrl,
+    redisUrl,
+    nc,
+    names: iso.names,
+    keyPrefix: iso.keyPrefix,
+    config: before,
+    clockStartsAt: Date.now(),
+  });
+  cleanup(() => authority.stop());
+  cleanup(() => removeAlerterState(nc, iso.names));
+  const replica = await startReplica({ natsUrl, names: iso.names, config: after });
+  cleanup(() => replica.stop());
+  const { client } = authority;
+
+  const e = call('team-e', 100, 400);
+  const r = { ...call('team-r', 100, 400), leaseMs: 1_000 };
+  for (const x of [e, r])
+    expect(await client.admit(x)).toMatchObject({ ok: true, value: { admitted: true } });
+  expect((await client.configApply({ document: after })).ok).toBe(true);
+  const usage = { promptTokens: 100, completionTokens: 50 };
+  await client.settle({ reservationId: e.reservationId, tenant: 'team-e', usage });
+  await waitFor(() => authority.authority.relayedOrgs.includes('team-r'), {
+    what: 'relay lease',
+  });
+  authority.clock.advance(1_000);
+  expect(await authority.authority.expireOverdue()).toBe(1);
+  await client.settle({ reservationId: r.reservationId, tenant: 'team-r', usage });
+
+  const crossings = await waitFor(
+    async () => {
+      const found = (await readEvents(nc, iso.names)).filter(
+        (x): x is ThresholdCrossed => x.type === 'threshold.crossed',
+      );
+      return found.length >= 2 ? found : undefined;
+    },
+    { timeoutMs: 15_000, what: 'two threshold crossings' },
+  );
+  expect(crossings.map((c) => [c.tenant, c.budget, c.threshold, c.used, c.limit]).sort()).toEqual([
+    ['team-e', 'day-tokens', 0.8, 150, 120],
+    ['team-r', 'day-tokens', 0.8, 150, 160],
+  ]);
+});
