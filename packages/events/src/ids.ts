@@ -40,6 +40,18 @@ export const EndUserId = z
   .string()
   .regex(/^[\x21-\x2b\x2d-\x3a\x3c-\x7e]{1,128}$|^sha256:[0-9a-f]{32}$/, 'must be an end user id');
 
+/**
+ * A stored response as the Responses API names it (`resp_` and hex at OpenAI): what a call's
+ * `previous_response_id` names, and what its settle records as its tenant's (a Redis key part:
+ * no `:`, `{`, `}` or space reaches it).
+ */
+export const ResponseId = z
+  .string()
+  .regex(
+    /^resp_[A-Za-z0-9_-]{1,200}$/,
+    "must be a response id: resp_ and 1 to 200 letters, digits, '_' or '-'",
+  );
+
 /** The pseudo-tenant of events that belong to no tenant (config.changed). */
 export const SYSTEM_TENANT = '_system';
 

@@ -20,6 +20,8 @@
  *                                        so a retried report counts nothing twice)
  *   <p>:{<org>}:outbox                   stream: events not yet on JetStream
  *   <p>:{<org>}:relay                    string: which replica relays this org's outbox
+ *   <p>:{<org>}:ro:<response id>         string: the tenant that owns a response the upstream
+ *                                        stored (30 days, as OpenAI keeps it); not budget state
  *
  * The keys of no org share the system org's tag, `{_system}`, so the config apply script (the
  * document, its version, the declared record, the org registry and the config.changed event in
@@ -100,6 +102,19 @@ export class Keys {
   /** What one reservation took of an upstream's capacity (kept two minutes). */
   capacityRecord(upstream: string, reservationId: string): string {
     return `${this.prefix}:{cap:${upstream}}:r:${reservationId}`;
+  }
+  /**
+   * The tenant that owns a stored Responses response (the one whose call stored it): only its
+   * calls may continue it. In the org's slot, where the admit of a call of the org reads it.
+   */
+  responseOwner(org: string, responseId: string): string {
+    return `${this.#org(org)}:ro:${responseId}`;
+  }
+  /** A response owner key (kept by a rebuild: no event says who owns a response). */
+  isResponseOwner(key: string): boolean {
+    return (
+      key.startsWith(`${this.prefix}:{`) && /^[^}]*\}:ro:/.test(key.slice(this.prefix.length + 2))
+    );
   }
   outbox(org: string): string {
     return `${this.#org(org)}:outbox`;

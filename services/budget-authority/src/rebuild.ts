@@ -88,9 +88,14 @@ type Closed = Extract<
 const WINDOW_CODE = { minute: 'm', day: 'd', month: 'M' } as const;
 const UNIT_CODE = { tokens: 't', usd: 'u' } as const;
 
-/** Keys under the prefix that hold budget state (everything but the config and the orgs). */
+/**
+ * Keys under the prefix that hold budget state: everything but the config, the orgs and the
+ * response owners (no event records those, so a rebuild keeps them).
+ */
 export async function stateKeys(redis: RedisClient, keys: Keys): Promise<string[]> {
-  return (await scanAll(redis, `${keys.prefix}:{*`)).filter((k) => !keys.isGlobal(k));
+  return (await scanAll(redis, `${keys.prefix}:{*`)).filter(
+    (k) => !keys.isGlobal(k) && !keys.isResponseOwner(k),
+  );
 }
 
 /** Where a hold sits, from a window of its event. */

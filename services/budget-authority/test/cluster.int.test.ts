@@ -10,7 +10,7 @@ import { keysBySlot, slotOf } from '../src/redis.js';
 import { scriptLibrary } from '../src/scripts.js';
 import { clusterReplicas, spreadOrgs, useRedisCluster } from './cluster-harness.js';
 import { activity, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
-import { authorityTest as test, quiescent, readEvents } from './harness.js';
+import { authorityTest as test, newId, quiescent, readEvents } from './harness.js';
 import { startTestAuthority } from '../src/testing.js';
 import { checkBooks, newBooks, orgsConfig, runLoad, startLoad, teamsOf } from './load.js';
 
@@ -213,6 +213,67 @@ describe('Redis Cluster', () => {
       expect(settled).toMatchObject({ ok: true, value: { status: 'settled', billedTokens: 118 } });
     } finally {
       await h2.stop();
+    }
+  }, 60_000);
+
+  test("a response's owner is recorded in its org's slot, on every master, and only its team's admits continue it", async ({
+    nc,
+    natsUrl,
+    iso,
+  }) => {
+    const [cluster, admin] = [c(), a()];
+    const { orgs } = await spreadOrgs(cluster, iso.token);
+    const h = await startTestAuthority({
+      natsUrl,
+      redisUrl: cluster.url,
+      nc,
+      names: iso.names,
+      keyPrefix: iso.keyPrefix,
+      config: orgsConfig(orgs),
+      durability: { replicas: 1, timeoutMs: 2_000 },
+      redisTimeoutMs: 3_000,
+    });
+    const admit = (tenant: string, previousResponseId?: string) =>
+      h.client.admit({
+        reservationId: newId(),
+        tenant,
+        keyId: null,
+        useCase: 'uc',
+        model: 'm',
+        promptTokens: 10,
+        maxTokens: 10,
+        ...(previousResponseId ? { previousResponseId } : {}),
+      });
+    try {
+      for (const org of orgs) {
+        const a = await admit(`${org}-a`);
+        if (!a.ok || !a.value.admitted) throw new Error(`not admitted: ${JSON.stringify(a)}`);
+        const settled = await h.client.settle({
+          reservationId: a.value.reservationId,
+          tenant: `${org}-a`,
+          org: a.value.org,
+          upstream: a.value.upstream,
+          model: 'm',
+          usage: { promptTokens: 10, completionTokens: 1 },
+          responseId: `resp_${org}`,
+        });
+        expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
+      }
+      const owners = await Promise.all(
+        orgs.map((org) => admin.get(new Keys(iso.keyPrefix).responseOwner(org, `resp_${org}`))),
+      );
+      expect(owners).toEqual(orgs.map((org) => `${org}-a`));
+      for (const [i, org] of orgs.entries()) {
+        const own = await admit(`${org}-a`, `resp_${org}`);
+        expect(own.ok && own.value.admitted, org).toBe(true);
+        const other = orgs[(i + 1) % orgs.length]!;
+        for (const tenant of [`${org}-b`, `${other}-a`]) {
+          const r = await admit(tenant, `resp_${org}`);
+          expect(!r.ok && r.error.code, tenant).toBe('response_not_found');
+        }
+      }
+    } finally {
+      await h.stop();
     }
   }, 60_000);
 });

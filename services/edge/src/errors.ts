@@ -22,6 +22,11 @@ export const EDGE_ERROR_CODES = [
   /** Sent as `invalid_request` with status 413. */
   'request_too_large',
   'not_found',
+  /**
+   * Responses: `previous_response_id` names no response of the caller's tenant (another
+   * tenant's, or none): OpenAI's answer for an unknown id, 400 with its code.
+   */
+  'previous_response_not_found',
   /** The upstream failed (5xx, bad gateway, dropped before answering). */
   'upstream_error',
   /** The upstream did not answer in time. */
@@ -87,6 +92,7 @@ export function httpError(code: EdgeErrorCode): HttpError {
     case 'budget_authority_unavailable':
       return { status: 503, type: 'server_error', code };
     case 'invalid_request':
+    case 'previous_response_not_found':
       return { status: 400, type: 'invalid_request_error', code };
     case 'request_too_large':
       return { status: 413, type: 'invalid_request_error', code: 'invalid_request' };

@@ -18,6 +18,7 @@ test('every edge error code has the status of the docs/api.md table', () => {
     invalid_request: 400,
     request_too_large: 413,
     not_found: 404,
+    previous_response_not_found: 400,
     upstream_error: 502,
     upstream_timeout: 504,
     internal: 500,

@@ -126,27 +126,29 @@ test('state the upstream cannot count: its 400 passes on; no counting endpoint i
     },
   });
   const openai = s.openai(KEYS.support);
-  // The mock keeps no conversations: its input_tokens refuses, and so does the edge.
+  // A conversation is refused by the edge itself (it cannot tell whose one is).
   const conv = await apiError(
     openai.responses.create({ model: 'gpt-4o-mini', conversation: 'conv_1', input: 'hi' }),
   );
   expect(conv.status).toBe(400);
   expect(conv.message).toContain('conversation');
+  // A response of support-bot's own (only its owner may continue one).
+  const { id } = await openai.responses.create({ model: 'gpt-4o-mini', input: 'hi' });
   const dark = await apiError(
-    openai.responses.create({ model: 'gpt-dark', previous_response_id: 'resp_1', input: 'hi' }),
+    openai.responses.create({ model: 'gpt-dark', previous_response_id: id, input: 'hi' }),
   );
   expect(dark.status).toBe(400);
   expect(dark.code).toBe('invalid_request');
   expect(dark.message).toContain('previous_response_id');
   expect(dark.message).toContain('upstreamStateAllowanceTokens');
-  expect(s.upstream.stats().requests.responses).toBe(0);
+  expect(s.upstream.stats().requests.responses).toBe(1);
   // With the allowance: admitted on the local count plus 5,000 (the upstream then fails: 502).
   const allowed = await apiError(
-    openai.responses.create({ model: 'gpt-dark-ok', previous_response_id: 'resp_1', input: 'hi' }),
+    openai.responses.create({ model: 'gpt-dark-ok', previous_response_id: id, input: 'hi' }),
   );
   expect(allowed.status).toBe(502);
   const events = await s.events((e) => e.some((x) => x.type === 'reservation.released'));
-  const created = events.find((e) => e.type === 'reservation.created');
+  const created = events.filter((e) => e.type === 'reservation.created').at(-1);
   expect(created?.type === 'reservation.created' && created.promptTokens).toBeGreaterThan(5_000);
   expect(created?.type === 'reservation.created' && created.promptTokens).toBeLessThan(5_020);
   await s.settled('support-bot');

@@ -6,6 +6,7 @@ import {
   KeyId,
   ModelId,
   PlainId,
+  ResponseId,
   ServiceTierName,
   TenantId,
   UseCaseId,
@@ -71,6 +72,14 @@ export const AdmitRequest = z.strictObject({
    * the model's fee for each on top of its tokens. Absent: none.
    */
   toolUses: z.partialRecord(ToolUseKind, z.int().min(1).max(LIMITS.maxToolUses)).optional(),
+  /**
+   * The stored response the call continues (Responses `previous_response_id`): admitted only
+   * when the tenant owns it (a settle of its own recorded it, SettleRequest.responseId), else
+   * refused `response_not_found` before anything is held or taken, whether the id is another
+   * tenant's or nobody's. Every tenant goes through the same upstream account, whose stored
+   * responses any id opens.
+   */
+  previousResponseId: ResponseId.optional(),
   /**
    * The config version the edge serves. A replica on an older one (the config.changed notice
    * not heard yet, or lost: its poll is 2 s) loads the stored config before it decides, so a

@@ -83,6 +83,11 @@ export type AuthorityErrorCode =
    * an empty prompt. Nothing held or taken; the edge counts the prompt and asks again.
    */
   | 'not_counted'
+  /**
+   * An admit continues a stored response (`previousResponseId`) its tenant does not own: another
+   * tenant's, or one nobody recorded. Nothing held or taken, no refusal recorded.
+   */
+  | 'response_not_found'
   /** Redis did not answer: fail closed, nothing admitted. */
   | 'budget_store_unavailable'
   /** The config document was rejected; the message names the fields. */

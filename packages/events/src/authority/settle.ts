@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { LIMITS, ToolUseKind } from '../amounts.js';
-import { EndUserId, KeyId, ModelId, PlainId, ServiceTierName, TenantId, Uuid } from '../ids.js';
+import {
+  EndUserId,
+  KeyId,
+  ModelId,
+  PlainId,
+  ResponseId,
+  ServiceTierName,
+  TenantId,
+  Uuid,
+} from '../ids.js';
 import { ReleaseReason, SettleOutcome } from '../v1/reservation.js';
 import { WindowState } from '../windows.js';
 
@@ -97,6 +106,12 @@ export const SettleRequest = z.strictObject({
   endUser: EndUserId.optional(),
   usage: Usage,
   outcome: SettleOutcome.default('completed'),
+  /**
+   * The response the upstream stored for the call (Responses, `store` not false): recorded as
+   * the tenant's for 30 days, so its calls, and only its, may continue it
+   * (AdmitRequest.previousResponseId).
+   */
+  responseId: ResponseId.optional(),
 });
 export type SettleRequest = z.input<typeof SettleRequest>;
 
@@ -109,6 +124,8 @@ export const ReleaseRequest = z.strictObject({
   keyId: KeyId.nullable().optional(),
   endUser: EndUserId.optional(),
   reason: ReleaseReason,
+  /** A response the upstream stored before the call failed: recorded as on a settle. */
+  responseId: ResponseId.optional(),
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
 

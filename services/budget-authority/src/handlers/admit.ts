@@ -222,7 +222,35 @@ async function undoUnreplicated(
 }
 
 /**
- * Admission: checks the register (tenant, use case, model), then runs admit.lua, which checks
+ * Whether the call may continue the stored response it names (none: it may): only a call of
+ * the tenant that owns it (its settle recorded it, close.ts `withOwner`), checked before
+ * anything is taken. Another tenant's response and an unknown one get the same answer,
+ * `response_not_found`, the edge's 400 `previous_response_not_found` (OpenAI's for an unknown
+ * id): nothing held or taken, no refusal recorded (it is not a budget's, and the edge
+ * remembers none of it, so it never stands in the way of the tenant's other calls).
+ */
+async function ownsResponse(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  responseId: string | undefined,
+): Promise<Result<true, RpcError>> {
+  if (responseId === undefined) return Ok(true);
+  const key = ctx.keys.responseOwner(tenant.org, responseId);
+  const owner = await withStore(ctx.logger, 'admit', () => ctx.redis.get(key));
+  if (!owner.ok) return owner;
+  if (owner.value === tenant.id) return Ok(true);
+  ctx.metrics.admissions.inc({ outcome: 'refused', code: 'response_not_found' });
+  return Err(
+    new RpcError({
+      code: 'response_not_found',
+      message: `Previous response with id '${responseId}' not found.`,
+    }),
+  );
+}
+
+/**
+ * Admission: checks the register (tenant, use case, model) and the stored response the call
+ * continues, if any (ownsResponse), then runs admit.lua, which checks
  * every window of the tenant and its ancestors and records the hold in one atomic step.
  */
 export async function admit(
@@ -272,6 +300,8 @@ export async function admit(
     ctx.metrics.admissions.inc({ outcome: 'refused', code: c });
     return refused(c, message);
   }
+  const owned = await ownsResponse(ctx, tenant, req.previousResponseId);
+  if (!owned.ok) return owned;
 
   // The hold at the prices of the tier the call is held at; the record keeps the base prices
   // and the other tiers', so settlement bills the tier the provider reports. Checked before

@@ -14,6 +14,7 @@ import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 import { closeCapacity } from '../capacity.js';
+import { durably } from '../durable.js';
 import { toolUsePrices, toolUsesText } from '@holdfast/config';
 
 type CloseOp =
@@ -170,14 +171,45 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
       );
     }
   }
-  return r;
+  return withOwner(ctx, req, r);
 }
 
 export async function release(ctx: HandlerContext, req: ReleaseRequest) {
   const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
   if (r.ok && r.value.status === 'released') await capacityClosed(ctx, req, 'release');
-  return r;
+  return withOwner(ctx, req, r);
+}
+
+/** How long a response's owner is kept: as long as OpenAI keeps a stored response. */
+export const RESPONSE_OWNER_TTL_MS = 30 * 86_400_000;
+
+/**
+ * After a close (whatever it found: a late settle of an expired hold still made the response),
+ * records the tenant as the owner of the response the upstream stored for the call, in the
+ * slot of the org its admits are checked in (admit.ts `ownsResponse`). A separate command, not
+ * part of close.lua: it is not budget state, and a failover that loses it only refuses the
+ * owner's continuation. When it fails the close is answered `budget_store_unavailable`, so the
+ * edge sends it again (the close itself is idempotent) and the owner is recorded then.
+ */
+async function withOwner(
+  ctx: HandlerContext,
+  req: { tenant: string; org?: string | undefined; responseId?: string | undefined },
+  closed: Result<CloseResult, RpcError>,
+): Promise<Result<CloseResult, RpcError>> {
+  const { responseId } = req;
+  if (!closed.ok || responseId === undefined) return closed;
+  const org = ctx.config.current.tenants.get(req.tenant)?.org ?? req.org ?? req.tenant;
+  const key = ctx.keys.responseOwner(org, responseId);
+  const ttl = String(RESPONSE_OWNER_TTL_MS);
+  const recorded = await withStore(ctx.logger, 'response owner', () =>
+    durably(
+      ctx.redis,
+      () => ctx.redis.set(key, req.tenant, 'PX', ttl),
+      (p) => p.set(key, req.tenant, 'PX', ttl),
+    ),
+  );
+  return recorded.ok ? closed : recorded;
 }
 
 /** The upstream's capacity after the call: settled to usage where counted so, or released. */

@@ -51,6 +51,8 @@ export interface AdmissionRequest {
   signal?: AbortSignal;
   /** The call's end user (end-user budgets, books), if the client named one. */
   endUser?: string | undefined;
+  /** The stored response it continues, admitted only for its owner (Asked.previousResponseId). */
+  previousResponseId?: string | undefined;
 }
 
 /** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
@@ -65,8 +67,10 @@ const MAX_CLIENT_RETRY_WAIT_S = 60;
  * admit that ends without a definitive answer (a timeout, the authority's Redis failing, an
  * internal error, a reply that does not parse) may still have created its hold: its
  * reservation id is released (a release that leaves a tombstone, so a late admit is refused
- * too), and the call fails closed, unless the tenant chose failOpen. Only `no_responders`
- * needs no release: no authority received the request.
+ * too), and the call fails closed, unless the tenant chose failOpen and the call continues
+ * no stored response (only the authority knows whose that is: never served unchecked). Only
+ * `no_responders` needs no release: no authority received the request. A previous response
+ * the tenant does not own is `previous_response_not_found`, nothing held, nothing remembered.
  */
 export async function admit(
   deps: AdmissionDeps,
@@ -104,6 +108,8 @@ export async function admit(
   if (!reply.ok) {
     deps.metrics.admission.observe({ outcome: reply.error.code }, seconds);
     const { code } = reply.error;
+    // Decided before anything was held: nothing to give back.
+    if (code === 'response_not_found') return Err(responseNotFound(req));
     if (code !== 'no_responders') {
       void deps.holds.close(ref, { how: 'release', reason: 'admit_abandoned' });
     }
@@ -112,7 +118,7 @@ export async function admit(
       // Suspended as far as this edge has seen (the authority would refuse it): not served.
       return Err(suspendedError(tenant));
     }
-    if (unreachable && caller.tenant.failOpen) {
+    if (unreachable && caller.tenant.failOpen && !req.previousResponseId) {
       deps.metrics.unmetered.inc({ tenant });
       deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');
       return Ok({ metered: false, reservationId });
@@ -179,6 +185,7 @@ function admitBody(
     serviceTier: req.serviceTier ?? 'default',
     ...(req.toolUses && Object.keys(req.toolUses).length > 0 ? { toolUses: req.toolUses } : {}),
     api: req.api,
+    ...(req.previousResponseId ? { previousResponseId: req.previousResponseId } : {}),
     ...(configVersion !== undefined && configVersion > 0 ? { configVersion } : {}),
   };
 }
@@ -236,7 +243,9 @@ export class RefusedUncounted extends Error {
  * at most once a call, and not when the count is answered without a request (RecentCounts).
  * Any other answer, `not_counted` the usual one, goes on to count. What its admit would answer
  * after counting is answered at once instead: a 503 when no authority answers (a failOpen
- * tenant goes on, unless this edge saw it suspended: 403) or its Redis fails.
+ * tenant goes on, unless this edge saw it suspended: 403, or the call continues a stored
+ * response) or its Redis fails; `previous_response_not_found` for a stored response the tenant
+ * does not own (so the upstream never counts another tenant's).
  */
 export function beforeUpstreamCount(
   deps: AdmissionDeps,
@@ -246,7 +255,7 @@ export function beforeUpstreamCount(
   const check = async () => {
     const answer = await askUncounted(deps, req);
     const { tenant } = req.caller;
-    if (answer === 'unreachable' && tenant.failOpen) {
+    if (answer === 'unreachable' && tenant.failOpen && !req.previousResponseId) {
       // Served unmetered, as its admit would, unless this edge saw it suspended.
       if (deps.suspended?.(tenant.chain)) throw new RefusedUncounted(suspendedError(tenant.id));
       return;
@@ -282,6 +291,8 @@ async function askUncounted(
   if (!reply.ok) {
     const { code } = reply.error;
     if (code === 'timeout' || code === 'no_responders') return 'unreachable';
+    // Not the tenant's response: refused before the upstream counts it (never remembered).
+    if (code === 'response_not_found') return responseNotFound(req);
     // Its Redis failing: the admit after the count would fail closed, so no count is spent.
     return code === 'budget_store_unavailable' ? 'store_down' : undefined;
   }
@@ -302,6 +313,18 @@ async function askUncounted(
   deps.metrics.admission.observe({ outcome: decision.code }, seconds);
   deps.refusals?.remember(uncounted, decision, closes);
   return refusalError(decision, req.caller.tenant.id);
+}
+
+/**
+ * A previous response the tenant does not own (another tenant's, or none): OpenAI's answer for
+ * an unknown id, the same whichever it is.
+ */
+function responseNotFound(req: AdmissionRequest): EdgeError {
+  return new EdgeError({
+    code: 'previous_response_not_found',
+    message: `Previous response with id '${req.previousResponseId ?? ''}' not found.`,
+    param: 'previous_response_id',
+  });
 }
 
 /** A failOpen team this edge saw suspended, while no authority answers. */

@@ -11,9 +11,13 @@ import type { AuthorityClient, Logger } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { EdgeMetrics } from '../metrics.js';
 
-export type Close =
+export type Close = (
   | { how: 'settle'; usage: Usage; outcome: SettleOutcome }
-  | { how: 'release'; reason: ReleaseReason };
+  | { how: 'release'; reason: ReleaseReason }
+) & {
+  /** The response the upstream stored for the call: recorded as the tenant's (SettleRequest). */
+  responseId?: string;
+};
 
 /** Where a reservation lives: its id, its tenant and the org it was admitted under. */
 export interface HoldRef {
@@ -78,6 +82,10 @@ export class Holds {
   readonly #pending = new Set<Promise<void>>();
   readonly #wakeup = new Wakeup();
   #draining = false;
+  /** Responses calls of this edge stored, by id: whose, and the call (until its close ends). */
+  readonly #stored = new Map<string, { tenant: string; reservationId: string }>();
+  /** Those calls by reservation: their ids, and their close's end. */
+  readonly #storing = new Map<string, { ids: string[]; closed: Promise<void>; end: () => void }>();
 
   constructor(opts: HoldsOptions) {
     this.#o = opts;
@@ -101,9 +109,50 @@ export class Holds {
       this.#pending.delete(run);
       closesPending.dec();
       this.#o.closes?.ended(ref);
+      this.#endStored(ref.reservationId);
     });
     this.#pending.add(run);
     return run;
+  }
+
+  /**
+   * The upstream stored `responseId` for the (metered) call of `ref`: until its close is
+   * answered (which records the owner), a continuation of it from its tenant on this edge waits
+   * for it (`ownerRecorded`), rather than reach the authority first and be told it is unknown.
+   */
+  storing(ref: HoldRef, responseId: string): void {
+    if (this.#stored.has(responseId)) return;
+    let call = this.#storing.get(ref.reservationId);
+    if (!call) {
+      let end!: () => void;
+      const closed = new Promise<void>((resolve) => (end = resolve));
+      call = { ids: [], closed, end };
+      this.#storing.set(ref.reservationId, call);
+    }
+    call.ids.push(responseId);
+    this.#stored.set(responseId, { tenant: ref.tenant, reservationId: ref.reservationId });
+  }
+
+  /**
+   * Resolves when the owner of a response a call of `tenant` stored on this edge is recorded
+   * (its close answered, handed over or given up), after `timeoutMs` at most; at once for any
+   * other response (another tenant's, or one no call here is closing).
+   */
+  async ownerRecorded(tenant: string, responseId: string, timeoutMs: number): Promise<void> {
+    const stored = this.#stored.get(responseId);
+    const call = stored?.tenant === tenant && this.#storing.get(stored.reservationId);
+    if (!call) return;
+    const timer = new AbortController();
+    await Promise.race([call.closed, sleep(timeoutMs, timer.signal)]);
+    timer.abort();
+  }
+
+  #endStored(reservationId: string): void {
+    const call = this.#storing.get(reservationId);
+    if (!call) return;
+    this.#storing.delete(reservationId);
+    for (const id of call.ids) this.#stored.delete(id);
+    call.end();
   }
 
   get pending(): number {
@@ -132,7 +181,7 @@ export class Holds {
   async #run(ref: HoldRef, close: Close): Promise<void> {
     const { authority, logger, metrics, timeoutMs, attempts } = this.#o;
     const label = close.how === 'settle' ? close.outcome : close.reason;
-    const request = closeRequest(ref);
+    const request = closeRequest(ref, close);
     const reply = await retry(
       () =>
         close.how === 'settle'
@@ -154,6 +203,13 @@ export class Holds {
       return;
     }
     const { code } = reply.error;
+    if (code === 'invalid_request' && close.responseId !== undefined) {
+      // An authority older than response owners refuses the field (a deploy that upgraded
+      // the edges first): the usage goes without it, the response stays unowned.
+      logger.warn({ ...request, code }, 'response owner refused by the authority: closing without');
+      const { responseId: _, ...without } = close;
+      return this.#run(ref, without);
+    }
     if (!RETRYABLE.has(code)) {
       metrics.holdCloseFailures.inc({ how: close.how });
       logger.error({ ...request, code, close }, `${close.how} refused by the authority`);
@@ -165,7 +221,7 @@ export class Holds {
   /** Publishes the close to the closes stream, retrying until JetStream acknowledges it. */
   async #handOver(ref: HoldRef, close: Close): Promise<void> {
     const { js, names, logger, metrics } = this.#o;
-    const request = closeRequest(ref);
+    const request = closeRequest(ref, close);
     const deferred: DeferredClose =
       close.how === 'settle'
         ? { op: 'settle', request: { ...request, usage: close.usage, outcome: close.outcome } }
@@ -195,8 +251,8 @@ export class Holds {
   }
 }
 
-/** The fields of a settle or release that name the reservation. */
-function closeRequest(ref: HoldRef) {
+/** The fields of a settle or release that name the reservation (and the response it stored). */
+function closeRequest(ref: HoldRef, close: Close) {
   return {
     reservationId: ref.reservationId,
     tenant: ref.tenant,
@@ -205,6 +261,7 @@ function closeRequest(ref: HoldRef) {
     ...(ref.model ? { model: ref.model } : {}),
     ...(ref.keyId ? { keyId: ref.keyId } : {}),
     ...(ref.endUser ? { endUser: ref.endUser } : {}),
+    ...(close.responseId !== undefined ? { responseId: close.responseId } : {}),
   };
 }
 
@@ -234,8 +291,9 @@ export class Hold {
     return this.#closed;
   }
 
-  settle(usage: Usage, outcome: SettleOutcome): void {
-    this.#close({ how: 'settle', usage, outcome });
+  /** `responseId`: the response the upstream stored for the call, recorded as the tenant's. */
+  settle(usage: Usage, outcome: SettleOutcome, responseId?: string): void {
+    this.#close({ how: 'settle', usage, outcome, ...(responseId ? { responseId } : {}) });
   }
 
   release(reason: ReleaseReason): void {

@@ -1,5 +1,5 @@
 import { natsNames } from '@holdfast/config';
-import { Usage, type CloseReply } from '@holdfast/events';
+import { Usage, type CloseReply, type SettleRequest } from '@holdfast/events';
 import { createLogger, Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import { Registry } from 'prom-client';
 import { expect, test } from 'vitest';
@@ -20,15 +20,21 @@ const SETTLED: CloseReply = {
  * again once they run out) and a closes stream that takes what `publish` says.
  */
 function holdsOver(
-  replies: Array<Result<CloseReply, RpcError>>,
+  replies:
+    Array<Result<CloseReply, RpcError>> | ((req: SettleRequest) => Result<CloseReply, RpcError>),
   publish: HoldsOptions['js']['publish'] = () => Promise.reject(new Error('no JetStream')),
   backoffMs = 1,
 ) {
   const metrics = new EdgeMetrics(new Registry());
   let settles = 0;
+  const sent: SettleRequest[] = [];
   const holds = new Holds({
     authority: {
-      settle: () => Promise.resolve(replies[Math.min(settles++, replies.length - 1)]!),
+      settle: (req) => {
+        sent.push(req);
+        const i = Math.min(settles++, replies.length - 1);
+        return Promise.resolve(typeof replies === 'function' ? replies(req) : replies[i]!);
+      },
       release: () => Promise.resolve(Ok(SETTLED)),
     },
     js: { publish },
@@ -44,16 +50,17 @@ function holdsOver(
     backoffMs,
   });
   const pending = async () => (await metrics.closesPending.get()).values[0]?.value;
-  const settle = (reservationId = 'res-1') =>
+  const settle = (reservationId = 'res-1', responseId?: string) =>
     holds.close(
       { reservationId, tenant: 'team', org: 'team' },
       {
         how: 'settle',
         usage: Usage.parse({ promptTokens: 100, completionTokens: 50 }),
         outcome: 'completed',
+        ...(responseId ? { responseId } : {}),
       },
     );
-  return { holds, pending, settle, settles: () => settles };
+  return { holds, metrics, pending, settle, settles: () => settles, sent };
 }
 
 const away = () =>
@@ -101,4 +108,18 @@ test('closes waiting out a backoff step go at once when an authority starts, all
   expect(await endOfTurn()).toBe(6);
   await Promise.all(closing);
   expect(await h.pending()).toBe(0);
+});
+
+test('a settle an older authority refuses for its response id goes again without it: the usage is not lost', async () => {
+  const h = holdsOver((req) =>
+    'responseId' in req
+      ? Err(new RpcError({ code: 'invalid_request', message: 'unrecognized key: responseId' }))
+      : Ok(SETTLED),
+  );
+  await h.settle('res-1', 'resp_1');
+  expect(h.sent).toEqual([
+    expect.objectContaining({ reservationId: 'res-1', responseId: 'resp_1' }),
+    expect.not.objectContaining({ responseId: expect.anything() }),
+  ]);
+  expect((await h.metrics.holdCloseFailures.get()).values).toEqual([]);
 });

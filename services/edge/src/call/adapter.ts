@@ -33,6 +33,11 @@ export interface Asked {
   reasoning?: boolean;
   /** The provider-run tools it offers and its bound on their uses (checked by heldToolUses). */
   tools?: OfferedTools;
+  /**
+   * The stored response it continues (Responses `previous_response_id`): the authority admits
+   * it only for the tenant that owns the response (AdmitRequest.previousResponseId).
+   */
+  previousResponseId?: string;
 }
 
 /** The least output a call needs upstream, and why (the 400 says it). */
@@ -109,6 +114,11 @@ export interface Transcript {
    * else the uses the stream showed (an output item or a block per use).
    */
   toolUses?(): ToolUses | undefined;
+  /**
+   * The id under which the upstream stored the response (Responses: its `resp_...`, unless the
+   * request said `store: false`): recorded as the tenant's with the call's settle.
+   */
+  storedResponseId?(): string | undefined;
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */

@@ -74,6 +74,11 @@ export async function runCall<B>(
       serviceTier: tier.value,
       toolUses: tools.value,
     };
+    if (asked.previousResponseId) {
+      // The call that stored it may still be closing on this edge: its close records the owner.
+      const { admitTimeoutMs } = deps.options;
+      await deps.holds.ownerRecorded(caller.tenant.id, asked.previousResponseId, admitTimeoutMs);
+    }
     // A call refused anyway costs no count (admission.ts), and no request to an upstream's
     // counting (beforeUpstreamCount).
     const asking = { deps: admissionDeps(deps, request), req: admissionRequest(caller, call) };
@@ -210,6 +215,7 @@ function admissionRequest(caller: Caller, call: AdmitCall): AdmissionRequest {
     api: call.adapter.name,
     signal: call.signal,
     endUser: call.endUser,
+    previousResponseId: call.asked.previousResponseId,
   };
 }
 

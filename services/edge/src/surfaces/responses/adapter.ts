@@ -81,6 +81,14 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
       'background: true runs the response after this request returns, where Holdfast cannot count or end it. Stream it instead.';
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'background' }));
   }
+  if (body.conversation != null) {
+    // Every tenant goes through the same upstream account: a conversation id opens whatever
+    // any of them stored there, and Holdfast, which does not serve the Conversations API,
+    // cannot know whose a conversation is (previous_response_id it can: admission checks it).
+    const message =
+      'conversation is not supported: Holdfast cannot tell which team a provider-side conversation belongs to. Chain responses with previous_response_id, or send the conversation as input.';
+    return Err(new EdgeError({ code: 'invalid_request', message, param: 'conversation' }));
+  }
   const audio = ctx.model && audioPart(body);
   if (audio && ctx.model && ctx.model.pricePico.audioInput > ctx.model.pricePico.input) {
     const message =
@@ -216,6 +224,7 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
       maxToolCalls: body.max_tool_calls,
       storedPrompt: body.prompt != null,
     },
+    ...(body.previous_response_id ? { previousResponseId: body.previous_response_id } : {}),
   }),
   minOutput: () => ({
     tokens: 16,
@@ -224,7 +233,7 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
   }),
   countPrompt,
   upstreamBody,
-  transcript: (body) => new ResponsesTranscript({ model: body.model }),
+  transcript: (body) => new ResponsesTranscript({ model: body.model, store: body.store !== false }),
   asEvents,
   sendError,
 };

@@ -1,3 +1,4 @@
+import { ResponseId } from '@holdfast/events';
 import { z } from 'zod';
 
 /**
@@ -55,8 +56,12 @@ export const ResponsesRequest = z.looseObject({
   max_tool_calls: z.int().min(1).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({}).nullish(),
-  /** State kept upstream: the edge counts it with the upstream's input_tokens endpoint. */
-  previous_response_id: z.string().min(1).max(256).nullish(),
+  /**
+   * State kept upstream: the edge counts it with the upstream's input_tokens endpoint. A
+   * previous response is admitted only for the tenant that owns it; a conversation is refused
+   * (adapter.ts).
+   */
+  previous_response_id: ResponseId.nullish(),
   conversation: z.union([z.string().min(1), z.looseObject({ id: z.string().min(1) })]).nullish(),
   prompt: z.looseObject({ id: z.string().min(1) }).nullish(),
   reasoning: z

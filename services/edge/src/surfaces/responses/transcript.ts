@@ -1,5 +1,5 @@
 import { toolUseKind } from '@holdfast/config';
-import type { Usage } from '@holdfast/events';
+import { ResponseId, type Usage } from '@holdfast/events';
 import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
@@ -44,11 +44,14 @@ export class ResponsesTranscript implements Transcript {
   #response: ResponseObject | undefined;
   #final: ResponseObject | undefined;
   readonly #items = new OutputItems();
+  /** storedResponseId's answer, found when a response object arrives. */
+  #stored: string | undefined;
   /** Output indexes whose text arrived in deltas (counted as it came). */
   readonly #streamed = new Set<number>();
   #sequence = -1;
 
-  constructor(private readonly opts: { model: string }) {}
+  /** `store` false: the request said `store: false`, so the upstream keeps no response. */
+  constructor(private readonly opts: { model: string; store?: boolean }) {}
 
   accept(event: SseEvent): Accepted | undefined {
     const data = parseObject(event.data);
@@ -78,8 +81,10 @@ export class ResponsesTranscript implements Transcript {
       // One terminal event ends a response; a later one (a broken upstream) replaces it only
       // when it reported no usage, never wiping out a usage that came.
       if (this.usage() === undefined) this.#final = data.response as ResponseObject;
+      this.#stored = this.#storedId();
     } else if (type === 'response.created' || type === 'response.in_progress') {
       this.#response ??= data.response as ResponseObject;
+      this.#stored = this.#storedId();
     }
     return { texts, forward: sseEvent(event.data, type) };
   }
@@ -117,6 +122,20 @@ export class ResponsesTranscript implements Transcript {
       cachedPromptTokens: Math.min(cached, prompt),
       reasoningTokens: Math.min(reasoning, completion),
     };
+  }
+
+  /**
+   * The id the upstream stored the response under: the terminal event's, else
+   * `response.created`'s (a stream that failed after it), when it is a response id at all.
+   */
+  storedResponseId(): string | undefined {
+    return this.#stored;
+  }
+
+  #storedId(): string | undefined {
+    if (this.opts.store === false) return undefined;
+    const id = this.#final?.id ?? this.#response?.id;
+    return ResponseId.safeParse(id).success ? id : undefined;
   }
 
   finished(): boolean {

@@ -72,6 +72,21 @@ const completed = (extra: object = {}) =>
   });
 
 describe('ResponsesTranscript', () => {
+  test("the stored response id: the terminal response's, else response.created's; none with store: false or an id not a response id", () => {
+    const read = (store: boolean | undefined, events: SseEvent[]) => {
+      const t = new ResponsesTranscript({ model: 'gpt-4o-mini', store });
+      for (const e of events) t.accept(e);
+      return t.storedResponseId();
+    };
+    const done = (id: string) => ev('response.completed', { response: { ...response, id } });
+    expect(read(undefined, [ev('response.created', { response })])).toBe('resp_1');
+    expect(read(true, [ev('response.created', { response }), done('resp_2')])).toBe('resp_2');
+    expect(read(false, [ev('response.created', { response }), done('resp_2')])).toBeUndefined();
+    expect(read(undefined, [done('msg_2')])).toBeUndefined();
+    expect(read(undefined, [done('resp_a:b')])).toBeUndefined();
+    expect(read(undefined, [])).toBeUndefined();
+  });
+
   test('counts every text the model writes (reasoning, output, function names and arguments), not audio bytes', () => {
     const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
     const texts = stream().flatMap((e) => t.accept(e)?.texts ?? []);

@@ -1,0 +1,188 @@
+import { expect } from 'vitest';
+import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { post, words } from './surfaces.js';
+
+/**
+ * Red team, state kept upstream shared between tenants (found by an audit of the Responses
+ * surface). Every tenant goes through the same upstream account (the edge holds the provider's
+ * key), so a response one tenant stored is readable by any: a tenant that learned another's
+ * `resp_...` id sent it as `previous_response_id`, and the provider read the other tenant's
+ * conversation into its context (billed to the reader). A response is now owned by the tenant
+ * whose call stored it (recorded at the authority with the call's settle), and a call naming a
+ * response its tenant does not own gets what OpenAI answers for an unknown id, before anything
+ * is counted, held or sent.
+ */
+
+const A = { authorization: `Bearer ${KEYS.support}` };
+const B = { authorization: `Bearer ${KEYS.batch}` };
+
+/** What reached the mock upstream: Responses calls and input_tokens counts. */
+function sent(s: Stack) {
+  const { requests } = s.upstream.stats();
+  return { responses: requests.responses, counts: requests.responsesInputTokens };
+}
+
+const call = (extra: Record<string, unknown>) => ({
+  model: 'gpt-4o-mini',
+  input: words(12),
+  max_output_tokens: 40,
+  ...extra,
+});
+
+/** The response-owner keys under the test's prefix. */
+const ownerKeys = (redis: { keys(p: string): Promise<string[]> }, prefix: string) =>
+  redis.keys(`${prefix}:{*}:ro:*`);
+
+test("a tenant naming another tenant's response is answered as for an unknown id: nothing counted, held or sent; the owner continues it", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack();
+  const first = await post(s, '/v1/responses', call({ input: `The code word is ${words(30)}` }), A);
+  expect(first.status).toBe(200);
+  const id = first.body.id as string;
+  expect(id).toMatch(/^resp_/);
+  await s.settled('support-bot');
+  // Recorded in support-bot's org slot (its hash tag), kept 30 days.
+  const [owner] = await ownerKeys(redis, iso.keyPrefix);
+  expect(owner).toBe(`${iso.keyPrefix}:{support-bot}:ro:${id}`);
+  expect(await redis.get(owner!)).toBe('support-bot');
+  expect(await redis.pttl(owner!)).toBeGreaterThan(29 * 86_400_000);
+
+  const before = sent(s);
+  const stolen = await post(s, '/v1/responses', call({ previous_response_id: id }), B);
+  expect(stolen.status).toBe(400);
+  expect(stolen.body.error).toEqual({
+    message: `Previous response with id '${id}' not found.`,
+    type: 'invalid_request_error',
+    code: 'previous_response_not_found',
+    param: 'previous_response_id',
+  });
+  // The same answer as for an id nobody stored: nothing tells the two apart.
+  const unknown = 'resp_0123456789abcdef0123456789abcdef';
+  const none = await post(s, '/v1/responses', call({ previous_response_id: unknown }), B);
+  expect(none.status).toBe(400);
+  expect(none.body.error).toEqual({
+    ...(stolen.body.error as object),
+    message: `Previous response with id '${unknown}' not found.`,
+  });
+  // Streaming, through the official client: the same error, raised before any event.
+  const streamed = await s
+    .openai(KEYS.batch)
+    .responses.create({ ...call({ previous_response_id: id }), stream: true })
+    .catch((e: unknown) => e);
+  expect(streamed).toMatchObject({ status: 400, code: 'previous_response_not_found' });
+  expect(sent(s)).toEqual(before);
+  const usageB = await s.settled('batch-summariser');
+  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+
+  // Not a refusal that sticks: batch-summariser's own calls go on, and so do its own responses.
+  const own = await post(s, '/v1/responses', call({}), B);
+  expect(own.status).toBe(200);
+  await s.settled('batch-summariser');
+  const ownNext = await post(
+    s,
+    '/v1/responses',
+    call({ previous_response_id: own.body.id, input: 'And then?' }),
+    B,
+  );
+  expect(ownNext.status).toBe(200);
+
+  // The owner continues its own, streaming: the stored conversation is read (and counted).
+  const stream = await s.openai(KEYS.support).responses.create({
+    ...call({ previous_response_id: id, input: 'What was the code word?' }),
+    stream: true,
+  });
+  let ended: { id: string; previous_response_id?: string | null } | undefined;
+  for await (const event of stream) {
+    if (event.type === 'response.completed' || event.type === 'response.incomplete') {
+      ended = event.response;
+      // On at once, as an agent does: its stream's end and its settle may still be on their
+      // way, and the continuation waits for the settle (the owner) on this edge.
+      break;
+    }
+  }
+  expect(ended?.previous_response_id).toBe(id);
+  const third = await post(
+    s,
+    '/v1/responses',
+    call({ previous_response_id: ended!.id, input: 'Once more?' }),
+    A,
+  );
+  expect(third.status).toBe(200);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length >= 5,
+  );
+  const created = events.filter((e) => e.type === 'reservation.created');
+  expect(created.filter((e) => e.tenant === 'batch-summariser')).toHaveLength(2);
+  // The refusals are not budget refusals: no admission.refused event, nothing remembered.
+  expect(events.filter((e) => e.type === 'admission.refused')).toEqual([]);
+});
+
+test('store: false records no owner: its id cannot be continued, and the upstream is not asked', async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack();
+  const unstored = await post(s, '/v1/responses', call({ store: false }), A);
+  expect(unstored.status).toBe(200);
+  await s.settled('support-bot');
+  expect(await ownerKeys(redis, iso.keyPrefix)).toEqual([]);
+  const before = sent(s);
+  const next = await post(s, '/v1/responses', call({ previous_response_id: unstored.body.id }), A);
+  expect(next.status).toBe(400);
+  expect(next.body.error).toMatchObject({ code: 'previous_response_not_found' });
+  expect(sent(s)).toEqual(before);
+});
+
+test('a previous_response_id that is not a response id is a 400 naming it; nothing reaches the upstream', async ({
+  stack,
+}) => {
+  const s = await stack();
+  const before = sent(s);
+  for (const bad of ['abc', 'resp_', 'resp_a b', 'resp_../x', `resp_${'a'.repeat(201)}`, 'msg_1']) {
+    const r = await post(s, '/v1/responses', call({ previous_response_id: bad }), A);
+    expect(r.status, bad).toBe(400);
+    expect(r.body.error, bad).toMatchObject({
+      code: 'invalid_request',
+      param: 'previous_response_id',
+    });
+  }
+  expect(sent(s)).toEqual(before);
+});
+
+test('conversation (state the edge cannot own: the Conversations API is not proxied) is a 400 naming it; nothing held or sent', async ({
+  stack,
+}) => {
+  const s = await stack();
+  const before = sent(s);
+  for (const conversation of ['conv_123', { id: 'conv_123' }]) {
+    const r = await post(s, '/v1/responses', call({ conversation }), A);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'invalid_request', param: 'conversation' });
+  }
+  expect(sent(s)).toEqual(before);
+  const usage = await s.settled('support-bot');
+  expect(usage.windows.every((w) => w.used === 0)).toBe(true);
+});
+
+test('a failOpen tenant is not served a previous response unmetered while no authority can say whose it is', async ({
+  stack,
+}) => {
+  const s = await stack();
+  const F = { authorization: `Bearer ${KEYS.finance}` };
+  const first = await post(s, '/v1/responses', call({}), F);
+  expect(first.status).toBe(200);
+  await s.settled('finance-ops');
+  await s.stopAuthority();
+  const before = sent(s);
+  const next = await post(s, '/v1/responses', call({ previous_response_id: first.body.id }), F);
+  expect(next.status).toBe(503);
+  expect(next.body.error).toMatchObject({ code: 'budget_authority_unavailable' });
+  expect(sent(s)).toEqual(before);
+  // A call without state upstream is still served unmetered, as failOpen says.
+  const plain = await post(s, '/v1/responses', call({}), F);
+  expect(plain.status).toBe(200);
+});
