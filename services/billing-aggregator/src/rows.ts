@@ -1,4 +1,4 @@
-import type { HoldfastEvent, WindowState } from '@holdfast/events';
+import { windowCharge, type HoldfastEvent, type WindowState } from '@holdfast/events';
 import { z } from 'zod';
 import { compileRowWriter, type Column } from './rowbinary.js';
 import { isIdentifier } from './sql.js';
@@ -76,13 +76,15 @@ export const EventRow = z.strictObject({
   // Added by migration 018.
   tool_uses: u32,
   tool_fee_micro_usd: u64,
+  // Added by migration 019: what the event added to each window (parallel to the w_* arrays).
+  w_charged: z.array(i64),
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
  * body carries. A unit test holds it equal to migration 001's CREATE TABLE and the ADD COLUMNs
- * of 011, 013, 015, 016, 017 and 018.
+ * of 011, 013, 015, 016, 017, 018 and 019.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -140,6 +142,7 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['long_context', 'UInt8'],
   ['tool_uses', 'UInt32'],
   ['tool_fee_micro_usd', 'UInt64'],
+  ['w_charged', 'Array(Int64)'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -304,6 +307,12 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     used: new Array<number>(n),
     held: new Array<number>(n),
     enforce: new Array<number>(n),
+    charged: new Array<number>(n),
+  };
+  // The event's own charge, which a window without a `charged` of its own was charged.
+  const charge = {
+    chargedTokens: num(e, 'chargedTokens'),
+    chargedMicroUsd: num(e, 'chargedMicroUsd'),
   };
   for (let i = 0; i < n; i++) {
     const x = windows[i]!;
@@ -315,6 +324,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     w.used[i] = x.used;
     w.held[i] = x.held;
     w.enforce[i] = x.enforce ? 1 : 0;
+    w.charged[i] = windowCharge(charge, x);
   }
   const row: EventRow = {
     id: e.id,
@@ -338,8 +348,8 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     held_micro_usd: num(e, 'heldMicroUsd'),
     billed_tokens: num(e, 'billedTokens'),
     cost_micro_usd: num(e, 'costMicroUsd'),
-    charged_tokens: num(e, 'chargedTokens'),
-    charged_micro_usd: num(e, 'chargedMicroUsd'),
+    charged_tokens: charge.chargedTokens,
+    charged_micro_usd: charge.chargedMicroUsd,
     needed_tokens: num(e, 'neededTokens'),
     needed_micro_usd: num(e, 'neededMicroUsd'),
     outcome: text(e, 'outcome'),
@@ -375,6 +385,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
         : 0,
     tool_uses: num(e, 'toolUses'),
     tool_fee_micro_usd: num(e, 'toolFeeMicroUsd'),
+    w_charged: w.charged,
   };
   return row;
 }

@@ -65,6 +65,25 @@ describe('event rows', () => {
     });
   });
 
+  it("keeps what each window was charged: its own charged, else the event's in its unit (019)", () => {
+    const [, settled] = settledCall({ prompt: 370, completion: 512 });
+    const [month] = settled.windows;
+    const event = HoldfastEvent.parse({
+      ...settled,
+      chargedTokens: 50,
+      chargedMicroUsd: 70,
+      windows: [
+        month,
+        { ...month, budget: 'day-tokens', window: 'day', charged: 882 },
+        { ...month, budget: 'month-usd', unit: 'usd' },
+      ],
+    });
+    const row = toEventRow(event, 1);
+    expect(row).toMatchObject({ w_charged: [50, 882, 70], extra: '' });
+    expect(EventRow.safeParse(row).success).toBe(true);
+    expect(toEventRow(refusal(), 1).w_charged).toEqual([0]);
+  });
+
   it('keeps fields without a column in extra (a refusal message)', () => {
     const r = refusal({ shadow: true, code: 'concurrency_limit' });
     const row = toEventRow(r, 1);

@@ -3,6 +3,7 @@ import { expect } from 'vitest';
 import { runAudioContract } from '../test/audio-contract.js';
 import { runTierContract } from '../test/tier-contract.js';
 import { runToolFeeContract } from '../test/tool-fee-contract.js';
+import { runWindowChargeContract } from '../test/window-charge-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { testClickHouse } from '../test/harness.js';
@@ -39,6 +40,7 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
   ['the audio token columns (015) on ClickHouse 18.16', runAudioContract],
   ['the service tier (016) and long context (017) columns on ClickHouse 18.16', runTierContract],
   ['the tool fee columns (018) on ClickHouse 18.16', runToolFeeContract],
+  ['what each window was charged (019) on ClickHouse 18.16', runWindowChargeContract],
 ];
 
 for (const [name, run] of contracts) {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runAudioContract } from '../test/audio-contract.js';
 import { runTierContract } from '../test/tier-contract.js';
 import { runToolFeeContract } from '../test/tool-fee-contract.js';
+import { runWindowChargeContract } from '../test/window-charge-contract.js';
 import { runChargedViewsContract } from '../test/charged-contract.js';
 import { runLevelsContract } from '../test/levels-contract.js';
 import { chdbExecutor } from '../test/chdb.js';
@@ -51,6 +52,10 @@ describe('schema on current ClickHouse (chdb)', () => {
 
   it('keeps the tool fee columns (018)', async () => {
     await runToolFeeContract(ch, 'tool_fees');
+  });
+
+  it('keeps what each window was charged (019)', async () => {
+    await runWindowChargeContract(ch, 'window_charges');
   });
 
   it('stores from a RowBinary insert what it stores from JSONEachRow', async () => {

@@ -317,7 +317,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
   const logger = createLogger({ name: 'test', level: 'silent' });
   await migrateUpTo(ch, database, '009');
   const t = (name: string): Sql => qualified(database, name);
-  // Rows as the aggregator wrote them then: without the columns migrations 011, 013, 015, 016, 017, 018 add.
+  // Rows as the aggregator wrote them then: without the columns migrations 011, 013, 015, 016, 017, 018, 019 add.
   const rows = contractEvents().map((e, i) => {
     const {
       api: _a,
@@ -332,6 +332,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
       long_context: _lc,
       tool_uses: _tu,
       tool_fee_micro_usd: _tf,
+      w_charged: _wc,
       ...row
     } = toEventRow(e, i + 1);
     return row;

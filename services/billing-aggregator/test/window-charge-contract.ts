@@ -1,0 +1,87 @@
+import { HoldfastEvent, type WindowState } from '@holdfast/events';
+import { createLogger } from '@holdfast/runtime';
+import { expect } from 'vitest';
+import type { SqlExecutor } from '../src/clickhouse.js';
+import { migrate } from '../src/migrate.js';
+import { toEventRow } from '../src/rows.js';
+import { qualified, sql } from '../src/sql.js';
+import { settledCall } from './events.js';
+import { migrateUpTo } from './harness.js';
+
+const month = (used: number): WindowState => ({
+  tenant: 'fast',
+  budget: 'month-tokens',
+  window: 'month',
+  unit: 'tokens',
+  limit: 1_000_000,
+  used,
+  held: 0,
+  enforce: true,
+});
+
+/**
+ * Migration 019, run on ClickHouse 18.16 and on current ClickHouse: `w_charged` keeps what an
+ * event added to each of its windows, the window's own `charged` where it has one (a day budget
+ * added while an estimate-mode call was in flight: its settle billed that window the whole 150,
+ * the event's chargedTokens is 50), else the event's charge in the window's unit; a row from
+ * before 019 reads an empty array, and the documented read (fall back to charged_tokens /
+ * charged_micro_usd) sums every window's charge exactly across both; the migration runs again
+ * unchanged.
+ */
+export async function runWindowChargeContract(ch: SqlExecutor, database: string): Promise<void> {
+  const logger = createLogger({ name: 'test', level: 'silent' });
+  const t = qualified(database, 'events_raw_v1');
+  const at = Date.UTC(2026, 11, 6, 9, 0);
+  await migrateUpTo(ch, database, '019');
+  const [, old] = settledCall({ tenant: 'fast', atMs: at });
+  const { w_charged: _wc, ...before } = toEventRow(old, 1);
+  await ch.insert(t, [before]);
+  await migrate({ ch, database, logger });
+
+  const [created, settled] = settledCall({ tenant: 'fast', atMs: at + 1_000 });
+  const estimate = { mode: 'estimate' as const, chargedTokens: 100, chargedMicroUsd: 100 };
+  const rows = [
+    HoldfastEvent.parse({ ...created, ...estimate, windows: [month(882 + 100)] }),
+    HoldfastEvent.parse({
+      ...settled,
+      ...estimate,
+      billedTokens: 150,
+      costMicroUsd: 150,
+      chargedTokens: 50,
+      chargedMicroUsd: 50,
+      windows: [
+        month(882 + 150),
+        { ...month(150), budget: 'day-tokens', window: 'day', charged: 150 },
+        { ...month(50), budget: 'month-usd', unit: 'usd' },
+      ],
+    }),
+  ].map((e, i) => toEventRow(e, i + 2));
+  await ch.insert(t, rows);
+  await migrate({ ch, database, logger });
+
+  const got = await ch.query<Record<string, unknown>>(
+    sql`SELECT type, w_budget, w_charged FROM ${t} FINAL ORDER BY stream_seq`,
+  );
+  expect(got.map((r) => [r.type, r.w_budget, (r.w_charged as unknown[]).map(Number)])).toEqual([
+    ['reservation.settled', ['month-tokens'], []],
+    ['reservation.created', ['month-tokens'], [100]],
+    ['reservation.settled', ['month-tokens', 'day-tokens', 'month-usd'], [50, 150, 50]],
+  ]);
+
+  // The read docs/clickhouse.md gives: the indexes joined (the arrays of a row from before 019
+  // differ in length), w_charged where the row has it, else the event's charge.
+  const sums = await ch.query<Record<string, string | number>>(sql`
+    SELECT w_level[n] AS level, w_budget[n] AS budget,
+      sum(if(length(w_charged) = 0, if(w_unit[n] = 'usd', charged_micro_usd, charged_tokens), w_charged[n])) AS charged
+    FROM ${t} FINAL
+    ARRAY JOIN arrayEnumerate(w_budget) AS n
+    WHERE type IN ('reservation.created', 'reservation.settled', 'reservation.released', 'reservation.expired')
+    GROUP BY level, budget
+    ORDER BY level, budget`);
+  // Each window's sum is its live `used`: month 882 + 150, the added day window 150.
+  expect(sums.map((r) => [r.level, r.budget, Number(r.charged)])).toEqual([
+    ['fast', 'day-tokens', 150],
+    ['fast', 'month-tokens', 1_032],
+    ['fast', 'month-usd', 50],
+  ]);
+}
