@@ -52,6 +52,21 @@ export const ResponseId = z
     "must be a response id: resp_ and 1 to 200 letters, digits, '_' or '-'",
   );
 
+/**
+ * A stored Responses item (an output item of a stored response: `msg_`, `fc_`, `rs_`, ...), as
+ * an input item names it by id (`item_reference`, a reasoning item without its content): a
+ * Redis key part, as ResponseId.
+ */
+export const ItemId = z
+  .string()
+  .regex(
+    /^[a-z]{2,8}_[A-Za-z0-9_-]{1,200}$/,
+    "must be an item id: 2 to 8 lowercase letters, '_', and 1 to 200 letters, digits, '_' or '-'",
+  );
+
+/** The most stored item ids a settle records, or an admit checks, for one call. */
+export const MAX_ITEM_IDS = 256;
+
 /** The pseudo-tenant of events that belong to no tenant (config.changed). */
 export const SYSTEM_TENANT = '_system';
 

@@ -68,9 +68,10 @@ export class NotReplicatedError extends BaseError<'not_replicated'> {
 }
 
 /**
- * Runs one write and, when replicas are asked for, `WAIT n timeout` right behind it in one
- * pipeline: the same connection to the same master (a cluster pipeline goes to the node of its
- * keys), so WAIT counts the replicas that have this write.
+ * Runs one write (or several in one slot: the first one's reply is answered) and, when replicas
+ * are asked for, `WAIT n timeout` right behind it in one pipeline: the same connection to the
+ * same master (a cluster pipeline goes to the node of its keys), so WAIT counts the replicas
+ * that have these writes.
  */
 export async function durably<T>(
   redis: RedisClient,
@@ -83,9 +84,12 @@ export async function durably<T>(
   const p = conn.pipeline();
   piped(p);
   p.wait(d.replicas, d.timeoutMs);
-  const [write, wait] = (await p.exec()) ?? [];
+  const replies = (await p.exec()) ?? [];
+  const wait = replies.pop();
+  const write = replies[0];
   if (!write || !wait) throw new Error('pipeline gave no reply');
-  if (write[0]) throw write[0];
+  const failed = replies.find(([err]) => err)?.[0];
+  if (failed) throw failed;
   if (wait[0]) throw new NotReplicatedError(write[1], 0, d.replicas);
   const acked = Number(wait[1]);
   if (acked < d.replicas) throw new NotReplicatedError(write[1], acked, d.replicas);

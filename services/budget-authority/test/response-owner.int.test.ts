@@ -1,6 +1,8 @@
+import type { HoldfastEvent } from '@holdfast/events';
 import { expect } from 'vitest';
 import { RESPONSE_OWNER_TTL_MS } from '../src/handlers/close.js';
 import { Keys } from '../src/keys.js';
+import type { TestAuthority } from '../src/testing.js';
 import { stateKeys } from '../src/rebuild.js';
 import { admissionOf, BASE_CONFIG, newId, readEvents, authorityTest as test } from './harness.js';
 
@@ -37,6 +39,37 @@ const admitOf = (tenant: string, over: Record<string, unknown> = {}) => ({
   ...over,
 });
 
+/** A call of team-a settled with what the upstream stored for it (its response, its items). */
+async function storedByTeamA(
+  h: TestAuthority,
+  stored: { responseId: string; itemIds?: string[] },
+): Promise<void> {
+  const first = admissionOf(await h.client.admit(admitOf('team-a')));
+  const settled = await h.client.settle({
+    reservationId: first.reservationId,
+    tenant: 'team-a',
+    org: first.org,
+    usage: { promptTokens: 100, completionTokens: 10 },
+    ...stored,
+  });
+  expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
+}
+
+/** The refused admits held nothing for the other teams, and recorded no event but releases. */
+async function nothingTaken(
+  h: TestAuthority,
+  events: () => Promise<HoldfastEvent[]>,
+  from: number,
+) {
+  for (const tenant of ['team-b', 'support-bot']) {
+    const usage = await h.client.usage({ tenant });
+    expect(usage.ok && usage.value.tenants[0]?.inFlight).toBe(0);
+    expect(usage.ok && usage.value.tenants[0]?.windows.every((w) => w.held === 0)).toBe(true);
+  }
+  const after = await events();
+  expect(after.slice(from).filter((e) => e.type !== 'reservation.released')).toEqual([]);
+}
+
 test("a settle records its response as the tenant's, in its org's slot for 30 days; only that tenant's admits continue it", async ({
   start,
   redis,
@@ -44,15 +77,7 @@ test("a settle records its response as the tenant's, in its org's slot for 30 da
   nc,
 }) => {
   const h = await start(CONFIG);
-  const first = admissionOf(await h.client.admit(admitOf('team-a')));
-  const settled = await h.client.settle({
-    reservationId: first.reservationId,
-    tenant: 'team-a',
-    org: first.org,
-    usage: { promptTokens: 100, completionTokens: 10 },
-    responseId: 'resp_abc123',
-  });
-  expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
+  await storedByTeamA(h, { responseId: 'resp_abc123' });
   const key = `${iso.keyPrefix}:{acme}:ro:resp_abc123`;
   expect(await redis.get(key)).toBe('team-a');
   const ttl = await redis.pttl(key);
@@ -89,13 +114,7 @@ test("a settle records its response as the tenant's, in its org's slot for 30 da
       message: `Previous response with id '${id}' not found.`,
     });
   }
-  for (const tenant of ['team-b', 'support-bot']) {
-    const usage = await h.client.usage({ tenant });
-    expect(usage.ok && usage.value.tenants[0]?.inFlight).toBe(0);
-    expect(usage.ok && usage.value.tenants[0]?.windows.every((w) => w.held === 0)).toBe(true);
-  }
-  const after = await readEvents(nc, iso.names);
-  expect(after.slice(before.length).filter((e) => e.type !== 'reservation.released')).toEqual([]);
+  await nothingTaken(h, () => readEvents(nc, iso.names), before.length);
 });
 
 test('a release records the response the upstream stored before the call failed; a malformed id is refused on both requests', async ({
@@ -134,4 +153,77 @@ test('a release records the response the upstream stored before the call failed;
   const state = await stateKeys(redis, new Keys(iso.keyPrefix));
   expect(state.length).toBeGreaterThan(0);
   expect(state).not.toContain(owner);
+});
+
+test("a settle records the output items stored with its response as the tenant's (one pipeline); an admit reading another's item, or an unknown one, by id is refused item_not_found", async ({
+  start,
+  redis,
+  iso,
+  nc,
+}) => {
+  const h = await start(CONFIG);
+  await storedByTeamA(h, { responseId: 'resp_items', itemIds: ['msg_a-1', 'rs_a-2', 'fc_a-3'] });
+  for (const id of ['resp_items', 'msg_a-1', 'rs_a-2', 'fc_a-3']) {
+    const key = `${iso.keyPrefix}:{acme}:ro:${id}`;
+    expect(await redis.get(key), id).toBe('team-a');
+    expect(await redis.pttl(key)).toBeGreaterThan(RESPONSE_OWNER_TTL_MS - 60_000);
+  }
+
+  // The owner reads its items (with its response or without).
+  for (const over of [
+    { itemIds: ['msg_a-1', 'rs_a-2'] },
+    { itemIds: ['fc_a-3'], previousResponseId: 'resp_items' },
+  ]) {
+    const next = admissionOf(await h.client.admit(admitOf('team-a', over)));
+    await h.client.release({
+      reservationId: next.reservationId,
+      tenant: 'team-a',
+      reason: 'not_forwarded',
+    });
+  }
+  const before = await readEvents(nc, iso.names);
+  for (const [tenant, ids, refused, uncounted] of [
+    ['team-b', ['msg_a-1'], 'msg_a-1', false],
+    ['support-bot', ['rs_a-2'], 'rs_a-2', false],
+    ['team-a', ['msg_a-1', 'msg_nobody'], 'msg_nobody', false],
+    ['team-b', ['fc_a-3'], 'fc_a-3', true],
+  ] as const) {
+    const r = await h.client.admit(
+      admitOf(tenant, {
+        itemIds: ids,
+        ...(uncounted ? { uncounted, promptTokens: 0 } : {}),
+      }),
+    );
+    expect(!r.ok && r.error, `${tenant} ${refused}`).toMatchObject({
+      code: 'item_not_found',
+      message: `Item with id '${refused}' not found.`,
+    });
+  }
+  // Another's response and another's item: the response is the one named.
+  const mixed = await h.client.admit(
+    admitOf('team-b', { previousResponseId: 'resp_items', itemIds: ['msg_a-1'] }),
+  );
+  expect(!mixed.ok && mixed.error.code).toBe('response_not_found');
+  await nothingTaken(h, () => readEvents(nc, iso.names), before.length);
+
+  // Malformed ids, too many, an empty list: refused on both requests.
+  const bads: string[][] = [
+    ['msg_a:b'],
+    ['m_1'],
+    ['MSG_1'],
+    ['msg_{x}'],
+    [],
+    Array<string>(257).fill('msg_1'),
+  ];
+  for (const itemIds of bads) {
+    const admit = await h.client.admit(admitOf('team-a', { itemIds }));
+    expect(!admit.ok && admit.error.code, itemIds[0]).toBe('invalid_request');
+    const settle = await h.client.settle({
+      reservationId: newId(),
+      tenant: 'team-a',
+      usage: { promptTokens: 1, completionTokens: 1 },
+      itemIds,
+    });
+    expect(!settle.ok && settle.error.code, itemIds[0]).toBe('invalid_request');
+  }
 });

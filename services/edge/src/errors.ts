@@ -126,6 +126,19 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
   }
 }
 
+/**
+ * Responses: an input item read by id (`item_reference`, a reasoning item without its content)
+ * that names no stored item of the caller's tenant (another tenant's, or none): OpenAI's 400
+ * for an unknown item, the same whichever it is.
+ */
+export function itemNotFound(id: string): EdgeError {
+  return new EdgeError({
+    code: 'invalid_request',
+    message: `Item with id '${id}' not found (read by id in input).`,
+    param: 'input',
+  });
+}
+
 export interface ErrorBody {
   error: { message: string; type: string; code: string; param: string | null };
 }

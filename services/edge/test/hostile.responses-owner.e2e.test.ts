@@ -10,7 +10,9 @@ import { post, words } from './surfaces.js';
  * conversation into its context (billed to the reader). A response is now owned by the tenant
  * whose call stored it (recorded at the authority with the call's settle), and a call naming a
  * response its tenant does not own gets what OpenAI answers for an unknown id, before anything
- * is counted, held or sent.
+ * is counted, held or sent. The same for the output items of a stored response, which an input
+ * item reads by id (`item_reference`, a reasoning item without its content): they are owned
+ * with their response, and another tenant's is answered as an unknown item.
  */
 
 const A = { authorization: `Bearer ${KEYS.support}` };
@@ -29,6 +31,18 @@ const call = (extra: Record<string, unknown>) => ({
   ...extra,
 });
 
+/** The id of the first output message of a Responses answer. */
+const messageId = (body: Record<string, unknown>) =>
+  (body.output as { id: string; type: string }[]).find((o) => o.type === 'message')!.id;
+
+/** support-bot's stored response (a code word to read back), settled: its owner recorded. */
+async function storedBySupport(s: Stack) {
+  const first = await post(s, '/v1/responses', call({ input: `The code word is ${words(30)}` }), A);
+  expect(first.status).toBe(200);
+  await s.settled('support-bot');
+  return first.body;
+}
+
 /** The response-owner keys under the test's prefix. */
 const ownerKeys = (redis: { keys(p: string): Promise<string[]> }, prefix: string) =>
   redis.keys(`${prefix}:{*}:ro:*`);
@@ -39,16 +53,13 @@ test("a tenant naming another tenant's response is answered as for an unknown id
   iso,
 }) => {
   const s = await stack();
-  const first = await post(s, '/v1/responses', call({ input: `The code word is ${words(30)}` }), A);
-  expect(first.status).toBe(200);
-  const id = first.body.id as string;
+  const id = (await storedBySupport(s)).id as string;
   expect(id).toMatch(/^resp_/);
-  await s.settled('support-bot');
   // Recorded in support-bot's org slot (its hash tag), kept 30 days.
-  const [owner] = await ownerKeys(redis, iso.keyPrefix);
-  expect(owner).toBe(`${iso.keyPrefix}:{support-bot}:ro:${id}`);
-  expect(await redis.get(owner!)).toBe('support-bot');
-  expect(await redis.pttl(owner!)).toBeGreaterThan(29 * 86_400_000);
+  const owner = `${iso.keyPrefix}:{support-bot}:ro:${id}`;
+  expect(await ownerKeys(redis, iso.keyPrefix)).toContain(owner);
+  expect(await redis.get(owner)).toBe('support-bot');
+  expect(await redis.pttl(owner)).toBeGreaterThan(29 * 86_400_000);
 
   const before = sent(s);
   const stolen = await post(s, '/v1/responses', call({ previous_response_id: id }), B);
@@ -120,6 +131,71 @@ test("a tenant naming another tenant's response is answered as for an unknown id
   expect(events.filter((e) => e.type === 'admission.refused')).toEqual([]);
 });
 
+test("a tenant reading another tenant's stored item by id is answered as for an unknown item: nothing counted, held or sent; the owner reads it", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack();
+  const item = messageId(await storedBySupport(s));
+  expect(item).toMatch(/^msg_/);
+  // Owned with its response, in support-bot's org slot, kept 30 days.
+  const owner = `${iso.keyPrefix}:{support-bot}:ro:${item}`;
+  expect(await redis.get(owner)).toBe('support-bot');
+  expect(await redis.pttl(owner)).toBeGreaterThan(29 * 86_400_000);
+
+  const before = sent(s);
+  const question = { role: 'user', content: 'What was the code word?' };
+  const notFound = (id: string) => ({
+    message: `Item with id '${id}' not found (read by id in input).`,
+    type: 'invalid_request_error',
+    code: 'invalid_request',
+    param: 'input',
+  });
+  const unknown = 'msg_0123456789abcdef0123456789abcdef';
+  for (const [input, id] of [
+    [[{ type: 'item_reference', id: item }, question], item],
+    [[{ id: item }, question], item],
+    [[{ type: 'item_reference', id: unknown }, question], unknown],
+    [[{ type: 'item_reference', id: 'msg_a b' }, question], 'msg_a b'],
+  ] as const) {
+    const stolen = await post(s, '/v1/responses', call({ input }), B);
+    expect(stolen.status, id).toBe(400);
+    expect(stolen.body.error, id).toEqual(notFound(id));
+  }
+  // Streaming, through the official client: the same error, raised before any event.
+  const streamed = await s
+    .openai(KEYS.batch)
+    .responses.create({
+      ...call({ input: [{ type: 'item_reference', id: item }, question] }),
+      stream: true,
+    })
+    .catch((e: unknown) => e);
+  expect(streamed).toMatchObject({ status: 400, param: 'input' });
+  expect(sent(s)).toEqual(before);
+  const usageB = await s.settled('batch-summariser');
+  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+
+  // The owner reads its own item, and at once the items of a response it just stored (the
+  // read waits on this edge for the settle that owns them).
+  const own = await post(
+    s,
+    '/v1/responses',
+    call({ input: [{ type: 'item_reference', id: item }, question] }),
+    A,
+  );
+  expect(own.status).toBe(200);
+  const next = messageId(own.body);
+  const again = await post(s, '/v1/responses', call({ input: [{ id: next }, question] }), A);
+  expect(again.status).toBe(200);
+  expect(sent(s).responses).toBe(before.responses + 2);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length >= 3,
+  );
+  expect(events.filter((e) => e.tenant === 'batch-summariser')).toEqual([]);
+  expect(events.filter((e) => e.type === 'admission.refused')).toEqual([]);
+});
+
 test('store: false records no owner: its id cannot be continued, and the upstream is not asked', async ({
   stack,
   redis,
@@ -134,6 +210,11 @@ test('store: false records no owner: its id cannot be continued, and the upstrea
   const next = await post(s, '/v1/responses', call({ previous_response_id: unstored.body.id }), A);
   expect(next.status).toBe(400);
   expect(next.body.error).toMatchObject({ code: 'previous_response_not_found' });
+  // Nor its items.
+  const item = (unstored.body.output as { id: string }[])[0]!.id;
+  const read = await post(s, '/v1/responses', call({ input: [{ id: item }] }), A);
+  expect(read.status).toBe(400);
+  expect(read.body.error).toMatchObject({ code: 'invalid_request', param: 'input' });
   expect(sent(s)).toEqual(before);
 });
 
@@ -168,7 +249,7 @@ test('conversation (state the edge cannot own: the Conversations API is not prox
   expect(usage.windows.every((w) => w.used === 0)).toBe(true);
 });
 
-test('a failOpen tenant is not served a previous response unmetered while no authority can say whose it is', async ({
+test('a failOpen tenant is not served a previous response or a stored item unmetered while no authority can say whose it is', async ({
   stack,
 }) => {
   const s = await stack();
@@ -181,6 +262,11 @@ test('a failOpen tenant is not served a previous response unmetered while no aut
   const next = await post(s, '/v1/responses', call({ previous_response_id: first.body.id }), F);
   expect(next.status).toBe(503);
   expect(next.body.error).toMatchObject({ code: 'budget_authority_unavailable' });
+  // Nor a stored item by id.
+  const item = (first.body.output as { id: string }[])[0]!.id;
+  const read = await post(s, '/v1/responses', call({ input: [{ id: item }] }), F);
+  expect(read.status).toBe(503);
+  expect(read.body.error).toMatchObject({ code: 'budget_authority_unavailable' });
   expect(sent(s)).toEqual(before);
   // A call without state upstream is still served unmetered, as failOpen says.
   const plain = await post(s, '/v1/responses', call({}), F);

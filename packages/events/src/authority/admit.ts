@@ -4,6 +4,8 @@ import { IsoTime } from '../envelope.js';
 import {
   EndUserId,
   KeyId,
+  ItemId,
+  MAX_ITEM_IDS,
   ModelId,
   PlainId,
   ResponseId,
@@ -80,6 +82,12 @@ export const AdmitRequest = z.strictObject({
    * responses any id opens.
    */
   previousResponseId: ResponseId.optional(),
+  /**
+   * The stored items the call's input reads by id (Responses `item_reference`, a reasoning item
+   * without its content): admitted only when the tenant owns each (a settle of its own recorded
+   * it, SettleRequest.itemIds), else refused `item_not_found` as previousResponseId is.
+   */
+  itemIds: z.array(ItemId).min(1).max(MAX_ITEM_IDS).optional(),
   /**
    * The config version the edge serves. A replica on an older one (the config.changed notice
    * not heard yet, or lost: its poll is 2 s) loads the stored config before it decides, so a

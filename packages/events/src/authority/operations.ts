@@ -88,6 +88,11 @@ export type AuthorityErrorCode =
    * tenant's, or one nobody recorded. Nothing held or taken, no refusal recorded.
    */
   | 'response_not_found'
+  /**
+   * An admit reads stored items by id (`itemIds`) its tenant does not own: another tenant's, or
+   * ones nobody recorded. Nothing held or taken, no refusal recorded.
+   */
+  | 'item_not_found'
   /** Redis did not answer: fail closed, nothing admitted. */
   | 'budget_store_unavailable'
   /** The config document was rejected; the message names the fields. */

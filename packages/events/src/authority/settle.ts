@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { LIMITS, ToolUseKind } from '../amounts.js';
 import {
   EndUserId,
+  ItemId,
   KeyId,
+  MAX_ITEM_IDS,
   ModelId,
   PlainId,
   ResponseId,
@@ -112,6 +114,12 @@ export const SettleRequest = z.strictObject({
    * (AdmitRequest.previousResponseId).
    */
   responseId: ResponseId.optional(),
+  /**
+   * The output items the upstream stored with that response (their ids): recorded as the
+   * tenant's as the response is, so its calls, and only its, may read them by id
+   * (AdmitRequest.itemIds).
+   */
+  itemIds: z.array(ItemId).min(1).max(MAX_ITEM_IDS).optional(),
 });
 export type SettleRequest = z.input<typeof SettleRequest>;
 
@@ -126,6 +134,8 @@ export const ReleaseRequest = z.strictObject({
   reason: ReleaseReason,
   /** A response the upstream stored before the call failed: recorded as on a settle. */
   responseId: ResponseId.optional(),
+  /** The output items it stored with it: recorded as on a settle. */
+  itemIds: z.array(ItemId).min(1).max(MAX_ITEM_IDS).optional(),
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
 

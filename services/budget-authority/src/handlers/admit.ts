@@ -222,35 +222,40 @@ async function undoUnreplicated(
 }
 
 /**
- * Whether the call may continue the stored response it names (none: it may): only a call of
- * the tenant that owns it (its settle recorded it, close.ts `withOwner`), checked before
- * anything is taken. Another tenant's response and an unknown one get the same answer,
- * `response_not_found`, the edge's 400 `previous_response_not_found` (OpenAI's for an unknown
- * id): nothing held or taken, no refusal recorded (it is not a budget's, and the edge
- * remembers none of it, so it never stands in the way of the tenant's other calls).
+ * Whether the call may continue the stored response it names and read the stored items it
+ * names by id (none: it may): only a call of the tenant that owns each (its settle recorded
+ * it, close.ts `withOwner`), checked before anything is taken, with one MGET (the keys share
+ * the org's slot). Another tenant's response or item and an unknown one get the same answer,
+ * `response_not_found` or `item_not_found`, the edge's 400 (OpenAI's for an unknown id):
+ * nothing held or taken, no refusal recorded (it is not a budget's, and the edge remembers none
+ * of it, so it never stands in the way of the tenant's other calls).
  */
 async function ownsResponse(
   ctx: HandlerContext,
   tenant: CompiledTenant,
-  responseId: string | undefined,
+  req: { previousResponseId?: string | undefined; itemIds?: string[] | undefined },
 ): Promise<Result<true, RpcError>> {
-  if (responseId === undefined) return Ok(true);
-  const key = ctx.keys.responseOwner(tenant.org, responseId);
-  const owner = await withStore(ctx.logger, 'admit', () => ctx.redis.get(key));
-  if (!owner.ok) return owner;
-  if (owner.value === tenant.id) return Ok(true);
-  ctx.metrics.admissions.inc({ outcome: 'refused', code: 'response_not_found' });
-  return Err(
-    new RpcError({
-      code: 'response_not_found',
-      message: `Previous response with id '${responseId}' not found.`,
-    }),
-  );
+  const { previousResponseId: responseId, itemIds = [] } = req;
+  const ids = responseId === undefined ? itemIds : [responseId, ...itemIds];
+  if (ids.length === 0) return Ok(true);
+  const keys = ids.map((id) => ctx.keys.responseOwner(tenant.org, id));
+  const owners = await withStore(ctx.logger, 'admit', () => ctx.redis.mget(...keys));
+  if (!owners.ok) return owners;
+  const stranger = owners.value.findIndex((owner) => owner !== tenant.id);
+  if (stranger < 0) return Ok(true);
+  const id = ids[stranger]!;
+  const code = id === responseId ? 'response_not_found' : 'item_not_found';
+  ctx.metrics.admissions.inc({ outcome: 'refused', code });
+  const message =
+    code === 'response_not_found'
+      ? `Previous response with id '${id}' not found.`
+      : `Item with id '${id}' not found.`;
+  return Err(new RpcError({ code, message }));
 }
 
 /**
- * Admission: checks the register (tenant, use case, model) and the stored response the call
- * continues, if any (ownsResponse), then runs admit.lua, which checks
+ * Admission: checks the register (tenant, use case, model) and the stored response and items
+ * the call reads, if any (ownsResponse), then runs admit.lua, which checks
  * every window of the tenant and its ancestors and records the hold in one atomic step.
  */
 export async function admit(
@@ -300,7 +305,7 @@ export async function admit(
     ctx.metrics.admissions.inc({ outcome: 'refused', code: c });
     return refused(c, message);
   }
-  const owned = await ownsResponse(ctx, tenant, req.previousResponseId);
+  const owned = await ownsResponse(ctx, tenant, req);
   if (!owned.ok) return owned;
 
   // The hold at the prices of the tier the call is held at; the record keeps the base prices

@@ -15,6 +15,7 @@ import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 import { closeCapacity } from '../capacity.js';
 import { durably } from '../durable.js';
+import type { ChainableCommander } from 'ioredis';
 import { toolUsePrices, toolUsesText } from '@holdfast/config';
 
 type CloseOp =
@@ -186,27 +187,41 @@ export const RESPONSE_OWNER_TTL_MS = 30 * 86_400_000;
 
 /**
  * After a close (whatever it found: a late settle of an expired hold still made the response),
- * records the tenant as the owner of the response the upstream stored for the call, in the
- * slot of the org its admits are checked in (admit.ts `ownsResponse`). A separate command, not
- * part of close.lua: it is not budget state, and a failover that loses it only refuses the
- * owner's continuation. When it fails the close is answered `budget_store_unavailable`, so the
- * edge sends it again (the close itself is idempotent) and the owner is recorded then.
+ * records the tenant as the owner of the response the upstream stored for the call and of the
+ * output items stored with it, in the slot of the org its admits are checked in (admit.ts
+ * `ownsResponse`), in one pipeline. Separate commands, not part of close.lua: it is not budget
+ * state, and a failover that loses it only refuses the owner's continuation. When it fails the
+ * close is answered `budget_store_unavailable`, so the edge sends it again (the close itself is
+ * idempotent) and the owner is recorded then.
  */
 async function withOwner(
   ctx: HandlerContext,
-  req: { tenant: string; org?: string | undefined; responseId?: string | undefined },
+  req: {
+    tenant: string;
+    org?: string | undefined;
+    responseId?: string | undefined;
+    itemIds?: string[] | undefined;
+  },
   closed: Result<CloseResult, RpcError>,
 ): Promise<Result<CloseResult, RpcError>> {
-  const { responseId } = req;
-  if (!closed.ok || responseId === undefined) return closed;
+  const ids = [...(req.responseId === undefined ? [] : [req.responseId]), ...(req.itemIds ?? [])];
+  if (!closed.ok || ids.length === 0) return closed;
   const org = ctx.config.current.tenants.get(req.tenant)?.org ?? req.org ?? req.tenant;
-  const key = ctx.keys.responseOwner(org, responseId);
+  const keys = ids.map((id) => ctx.keys.responseOwner(org, id));
   const ttl = String(RESPONSE_OWNER_TTL_MS);
+  const write = (p: ChainableCommander) => {
+    for (const key of keys) p.set(key, req.tenant, 'PX', ttl);
+  };
   const recorded = await withStore(ctx.logger, 'response owner', () =>
     durably(
       ctx.redis,
-      () => ctx.redis.set(key, req.tenant, 'PX', ttl),
-      (p) => p.set(key, req.tenant, 'PX', ttl),
+      async () => {
+        const p = ctx.redis.pipeline();
+        write(p);
+        const failed = ((await p.exec()) ?? []).find(([err]) => err)?.[0];
+        if (failed) throw failed;
+      },
+      write,
     ),
   );
   return recorded.ok ? closed : recorded;

@@ -11,7 +11,7 @@ import { sleep } from '@holdfast/retry';
 import { Err, Ok, type Logger, type Result } from '@holdfast/runtime';
 import type { Caller } from '../request/auth.js';
 import type { AuthorityPort } from '../call/ports.js';
-import { EdgeError, type EdgeErrorCode } from '../errors.js';
+import { EdgeError, itemNotFound, type EdgeErrorCode } from '../errors.js';
 import { windowHeaders } from '../request/headers.js';
 import type { Hold, Holds } from './holds.js';
 import type { RefusalMemory } from './refusal-memory.js';
@@ -53,6 +53,8 @@ export interface AdmissionRequest {
   endUser?: string | undefined;
   /** The stored response it continues, admitted only for its owner (Asked.previousResponseId). */
   previousResponseId?: string | undefined;
+  /** The stored items its input reads by id, admitted only for their owner (Asked.itemIds). */
+  itemIds?: string[] | undefined;
 }
 
 /** Admitted with a hold, or served unmetered (failOpen tenant, authority unreachable). */
@@ -67,10 +69,11 @@ const MAX_CLIENT_RETRY_WAIT_S = 60;
  * admit that ends without a definitive answer (a timeout, the authority's Redis failing, an
  * internal error, a reply that does not parse) may still have created its hold: its
  * reservation id is released (a release that leaves a tombstone, so a late admit is refused
- * too), and the call fails closed, unless the tenant chose failOpen and the call continues
- * no stored response (only the authority knows whose that is: never served unchecked). Only
+ * too), and the call fails closed, unless the tenant chose failOpen and the call reads no
+ * stored response or item (only the authority knows whose that is: never served unchecked). Only
  * `no_responders` needs no release: no authority received the request. A previous response
- * the tenant does not own is `previous_response_not_found`, nothing held, nothing remembered.
+ * the tenant does not own is `previous_response_not_found` (a stored item: the 400 of an
+ * unknown item), nothing held, nothing remembered.
  */
 export async function admit(
   deps: AdmissionDeps,
@@ -110,6 +113,7 @@ export async function admit(
     const { code } = reply.error;
     // Decided before anything was held: nothing to give back.
     if (code === 'response_not_found') return Err(responseNotFound(req));
+    if (code === 'item_not_found') return Err(notOwnedItem(reply.error.message));
     if (code !== 'no_responders') {
       void deps.holds.close(ref, { how: 'release', reason: 'admit_abandoned' });
     }
@@ -118,7 +122,7 @@ export async function admit(
       // Suspended as far as this edge has seen (the authority would refuse it): not served.
       return Err(suspendedError(tenant));
     }
-    if (unreachable && caller.tenant.failOpen && !req.previousResponseId) {
+    if (unreachable && caller.tenant.failOpen && !readsStored(req)) {
       deps.metrics.unmetered.inc({ tenant });
       deps.logger.warn({ tenant, reservationId, code }, 'authority unreachable: failing open');
       return Ok({ metered: false, reservationId });
@@ -186,6 +190,7 @@ function admitBody(
     ...(req.toolUses && Object.keys(req.toolUses).length > 0 ? { toolUses: req.toolUses } : {}),
     api: req.api,
     ...(req.previousResponseId ? { previousResponseId: req.previousResponseId } : {}),
+    ...(req.itemIds && req.itemIds.length > 0 ? { itemIds: req.itemIds } : {}),
     ...(configVersion !== undefined && configVersion > 0 ? { configVersion } : {}),
   };
 }
@@ -255,7 +260,7 @@ export function beforeUpstreamCount(
   const check = async () => {
     const answer = await askUncounted(deps, req);
     const { tenant } = req.caller;
-    if (answer === 'unreachable' && tenant.failOpen && !req.previousResponseId) {
+    if (answer === 'unreachable' && tenant.failOpen && !readsStored(req)) {
       // Served unmetered, as its admit would, unless this edge saw it suspended.
       if (deps.suspended?.(tenant.chain)) throw new RefusedUncounted(suspendedError(tenant.id));
       return;
@@ -293,6 +298,7 @@ async function askUncounted(
     if (code === 'timeout' || code === 'no_responders') return 'unreachable';
     // Not the tenant's response: refused before the upstream counts it (never remembered).
     if (code === 'response_not_found') return responseNotFound(req);
+    if (code === 'item_not_found') return notOwnedItem(reply.error.message);
     // Its Redis failing: the admit after the count would fail closed, so no count is spent.
     return code === 'budget_store_unavailable' ? 'store_down' : undefined;
   }
@@ -325,6 +331,20 @@ function responseNotFound(req: AdmissionRequest): EdgeError {
     message: `Previous response with id '${req.previousResponseId ?? ''}' not found.`,
     param: 'previous_response_id',
   });
+}
+
+/**
+ * A stored item the tenant does not own (another tenant's, or none): OpenAI's answer for an
+ * unknown item, the same whichever it is; the authority's message names the item.
+ */
+function notOwnedItem(message: string): EdgeError {
+  const id = /'([^']*)'/.exec(message)?.[1] ?? '';
+  return itemNotFound(id);
+}
+
+/** Whether the call reads what the upstream stored (only the authority knows whose it is). */
+function readsStored(req: AdmissionRequest): boolean {
+  return Boolean(req.previousResponseId) || (req.itemIds?.length ?? 0) > 0;
 }
 
 /** A failOpen team this edge saw suspended, while no authority answers. */

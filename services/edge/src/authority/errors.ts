@@ -33,11 +33,12 @@ export function fromAuthority(err: RpcError): EdgeError {
     case 'reply_too_large':
     case 'not_counted':
     case 'response_not_found':
+    case 'item_not_found':
     case 'internal':
       // reply_too_large: the authority's answer (usage of every tenant, the whole config) is
       // over NATS's max_payload; logged here and by the authority, a 500 to the client.
-      // not_counted and response_not_found answer an admit only (admission.ts), never these
-      // requests.
+      // not_counted, response_not_found and item_not_found answer an admit only
+      // (admission.ts), never these requests.
       return new EdgeError({ code: 'internal', message: err.message, cause: err });
   }
 }

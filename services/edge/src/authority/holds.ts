@@ -17,6 +17,8 @@ export type Close = (
 ) & {
   /** The response the upstream stored for the call: recorded as the tenant's (SettleRequest). */
   responseId?: string;
+  /** The output items it stored with it: recorded as the tenant's (SettleRequest). */
+  itemIds?: string[];
 };
 
 /** Where a reservation lives: its id, its tenant and the org it was admitted under. */
@@ -203,11 +205,11 @@ export class Holds {
       return;
     }
     const { code } = reply.error;
-    if (code === 'invalid_request' && close.responseId !== undefined) {
-      // An authority older than response owners refuses the field (a deploy that upgraded
-      // the edges first): the usage goes without it, the response stays unowned.
+    if (code === 'invalid_request' && (close.responseId ?? close.itemIds) !== undefined) {
+      // An authority older than response owners refuses the fields (a deploy that upgraded
+      // the edges first): the usage goes without them, the response stays unowned.
       logger.warn({ ...request, code }, 'response owner refused by the authority: closing without');
-      const { responseId: _, ...without } = close;
+      const { responseId: _, itemIds: __, ...without } = close;
       return this.#run(ref, without);
     }
     if (!RETRYABLE.has(code)) {
@@ -262,6 +264,7 @@ function closeRequest(ref: HoldRef, close: Close) {
     ...(ref.keyId ? { keyId: ref.keyId } : {}),
     ...(ref.endUser ? { endUser: ref.endUser } : {}),
     ...(close.responseId !== undefined ? { responseId: close.responseId } : {}),
+    ...(close.itemIds && close.itemIds.length > 0 ? { itemIds: close.itemIds } : {}),
   };
 }
 
@@ -291,9 +294,23 @@ export class Hold {
     return this.#closed;
   }
 
-  /** `responseId`: the response the upstream stored for the call, recorded as the tenant's. */
-  settle(usage: Usage, outcome: SettleOutcome, responseId?: string): void {
-    this.#close({ how: 'settle', usage, outcome, ...(responseId ? { responseId } : {}) });
+  /**
+   * `stored`: the response the upstream stored for the call and its output items, recorded as
+   * the tenant's.
+   */
+  settle(
+    usage: Usage,
+    outcome: SettleOutcome,
+    stored: { responseId?: string | undefined; itemIds?: string[] | undefined } = {},
+  ): void {
+    const { responseId, itemIds } = stored;
+    this.#close({
+      how: 'settle',
+      usage,
+      outcome,
+      ...(responseId ? { responseId } : {}),
+      ...(itemIds && itemIds.length > 0 ? { itemIds } : {}),
+    });
   }
 
   release(reason: ReleaseReason): void {

@@ -38,6 +38,11 @@ export interface Asked {
    * it only for the tenant that owns the response (AdmitRequest.previousResponseId).
    */
   previousResponseId?: string;
+  /**
+   * The stored items its input reads by id (Responses `item_reference`, ...): admitted only for
+   * the tenant that owns each (AdmitRequest.itemIds).
+   */
+  itemIds?: string[];
 }
 
 /** The least output a call needs upstream, and why (the 400 says it). */
@@ -119,6 +124,11 @@ export interface Transcript {
    * request said `store: false`): recorded as the tenant's with the call's settle.
    */
   storedResponseId?(): string | undefined;
+  /**
+   * The ids of the output items the upstream stored with that response (at most MAX_ITEM_IDS):
+   * recorded as the tenant's with the call's settle.
+   */
+  storedItemIds?(): string[];
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */

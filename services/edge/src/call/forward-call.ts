@@ -220,9 +220,12 @@ function handler(run: Run, write: (forward: string) => void) {
       run.request.log.warn({ data: event.data.slice(0, 200) }, 'unreadable upstream event');
       return;
     }
-    // A stored response: its continuations on this edge wait for this call's close (the owner).
-    const stored = call.admitted ? transcript.storedResponseId?.() : undefined;
-    if (stored) run.deps.holds.storing(call.hold.ref, stored);
+    // A stored response and its items: their readers on this edge wait for this call's close
+    // (the owner).
+    if (call.admitted) {
+      const stored = [transcript.storedResponseId?.(), ...(transcript.storedItemIds?.() ?? [])];
+      for (const id of stored) if (id) run.deps.holds.storing(call.hold.ref, id);
+    }
     for (const t of accepted.texts) meter.add(t.choice, t.text);
     const cut = over();
     const end = () => {
@@ -271,8 +274,12 @@ async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
     if (toolUses) usage.toolUses = toolUses;
   }
   const outcome = failure ? settleOutcome(failure) : 'completed';
-  // A response the upstream stored is the tenant's: recorded with the settle.
-  run.call.hold.settle(usage, outcome, run.transcript.storedResponseId?.());
+  // A response the upstream stored, and its output items, are the tenant's: recorded with the
+  // settle.
+  run.call.hold.settle(usage, outcome, {
+    responseId: run.transcript.storedResponseId?.(),
+    itemIds: run.transcript.storedItemIds?.(),
+  });
   Object.assign(run.request.audit, {
     completionTokens: usage.completionTokens,
     outcome: failure?.kind === 'aborted' ? failure.why : outcome,

@@ -74,10 +74,15 @@ export async function runCall<B>(
       serviceTier: tier.value,
       toolUses: tools.value,
     };
-    if (asked.previousResponseId) {
-      // The call that stored it may still be closing on this edge: its close records the owner.
+    const stored = [
+      ...(asked.previousResponseId ? [asked.previousResponseId] : []),
+      ...(asked.itemIds ?? []),
+    ];
+    if (stored.length > 0) {
+      // The call that stored them may still be closing on this edge: its close records the owner.
       const { admitTimeoutMs } = deps.options;
-      await deps.holds.ownerRecorded(caller.tenant.id, asked.previousResponseId, admitTimeoutMs);
+      const tenant = caller.tenant.id;
+      await Promise.all(stored.map((id) => deps.holds.ownerRecorded(tenant, id, admitTimeoutMs)));
     }
     // A call refused anyway costs no count (admission.ts), and no request to an upstream's
     // counting (beforeUpstreamCount).
@@ -216,6 +221,7 @@ function admissionRequest(caller: Caller, call: AdmitCall): AdmissionRequest {
     signal: call.signal,
     endUser: call.endUser,
     previousResponseId: call.asked.previousResponseId,
+    itemIds: call.asked.itemIds,
   };
 }
 

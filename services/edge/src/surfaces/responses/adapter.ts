@@ -1,3 +1,4 @@
+import { ItemId, MAX_ITEM_IDS } from '@holdfast/events';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
@@ -8,11 +9,11 @@ import {
   withProviderTool,
   type ProviderTool,
 } from '../../call/unseen.js';
-import { EdgeError } from '../../errors.js';
+import { EdgeError, itemNotFound } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { CountError } from '../../upstream/counting.js';
-import { asChatPrompt, unseenState } from './input.js';
+import { asChatPrompt, referencedItems, unseenState } from './input.js';
 import type { ResponsesRequest } from './schema.js';
 import { ResponsesTranscript } from './transcript.js';
 
@@ -88,6 +89,16 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
     const message =
       'conversation is not supported: Holdfast cannot tell which team a provider-side conversation belongs to. Chain responses with previous_response_id, or send the conversation as input.';
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'conversation' }));
+  }
+  const referenced = referencedItems(body);
+  const unowned = referenced.find((id) => !ItemId.safeParse(id).success);
+  if (unowned !== undefined) {
+    // No call stores an item under such an id (ItemId), so no tenant owns it.
+    return Err(itemNotFound(unowned));
+  }
+  if (referenced.length > MAX_ITEM_IDS) {
+    const message = `input reads more than ${MAX_ITEM_IDS} stored items by id (item_reference, reasoning items without their content). Send the items themselves instead.`;
+    return Err(new EdgeError({ code: 'invalid_request', message, param: 'input' }));
   }
   const audio = ctx.model && audioPart(body);
   if (audio && ctx.model && ctx.model.pricePico.audioInput > ctx.model.pricePico.input) {
@@ -199,6 +210,12 @@ function asEvents(json: unknown): SseEvent[] {
   ];
 }
 
+/** The stored items the call reads by id (input.ts `referencedItems`), if any. */
+function itemIds(body: ResponsesRequest): { itemIds?: string[] } {
+  const ids = referencedItems(body);
+  return ids.length > 0 ? { itemIds: ids } : {};
+}
+
 /** `POST /v1/responses`. */
 export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
   name: 'responses',
@@ -225,6 +242,7 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
       storedPrompt: body.prompt != null,
     },
     ...(body.previous_response_id ? { previousResponseId: body.previous_response_id } : {}),
+    ...itemIds(body),
   }),
   minOutput: () => ({
     tokens: 16,

@@ -2,7 +2,7 @@ import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
 import { describe, expect, test } from 'vitest';
 import type { Grant } from '../../call/adapter.js';
 import { responsesAdapter } from './adapter.js';
-import { asChatPrompt, unseenState } from './input.js';
+import { asChatPrompt, referencedItems, unseenState } from './input.js';
 import { ResponsesRequest } from './schema.js';
 
 const cfg = compileConfig(
@@ -200,6 +200,26 @@ describe('the Responses adapter', () => {
         content: [{ type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'high' } }],
       },
     ]);
+  });
+
+  test('finds the stored items the input reads by id (the authority checks whose they are)', () => {
+    const body = ResponsesRequest.parse({
+      model: 'gpt-4o-mini',
+      input: [
+        { type: 'item_reference', id: 'msg_1' },
+        { id: 'msg_2' },
+        { type: 'reasoning', id: 'rs_3', summary: [{ type: 'summary_text', text: 'x' }] },
+        { type: 'reasoning', id: 'rs_4', summary: [], encrypted_content: 'sealed' },
+        { type: 'message', id: 'msg_5' },
+        { type: 'message', id: 'msg_6', role: 'assistant', content: 'shown' },
+        { type: 'function_call', id: 'fc_7', call_id: 'c', name: 'f', arguments: '{}' },
+        { role: 'user', content: 'hi' },
+        { type: 'item_reference', id: 'msg_1' },
+      ],
+    });
+    expect(referencedItems(body)).toEqual(['msg_1', 'msg_2', 'rs_3', 'msg_5']);
+    expect(referencedItems(ResponsesRequest.parse({ model: 'm', input: 'hi' }))).toEqual([]);
+    expect(responsesAdapter.asked(body).itemIds).toEqual(['msg_1', 'msg_2', 'rs_3', 'msg_5']);
   });
 
   test('lists every piece, each of which gets the allowance', () => {

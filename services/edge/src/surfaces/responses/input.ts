@@ -122,6 +122,27 @@ function hiddenItem(item: ResponsesItem): Omit<UnseenInput, 'param'> | undefined
 const LEAVE_OUT = 'Leave it out of the input';
 
 /**
+ * The ids of the stored items the input reads by id (the upstream reads them from what it
+ * stored, whoever stored them: the authority admits the call only for their owner): an
+ * `item_reference` (or an item of no type with an id), a reasoning item with an id and no
+ * `encrypted_content` (its reasoning is read from the store), and any other item that carries
+ * its id and nothing else. Each id once, in order.
+ */
+export function referencedItems(body: ResponsesRequest): string[] {
+  const input = typeof body.input === 'string' ? [] : (body.input ?? []);
+  const ids = new Set<string>();
+  for (const item of input) {
+    if (item.id == null) continue;
+    const type = itemType(item);
+    const only = Object.entries(item).every(([k, v]) => k === 'id' || k === 'type' || v == null);
+    const byId =
+      type === 'item_reference' || (type === 'reasoning' && item.encrypted_content == null) || only;
+    if (byId) ids.add(item.id);
+  }
+  return [...ids];
+}
+
+/**
  * An item's type as OpenAI reads it: a message when left out, but an item with an id and no
  * type is a reference to a stored item (the type of an `item_reference` is optional).
  */

@@ -1,5 +1,5 @@
 import { toolUseKind } from '@holdfast/config';
-import { ResponseId, type Usage } from '@holdfast/events';
+import { ItemId, MAX_ITEM_IDS, ResponseId, type Usage } from '@holdfast/events';
 import type { Accepted, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
@@ -46,6 +46,8 @@ export class ResponsesTranscript implements Transcript {
   readonly #items = new OutputItems();
   /** storedResponseId's answer, found when a response object arrives. */
   #stored: string | undefined;
+  /** storedItemIds's answer: the output items' ids, as they arrive. */
+  readonly #storedItems = new Set<string>();
   /** Output indexes whose text arrived in deltas (counted as it came). */
   readonly #streamed = new Set<number>();
   #sequence = -1;
@@ -68,6 +70,7 @@ export class ResponsesTranscript implements Transcript {
     } else if (type === 'response.output_item.added' || type === 'response.output_item.done') {
       const item = data.item as Item | undefined;
       if (item) {
+        this.#storedItem(item);
         const first = this.#items.put(index, item);
         // A function's name is written by the model too (counted once, as on chat).
         if (first && typeof item.name === 'string') texts.push({ choice: 0, text: item.name });
@@ -82,6 +85,8 @@ export class ResponsesTranscript implements Transcript {
       // when it reported no usage, never wiping out a usage that came.
       if (this.usage() === undefined) this.#final = data.response as ResponseObject;
       this.#stored = this.#storedId();
+      const output = (data.response as ResponseObject | undefined)?.output;
+      if (Array.isArray(output)) for (const item of output as Item[]) this.#storedItem(item);
     } else if (type === 'response.created' || type === 'response.in_progress') {
       this.#response ??= data.response as ResponseObject;
       this.#stored = this.#storedId();
@@ -130,6 +135,21 @@ export class ResponsesTranscript implements Transcript {
    */
   storedResponseId(): string | undefined {
     return this.#stored;
+  }
+
+  /**
+   * The ids of the output items the upstream stored with the response (`output_item.added` /
+   * `.done`, the terminal response's output), none with `store: false`: the first MAX_ITEM_IDS,
+   * each an item id (ItemId). An item past them stays unowned: no call may read it by id.
+   */
+  storedItemIds(): string[] {
+    return [...this.#storedItems];
+  }
+
+  #storedItem(item: Item | null | undefined): void {
+    if (this.opts.store === false || this.#storedItems.size >= MAX_ITEM_IDS) return;
+    const id = item?.id;
+    if (typeof id === 'string' && ItemId.safeParse(id).success) this.#storedItems.add(id);
   }
 
   #storedId(): string | undefined {

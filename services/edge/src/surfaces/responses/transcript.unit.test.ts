@@ -87,6 +87,26 @@ describe('ResponsesTranscript', () => {
     expect(read(undefined, [])).toBeUndefined();
   });
 
+  test('the stored output item ids: from output_item events and the terminal output, each once, item ids only, at most 256; none with store: false', () => {
+    const read = (store: boolean | undefined, events: SseEvent[]) => {
+      const t = new ResponsesTranscript({ model: 'gpt-4o-mini', store });
+      for (const e of events) t.accept(e);
+      return t.storedItemIds();
+    };
+    const final = { output: [message, { id: 'ws_2', type: 'web_search_call' }, { id: 'a:b' }] };
+    expect(read(undefined, [...stream(), completed(final)])).toEqual([
+      'rs_1',
+      'msg_1',
+      'fc_1',
+      'ws_2',
+    ]);
+    expect(read(false, [...stream(), completed(final)])).toEqual([]);
+    const many = Array.from({ length: 300 }, (_, i) => ({ id: `msg_${i}`, type: 'message' }));
+    const ids = read(true, [completed({ output: many })]);
+    expect(ids).toHaveLength(256);
+    expect(ids.at(-1)).toBe('msg_255');
+  });
+
   test('counts every text the model writes (reasoning, output, function names and arguments), not audio bytes', () => {
     const t = new ResponsesTranscript({ model: 'gpt-4o-mini' });
     const texts = stream().flatMap((e) => t.accept(e)?.texts ?? []);
