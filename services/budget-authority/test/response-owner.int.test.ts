@@ -1,4 +1,5 @@
 import type { HoldfastEvent } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { RESPONSE_OWNER_TTL_MS } from '../src/handlers/close.js';
 import { Keys } from '../src/keys.js';
@@ -55,6 +56,24 @@ async function storedByTeamA(
   expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
 }
 
+/**
+ * The events so far, once the release of `reservationId` (the last call let through) is among
+ * them: the outbox relay publishes after the reply, so a read right after it may not have that
+ * call's events yet, and they would be counted as the refused admits'.
+ */
+function eventsThrough(read: () => Promise<HoldfastEvent[]>, reservationId: string) {
+  return waitFor(
+    async () => {
+      const all = await read();
+      const released = all.some(
+        (e) => e.type === 'reservation.released' && e.reservationId === reservationId,
+      );
+      return released ? all : undefined;
+    },
+    { what: 'the last release relayed' },
+  );
+}
+
 /** The refused admits held nothing for the other teams, and recorded no event but releases. */
 async function nothingTaken(
   h: TestAuthority,
@@ -95,7 +114,7 @@ test("a settle records its response as the tenant's, in its org's slot for 30 da
   });
   // A sibling team of the same org, a team of another org, and an id nobody stored: the same
   // answer, nothing held, no refusal recorded; uncounted (before the edge counts it) too.
-  const before = await readEvents(nc, iso.names);
+  const before = await eventsThrough(() => readEvents(nc, iso.names), next.reservationId);
   for (const [tenant, id, uncounted] of [
     ['team-b', 'resp_abc123', false],
     ['support-bot', 'resp_abc123', false],
@@ -170,6 +189,7 @@ test("a settle records the output items stored with its response as the tenant's
   }
 
   // The owner reads its items (with its response or without).
+  let last = '';
   for (const over of [
     { itemIds: ['msg_a-1', 'rs_a-2'] },
     { itemIds: ['fc_a-3'], previousResponseId: 'resp_items' },
@@ -180,8 +200,9 @@ test("a settle records the output items stored with its response as the tenant's
       tenant: 'team-a',
       reason: 'not_forwarded',
     });
+    last = next.reservationId;
   }
-  const before = await readEvents(nc, iso.names);
+  const before = await eventsThrough(() => readEvents(nc, iso.names), last);
   for (const [tenant, ids, refused, uncounted] of [
     ['team-b', ['msg_a-1'], 'msg_a-1', false],
     ['support-bot', ['rs_a-2'], 'rs_a-2', false],
