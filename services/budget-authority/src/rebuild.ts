@@ -52,8 +52,12 @@ export interface RebuildSummary {
   tenants: number;
 }
 
-/** Whose window: the tenant's own, or one of its keys' or end users' (`subject`). */
+/**
+ * Whose window: the tenant's own, or one of its keys' or end users' (`subject`), in the org
+ * whose slot it lives in (the event's: a team moved to another org keeps its past there).
+ */
 interface Owner {
+  org: string;
   tenant: string;
   scope?: 'key' | 'end_user' | undefined;
   subject?: string | undefined;
@@ -69,6 +73,8 @@ interface WindowAcc extends Owner {
 
 interface LiveHold {
   created: Extract<HoldfastEvent, { type: 'reservation.created' }>;
+  /** The levels it was admitted on, in its org (the record's `levels`). */
+  levels: string[];
   heldT: number;
   heldU: number;
   covered: number;
@@ -98,9 +104,10 @@ export async function stateKeys(redis: RedisClient, keys: Keys): Promise<string[
   );
 }
 
-/** Where a hold sits, from a window of its event. */
-function holdWindow(w: WindowState): LiveHold['windows'][number] {
+/** Where a hold sits, from a window of an event of `org`. */
+function holdWindow(org: string, w: WindowState): LiveHold['windows'][number] {
   return {
+    org,
     tenant: w.tenant,
     ...(w.scope ? { scope: w.scope, subject: w.subject } : {}),
     budget: w.budget,
@@ -112,9 +119,11 @@ export class Rebuilder {
   readonly #o: RebuildOptions;
   readonly #windows = new Map<string, WindowAcc>();
   readonly #live = new Map<string, LiveHold>();
+  /** By state key (a level in an org). */
   readonly #billed = new Map<string, { t: number; u: number }>();
-  /** Who holds each tenant's suspension (empty: not suspended). */
+  /** Who holds each suspension, by state key (empty: not suspended). */
   readonly #suspended = new Map<string, Set<'alerter' | 'admin'>>();
+  /** By state key. */
   readonly #overruns = new Map<string, { n: number; t: number; u: number; at: number }>();
   readonly #samples = new Map<string, number[]>();
   /** End users with budgets by registry key: end user -> last seen (ms). */
@@ -178,18 +187,20 @@ export class Rebuilder {
     return seen;
   }
 
-  #windowKey(w: Owner & { budget: string }, org = this.#org(w.tenant)): string {
+  #windowKey(w: Owner & { budget: string }): string {
     const { keys } = this.#o;
+    const { org } = w;
     if (w.scope === 'key') return keys.keyWindow(org, w.tenant, w.subject ?? '', w.budget);
     if (w.scope === 'end_user') return keys.userWindow(org, w.tenant, w.subject ?? '', w.budget);
     return keys.window(org, w.tenant, w.budget);
   }
 
-  #window(w: Owner & Pick<WindowState, 'budget' | 'window' | 'unit'>, org?: string): WindowAcc {
-    const key = this.#windowKey(w, org);
+  #window(w: Owner & Pick<WindowState, 'budget' | 'window' | 'unit'>): WindowAcc {
+    const key = this.#windowKey(w);
     let acc = this.#windows.get(key);
     if (!acc) {
       acc = {
+        org: w.org,
         tenant: w.tenant,
         ...(w.scope ? { scope: w.scope, subject: w.subject } : {}),
         budget: w.budget,
@@ -203,17 +214,25 @@ export class Rebuilder {
     return acc;
   }
 
-  /** A call's end user, last seen now (for a tenant with end-user budgets). */
+  /** A call's end user, last seen now (admitted on end-user budgets: admit.lua registers it). */
   #seen(e: Extract<HoldfastEvent, { type: 'reservation.created' }>): void {
-    if (!e.endUser || !this.#o.config.tenants.get(e.tenant)?.endUserBudgets.length) return;
-    const key = this.#o.keys.users(this.#org(e.tenant), e.tenant);
+    if (!e.endUser || !e.windows.some((w) => w.scope === 'end_user')) return;
+    const key = this.#o.keys.users(e.org, e.tenant);
     const seen = this.#endUsers.get(key) ?? new Map<string, number>();
     this.#endUsers.set(key, seen);
     seen.set(e.endUser, Math.max(seen.get(e.endUser) ?? 0, Date.parse(e.time)));
   }
 
-  #org(tenant: string): string {
-    return this.#o.config.tenants.get(tenant)?.org ?? tenant;
+  /**
+   * The levels an event of `e.org` was admitted on: the tenant's chain when it still lives in
+   * that org, else its tenant and the levels its windows name, up to the org (a level without
+   * budgets between them is not named by any event).
+   */
+  #levels(e: { tenant: string; org: string; windows: readonly WindowState[] }): string[] {
+    const t = this.#o.config.tenants.get(e.tenant);
+    if (t?.org === e.org) return t.chain;
+    const named = e.windows.map((w) => w.tenant).filter((x) => x !== e.tenant && x !== e.org);
+    return [...new Set([e.tenant, ...named, e.org])];
   }
 
   #calendar(w: Owner & { budget: string }): boolean {
@@ -231,12 +250,12 @@ export class Rebuilder {
    * Adds what an event charged at its `time` to the windows it lists: `chargedTokens` /
    * `chargedMicroUsd`, or a window's own `charged` where the event says it got another amount.
    */
-  #bill(e: Charging, windows: readonly WindowState[], org?: string): void {
+  #bill(e: Charging, windows: readonly (WindowState & Owner)[]): void {
     const ms = Date.parse(e.time);
     for (const w of windows) {
       const amount = windowCharge(e, w);
       if (amount === 0) continue;
-      const acc = this.#window(w, org);
+      const acc = this.#window(w);
       const bucket = windowBounds(w.window, ms, this.#calendar(w)).currentBucket;
       acc.buckets.set(bucket, (acc.buckets.get(bucket) ?? 0) + amount);
     }
@@ -247,11 +266,11 @@ export class Rebuilder {
    * tenant's plan no longer has (a budget removed mid-call). close.lua gives the hold back
    * there and bills them the event's charge, in the org the hold was admitted in.
    */
-  #unlisted(e: Closed, live: LiveHold | undefined): WindowState[] {
+  #unlisted(e: Closed, live: LiveHold | undefined): (WindowState & Owner)[] {
     if (!live) return [];
-    const listed = new Set(e.windows.map((w) => this.#windowKey(w)));
+    const listed = new Set(e.windows.map((w) => this.#windowKey({ ...w, org: e.org })));
     return live.windows
-      .filter((w) => !listed.has(this.#windowKey(w)) && !listed.has(this.#windowKey(w, e.org)))
+      .filter((w) => !listed.has(this.#windowKey(w)))
       .map((w) => ({
         ...w,
         window: w.budget.split('-')[0] as BudgetWindow,
@@ -273,26 +292,32 @@ export class Rebuilder {
     }
   }
 
-  #lifetime(e: HoldfastEvent, t: number, u: number): void {
+  /** Lifetime totals of the levels (in `org`) an event billed. */
+  #lifetime(org: string, levels: readonly string[], t: number, u: number): void {
     if (t === 0 && u === 0) return;
-    const chain = this.#o.config.tenants.get(e.tenant)?.chain ?? [e.tenant];
-    for (const level of chain) {
-      const b = this.#billed.get(level) ?? { t: 0, u: 0 };
-      this.#billed.set(level, { t: b.t + t, u: b.u + u });
+    for (const level of levels) {
+      const key = this.#o.keys.state(org, level);
+      const b = this.#billed.get(key) ?? { t: 0, u: 0 };
+      this.#billed.set(key, { t: b.t + t, u: b.u + u });
     }
   }
 
   #apply(e: HoldfastEvent): void {
     switch (e.type) {
       case 'reservation.created': {
-        const windows = e.windows.map(holdWindow);
+        const windows = e.windows.map((w) => holdWindow(e.org, w));
+        const levels = this.#levels(e);
         this.#seen(e);
         this.#hold(windows, e.heldTokens, e.heldMicroUsd);
-        this.#bill(e, e.windows);
-        this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
+        this.#bill(
+          e,
+          e.windows.map((w) => ({ ...w, org: e.org })),
+        );
+        this.#lifetime(e.org, levels, e.chargedTokens, e.chargedMicroUsd);
         const covered = e.heldTokens > 0 ? Math.max(0, e.heldTokens - e.promptTokens) : e.maxTokens;
         this.#live.set(e.reservationId, {
           created: e,
+          levels,
           heldT: e.heldTokens,
           heldU: e.heldMicroUsd,
           covered,
@@ -315,17 +340,20 @@ export class Rebuilder {
       case 'reservation.released':
       case 'reservation.expired': {
         const live = this.#live.get(e.reservationId);
-        const windows = live?.windows ?? e.windows.map(holdWindow);
+        const windows = live?.windows ?? e.windows.map((w) => holdWindow(e.org, w));
         this.#hold(windows, -e.heldTokens, -e.heldMicroUsd);
         this.#live.delete(e.reservationId);
-        this.#bill(e, e.windows);
-        this.#bill(e, this.#unlisted(e, live), e.org);
-        this.#lifetime(e, e.chargedTokens, e.chargedMicroUsd);
+        this.#bill(
+          e,
+          e.windows.map((w) => ({ ...w, org: e.org })),
+        );
+        this.#bill(e, this.#unlisted(e, live));
+        this.#lifetime(e.org, live?.levels ?? this.#levels(e), e.chargedTokens, e.chargedMicroUsd);
         if (
           e.type === 'reservation.settled' &&
           this.#o.config.tenants.get(e.tenant)?.mode === 'adaptive'
         ) {
-          const key = this.#o.keys.samples(this.#org(e.tenant), e.tenant, e.useCase, e.model);
+          const key = this.#o.keys.samples(e.org, e.tenant, e.useCase, e.model);
           const list = this.#samples.get(key) ?? [];
           list.unshift(e.completionTokens);
           list.length = Math.min(
@@ -337,8 +365,9 @@ export class Rebuilder {
         return;
       }
       case 'reservation.overrun': {
-        const o = this.#overruns.get(e.tenant) ?? { n: 0, t: 0, u: 0, at: 0 };
-        this.#overruns.set(e.tenant, {
+        const st = this.#o.keys.state(e.org, e.tenant);
+        const o = this.#overruns.get(st) ?? { n: 0, t: 0, u: 0, at: 0 };
+        this.#overruns.set(st, {
           n: o.n + 1,
           t: o.t + e.overrunTokens,
           u: o.u + e.overrunMicroUsd,
@@ -347,14 +376,15 @@ export class Rebuilder {
         return;
       }
       case 'tenant.suspended': {
-        const owners = this.#suspended.get(e.tenant) ?? new Set();
+        const st = this.#o.keys.state(e.org, e.tenant);
+        const owners = this.#suspended.get(st) ?? new Set();
         owners.add(e.by);
-        this.#suspended.set(e.tenant, owners);
+        this.#suspended.set(st, owners);
         return;
       }
       case 'tenant.resumed':
         // Emitted only once no owner holds the suspension any more.
-        this.#suspended.set(e.tenant, new Set());
+        this.#suspended.set(this.#o.keys.state(e.org, e.tenant), new Set());
         return;
       default:
         return;
@@ -379,9 +409,7 @@ export class Rebuilder {
       multi.add(key, (p) => p.hset(key, fields));
       if (acc.scope === 'end_user') {
         // As admit.lua keeps them: the longest window past the end user's last call.
-        const seen = this.#endUsers
-          .get(keys.users(this.#org(acc.tenant), acc.tenant))
-          ?.get(acc.subject ?? '');
+        const seen = this.#endUsers.get(keys.users(acc.org, acc.tenant))?.get(acc.subject ?? '');
         const ttl = Math.max(1, (seen ?? now) + END_USER_KEEP_MS - now);
         multi.add(key, (p) => p.pexpire(key, ttl));
       }
@@ -391,21 +419,18 @@ export class Rebuilder {
       const members = live.flatMap(([user, at]) => [at, user]);
       if (live.length > 0) multi.add(key, (p) => p.zadd(key, ...members));
     }
-    for (const [tenant, b] of this.#billed) {
-      const st = keys.state(this.#org(tenant), tenant);
+    for (const [st, b] of this.#billed) {
       multi.add(st, (p) => p.hset(st, { billedT: String(b.t), billedU: String(b.u) }));
     }
-    for (const [tenant, owners] of this.#suspended) {
+    for (const [st, owners] of this.#suspended) {
       const fields: Record<string, string> = {
         suspended: owners.size > 0 ? '1' : '0',
         suspendedBy: 'rebuild',
       };
       for (const o of owners) fields[`so:${o}`] = '1';
-      const st = keys.state(this.#org(tenant), tenant);
       multi.add(st, (p) => p.hset(st, fields));
     }
-    for (const [tenant, o] of this.#overruns) {
-      const st = keys.state(this.#org(tenant), tenant);
+    for (const [st, o] of this.#overruns) {
       multi.add(st, (p) =>
         p.hset(st, {
           overN: String(o.n),
@@ -428,8 +453,8 @@ export class Rebuilder {
   /** The record admit.lua writes for a hold (see its HSET), and the in-flight set entries. */
   #writeHold(multi: SlotBatch, config: CompiledConfig, id: string, live: LiveHold): void {
     const c = live.created;
-    const org = this.#org(c.tenant);
-    const chain = config.tenants.get(c.tenant)?.chain ?? [c.tenant];
+    const { org } = c;
+    const chain = live.levels;
     const levelIndex = new Map(chain.map((t, i) => [t, i]));
     const holds = live.windows
       .filter((w) => levelIndex.has(w.tenant))
