@@ -69,6 +69,12 @@ interface WindowAcc extends Owner {
   unit: 'tokens' | 'usd';
   buckets: Map<number, number>;
   held: number;
+  /**
+   * A month window of a budget the config no longer has (whether it was a calendar month is
+   * not in the config any more): its charges also by calendar month, and which of the two the
+   * `used` of its events agreed with.
+   */
+  removed?: { months: Map<number, number>; sliding: boolean; calendar: boolean };
 }
 
 interface LiveHold {
@@ -209,6 +215,8 @@ export class Rebuilder {
         buckets: new Map(),
         held: 0,
       };
+      if (w.window === 'month' && this.#calendar(w) === undefined)
+        acc.removed = { months: new Map(), sliding: true, calendar: true };
       this.#windows.set(key, acc);
     }
     return acc;
@@ -235,7 +243,8 @@ export class Rebuilder {
     return [...new Set([e.tenant, ...named, e.org])];
   }
 
-  #calendar(w: Owner & { budget: string }): boolean {
+  /** Whether the config has the window's budget as a calendar month (undefined: no budget). */
+  #calendar(w: Owner & { budget: string }): boolean | undefined {
     const t = this.#o.config.tenants.get(w.tenant);
     const list =
       w.scope === 'key'
@@ -243,7 +252,42 @@ export class Rebuilder {
         : w.scope === 'end_user'
           ? t?.endUserBudgets
           : t?.budgets;
-    return list?.find((b) => b.id === w.budget)?.calendar ?? false;
+    return list?.find((b) => b.id === w.budget)?.calendar;
+  }
+
+  /**
+   * Whether a window is a calendar month: as the config says, or for a month budget it no
+   * longer has, as its events' `used` says. When both agreed with every event (its whole life
+   * in one calendar month) it is rebuilt as a calendar month while that month is the current
+   * one (added back as a sliding month, its spend then counts from now, never for less time
+   * than live) and as a sliding one after (a calendar month would have dropped it).
+   */
+  #isCalendar(acc: WindowAcc, now: number): boolean {
+    const r = acc.removed;
+    if (!r) return this.#calendar(acc) ?? false;
+    if (r.calendar !== r.sliding) return r.calendar;
+    const current = windowBounds('month', now, true).currentBucket;
+    return r.calendar && [...r.months.keys()].every((m) => m === current);
+  }
+
+  /**
+   * Checks each of a removed month budget's models against the `used` an event reports for
+   * its window (what the live window held just after it, slid to the event's time).
+   */
+  #observe(e: { time: string }, windows: readonly (WindowState & Owner)[]): void {
+    const ms = Date.parse(e.time);
+    for (const w of windows) {
+      const r = this.#windows.get(this.#windowKey(w))?.removed;
+      if (!r || !(r.calendar && r.sliding)) continue;
+      const acc = this.#windows.get(this.#windowKey(w))!;
+      const { startBucket, currentBucket } = windowBounds('month', ms);
+      let sliding = 0;
+      for (const [b, amount] of acc.buckets)
+        if (b >= startBucket && b <= currentBucket) sliding += amount;
+      const month = windowBounds('month', ms, true).currentBucket;
+      r.sliding = sliding === w.used;
+      r.calendar = (r.months.get(month) ?? 0) === w.used;
+    }
   }
 
   /**
@@ -258,6 +302,11 @@ export class Rebuilder {
       const acc = this.#window(w);
       const bucket = windowBounds(w.window, ms, this.#calendar(w)).currentBucket;
       acc.buckets.set(bucket, (acc.buckets.get(bucket) ?? 0) + amount);
+      const months = acc.removed?.months;
+      if (months) {
+        const month = windowBounds('month', ms, true).currentBucket;
+        months.set(month, (months.get(month) ?? 0) + amount);
+      }
     }
   }
 
@@ -308,11 +357,10 @@ export class Rebuilder {
         const windows = e.windows.map((w) => holdWindow(e.org, w));
         const levels = this.#levels(e);
         this.#seen(e);
+        const listed = e.windows.map((w) => ({ ...w, org: e.org }));
         this.#hold(windows, e.heldTokens, e.heldMicroUsd);
-        this.#bill(
-          e,
-          e.windows.map((w) => ({ ...w, org: e.org })),
-        );
+        this.#bill(e, listed);
+        this.#observe(e, listed);
         this.#lifetime(e.org, levels, e.chargedTokens, e.chargedMicroUsd);
         const covered = e.heldTokens > 0 ? Math.max(0, e.heldTokens - e.promptTokens) : e.maxTokens;
         this.#live.set(e.reservationId, {
@@ -329,6 +377,10 @@ export class Rebuilder {
         const live = this.#live.get(e.reservationId);
         if (!live) return;
         this.#hold(live.windows, e.addedTokens, e.addedMicroUsd);
+        this.#observe(
+          e,
+          e.windows.map((w) => ({ ...w, org: e.org })),
+        );
         Object.assign(live, {
           heldT: e.heldTokens,
           heldU: e.heldMicroUsd,
@@ -343,11 +395,10 @@ export class Rebuilder {
         const windows = live?.windows ?? e.windows.map((w) => holdWindow(e.org, w));
         this.#hold(windows, -e.heldTokens, -e.heldMicroUsd);
         this.#live.delete(e.reservationId);
-        this.#bill(
-          e,
-          e.windows.map((w) => ({ ...w, org: e.org })),
-        );
+        const listed = e.windows.map((w) => ({ ...w, org: e.org }));
+        this.#bill(e, listed);
         this.#bill(e, this.#unlisted(e, live));
+        this.#observe(e, listed);
         this.#lifetime(e.org, live?.levels ?? this.#levels(e), e.chargedTokens, e.chargedMicroUsd);
         if (
           e.type === 'reservation.settled' &&
@@ -396,11 +447,12 @@ export class Rebuilder {
     const now = this.#o.now ?? Date.now();
     const multi = new SlotBatch(redis);
     for (const [key, acc] of this.#windows) {
-      const calendar = this.#calendar(acc);
+      const calendar = this.#isCalendar(acc, now);
       const { startBucket } = windowBounds(acc.window, now, calendar);
       const fields: Record<string, string> = { h: String(acc.held), lo: String(startBucket) };
       let sum = 0;
-      for (const [bucket, amount] of acc.buckets) {
+      const buckets = calendar && acc.removed ? acc.removed.months : acc.buckets;
+      for (const [bucket, amount] of buckets) {
         if (bucket < startBucket || amount === 0) continue;
         fields[`b${bucket}`] = String(amount);
         sum += amount;
@@ -454,13 +506,15 @@ export class Rebuilder {
   #writeHold(multi: SlotBatch, config: CompiledConfig, id: string, live: LiveHold): void {
     const c = live.created;
     const { org } = c;
+    const now = this.#o.now ?? Date.now();
     const chain = live.levels;
     const levelIndex = new Map(chain.map((t, i) => [t, i]));
     const holds = live.windows
       .filter((w) => levelIndex.has(w.tenant))
       .map((w) => {
         const window = w.budget.split('-')[0] as BudgetWindow;
-        const code = this.#calendar(w) ? 'C' : WINDOW_CODE[window];
+        const acc = this.#windows.get(this.#windowKey(w));
+        const code = acc && this.#isCalendar(acc, now) ? 'C' : WINDOW_CODE[window];
         const level =
           w.scope === 'key' ? 'K' : w.scope === 'end_user' ? 'U' : levelIndex.get(w.tenant);
         return `${level}${code}${UNIT_CODE[w.unit]}`;

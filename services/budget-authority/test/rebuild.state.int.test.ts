@@ -125,3 +125,54 @@ test('a team moved between orgs: its charges before the move are rebuilt in the 
   const u = await h2.client.usage({ tenant: 'team' });
   expect(u.ok && u.value.tenants[0]).toMatchObject({ suspended: false, inFlight: 0 });
 });
+
+/**
+ * A calendar month budget removed from the config: the live authority keeps its window (a
+ * budget added back finds its spend) in calendar buckets, and a hold admitted on it closes
+ * there. Its events do not say it was a calendar month, but their `used` does: after the 1st
+ * it counts only the month's charges, where a sliding month would count the last 30 days.
+ */
+for (const calendar of [true, false])
+  test(`a ${calendar ? 'calendar' : 'sliding'} month budget removed from the config is rebuilt as one, as live`, async ({
+    start,
+    nc,
+    redis,
+    iso,
+  }) => {
+    const day = { window: 'day', limit: 100_000 };
+    const plan = (month: Record<string, unknown>[]) => ({
+      ...BASE_CONFIG,
+      tenants: [{ id: 'team', budgets: [day, ...month], useCases }],
+    });
+    const config = plan([{ window: 'month', limit: 100_000, calendar }]);
+    const h = await start(config);
+    // 2026-11-30 12:00: billed in November.
+    const nov = admissionOf(await h.client.admit(call('team')));
+    await h.client.settle(settle('team', nov.reservationId));
+    h.clock.advance(13 * 3_600_000);
+    // 2026-12-01 01:00: a call in flight at the loss and one settled (a calendar month counts
+    // December's only).
+    const open = admissionOf(await h.client.admit(call('team')));
+    expect(open.windows.find((w) => w.budget === 'month-tokens')?.used).toBe(calendar ? 0 : 150);
+    const dec = admissionOf(await h.client.admit(call('team')));
+    await h.client.settle(settle('team', dec.reservationId));
+    const removed = plan([]);
+    expect((await h.client.configApply({ document: removed })).ok).toBe(true);
+    await rebuiltEqualsLive(h, removed, { start, nc, redis, iso });
+
+    // The hold closes on its window; added back as a sliding month, the budget has December's
+    // 300 (November's 150 left the calendar month) or the last 30 days' 450, as it would live.
+    const h2 = await start(removed);
+    h2.clock.now = h.clock.now;
+    expect(await h2.client.settle(settle('team', open.reservationId))).toMatchObject({
+      ok: true,
+      value: { status: 'settled' },
+    });
+    const sliding = plan([{ window: 'month', limit: 100_000 }]);
+    expect((await h2.client.configApply({ document: sliding })).ok).toBe(true);
+    const u = await h2.client.usage({ tenant: 'team' });
+    expect(u.ok && u.value.tenants[0]!.windows.map((w) => [w.budget, w.used, w.held])).toEqual([
+      ['day-tokens', 450, 0],
+      ['month-tokens', calendar ? 300 : 450, 0],
+    ]);
+  });
