@@ -132,6 +132,13 @@ export class Rebuilder {
   /** By state key. */
   readonly #overruns = new Map<string, { n: number; t: number; u: number; at: number }>();
   readonly #samples = new Map<string, number[]>();
+  /**
+   * The ids of the events replayed: the stream can hold one twice (a relay killed between
+   * JetStream's ack and its XDEL republishes after the 10-minute duplicate window, a Redis
+   * restored from a snapshot republishes what it had relayed), and the live state, like
+   * ClickHouse, counted it once.
+   */
+  readonly #ids = new Set<string>();
   /** End users with budgets by registry key: end user -> last seen (ms). */
   readonly #endUsers = new Map<string, Map<string, number>>();
 
@@ -166,6 +173,7 @@ export class Rebuilder {
       deliver_policy: DeliverPolicy.All,
     });
     let seen = 0;
+    let duplicates = 0;
     let last = 0;
     while (last < total) {
       // Ask for exactly what is left, so the last batch does not wait out its expiry.
@@ -185,11 +193,17 @@ export class Rebuilder {
           );
           continue;
         }
+        if (this.#ids.has(parsed.value.id)) {
+          duplicates++;
+          continue;
+        }
+        this.#ids.add(parsed.value.id);
         this.#apply(parsed.value);
         seen++;
       }
       if (got === 0) break;
     }
+    if (duplicates > 0) logger.warn({ duplicates }, 'events the stream holds twice replayed once');
     return seen;
   }
 

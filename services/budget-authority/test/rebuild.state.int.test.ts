@@ -1,3 +1,5 @@
+import { eventSubject } from '@holdfast/events';
+import { jetstream } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import type { Isolation } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -5,7 +7,7 @@ import { Keys } from '../src/keys.js';
 import { stateKeys } from '../src/rebuild.js';
 import type { RedisClient } from '../src/redis.js';
 import type { TestAuthority } from '../src/testing.js';
-import { admissionOf, authorityTest as test, BASE_CONFIG, newId } from './harness.js';
+import { admissionOf, authorityTest as test, BASE_CONFIG, newId, readEvents } from './harness.js';
 import { activity, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
 import { budgetState } from './rebuild-state.js';
 
@@ -176,3 +178,31 @@ for (const calendar of [true, false])
       ['month-tokens', calendar ? 300 : 450, 0],
     ]);
   });
+
+/**
+ * The relay publishes an outbox entry and then deletes it: an authority killed between the two
+ * publishes it again when it comes back, and JetStream drops the copy only within its
+ * duplicate window (10 minutes; a Redis restored from a snapshot republishes older ones too).
+ * ClickHouse keeps one row per event id; the live windows counted the event once.
+ */
+test('an event the stream holds twice (republished after the duplicate window) is rebuilt once', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const config = {
+    ...BASE_CONFIG,
+    tenants: [{ id: 'team', budgets: [{ window: 'day', limit: 100_000 }], useCases }],
+  };
+  const h = await start(config);
+  const a = admissionOf(await h.client.admit(call('team')));
+  await h.client.settle(settle('team', a.reservationId));
+  const open = admissionOf(await h.client.admit(call('team')));
+  expect(open.reservationId).toBeDefined();
+  await outboxesRelayed(redis, new Keys(iso.keyPrefix));
+  const js = jetstream(nc);
+  for (const e of await readEvents(nc, iso.names))
+    await js.publish(eventSubject(iso.names, e.tenant, e.type), JSON.stringify(e));
+  await rebuiltEqualsLive(h, config, { start, nc, redis, iso });
+});
