@@ -12,6 +12,8 @@
  *   <p>:{<org>}:u:<tenant>:<user>:w:<budget>  hash: an end user's window (same layout;
  *                                        expires when the end user stops calling)
  *   <p>:{<org>}:t:<tenant>:users         zset: end users with budgets -> last seen (ms)
+ *   <p>:{<org>}:k:<tenant>:<key>:users   zset: the end users a key with a maxEndUsers named
+ *                                        -> when it last did (ms; expires 31 days after)
  *   <p>:{<org>}:r:<reservation>          hash: the hold record
  *   <p>:{<org>}:leases                   zset: every live hold of the org -> lease expiry (ms),
  *                                        whatever tenant it belongs to now (the sweeper's index)
@@ -62,6 +64,10 @@ export class Keys {
   /** The tenant's end users with budgets, by when each was last seen (ms). */
   users(org: string, tenant: string): string {
     return `${this.#org(org)}:t:${tenant}:users`;
+  }
+  /** The end users one key named (those it has a `maxEndUsers` for), by when it last did (ms). */
+  keyUsers(org: string, tenant: string, keyId: string): string {
+    return `${this.#org(org)}:k:${tenant}:${keyId}:users`;
   }
   /** Recent completion sizes of one use case and model (adaptive mode). */
   samples(org: string, tenant: string, useCase: string, model: string): string {

@@ -14,6 +14,8 @@ export interface RefusalFacts {
   inFlight: number;
   maxInFlight?: number | undefined;
   reservationId?: string;
+  /** end_user_limit: the call's key's own maxEndUsers refused, not the team's. */
+  keyLimit?: { keyId: string; maxEndUsers: number };
   /** The call as admission saw it: the prompt as counted, max_tokens after the ceilings. */
   promptTokens?: number;
   maxTokens?: number;
@@ -90,6 +92,9 @@ export function refusalMessage(f: RefusalFacts): string {
     case 'reservation_closed':
       return `Reservation ${f.reservationId ?? ''} was already closed.`;
     case 'end_user_limit':
+      if (f.keyLimit) {
+        return `Key ${f.keyLimit.keyId} of team ${f.tenant} has already named ${n(f.keyLimit.maxEndUsers)} end users with budgets (its maxEndUsers). A new end user is admitted once one of them has been idle for 31 days, or when the limit is raised.`;
+      }
       return `Team ${f.tenant} already has budgets for as many end users as it may track (maxEndUsers). A new end user is admitted once another has been idle for 31 days, or when the limit is raised.`;
     case 'upstream_capacity':
       return `Every upstream of model "${f.model ?? ''}" is at the capacity team ${f.tenant}'s priority may use. This is the provider's limit, not the team's budget: retry shortly.`;

@@ -141,6 +141,8 @@ export class Rebuilder {
   readonly #ids = new Set<string>();
   /** End users with budgets by registry key: end user -> last seen (ms). */
   readonly #endUsers = new Map<string, Map<string, number>>();
+  /** The registries among them that are a key's (maxEndUsers), which expire. */
+  readonly #keyRegistries = new Set<string>();
 
   constructor(opts: RebuildOptions) {
     this.#o = opts;
@@ -236,13 +238,24 @@ export class Rebuilder {
     return acc;
   }
 
-  /** A call's end user, last seen now (admitted on end-user budgets: admit.lua registers it). */
+  /**
+   * A call's end user, last seen now (admitted on end-user budgets: admit.lua registers it),
+   * in the tenant's registry of the event's org and in its key's where the key has a
+   * maxEndUsers (as admit.lua keeps them).
+   */
   #seen(e: Extract<HoldfastEvent, { type: 'reservation.created' }>): void {
     if (!e.endUser || !e.windows.some((w) => w.scope === 'end_user')) return;
-    const key = this.#o.keys.users(e.org, e.tenant);
-    const seen = this.#endUsers.get(key) ?? new Map<string, number>();
-    this.#endUsers.set(key, seen);
-    seen.set(e.endUser, Math.max(seen.get(e.endUser) ?? 0, Date.parse(e.time)));
+    const registries = [this.#o.keys.users(e.org, e.tenant)];
+    if (e.keyId && this.#o.config.tenants.get(e.tenant)?.keyMaxEndUsers.has(e.keyId)) {
+      const mine = this.#o.keys.keyUsers(e.org, e.tenant, e.keyId);
+      this.#keyRegistries.add(mine);
+      registries.push(mine);
+    }
+    for (const key of registries) {
+      const seen = this.#endUsers.get(key) ?? new Map<string, number>();
+      this.#endUsers.set(key, seen);
+      seen.set(e.endUser, Math.max(seen.get(e.endUser) ?? 0, Date.parse(e.time)));
+    }
   }
 
   /**
@@ -483,7 +496,13 @@ export class Rebuilder {
     for (const [key, seen] of this.#endUsers) {
       const live = [...seen].filter(([, at]) => at > now - END_USER_KEEP_MS);
       const members = live.flatMap(([user, at]) => [at, user]);
-      if (live.length > 0) multi.add(key, (p) => p.zadd(key, ...members));
+      if (live.length === 0) continue;
+      multi.add(key, (p) => p.zadd(key, ...members));
+      if (this.#keyRegistries.has(key)) {
+        // A key's registry expires the longest window past its last write (admit.lua).
+        const last = live.reduce((m, [, at]) => Math.max(m, at), 0);
+        multi.add(key, (p) => p.pexpire(key, Math.max(1, last + END_USER_KEEP_MS - now)));
+      }
     }
     for (const [st, b] of this.#billed) {
       multi.add(st, (p) => p.hset(st, { billedT: String(b.t), billedU: String(b.u) }));

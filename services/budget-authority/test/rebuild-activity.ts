@@ -53,7 +53,14 @@ export const CONFIG = {
         { window: 'month', limit: 1, unit: 'usd', calendar: true },
       ],
       useCases,
-      keys: [{ id: 'kk', sha256: 'a'.repeat(64), budgets: [{ window: 'minute', limit: 90_000 }] }],
+      keys: [
+        {
+          id: 'kk',
+          sha256: 'a'.repeat(64),
+          budgets: [{ window: 'minute', limit: 90_000 }],
+          maxEndUsers: 10,
+        },
+      ],
     },
   ],
 };

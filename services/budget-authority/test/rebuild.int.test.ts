@@ -21,6 +21,10 @@ test('the budget state rebuilt from the event stream equals the state that wrote
   await outboxesRelayed(redis, keys);
   const before = await h.client.usage({});
   expect(before.ok).toBe(true);
+  // The end users key kk (maxEndUsers) named, and when it last did.
+  const registry = keys.keyUsers('acme', 'team-k', 'kk');
+  const named = await redis.zrange(registry, 0, -1, 'WITHSCORES');
+  expect(named).toHaveLength(4);
   const now = h.clock.now;
   await h.stop();
 
@@ -37,6 +41,8 @@ test('the budget state rebuilt from the event stream equals the state that wrote
   h2.clock.now = now;
   const after = await h2.client.usage({});
   expect(after.ok && after.value.tenants).toEqual(before.ok && before.value.tenants);
+  expect(await redis.zrange(registry, 0, -1, 'WITHSCORES')).toEqual(named);
+  expect(await redis.pttl(registry)).toBeGreaterThan(30 * 86_400_000);
 
   // The live holds carry on: they settle, grow and expire as if nothing happened.
   const settled = await h2.client.settle({

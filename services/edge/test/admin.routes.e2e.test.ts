@@ -34,6 +34,7 @@ test('every admin route answers its happy path and each change is a new config v
       defaultUseCase: null,
       budgets: [],
       allowUserHeader: false,
+      maxEndUsers: null,
     },
   ]);
 
@@ -107,6 +108,7 @@ test('every admin route answers its happy path and each change is a new config v
     defaultUseCase: 'UC-200',
     budgets: [],
     allowUserHeader: false,
+    maxEndUsers: null,
   });
   next(key);
   const all = await call('GET', '/admin/keys');

@@ -41,6 +41,8 @@ export interface CompiledTenant extends Omit<
   keyBudgets: Map<string, CompiledBudget[]>;
   /** The budgets each end user gets (scope end_user; the subject is the call's end user). */
   endUserBudgets: CompiledBudget[];
+  /** The keys with a `maxEndUsers` of their own, by key id. */
+  keyMaxEndUsers: Map<string, number>;
   /** What expiry does with a hold nobody closed (the mode's default applied). */
   onExpiry: 'bill' | 'release';
   /** The root of the hierarchy; its id is the Redis hash tag of every key of the tree. */
@@ -144,6 +146,9 @@ function compileTenant(t: TenantConfig, byId: Map<string, TenantConfig>): Compil
         .map((k) => [k.id, k.budgets.map((b) => compileBudget(b, t.id, 'key', k.id))]),
     ),
     endUserBudgets: endUserBudgets.map((b) => compileBudget(b, t.id, 'end_user', null)),
+    keyMaxEndUsers: new Map(
+      t.keys.flatMap((k) => (k.maxEndUsers === undefined ? [] : [[k.id, k.maxEndUsers]])),
+    ),
     useCases: new Map(useCases.map((u) => [u.id, u])),
   };
 }

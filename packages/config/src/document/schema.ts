@@ -290,6 +290,12 @@ export const Key = z.strictObject({
   budgets: z.array(Budget).default([]),
   /** The caller may name the end user in an `x-holdfast-user` header (a trusted backend). */
   allowUserHeader: z.boolean().default(false),
+  /**
+   * End users named by this key (in the last 31 days) the tenant tracks budgets for, at most:
+   * a new end user past it is refused (end_user_limit), so one key cannot take all of the
+   * tenant's `maxEndUsers` from its other keys. Unset: only the tenant's limit.
+   */
+  maxEndUsers: z.int().min(1).max(1_000_000).optional(),
 });
 
 export const Tenant = z.strictObject({

@@ -377,6 +377,8 @@ export async function admit(
   const keyId = req.keyId ?? '';
   const endUser = req.endUser ?? '';
   const eventId = randomUUID();
+  const tracksUser = req.endUser !== undefined && tenant.endUserBudgets.length > 0;
+  const keyMaxEndUsers = tracksUser && req.keyId ? tenant.keyMaxEndUsers.get(req.keyId) : undefined;
   // The record's fixed text: lib.lua's RECORD_FIXED, in its order.
   const record = [
     tenant.id,
@@ -449,11 +451,7 @@ export async function admit(
     String(tenant.refusalEventsPerSecond),
     endUser,
     // Where the tenant's end users with budgets are tracked (0: this call has none).
-    String(
-      req.endUser && tenant.endUserBudgets.length > 0
-        ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id))
-        : 0,
-    ),
+    String(tracksUser ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id)) : 0),
     String(tenant.maxEndUsers),
     String(END_USER_KEEP_MS),
     record,
@@ -461,6 +459,13 @@ export async function admit(
     String(fees.value.heldMicroUsd),
     fees.value.prices,
     req.uncounted ? '1' : '0',
+    // The end users the call's key named, where the key has a maxEndUsers (0: none).
+    String(
+      keyMaxEndUsers !== undefined && req.keyId
+        ? plan.keys.push(ctx.keys.keyUsers(tenant.org, tenant.id, req.keyId))
+        : 0,
+    ),
+    String(keyMaxEndUsers ?? 0),
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec, plan),
@@ -524,6 +529,9 @@ export async function admit(
       inFlight: Number(r[7]),
       maxInFlight: tenant.maxInFlight,
       reservationId: req.reservationId,
+      ...(refusal === 'end_user_limit' && r[8] === 'key' && req.keyId
+        ? { keyLimit: { keyId: req.keyId, maxEndUsers: keyMaxEndUsers ?? 0 } }
+        : {}),
       promptTokens: req.promptTokens,
       maxTokens: max,
       ...shrinkFacts(tenant.mode, minOut, { input: Number(price[0]), output: Number(price[1]) }),

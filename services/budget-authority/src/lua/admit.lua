@@ -18,7 +18,9 @@
 --          (micro-USD: the bound on each provider-run tool's uses at its fee; '0' none), the
 --          model's tool-use prices for the record's `tf` (admit.ts; '' none), dry ('1': an
 --          uncounted admit, evaluated and never admitted: a refusal is recorded as any other,
---          else {'fits'} and nothing written); then the plan (lib.lua's readPlan)
+--          else {'fits'} and nothing written), keyUsersKey (the KEYS index of the end users
+--          the call's key named, 0: its key has no maxEndUsers or the call no end user with
+--          budgets), the key's maxEndUsers; then the plan (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -26,7 +28,8 @@
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight[, summaryKind, eventFieldsJson]} (the last two on
 --          an enforced budget_exceeded, concurrency_limit and tenant_suspended: Refused
---          `summary`)
+--          `summary`; on end_user_limit the scope instead: 'key' when the key's maxEndUsers
+--          refused, else 'tenant')
 
 -- What admit's body calls, defined once when the library loads (a function defined in the
 -- body would be a new closure, and its upvalues new objects, on every call). They read the
@@ -50,7 +53,8 @@ local function forgetWindows(spec)
   end
 end
 
-local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow)
+-- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant').
+local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow, scope)
   local now, b = spec.now, spec.budgets[bi]
   local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[17]
   local list = {
@@ -67,6 +71,9 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
   if b and (b.scope == 'k' or b.scope == 'u') then
     list[#list + 1] = 'scope'
     list[#list + 1] = (b.scope == 'k') and 'key' or 'end_user'
+  elseif scope == 'key' then
+    list[#list + 1] = 'scope'
+    list[#list + 1] = 'key'
   end
   withEndUser(list, ARGV[26])
   if newUser then
@@ -74,7 +81,7 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
     forgetWindows(spec)
   end
   local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
-    useCase, model, keyId, shadow and '1' or '0', api, b and b.scope or ''}, '|')
+    useCase, model, keyId, shadow and '1' or '0', api, b and b.scope or scope or ''}, '|')
   if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, N(ARGV[25]), kind, list) then
     emit(list)
   end
@@ -85,7 +92,7 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
     return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), kind,
       cjson.encode(list)}
   end
-  return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight)}
+  return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), scope}
 end
 
 -- Seconds until enough billed usage leaves window `b` to free `deficit`, assuming held
@@ -174,8 +181,18 @@ local function leafInFlight(spec, known)
   return known or redis.call('ZCARD', KEYS[spec.levels[1].holds])
 end
 
+-- Whether a registry of end users (zset by last seen) is full at `max`: end users not seen
+-- for longer than the longest window are forgotten first.
+local function full(registry, max, now)
+  if redis.call('ZCARD', registry) < max then
+    return false
+  end
+  redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
+  return redis.call('ZCARD', registry) >= max
+end
+
 -- @call
-local spec = readPlan(35)
+local spec = readPlan(37)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
@@ -188,6 +205,7 @@ local price = {N(ARGV[11]), N(ARGV[12]), N(ARGV[13])}
 local extensible = ARGV[20] == '1'
 local toolFee = ARGV[32] + 0
 local endUser, usersKey = ARGV[26], N(ARGV[27])
+local keyUsersKey = N(ARGV[35])
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
@@ -208,15 +226,14 @@ local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUse
 
 
 
--- A new end user gets budgets only while the tenant has room for one more (maxEndUsers):
--- end users not seen for longer than the longest window are forgotten first.
-if usersKey > 0 then
-  local registry = KEYS[usersKey]
-  if newUser and redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
-    redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
-    if redis.call('ZCARD', registry) >= tonumber(ARGV[28]) then
-      return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false)
-    end
+-- A new end user gets budgets only while the tenant has room for one more (maxEndUsers), and
+-- its key too when the key has a maxEndUsers of its own (so no key takes the tenant's all).
+if newUser then
+  if full(KEYS[usersKey], tonumber(ARGV[28]), now) then
+    return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'tenant')
+  end
+  if keyUsersKey > 0 and full(KEYS[keyUsersKey], tonumber(ARGV[36]), now) then
+    return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'key')
   end
 end
 
@@ -402,6 +419,10 @@ redis.call('PEXPIRE', resKey, T(leaseMs + spec.keepMs))
 if usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).
   redis.call('ZADD', KEYS[usersKey], nowText, endUser)
+  if keyUsersKey > 0 then
+    redis.call('ZADD', KEYS[keyUsersKey], nowText, endUser)
+    redis.call('PEXPIRE', KEYS[keyUsersKey], ARGV[29])
+  end
   for _, b in ipairs(spec.budgets) do
     if b.scope == 'u' then
       redis.call('PEXPIRE', KEYS[b.key], ARGV[29])

@@ -12,6 +12,7 @@ export function keyView(tenant: string, k: TenantConfig['keys'][number]) {
     defaultUseCase: k.defaultUseCase ?? null,
     budgets: k.budgets,
     allowUserHeader: k.allowUserHeader,
+    maxEndUsers: k.maxEndUsers ?? null,
   };
 }
 

@@ -46,7 +46,7 @@ export function keyRoutes(app: FastifyInstance, editor: ConfigEditor): void {
     '/tenants/:tenant/keys',
     { schema: { params: TenantParams, body: KeyBody, querystring: VersionQuery } },
     async (request, reply) => {
-      const { id, defaultUseCase, budgets, allowUserHeader } = request.body;
+      const { id, defaultUseCase, budgets, allowUserHeader, maxEndUsers } = request.body;
       const secret = newSecret();
       const done = await editFor(editor, request, (doc) => {
         const t = findTenant(doc, request.params.tenant);
@@ -71,6 +71,7 @@ export function keyRoutes(app: FastifyInstance, editor: ConfigEditor): void {
           budgets,
           allowUserHeader,
           ...(defaultUseCase ? { defaultUseCase } : {}),
+          ...(maxEndUsers === undefined ? {} : { maxEndUsers }),
         };
         t.value.keys.push(key);
         return Ok(keyView(t.value.id, key));
@@ -95,11 +96,13 @@ export function keyRoutes(app: FastifyInstance, editor: ConfigEditor): void {
         if (!t.ok) return t;
         const key = t.value.keys.find((k) => k.id === request.params.key);
         if (!key) return Err(notFound('key', request.params.key, 'key'));
-        const { defaultUseCase, budgets, allowUserHeader } = request.body;
+        const { defaultUseCase, budgets, allowUserHeader, maxEndUsers } = request.body;
         if (defaultUseCase === null) delete key.defaultUseCase;
         else if (defaultUseCase !== undefined) key.defaultUseCase = defaultUseCase;
         if (budgets !== undefined) key.budgets = budgets;
         if (allowUserHeader !== undefined) key.allowUserHeader = allowUserHeader;
+        if (maxEndUsers === null) delete key.maxEndUsers;
+        else if (maxEndUsers !== undefined) key.maxEndUsers = maxEndUsers;
         return Ok(keyView(t.value.id, key));
       }),
   );

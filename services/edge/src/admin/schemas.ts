@@ -37,6 +37,7 @@ export const KeyPatch = z
     defaultUseCase: Key.shape.defaultUseCase.nullable(),
     budgets: Key.shape.budgets.unwrap(),
     allowUserHeader: z.boolean(),
+    maxEndUsers: Key.shape.maxEndUsers.unwrap().nullable(),
   })
   .partial();
 export const PriceBody = Model.shape.price;
