@@ -19,8 +19,8 @@ import type { Logger } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { scanAll, SlotBatch, type RedisClient } from './redis.js';
-import { KEEP_CLOSED_MS } from './script-args.js';
-import { END_USER_KEEP_MS, recordLongContext, recordTiers } from './handlers/admit.js';
+import { END_USER_KEEP_MS, KEEP_CLOSED_MS } from './script-args.js';
+import { recordLongContext, recordTiers } from './handlers/admit.js';
 import type { Keys } from './keys.js';
 
 /**

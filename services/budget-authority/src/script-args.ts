@@ -90,6 +90,9 @@ interface Template {
 /** How long a closed reservation's record is kept, so a late duplicate is recognised. */
 export const KEEP_CLOSED_MS = 24 * 3_600_000;
 
+/** An end user's windows outlive its last call by the longest window (30 days) and a day. */
+export const END_USER_KEEP_MS = 31 * 86_400_000;
+
 /** The keys every script takes first, in this order (see the scripts' headers). */
 function fixedKeys(keys: Keys, org: string, second: string): string[] {
   return [keys.outbox(org), second, keys.leases(org), keys.refusals(org)];

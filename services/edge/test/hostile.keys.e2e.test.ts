@@ -214,3 +214,81 @@ test("one key naming new end users cannot use up its team's maxEndUsers when it 
   );
   expect(refusal).toMatchObject({ code: 'end_user_limit', keyId: 'app-b', scope: 'key' });
 });
+
+for (const change of ['removed', 'lowered below its use', 'added'] as const) {
+  test(`end-user budgets ${change} while a call of the end user streams: billed where it was held, nothing stays held, the next call sees the new budgets`, async ({
+    stack,
+    redis,
+    iso,
+  }) => {
+    let patch = (_c: TestConfig) => {};
+    const s = await stack({
+      patch: (c) => {
+        apps(c);
+        if (change === 'added') entry(c.tenants, 'apps').endUserBudgets = [];
+        patch(c);
+      },
+      behaviour: { tokenDelayMs: 20 },
+    });
+    const stream = await s.openai(APP_B).chat.completions.create({
+      ...chat(10),
+      max_tokens: 60,
+      stream: true,
+      stream_options: { include_usage: true },
+      user: 'erin',
+    });
+    let changed = false;
+    for await (const _ of stream) {
+      if (changed) continue;
+      changed = true;
+      patch = (c) => {
+        entry(c.tenants, 'apps').endUserBudgets =
+          change === 'removed' ? [] : [{ window: 'day', limit: 5, unit: 'tokens' }];
+      };
+      await s.applyConfig();
+      await waitFor(() => s.edge.app.configSnapshot.version >= 2, { what: 'the edge on v2' });
+    }
+    const u = await s.settled('apps');
+    const b = s.upstream.stats().billed;
+    expect(u.billedTokens).toBe(b.promptTokens + b.completionTokens);
+    await heldNothing(s, 'apps');
+    const erin = u.endUsers.find((e) => e.id === 'erin');
+    if (change === 'removed') expect(erin).toBeUndefined();
+    else expect(window(erin!).used).toBe(u.billedTokens);
+    // Every window of the end user expires 31 days after its call, as admission keeps them
+    // (a budget added mid-call: its window was written by the settle alone).
+    const windows = await redis.keys(`${iso.keyPrefix}:{apps}:u:apps:erin:w:*`);
+    expect(windows).toHaveLength(1);
+    for (const k of windows) expect(await redis.pttl(k)).toBeGreaterThan(30 * 86_400_000);
+    const next = await post(
+      s,
+      '/v1/chat/completions',
+      chat(10, { max_tokens: 20, user: 'erin' }),
+      bearer(APP_B),
+    );
+    expect(next.status).toBe(change === 'removed' ? 200 : 429);
+  });
+}
+
+test('embeddings input a provider would refuse is a 400 before anything is held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: appsEmbed });
+  for (const input of [
+    [-1],
+    [1.5],
+    [2 ** 60],
+    [],
+    [[]],
+    [['a']],
+    [1, 'a'],
+    Array.from({ length: 2_049 }, () => 'a'),
+  ]) {
+    const r = await post(s, '/v1/embeddings', { model: EMBED, input, user: 'f' }, bearer(APP_A));
+    expect(r.status, JSON.stringify(input).slice(0, 40)).toBe(400);
+  }
+  expect(s.upstream.stats().recent).toHaveLength(0);
+  const u = await s.settled('apps');
+  expect(u.billedTokens).toBe(0);
+  expect(u.endUserCount).toBe(0);
+});

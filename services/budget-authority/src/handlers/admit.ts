@@ -17,7 +17,7 @@ import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
-import { planFor } from '../script-args.js';
+import { END_USER_KEEP_MS, planFor } from '../script-args.js';
 import { run, runRefuse } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
@@ -26,9 +26,6 @@ import { NotReplicatedError } from '../durable.js';
 import { closeReservation } from './close.js';
 
 type Reply = Result<AdmitReply, RpcError>;
-
-/** An end user's windows outlive its last call by the longest window (30 days) and a day. */
-export const END_USER_KEEP_MS = 31 * 86_400_000;
 
 function refused(
   code: RefusalCode,

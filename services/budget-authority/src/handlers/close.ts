@@ -9,7 +9,7 @@ import type {
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { orphanPlan, planFor, type PlanCall } from '../script-args.js';
+import { END_USER_KEEP_MS, orphanPlan, planFor, type PlanCall } from '../script-args.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
@@ -144,6 +144,7 @@ function closeSpec(
     u?.serviceTier ?? '',
     toolUses,
     toolUses === '' ? '' : toolPrices,
+    String(END_USER_KEEP_MS),
   ];
 }
 

@@ -13,7 +13,7 @@ import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 import { capacityUsage } from '../capacity.js';
-import { END_USER_KEEP_MS } from './admit.js';
+import { END_USER_KEEP_MS } from '../script-args.js';
 
 /** End users a usage reply lists at most per tenant (the most recently seen first). */
 const END_USERS_LISTED = 100;

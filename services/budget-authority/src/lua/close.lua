@@ -24,8 +24,9 @@
 --          completion: parts of prompt and completion), the service tier the provider
 --          reported ('' none: the tier held is billed), the provider-run tool uses reported
 --          (`kind:count` joined by ','; '' none), the model's current tool-use prices (for a
---          record without `tf`: one rebuilt from events); then the plan (lib.lua's readPlan;
---          tenant '' with expire: whoever holds it)
+--          record without `tf`: one rebuilt from events), how long an end user's windows
+--          outlive its last admission (ms); then the plan (lib.lua's readPlan; tenant '' with
+--          expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
@@ -33,7 +34,7 @@
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
 -- keyId, endUser} when the hold is on key or end-user windows the plan does not name.
 
-local spec = readPlan(20)
+local spec = readPlan(21)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -228,6 +229,9 @@ local states = {}
 -- Windows charged otherwise than the event's own charge, by key (only windows added since
 -- admission can be): their event states say what they were charged.
 local chargedOtherwise
+-- End-user windows added since admission (the tenant had no end-user budgets then), which no
+-- admission kept: they are kept as admission keeps them, and the end user tracked.
+local addedUser
 local budgets = spec.budgets
 for i = 1, asPlanned and #budgets or #targets do
   local key, unit, b, held
@@ -250,6 +254,10 @@ for i = 1, asPlanned and #budgets or #targets do
     if amount ~= own then
       chargedOtherwise = chargedOtherwise or {}
       chargedOtherwise[key] = amount
+    end
+    if b.scope == 'u' then
+      addedUser = addedUser or {}
+      addedUser[#addedUser + 1] = key
     end
   end
   local bucket = bucketField(bd[1])
@@ -274,6 +282,22 @@ for i = 1, asPlanned and #budgets or #targets do
   if asPlanned then
     -- windowState's text, from the amounts just written (a plan's budget has head and tail).
     states[i] = b.head .. sText .. ',' .. hText .. b.tail
+  end
+end
+if addedUser then
+  -- Kept the longest window past the admission, as admit.lua keeps an end user's windows (and
+  -- a rebuild, which tracks the end user from its reservation.created).
+  local createdAt = f[4] + 0
+  local ttl = I(math.max(1, createdAt + ARGV[20] - now))
+  for _, key in ipairs(addedUser) do
+    redis.call('PEXPIRE', key, ttl)
+  end
+  if billedT > 0 or costU > 0 then
+    local registry = tenantKey(spec, spec.tenant, ':users')
+    local seen = redis.call('ZSCORE', registry, endUser)
+    if not seen or seen + 0 < createdAt then
+      redis.call('ZADD', registry, I(createdAt), endUser)
+    end
   end
 end
 local chargeTText, chargeUText = I(chargeT), I(chargeU)
