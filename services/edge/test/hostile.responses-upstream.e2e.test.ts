@@ -1,11 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { expect } from 'vitest';
-import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
-import {
-  responsesEvent as ev,
-  scriptedUpstream,
-  type ScriptedUpstream,
-} from './scripted-upstream.js';
+import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { responsesEvent as ev, scriptedStack } from './scripted-upstream.js';
 import { words } from './surfaces.js';
 
 /**
@@ -25,20 +21,6 @@ const deltas = (n: number) =>
     ev('response.output_text.delta', { output_index: 0, content_index: 0, delta: ' budget' }),
   );
 const USAGE = { input_tokens: 30, output_tokens: 10 };
-
-async function scriptedStack(
-  stack: (o: object) => Promise<Stack>,
-): Promise<{ s: Stack; up: ScriptedUpstream }> {
-  const up = await scriptedUpstream();
-  const s = await stack({
-    patch: (c: { upstreams: Array<Record<string, unknown> & { id: string }> }) => {
-      const upstream = entry(c.upstreams, 'default');
-      upstream.baseUrl = up.url;
-      upstream.maxRetries = 0;
-    },
-  });
-  return { s, up };
-}
 
 async function call(s: Stack, stream: boolean): Promise<{ status: number; text: string }> {
   const res = await fetch(`${s.edge.url}/v1/responses`, {

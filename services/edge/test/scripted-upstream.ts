@@ -1,8 +1,9 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { entry, type Stack, type TestConfig } from './harness.js';
 
-/** What the scripted upstream answers a model request with (the request's body parsed). */
-type Script = (res: ServerResponse, body: Record<string, unknown>) => void;
+/** What the scripted upstream answers a model request with (the request's body parsed, its path). */
+type Script = (res: ServerResponse, body: Record<string, unknown>, path: string) => void;
 
 /**
  * An upstream that answers each model request with the script set last: for streams no
@@ -16,14 +17,14 @@ export interface ScriptedUpstream {
   stop(): Promise<void>;
 }
 
-export async function scriptedUpstream(): Promise<ScriptedUpstream> {
+async function scriptedUpstream(): Promise<ScriptedUpstream> {
   let script: Script = (res) => res.end();
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const text = Buffer.concat(chunks).toString();
-      script(res, JSON.parse(text || '{}') as Record<string, unknown>);
+      script(res, JSON.parse(text || '{}') as Record<string, unknown>, req.url ?? '');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -39,7 +40,28 @@ export async function scriptedUpstream(): Promise<ScriptedUpstream> {
   };
 }
 
-/** One typed SSE event, as the Responses API writes it. */
+/** One typed SSE event, as the Responses API (and the Messages API) writes it. */
 export function responsesEvent(type: string, data: object): string {
   return `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+}
+
+/**
+ * A stack whose upstream `upstreamId` (after `patch`) is a scripted one, that tries each call
+ * once.
+ */
+export async function scriptedStack(
+  stack: (o: object) => Promise<Stack>,
+  upstreamId = 'default',
+  patch: (c: TestConfig) => void = () => undefined,
+): Promise<{ s: Stack; up: ScriptedUpstream }> {
+  const up = await scriptedUpstream();
+  const s = await stack({
+    patch: (c: TestConfig) => {
+      patch(c);
+      const upstream = entry(c.upstreams, upstreamId);
+      upstream.baseUrl = up.url;
+      upstream.maxRetries = 0;
+    },
+  });
+  return { s, up };
 }

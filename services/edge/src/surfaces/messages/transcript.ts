@@ -148,8 +148,12 @@ export class MessagesTranscript implements Transcript {
     return anthropicInput(this.#usage);
   }
 
+  /**
+   * message_stop, or a message_delta with its stop_reason: Anthropic sends nothing after that
+   * delta but message_stop, so a connection lost before it lost nothing of the message.
+   */
   finished(): boolean {
-    return this.#stopped;
+    return this.#stopped || (this.#final && this.#stop.stop_reason != null);
   }
 
   endAtLength(usage: Usage): string {
@@ -167,6 +171,7 @@ export class MessagesTranscript implements Transcript {
       usage: { output_tokens: usage.completionTokens },
     };
     out += sseEvent(JSON.stringify(delta), 'message_delta');
+    this.#stopped = true;
     return out + sseEvent(JSON.stringify({ type: 'message_stop' }), 'message_stop');
   }
 
@@ -175,8 +180,9 @@ export class MessagesTranscript implements Transcript {
     return sseEvent(JSON.stringify({ type, error }), 'error');
   }
 
+  /** message_stop, when the stream finished without it (its connection lost after message_delta). */
   doneEvent(): string {
-    return '';
+    return this.#stopped ? '' : sseEvent(JSON.stringify({ type: 'message_stop' }), 'message_stop');
   }
 
   /** The `message` Anthropic would have returned (stop_reason max_tokens when the edge cut it). */

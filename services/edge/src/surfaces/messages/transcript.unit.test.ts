@@ -71,7 +71,7 @@ describe('MessagesTranscript', () => {
     });
   });
 
-  test('message_delta completes the usage (cumulative); message_stop ends it; the message assembles', () => {
+  test('message_delta completes the usage (cumulative) and, with its stop_reason, finishes it; the message assembles', () => {
     const t = new MessagesTranscript({ model: 'claude' });
     for (const e of stream()) t.accept(e);
     t.accept(ev('content_block_stop', { index: 2 }));
@@ -81,9 +81,13 @@ describe('MessagesTranscript', () => {
         usage: { output_tokens: 25, output_tokens_details: { thinking_tokens: 2 } },
       }),
     );
-    expect(t.finished()).toBe(false);
+    // Finished with its stop_reason (nothing but message_stop follows), closed with message_stop
+    // only when the stream did not bring it.
+    expect(t.finished()).toBe(true);
+    expect(t.doneEvent()).toContain('event: message_stop');
     t.accept(ev('message_stop'));
     expect(t.finished()).toBe(true);
+    expect(t.doneEvent()).toBe('');
     expect(t.usage()).toEqual({
       promptTokens: 140,
       completionTokens: 25,
@@ -149,6 +153,8 @@ describe('MessagesTranscript', () => {
     ]);
     expect(end).toContain('"index":2');
     expect(end).toContain('"stop_reason":"max_tokens"');
+    // Closed: nothing more follows (a cut at the output limit writes doneEvent after it).
+    expect(t.doneEvent()).toBe('');
     expect(t.assemble(true, { ...plainUsage(140, 12), cachedPromptTokens: 100 })).toMatchObject({
       stop_reason: 'max_tokens',
       usage: { input_tokens: 40, cache_read_input_tokens: 100, output_tokens: 12 },
