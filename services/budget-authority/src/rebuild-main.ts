@@ -4,14 +4,16 @@ import { connectNats, createLogger } from '@holdfast/runtime';
 import { loadConfig } from './env.js';
 import { Keys } from './keys.js';
 import { migrateGlobalKeys } from './migrate.js';
-import { createRedis, keysBySlot } from './redis.js';
-import { Rebuilder, stateKeys } from './rebuild.js';
+import { jetstream } from '@nats-io/jetstream';
+import { createRedis } from './redis.js';
+import { clearState, Rebuilder } from './rebuild.js';
 
 /**
  * `node dist/rebuild-main.js [--force]`: rebuilds the authority's Redis state from the event
  * stream, with the authority's own environment (NATS_URL, REDIS_URL, HOLDFAST_KEY_PREFIX, the
  * names, HOLDFAST_CONFIG or the config already in Redis). Run it with the authorities stopped.
- * --force deletes the budget state under the prefix first (never the config).
+ * --force deletes the budget state under the prefix first (never the config), once the events
+ * its outboxes still hold are on the stream.
  */
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { force: { type: 'boolean', default: false } } });
@@ -39,9 +41,15 @@ async function main(): Promise<void> {
       config = parsed.value;
     }
     if (values.force) {
-      const existing = await stateKeys(redis, keys);
-      for (const group of keysBySlot(redis, existing)) await redis.del(...group);
-      logger.warn({ deleted: existing.length }, 'deleted the budget state under the prefix');
+      const { deleted } = await clearState({
+        redis,
+        keys,
+        js: jetstream(nc),
+        names: service.nats.names,
+        config,
+        logger,
+      });
+      logger.warn({ deleted }, 'deleted the budget state under the prefix');
     }
     const summary = await new Rebuilder({
       redis,

@@ -1,4 +1,5 @@
 import {
+  eventSubject,
   parseEvent,
   windowBounds,
   windowCharge,
@@ -16,9 +17,15 @@ import {
   tierPrices,
 } from '@holdfast/config';
 import type { Logger } from '@holdfast/runtime';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import {
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+} from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { scanAll, SlotBatch, type RedisClient } from './redis.js';
+import { keysBySlot, scanAll, SlotBatch, type RedisClient } from './redis.js';
+import { decodeOutboxEntry } from './outbox.js';
 import { END_USER_KEEP_MS, KEEP_CLOSED_MS } from './script-args.js';
 import { recordLongContext, recordTiers } from './handlers/admit.js';
 import type { Keys } from './keys.js';
@@ -108,6 +115,46 @@ export async function stateKeys(redis: RedisClient, keys: Keys): Promise<string[
   return (await scanAll(redis, `${keys.prefix}:{*`)).filter(
     (k) => !keys.isGlobal(k) && !keys.isResponseOwner(k),
   );
+}
+
+/**
+ * `rebuild --force`: deletes the budget state under the prefix (never the config or the
+ * response owners), once what the outboxes still hold is on the events stream. Those events
+ * (JetStream was away, or the authorities stopped before their relay caught up) are on no
+ * stream yet: deleted, their usage would be lost to ClickHouse and to the rebuild. They are
+ * published as the relay does (`Nats-Msg-Id` = event id: one already relayed is dropped as a
+ * duplicate, or skipped by the rebuild); an entry that does not decode stops it, deleting
+ * nothing (an authority's relay parks it as a dead letter).
+ */
+export async function clearState(o: {
+  redis: RedisClient;
+  keys: Keys;
+  js: JetStreamClient;
+  names: NatsNames;
+  config: CompiledConfig;
+  logger: Logger;
+}): Promise<{ relayed: number; deleted: number }> {
+  const existing = await stateKeys(o.redis, o.keys);
+  let relayed = 0;
+  for (const key of existing.filter((k) => k.endsWith(':outbox'))) {
+    for (const [id, fields] of await o.redis.xrange(key, '-', '+')) {
+      let event;
+      try {
+        event = decodeOutboxEntry(fields, o.config);
+      } catch (err) {
+        throw new Error(
+          `${key} entry ${id} does not decode (${String(err)}): start an authority to relay it (it parks it as a dead letter), then rebuild`,
+        );
+      }
+      await o.js.publish(eventSubject(o.names, event.tenant, event.type), JSON.stringify(event), {
+        msgID: event.id,
+      });
+      relayed++;
+    }
+  }
+  if (relayed > 0) o.logger.warn({ relayed }, 'relayed the events the outboxes still held');
+  for (const group of keysBySlot(o.redis, existing)) await o.redis.del(...group);
+  return { relayed, deleted: existing.length };
 }
 
 /** Where a hold sits, from a window of an event of `org`. */

@@ -1,15 +1,24 @@
+import { parseConfig } from '@holdfast/config';
 import { eventSubject } from '@holdfast/events';
+import { createLogger } from '@holdfast/runtime';
 import { jetstream } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import type { Isolation } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Keys } from '../src/keys.js';
-import { stateKeys } from '../src/rebuild.js';
+import { clearState, stateKeys } from '../src/rebuild.js';
 import type { RedisClient } from '../src/redis.js';
 import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, authorityTest as test, BASE_CONFIG, newId, readEvents } from './harness.js';
 import { activity, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
 import { budgetState } from './rebuild-state.js';
+
+const silentLogger = createLogger({ name: 'rebuild', level: 'silent' });
+function compiled(config: unknown) {
+  const parsed = parseConfig(config);
+  if (!parsed.ok) throw new Error(parsed.error.errors.join());
+  return parsed.value;
+}
 
 /**
  * The rebuilt Redis compared with the Redis that wrote the events, key by key (rebuild.int
@@ -38,6 +47,11 @@ async function rebuiltEqualsLive(h: TestAuthority, config: unknown, o: Infra): P
 }
 
 const useCases = [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }];
+/** One team with a day budget. */
+const oneTeam = {
+  ...BASE_CONFIG,
+  tenants: [{ id: 'team', budgets: [{ window: 'day', limit: 100_000 }], useCases }],
+};
 const call = (tenant: string, prompt = 100, reservationId = newId()) => ({
   reservationId,
   tenant,
@@ -191,10 +205,7 @@ test('an event the stream holds twice (republished after the duplicate window) i
   redis,
   iso,
 }) => {
-  const config = {
-    ...BASE_CONFIG,
-    tenants: [{ id: 'team', budgets: [{ window: 'day', limit: 100_000 }], useCases }],
-  };
+  const config = oneTeam;
   const h = await start(config);
   const a = admissionOf(await h.client.admit(call('team')));
   await h.client.settle(settle('team', a.reservationId));
@@ -205,4 +216,41 @@ test('an event the stream holds twice (republished after the duplicate window) i
   for (const e of await readEvents(nc, iso.names))
     await js.publish(eventSubject(iso.names, e.tenant, e.type), JSON.stringify(e));
   await rebuiltEqualsLive(h, config, { start, nc, redis, iso });
+});
+
+/**
+ * `rebuild --force` on a damaged Redis deletes the budget state, outboxes included: events an
+ * outbox still held (JetStream away, or the authorities stopped before their relay caught up)
+ * were on no stream, so neither ClickHouse nor the rebuild ever saw that usage.
+ */
+test('rebuild --force relays what the outboxes still hold before deleting them: nothing is lost', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const config = oneTeam;
+  const keys = new Keys(iso.keyPrefix);
+  // Another replica holds the org's relay lease: this authority's events stay in the outbox.
+  await redis.set(keys.relayLock('team'), 'elsewhere', 'PX', 60_000);
+  const h = await start(config);
+  const a = admissionOf(await h.client.admit(call('team')));
+  await h.client.settle(settle('team', a.reservationId));
+  admissionOf(await h.client.admit(call('team')));
+  const now = h.clock.now;
+  await h.stop();
+  expect(await redis.xlen(keys.outbox('team'))).toBe(3);
+  const before = await budgetState(redis, keys, now);
+
+  const on = { redis, nc, names: iso.names, keys, now, config };
+  await clearState({ ...on, js: jetstream(nc), logger: silentLogger, config: compiled(config) });
+  expect(await stateKeys(redis, keys)).toEqual([]);
+  await rebuilder(on).run();
+  expect(await budgetState(redis, keys, now)).toEqual(before);
+  const events = await readEvents(nc, iso.names);
+  expect(events.filter((e) => e.tenant === 'team').map((e) => e.type)).toEqual([
+    'reservation.created',
+    'reservation.settled',
+    'reservation.created',
+  ]);
 });
