@@ -16,7 +16,7 @@ import {
   longContextPrices,
   tierPrices,
 } from '@holdfast/config';
-import type { Logger } from '@holdfast/runtime';
+import { AuthorityClient, type Logger } from '@holdfast/runtime';
 import {
   DeliverPolicy,
   jetstream,
@@ -195,8 +195,20 @@ export class Rebuilder {
     this.#o = opts;
   }
 
-  /** Replays the whole stream and writes the state. Redis must hold no state under the prefix. */
+  /**
+   * Replays the whole stream and writes the state. Redis must hold no state under the prefix,
+   * and no authority may serve on its names: one that does writes on the emptied Redis after
+   * the check below, the rebuild's writes land over its own, and the replay misses the
+   * events it writes meanwhile.
+   */
   async run(): Promise<RebuildSummary> {
+    const { nc, names } = this.#o;
+    const probe = await new AuthorityClient({ nc, names, timeoutMs: 2_000 }).configGet();
+    if (probe.ok || probe.error.code !== 'no_responders') {
+      throw new Error(
+        `an authority answers on ${names.authorityPrefix}: stop every authority before a rebuild (their writes would mix with the rebuilt state)`,
+      );
+    }
     const existing = await stateKeys(this.#o.redis, this.#o.keys);
     if (existing.length > 0) {
       throw new Error(

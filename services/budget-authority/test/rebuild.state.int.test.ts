@@ -254,3 +254,26 @@ test('rebuild --force relays what the outboxes still hold before deleting them: 
     'reservation.created',
   ]);
 });
+
+/**
+ * A rebuild while an authority serves (not stopped, or started again too early) mixes the two:
+ * the authority's writes on the emptied Redis after the rebuild checked it was empty, the
+ * rebuild's HSETs over them, and the events it writes meanwhile missed by the replay.
+ */
+test('a rebuild refuses while an authority answers on the prefix, and changes nothing', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const h = await start(oneTeam);
+  admissionOf(await h.client.admit(call('team')));
+  const keys = new Keys(iso.keyPrefix);
+  await outboxesRelayed(redis, keys);
+  await redis.del(...(await stateKeys(redis, keys)));
+  const on = { redis, nc, names: iso.names, keys, now: h.clock.now, config: oneTeam };
+  await expect(rebuilder(on).run()).rejects.toThrow(/authority answers/);
+  expect(await stateKeys(redis, keys)).toEqual([]);
+  await h.stop();
+  expect(await rebuilder(on).run()).toMatchObject({ liveHolds: 1 });
+});
