@@ -425,4 +425,61 @@ describe('key and end-user budgets', () => {
     const w = u.ok ? u.value.tenants[0]!.endUsers[0]!.windows[0]! : undefined;
     expect(w && w.used + w.held).toBe(1_000);
   });
+
+  test("an end user's windows always expire: reading or refusing an idle end user, or a budget added to end users, leaves none without a TTL", async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const minute = { window: 'minute', limit: 10_000, unit: 'tokens' };
+    const day = { window: 'day', limit: 10_000, unit: 'tokens' };
+    const config = (endUserBudgets: unknown[]) => ({
+      upstreams,
+      models,
+      tenants: [
+        {
+          id: 'team',
+          budgets: [{ window: 'month', limit: 1_000, unit: 'tokens' }],
+          endUserBudgets,
+          useCases,
+        },
+      ],
+    });
+    const h = await start(config([minute]));
+    const call = (endUser: string, promptTokens = 10) =>
+      h.client.admit({
+        reservationId: newId(),
+        tenant: 'team',
+        keyId: null,
+        endUser,
+        useCase: 'uc',
+        model: 'm',
+        promptTokens,
+        maxTokens: 10,
+      });
+    const windows = () => redis.keys(`${iso.keyPrefix}:*:u:team:*`);
+    const ttls = async () =>
+      Promise.all((await windows()).map(async (k) => [k, await redis.pttl(k)] as const));
+    for (const user of ['idle-read', 'idle-refused']) {
+      const a = admissionOf(await call(user));
+      await h.client.settle({
+        reservationId: a.reservationId,
+        tenant: 'team',
+        endUser: user,
+        usage: { promptTokens: 10, completionTokens: 5 },
+      });
+    }
+    // Both idle for longer than their minute window, still tracked.
+    h.clock.advance(5 * 60_000);
+    await h.client.usage({ tenant: 'team', endUser: 'idle-read' });
+    // Refused by the team's month (1,000), not by its own window.
+    expect(refusalOf(await call('idle-refused', 2_000)).code).toBe('budget_exceeded');
+    // A day budget added to every end user: read and refused before any admission of them.
+    expect((await h.client.configApply({ document: config([minute, day]) })).ok).toBe(true);
+    await h.client.usage({ tenant: 'team' });
+    expect(refusalOf(await call('idle-refused', 2_000)).code).toBe('budget_exceeded');
+    const all = await ttls();
+    expect(all.length).toBe(4);
+    for (const [k, ttl] of all) expect(ttl, k).toBeGreaterThan(30 * 86_400_000);
+  });
 });

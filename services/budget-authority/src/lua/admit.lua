@@ -261,7 +261,8 @@ local sums, helds, pots, sumTexts = {}, {}, {}, {}
 for i = 1, #spec.budgets do
   local b = spec.budgets[i]
   local bd = bounds(spec, b)
-  local s, h, p, _, sText = slide(KEYS[b.key], bd[2], bd[3])
+  local s, h, p, _, sText, fresh = slide(KEYS[b.key], bd[2], bd[3])
+  keepUserWindow(b, KEYS[b.key], fresh)
   sums[i], helds[i], pots[i], sumTexts[i] = s, h, p, sText
 end
 

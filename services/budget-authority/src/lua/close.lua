@@ -261,7 +261,8 @@ for i = 1, asPlanned and #budgets or #targets do
     end
   end
   local bucket = bucketField(bd[1])
-  local s, h, p, billed = slide(key, bd[2], bd[3], bucket)
+  local s, h, p, billed, _, fresh = slide(key, bd[2], bd[3], bucket)
+  keepUserWindow(b, key, fresh)
   local changed = false
   if isHeld and held then
     h = math.max(0, h - (usd and heldU or heldT))

@@ -61,7 +61,8 @@ for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15], rec)) do
   local room = nil
   if b and b.enforce then
     local bd = bounds(spec, b)
-    local s, held, p = slide(key, bd[2], bd[3])
+    local s, held, p, _, _, fresh = slide(key, bd[2], bd[3])
+    keepUserWindow(b, key, fresh)
     room = b.limit - s - held - p
   end
   targets[#targets + 1] = {key = key, unit = unit, room = room}

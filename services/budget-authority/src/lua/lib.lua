@@ -88,6 +88,18 @@ end
 -- month's last, or now), so it stays at least as long as a sliding window keeps it. Held and
 -- potential amounts stay. Returns what slide returns.
 local MONTH_INDEX_MAX = 100000
+
+-- Empties a window hash and writes the fields given, keeping its expiry: an end user's window
+-- expires 31 days after its last admission, and a DEL then HSET would keep it for good.
+local function rewrite(key, ...)
+  local ttl = redis.call('PTTL', key)
+  redis.call('DEL', key)
+  redis.call('HSET', key, ...)
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
 local function recut(key, lo, start, nb, field, s, h, p)
   local amount, at = 0, start
   if nb == 1 then
@@ -106,9 +118,8 @@ local function recut(key, lo, start, nb, field, s, h, p)
       amount = s
     end
   end
-  redis.call('DEL', key)
   local text = I(amount)
-  redis.call('HSET', key, 'h', I(h), 's', text, 'p', I(p), 'lo', T(start))
+  rewrite(key, 'h', I(h), 's', text, 'p', I(p), 'lo', T(start))
   local kept = false
   if amount ~= 0 then
     redis.call('HSET', key, bucketField(at), text)
@@ -126,7 +137,8 @@ end
 -- Slides a window to `start` (oldest bucket still inside it): drops older buckets and
 -- subtracts them from the sum. Returns the sum, the held amount and the potential overrun.
 -- `field` (optional) is read in the same command: its value is the fourth result. The fifth
--- is the sum as written in the hash (a caller that does not change it reuses the text).
+-- is the sum as written in the hash (a caller that does not change it reuses the text). The
+-- sixth is true when the window did not exist (this slide wrote it: see keepUserWindow).
 local function slide(key, start, nb, field)
   local v
   if field then
@@ -142,7 +154,7 @@ local function slide(key, start, nb, field)
   local lo = N(v[3])
   if lo == nil then
     redis.call('HSET', key, 'lo', T(start))
-    return s, h, p, v[5], sText
+    return s, h, p, v[5], sText, true
   end
   if (nb == 1 and lo >= MONTH_INDEX_MAX) or (nb == 720 and lo < MONTH_INDEX_MAX) then
     return recut(key, lo, start, nb, field, s, h, p)
@@ -150,9 +162,8 @@ local function slide(key, start, nb, field)
   if lo < start then
     if start - lo >= nb then
       -- Idle longer than the window: every bucket has left it.
-      redis.call('DEL', key)
       s, sText, v[5] = 0, '0', false
-      redis.call('HSET', key, 'h', I(h), 's', '0', 'p', I(p), 'lo', T(start))
+      rewrite(key, 'h', I(h), 's', '0', 'p', I(p), 'lo', T(start))
     else
       -- The buckets that left it, read and dropped in one command each.
       local fields = {}
@@ -171,6 +182,18 @@ local function slide(key, start, nb, field)
     end
   end
   return s, h, p, v[5], sText
+end
+
+-- How long an end user's window outlives its last admission: script-args.ts END_USER_KEEP_MS.
+local END_USER_KEEP_MS = 2678400000
+
+-- An end user's window that `slide` has just written (it did not exist: read for a refusal,
+-- a close or a usage read, or a budget added to end users) expires as admission keeps one,
+-- rather than living for good outside any admission's PEXPIRE.
+local function keepUserWindow(b, key, fresh)
+  if fresh and b.scope == 'u' then
+    redis.call('PEXPIRE', key, END_USER_KEEP_MS)
+  end
 end
 
 -- Bills `amount` (may be negative) into the current bucket of a window.
@@ -487,7 +510,8 @@ local function windowStates(spec, charged)
     local b = spec.budgets[i]
     local key = KEYS[b.key]
     local bd = bounds(spec, b)
-    local s, h = slide(key, bd[2], bd[3])
+    local s, h, _, _, _, fresh = slide(key, bd[2], bd[3])
+    keepUserWindow(b, key, fresh)
     out[i] = windowState(b, s, h)
     local c = charged and charged[key]
     if c then
