@@ -292,3 +292,66 @@ test('embeddings input a provider would refuse is a 400 before anything is held 
   expect(u.billedTokens).toBe(0);
   expect(u.endUserCount).toBe(0);
 });
+
+test("a key with a budget of 0 is refused every call, on every surface, with nothing held or sent; the team's other key is served", async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      appsEmbed(c);
+      const keys = entry(c.tenants, 'apps').keys as { id: string; budgets: unknown[] }[];
+      entry(keys, 'app-a').budgets = [{ window: 'day', limit: 0, unit: 'tokens' }];
+    },
+  });
+  for (const [path, body] of [
+    ['/v1/chat/completions', chat(5, { max_tokens: 1 })],
+    ['/v1/embeddings', { model: EMBED, input: 'x' }],
+  ] as const) {
+    const r = await post(s, path, body, bearer(APP_A));
+    expect(r.status, path).toBe(429);
+    expect(r.body.error).toMatchObject({ code: 'budget_exceeded' });
+    expect(JSON.stringify(r.body)).toContain('key app-a of team apps');
+    expect(r.headers.get('retry-after')).toBeNull();
+  }
+  expect(s.upstream.stats().recent).toHaveLength(0);
+  expect(
+    (await post(s, '/v1/embeddings', { model: EMBED, input: 'x' }, bearer(APP_B))).status,
+  ).toBe(200);
+  await heldNothing(s, 'apps');
+});
+
+test('an empty user field names no one: safety_identifier then names the end user, on chat and Responses', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: apps });
+  const chatCall = await post(
+    s,
+    '/v1/chat/completions',
+    chat(5, { max_tokens: 5, user: '', safety_identifier: 'alice' }),
+    bearer(APP_B),
+  );
+  expect(chatCall.status).toBe(200);
+  expect(chatCall.headers.get('x-holdfast-remaining-user-day-tokens')).not.toBeNull();
+  const responses = await post(
+    s,
+    '/v1/responses',
+    {
+      model: 'gpt-4o-mini',
+      input: 'hi',
+      max_output_tokens: 16,
+      user: '',
+      safety_identifier: 'alice',
+    },
+    bearer(APP_B),
+  );
+  expect(responses.status).toBe(200);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 2,
+  );
+  expect(events.filter((e) => e.type === 'reservation.created').map((e) => e.endUser)).toEqual([
+    'alice',
+    'alice',
+  ]);
+  const u = await s.settled('apps');
+  expect(window(u.endUsers.find((e) => e.id === 'alice')!).used).toBe(u.billedTokens);
+});

@@ -27,6 +27,15 @@ function endUserId(raw: string): string | undefined {
 }
 
 /**
+ * The first body field that names an end user (chat and Responses: `user`, else
+ * `safety_identifier`). An empty one names no one (endUserId), so it does not hide the next: a
+ * client sending `user: ""` beside its `safety_identifier` would be charged to no end user.
+ */
+export function bodyEndUser(...fields: (string | null | undefined)[]): string | null {
+  return fields.find((f) => f !== undefined && f !== null && f !== '') ?? null;
+}
+
+/**
  * The end user a lookup names (`?end_user=`, the admin API): an id as Holdfast lists it (the
  * hashed form) is that end user; any other is mapped as admission maps it.
  */

@@ -5,6 +5,7 @@ import { forwardedBody } from '../../call/forward.js';
 import { countUnseen, type UnseenInput } from '../../call/unseen.js';
 import type { EdgeError } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
+import { bodyEndUser } from '../../request/end-user.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { ChatRequest } from './schema.js';
 import { ChatTranscript, type ChatChunk } from './transcript.js';
@@ -198,7 +199,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     choices: body.n ?? 1,
     stream: body.stream === true,
     // OpenAI's successor of `user` names the end user too (as on Responses); `user` wins.
-    endUser: body.user ?? body.safety_identifier ?? null,
+    endUser: bodyEndUser(body.user, body.safety_identifier),
     audioInput: sendsAudio(body),
     audioOutput: asksAudio(body),
     serviceTier: body.service_tier,

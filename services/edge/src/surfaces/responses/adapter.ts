@@ -11,6 +11,7 @@ import {
 } from '../../call/unseen.js';
 import { EdgeError, itemNotFound } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
+import { bodyEndUser } from '../../request/end-user.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { CountError } from '../../upstream/counting.js';
 import { asChatPrompt, referencedItems, unseenState } from './input.js';
@@ -228,7 +229,7 @@ export const responsesAdapter: SurfaceAdapter<ResponsesRequest> = {
     maxOutput: body.max_output_tokens ?? null,
     choices: 1,
     stream: body.stream === true,
-    endUser: body.user ?? body.safety_identifier ?? null,
+    endUser: bodyEndUser(body.user, body.safety_identifier),
     serviceTier: body.service_tier,
     reasoning: body.reasoning != null && body.reasoning.effort !== 'none',
     tools: {
