@@ -54,15 +54,19 @@ export const ResponseId = z
 
 /**
  * A stored Responses item (an output item of a stored response: `msg_`, `fc_`, `rs_`, ...), as
- * an input item names it by id (`item_reference`, a reasoning item without its content): a
- * Redis key part, as ResponseId.
+ * an input item names it by id (`item_reference`, a reasoning item without its content), or a
+ * code execution container a call made (Responses `cntr_`, Messages `container_`), as a later
+ * call names it to reuse it: a Redis key part, as ResponseId.
  */
 export const ItemId = z
   .string()
   .regex(
-    /^[a-z]{2,8}_[A-Za-z0-9_-]{1,200}$/,
-    "must be an item id: 2 to 8 lowercase letters, '_', and 1 to 200 letters, digits, '_' or '-'",
+    /^[a-z]{2,9}_[A-Za-z0-9_-]{1,200}$/,
+    "must be an item id: 2 to 9 lowercase letters, '_', and 1 to 200 letters, digits, '_' or '-'",
   );
+
+/** A code execution container's id (ItemId), as Responses (`cntr_`) and Messages name one. */
+export const CONTAINER_ID = /^(cntr|container)_/;
 
 /** The most stored item ids a settle records, or an admit checks, for one call. */
 export const MAX_ITEM_IDS = 256;

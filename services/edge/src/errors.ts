@@ -1,3 +1,4 @@
+import { CONTAINER_ID } from '@holdfast/events';
 import { BaseError } from '@holdfast/runtime';
 
 /**
@@ -129,9 +130,16 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
 /**
  * Responses: an input item read by id (`item_reference`, a reasoning item without its content)
  * that names no stored item of the caller's tenant (another tenant's, or none): OpenAI's 400
- * for an unknown item, the same whichever it is.
+ * for an unknown item, the same whichever it is; a code execution container likewise (Messages
+ * too).
  */
-export function itemNotFound(id: string): EdgeError {
+export function itemNotFound(id: string, namedIn?: 'container' | 'tools'): EdgeError {
+  if (namedIn ?? CONTAINER_ID.test(id)) {
+    // A code execution container (Messages `container`, a Responses code_interpreter's).
+    const param = namedIn ?? (id.startsWith('cntr_') ? 'tools' : 'container');
+    const message = `Container with id '${id}' not found (named in ${param}).`;
+    return new EdgeError({ code: 'invalid_request', message, param });
+  }
   return new EdgeError({
     code: 'invalid_request',
     message: `Item with id '${id}' not found (read by id in input).`,

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { expect } from 'vitest';
 import { edgeTest as test, KEYS, type Stack } from './harness.js';
 import { responsesEvent as ev, scriptedStack, type ScriptedUpstream } from './scripted-upstream.js';
-import { CLAUDE, withClaude, words } from './surfaces.js';
+import { CLAUDE, post, withClaude, words } from './surfaces.js';
 
 /**
  * Red team, Messages streams as no provider means to write them (found by an audit of the
@@ -44,6 +44,14 @@ const text = (n: number) => [
   ),
   ev('content_block_stop', { index: 0 }),
 ];
+
+const ask = (extra: object = {}) => ({
+  model: CLAUDE,
+  max_tokens: 100,
+  messages: [{ role: 'user', content: words(20) }],
+  ...extra,
+});
+const headersOf = (key: string) => ({ 'x-api-key': key, 'anthropic-version': '2023-06-01' });
 
 async function call(s: Stack, stream: boolean): Promise<{ status: number; text: string }> {
   const res = await fetch(`${s.edge.url}/v1/messages`, {
@@ -99,6 +107,90 @@ test('the connection lost after message_delta and its usage, before message_stop
       expect(usage.billedTokens - before).toBe(PROMPT + 10);
       before = usage.billedTokens;
     }
+  } finally {
+    await up.stop();
+  }
+});
+
+test("a tenant naming another tenant's code execution container is answered as for an unknown container: nothing counted, held or sent; the owner reuses it", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const { s, up } = await scriptedStack(stack, 'claude', withClaude);
+  const container = {
+    id: 'container_011CPR5CNjB747bTd36fQLFk',
+    expires_at: '2026-12-06T12:00:00Z',
+  };
+  let calls = 0;
+  let counts = 0;
+  try {
+    up.next((res, _body, path) => {
+      res.writeHead(200, {
+        'content-type': path.endsWith('/count_tokens') ? 'application/json' : 'text/event-stream',
+      });
+      if (path.endsWith('/count_tokens')) counts += 1;
+      if (path.endsWith('/count_tokens'))
+        return void res.end(JSON.stringify({ input_tokens: PROMPT }));
+      calls += 1;
+      for (const e of [start(), ...text(3)]) res.write(e);
+      res.write(
+        ev('message_delta', {
+          delta: { stop_reason: 'end_turn', stop_sequence: null, container },
+          usage: { output_tokens: 3 },
+        }),
+      );
+      res.end(ev('message_stop', {}));
+    });
+    // support-bot's call ran code in a container (the provider keeps its files).
+    const first = await post(s, '/v1/messages', ask(), headersOf(KEYS.support));
+    expect(first.status).toBe(200);
+    await s.settled('support-bot');
+    expect(await redis.get(`${iso.keyPrefix}:{support-bot}:ro:${container.id}`)).toBe(
+      'support-bot',
+    );
+
+    const before = { calls, counts, held: (await s.settled('batch-summariser')).billedTokens };
+    for (const named of [container.id, { id: container.id }]) {
+      const stolen = await post(
+        s,
+        '/v1/messages',
+        ask({ container: named }),
+        headersOf(KEYS.batch),
+      );
+      expect(stolen.status).toBe(400);
+      expect(stolen.body).toMatchObject({
+        type: 'error',
+        error: {
+          type: 'invalid_request_error',
+          message: expect.stringContaining(`Container with id '${container.id}' not found`),
+        },
+      });
+    }
+    // The same answer as for a container nobody made.
+    for (const unknown of ['container_0123456789abcdef', 'container_a b']) {
+      const none = await post(
+        s,
+        '/v1/messages',
+        ask({ container: unknown }),
+        headersOf(KEYS.batch),
+      );
+      expect(none.status).toBe(400);
+      expect(JSON.stringify(none.body)).toContain(`Container with id '${unknown}' not found`);
+    }
+    expect(calls).toBe(before.calls);
+    expect(counts).toBe(before.counts);
+    expect((await s.settled('batch-summariser')).billedTokens).toBe(before.held);
+
+    // Its owner reuses it, at once.
+    const again = await post(
+      s,
+      '/v1/messages',
+      ask({ container: container.id }),
+      headersOf(KEYS.support),
+    );
+    expect(again.status).toBe(200);
+    expect(calls).toBe(before.calls + 1);
   } finally {
     await up.stop();
   }

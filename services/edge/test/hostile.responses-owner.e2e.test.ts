@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 import { post, words } from './surfaces.js';
 
 /**
@@ -271,4 +271,58 @@ test('a failOpen tenant is not served a previous response or a stored item unmet
   // A call without state upstream is still served unmetered, as failOpen says.
   const plain = await post(s, '/v1/responses', call({}), F);
   expect(plain.status).toBe(200);
+});
+
+test("a tenant reusing another tenant's code_interpreter container is answered as for an unknown container: nothing counted, held or sent; the owner reuses it", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack({
+    behaviour: { toolUses: 1 },
+    patch: (c: TestConfig) => {
+      const model = entry(c.models, 'gpt-4o-mini') as Record<string, unknown>;
+      (model.price as Record<string, unknown>).toolUses = { code_interpreter: 30 };
+      // What the tool reads is held at the allowance (call/unseen.ts).
+      model.upstreamStateAllowanceTokens = 2_000;
+    },
+  });
+  const code = (container: unknown) => ({
+    tools: [{ type: 'code_interpreter', container }],
+    max_tool_calls: 1,
+  });
+  // support-bot runs code in a new container (store: false: the provider keeps the container).
+  const first = await post(
+    s,
+    '/v1/responses',
+    call({ ...code({ type: 'auto' }), store: false }),
+    A,
+  );
+  expect(first.status).toBe(200);
+  const ran = (first.body.output as { type: string; container_id?: string }[]).find(
+    (o) => o.type === 'code_interpreter_call',
+  );
+  const container = ran!.container_id!;
+  expect(container).toMatch(/^cntr_/);
+  await s.settled('support-bot');
+  expect(await redis.get(`${iso.keyPrefix}:{support-bot}:ro:${container}`)).toBe('support-bot');
+
+  const before = sent(s);
+  for (const named of [container, 'cntr_0123456789abcdef', 'cntr_a b']) {
+    const stolen = await post(s, '/v1/responses', call(code(named)), B);
+    expect(stolen.status).toBe(400);
+    expect(stolen.body.error).toEqual({
+      message: `Container with id '${named}' not found (named in tools).`,
+      type: 'invalid_request_error',
+      code: 'invalid_request',
+      param: 'tools',
+    });
+  }
+  expect(sent(s)).toEqual(before);
+  const usageB = await s.settled('batch-summariser');
+  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+
+  // Its owner reuses it.
+  const again = await post(s, '/v1/responses', call(code(container)), A);
+  expect(again.status).toBe(200);
 });

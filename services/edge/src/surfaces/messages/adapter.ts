@@ -1,4 +1,5 @@
 import { longContextPrices, tierPrices } from '@holdfast/config';
+import { ItemId } from '@holdfast/events';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
@@ -9,7 +10,7 @@ import {
   withProviderTool,
   type UnseenInput,
 } from '../../call/unseen.js';
-import { EdgeError } from '../../errors.js';
+import { EdgeError, itemNotFound } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import { asChatPrompt } from './input.js';
@@ -62,7 +63,7 @@ export async function countMessagesPrompt(
   body: CountTokensRequest,
   ctx: CountContext,
 ): Promise<Counted> {
-  const refused = compactEdit(body) ?? advisorTool(body);
+  const refused = compactEdit(body) ?? advisorTool(body) ?? unownedContainer(body);
   if (refused) return Err(refused);
   const counted = await withProviderTool(messagesProviderTools(body), ctx.model, perToolReads, () =>
     countInput(body, ctx),
@@ -128,6 +129,26 @@ function advisorTool(body: CountTokensRequest): EdgeError | undefined {
       `price of model ${body.model} does not state, so its budget could not hold it. Leave ` +
       `the tool out, or call the advisor model as a call of its own.`,
   });
+}
+
+/**
+ * The code execution container a call names to reuse (`container`: its id, or an object with
+ * its id), whose files and state the provider keeps for whoever names it: every team goes
+ * through the same upstream account, so a call reusing one is admitted only for the team whose
+ * call made it (Asked.itemIds; its settle recorded it: MessagesTranscript.storedItemIds).
+ */
+function namedContainer(body: Pick<CountTokensRequest, 'container'>): string | undefined {
+  const c = body.container;
+  const id = typeof c === 'string' ? c : c?.id;
+  return id ?? undefined;
+}
+
+/** A container id no call could have stored (not an ItemId): no team owns it. */
+function unownedContainer(body: CountTokensRequest): EdgeError | undefined {
+  const id = namedContainer(body);
+  return id !== undefined && !ItemId.safeParse(id).success
+    ? itemNotFound(id, 'container')
+    : undefined;
 }
 
 /**
@@ -298,6 +319,7 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     endUser: body.metadata?.user_id ?? null,
     serviceTier: body.service_tier,
     reasoning: body.thinking != null && body.thinking.type !== 'disabled',
+    ...(namedContainer(body) === undefined ? {} : { itemIds: [namedContainer(body)!] }),
     tools: {
       per: 'tool',
       tools: (body.tools ?? []).flatMap((t, i) =>

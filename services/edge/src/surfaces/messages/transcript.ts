@@ -1,5 +1,5 @@
 import { toolUseKind } from '@holdfast/config';
-import type { Usage } from '@holdfast/events';
+import { ItemId, type Usage } from '@holdfast/events';
 import type { Accepted, InputUsage, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
@@ -26,6 +26,7 @@ interface BlockState {
 interface StopFields {
   stop_reason?: unknown;
   stop_sequence?: unknown;
+  container?: unknown;
 }
 
 interface MessageMeta {
@@ -57,6 +58,7 @@ export class MessagesTranscript implements Transcript {
   #final = false;
   #stopped = false;
   #stop: StopFields = {};
+  #container: string | undefined;
   readonly #blocks = new Map<number, BlockState>();
 
   constructor(private readonly opts: { model: string }) {}
@@ -72,6 +74,7 @@ export class MessagesTranscript implements Transcript {
     const index = typeof data.index === 'number' ? data.index : 0;
     if (type === 'message_start') {
       this.#meta = (data.message ?? {}) as MessageMeta;
+      this.#containerOf(this.#meta);
       // A message_delta that came first (out of order) keeps its counts: they are cumulative.
       this.#usage = { ...this.#meta.usage, ...this.#usage };
     } else if (type === 'content_block_start') {
@@ -105,11 +108,27 @@ export class MessagesTranscript implements Transcript {
       // (the API types them nullable) keeps message_start's, never wipes it out.
       this.#usage = withCounts(this.#usage, data.usage as AnthropicUsage | undefined);
       this.#stop = data.delta ?? {};
+      this.#containerOf(this.#stop);
       this.#final = true;
     } else if (type === 'message_stop') {
       this.#stopped = true;
     }
     return { texts, forward: sseEvent(event.data, type) };
+  }
+
+  /**
+   * The code execution container the call ran in (message_start's or message_delta's
+   * `container`): the provider keeps its files for whoever names it, so it is recorded as the
+   * tenant's with the settle, and only the tenant may reuse it.
+   */
+  storedItemIds(): string[] {
+    return this.#container ? [this.#container] : [];
+  }
+
+  #containerOf(from: object): void {
+    const container = (from as { container?: { id?: unknown } | null }).container;
+    const id = container?.id;
+    if (typeof id === 'string' && ItemId.safeParse(id).success) this.#container = id;
   }
 
   /** The tier Anthropic's usage says served the call (message_start's, or message_delta's). */

@@ -258,4 +258,21 @@ describe('MessagesTranscript tool uses', () => {
     );
     expect(t.toolUses()).toEqual({});
   });
+
+  test('the container the call ran in is stored (message_start or message_delta), a malformed id never', () => {
+    const container = (id: unknown) => ({ id, expires_at: '2026-12-06T12:00:00Z' });
+    const t = new MessagesTranscript({ model: 'claude' });
+    expect(t.storedItemIds()).toEqual([]);
+    t.accept(
+      ev('message_start', { message: { id: 'msg_1', container: container('container_a') } }),
+    );
+    expect(t.storedItemIds()).toEqual(['container_a']);
+    const delta = (id: unknown) =>
+      ev('message_delta', { delta: { stop_reason: 'end_turn', container: container(id) } });
+    t.accept(delta('container_b'));
+    expect(t.storedItemIds()).toEqual(['container_b']);
+    const u = new MessagesTranscript({ model: 'claude' });
+    for (const id of ['container_a b', 'x:{y}', 7, null]) u.accept(delta(id));
+    expect(u.storedItemIds()).toEqual([]);
+  });
 });

@@ -14,7 +14,7 @@ import { sendError } from '../../plugins/errors.js';
 import { bodyEndUser } from '../../request/end-user.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { CountError } from '../../upstream/counting.js';
-import { asChatPrompt, referencedItems, unseenState } from './input.js';
+import { asChatPrompt, referencedItems, toolContainers, unseenState } from './input.js';
 import type { ResponsesRequest } from './schema.js';
 import { ResponsesTranscript } from './transcript.js';
 
@@ -95,7 +95,7 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
   const unowned = referenced.find((id) => !ItemId.safeParse(id).success);
   if (unowned !== undefined) {
     // No call stores an item under such an id (ItemId), so no tenant owns it.
-    return Err(itemNotFound(unowned));
+    return Err(itemNotFound(unowned, toolContainers(body).includes(unowned) ? 'tools' : undefined));
   }
   if (referenced.length > MAX_ITEM_IDS) {
     const message = `input reads more than ${MAX_ITEM_IDS} stored items by id (item_reference, reasoning items without their content). Send the items themselves instead.`;

@@ -126,11 +126,13 @@ const LEAVE_OUT = 'Leave it out of the input';
  * stored, whoever stored them: the authority admits the call only for their owner): an
  * `item_reference` (or an item of no type with an id), a reasoning item with an id and no
  * `encrypted_content` (its reasoning is read from the store), and any other item that carries
- * its id and nothing else. Each id once, in order.
+ * its id and nothing else; and the code execution containers its tools name by id. Each id
+ * once, in order.
  */
 export function referencedItems(body: ResponsesRequest): string[] {
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
   const ids = new Set<string>();
+  for (const container of toolContainers(body)) ids.add(container);
   for (const item of input) {
     if (item.id == null) continue;
     const type = itemType(item);
@@ -140,6 +142,18 @@ export function referencedItems(body: ResponsesRequest): string[] {
     if (byId) ids.add(item.id);
   }
   return [...ids];
+}
+
+/**
+ * The containers the request's code_interpreter tools reuse by id: the provider keeps a
+ * container's files for whoever names it (any team: the same upstream account), so it is owned
+ * as a stored item is.
+ */
+export function toolContainers(body: ResponsesRequest): string[] {
+  return (body.tools ?? []).flatMap((tool) => {
+    const container = (tool as { container?: unknown }).container;
+    return typeof container === 'string' ? [container] : [];
+  });
 }
 
 /**

@@ -139,17 +139,22 @@ export class ResponsesTranscript implements Transcript {
 
   /**
    * The ids of the output items the upstream stored with the response (`output_item.added` /
-   * `.done`, the terminal response's output), none with `store: false`: the first MAX_ITEM_IDS,
-   * each an item id (ItemId). An item past them stays unowned: no call may read it by id.
+   * `.done`, the terminal response's output), none with `store: false`, and the containers its
+   * code_interpreter calls ran in (with `store: false` too: the provider keeps them): the first
+   * MAX_ITEM_IDS, each an item id (ItemId). An item past them stays unowned: no call may read it
+   * by id.
    */
   storedItemIds(): string[] {
     return [...this.#storedItems];
   }
 
   #storedItem(item: Item | null | undefined): void {
-    if (this.opts.store === false || this.#storedItems.size >= MAX_ITEM_IDS) return;
-    const id = item?.id;
-    if (typeof id === 'string' && ItemId.safeParse(id).success) this.#storedItems.add(id);
+    // A code_interpreter call's container is kept by the provider whatever `store` says.
+    const ids = [this.opts.store === false ? undefined : item?.id, item?.container_id];
+    for (const id of ids) {
+      if (this.#storedItems.size >= MAX_ITEM_IDS) return;
+      if (typeof id === 'string' && ItemId.safeParse(id).success) this.#storedItems.add(id);
+    }
   }
 
   #storedId(): string | undefined {
