@@ -12,12 +12,19 @@ import { CLAUDE, post, withClaude, words } from './surfaces.js';
 /** The prompt count_tokens answers for every call. */
 const PROMPT = 30;
 
-/** Answers count_tokens with PROMPT, and every message call with `stream`. */
+/** The word the scripted model writes: one token, and none of the prompt's. */
+const WORD = ' zebra';
+
+/**
+ * Answers count_tokens with PROMPT and a token for each WORD (the edge counts a reply it has no
+ * usage of as the count of its text less that of '.'), every message call with `stream`.
+ */
 function script(up: ScriptedUpstream, stream: (res: ServerResponse) => void): void {
-  up.next((res, _body, path) => {
+  up.next((res, body, path) => {
     if (path.endsWith('/count_tokens')) {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ input_tokens: PROMPT }));
+      const words = JSON.stringify(body).split(WORD.trim()).length - 1;
+      res.end(JSON.stringify({ input_tokens: PROMPT + words }));
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -40,7 +47,7 @@ const start = (usage: object = { input_tokens: PROMPT, output_tokens: 1 }) =>
 const text = (n: number) => [
   ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
   ...Array.from({ length: n }, () =>
-    ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ' budget' } }),
+    ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: WORD } }),
   ),
   ev('content_block_stop', { index: 0 }),
 ];
@@ -191,6 +198,35 @@ test("a tenant naming another tenant's code execution container is answered as f
     );
     expect(again.status).toBe(200);
     expect(calls).toBe(before.calls + 1);
+  } finally {
+    await up.stop();
+  }
+});
+
+test("a message_delta that reports no output count (usage null or left out) is billed the output the edge counted, not message_start's placeholder", async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack, 'claude', withClaude);
+  try {
+    let before = (await s.settled('support-bot')).billedTokens;
+    for (const usage of [{ output_tokens: null }, undefined]) {
+      script(up, (res) => {
+        // message_start's output_tokens is Anthropic's placeholder (1), not the reply's count.
+        for (const e of [start(), ...text(40)]) res.write(e);
+        const delta = { stop_reason: 'end_turn', stop_sequence: null };
+        res.write(ev('message_delta', usage ? { delta, usage } : { delta }));
+        res.end(ev('message_stop', {}));
+      });
+      for (const stream of [false, true]) {
+        const r = await call(s, stream);
+        expect(r.status).toBe(200);
+        // The prompt message_start reported, and the 40 words written (41: the edge's count
+        // of a reply adds the token of the '.' it is counted against), never 1.
+        const billed = (await s.settled('support-bot')).billedTokens - before;
+        expect(billed).toBe(PROMPT + 41);
+        before += billed;
+      }
+    }
   } finally {
     await up.stop();
   }

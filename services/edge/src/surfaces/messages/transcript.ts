@@ -56,6 +56,7 @@ export class MessagesTranscript implements Transcript {
   #meta: MessageMeta = {};
   #usage: AnthropicUsage | undefined;
   #final = false;
+  #outputReported = false;
   #stopped = false;
   #stop: StopFields = {};
   #container: string | undefined;
@@ -107,6 +108,10 @@ export class MessagesTranscript implements Transcript {
       // Its usage is cumulative, and may repeat the input counts; a count it leaves null
       // (the API types them nullable) keeps message_start's, never wipes it out.
       this.#usage = withCounts(this.#usage, data.usage as AnthropicUsage | undefined);
+      // The output is the reply's only when a message_delta counts it (message_start's is a
+      // placeholder, 1): a delta that leaves it out or null leaves the output unreported.
+      const output = (data.usage as AnthropicUsage | null | undefined)?.output_tokens;
+      this.#outputReported ||= output !== null && output !== undefined;
       this.#stop = data.delta ?? {};
       this.#containerOf(this.#stop);
       this.#final = true;
@@ -160,7 +165,7 @@ export class MessagesTranscript implements Transcript {
   }
 
   usage(): Usage | undefined {
-    return this.#final ? anthropicUsage(this.#usage) : undefined;
+    return this.#outputReported ? anthropicUsage(this.#usage) : undefined;
   }
 
   inputUsage(): InputUsage | undefined {
@@ -207,7 +212,7 @@ export class MessagesTranscript implements Transcript {
   /** The `message` Anthropic would have returned (stop_reason max_tokens when the edge cut it). */
   assemble(cut: boolean, usage: Usage): unknown {
     const content = [...this.#blocks.entries()].sort(([a], [b]) => a - b).map(([, b]) => block(b));
-    const provider = this.#final && !cut ? this.#usage : undefined;
+    const provider = this.#outputReported && !cut ? this.#usage : undefined;
     return {
       id: 'msg_holdfast',
       type: 'message',

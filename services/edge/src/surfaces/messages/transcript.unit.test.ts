@@ -275,4 +275,18 @@ describe('MessagesTranscript tool uses', () => {
     for (const id of ['container_a b', 'x:{y}', 7, null]) u.accept(delta(id));
     expect(u.storedItemIds()).toEqual([]);
   });
+
+  test("a message_delta without an output count leaves the usage unreported (message_start's 1 is a placeholder)", () => {
+    for (const usage of [{ output_tokens: null }, undefined, {}]) {
+      const t = new MessagesTranscript({ model: 'claude' });
+      t.accept(ev('message_start', { message: { usage: { input_tokens: 30, output_tokens: 1 } } }));
+      const delta = { stop_reason: 'end_turn' };
+      t.accept(ev('message_delta', usage ? { delta, usage } : { delta }));
+      expect(t.usage()).toBeUndefined();
+      expect(t.inputUsage()).toMatchObject({ promptTokens: 30 });
+      expect(t.assemble(false, plainUsage(30, 40))).toMatchObject({
+        usage: { input_tokens: 30, output_tokens: 40 },
+      });
+    }
+  });
 });
