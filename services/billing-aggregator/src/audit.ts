@@ -1,5 +1,11 @@
 import { parseConfig } from '@holdfast/config';
-import { windowBounds, type BudgetWindow, type UsageReply } from '@holdfast/events';
+import {
+  thresholdKey,
+  windowBounds,
+  type BudgetWindow,
+  type UsageReply,
+  type WindowState,
+} from '@holdfast/events';
 import {
   BaseError,
   Err,
@@ -9,18 +15,29 @@ import {
   type Result,
 } from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
+import { windowLevel } from './rows.js';
 import { qualified, sql } from './sql.js';
 
 /**
  * The drift audit: the authority's counters against ClickHouse sums.
  *
- * Every event that moves a window carries `chargedTokens`/`chargedMicroUsd`, what it added to
- * the windows' `used` at the event's time. So for a budget of level L (a team or an org above
- * it), `used` = the sum of charged amounts over the events of L and of every tenant below it
- * whose time is inside the window's bounds at the authority's `time` (the shared
- * `windowBounds`), and a level's lifetime billed = the sum of charged over the same events
- * without a time bound (the authority adds each charge to every level of the hierarchy).
+ * Windows, per window: every event that moves a window lists it in its `w_*` arrays with what
+ * it added to it (`w_charged`, migration 019: the window's own charge, so a budget added while
+ * a call was held gets what the close billed it, the whole usage at a settle, nothing at an
+ * expiry). A window lives in its org's slot (a team moved to another org starts there with
+ * fresh windows), so the window (level L, budget B) of a tenant under org O has `used` = the
+ * sum of `w_charged` over the events of org O that list (L, B), whose time is inside the
+ * window's bounds at the authority's `time` (the shared `windowBounds`). A budget added
+ * mid-window counts only the events since it existed (only those list it); removed tenants'
+ * events count for the org windows they listed. Key and end-user windows are rows of their
+ * own (`w_level` `<team>/key:<key>`, `<team>/user:<end user>`), compared with the usage
+ * reply's `keys` and `endUsers` (an end user it does not list is not compared). Rows written
+ * before 019 have no `w_charged`: the event's `charged_tokens` / `charged_micro_usd` stands
+ * for each window they list (exact but for a budget added while a call was held, which those
+ * rows cannot tell; they leave the windows within a month of the upgrade).
  *
+ * Lifetime, per tenant: a level's lifetime billed = the sum of `charged_*` over its events
+ * without a time bound (the authority adds each charge to every level of the hierarchy).
  * Which events count towards a level: its own; for an org (a root), every event that carried
  * it as `org` (so teams removed from the config, or moved away, still count where they were
  * billed); for a level in between, the events of the tenants below it in today's config.
@@ -36,19 +53,37 @@ const MOVING = [
   'reservation.expired',
 ] as const;
 
-/** Sums of charged amounts of one tenant's own events under one org: lifetime and since each bound. */
+/** Lifetime sums of charged amounts of one tenant's own events under one org. */
 export interface TenantSums {
   tenant: string;
   /** The org the events carried (a team moved between orgs has a row per org). */
   org: string;
   lifetimeTokens: number;
   lifetimeMicroUsd: number;
-  /** Keyed by bound name (see `boundsAt`). */
-  since: Record<string, { tokens: number; microUsd: number }>;
+}
+
+type BoundName = 'minute' | 'day' | 'month' | 'month_calendar';
+
+/** What the events of one org added to one window, since each bound (in the window's unit). */
+export interface WindowSums {
+  org: string;
+  /** The window's level as `w_level` keeps it (see `windowLevel`). */
+  level: string;
+  budget: string;
+  since: Record<BoundName, number>;
+}
+
+/** Both sides of ClickHouse the audit reads. */
+interface ClickHouseSums {
+  tenants: TenantSums[];
+  windows: WindowSums[];
 }
 
 interface DriftRow {
-  /** The tenant the counter belongs to (the budget's level, or the tenant for lifetime). */
+  /**
+   * The tenant the counter belongs to (the budget's level, or the tenant for lifetime); a key's
+   * or an end user's window: `<team>/key:<key>`, `<team>/user:<end user>`.
+   */
   tenant: string;
   /** A budget id (`month-tokens`) or `lifetime-tokens` / `lifetime-usd`. */
   counter: string;
@@ -75,8 +110,6 @@ export interface AuditReport {
   removed: RemovedTenant[];
 }
 
-type BoundName = 'minute' | 'day' | 'month' | 'month_calendar';
-
 /** The start (epoch ms) of every window kind at `nowMs`. */
 export function boundsAt(nowMs: number): Record<BoundName, number> {
   return {
@@ -91,54 +124,85 @@ function boundName(window: BudgetWindow, calendar: boolean): BoundName {
   return window === 'month' && calendar ? 'month_calendar' : window;
 }
 
-/** Per-tenant sums from events_raw_v1 (deduplicated with FINAL), up to `nowMs`. */
+const BOUNDS = ['minute', 'day', 'month', 'month_calendar'] as const;
+
+/** Per-tenant lifetime sums from events_raw_v1 (deduplicated with FINAL), up to `nowMs`. */
 export async function clickhouseSums(
   ch: SqlExecutor,
   database: string,
   nowMs: number,
 ): Promise<TenantSums[]> {
-  const b = boundsAt(nowMs);
   const rows = await ch.query<Record<string, string | number>>(sql`
     SELECT
       tenant,
       org,
       sum(charged_tokens) AS lifetime_tokens,
-      sum(charged_micro_usd) AS lifetime_usd,
-      sumIf(charged_tokens, time_ms >= ${b.minute}) AS minute_tokens,
-      sumIf(charged_micro_usd, time_ms >= ${b.minute}) AS minute_usd,
-      sumIf(charged_tokens, time_ms >= ${b.day}) AS day_tokens,
-      sumIf(charged_micro_usd, time_ms >= ${b.day}) AS day_usd,
-      sumIf(charged_tokens, time_ms >= ${b.month}) AS month_tokens,
-      sumIf(charged_micro_usd, time_ms >= ${b.month}) AS month_usd,
-      sumIf(charged_tokens, time_ms >= ${b.month_calendar}) AS month_calendar_tokens,
-      sumIf(charged_micro_usd, time_ms >= ${b.month_calendar}) AS month_calendar_usd
+      sum(charged_micro_usd) AS lifetime_usd
     FROM ${qualified(database, 'events_raw_v1')} FINAL
     WHERE type IN (${MOVING[0]}, ${MOVING[1]}, ${MOVING[2]}, ${MOVING[3]}) AND time_ms <= ${nowMs}
     GROUP BY tenant, org
     ORDER BY tenant, org`);
+  return rows.map((r) => ({
+    tenant: String(r.tenant),
+    org: String(r.org),
+    lifetimeTokens: Number(r.lifetime_tokens ?? 0),
+    lifetimeMicroUsd: Number(r.lifetime_usd ?? 0),
+  }));
+}
+
+/**
+ * Per-window sums from events_raw_v1 FINAL, up to `nowMs`: what the events of each org added
+ * to each (level, budget) they list, since each bound. The arrays' indexes are joined (a row
+ * from before migration 019 has an empty `w_charged`, and ARRAY JOIN of arrays of different
+ * lengths fails); such a row's charge in the window's unit stands for its `w_charged`. Only
+ * events inside the longest window are read.
+ */
+export async function windowSums(
+  ch: SqlExecutor,
+  database: string,
+  nowMs: number,
+): Promise<WindowSums[]> {
+  const b = boundsAt(nowMs);
+  const oldest = Math.min(...BOUNDS.map((name) => b[name]));
+  const rows = await ch.query<Record<string, string | number>>(sql`
+    SELECT
+      org,
+      level,
+      budget,
+      sumIf(charge, time_ms >= ${b.minute}) AS minute,
+      sumIf(charge, time_ms >= ${b.day}) AS day,
+      sumIf(charge, time_ms >= ${b.month}) AS month,
+      sumIf(charge, time_ms >= ${b.month_calendar}) AS month_calendar
+    FROM (
+      SELECT
+        org,
+        time_ms,
+        w_level[n] AS level,
+        w_budget[n] AS budget,
+        if(length(w_charged) = 0,
+          if(w_unit[n] = 'usd', charged_micro_usd, charged_tokens),
+          w_charged[n]) AS charge
+      FROM ${qualified(database, 'events_raw_v1')} FINAL
+      ARRAY JOIN arrayEnumerate(w_budget) AS n
+      WHERE type IN (${MOVING[0]}, ${MOVING[1]}, ${MOVING[2]}, ${MOVING[3]})
+        AND time_ms >= ${oldest} AND time_ms <= ${nowMs}
+    )
+    GROUP BY org, level, budget
+    ORDER BY org, level, budget`);
   return rows.map((r) => {
-    const n = (k: string) => Number(r[k] ?? 0);
-    const since = {} as TenantSums['since'];
-    for (const name of ['minute', 'day', 'month', 'month_calendar'] as const) {
-      since[name] = { tokens: n(`${name}_tokens`), microUsd: n(`${name}_usd`) };
-    }
-    return {
-      tenant: String(r.tenant),
-      org: String(r.org),
-      lifetimeTokens: n('lifetime_tokens'),
-      lifetimeMicroUsd: n('lifetime_usd'),
-      since,
-    };
+    const since = {} as WindowSums['since'];
+    for (const name of BOUNDS) since[name] = Number(r[name] ?? 0);
+    return { org: String(r.org), level: String(r.level), budget: String(r.budget), since };
   });
 }
 
 /**
- * Compares the authority's usage with ClickHouse sums. `calendar` holds `level/budget` of the
- * month budgets that reset on the 1st (from the config; sliding otherwise).
+ * Compares the authority's usage with ClickHouse sums. `calendar` holds the `thresholdKey` of
+ * the month budgets that reset on the 1st (from the config; sliding otherwise).
  */
 export function compare(
   usage: UsageReply,
-  sums: TenantSums[],
+  sums: ClickHouseSums,
   calendar: ReadonlySet<string> = new Set(),
 ): AuditReport {
   const parent = new Map(usage.tenants.map((t) => [t.tenant, t.parent]));
@@ -149,20 +213,41 @@ export function compare(
     }
     return false;
   };
-  /** The sums whose events count towards level L (see the module comment). */
+  /** The org (root) a tenant is under in today's config: where its windows live. */
+  const orgOf = (t: string) => {
+    let cur = t;
+    for (let hops = 0; hops < 64; hops++) {
+      const p = parent.get(cur);
+      if (!p) break;
+      cur = p;
+    }
+    return cur;
+  };
+  /** The sums whose events count towards level L's lifetime (see the module comment). */
   const under = (level: string) =>
-    sums.filter(
+    sums.tenants.filter(
       (s) =>
         s.tenant === level ||
         (parent.get(level) === null
           ? s.org === level
           : parent.has(s.tenant) && isBelow(s.tenant, level)),
     );
+  const windowKey = (org: string, level: string, budget: string) =>
+    `${org}\u0000${level}\u0000${budget}`;
+  const perWindow = new Map(sums.windows.map((s) => [windowKey(s.org, s.level, s.budget), s]));
   const rows: DriftRow[] = [];
   const push = (tenant: string, counter: string, unit: 'tokens' | 'usd', a: number, c: number) =>
     rows.push({ tenant, counter, unit, authority: a, clickhouse: c, drift: c - a });
 
   const seenWindows = new Set<string>();
+  const audit = (w: WindowState) => {
+    const level = windowLevel(w);
+    const key = windowKey(orgOf(w.tenant), level, w.budget);
+    if (seenWindows.has(key)) return;
+    seenWindows.add(key);
+    const bound = boundName(w.window, calendar.has(thresholdKey(w)));
+    push(level, w.budget, w.unit, w.used, perWindow.get(key)?.since[bound] ?? 0);
+  };
   for (const t of usage.tenants) {
     // The authority bills every level of the hierarchy: an org's lifetime holds its teams'.
     const members = under(t.tenant);
@@ -170,24 +255,15 @@ export function compare(
       members.reduce((sum, s) => sum + s[k], 0);
     push(t.tenant, 'lifetime-tokens', 'tokens', t.billedTokens, lifetime('lifetimeTokens'));
     push(t.tenant, 'lifetime-usd', 'usd', t.billedMicroUsd, lifetime('lifetimeMicroUsd'));
-    for (const w of t.windows) {
-      const key = `${w.tenant}/${w.budget}`;
-      if (seenWindows.has(key)) continue;
-      seenWindows.add(key);
-      const bound = boundName(w.window, calendar.has(key));
-      let total = 0;
-      for (const s of under(w.tenant)) {
-        const since = s.since[bound];
-        total += (w.unit === 'usd' ? since?.microUsd : since?.tokens) ?? 0;
-      }
-      push(w.tenant, w.budget, w.unit, w.used, total);
-    }
+    for (const w of t.windows) audit(w);
+    for (const k of t.keys) for (const w of k.windows) audit(w);
+    for (const u of t.endUsers) for (const w of u.windows) audit(w);
   }
   return {
     time: usage.time,
     rows,
     maxDrift: maxDrift(rows),
-    removed: removedTenants(sums, parent),
+    removed: removedTenants(sums.tenants, parent),
   };
 }
 
@@ -250,14 +326,30 @@ export async function runAudit(opts: {
     const parsed = parseConfig(cfg.value.config, 'stored config', { limits: false });
     if (parsed.ok) {
       for (const t of parsed.value.tenants.values()) {
-        for (const b of t.budgets) if (b.calendar) calendar.add(`${b.tenant}/${b.id}`);
+        const budgets = [t.budgets, ...t.keyBudgets.values(), t.endUserBudgets].flat();
+        for (const b of budgets) {
+          if (!b.calendar) continue;
+          const scope = b.scope === 'tenant' ? undefined : b.scope;
+          calendar.add(
+            thresholdKey({
+              tenant: b.tenant,
+              budget: b.id,
+              scope,
+              subject: b.subject ?? undefined,
+            }),
+          );
+        }
       }
     }
   }
   if (opts.settleMs) await new Promise((r) => setTimeout(r, opts.settleMs));
   try {
-    const sums = await clickhouseSums(opts.ch, opts.database, Date.parse(usage.value.time));
-    const report = compare(usage.value, sums, calendar);
+    const at = Date.parse(usage.value.time);
+    const [tenants, windows] = await Promise.all([
+      clickhouseSums(opts.ch, opts.database, at),
+      windowSums(opts.ch, opts.database, at),
+    ]);
+    const report = compare(usage.value, { tenants, windows }, calendar);
     return Ok(opts.tenant ? only(report, opts.tenant) : report);
   } catch (err) {
     return Err(
@@ -271,8 +363,9 @@ export async function runAudit(opts: {
   }
 }
 
+/** One tenant's counters, its keys' and end users' windows included (`<team>/...`). */
 function only(report: AuditReport, tenant: string): AuditReport {
-  const rows = report.rows.filter((r) => r.tenant === tenant);
+  const rows = report.rows.filter((r) => r.tenant === tenant || r.tenant.startsWith(`${tenant}/`));
   const removed = report.removed.filter((r) => r.tenant === tenant);
   return { ...report, rows, maxDrift: maxDrift(rows), removed };
 }

@@ -1,6 +1,6 @@
 import type { UsageReply, WindowState } from '@holdfast/events';
 import { describe, expect, it } from 'vitest';
-import { boundsAt, compare, exceeds, type TenantSums } from './audit.js';
+import { boundsAt, compare, exceeds, type TenantSums, type WindowSums } from './audit.js';
 
 const NOW = Date.UTC(2026, 10, 30, 12, 0, 30, 500);
 
@@ -35,22 +35,33 @@ function tenant(
   };
 }
 
-function sums(
-  t: string,
-  lifetime: number,
-  usd: number,
-  since: Partial<Record<string, number>>,
-  org = t,
-): TenantSums {
-  const s: TenantSums['since'] = {};
-  for (const k of ['minute', 'day', 'month', 'month_calendar']) {
-    s[k] = { tokens: since[k] ?? lifetime, microUsd: since[`${k}_usd`] ?? usd };
-  }
-  return { tenant: t, org, lifetimeTokens: lifetime, lifetimeMicroUsd: usd, since: s };
+function sums(t: string, lifetime: number, usd: number, org = t): TenantSums {
+  return { tenant: t, org, lifetimeTokens: lifetime, lifetimeMicroUsd: usd };
+}
+
+/** What the events of `org` added to one window (`level` as w_level keeps it) since each bound. */
+function win(
+  org: string,
+  level: string,
+  budget: string,
+  amount: number,
+  since: Partial<Record<keyof WindowSums['since'], number>> = {},
+): WindowSums {
+  return {
+    org,
+    level,
+    budget,
+    since: {
+      minute: since.minute ?? amount,
+      day: since.day ?? amount,
+      month: since.month ?? amount,
+      month_calendar: since.month_calendar ?? amount,
+    },
+  };
 }
 
 describe('drift audit: compare', () => {
-  it('reports zero drift when ClickHouse sums match, summing teams into their org windows', () => {
+  it('reports zero drift when ClickHouse sums match, each window against its own sum', () => {
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
       capacity: [],
@@ -64,10 +75,14 @@ describe('drift audit: compare', () => {
         tenant('team-b', 'acme', 200, 70, [w('acme', 'month-tokens', 300)]),
       ],
     };
-    const report = compare(usage, [
-      sums('team-a', 100, 50, { minute: 40 }, 'acme'),
-      sums('team-b', 200, 70, {}, 'acme'),
-    ]);
+    const report = compare(usage, {
+      tenants: [sums('team-a', 100, 50, 'acme'), sums('team-b', 200, 70, 'acme')],
+      windows: [
+        win('acme', 'acme', 'month-tokens', 300),
+        win('acme', 'team-a', 'minute-tokens', 100, { minute: 40 }),
+        win('acme', 'team-a', 'day-usd', 50),
+      ],
+    });
     expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
     expect(
       report.rows.find((r) => r.tenant === 'acme' && r.counter === 'month-tokens'),
@@ -91,7 +106,13 @@ describe('drift audit: compare', () => {
         ]),
       ],
     };
-    const report = compare(usage, [sums('team-a', 990, 500, { day: 990, minute_usd: 520 })]);
+    const report = compare(usage, {
+      tenants: [sums('team-a', 990, 500)],
+      windows: [
+        win('team-a', 'team-a', 'day-tokens', 990),
+        win('team-a', 'team-a', 'minute-usd', 520),
+      ],
+    });
     const byCounter = Object.fromEntries(
       report.rows.map((r) => [`${r.tenant}/${r.counter}`, r.drift]),
     );
@@ -105,6 +126,85 @@ describe('drift audit: compare', () => {
     expect(exceeds(report, 20)).toBe(false);
   });
 
+  it("a budget added mid-window or mid-call is its own events only, not the tenant's whole usage", () => {
+    // team-a billed 1,000 tokens this day before its day budget existed; then a call held
+    // since before the budget settled 300 (the new window got the whole 300, the event's own
+    // charge was 120 over the hold's prompt) and a later call 50.
+    const usage: UsageReply = {
+      time: new Date(NOW).toISOString(),
+      capacity: [],
+      tenants: [
+        tenant('team-a', null, 1_350, 0, [
+          w('team-a', 'minute-tokens', 1_350),
+          w('team-a', 'day-tokens', 350),
+        ]),
+      ],
+    };
+    const report = compare(usage, {
+      tenants: [sums('team-a', 1_350, 0)],
+      windows: [
+        win('team-a', 'team-a', 'minute-tokens', 1_350),
+        win('team-a', 'team-a', 'day-tokens', 350),
+      ],
+    });
+    expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+    // A budget with no event yet (added, nothing billed since): 0 against 0.
+    const fresh = compare(
+      {
+        ...usage,
+        tenants: [tenant('team-a', null, 1_350, 0, [w('team-a', 'month-tokens', 0)])],
+      },
+      { tenants: [sums('team-a', 1_350, 0)], windows: [] },
+    );
+    expect(fresh.rows.find((r) => r.counter === 'month-tokens')).toMatchObject({
+      authority: 0,
+      clickhouse: 0,
+    });
+  });
+
+  it("audits key and end-user windows against their own w_level rows, apart from the team's", () => {
+    const key = { ...w('apps', 'day-tokens', 70), scope: 'key' as const, subject: 'ops-1' };
+    const user = { ...w('apps', 'day-tokens', 30), scope: 'end_user' as const, subject: 'u-9' };
+    const t = {
+      ...tenant('apps', 'acme', 500, 0, [w('apps', 'day-tokens', 500)]),
+      keys: [{ id: 'ops-1', windows: [key] }],
+      endUsers: [{ id: 'u-9', lastSeen: new Date(NOW).toISOString(), windows: [user] }],
+      endUserCount: 1,
+    };
+    const usage: UsageReply = {
+      time: new Date(NOW).toISOString(),
+      capacity: [],
+      tenants: [tenant('acme', null, 500, 0, []), t],
+    };
+    const windows = [
+      win('acme', 'apps', 'day-tokens', 500),
+      win('acme', 'apps/key:ops-1', 'day-tokens', 70),
+      win('acme', 'apps/user:u-9', 'day-tokens', 30),
+      // An end user the reply does not list (past the ten it lists per tenant): not compared.
+      win('acme', 'apps/user:u-other', 'day-tokens', 5),
+    ];
+    const report = compare(usage, { tenants: [sums('apps', 500, 0, 'acme')], windows });
+    expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+    expect(report.rows.map((r) => `${r.tenant}/${r.counter}`)).toEqual(
+      expect.arrayContaining([
+        'apps/day-tokens',
+        'apps/key:ops-1/day-tokens',
+        'apps/user:u-9/day-tokens',
+      ]),
+    );
+    expect(report.rows.map((r) => r.tenant)).not.toContain('apps/user:u-other');
+    // The key's window drifts on its own.
+    const drifted = compare(usage, {
+      tenants: [sums('apps', 500, 0, 'acme')],
+      windows: windows.map((x) =>
+        x.level === 'apps/key:ops-1' ? win('acme', x.level, x.budget, 77) : x,
+      ),
+    });
+    expect(drifted.rows.filter((r) => r.drift !== 0)).toEqual([
+      expect.objectContaining({ tenant: 'apps/key:ops-1', counter: 'day-tokens', drift: 7 }),
+    ]);
+  });
+
   it('tenants the config no longer has are listed apart, not drift; their org still counts them', () => {
     // The experiment's team and a team removed from acme: billed, then gone from the config.
     const usage: UsageReply = {
@@ -115,11 +215,18 @@ describe('drift audit: compare', () => {
         tenant('team-a', 'acme', 100, 50, [w('acme', 'month-tokens', 300)]),
       ],
     };
-    const report = compare(usage, [
-      sums('team-a', 100, 50, {}, 'acme'),
-      sums('team-gone', 200, 70, {}, 'acme'),
-      sums('exp-1a2b-batch-summariser', 56_486, 9_000, {}),
-    ]);
+    const report = compare(usage, {
+      tenants: [
+        sums('team-a', 100, 50, 'acme'),
+        sums('team-gone', 200, 70, 'acme'),
+        sums('exp-1a2b-batch-summariser', 56_486, 9_000),
+      ],
+      windows: [
+        win('acme', 'acme', 'month-tokens', 300),
+        win('acme', 'team-gone', 'day-tokens', 200),
+        win('exp-1a2b-batch-summariser', 'exp-1a2b-batch-summariser', 'day-tokens', 56_486),
+      ],
+    });
     expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
     expect(report.rows.every((r) => r.drift === 0)).toBe(true);
     expect(report.rows.map((r) => r.tenant)).not.toContain('exp-1a2b-batch-summariser');
@@ -130,37 +237,64 @@ describe('drift audit: compare', () => {
     expect(exceeds(report, 0)).toBe(false);
   });
 
-  it('a team moved between orgs counts for each org where it was billed', () => {
+  it('a team moved between orgs counts for each org where it was billed; its windows in its org now', () => {
+    // Its windows live in its org's slot: moved to new-org, it started there with fresh ones.
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
       capacity: [],
       tenants: [
-        tenant('old-org', null, 40, 0, []),
+        tenant('old-org', null, 40, 0, [w('old-org', 'day-tokens', 40)]),
         tenant('new-org', null, 60, 0, []),
-        tenant('team', 'new-org', 100, 0, []),
+        tenant('team', 'new-org', 100, 0, [w('team', 'day-tokens', 60)]),
       ],
     };
-    const report = compare(usage, [
-      sums('team', 40, 0, {}, 'old-org'),
-      sums('team', 60, 0, {}, 'new-org'),
-    ]);
+    const report = compare(usage, {
+      tenants: [sums('team', 40, 0, 'old-org'), sums('team', 60, 0, 'new-org')],
+      windows: [
+        win('old-org', 'old-org', 'day-tokens', 40),
+        win('old-org', 'team', 'day-tokens', 40),
+        win('new-org', 'team', 'day-tokens', 60),
+      ],
+    });
     expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+    expect(
+      report.rows.find((r) => r.tenant === 'team' && r.counter === 'day-tokens'),
+    ).toMatchObject({ authority: 60, clickhouse: 60 });
     expect(report.removed).toEqual([]);
   });
 
-  it('uses the calendar month bound for calendar budgets', () => {
+  it("uses the calendar month bound for calendar budgets, a key's and end users' too", () => {
+    const key = { ...w('t', 'month-tokens', 20), scope: 'key' as const, subject: 'k' };
+    const user = { ...w('t', 'month-tokens', 10), scope: 'end_user' as const, subject: 'u' };
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
       capacity: [],
-      tenants: [tenant('t', null, 500, 0, [w('t', 'month-tokens', 200)])],
+      tenants: [
+        {
+          ...tenant('t', null, 500, 0, [w('t', 'month-tokens', 200)]),
+          keys: [{ id: 'k', windows: [key] }],
+          endUsers: [{ id: 'u', lastSeen: new Date(NOW).toISOString(), windows: [user] }],
+        },
+      ],
     };
-    const s = sums('t', 500, 0, { month: 500, month_calendar: 200 });
-    expect(compare(usage, [s]).rows.find((r) => r.counter === 'month-tokens')?.drift).toBe(300);
+    const ch = {
+      tenants: [sums('t', 500, 0)],
+      windows: [
+        win('t', 't', 'month-tokens', 500, { month_calendar: 200 }),
+        win('t', 't/key:k', 'month-tokens', 50, { month_calendar: 20 }),
+        win('t', 't/user:u', 'month-tokens', 40, { month_calendar: 10 }),
+      ],
+    };
+    const drift = (calendar?: Set<string>) =>
+      Object.fromEntries(
+        compare(usage, ch, calendar)
+          .rows.filter((r) => r.counter === 'month-tokens')
+          .map((r) => [r.tenant, r.drift]),
+      );
+    expect(drift()).toEqual({ t: 300, 't/key:k': 30, 't/user:u': 30 });
     expect(
-      compare(usage, [s], new Set(['t/month-tokens'])).rows.find(
-        (r) => r.counter === 'month-tokens',
-      )?.drift,
-    ).toBe(0);
+      drift(new Set(['t/month-tokens', 't/key:k/month-tokens', 't/end_user/month-tokens'])),
+    ).toEqual({ t: 0, 't/key:k': 0, 't/user:u': 0 });
   });
 
   it('takes window starts from the shared windowBounds', () => {

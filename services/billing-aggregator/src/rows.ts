@@ -287,7 +287,7 @@ function extra(e: HoldfastEvent): string {
  * Whose window, as `w_level` keeps it: the team or org id, or `<team>/key:<key>` and
  * `<team>/user:<end user>` for a key's or an end user's own budget (migration 013).
  */
-function windowLevel(w: Pick<WindowState, 'tenant' | 'scope' | 'subject'>): string {
+export function windowLevel(w: Pick<WindowState, 'tenant' | 'scope' | 'subject'>): string {
   if (w.scope === 'key') return `${w.tenant}/key:${w.subject ?? ''}`;
   if (w.scope === 'end_user') return `${w.tenant}/user:${w.subject ?? ''}`;
   return w.tenant;

@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import type { HoldfastEvent } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { expect } from 'vitest';
-import { clickhouseSums } from '../src/audit.js';
+import { clickhouseSums, windowSums } from '../src/audit.js';
 import type { SqlExecutor } from '../src/clickhouse.js';
 import { migrate } from '../src/migrate.js';
 import { RowBinaryEncoder } from '../src/rowbinary.js';
@@ -177,11 +177,18 @@ export async function runSchemaContract(ch: SqlExecutor, database: string): Prom
   // top_spenders_v1 covers the last 30 days of wall time; the contract events are dated.
   await ch.query(sql`SELECT * FROM ${t('top_spenders_v1')} LIMIT 10`);
 
-  // The drift audit's query runs and sums charged amounts once per event.
-  const sums = await clickhouseSums(ch, database, Date.UTC(2026, 10, 30, 12));
-  expect(sums.map((s) => [s.tenant, s.lifetimeTokens, s.since.day?.tokens])).toEqual([
-    ['team-a', 330, 330],
-    ['team-b', 330, 330],
+  // The drift audit's queries run and sum charged amounts once per event: per tenant for
+  // lifetime, per window (org, level, budget) since each bound.
+  const now = Date.UTC(2026, 10, 30, 12);
+  const sums = await clickhouseSums(ch, database, now);
+  expect(sums.map((s) => [s.tenant, s.org, s.lifetimeTokens])).toEqual([
+    ['team-a', 'acme', 330],
+    ['team-b', 'acme', 330],
+  ]);
+  const windows = await windowSums(ch, database, now);
+  expect(windows.map((w) => [w.org, w.level, w.budget, w.since.day, w.since.minute])).toEqual([
+    ['acme', 'team-a', 'month-tokens', 330, 0],
+    ['acme', 'team-b', 'month-tokens', 330, 0],
   ]);
 
   await usageByApiContract(ch, database);

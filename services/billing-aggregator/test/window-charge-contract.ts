@@ -2,6 +2,7 @@ import { HoldfastEvent, type WindowState } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { expect } from 'vitest';
 import type { SqlExecutor } from '../src/clickhouse.js';
+import { windowSums } from '../src/audit.js';
 import { migrate } from '../src/migrate.js';
 import { toEventRow } from '../src/rows.js';
 import { qualified, sql } from '../src/sql.js';
@@ -83,5 +84,18 @@ export async function runWindowChargeContract(ch: SqlExecutor, database: string)
     ['fast', 'day-tokens', 150],
     ['fast', 'month-tokens', 1_032],
     ['fast', 'month-usd', 50],
+  ]);
+
+  // The drift audit's per-window read is the same sum, per org and since each bound.
+  const audit = await windowSums(ch, database, at + 2_000);
+  expect(audit.map((w) => [w.org, w.level, w.budget, w.since.minute, w.since.month])).toEqual([
+    ['fast', 'fast', 'day-tokens', 150, 150],
+    ['fast', 'fast', 'month-tokens', 1_032, 1_032],
+    ['fast', 'fast', 'month-usd', 50, 50],
+  ]);
+  // Up to an instant before the settle (the old row and the admission): what was billed by then.
+  const earlier = await windowSums(ch, database, at + 1_500);
+  expect(earlier.map((w) => [w.level, w.budget, w.since.day])).toEqual([
+    ['fast', 'month-tokens', 882 + 100],
   ]);
 }

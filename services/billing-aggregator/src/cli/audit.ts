@@ -10,14 +10,15 @@ import { loadConfig } from '../env.js';
 const USAGE = `Usage: pnpm --filter @holdfast/billing-aggregator drift-audit [--threshold N] [--tenant ID] [--wait MS] [--json]
        (the binary: holdfast-billing-audit)
 
-Compares, per tenant and budget window, the budget authority's counters with the sums of the
-events in ClickHouse, and prints the drift (clickhouse - authority). Tenants billed in
+Compares the budget authority's counters with the sums of the events in ClickHouse (each budget
+window, keys' and end users' too, with what its own events charged it; each tenant's lifetime
+totals), and prints the drift (clickhouse - authority). Tenants billed in
 ClickHouse that the config no longer has (removed, e.g. by pnpm experiment) are listed apart:
 they have no counters to compare, and are not drift. Exit code: 0 when every drift is within
 the threshold, 1 above it, 2 when the audit could not run.
 
   --threshold N   largest accepted drift, tokens or micro-USD (default: BILLING_AGGREGATOR_AUDIT_THRESHOLD, 0)
-  --tenant ID     only this tenant's counters
+  --tenant ID     only this tenant's counters (its keys' and end users' windows included)
   --wait MS       re-run until within the threshold or MS have passed (events still in flight)
   --settle MS     between the authority's snapshot and the ClickHouse sums, wait MS so events up
                   to the snapshot can land (an audit under traffic; 0 after quiescence)
