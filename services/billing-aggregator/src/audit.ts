@@ -16,7 +16,7 @@ import {
 } from '@holdfast/runtime';
 import type { SqlExecutor } from './clickhouse.js';
 import { windowLevel } from './rows.js';
-import { qualified, sql } from './sql.js';
+import { qualified, sql, tuple } from './sql.js';
 
 /**
  * The drift audit: the authority's counters against ClickHouse sums.
@@ -37,10 +37,12 @@ import { qualified, sql } from './sql.js';
  * rows cannot tell; they leave the windows within a month of the upgrade).
  *
  * Lifetime, per tenant: a level's lifetime billed = the sum of `charged_*` over its events
- * without a time bound (the authority adds each charge to every level of the hierarchy).
- * Which events count towards a level: its own; for an org (a root), every event that carried
- * it as `org` (so teams removed from the config, or moved away, still count where they were
- * billed); for a level in between, the events of the tenants below it in today's config.
+ * without a time bound (the authority adds each charge to every level of the hierarchy), of
+ * the org it is under today (its totals live in the org's slot too: a team moved to another
+ * org starts there at 0). Which events count towards a level: for an org (a root), every event
+ * that carried it as `org` (so teams removed from the config, or moved away, still count where
+ * they were billed); for a team or a level in between, its own and those of the tenants below
+ * it in today's config.
  * Tenants ClickHouse knows and the config no longer has (an experiment's teams, a deleted
  * team) have no counters to compare: they are listed apart, as information, never as drift.
  */
@@ -139,7 +141,7 @@ export async function clickhouseSums(
       sum(charged_tokens) AS lifetime_tokens,
       sum(charged_micro_usd) AS lifetime_usd
     FROM ${qualified(database, 'events_raw_v1')} FINAL
-    WHERE type IN (${MOVING[0]}, ${MOVING[1]}, ${MOVING[2]}, ${MOVING[3]}) AND time_ms <= ${nowMs}
+    WHERE type IN ${tuple(MOVING)} AND time_ms <= ${nowMs}
     GROUP BY tenant, org
     ORDER BY tenant, org`);
   return rows.map((r) => ({
@@ -150,12 +152,21 @@ export async function clickhouseSums(
   }));
 }
 
+/** The close event types: they bill the windows the hold was admitted on. */
+const CLOSES = MOVING.slice(1);
+
 /**
  * Per-window sums from events_raw_v1 FINAL, up to `nowMs`: what the events of each org added
- * to each (level, budget) they list, since each bound. The arrays' indexes are joined (a row
- * from before migration 019 has an empty `w_charged`, and ARRAY JOIN of arrays of different
- * lengths fails); such a row's charge in the window's unit stands for its `w_charged`. Only
- * events inside the longest window are read.
+ * to each (level, budget), since each bound, from two reads:
+ * - the windows the events list: the arrays' indexes joined (a row from before migration 019
+ *   has an empty `w_charged`, and ARRAY JOIN of arrays of different lengths fails); such a
+ *   row's charge in the window's unit stands for its `w_charged`;
+ * - the closes that list none but charged: of a tenant removed from the config, or moved to
+ *   another org, while the call was held. close.lua runs them on the hold's record, bills the
+ *   windows the hold was admitted on the event's own charge, and lists the tenant's plan in
+ *   that org, which is empty. Their windows are the ones their `reservation.created` listed
+ *   (the same org). The set of such closes is small: it is read first, then their admissions.
+ * Only events inside the longest window are summed (admissions of any age are read).
  */
 export async function windowSums(
   ch: SqlExecutor,
@@ -164,6 +175,45 @@ export async function windowSums(
 ): Promise<WindowSums[]> {
   const b = boundsAt(nowMs);
   const oldest = Math.min(...BOUNDS.map((name) => b[name]));
+  const events = qualified(database, 'events_raw_v1');
+  const inRange = sql`time_ms >= ${oldest} AND time_ms <= ${nowMs}`;
+  const unlisted = sql`type IN ${tuple(CLOSES)} AND length(w_budget) = 0
+        AND (charged_tokens != 0 OR charged_micro_usd != 0) AND ${inRange}`;
+  // Each read gives (org, time_ms, level, budget, charge) per window an event charged.
+  const listed = sql`
+      SELECT
+        org,
+        time_ms,
+        w_level[n] AS level,
+        w_budget[n] AS budget,
+        if(length(w_charged) = 0,
+          if(w_unit[n] = 'usd', charged_micro_usd, charged_tokens),
+          w_charged[n]) AS charge
+      FROM ${events} FINAL
+      ARRAY JOIN arrayEnumerate(w_budget) AS n
+      WHERE type IN ${tuple(MOVING)} AND ${inRange}`;
+  const admitted = sql`
+      SELECT
+        org,
+        time_ms,
+        held_level[n] AS level,
+        held_budget[n] AS budget,
+        if(held_unit[n] = 'usd', charged_micro_usd, charged_tokens) AS charge
+      FROM (
+        SELECT org, time_ms, charged_tokens, charged_micro_usd, held_level, held_budget, held_unit
+        FROM (
+          SELECT reservation_id, org, time_ms, charged_tokens, charged_micro_usd
+          FROM ${events} FINAL
+          WHERE ${unlisted}
+        ) AS closes
+        ANY INNER JOIN (
+          SELECT reservation_id, w_level AS held_level, w_budget AS held_budget, w_unit AS held_unit
+          FROM ${events} FINAL
+          WHERE type = 'reservation.created' AND reservation_id IN (
+            SELECT reservation_id FROM ${events} FINAL WHERE ${unlisted})
+        ) AS admissions USING reservation_id
+      )
+      ARRAY JOIN arrayEnumerate(held_budget) AS n`;
   const rows = await ch.query<Record<string, string | number>>(sql`
     SELECT
       org,
@@ -173,20 +223,7 @@ export async function windowSums(
       sumIf(charge, time_ms >= ${b.day}) AS day,
       sumIf(charge, time_ms >= ${b.month}) AS month,
       sumIf(charge, time_ms >= ${b.month_calendar}) AS month_calendar
-    FROM (
-      SELECT
-        org,
-        time_ms,
-        w_level[n] AS level,
-        w_budget[n] AS budget,
-        if(length(w_charged) = 0,
-          if(w_unit[n] = 'usd', charged_micro_usd, charged_tokens),
-          w_charged[n]) AS charge
-      FROM ${qualified(database, 'events_raw_v1')} FINAL
-      ARRAY JOIN arrayEnumerate(w_budget) AS n
-      WHERE type IN (${MOVING[0]}, ${MOVING[1]}, ${MOVING[2]}, ${MOVING[3]})
-        AND time_ms >= ${oldest} AND time_ms <= ${nowMs}
-    )
+    FROM (${listed} UNION ALL ${admitted})
     GROUP BY org, level, budget
     ORDER BY org, level, budget`);
   return rows.map((r) => {
@@ -224,14 +261,14 @@ export function compare(
     return cur;
   };
   /** The sums whose events count towards level L's lifetime (see the module comment). */
-  const under = (level: string) =>
-    sums.tenants.filter(
+  const under = (level: string) => {
+    const org = orgOf(level);
+    return sums.tenants.filter(
       (s) =>
-        s.tenant === level ||
-        (parent.get(level) === null
-          ? s.org === level
-          : parent.has(s.tenant) && isBelow(s.tenant, level)),
+        s.org === org &&
+        (org === level || s.tenant === level || (parent.has(s.tenant) && isBelow(s.tenant, level))),
     );
+  };
   const windowKey = (org: string, level: string, budget: string) =>
     `${org}\u0000${level}\u0000${budget}`;
   const perWindow = new Map(sums.windows.map((s) => [windowKey(s.org, s.level, s.budget), s]));

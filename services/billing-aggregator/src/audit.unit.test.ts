@@ -237,15 +237,15 @@ describe('drift audit: compare', () => {
     expect(exceeds(report, 0)).toBe(false);
   });
 
-  it('a team moved between orgs counts for each org where it was billed; its windows in its org now', () => {
-    // Its windows live in its org's slot: moved to new-org, it started there with fresh ones.
+  it('a team moved between orgs counts for each org where it was billed; its own counters in its org now', () => {
+    // Its windows and lifetime live in its org's slot: moved to new-org, it started there at 0.
     const usage: UsageReply = {
       time: new Date(NOW).toISOString(),
       capacity: [],
       tenants: [
         tenant('old-org', null, 40, 0, [w('old-org', 'day-tokens', 40)]),
         tenant('new-org', null, 60, 0, []),
-        tenant('team', 'new-org', 100, 0, [w('team', 'day-tokens', 60)]),
+        tenant('team', 'new-org', 60, 0, [w('team', 'day-tokens', 60)]),
       ],
     };
     const report = compare(usage, {
@@ -257,9 +257,10 @@ describe('drift audit: compare', () => {
       ],
     });
     expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
-    expect(
-      report.rows.find((r) => r.tenant === 'team' && r.counter === 'day-tokens'),
-    ).toMatchObject({ authority: 60, clickhouse: 60 });
+    const row = (t: string, counter: string) =>
+      report.rows.find((r) => r.tenant === t && r.counter === counter);
+    expect(row('team', 'day-tokens')).toMatchObject({ authority: 60, clickhouse: 60 });
+    expect(row('team', 'lifetime-tokens')).toMatchObject({ authority: 60, clickhouse: 60 });
     expect(report.removed).toEqual([]);
   });
 

@@ -4,6 +4,7 @@ import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { auditTest as test, CONFIG } from '../test/audit-stack.js';
 import { runAudit, type AuditReport } from './audit.js';
+import type { SqlExecutor } from './clickhouse.js';
 import { qualified, sql } from './sql.js';
 
 const KEY = { id: 'k1', sha256: 'a'.repeat(64) };
@@ -29,30 +30,77 @@ function config(added: boolean) {
   };
 }
 
-async function admit(client: AuthorityClient, promptTokens: number, leaseMs?: number) {
+interface Call {
+  tenant: string;
+  prompt: number;
+  leaseMs?: number;
+  /** team-a's key k1 and end user u1. */
+  subjects?: boolean;
+}
+
+async function admit(client: AuthorityClient, c: Call): Promise<string> {
   const reservationId = randomUUID();
   const r = await client.admit({
     reservationId,
-    tenant: 'team-a',
-    keyId: KEY.id,
-    endUser: 'u1',
+    tenant: c.tenant,
+    keyId: c.subjects ? KEY.id : null,
+    ...(c.subjects ? { endUser: 'u1' } : {}),
     useCase: 'uc',
     model: 'gpt-4o-mini',
-    promptTokens,
+    promptTokens: c.prompt,
     maxTokens: 200,
-    ...(leaseMs ? { leaseMs } : {}),
+    ...(c.leaseMs ? { leaseMs: c.leaseMs } : {}),
   });
   if (!r.ok || !r.value.admitted) throw new Error(`not admitted: ${JSON.stringify(r)}`);
   return reservationId;
 }
 
-async function settle(client: AuthorityClient, reservationId: string, prompt: number, out: number) {
+/** Settles with `out` completion tokens; `org`: the admission's (a moved or removed tenant). */
+async function settle(
+  client: AuthorityClient,
+  reservationId: string,
+  c: Call,
+  out: number,
+  org?: string,
+) {
   const s = await client.settle({
     reservationId,
-    tenant: 'team-a',
-    usage: { promptTokens: prompt, completionTokens: out },
+    tenant: c.tenant,
+    ...(org ? { org } : {}),
+    usage: { promptTokens: c.prompt, completionTokens: out },
   });
-  if (!s.ok) throw new Error(s.error.message);
+  if (!s.ok || s.value.status !== 'settled') throw new Error(JSON.stringify(s));
+}
+
+/** The audit once every counter balances (or the last one after 30 s), and a row finder. */
+async function audited(client: AuthorityClient, ch: SqlExecutor, database: string) {
+  let report: AuditReport | undefined;
+  await waitFor(
+    async () => {
+      const r = await runAudit({ ch, database, authority: client });
+      report = r.ok ? r.value : undefined;
+      return report?.rows.every((row) => row.drift === 0);
+    },
+    { timeoutMs: 30_000, what: 'zero drift per window' },
+  ).catch(() => undefined);
+  if (!report) throw new Error('no report');
+  const rows = report.rows;
+  const row = (tenant: string, counter: string) =>
+    rows.find((r) => r.tenant === tenant && r.counter === counter);
+  return { report, row };
+}
+
+/** The `reservation.expired` rows of a call, once there. */
+async function expiredRows(ch: SqlExecutor, database: string, reservationId: string) {
+  const read = () =>
+    ch.query<Record<string, unknown>>(
+      sql`SELECT w_level, w_budget, w_charged FROM ${qualified(database, 'events_raw_v1')} FINAL WHERE reservation_id = ${reservationId} AND type = 'reservation.expired'`,
+    );
+  await waitFor(async () => (await read()).length === 1, {
+    timeoutMs: 15_000,
+    what: 'the held call expired',
+  });
+  return read();
 }
 
 test('drift audit per window: budgets added mid-window and while calls are held (one settled, one expired) show no drift, key and end-user windows included', async ({
@@ -62,38 +110,24 @@ test('drift audit per window: budgets added mid-window and while calls are held 
 }) => {
   expect((await client.configApply({ document: config(false), source: 'test' })).ok).toBe(true);
   // Billed before the new budgets exist: in the tenants' lifetime, in none of the new windows.
-  await settle(client, await admit(client, 400), 400, 150);
+  const first = { tenant: 'team-a', prompt: 400, subjects: true };
+  await settle(client, await admit(client, first), first, 150);
   // Held while the budgets are added: X settles (the new windows are billed its whole usage,
   // its event's own charge is what passed the hold), Y's lease runs out (reserve bills the
   // old windows its worst case, the new ones nothing).
-  const x = await admit(client, 300);
-  const y = await admit(client, 250, 1_000);
+  const x = { tenant: 'team-a', prompt: 300, subjects: true };
+  const y = { tenant: 'team-a', prompt: 250, subjects: true, leaseMs: 1_000 };
+  const [xId, yId] = [await admit(client, x), await admit(client, y)];
   const applied = await client.configApply({ document: config(true), source: 'test: add' });
   expect(applied.ok).toBe(true);
-  await settle(client, x, 300, 90);
-  await waitFor(
-    async () => {
-      const u = await client.usage({ tenant: 'team-a' });
-      return u.ok && u.value.tenants[0]?.inFlight === 0;
-    },
-    { timeoutMs: 15_000, what: 'the hold of Y expired' },
-  );
+  await settle(client, xId, x, 90);
+  const [expired] = await expiredRows(ch, iso.database, yId);
   // After: a call billed into every window, the key's and the end user's.
-  await settle(client, await admit(client, 120), 120, 30);
+  const last = { tenant: 'team-a', prompt: 120, subjects: true };
+  await settle(client, await admit(client, last), last, 30);
 
-  let report: AuditReport | undefined;
-  await waitFor(
-    async () => {
-      const r = await runAudit({ ch, database: iso.database, authority: client });
-      report = r.ok ? r.value : undefined;
-      return report?.rows.every((row) => row.drift === 0);
-    },
-    { timeoutMs: 30_000, what: 'zero drift per window' },
-  ).catch(() => undefined);
-  if (!report) throw new Error('no report');
+  const { report, row } = await audited(client, ch, iso.database);
   expect(report.rows.filter((r) => r.drift !== 0)).toEqual([]);
-  const row = (tenant: string, counter: string) =>
-    report?.rows.find((r) => r.tenant === tenant && r.counter === counter);
   // The added windows hold X's whole usage and the call after, not what came before them.
   expect(row('team-a', 'day-tokens')).toMatchObject({ authority: 390 + 150, drift: 0 });
   expect(row('acme', 'day-tokens')).toMatchObject({ authority: 390 + 150, drift: 0 });
@@ -108,11 +142,7 @@ test('drift audit per window: budgets added mid-window and while calls are held 
     row('acme', 'day-tokens')!.authority,
   );
   expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
-  // Y did expire (billed its worst case to the windows it was held on, nothing to the new ones).
-  const expired = await ch.query<Record<string, unknown>>(
-    sql`SELECT w_level, w_budget, w_charged FROM ${qualified(iso.database, 'events_raw_v1')} FINAL WHERE reservation_id = ${y} AND type = 'reservation.expired'`,
-  );
-  expect(expired).toHaveLength(1);
+  // Y's expiry billed its worst case to the windows it was held on, nothing to the new ones.
   const charged = (r: Record<string, unknown>) =>
     Object.fromEntries(
       (r.w_level as string[]).map((l, i) => [
@@ -120,7 +150,7 @@ test('drift audit per window: budgets added mid-window and while calls are held 
         Number((r.w_charged as unknown[])[i]),
       ]),
     );
-  expect(charged(expired[0]!)).toMatchObject({
+  expect(charged(expired!)).toMatchObject({
     'team-a/minute-tokens': 250 + 200,
     'acme/month-tokens': 250 + 200,
     'team-a/day-tokens': 0,
@@ -129,4 +159,42 @@ test('drift audit per window: budgets added mid-window and while calls are held 
     'team-a/key:k1/day-tokens': 0,
     'team-a/user:u1/day-tokens': 0,
   });
+});
+
+test('drift audit per window: a team removed and a team moved to another org while their calls are held balance (their closes list no windows; the admissions say which were billed)', async ({
+  audited: { client },
+  ch,
+  iso,
+}) => {
+  // team-a billed in acme before it moves (its lifetime and windows stay in acme's slot).
+  const before = { tenant: 'team-a', prompt: 100 };
+  await settle(client, await admit(client, before), before, 20);
+  // Held across the change: team-b's (estimate: its prompt charged at admission) is settled
+  // after team-b left the config, team-a's after it moved under solo, one of team-a's expires.
+  const b = { tenant: 'team-b', prompt: 300 };
+  const a = { tenant: 'team-a', prompt: 200 };
+  const [bId, aId] = [await admit(client, b), await admit(client, a)];
+  const expiring = await admit(client, { tenant: 'team-a', prompt: 250, leaseMs: 1_000 });
+  const document = {
+    ...CONFIG,
+    tenants: CONFIG.tenants
+      .filter((t) => t.id !== 'team-b')
+      .map((t) => (t.id === 'team-a' ? { ...t, parent: 'solo' } : t)),
+  };
+  expect((await client.configApply({ document, source: 'test: move and remove' })).ok).toBe(true);
+  await settle(client, bId, b, 77, 'acme');
+  await settle(client, aId, a, 11, 'acme');
+  await expiredRows(ch, iso.database, expiring);
+  // In solo now: billed there from here on.
+  const after = { tenant: 'team-a', prompt: 50 };
+  await settle(client, await admit(client, after), after, 5);
+
+  const { report, row } = await audited(client, ch, iso.database);
+  expect(report.rows.filter((r) => r.drift !== 0)).toEqual([]);
+  // acme's month: team-a's call before the move, both held calls, the expiry's worst case.
+  expect(row('acme', 'month-tokens')?.authority).toBe(120 + 377 + 211 + 450);
+  // team-a's lifetime lives in its org's slot: in solo, only what it billed there.
+  expect(row('team-a', 'lifetime-tokens')?.authority).toBe(55);
+  expect(row('solo', 'lifetime-tokens')?.authority).toBe(55);
+  expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
 });

@@ -98,4 +98,22 @@ export async function runWindowChargeContract(ch: SqlExecutor, database: string)
   expect(earlier.map((w) => [w.level, w.budget, w.since.day])).toEqual([
     ['fast', 'month-tokens', 882 + 100],
   ]);
+
+  // A close that lists no windows but charged (its tenant left the config, or moved to another
+  // org, while the call was held): the windows its admission listed got its charge.
+  const [held, closed] = settledCall({ tenant: 'gone', org: 'fast', atMs: at + 1_100 });
+  await ch.insert(
+    t,
+    [
+      HoldfastEvent.parse({ ...held, windows: [...held.windows, month(882 + 150)] }),
+      HoldfastEvent.parse({ ...closed, windows: [] }),
+    ].map((e, i) => toEventRow(e, i + 10)),
+  );
+  const withClose = await windowSums(ch, database, at + 2_000);
+  expect(withClose.map((w) => [w.org, w.level, w.budget, w.since.day])).toEqual([
+    ['fast', 'fast', 'day-tokens', 150],
+    ['fast', 'fast', 'month-tokens', 1_032 + 882],
+    ['fast', 'fast', 'month-usd', 50],
+    ['fast', 'gone', 'month-tokens', 882],
+  ]);
 }
