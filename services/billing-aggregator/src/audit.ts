@@ -165,7 +165,8 @@ const CLOSES = MOVING.slice(1);
  *   another org, while the call was held. close.lua runs them on the hold's record, bills the
  *   windows the hold was admitted on the event's own charge, and lists the tenant's plan in
  *   that org, which is empty. Their windows are the ones their `reservation.created` listed
- *   (the same org). The set of such closes is small: it is read first, then their admissions.
+ *   (the same org). The set of such closes is small: it is read first, then their admissions
+ *   (without FINAL: a set, and ANY JOIN takes one admission of a twice-stored one).
  * Only events inside the longest window are summed (admissions of any age are read).
  */
 export async function windowSums(
@@ -208,9 +209,9 @@ export async function windowSums(
         ) AS closes
         ANY INNER JOIN (
           SELECT reservation_id, w_level AS held_level, w_budget AS held_budget, w_unit AS held_unit
-          FROM ${events} FINAL
+          FROM ${events}
           WHERE type = 'reservation.created' AND reservation_id IN (
-            SELECT reservation_id FROM ${events} FINAL WHERE ${unlisted})
+            SELECT reservation_id FROM ${events} WHERE ${unlisted})
         ) AS admissions USING reservation_id
       )
       ARRAY JOIN arrayEnumerate(held_budget) AS n`;

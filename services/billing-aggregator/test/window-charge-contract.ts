@@ -100,15 +100,15 @@ export async function runWindowChargeContract(ch: SqlExecutor, database: string)
   ]);
 
   // A close that lists no windows but charged (its tenant left the config, or moved to another
-  // org, while the call was held): the windows its admission listed got its charge.
+  // org, while the call was held): the windows its admission listed got its charge. Both rows
+  // stored twice (a redelivered batch) count once.
   const [held, closed] = settledCall({ tenant: 'gone', org: 'fast', atMs: at + 1_100 });
-  await ch.insert(
-    t,
-    [
-      HoldfastEvent.parse({ ...held, windows: [...held.windows, month(882 + 150)] }),
-      HoldfastEvent.parse({ ...closed, windows: [] }),
-    ].map((e, i) => toEventRow(e, i + 10)),
-  );
+  const pair = [
+    HoldfastEvent.parse({ ...held, windows: [...held.windows, month(882 + 150)] }),
+    HoldfastEvent.parse({ ...closed, windows: [] }),
+  ].map((e, i) => toEventRow(e, i + 10));
+  await ch.insert(t, pair);
+  await ch.insert(t, pair);
   const withClose = await windowSums(ch, database, at + 2_000);
   expect(withClose.map((w) => [w.org, w.level, w.budget, w.since.day])).toEqual([
     ['fast', 'fast', 'day-tokens', 150],
