@@ -40,7 +40,10 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
   ['the audio token columns (015) on ClickHouse 18.16', runAudioContract],
   ['the service tier (016) and long context (017) columns on ClickHouse 18.16', runTierContract],
   ['the tool fee columns (018) on ClickHouse 18.16', runToolFeeContract],
-  ['what each window was charged (019) on ClickHouse 18.16', runWindowChargeContract],
+  [
+    'what each window was charged (019), window_states_v2 too (020), on ClickHouse 18.16',
+    runWindowChargeContract,
+  ],
 ];
 
 for (const [name, run] of contracts) {

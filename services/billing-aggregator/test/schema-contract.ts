@@ -360,7 +360,11 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
   expect(upgrade.applied[0]).toBe('009_create_decisions_and_window_states_views_v2');
   expect({
     decisions: await snapshot(ch, t('decisions_v2')),
-    states: await snapshot(ch, t('window_states_v2')),
+    // The columns window_states_v1 had (020 adds `charged`).
+    states: await snapshot(
+      ch,
+      sql`(SELECT event_id, event_type, ts, time_ms, tenant, level, budget, budget_window, budget_unit, budget_limit, used, held, enforce FROM ${t('window_states_v2')})`,
+    ),
     refusals: await snapshot(ch, t('refusals_by_reason_v1')),
     utilisation: await snapshot(ch, t('budget_utilisation_v1')),
     hourly: await snapshot(ch, t('budget_utilisation_hourly_v1')),

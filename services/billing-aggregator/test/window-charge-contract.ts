@@ -27,7 +27,9 @@ const month = (used: number): WindowState => ({
  * the event's chargedTokens is 50), else the event's charge in the window's unit; a row from
  * before 019 reads an empty array, and the documented read (fall back to charged_tokens /
  * charged_micro_usd) sums every window's charge exactly across both; the migration runs again
- * unchanged.
+ * unchanged. Migration 020: window_states_v2's `charged` is the same per (event, window). The
+ * drift audit's per-window read gives the same sums, and takes a close without windows (a
+ * tenant removed or moved mid-call) onto the windows of its admission.
  */
 export async function runWindowChargeContract(ch: SqlExecutor, database: string): Promise<void> {
   const logger = createLogger({ name: 'test', level: 'silent' });
@@ -85,6 +87,26 @@ export async function runWindowChargeContract(ch: SqlExecutor, database: string)
     ['fast', 'month-tokens', 1_032],
     ['fast', 'month-usd', 50],
   ]);
+
+  // window_states_v2 (migration 020) carries the same per window: w_charged, or on a row from
+  // before 019 the event's charge in the window's unit.
+  const states = await ch.query<Record<string, string | number>>(sql`
+    SELECT event_type, level, budget, charged FROM ${qualified(database, 'window_states_v2')}
+    ORDER BY time_ms, event_type, budget`);
+  expect(states.map((r) => [r.event_type, r.level, r.budget, Number(r.charged)])).toEqual([
+    ['reservation.settled', 'fast', 'month-tokens', 882],
+    ['reservation.created', 'fast', 'month-tokens', 100],
+    ['reservation.settled', 'fast', 'day-tokens', 150],
+    ['reservation.settled', 'fast', 'month-tokens', 50],
+    ['reservation.settled', 'fast', 'month-usd', 50],
+  ]);
+  const view = await ch.query<Record<string, string | number>>(sql`
+    SELECT level, budget, sum(charged) AS charged FROM ${qualified(database, 'window_states_v2')}
+    WHERE event_type IN ('reservation.created', 'reservation.settled', 'reservation.released', 'reservation.expired')
+    GROUP BY level, budget ORDER BY level, budget`);
+  expect(view.map((r) => [r.level, r.budget, Number(r.charged)])).toEqual(
+    sums.map((r) => [r.level, r.budget, Number(r.charged)]),
+  );
 
   // The drift audit's per-window read is the same sum, per org and since each bound.
   const audit = await windowSums(ch, database, at + 2_000);
