@@ -38,7 +38,8 @@ import type { Keys } from './keys.js';
  * back each window's buckets, the holds of calls still in flight, lifetime totals, suspensions
  * and the adaptive samples. What is not rebuilt: records of reservations already closed (a late
  * duplicate settle of one answers `unknown` instead of `already_settled`; either way nothing
- * changes) and the possible-overrun field of adaptive calls that cannot grow (rebuilt as 0).
+ * changes), and the possible overrun of an adaptive call that cannot grow admitted before its
+ * event carried it (`potentialTokens`; such a hold is rebuilt without it).
  */
 
 export interface RebuildOptions {
@@ -76,6 +77,8 @@ interface WindowAcc extends Owner {
   unit: 'tokens' | 'usd';
   buckets: Map<number, number>;
   held: number;
+  /** What adaptive calls in flight whose holds cannot grow could still overrun (`p`). */
+  potential: number;
   /**
    * A month window of a budget the config no longer has (whether it was a calendar month is
    * not in the config any more): its charges also by calendar month, and which of the two the
@@ -289,6 +292,7 @@ export class Rebuilder {
         unit: w.unit,
         buckets: new Map(),
         held: 0,
+        potential: 0,
       };
       if (w.window === 'month' && this.#calendar(w) === undefined)
         acc.removed = { months: new Map(), sliding: true, calendar: true };
@@ -416,14 +420,21 @@ export class Rebuilder {
       }));
   }
 
-  #hold(windows: LiveHold['windows'], t: number, u: number): void {
+  /** Holds (or gives back, negative) t tokens / u micro-USD on windows, or their `potential`. */
+  #hold(
+    windows: LiveHold['windows'],
+    t: number,
+    u: number,
+    field: 'held' | 'potential' = 'held',
+  ): void {
+    if (t === 0 && u === 0) return;
     for (const w of windows) {
       const acc = this.#window({
         ...w,
         window: w.budget.split('-')[0] as BudgetWindow,
         unit: w.unit,
       });
-      acc.held = Math.max(0, acc.held + (w.unit === 'usd' ? u : t));
+      acc[field] = Math.max(0, acc[field] + (w.unit === 'usd' ? u : t));
     }
   }
 
@@ -445,6 +456,7 @@ export class Rebuilder {
         this.#seen(e);
         const listed = e.windows.map((w) => ({ ...w, org: e.org }));
         this.#hold(windows, e.heldTokens, e.heldMicroUsd);
+        this.#hold(windows, e.potentialTokens ?? 0, e.potentialMicroUsd ?? 0, 'potential');
         this.#bill(e, listed);
         this.#observe(e, listed);
         this.#lifetime(e.org, levels, e.chargedTokens, e.chargedMicroUsd);
@@ -480,6 +492,13 @@ export class Rebuilder {
         const live = this.#live.get(e.reservationId);
         const windows = live?.windows ?? e.windows.map((w) => holdWindow(e.org, w));
         this.#hold(windows, -e.heldTokens, -e.heldMicroUsd);
+        const pot = live?.created;
+        this.#hold(
+          windows,
+          -(pot?.potentialTokens ?? 0),
+          -(pot?.potentialMicroUsd ?? 0),
+          'potential',
+        );
         this.#live.delete(e.reservationId);
         const listed = e.windows.map((w) => ({ ...w, org: e.org }));
         this.#bill(e, listed);
@@ -535,7 +554,11 @@ export class Rebuilder {
     for (const [key, acc] of this.#windows) {
       const calendar = this.#isCalendar(acc, now);
       const { startBucket } = windowBounds(acc.window, now, calendar);
-      const fields: Record<string, string> = { h: String(acc.held), lo: String(startBucket) };
+      const fields: Record<string, string> = {
+        h: String(acc.held),
+        p: String(acc.potential),
+        lo: String(startBucket),
+      };
       let sum = 0;
       const buckets = calendar && acc.removed ? acc.removed.months : acc.buckets;
       for (const [bucket, amount] of buckets) {
@@ -670,8 +693,8 @@ export class Rebuilder {
       levels: chain.join(';'),
       holds: holds.join(';'),
       cov: String(live.covered),
-      potT: '0',
-      potU: '0',
+      potT: String(c.potentialTokens ?? 0),
+      potU: String(c.potentialMicroUsd ?? 0),
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
       endUser: c.endUser ?? '',
     };

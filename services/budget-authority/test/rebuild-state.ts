@@ -90,6 +90,8 @@ function record(h: Record<string, string>): Record<string, string | undefined> {
     'heldU',
     'chargedT',
     'chargedU',
+    'potT',
+    'potU',
     'max',
     'cov',
     'createdAt',

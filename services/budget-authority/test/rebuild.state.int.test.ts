@@ -277,3 +277,61 @@ test('a rebuild refuses while an authority answers on the prefix, and changes no
   await h.stop();
   expect(await rebuilder(on).run()).toMatchObject({ liveHolds: 1 });
 });
+
+/**
+ * An adaptive call whose hold cannot grow holds its estimate and records, on each window, what
+ * it could still overrun (`p`): admissions count it, so calls in flight cannot together go past
+ * a limit. Its event did not say so, and the rebuild wrote 0.
+ */
+test('what adaptive calls in flight could still overrun is rebuilt: an admit live refuses stays refused', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const config = {
+    ...BASE_CONFIG,
+    tenants: [
+      {
+        id: 'team',
+        mode: 'adaptive',
+        adaptive: { percentile: 0.95, minSamples: 3, samples: 50 },
+        budgets: [{ window: 'day', limit: 900 }],
+        useCases,
+      },
+    ],
+  };
+  const h = await start(config);
+  for (let i = 0; i < 3; i++) {
+    const a = admissionOf(await h.client.admit(call('team', 50)));
+    await h.client.settle({
+      reservationId: a.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 50, completionTokens: 100 },
+    });
+  }
+  // Held 150 (the estimate), up to 300 more if its output runs to max_tokens: 450 + 150 + 300.
+  const open = admissionOf(await h.client.admit({ ...call('team', 50), extensible: false }));
+  expect(open.heldTokens).toBe(150);
+  expect(await h.client.admit(call('team', 50))).toMatchObject({
+    ok: true,
+    value: { admitted: false, code: 'budget_exceeded' },
+  });
+  await rebuiltEqualsLive(h, config, { start, nc, redis, iso });
+  const h2 = await start(config);
+  h2.clock.now = h.clock.now;
+  expect(await h2.client.admit(call('team', 50))).toMatchObject({
+    ok: true,
+    value: { admitted: false, code: 'budget_exceeded' },
+  });
+  // Settled, it gives the potential back with its hold.
+  expect(
+    await h2.client.settle({
+      reservationId: open.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 50, completionTokens: 100 },
+    }),
+  ).toMatchObject({ ok: true, value: { status: 'settled' } });
+  // 600 billed: a call that can grow fits (150 of the 300 left), as it would live.
+  admissionOf(await h2.client.admit({ ...call('team', 50), extensible: true }));
+});

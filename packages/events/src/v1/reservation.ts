@@ -29,6 +29,13 @@ export const ReservationCreated = z.object({
    * above the tier's line. Absent: false (short, or an event from before long-context prices).
    */
   longContext: z.boolean().optional(),
+  /**
+   * What the call could still bill past its hold, counted on each of its windows until it
+   * closes: adaptive mode, a hold that cannot grow (its worst case less its estimate). Absent:
+   * 0 (any other call, or an event from before it).
+   */
+  potentialTokens: count.optional(),
+  potentialMicroUsd: count.optional(),
   ...windowsField,
 });
 

@@ -433,6 +433,8 @@ end
 
 emitText(ARGV[31] .. '\0time\0' .. nowText .. '\0heldTokens\0' .. heldTText .. '\0heldMicroUsd\0' ..
   heldUText .. '\0maxTokens\0' .. maxText .. '\0chargedTokens\0' .. chargedTText ..
-  '\0chargedMicroUsd\0' .. chargedUText .. '\0expiresAt\0' .. expiresText .. '\0windows\0' .. windows)
+  '\0chargedMicroUsd\0' .. chargedUText .. '\0expiresAt\0' .. expiresText ..
+  ((potT ~= 0 or potU ~= 0) and ('\0potentialTokens\0' .. I(potT) .. '\0potentialMicroUsd\0' .. I(potU)) or '') ..
+  '\0windows\0' .. windows)
 
 return {'ok', heldTText, heldUText, maxText, shrunk and '1' or '0', expiresText, '0', windows, covText}
