@@ -651,8 +651,14 @@ export class Rebuilder {
     const long =
       c.longContext && model ? longContextPrices(model, heldTier, c.promptTokens) : undefined;
     const held = long ?? (model && tierPrices(model, heldTier)) ?? price;
-    const expiresAt = Date.parse(c.expiresAt);
-    const leaseMs = expiresAt - Date.parse(c.time);
+    const createdAt = Date.parse(c.time);
+    const leaseMs = Date.parse(c.expiresAt) - createdAt;
+    // An edge renews a running call's lease (a new one from then) once half of it has passed,
+    // and no event says so: past a quarter of it (a margin for the edge's clock) the hold may
+    // have been renewed, and its admission's expiry may be over although its edge still
+    // streams it. It gets a lease from now, the latest a renewal can have given it: never
+    // expired before it would have been live (an edge that died is expired a lease later).
+    const expiresAt = now - createdAt < leaseMs / 4 ? createdAt + leaseMs : now + leaseMs;
     const tenant = config.tenants.get(c.tenant);
     const { keys } = this.#o;
     const key = keys.reservation(org, id);
@@ -687,7 +693,7 @@ export class Rebuilder {
       tier: heldTier,
       tiers: model ? recordTiers(model) : '',
       long: model ? recordLongContext(model) : '',
-      createdAt: String(Date.parse(c.time)),
+      createdAt: String(createdAt),
       expiresAt: String(expiresAt),
       leaseMs: String(leaseMs),
       levels: chain.join(';'),

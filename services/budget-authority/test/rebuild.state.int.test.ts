@@ -2,6 +2,7 @@ import { parseConfig } from '@holdfast/config';
 import { eventSubject } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
 import { jetstream } from '@nats-io/jetstream';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import type { Isolation } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -334,4 +335,43 @@ test('what adaptive calls in flight could still overrun is rebuilt: an admit liv
   ).toMatchObject({ ok: true, value: { status: 'settled' } });
   // 600 billed: a call that can grow fits (150 of the 300 left), as it would live.
   admissionOf(await h2.client.admit({ ...call('team', 50), extensible: true }));
+});
+
+/**
+ * A call that runs longer than its lease is renewed by its edge (a new lease from then), and no
+ * event says so. Rebuilt with the lease its admission gave, a renewed hold came back already
+ * due: the sweeper expired a call its edge was still streaming, billing its worst case (the
+ * alerter saw the window cross its limits), and its extends and renewals answered `closed`.
+ */
+test('a hold renewed before the loss is not expired by the rebuilt lease: it gets a lease from the rebuild', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const h = await start(oneTeam);
+  const a = admissionOf(await h.client.admit({ ...call('team'), leaseMs: 1_000 }));
+  h.clock.advance(600);
+  expect(
+    await h.client.renew({ reservationId: a.reservationId, tenant: 'team', org: 'team' }),
+  ).toMatchObject({ ok: true, value: { status: 'renewed' } });
+  h.clock.advance(600);
+  const keys = new Keys(iso.keyPrefix);
+  await outboxesRelayed(redis, keys);
+  const now = h.clock.now;
+  await h.stop();
+  await redis.del(...(await stateKeys(redis, keys)));
+  await rebuilder({ redis, nc, names: iso.names, keys, now, config: oneTeam }).run();
+
+  const h2 = await start(oneTeam);
+  h2.clock.now = now;
+  await waitFor(() => h2.authority.relayedOrgs.includes('team'), { what: 'relay lease' });
+  expect(await h2.authority.expireOverdue()).toBe(0);
+  expect(await h2.client.settle(settle('team', a.reservationId))).toMatchObject({
+    ok: true,
+    value: { status: 'settled', billedTokens: 150 },
+  });
+  await outboxesRelayed(redis, keys);
+  const types = (await readEvents(nc, iso.names)).map((e) => e.type);
+  expect(types).not.toContain('reservation.expired');
 });
