@@ -1,3 +1,9 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { parseConfig } from '@holdfast/config';
 import { eventSubject } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
@@ -10,7 +16,14 @@ import { Keys } from '../src/keys.js';
 import { clearState, stateKeys } from '../src/rebuild.js';
 import type { RedisClient } from '../src/redis.js';
 import type { TestAuthority } from '../src/testing.js';
-import { admissionOf, authorityTest as test, BASE_CONFIG, newId, readEvents } from './harness.js';
+import {
+  admissionOf,
+  authorityTest as test,
+  BASE_CONFIG,
+  newId,
+  processEnv,
+  readEvents,
+} from './harness.js';
 import { activity, CONFIG, outboxesRelayed, rebuilder } from './rebuild-activity.js';
 import { budgetState } from './rebuild-state.js';
 
@@ -374,4 +387,39 @@ test('a hold renewed before the loss is not expired by the rebuilt lease: it get
   await outboxesRelayed(redis, keys);
   const types = (await readEvents(nc, iso.names)).map((e) => e.type);
   expect(types).not.toContain('reservation.expired');
+});
+
+test('the rebuild tool (dist/rebuild-main.js): refuses on existing state, and with --force relays the outboxes and rebuilds', async ({
+  start,
+  nc,
+  natsUrl,
+  redisUrl,
+  redis,
+  iso,
+}) => {
+  const config = {
+    ...BASE_CONFIG,
+    tenants: [{ id: 'team', budgets: [{ window: 'month', limit: 100_000 }], useCases }],
+  };
+  const keys = new Keys(iso.keyPrefix);
+  await redis.set(keys.relayLock('team'), 'elsewhere', 'PX', 60_000);
+  const h = await start(config);
+  for (let i = 0; i < 2; i++) {
+    const a = admissionOf(await h.client.admit(call('team')));
+    await h.client.settle(settle('team', a.reservationId));
+  }
+  await h.stop();
+  // The tool runs on the real clock: both sides are read as of now.
+  const before = await budgetState(redis, keys, Date.now());
+  const dir = await mkdtemp(join(tmpdir(), 'holdfast-rebuild-'));
+  const file = join(dir, 'holdfast.yaml');
+  await writeFile(file, JSON.stringify(config));
+  const env = { ...process.env, ...processEnv({ natsUrl, redisUrl, iso, configFile: file }) };
+  const tool = fileURLToPath(new URL('../dist/rebuild-main.js', import.meta.url));
+  const run = promisify(execFile);
+  await expect(run(process.execPath, [tool], { env })).rejects.toThrow(/already holds/);
+  await run(process.execPath, [tool, '--force'], { env });
+  expect(await budgetState(redis, keys, Date.now())).toEqual(before);
+  const events = await readEvents(nc, iso.names);
+  expect(events.filter((e) => e.type === 'reservation.settled')).toHaveLength(2);
 });
