@@ -231,3 +231,37 @@ test("a message_delta that reports no output count (usage null or left out) is b
     await up.stop();
   }
 });
+
+test("an error event before message_start (Anthropic overloaded) bills nothing: the hold is released, the client told the provider's error once", async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack, 'claude', withClaude);
+  try {
+    const overloaded = { type: 'overloaded_error', message: 'Overloaded' };
+    script(up, (res) => res.end(ev('error', { error: overloaded })));
+    const before = await s.settled('support-bot');
+    const nonStreaming = await call(s, false);
+    expect(nonStreaming.status).toBe(502);
+    expect(JSON.parse(nonStreaming.text)).toMatchObject({
+      error: { message: expect.stringContaining('(529)') },
+    });
+    const streaming = await call(s, true);
+    expect(streaming.status).toBe(200);
+    expect(streaming.text.match(/event: error/g)).toHaveLength(1);
+    expect(streaming.text).toContain('overloaded_error');
+    const after = await s.settled('support-bot');
+    expect(after.billedTokens).toBe(before.billedTokens);
+    expect(after.windows.every((w) => w.held === 0)).toBe(true);
+
+    // After message_start the provider has read the prompt: billed, and still told once.
+    script(up, (res) => {
+      for (const e of [start(), ...text(5)]) res.write(e);
+      res.end(ev('error', { error: overloaded }));
+    });
+    const mid = await call(s, true);
+    expect(mid.text.match(/event: error/g)).toHaveLength(1);
+    expect((await s.settled('support-bot')).billedTokens - after.billedTokens).toBe(PROMPT + 6);
+  } finally {
+    await up.stop();
+  }
+});

@@ -45,6 +45,13 @@ export interface Asked {
   itemIds?: string[];
 }
 
+/** An error the provider sent in a stream (Transcript.streamError). */
+export interface StreamError {
+  status: number;
+  message: string;
+  beforeStart: boolean;
+}
+
 /** The least output a call needs upstream, and why (the 400 says it). */
 export interface MinOutput {
   tokens: number;
@@ -131,6 +138,12 @@ export interface Transcript {
   storedItemIds?(): string[];
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
+  /**
+   * The error the provider sent in the stream instead of the rest of the answer (Messages'
+   * `error` event), as the HTTP status its type stands for; `beforeStart` when it came before
+   * the provider began the reply (message_start): it read and made nothing, as with that status.
+   */
+  streamError?(): StreamError | undefined;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */
   endAtLength(usage: Usage): string;
   /** SSE text of an error event in the surface's shape. */

@@ -21,6 +21,7 @@ import { fallbackClaim } from './capacity-move.js';
 import type { ToolUses } from './tool-uses.js';
 import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
+import { plainUsage } from '../surfaces/usage.js';
 import { WriteBatch } from './write-batch.js';
 
 interface AdmittedCall {
@@ -254,14 +255,40 @@ function handler(run: Run, write: (forward: string) => void) {
 function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
   if (!end.ok) {
     const after = end.error.kind !== 'aborted' && transcript.finished() && transcript.usage();
-    return after ? undefined : end.error;
+    if (after) return undefined;
+    return end.error.kind === 'aborted' ? end.error : (sentError(transcript) ?? end.error);
   }
   if (end.value.sawDone || transcript.finished() || transcript.usage()) return undefined;
-  return { kind: 'dropped', message: 'the upstream stream ended before it finished' };
+  return (
+    sentError(transcript) ?? {
+      kind: 'dropped',
+      message: 'the upstream stream ended before it finished',
+    }
+  );
+}
+
+/** The error the provider sent in the stream, as the status it stands for. */
+function sentError(transcript: Transcript): Failure | undefined {
+  const e = transcript.streamError?.();
+  return e && { kind: 'status', status: e.status, message: e.message, retryAfterMs: undefined };
+}
+
+/**
+ * The provider refused the call in its stream before it began the reply (Messages: an `error`
+ * event first, overloaded or rate-limited): it read and made nothing, as when it answers that
+ * status, so nothing is billed.
+ */
+function refusedInStream(run: Run, failure: Failure | undefined): boolean {
+  return failure?.kind === 'status' && run.transcript.streamError?.()?.beforeStart === true;
 }
 
 /** Settles what the call used; returns the usage settled. */
 async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
+  if (refusedInStream(run, failure)) {
+    run.call.hold.release('upstream_error');
+    Object.assign(run.request.audit, { completionTokens: 0, outcome: 'upstream_error' });
+    return plainUsage(0, 0);
+  }
   const reported = run.transcript.usage();
   const usage = reported ?? (await unreportedOf(run));
   // Billed at the tier the provider reported (none: the tier held).
@@ -407,7 +434,8 @@ async function relay(run: Run): Promise<FastifyReply> {
   }
   const err = failure && cut !== 'output_limit' ? upstreamError(failure) : undefined;
   if (err) {
-    out.write(run.transcript.errorEvent(err, run.request.id));
+    // An error the provider sent in the stream reached the client as it came: not told twice.
+    if (!run.transcript.streamError?.()) out.write(run.transcript.errorEvent(err, run.request.id));
     run.request.audit.code = err.code;
   } else if (!failure || cut === 'output_limit') out.write(run.transcript.doneEvent());
   out.end();

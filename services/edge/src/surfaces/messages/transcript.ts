@@ -1,6 +1,6 @@
 import { toolUseKind } from '@holdfast/config';
 import { ItemId, type Usage } from '@holdfast/events';
-import type { Accepted, InputUsage, Transcript } from '../../call/adapter.js';
+import type { Accepted, InputUsage, StreamError, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
 import { anthropicErrorBody, type EdgeError } from '../../errors.js';
@@ -45,6 +45,20 @@ const DELTAS: Record<string, readonly ['text' | 'json' | 'thinking', string]> = 
   thinking_delta: ['thinking', 'thinking'],
 };
 
+/** The HTTP status each of Anthropic's error types is answered with (its errors page). */
+const ERROR_STATUS: Readonly<Record<string, number>> = {
+  invalid_request_error: 400,
+  authentication_error: 401,
+  billing_error: 402,
+  permission_error: 403,
+  not_found_error: 404,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  timeout_error: 504,
+  overloaded_error: 529,
+};
+
 /**
  * Reads an upstream Messages stream event by event: every text the model writes (text,
  * thinking, tool input JSON, tool names) goes to the pipeline's meter; the input counts come
@@ -56,6 +70,8 @@ export class MessagesTranscript implements Transcript {
   #meta: MessageMeta = {};
   #usage: AnthropicUsage | undefined;
   #final = false;
+  #started = false;
+  #error: StreamError | undefined;
   #outputReported = false;
   #stopped = false;
   #stop: StopFields = {};
@@ -74,6 +90,7 @@ export class MessagesTranscript implements Transcript {
     };
     const index = typeof data.index === 'number' ? data.index : 0;
     if (type === 'message_start') {
+      this.#started = true;
       this.#meta = (data.message ?? {}) as MessageMeta;
       this.#containerOf(this.#meta);
       // A message_delta that came first (out of order) keeps its counts: they are cumulative.
@@ -117,6 +134,13 @@ export class MessagesTranscript implements Transcript {
       this.#final = true;
     } else if (type === 'message_stop') {
       this.#stopped = true;
+    } else if (type === 'error') {
+      const error = (data.error ?? {}) as { type?: unknown; message?: unknown };
+      this.#error ??= {
+        status: ERROR_STATUS[str(error.type)] ?? 500,
+        message: `${str(error.type) || 'error'}: ${str(error.message).slice(0, 200)}`,
+        beforeStart: !this.#started,
+      };
     }
     return { texts, forward: sseEvent(event.data, type) };
   }
@@ -134,6 +158,11 @@ export class MessagesTranscript implements Transcript {
     const container = (from as { container?: { id?: unknown } | null }).container;
     const id = container?.id;
     if (typeof id === 'string' && ItemId.safeParse(id).success) this.#container = id;
+  }
+
+  /** The `error` event Anthropic sent instead of the rest of the stream (overloaded, ...). */
+  streamError(): StreamError | undefined {
+    return this.#error;
   }
 
   /** The tier Anthropic's usage says served the call (message_start's, or message_delta's). */

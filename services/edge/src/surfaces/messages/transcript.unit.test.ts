@@ -289,4 +289,20 @@ describe('MessagesTranscript tool uses', () => {
       });
     }
   });
+
+  test('an error event is the status its type stands for, before message_start or after it', () => {
+    const error = (type: string) => ev('error', { error: { type, message: 'm' } });
+    const first = new MessagesTranscript({ model: 'claude' });
+    first.accept(error('overloaded_error'));
+    first.accept(error('api_error'));
+    expect(first.streamError()).toEqual({
+      status: 529,
+      message: 'overloaded_error: m',
+      beforeStart: true,
+    });
+    const later = new MessagesTranscript({ model: 'claude' });
+    for (const e of stream()) later.accept(e);
+    later.accept(error('something_new'));
+    expect(later.streamError()).toMatchObject({ status: 500, beforeStart: false });
+  });
 });
