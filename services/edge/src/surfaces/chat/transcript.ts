@@ -43,6 +43,15 @@ interface ToolCallDelta {
   function?: { name?: string; arguments?: string };
 }
 
+/** A provider usage whose prompt and completion counts are counts (usageCount). */
+function reported(
+  u: ProviderUsage | null | undefined,
+): u is ProviderUsage & { prompt_tokens: number; completion_tokens: number } {
+  return (
+    usageCount(u?.prompt_tokens) !== undefined && usageCount(u?.completion_tokens) !== undefined
+  );
+}
+
 export interface ProviderUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
@@ -107,7 +116,12 @@ export class ChatTranscript implements Transcript {
         service_tier: chunk.service_tier,
       };
     }
-    if (chunk.usage) this.providerUsage = chunk.usage;
+    // A later usage replaces the one kept (a provider reporting as it goes, vLLM's
+    // continuous_usage_stats, counts up to its last), unless it is no usage at all: one whose
+    // counts are missing or not counts does not wipe out the provider's word.
+    if (chunk.usage && (reported(chunk.usage) || !reported(this.providerUsage))) {
+      this.providerUsage = chunk.usage;
+    }
     if (chunk.service_tier != null) this.#tier = chunk.service_tier;
     const texts: Accepted['texts'] = [];
     for (const c of chunk.choices ?? []) this.#choice(c, texts);
@@ -205,9 +219,8 @@ export class ChatTranscript implements Transcript {
    */
   usage(): Usage | undefined {
     const u = this.providerUsage;
-    const prompt = usageCount(u?.prompt_tokens);
-    const completion = usageCount(u?.completion_tokens);
-    if (prompt === undefined || completion === undefined) return undefined;
+    if (!reported(u)) return undefined;
+    const [prompt, completion] = [u.prompt_tokens, u.completion_tokens];
     const part = (n: unknown, total: number) => Math.min(usageCount(n) ?? 0, total);
     const input = u?.prompt_tokens_details;
     const output = u?.completion_tokens_details;
@@ -302,11 +315,14 @@ export class ChatTranscript implements Transcript {
       created: this.#meta.created ?? Math.floor(Date.now() / 1_000),
       model: this.#meta.model ?? this.opts.model,
       choices,
-      usage: this.providerUsage ?? {
-        prompt_tokens: usage.promptTokens,
-        completion_tokens: usage.completionTokens,
-        total_tokens: usage.promptTokens + usage.completionTokens,
-      },
+      // The provider's usage as it wrote it when it reported one, else what was settled.
+      usage: reported(this.providerUsage)
+        ? this.providerUsage
+        : {
+            prompt_tokens: usage.promptTokens,
+            completion_tokens: usage.completionTokens,
+            total_tokens: usage.promptTokens + usage.completionTokens,
+          },
       ...(this.#meta.system_fingerprint !== undefined
         ? { system_fingerprint: this.#meta.system_fingerprint }
         : {}),

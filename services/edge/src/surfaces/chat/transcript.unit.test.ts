@@ -92,8 +92,15 @@ describe('ChatTranscript', () => {
       },
     });
     expect(tr.usage()).toEqual({ ...plainUsage(8, 4), cachedPromptTokens: 8 });
+    // A later usage whose counts are not counts does not wipe the provider's word out...
     tr.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
-    expect(tr.usage()).toBeUndefined();
+    expect(tr.usage()).toEqual({ ...plainUsage(8, 4), cachedPromptTokens: 8 });
+    // ...a later well-formed one replaces it (a provider reporting as it goes counts up).
+    tr.add({ choices: [], usage: { prompt_tokens: 8, completion_tokens: 6 } });
+    expect(tr.usage()).toEqual(plainUsage(8, 6));
+    const bad = new ChatTranscript({ assemble: false, wantsUsage: false, model: 'm' });
+    bad.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
+    expect(bad.usage()).toBeUndefined();
   });
 
   test("audio tokens are read from the stream's final usage chunk and from a whole completion", () => {

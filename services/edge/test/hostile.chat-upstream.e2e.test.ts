@@ -1,0 +1,157 @@
+import type { ServerResponse } from 'node:http';
+import { expect } from 'vitest';
+import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { scriptedStack } from './scripted-upstream.js';
+import { words } from './surfaces.js';
+
+/**
+ * Red team, Chat Completions streams as no provider means to write them (found by an audit of
+ * the chat surface), from an upstream the test scripts chunk by chunk.
+ */
+
+/** The usage the scripted provider reports (not the edge's own count of prompt or reply). */
+const USAGE = { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42 };
+
+const chunk = (extra: object) =>
+  `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', ...extra })}\n\n`;
+const content = (n: number, index = 0) =>
+  Array.from({ length: n }, () =>
+    chunk({ choices: [{ index, delta: { content: ' budget' }, finish_reason: null }] }),
+  );
+const finish = (index = 0) => chunk({ choices: [{ index, delta: {}, finish_reason: 'stop' }] });
+const usage = (u: unknown) => chunk({ choices: [], usage: u });
+const DONE = 'data: [DONE]\n\n';
+
+function stream(
+  up: { next: (s: (res: ServerResponse) => void) => void },
+  write: (res: ServerResponse) => void,
+) {
+  up.next((res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    write(res);
+  });
+}
+
+async function call(
+  s: Stack,
+  streamed: boolean,
+  extra: object = {},
+): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
+    body: JSON.stringify({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: words(20) }],
+      max_tokens: 100,
+      stream: streamed,
+      ...(streamed ? { stream_options: { include_usage: true } } : {}),
+      ...extra,
+    }),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+test('the connection lost after the usage chunk, before [DONE]: the client gets the completion it was billed for, not a 502', async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  try {
+    stream(up, (res) => {
+      for (const e of [...content(10), finish(), usage(USAGE)]) res.write(e);
+      setTimeout(() => res.destroy(), 50);
+    });
+    let before = (await s.settled('support-bot')).billedTokens;
+    for (const streamed of [false, true]) {
+      const r = await call(s, streamed);
+      expect(r.status).toBe(200);
+      if (streamed) {
+        expect(r.text).toContain('"usage":{"prompt_tokens":30');
+        expect(r.text).not.toContain('"error"');
+        expect(r.text.endsWith(DONE)).toBe(true);
+      } else {
+        expect(JSON.parse(r.text)).toMatchObject({
+          choices: [{ finish_reason: 'stop' }],
+          usage: { prompt_tokens: 30, completion_tokens: 12 },
+        });
+      }
+      const after = (await s.settled('support-bot')).billedTokens;
+      expect(after - before).toBe(42);
+      before = after;
+    }
+  } finally {
+    await up.stop();
+  }
+});
+
+test("a later usage chunk with counts that are not counts does not wipe out the provider's usage", async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  try {
+    let before = (await s.settled('support-bot')).billedTokens;
+    const bad: unknown[] = [
+      {},
+      { prompt_tokens: null, completion_tokens: null },
+      { prompt_tokens: '30', completion_tokens: '12' },
+      { prompt_tokens: -1, completion_tokens: -5 },
+      { prompt_tokens: 1e12, completion_tokens: 12 },
+    ];
+    for (const later of bad) {
+      stream(up, (res) => {
+        for (const e of [...content(10), finish(), usage(USAGE), usage(later)]) res.write(e);
+        res.end(DONE);
+      });
+      for (const streamed of [false, true]) {
+        const r = await call(s, streamed);
+        expect(r.status).toBe(200);
+        if (!streamed) {
+          expect(JSON.parse(r.text)).toMatchObject({
+            usage: { prompt_tokens: 30, completion_tokens: 12 },
+          });
+        }
+        const after = (await s.settled('support-bot')).billedTokens;
+        expect({ later, billed: after - before }).toEqual({ later, billed: 42 });
+        before = after;
+      }
+    }
+  } finally {
+    await up.stop();
+  }
+});
+
+test('the upstream idles without [DONE]: a call it finished and reported is completed, one it did not is a timeout billed what streamed', async ({
+  stack,
+}) => {
+  const { s: s0, up } = await scriptedStack((o) =>
+    stack({ ...o, edge: { options: { upstream: { idleTimeoutMs: 300 } } } }),
+  );
+  const s = s0;
+  try {
+    let before = (await s.settled('support-bot')).billedTokens;
+    stream(up, (res) => {
+      for (const e of [...content(10), finish(), usage(USAGE)]) res.write(e);
+    });
+    for (const streamed of [false, true]) {
+      const r = await call(s, streamed);
+      expect(r.status).toBe(200);
+      expect(r.text).not.toContain('"error"');
+      const after = (await s.settled('support-bot')).billedTokens;
+      expect(after - before).toBe(42);
+      before = after;
+    }
+    stream(up, (res) => {
+      for (const e of content(10)) res.write(e);
+    });
+    for (const streamed of [false, true]) {
+      const r = await call(s, streamed);
+      if (streamed) expect(r.text).toContain('upstream_timeout');
+      else expect(r.status).toBe(504);
+      const after = (await s.settled('support-bot')).billedTokens;
+      expect(after - before).toBeGreaterThan(10);
+      before = after;
+    }
+  } finally {
+    await up.stop();
+  }
+});
