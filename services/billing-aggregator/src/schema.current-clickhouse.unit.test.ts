@@ -14,7 +14,7 @@ import {
 import type { SqlExecutor } from './clickhouse.js';
 import { sql } from './sql.js';
 
-describe('schema on current ClickHouse (chdb)', () => {
+describe('schema on current ClickHouse (chdb)', { timeout: 60_000 }, () => {
   let ch: SqlExecutor;
   beforeAll(async () => {
     ch = await chdbExecutor();
