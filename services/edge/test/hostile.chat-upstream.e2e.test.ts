@@ -155,3 +155,48 @@ test('the upstream idles without [DONE]: a call it finished and reported is comp
     await up.stop();
   }
 });
+
+test('an error chunk mid-stream, then [DONE]: the client is told the call failed (not a 200 with half a reply), billed what streamed', async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  const error = {
+    message: 'The server had an error while processing your request.',
+    type: 'server_error',
+    param: null,
+    code: null,
+  };
+  try {
+    stream(up, (res) => {
+      for (const e of content(10)) res.write(e);
+      res.write(`data: ${JSON.stringify({ error })}\n\n`);
+      res.end(DONE);
+    });
+    let before = (await s.settled('support-bot')).billedTokens;
+    for (const streamed of [false, true]) {
+      const r = await call(s, streamed);
+      if (streamed) {
+        expect(r.status).toBe(200);
+        // The provider's error chunk, told once (the edge adds none of its own, as for
+        // Messages), and the stream is not ended as a finished one.
+        expect(r.text).toContain('server_error');
+        expect(r.text.split('"error"').length - 1).toBe(1);
+        expect(r.text).not.toContain(DONE);
+      } else {
+        expect(r.status).toBe(502);
+        expect(JSON.parse(r.text)).toMatchObject({ error: { code: 'upstream_error' } });
+      }
+      const after = (await s.settled('support-bot')).billedTokens;
+      // Billed the prompt and the 10 tokens streamed (the edge's count: no usage came).
+      expect(after - before).toBeGreaterThan(10);
+      before = after;
+    }
+    const events = await s.events(
+      (e) => e.filter((x) => x.type === 'reservation.settled').length >= 2,
+    );
+    const settled = events.filter((e) => e.type === 'reservation.settled').slice(-2);
+    for (const e of settled) expect(e).toMatchObject({ outcome: 'upstream_error' });
+  } finally {
+    await up.stop();
+  }
+});

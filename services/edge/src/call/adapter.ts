@@ -140,8 +140,10 @@ export interface Transcript {
   finished(): boolean;
   /**
    * The error the provider sent in the stream instead of the rest of the answer (Messages'
-   * `error` event), as the HTTP status its type stands for; `beforeStart` when it came before
-   * the provider began the reply (message_start): it read and made nothing, as with that status.
+   * `error` event, chat's `data: {"error": ...}`), as the HTTP status its type stands for (chat's
+   * carries none: 502); `beforeStart` when it came before the provider began the reply
+   * (message_start): it read and made nothing, as with that status. A call with one fails unless
+   * the provider had already finished and reported its usage, however the stream then ends.
    */
   streamError?(): StreamError | undefined;
   /** SSE text ending a stream the edge cut, the way the provider ends one at its limit. */

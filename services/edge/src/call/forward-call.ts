@@ -247,24 +247,25 @@ function handler(run: Run, write: (forward: string) => void) {
 }
 
 /**
- * How the call failed, if it did: its read failed, or the stream ran to its end but did not
+ * How the call failed, if it did: its read failed, the provider wrote an error into the stream
+ * (`streamError`: the status it stands for), or the stream ran to its end but did not
  * finish (no terminal event). A connection lost or timed out once the provider had finished
  * and reported its usage lost nothing: the client gets the answer it is billed for (a 502
  * would have it pay again for a retry). An abort (the client left, the edge cut) stays one.
  */
 function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
+  const answered = transcript.finished() && transcript.usage() !== undefined;
   if (!end.ok) {
-    const after = end.error.kind !== 'aborted' && transcript.finished() && transcript.usage();
-    if (after) return undefined;
-    return end.error.kind === 'aborted' ? end.error : (sentError(transcript) ?? end.error);
+    if (end.error.kind === 'aborted') return end.error;
+    return answered ? undefined : (sentError(transcript) ?? end.error);
   }
+  if (answered) return undefined;
+  // An error the provider wrote into the stream before it finished fails the call, whatever
+  // ends the stream (chat's `[DONE]` too).
+  const sent = sentError(transcript);
+  if (sent) return sent;
   if (end.value.sawDone || transcript.finished() || transcript.usage()) return undefined;
-  return (
-    sentError(transcript) ?? {
-      kind: 'dropped',
-      message: 'the upstream stream ended before it finished',
-    }
-  );
+  return { kind: 'dropped', message: 'the upstream stream ended before it finished' };
 }
 
 /** The error the provider sent in the stream, as the status it stands for. */

@@ -1,5 +1,5 @@
 import type { Usage } from '@holdfast/events';
-import type { Accepted, Transcript } from '../../call/adapter.js';
+import type { Accepted, StreamError, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
 import { SEARCH_MODEL_USES, type ToolUses } from '../../call/tool-uses.js';
@@ -17,6 +17,8 @@ export interface ChatChunk {
   service_tier?: string | null;
   choices?: ChunkChoice[];
   usage?: ProviderUsage | null;
+  /** An error the provider reports mid-stream (`data: {"error": {...}}`). */
+  error?: { message?: unknown } | null;
 }
 
 interface ChunkChoice {
@@ -83,6 +85,8 @@ export class ChatTranscript implements Transcript {
   #meta: Pick<ChatChunk, 'id' | 'created' | 'model' | 'system_fingerprint' | 'service_tier'> = {};
   /** The service tier the last chunk that named one said (unchecked: serviceTier checks). */
   #tier: unknown;
+  /** The message of the first error chunk the provider sent, if it sent one. */
+  #error: StreamError | undefined;
 
   constructor(
     private readonly opts: {
@@ -123,6 +127,15 @@ export class ChatTranscript implements Transcript {
       this.providerUsage = chunk.usage;
     }
     if (chunk.service_tier != null) this.#tier = chunk.service_tier;
+    if (typeof chunk.error === 'object' && chunk.error !== null && this.#error === undefined) {
+      const { message } = chunk.error;
+      this.#error = {
+        // A chat error chunk carries no status: answered as the upstream failing.
+        status: 502,
+        message: typeof message === 'string' ? message.slice(0, 500) : 'an error',
+        beforeStart: false,
+      };
+    }
     const texts: Accepted['texts'] = [];
     for (const c of chunk.choices ?? []) this.#choice(c, texts);
     return texts;
@@ -189,6 +202,11 @@ export class ChatTranscript implements Transcript {
       s.logprobs.refusal.push(...(c.logprobs.refusal ?? []));
     }
     if (typeof c.finish_reason === 'string') s.finishReason = c.finish_reason;
+  }
+
+  /** The provider's error chunk's message, when it sent one. */
+  streamError(): StreamError | undefined {
+    return this.#error;
   }
 
   /** Choices that have not finished yet (for an early end: they get finish_reason `length`). */

@@ -98,6 +98,12 @@ describe('ChatTranscript', () => {
     // ...a later well-formed one replaces it (a provider reporting as it goes counts up).
     tr.add({ choices: [], usage: { prompt_tokens: 8, completion_tokens: 6 } });
     expect(tr.usage()).toEqual(plainUsage(8, 6));
+    expect(tr.streamError()).toBeUndefined();
+    tr.accept({
+      event: undefined,
+      data: '{"error":{"message":"overloaded","type":"server_error"}}',
+    });
+    expect(tr.streamError()?.message).toBe('overloaded');
     const bad = new ChatTranscript({ assemble: false, wantsUsage: false, model: 'm' });
     bad.add({ choices: [], usage: { prompt_tokens: -1, completion_tokens: 1.5 } });
     expect(bad.usage()).toBeUndefined();
