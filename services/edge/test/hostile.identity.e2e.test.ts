@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { apps, APP_B } from './apps.js';
+import { apps, APP_A, APP_B } from './apps.js';
 import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 import { CLAUDE, post, words } from './surfaces.js';
 
@@ -107,7 +107,11 @@ test('maxEndUsers exhausted: a new end user (or a variant of a known one) gets 4
 });
 
 /** A raw request with headers as a list (so a header can be sent twice). */
-function rawPost(s: Stack, headers: string[], body: unknown): Promise<number> {
+function rawPost(
+  s: Stack,
+  headers: string[],
+  body: unknown,
+): Promise<{ status: number; text: string }> {
   const url = new URL(`${s.edge.url}/v1/chat/completions`);
   return new Promise((resolve, reject) => {
     const req = httpRequest(
@@ -120,8 +124,9 @@ function rawPost(s: Stack, headers: string[], body: unknown): Promise<number> {
         headers: ['host', url.host, 'content-type', 'application/json', ...headers],
       },
       (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
       },
     );
     req.on('error', reject);
@@ -173,15 +178,46 @@ test("ids a client sends are not trusted: another call's reservation id or a req
   expect(s.upstream.stats().recent).toHaveLength(2);
   // A key sent twice (two x-api-key headers, or a second Authorization) does not pick either.
   const body = chat(5, { max_tokens: 5 });
-  expect(await rawPost(s, ['x-api-key', KEYS.batch, 'x-api-key', KEYS.support], body)).toBe(401);
-  expect(
-    await rawPost(
-      s,
-      ['x-use-case', 'UC-112', 'x-use-case', 'UC-101', 'authorization', `Bearer ${KEYS.batch}`],
-      body,
-    ),
-  ).toBe(403);
+  const twice = await rawPost(s, ['x-api-key', KEYS.batch, 'x-api-key', KEYS.support], body);
+  expect(twice.status).toBe(400);
+  const useCases = await rawPost(
+    s,
+    ['x-use-case', 'UC-112', 'x-use-case', 'UC-101', 'authorization', `Bearer ${KEYS.batch}`],
+    body,
+  );
+  expect(useCases.status).toBe(400);
   expect(s.upstream.stats().recent).toHaveLength(2);
+});
+
+test('a header the edge reads, sent twice, is a 400 naming it: neither the first (Node keeps only the first Authorization) nor both joined (x-holdfast-user "alice, bob" was a third end user)', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: apps });
+  const body = chat(5, { max_tokens: 5 });
+  const key = ['authorization', `Bearer ${APP_A}`];
+  const cases: [string, string[]][] = [
+    ['authorization', ['authorization', `Bearer ${APP_A}`, 'Authorization', `Bearer ${APP_B}`]],
+    ['authorization', [...key, 'authorization', `Bearer ${APP_A}`]],
+    ['x-api-key', ['x-api-key', APP_A, 'x-api-key', APP_A]],
+    ['x-use-case', [...key, 'x-use-case', 'uc', 'x-use-case', 'uc']],
+    ['x-holdfast-user', [...key, 'x-holdfast-user', 'alice', 'x-holdfast-user', 'bob']],
+    ['x-holdfast-user', [...key, 'X-Holdfast-User', 'alice', 'x-holdfast-user', 'alice']],
+    ['x-team', [...key, 'x-team', 'apps', 'x-team', 'apps']],
+  ];
+  for (const [name, headers] of cases) {
+    const r = await rawPost(s, headers, body);
+    expect({ name, status: r.status }).toEqual({ name, status: 400 });
+    expect(JSON.parse(r.text)).toMatchObject({
+      error: { code: 'invalid_request', param: name, message: `Send the ${name} header once.` },
+    });
+  }
+  // Nothing reached a model, nothing was held or billed, no end user was kept.
+  expect(s.upstream.stats().recent).toHaveLength(0);
+  expect((await s.settled('apps')).billedTokens).toBe(0);
+  const once = await rawPost(s, [...key, 'x-use-case', 'uc', 'x-holdfast-user', 'alice'], body);
+  expect(once.status).toBe(200);
+  const u = await s.settled('apps');
+  expect(u.endUsers.map((e) => e.id)).toEqual(['alice']);
 });
 
 test("an end user sent as another's hashed id is another end user: it never spends that one's window", async ({

@@ -93,6 +93,38 @@ export function authenticate(
   return Ok({ tenant, keyId, useCase, namesUsers });
 }
 
+/** The headers that say who calls, for whom and why: each is read as one value. */
+const ONCE: ReadonlySet<string> = new Set([
+  'authorization',
+  'x-api-key',
+  'x-team',
+  'x-use-case',
+  'x-holdfast-user',
+]);
+
+/**
+ * A header of ONCE the request sends more than once, as a 400 naming it. Node keeps only the
+ * first `Authorization` (so a second key went unseen) and joins the others (`alice, bob`: an end
+ * user that is neither); a request that names two callers, use cases or end users says none.
+ * One pass over the raw header list, allocating nothing unless such a header is there.
+ */
+export function repeatedHeader(raw: readonly string[]): EdgeError | undefined {
+  let seen: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    // Fast path: no header of ONCE is shorter than 6 or longer than 15 characters.
+    if (name.length < 6 || name.length > 15) continue;
+    const lower = name.toLowerCase();
+    if (!ONCE.has(lower)) continue;
+    if (seen?.includes(lower)) {
+      const message = `Send the ${lower} header once.`;
+      return new EdgeError({ code: 'invalid_request', message, param: lower });
+    }
+    (seen ??= []).push(lower);
+  }
+  return undefined;
+}
+
 function fail(code: EdgeError['code'], message: string): Result<never, EdgeError> {
   return Err(new EdgeError({ code, message }));
 }

@@ -1,6 +1,6 @@
 import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
 import { describe, expect, test } from 'vitest';
-import { authenticate, sha256Hex } from './auth.js';
+import { authenticate, repeatedHeader, sha256Hex } from './auth.js';
 
 const doc = (trustHeaders: boolean) =>
   compileConfig(
@@ -96,4 +96,19 @@ describe('authenticate', () => {
     for (const team of [undefined, '', 'nobody', 'ONE', 'one ', 'one\r\nx: y'])
       expect(code(authenticate({ 'x-team': team }, trust))).toBe('unknown_tenant');
   });
+});
+
+test('a header that says who calls, sent twice in any case, is named; other repeated headers are not', () => {
+  expect(
+    repeatedHeader(['Authorization', 'Bearer a', 'accept', '*/*', 'authorization', 'Bearer a']),
+  ).toMatchObject({
+    code: 'invalid_request',
+    param: 'authorization',
+  });
+  expect(repeatedHeader(['X-Holdfast-User', 'alice', 'x-holdfast-user', 'bob'])?.param).toBe(
+    'x-holdfast-user',
+  );
+  expect(
+    repeatedHeader(['accept', 'a', 'accept', 'b', 'x-api-key', 'k', 'authorization', 'b']),
+  ).toBeUndefined();
 });

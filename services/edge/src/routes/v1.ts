@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { authenticate } from '../request/auth.js';
+import { authenticate, repeatedHeader } from '../request/auth.js';
 import { callDeps } from '../call/deps.js';
 import { runCall } from '../call/pipeline.js';
 import { EdgeError } from '../errors.js';
@@ -45,6 +45,8 @@ export function v1Routes(app: FastifyInstance): void {
         }),
       );
     }
+    const twice = repeatedHeader(request.raw.rawHeaders);
+    if (twice) return sendError(request, reply, twice);
     const auth = authenticate(request.headers, cfg);
     if (!auth.ok) return sendError(request, reply, auth.error);
     const caller = auth.value;
