@@ -323,12 +323,13 @@ export class Rebuilder {
 
   /**
    * The levels an event of `e.org` was admitted on: the tenant's chain when it still lives in
-   * that org, else its tenant and the levels its windows name, up to the org (a level without
+   * that org and has every level its windows name, else (moved to another org or under another
+   * parent since) its tenant and the levels its windows name, up to the org (a level without
    * budgets between them is not named by any event).
    */
   #levels(e: { tenant: string; org: string; windows: readonly WindowState[] }): string[] {
     const t = this.#o.config.tenants.get(e.tenant);
-    if (t?.org === e.org) return t.chain;
+    if (t?.org === e.org && e.windows.every((w) => t.chain.includes(w.tenant))) return t.chain;
     const named = e.windows.map((w) => w.tenant).filter((x) => x !== e.tenant && x !== e.org);
     return [...new Set([e.tenant, ...named, e.org])];
   }

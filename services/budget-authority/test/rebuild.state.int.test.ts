@@ -60,12 +60,45 @@ async function rebuiltEqualsLive(h: TestAuthority, config: unknown, o: Infra): P
   expect(await budgetState(o.redis, keys, now)).toEqual(before);
 }
 
+/**
+ * Applies `config` to `h`, loses and rebuilds the state (rebuiltEqualsLive), starts an
+ * authority on it at `h`'s instant and settles the call left in flight there; returns it.
+ */
+async function changedLostSettled(
+  h: TestAuthority,
+  config: Record<string, unknown>,
+  o: Infra,
+  reservationId: string,
+): Promise<TestAuthority> {
+  expect((await h.client.configApply({ document: config })).ok).toBe(true);
+  await rebuiltEqualsLive(h, config, o);
+  const h2 = await o.start(config);
+  h2.clock.now = h.clock.now;
+  expect(await h2.client.settle(settle('team', reservationId))).toMatchObject({
+    ok: true,
+    value: { status: 'settled' },
+  });
+  return h2;
+}
+
 const useCases = [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }];
 /** One team with a day budget. */
 const oneTeam = {
   ...BASE_CONFIG,
   tenants: [{ id: 'team', budgets: [{ window: 'day', limit: 100_000 }], useCases }],
 };
+/** `team` (a day budget, and `more`) under `parent`, among `levels` (each a day budget). */
+const teamUnder = (
+  parent: string,
+  levels: { id: string; parent?: string }[],
+  more: Record<string, unknown>[] = [],
+) => ({
+  ...BASE_CONFIG,
+  tenants: [
+    ...levels.map((l) => ({ ...l, budgets: [{ window: 'day', limit: 100_000 }] })),
+    { id: 'team', parent, budgets: [{ window: 'day', limit: 50_000 }, ...more], useCases },
+  ],
+});
 const call = (tenant: string, prompt = 100, reservationId = newId()) => ({
   reservationId,
   tenant,
@@ -104,22 +137,12 @@ test('a team moved between orgs: its charges before the move are rebuilt in the 
   redis,
   iso,
 }) => {
-  const plan = (parent: string) => ({
-    ...BASE_CONFIG,
-    tenants: [
-      { id: 'org-a', budgets: [{ window: 'day', limit: 100_000 }] },
-      { id: 'org-b', budgets: [{ window: 'day', limit: 100_000 }] },
-      {
-        id: 'team',
-        parent,
-        budgets: [
-          { window: 'day', limit: 50_000 },
-          { window: 'month', limit: 1, unit: 'usd' },
-        ],
-        useCases,
-      },
-    ],
-  });
+  const plan = (parent: string) =>
+    teamUnder(
+      parent,
+      [{ id: 'org-a' }, { id: 'org-b' }],
+      [{ window: 'month', limit: 1, unit: 'usd' }],
+    );
   const h = await start(plan('org-a'));
   // Suspended in org-a: the team starts in org-b not suspended.
   expect(await h.client.suspend({ tenant: 'team', reason: 'test', by: 'admin' })).toMatchObject({
@@ -186,18 +209,10 @@ for (const calendar of [true, false])
     expect(open.windows.find((w) => w.budget === 'month-tokens')?.used).toBe(calendar ? 0 : 150);
     const dec = admissionOf(await h.client.admit(call('team')));
     await h.client.settle(settle('team', dec.reservationId));
-    const removed = plan([]);
-    expect((await h.client.configApply({ document: removed })).ok).toBe(true);
-    await rebuiltEqualsLive(h, removed, { start, nc, redis, iso });
-
     // The hold closes on its window; added back as a sliding month, the budget has December's
     // 300 (November's 150 left the calendar month) or the last 30 days' 450, as it would live.
-    const h2 = await start(removed);
-    h2.clock.now = h.clock.now;
-    expect(await h2.client.settle(settle('team', open.reservationId))).toMatchObject({
-      ok: true,
-      value: { status: 'settled' },
-    });
+    const o = { start, nc, redis, iso };
+    const h2 = await changedLostSettled(h, plan([]), o, open.reservationId);
     const sliding = plan([{ window: 'month', limit: 100_000 }]);
     expect((await h2.client.configApply({ document: sliding })).ok).toBe(true);
     const u = await h2.client.usage({ tenant: 'team' });
@@ -422,4 +437,34 @@ test('the rebuild tool (dist/rebuild-main.js): refuses on existing state, and wi
   expect(await budgetState(redis, keys, Date.now())).toEqual(before);
   const events = await readEvents(nc, iso.names);
   expect(events.filter((e) => e.type === 'reservation.settled')).toHaveLength(2);
+});
+
+/**
+ * A team moved under another parent of the same org while a call is in flight: the hold
+ * record keeps the levels it was admitted on (close.lua gives the hold back there). Rebuilt
+ * with today's chain, the old parent was not among its levels: the record lost that window,
+ * whose held amount its settle then never gave back.
+ */
+test('a team moved under another parent in its org: its hold is rebuilt on the levels it was admitted on', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const plan = (parent: string) =>
+    teamUnder(parent, [
+      { id: 'acme' },
+      { id: 'dept-a', parent: 'acme' },
+      { id: 'dept-b', parent: 'acme' },
+    ]);
+  const h = await start(plan('dept-a'));
+  const open = admissionOf(await h.client.admit(call('team')));
+  const o = { start, nc, redis, iso };
+  const h2 = await changedLostSettled(h, plan('dept-b'), o, open.reservationId);
+  // The old parent's hold given back, the usage billed there (and to the org's window).
+  const u = await h2.client.usage({ tenant: 'dept-a' });
+  expect(u.ok && u.value.tenants[0]!.windows.map((w) => [w.tenant, w.used, w.held])).toEqual([
+    ['dept-a', 150, 0],
+    ['acme', 150, 0],
+  ]);
 });
