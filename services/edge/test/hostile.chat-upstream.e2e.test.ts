@@ -200,3 +200,79 @@ test('an error chunk mid-stream, then [DONE]: the client is told the call failed
     await up.stop();
   }
 });
+
+test('more choices than asked (indexes past n): all are counted against the one output limit, and the bill is the provider usage, or the edge count of every choice', async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  try {
+    const choices = [0, 1, 5, 9];
+    let before = (await s.settled('support-bot')).billedTokens;
+    stream(up, (res) => {
+      for (const i of choices) for (const e of content(5, i)) res.write(e);
+      for (const i of choices) res.write(finish(i));
+      res.end(usage(USAGE) + DONE);
+    });
+    for (const streamed of [false, true]) {
+      const r = await call(s, streamed, { n: 2 });
+      expect(r.status).toBe(200);
+      const after = (await s.settled('support-bot')).billedTokens;
+      expect(after - before).toBe(42);
+      before = after;
+    }
+    // No usage: the edge's count of all 20 tokens, whatever index they came under.
+    stream(up, (res) => {
+      for (const i of choices) for (const e of content(5, i)) res.write(e);
+      for (const i of choices) res.write(finish(i));
+      res.end(DONE);
+    });
+    const r = await call(s, false, { n: 2 });
+    expect(r.status).toBe(200);
+    expect((await s.settled('support-bot')).billedTokens - before).toBeGreaterThanOrEqual(20 + 20);
+    // Past the output limit (100 in all), the call is cut whatever the indexes.
+    stream(up, (res) => {
+      for (let k = 0; k < 40; k++)
+        for (const i of choices) for (const e of content(1, i)) res.write(e);
+      res.end(DONE);
+    });
+    const cut = await call(s, false, { n: 2 });
+    expect(cut.status).toBe(200);
+    const body = JSON.parse(cut.text) as { choices: { finish_reason: string }[] };
+    expect(body.choices.every((c) => c.finish_reason === 'length')).toBe(true);
+    const u = await s.settled('support-bot');
+    expect(u.windows.every((w) => w.held === 0)).toBe(true);
+  } finally {
+    await up.stop();
+  }
+});
+
+test('usage parts past their totals (cached and audio input past the prompt, reasoning and audio output past the completion) are billed within them, never negative', async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  try {
+    const odd = {
+      ...USAGE,
+      prompt_tokens_details: { cached_tokens: 99, audio_tokens: 25 },
+      completion_tokens_details: { reasoning_tokens: 99, audio_tokens: 1e9 },
+    };
+    stream(up, (res) => {
+      for (const e of [...content(10), finish(), usage(odd)]) res.write(e);
+      res.end(DONE);
+    });
+    const before = (await s.settled('support-bot')).billedTokens;
+    const r = await call(s, false);
+    expect(r.status).toBe(200);
+    expect((await s.settled('support-bot')).billedTokens - before).toBe(42);
+    const events = await s.events((e) => e.some((x) => x.type === 'reservation.settled'));
+    const settled = events.filter((e) => e.type === 'reservation.settled').at(-1)!;
+    expect(settled).toMatchObject({ promptTokens: 30, completionTokens: 12, billedTokens: 42 });
+    const parts = settled as unknown as Record<string, number>;
+    expect(parts.cachedPromptTokens! + parts.audioPromptTokens!).toBeLessThanOrEqual(30);
+    expect(parts.reasoningTokens).toBeLessThanOrEqual(12);
+    expect(parts.audioCompletionTokens).toBeLessThanOrEqual(12);
+    expect(parts.costMicroUsd).toBeGreaterThan(0);
+  } finally {
+    await up.stop();
+  }
+});
