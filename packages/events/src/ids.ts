@@ -68,6 +68,15 @@ export const ItemId = z
 /** A code execution container's id (ItemId), as Responses (`cntr_`) and Messages name one. */
 export const CONTAINER_ID = /^(cntr|container)_/;
 
+/**
+ * An Anthropic Files API file's id (ItemId; `file_`), as a code execution output reports one
+ * and a later call names one (`container_upload`, a `file` source): the provider keeps it for
+ * every team of the upstream account, so one a call's output made is owned by its team, across
+ * orgs (the authority's `fileOwner` key). A file nobody's call made (the operator's upload) is
+ * no team's, and every team may read it.
+ */
+export const FILE_ID = /^file_/;
+
 /** The most stored item ids a settle records, or an admit checks, for one call. */
 export const MAX_ITEM_IDS = 256;
 

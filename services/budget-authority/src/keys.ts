@@ -25,6 +25,13 @@
  *   <p>:{<org>}:ro:<response id>         string: the tenant that owns a response the upstream
  *                                        stored (30 days, as OpenAI keeps it); not budget state
  *
+ * The files a call's code execution output made (Anthropic's Files API, shared by every team of
+ * the upstream account) are owned across orgs, in a slot of their own, `{_files}` (no org id
+ * starts with '_'), read only by an admit that names a file:
+ *
+ *   <p>:{_files}:fo:<file id>            string: the tenant whose call's output made the file
+ *                                        (FILE_OWNER_TTL_MS); not budget state
+ *
  * The keys of no org share the system org's tag, `{_system}`, so the config apply script (the
  * document, its version, the declared record, the org registry and the config.changed event in
  * the system outbox) stays in one slot on Redis Cluster too:
@@ -116,10 +123,19 @@ export class Keys {
   responseOwner(org: string, responseId: string): string {
     return `${this.#org(org)}:ro:${responseId}`;
   }
-  /** A response owner key (kept by a rebuild: no event says who owns a response). */
+  /**
+   * The tenant whose call's code execution output made a file (Anthropic's Files API): one
+   * slot for every org, since a team of any org may name it.
+   */
+  fileOwner(fileId: string): string {
+    return `${this.prefix}:{${FILES_TAG}}:fo:${fileId}`;
+  }
+  /** A response or file owner key (kept by a rebuild: no event says who owns either). */
   isResponseOwner(key: string): boolean {
     return (
-      key.startsWith(`${this.prefix}:{`) && /^[^}]*\}:ro:/.test(key.slice(this.prefix.length + 2))
+      (key.startsWith(`${this.prefix}:{`) &&
+        /^[^}]*\}:ro:/.test(key.slice(this.prefix.length + 2))) ||
+      key.startsWith(`${this.prefix}:{${FILES_TAG}}:fo:`)
     );
   }
   outbox(org: string): string {
@@ -162,6 +178,9 @@ export class Keys {
     ];
   }
 }
+
+/** The hash tag of the file owners (no org: an org id never starts with '_'). */
+const FILES_TAG = '_files';
 
 /** The pseudo-org whose outbox carries events of no tenant (config.changed). */
 export const SYSTEM_ORG = '_system';

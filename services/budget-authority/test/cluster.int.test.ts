@@ -1,5 +1,5 @@
 import { AuthorityClient } from '@holdfast/runtime';
-import { waitFor } from '@holdfast/testkit';
+import { waitFor, type LocalRedisCluster } from '@holdfast/testkit';
 import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Cluster } from 'ioredis';
@@ -221,29 +221,10 @@ describe('Redis Cluster', () => {
     natsUrl,
     iso,
   }) => {
-    const [cluster, admin] = [c(), a()];
-    const { orgs } = await spreadOrgs(cluster, iso.token);
-    const h = await startTestAuthority({
-      natsUrl,
-      redisUrl: cluster.url,
-      nc,
-      names: iso.names,
-      keyPrefix: iso.keyPrefix,
-      config: orgsConfig(orgs),
-      durability: { replicas: 1, timeoutMs: 2_000 },
-      redisTimeoutMs: 3_000,
-    });
+    const admin = a();
+    const { orgs, h, admitWith } = await ownersAuthority(c(), { nc, natsUrl, iso });
     const admit = (tenant: string, previousResponseId?: string) =>
-      h.client.admit({
-        reservationId: newId(),
-        tenant,
-        keyId: null,
-        useCase: 'uc',
-        model: 'm',
-        promptTokens: 10,
-        maxTokens: 10,
-        ...(previousResponseId ? { previousResponseId } : {}),
-      });
+      admitWith(tenant, previousResponseId ? { previousResponseId } : {});
     try {
       for (const org of orgs) {
         const a = await admit(`${org}-a`);
@@ -276,4 +257,81 @@ describe('Redis Cluster', () => {
       await h.stop();
     }
   }, 60_000);
+  test("a file a call's output made is its team's across orgs (its own slot, beside the org's): another org's team is refused it, an unknown file passes", async ({
+    nc,
+    natsUrl,
+    iso,
+  }) => {
+    const admin = a();
+    const { orgs, h, admitWith } = await ownersAuthority(c(), { nc, natsUrl, iso });
+    const admit = (tenant: string, itemIds: string[]) => admitWith(tenant, { itemIds });
+    try {
+      for (const org of orgs) {
+        const a = await admit(`${org}-a`, ['file_unknown']);
+        if (!a.ok || !a.value.admitted) throw new Error(`not admitted: ${JSON.stringify(a)}`);
+        // One close records a container in the org's slot and a file in the files' slot.
+        const settled = await h.client.settle({
+          reservationId: a.value.reservationId,
+          tenant: `${org}-a`,
+          org: a.value.org,
+          upstream: a.value.upstream,
+          model: 'm',
+          usage: { promptTokens: 10, completionTokens: 1 },
+          itemIds: [`container_${org}`, `file_${org}`],
+        });
+        expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
+      }
+      const keys = new Keys(iso.keyPrefix);
+      const owners = await Promise.all(orgs.map((org) => admin.get(keys.fileOwner(`file_${org}`))));
+      expect(owners).toEqual(orgs.map((org) => `${org}-a`));
+      for (const [i, org] of orgs.entries()) {
+        const own = await admit(`${org}-a`, [`container_${org}`, `file_${org}`, 'file_none']);
+        expect(own.ok && own.value.admitted, org).toBe(true);
+        const other = orgs[(i + 1) % orgs.length]!;
+        for (const tenant of [`${org}-b`, `${other}-a`]) {
+          const r = await admit(tenant, [`file_${org}`]);
+          expect(!r.ok && r.error.code, tenant).toBe('item_not_found');
+        }
+      }
+    } finally {
+      await h.stop();
+    }
+  }, 60_000);
 });
+
+/**
+ * An authority on the cluster with the orgs spread over its masters (one replica waited for),
+ * and an admit of 10 + 10 tokens for a tenant with the stored state it names.
+ */
+async function ownersAuthority(
+  cluster: LocalRedisCluster,
+  f: {
+    nc: NatsConnection;
+    natsUrl: string;
+    iso: { token: string; names: NatsNames; keyPrefix: string };
+  },
+) {
+  const { orgs } = await spreadOrgs(cluster, f.iso.token);
+  const h = await startTestAuthority({
+    natsUrl: f.natsUrl,
+    redisUrl: cluster.url,
+    nc: f.nc,
+    names: f.iso.names,
+    keyPrefix: f.iso.keyPrefix,
+    config: orgsConfig(orgs),
+    durability: { replicas: 1, timeoutMs: 2_000 },
+    redisTimeoutMs: 3_000,
+  });
+  const admitWith = (tenant: string, stored: { previousResponseId?: string; itemIds?: string[] }) =>
+    h.client.admit({
+      reservationId: newId(),
+      tenant,
+      keyId: null,
+      useCase: 'uc',
+      model: 'm',
+      promptTokens: 10,
+      maxTokens: 10,
+      ...stored,
+    });
+  return { orgs, h, admitWith };
+}

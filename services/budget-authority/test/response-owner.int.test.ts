@@ -148,8 +148,12 @@ test('a release records the response the upstream stored before the call failed;
     tenant: 'support-bot',
     reason: 'upstream_error',
     responseId: 'resp_failed-1',
+    itemIds: ['file_failed-1'],
   });
   expect(released).toMatchObject({ ok: true, value: { status: 'released' } });
+  const file = new Keys(iso.keyPrefix).fileOwner('file_failed-1');
+  expect(file).toBe(`${iso.keyPrefix}:{_files}:fo:file_failed-1`);
+  expect(await redis.get(file)).toBe('support-bot');
   expect(await redis.get(`${iso.keyPrefix}:{support-bot}:ro:resp_failed-1`)).toBe('support-bot');
   admissionOf(
     await h.client.admit(admitOf('support-bot', { previousResponseId: 'resp_failed-1' })),
@@ -172,6 +176,7 @@ test('a release records the response the upstream stored before the call failed;
   const state = await stateKeys(redis, new Keys(iso.keyPrefix));
   expect(state.length).toBeGreaterThan(0);
   expect(state).not.toContain(owner);
+  expect(state).not.toContain(file);
 });
 
 test("a settle records the output items stored with its response as the tenant's (one pipeline); an admit reading another's item, or an unknown one, by id is refused item_not_found", async ({

@@ -1,4 +1,4 @@
-import { CONTAINER_ID } from '@holdfast/events';
+import { CONTAINER_ID, FILE_ID } from '@holdfast/events';
 import { BaseError } from '@holdfast/runtime';
 
 /**
@@ -131,9 +131,14 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
  * Responses: an input item read by id (`item_reference`, a reasoning item without its content)
  * that names no stored item of the caller's tenant (another tenant's, or none): OpenAI's 400
  * for an unknown item, the same whichever it is; a code execution container likewise (Messages
- * too).
+ * too), and a file another team's code execution output made (Messages).
  */
 export function itemNotFound(id: string, namedIn?: 'container' | 'tools'): EdgeError {
+  if (namedIn === undefined && FILE_ID.test(id)) {
+    // Messages: a file another team's code execution output made (named by its file_id).
+    const message = `File with id '${id}' not found (named in messages).`;
+    return new EdgeError({ code: 'invalid_request', message, param: 'messages' });
+  }
   if (namedIn ?? CONTAINER_ID.test(id)) {
     // A code execution container (Messages `container`, a Responses code_interpreter's).
     const param = namedIn ?? (id.startsWith('cntr_') ? 'tools' : 'container');

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { expect } from 'vitest';
-import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
 import { responsesEvent as ev, scriptedStack, type ScriptedUpstream } from './scripted-upstream.js';
 import { CLAUDE, post, withClaude, words } from './surfaces.js';
 
@@ -30,6 +30,28 @@ function script(up: ScriptedUpstream, stream: (res: ServerResponse) => void): vo
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     stream(res);
   });
+}
+
+/**
+ * Answers count_tokens with PROMPT and every message call with `stream`, counting each kind
+ * (what reached the upstream).
+ */
+function counted(
+  up: ScriptedUpstream,
+  stream: (res: ServerResponse) => void,
+): { calls: number; counts: number } {
+  const seen = { calls: 0, counts: 0 };
+  up.next((res, _body, path) => {
+    const counting = path.endsWith('/count_tokens');
+    res.writeHead(200, { 'content-type': counting ? 'application/json' : 'text/event-stream' });
+    if (counting) {
+      seen.counts += 1;
+      return void res.end(JSON.stringify({ input_tokens: PROMPT }));
+    }
+    seen.calls += 1;
+    stream(res);
+  });
+  return seen;
 }
 
 const start = (usage: object = { input_tokens: PROMPT, output_tokens: 1 }) =>
@@ -129,26 +151,17 @@ test("a tenant naming another tenant's code execution container is answered as f
     id: 'container_011CPR5CNjB747bTd36fQLFk',
     expires_at: '2026-12-06T12:00:00Z',
   };
-  let calls = 0;
-  let counts = 0;
+  const seen = counted(up, (res) => {
+    for (const e of [start(), ...text(3)]) res.write(e);
+    res.write(
+      ev('message_delta', {
+        delta: { stop_reason: 'end_turn', stop_sequence: null, container },
+        usage: { output_tokens: 3 },
+      }),
+    );
+    res.end(ev('message_stop', {}));
+  });
   try {
-    up.next((res, _body, path) => {
-      res.writeHead(200, {
-        'content-type': path.endsWith('/count_tokens') ? 'application/json' : 'text/event-stream',
-      });
-      if (path.endsWith('/count_tokens')) counts += 1;
-      if (path.endsWith('/count_tokens'))
-        return void res.end(JSON.stringify({ input_tokens: PROMPT }));
-      calls += 1;
-      for (const e of [start(), ...text(3)]) res.write(e);
-      res.write(
-        ev('message_delta', {
-          delta: { stop_reason: 'end_turn', stop_sequence: null, container },
-          usage: { output_tokens: 3 },
-        }),
-      );
-      res.end(ev('message_stop', {}));
-    });
     // support-bot's call ran code in a container (the provider keeps its files).
     const first = await post(s, '/v1/messages', ask(), headersOf(KEYS.support));
     expect(first.status).toBe(200);
@@ -157,7 +170,11 @@ test("a tenant naming another tenant's code execution container is answered as f
       'support-bot',
     );
 
-    const before = { calls, counts, held: (await s.settled('batch-summariser')).billedTokens };
+    const before = {
+      calls: seen.calls,
+      counts: seen.counts,
+      held: (await s.settled('batch-summariser')).billedTokens,
+    };
     for (const named of [container.id, { id: container.id }]) {
       const stolen = await post(
         s,
@@ -185,8 +202,8 @@ test("a tenant naming another tenant's code execution container is answered as f
       expect(none.status).toBe(400);
       expect(JSON.stringify(none.body)).toContain(`Container with id '${unknown}' not found`);
     }
-    expect(calls).toBe(before.calls);
-    expect(counts).toBe(before.counts);
+    expect(seen.calls).toBe(before.calls);
+    expect(seen.counts).toBe(before.counts);
     expect((await s.settled('batch-summariser')).billedTokens).toBe(before.held);
 
     // Its owner reuses it, at once.
@@ -197,10 +214,135 @@ test("a tenant naming another tenant's code execution container is answered as f
       headersOf(KEYS.support),
     );
     expect(again.status).toBe(200);
-    expect(calls).toBe(before.calls + 1);
+    expect(seen.calls).toBe(before.calls + 1);
   } finally {
     await up.stop();
   }
+});
+
+/**
+ * A code execution call's output file (the provider keeps it in its Files API for every team of
+ * the upstream account): support-bot's call reports it; a team of another org, or of the same
+ * org, that names it gets the answer for an unknown file; its owner and an operator's upload
+ * (a file no call made) pass.
+ */
+async function fileOwnerCase(
+  stack: (o: object) => Promise<Stack>,
+  redis: { get: (k: string) => Promise<string | null> },
+  keyPrefix: string,
+  sameOrg: boolean,
+): Promise<void> {
+  const { s, up } = await scriptedStack(stack, 'claude', (c) => {
+    withClaude(c);
+    if (!sameOrg) return;
+    c.tenants.push({ id: 'acme' });
+    entry(c.tenants, 'support-bot').parent = 'acme';
+    entry(c.tenants, 'batch-summariser').parent = 'acme';
+  });
+  const file = 'file_011CNha8iCJcU1wXNR6q4V8w';
+  const seen = counted(up, (res) => {
+    res.write(start());
+    res.write(
+      ev('content_block_start', {
+        index: 0,
+        content_block: {
+          type: 'bash_code_execution_tool_result',
+          tool_use_id: 'srvtoolu_1',
+          content: {
+            type: 'bash_code_execution_result',
+            stdout: '',
+            stderr: '',
+            return_code: 0,
+            content: [{ type: 'bash_code_execution_output', file_id: file }],
+          },
+        },
+      }),
+    );
+    res.write(ev('content_block_stop', { index: 0 }));
+    res.write(
+      ev('message_delta', {
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: { output_tokens: 3 },
+      }),
+    );
+    res.end(ev('message_stop', {}));
+  });
+  try {
+    const headers = (key: string) => ({
+      ...headersOf(key),
+      'anthropic-beta': 'files-api-2025-04-14',
+    });
+    const naming = (id: string) => [
+      { type: 'container_upload', file_id: id },
+      { type: 'document', source: { type: 'file', file_id: id } },
+      { type: 'image', source: { type: 'file', file_id: id } },
+    ];
+    const asking = (block: object) =>
+      ask({ messages: [{ role: 'user', content: [{ type: 'text', text: words(20) }, block] }] });
+    // support-bot's call wrote a file (its output names the file_id).
+    const first = await post(s, '/v1/messages', ask(), headers(KEYS.support));
+    expect(first.status).toBe(200);
+    await s.settled('support-bot');
+    expect(await redis.get(`${keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
+
+    const before = {
+      calls: seen.calls,
+      counts: seen.counts,
+      billed: (await s.settled('batch-summariser')).billedTokens,
+    };
+    for (const block of naming(file)) {
+      const stolen = await post(s, '/v1/messages', asking(block), headers(KEYS.batch));
+      expect(stolen.status).toBe(400);
+      expect(stolen.body).toMatchObject({
+        type: 'error',
+        error: {
+          type: 'invalid_request_error',
+          message: expect.stringContaining(`File with id '${file}' not found`),
+        },
+      });
+    }
+    expect(seen.calls).toBe(before.calls);
+    expect(seen.counts).toBe(before.counts);
+    expect((await s.settled('batch-summariser')).billedTokens).toBe(before.billed);
+
+    // A file no call made (the operator's upload) is every team's.
+    const operator = await post(
+      s,
+      '/v1/messages',
+      asking(naming('file_011OperatorUpload0000000')[1]!),
+      headers(KEYS.batch),
+    );
+    expect(operator.status).toBe(200);
+    expect(seen.calls).toBe(before.calls + 1);
+    // Its output repeats support-bot's file: the file stays support-bot's.
+    await s.settled('batch-summariser');
+    expect(await redis.get(`${keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
+
+    // Its owner reads it, at once.
+    for (const block of naming(file)) {
+      const again = await post(s, '/v1/messages', asking(block), headers(KEYS.support));
+      expect(again.status).toBe(200);
+    }
+    expect(seen.calls).toBe(before.calls + 4);
+  } finally {
+    await up.stop();
+  }
+}
+
+test("a team of another org naming a file another team's code execution wrote is answered as for an unknown file: nothing counted, held or sent; the owner and an operator's upload pass", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  await fileOwnerCase(stack, redis, iso.keyPrefix, false);
+});
+
+test("a team of the same org naming a file another team's code execution wrote is refused too", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  await fileOwnerCase(stack, redis, iso.keyPrefix, true);
 });
 
 test("a message_delta that reports no output count (usage null or left out) is billed the output the edge counted, not message_start's placeholder", async ({

@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { AdmitReply, AdmitRequest, RefusalCode, WindowState } from '@holdfast/events';
+import {
+  FILE_ID,
+  type AdmitReply,
+  type AdmitRequest,
+  type RefusalCode,
+  type WindowState,
+} from '@holdfast/events';
 import type { z } from 'zod';
 import {
   holdInputPrice,
@@ -225,7 +231,9 @@ async function undoUnreplicated(
  * the org's slot). Another tenant's response or item and an unknown one get the same answer,
  * `response_not_found` or `item_not_found`, the edge's 400 (OpenAI's for an unknown id):
  * nothing held or taken, no refusal recorded (it is not a budget's, and the edge remembers none
- * of it, so it never stands in the way of the tenant's other calls).
+ * of it, so it never stands in the way of the tenant's other calls). A file (FILE_ID) is
+ * checked in the file owners' slot, only when the call names one, and refused only when
+ * another team's call made it (`item_not_found`).
  */
 async function ownsResponse(
   ctx: HandlerContext,
@@ -233,14 +241,25 @@ async function ownsResponse(
   req: { previousResponseId?: string | undefined; itemIds?: string[] | undefined },
 ): Promise<Result<true, RpcError>> {
   const { previousResponseId: responseId, itemIds = [] } = req;
-  const ids = responseId === undefined ? itemIds : [responseId, ...itemIds];
-  if (ids.length === 0) return Ok(true);
-  const keys = ids.map((id) => ctx.keys.responseOwner(tenant.org, id));
-  const owners = await withStore(ctx.logger, 'admit', () => ctx.redis.mget(...keys));
-  if (!owners.ok) return owners;
-  const stranger = owners.value.findIndex((owner) => owner !== tenant.id);
-  if (stranger < 0) return Ok(true);
-  const id = ids[stranger]!;
+  const named = responseId === undefined ? itemIds : [responseId, ...itemIds];
+  const ids = named.filter((id) => !FILE_ID.test(id));
+  const files = named.filter((id) => FILE_ID.test(id));
+  let id: string | undefined;
+  if (ids.length > 0) {
+    const keys = ids.map((i) => ctx.keys.responseOwner(tenant.org, i));
+    const owners = await withStore(ctx.logger, 'admit', () => ctx.redis.mget(...keys));
+    if (!owners.ok) return owners;
+    id = ids[owners.value.findIndex((owner) => owner !== tenant.id)];
+  }
+  if (id === undefined && files.length > 0) {
+    // A file is refused only when another team's call made it: one nobody's call made (the
+    // operator's upload) is every team's (docs/security.md).
+    const keys = files.map((i) => ctx.keys.fileOwner(i));
+    const owners = await withStore(ctx.logger, 'admit', () => ctx.redis.mget(...keys));
+    if (!owners.ok) return owners;
+    id = files[owners.value.findIndex((owner) => owner !== null && owner !== tenant.id)];
+  }
+  if (id === undefined) return Ok(true);
   const code = id === responseId ? 'response_not_found' : 'item_not_found';
   ctx.metrics.admissions.inc({ outcome: 'refused', code });
   const message =

@@ -6,6 +6,7 @@ import type {
   SettleRequest,
   Usage,
 } from '@holdfast/events';
+import { FILE_ID } from '@holdfast/events';
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
@@ -187,6 +188,12 @@ export async function release(ctx: HandlerContext, req: ReleaseRequest) {
 export const RESPONSE_OWNER_TTL_MS = 30 * 86_400_000;
 
 /**
+ * How long a file's owner is kept: Anthropic keeps a file until it is deleted, so a year (a
+ * file older than that is read as the operator's: any team may name it; docs/security.md).
+ */
+const FILE_OWNER_TTL_MS = 365 * 86_400_000;
+
+/**
  * After a close (whatever it found: a late settle of an expired hold still made the response),
  * records the tenant as the owner of the response the upstream stored for the call and of the
  * output items stored with it, in the slot of the org its admits are checked in (admit.ts
@@ -205,15 +212,44 @@ async function withOwner(
   },
   closed: Result<CloseResult, RpcError>,
 ): Promise<Result<CloseResult, RpcError>> {
-  const ids = [...(req.responseId === undefined ? [] : [req.responseId]), ...(req.itemIds ?? [])];
-  if (!closed.ok || ids.length === 0) return closed;
+  const named = [...(req.responseId === undefined ? [] : [req.responseId]), ...(req.itemIds ?? [])];
+  if (!closed.ok || named.length === 0) return closed;
   const org = ctx.config.current.tenants.get(req.tenant)?.org ?? req.org ?? req.tenant;
-  const keys = ids.map((id) => ctx.keys.responseOwner(org, id));
-  const ttl = String(RESPONSE_OWNER_TTL_MS);
+  // The org's stored state in its slot; the files a code execution output made in theirs (a
+  // team of any org may name one).
+  const ids = named.filter((id) => !FILE_ID.test(id));
+  const files = named.filter((id) => FILE_ID.test(id));
+  for (const [keys, ttl, first] of [
+    [ids.map((id) => ctx.keys.responseOwner(org, id)), RESPONSE_OWNER_TTL_MS, false],
+    // A file's first owner stays: a later call reporting it (an upstream that repeats an
+    // output) never hands it to another team.
+    [files.map((id) => ctx.keys.fileOwner(id)), FILE_OWNER_TTL_MS, true],
+  ] as const) {
+    if (keys.length === 0) continue;
+    const recorded = await recordOwner(ctx, keys, req.tenant, ttl, first);
+    if (!recorded.ok) return recorded;
+  }
+  return closed;
+}
+
+/**
+ * Sets each key (of one slot) to the owner tenant, durably, in one pipeline (`first`: only a
+ * key not set yet).
+ */
+function recordOwner(
+  ctx: HandlerContext,
+  keys: string[],
+  tenant: string,
+  ttlMs: number,
+  first: boolean,
+) {
   const write = (p: ChainableCommander) => {
-    for (const key of keys) p.set(key, req.tenant, 'PX', ttl);
+    for (const key of keys) {
+      if (first) p.set(key, tenant, 'PX', String(ttlMs), 'NX');
+      else p.set(key, tenant, 'PX', String(ttlMs));
+    }
   };
-  const recorded = await withStore(ctx.logger, 'response owner', () =>
+  return withStore(ctx.logger, 'response owner', () =>
     durably(
       ctx.redis,
       async () => {
@@ -225,7 +261,6 @@ async function withOwner(
       write,
     ),
   );
-  return recorded.ok ? closed : recorded;
 }
 
 /** The upstream's capacity after the call: settled to usage where counted so, or released. */

@@ -1,5 +1,5 @@
 import { longContextPrices, tierPrices } from '@holdfast/config';
-import { ItemId } from '@holdfast/events';
+import { FILE_ID, ItemId, MAX_ITEM_IDS } from '@holdfast/events';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
@@ -63,7 +63,8 @@ export async function countMessagesPrompt(
   body: CountTokensRequest,
   ctx: CountContext,
 ): Promise<Counted> {
-  const refused = compactEdit(body) ?? advisorTool(body) ?? unownedContainer(body);
+  const refused =
+    compactEdit(body) ?? advisorTool(body) ?? unownedContainer(body) ?? tooManyFiles(body);
   if (refused) return Err(refused);
   const counted = await withProviderTool(messagesProviderTools(body), ctx.model, perToolReads, () =>
     countInput(body, ctx),
@@ -149,6 +150,48 @@ function unownedContainer(body: CountTokensRequest): EdgeError | undefined {
   return id !== undefined && !ItemId.safeParse(id).success
     ? itemNotFound(id, 'container')
     : undefined;
+}
+
+/**
+ * The files the request reads by id (`container_upload`, a `document` or `image` whose source
+ * is `{type: "file", file_id}`, in a message or a tool result), each once: the provider keeps a
+ * file for every team of the upstream account, so one another team's code execution output made
+ * is refused (Asked.itemIds; its settle recorded it: MessagesTranscript.storedItemIds). Only ids
+ * a call could have recorded (ItemId, `file_`): any other is nobody's.
+ */
+function namedFiles(body: Pick<CountTokensRequest, 'messages'>): string[] {
+  const ids = new Set<string>();
+  const visit = (blocks: unknown): void => {
+    if (!Array.isArray(blocks)) return;
+    for (const block of blocks as ({
+      content?: unknown;
+      file_id?: unknown;
+      source?: unknown;
+    } | null)[]) {
+      if (typeof block !== 'object' || block === null) continue;
+      const source = block.source as { type?: unknown; file_id?: unknown } | null | undefined;
+      const id = source?.type === 'file' ? source.file_id : block.file_id;
+      if (typeof id === 'string' && FILE_ID.test(id) && ItemId.safeParse(id).success) ids.add(id);
+      visit(block.content);
+    }
+  };
+  for (const message of body.messages ?? []) visit(message.content);
+  return [...ids];
+}
+
+/** The container and the files the call names by id (Asked.itemIds): the first MAX_ITEM_IDS. */
+function namedStored(body: CountTokensRequest): { itemIds?: string[] } {
+  const container = namedContainer(body);
+  const ids = [...(container === undefined ? [] : [container]), ...namedFiles(body)];
+  return ids.length === 0 ? {} : { itemIds: ids.slice(0, MAX_ITEM_IDS) };
+}
+
+/** More files named than an admit checks (namedStored keeps the first MAX_ITEM_IDS). */
+function tooManyFiles(body: CountTokensRequest): EdgeError | undefined {
+  const n = (namedContainer(body) === undefined ? 0 : 1) + namedFiles(body).length;
+  if (n <= MAX_ITEM_IDS) return undefined;
+  const message = `messages name more than ${MAX_ITEM_IDS} files by file_id (with the container). Send fewer in one call.`;
+  return new EdgeError({ code: 'invalid_request', message, param: 'messages' });
 }
 
 /**
@@ -319,7 +362,7 @@ export const messagesAdapter: SurfaceAdapter<MessagesRequest> = {
     endUser: body.metadata?.user_id ?? null,
     serviceTier: body.service_tier,
     reasoning: body.thinking != null && body.thinking.type !== 'disabled',
-    ...(namedContainer(body) === undefined ? {} : { itemIds: [namedContainer(body)!] }),
+    ...namedStored(body),
     tools: {
       per: 'tool',
       tools: (body.tools ?? []).flatMap((t, i) =>

@@ -1,5 +1,5 @@
 import { toolUseKind } from '@holdfast/config';
-import { ItemId, type Usage } from '@holdfast/events';
+import { FILE_ID, ItemId, MAX_ITEM_IDS, type Usage } from '@holdfast/events';
 import type { Accepted, InputUsage, StreamError, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
@@ -76,6 +76,7 @@ export class MessagesTranscript implements Transcript {
   #stopped = false;
   #stop: StopFields = {};
   #container: string | undefined;
+  readonly #files = new Set<string>();
   readonly #blocks = new Map<number, BlockState>();
 
   constructor(private readonly opts: { model: string }) {}
@@ -107,6 +108,7 @@ export class MessagesTranscript implements Transcript {
       });
       text(start.name);
       text(start.text);
+      this.#filesOf(start);
     } else if (type === 'content_block_delta') {
       const block = this.#blocks.get(index);
       const d = (data.delta ?? {}) as Record<string, unknown>;
@@ -151,7 +153,28 @@ export class MessagesTranscript implements Transcript {
    * tenant's with the settle, and only the tenant may reuse it.
    */
   storedItemIds(): string[] {
-    return this.#container ? [this.#container] : [];
+    return [...(this.#container ? [this.#container] : []), ...this.#files];
+  }
+
+  /**
+   * The files a code execution result reports its code wrote (`bash_code_execution_output` /
+   * `code_execution_output` with a `file_id`): the provider keeps them in its Files API for
+   * whoever names them, so they are the tenant's as its container is (the first MAX_ITEM_IDS
+   * less the container's place; a file past them stays unrecorded).
+   */
+  #filesOf(block: { type?: unknown; content?: unknown }): void {
+    if (typeof block.type !== 'string' || !block.type.endsWith('code_execution_tool_result')) {
+      return;
+    }
+    const result = block.content as { content?: unknown } | null | undefined;
+    const outputs = Array.isArray(result?.content) ? (result.content as unknown[]) : [];
+    for (const output of outputs) {
+      const id = (output as { file_id?: unknown } | null)?.file_id;
+      if (this.#files.size >= MAX_ITEM_IDS - 1) return;
+      if (typeof id === 'string' && FILE_ID.test(id) && ItemId.safeParse(id).success) {
+        this.#files.add(id);
+      }
+    }
   }
 
   #containerOf(from: object): void {

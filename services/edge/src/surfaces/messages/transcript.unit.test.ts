@@ -259,6 +259,23 @@ describe('MessagesTranscript tool uses', () => {
     expect(t.toolUses()).toEqual({});
   });
 
+  test("the files a code execution result reports are stored with the container, a malformed id or another block's never", () => {
+    const result = (type: string, outputs: unknown[]) =>
+      ev('content_block_start', {
+        index: 1,
+        content_block: { type, content: { type: 'x_result', content: outputs } },
+      });
+    const t = new MessagesTranscript({ model: 'claude' });
+    t.accept(ev('message_start', { message: { id: 'msg_1', container: { id: 'container_a' } } }));
+    t.accept(
+      result('bash_code_execution_tool_result', [{ file_id: 'file_1' }, { file_id: 'file_2' }]),
+    );
+    t.accept(result('code_execution_tool_result', [{ file_id: 'file_3' }, null, { file_id: 7 }]));
+    t.accept(result('web_search_tool_result', [{ file_id: 'file_4' }]));
+    t.accept(result('code_execution_tool_result', [{ file_id: 'file_a b' }, { file_id: 'msg_5' }]));
+    expect(t.storedItemIds()).toEqual(['container_a', 'file_1', 'file_2', 'file_3']);
+  });
+
   test('the container the call ran in is stored (message_start or message_delta), a malformed id never', () => {
     const container = (id: unknown) => ({ id, expires_at: '2026-12-06T12:00:00Z' });
     const t = new MessagesTranscript({ model: 'claude' });
