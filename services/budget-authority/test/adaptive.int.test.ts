@@ -179,3 +179,72 @@ describe('adaptive mode', () => {
     expect(refusalOf(await h.client.admit(call(true, 10))).code).toBe('budget_exceeded');
   });
 });
+
+/**
+ * Holds that grow while an admin changes the tenant's plan under them: a hold grows only past
+ * windows whose limits it can check (extend.lua). A window the call holds nothing on (a budget
+ * added since admission) is billed the call's whole usage at settle, and a window of a parent
+ * the tenant left is still limited: growing past either bills it over its limit unseen.
+ */
+describe('adaptive holds under an admin change', () => {
+  const changed = (team: Record<string, unknown>, others: Record<string, unknown>[] = []) => {
+    const base = config({ limit: 100_000 });
+    return { ...base, tenants: [...others, { ...base.tenants[0], ...team }] };
+  };
+
+  /** Asks c's hold to cover 1,000 output: refused, it stays 110; then settles 110. */
+  async function growRefusedThenSettle(h: TestAuthority, reservationId: string) {
+    const grown = await h.client.extend({ reservationId, tenant: 'team', outputTokens: 1_000 });
+    expect(grown).toMatchObject({ ok: true, value: { status: 'refused', heldTokens: 110 } });
+    await h.client.settle({
+      reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 100, completionTokens: 10 },
+    });
+  }
+
+  async function windows(h: TestAuthority, tenant: string) {
+    const u = await h.client.usage({ tenant });
+    if (!u.ok) throw new Error(u.error.message);
+    const t = u.value.tenants.find((x) => x.tenant === tenant)!;
+    return Object.fromEntries(t.windows.map((w) => [w.budget, [w.used, w.held, w.limit]]));
+  }
+
+  test('a budget added while a call streams: its hold does not grow past the new limit', async ({
+    start,
+  }) => {
+    const h = await start(changed({}));
+    await learn(h, 10);
+    const c = admissionOf(await h.client.admit(call(true)));
+    expect(c).toMatchObject({ heldTokens: 110, coveredOutputTokens: 10 });
+    const minute = { window: 'minute', limit: 300 };
+    const added = changed({ budgets: [{ window: 'day', limit: 100_000 }, minute] });
+    expect((await h.client.configApply({ document: added })).ok).toBe(true);
+    // Before, the hold grew to 1,100, and its settle billed the minute window 1,100 of 300.
+    await growRefusedThenSettle(h, c.reservationId);
+    expect((await windows(h, 'team'))['minute-tokens']).toEqual([110, 0, 300]);
+  });
+
+  test('a team moved under another parent of its org while a call streams: its hold does not grow past the parent it left', async ({
+    start,
+  }) => {
+    const uc = config({ limit: 0 }).tenants[0]!.useCases;
+    const parents = (divA: number) => [
+      { id: 'acme', useCases: uc },
+      { id: 'div-a', parent: 'acme', budgets: [{ window: 'day', limit: divA }], useCases: uc },
+      { id: 'div-b', parent: 'acme', budgets: [{ window: 'day', limit: 100_000 }], useCases: uc },
+    ];
+    const h = await start(changed({ parent: 'div-a' }, parents(2_000)));
+    await learn(h, 10);
+    const c = admissionOf(await h.client.admit(call(true)));
+    expect(await windows(h, 'div-a')).toEqual({ 'day-tokens': [550, 110, 2_000] });
+    // The team moves to div-b, and div-a's limit is lowered to what it has spent and holds.
+    const moved = await h.client.configApply({
+      document: changed({ parent: 'div-b' }, parents(660)),
+    });
+    expect(moved.ok).toBe(true);
+    // Before, the hold grew to 1,100 unchecked, and div-a was billed 1,650 of its 660.
+    await growRefusedThenSettle(h, c.reservationId);
+    expect(await windows(h, 'div-a')).toEqual({ 'day-tokens': [660, 0, 660] });
+  });
+});

@@ -50,8 +50,19 @@ for _, b in ipairs(spec.budgets) do
 end
 local targets = {}
 local rec = {tenant = f[2], keyId = f[3], endUser = f[18]}
+-- A hold grows only where every limit it may be billed against is checked: a window of a
+-- level the tenant has left (moved under another parent) is still limited but not in this
+-- plan, and an enforced window of the plan the hold is not on (a budget or a parent added
+-- since admission) is billed the call's whole usage at settle. Growing would bill either past
+-- its limit unseen, so such a hold stays as it is and the call ends at what it covers.
+local inPlan, onHold, unchecked = {}, {}, false
+for _, lv in ipairs(spec.levels) do
+  inPlan[lv.tenant] = true
+end
 for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15], rec)) do
   local key, unit = h[1], h[2]
+  onHold[key] = true
+  unchecked = unchecked or (not h[3].scope and not inPlan[h[3].tenant])
   local b = limits[key]
   if not b and h[3].scope and spec.askSubjects then
     -- A key's or end user's window the caller did not name: ask for a run with their limits
@@ -66,6 +77,12 @@ for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15], rec)) do
     room = b.limit - s - held - p
   end
   targets[#targets + 1] = {key = key, unit = unit, room = room}
+end
+for _, b in ipairs(spec.budgets) do
+  unchecked = unchecked or (b.enforce and not onHold[KEYS[b.key]])
+end
+if unchecked then
+  return {'refused', f[7], f[8], f[11], windowStates(spec)}
 end
 
 -- Grant as much of the growth as every window can pay for, in closed form: a tokens window
