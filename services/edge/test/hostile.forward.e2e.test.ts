@@ -246,3 +246,39 @@ test('an image is priced for the model the upstream runs, not the alias the clie
   expect(counted).toBeGreaterThan(48_000);
   expect(counted).toBe(Number(direct.res.headers.get('x-holdfast-prompt-tokens')));
 });
+
+test('a dropped field whose name is no header text is named in printable form, and the call is served and billed', async ({
+  stack,
+}) => {
+  // Before, a name with CR/LF, NUL or a character past Latin-1 made the header unwritable: a
+  // 500 after the upstream had been called, billed (a 500 the SDK retries) or, streamed,
+  // released as an upstream error with the provider's work unbilled.
+  const s = await stack();
+  const names: [string, string][] = [
+    ['a\r\nx-evil: 1', 'a??x-evil: 1'],
+    ['a\u0000b', 'a?b'],
+    ['字段', '??'],
+    ['\ud800', '?'],
+    ['x'.repeat(70_000), `${'x'.repeat(64)}...`],
+  ];
+  for (const stream of [false, true]) {
+    for (const [name, shown] of names) {
+      const { res, text } = await post(s, KEYS.batch, {
+        ...chat(10),
+        max_tokens: 20,
+        stream,
+        [name]: 1,
+      });
+      expect(res.status, text.slice(0, 200)).toBe(200);
+      expect(res.headers.get('x-holdfast-dropped-fields')).toBe(shown);
+      expect(text).toContain(stream ? '[DONE]' : 'chat.completion');
+    }
+  }
+  expect(s.upstream.stats().recent).toHaveLength(2 * names.length);
+  const u = await s.settled('batch-summariser');
+  expect(u.windows[0]!.used).toBe(billed(s));
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 2 * names.length,
+  );
+  expect(events.filter((e) => e.type === 'reservation.released')).toEqual([]);
+});

@@ -8,6 +8,7 @@ import type { LiveCall } from './in-flight.js';
 import type { EdgeError } from '../errors.js';
 import type { Hold } from '../authority/holds.js';
 import { recordRequest } from '../plugins/observability.js';
+import { printable } from '../request/auth.js';
 import { closeFailedOpen, settleOutcome, upstreamError } from './failure.js';
 import type { Failure, Opened } from '../upstream/client.js';
 import type { SseEvent } from '../upstream/sse.js';
@@ -89,7 +90,9 @@ export async function forwardCall<B>(
   };
   const forwarded = adapter.upstreamBody(body, grant);
   if (forwarded.dropped.length > 0) {
-    reply.header('x-holdfast-dropped-fields', forwarded.dropped.slice(0, 20).join(', '));
+    // A field's name is the client's any string: printable, it cannot make the header unwritable.
+    const names = forwarded.dropped.slice(0, 20).map(printable);
+    reply.header('x-holdfast-dropped-fields', names.join(', '));
   }
   const lease = call.admitted
     ? new LeaseKeeper(deps.authority, call.hold, request.log).start(
