@@ -46,6 +46,23 @@ async function learn(h: TestAuthority, completion: number) {
   }
 }
 
+/** Settles each call at 100 prompt + `completion` output. */
+async function settleAll(h: TestAuthority, calls: { reservationId: string }[], completion: number) {
+  for (const c of calls)
+    await h.client.settle({
+      reservationId: c.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 100, completionTokens: completion },
+    });
+}
+
+/** The team's day window. */
+async function dayWindow(h: TestAuthority) {
+  const u = await h.client.usage({ tenant: 'team' });
+  if (!u.ok) throw new Error(u.error.message);
+  return u.value.tenants[0]!.windows[0]!;
+}
+
 describe('adaptive mode', () => {
   test('holds prompt + max_tokens until it has samples, then prompt + the recent p95 of real output', async ({
     start,
@@ -165,16 +182,10 @@ describe('adaptive mode', () => {
     // A third could overrun to 4,800: refused although its estimate alone would fit.
     expect(refusalOf(await h.client.admit(call(false))).code).toBe('budget_exceeded');
     // Both overrun to the full max_tokens: billed stays within limit + debt.
-    for (const c of [a, b])
-      await h.client.settle({
-        reservationId: c.reservationId,
-        tenant: 'team',
-        usage: { promptTokens: 100, completionTokens: 1_000 },
-      });
-    const u = await h.client.usage({ tenant: 'team' });
-    const w = u.ok ? u.value.tenants[0]!.windows[0]! : undefined;
+    await settleAll(h, [a, b], 1_000);
+    const w = await dayWindow(h);
     expect(w).toMatchObject({ used: 3_700, held: 0 });
-    expect(w!.used).toBeLessThanOrEqual(3_000 + 1_000);
+    expect(w.used).toBeLessThanOrEqual(3_000 + 1_000);
     // The debt blocks the next admission until the window frees it.
     expect(refusalOf(await h.client.admit(call(true, 10))).code).toBe('budget_exceeded');
   });
@@ -248,3 +259,33 @@ describe('adaptive holds under an admin change', () => {
     expect(await windows(h, 'div-a')).toEqual({ 'day-tokens': [660, 0, 660] });
   });
 });
+
+for (const later of ['extensible', 'reserve'] as const) {
+  test(`what a call whose hold cannot grow may still overrun is kept from ${later === 'reserve' ? 'reserve calls after the team is switched to reserve' : 'calls whose hold can grow'}: billed stays within the limit`, async ({
+    start,
+  }) => {
+    const h = await start(config({ limit: 10_000 }));
+    await learn(h, 100); // used 1,000, the estimate is 100
+    // Held 200, may overrun by 900: 1,000 + 200 + 900 + 1,100 fits 10,000.
+    const x = admissionOf(await h.client.admit(call(false)));
+    if (later === 'reserve') {
+      const reserve = config({ limit: 10_000 });
+      reserve.tenants[0]!.mode = 'reserve';
+      expect((await h.client.configApply({ document: reserve })).ok).toBe(true);
+    }
+    // Calls of 200 (prompt 100 + 100 output), admitted while they fit.
+    const others = [];
+    for (let i = 0; i < 60; i++) {
+      const r = await h.client.admit(call(true, 100));
+      if (!r.ok || !r.value.admitted) break;
+      others.push(r.value);
+    }
+    // Before, 44 were: their holds filled the room x may still overrun into.
+    expect(others).toHaveLength(39);
+    await settleAll(h, [x], 1_000);
+    await settleAll(h, others, 100);
+    const w = await dayWindow(h);
+    expect(w).toMatchObject({ used: 1_000 + 1_100 + 39 * 200, held: 0 });
+    expect(w.used).toBeLessThanOrEqual(10_000);
+  });
+}

@@ -150,15 +150,17 @@ local function check(spec, mode, extensible, sums, helds, pots, prompt, price, p
     local promptNeed = (b.unit == 'usd') and promptU or promptT
     local s, h, d = sums[i], helds[i], 0
     if mode == 'reserve' then
-      d = s + h + need - b.limit
+      -- What adaptive calls whose hold cannot grow may still overrun (`p`: admitted before the
+      -- tenant left adaptive) counts in full: reserve has no debt.
+      d = s + h + pots[i] + need - b.limit
     elseif mode == 'adaptive' then
       d = s + h + need - b.limit
-      if not extensible then
-        -- Its hold cannot grow: every overrun still possible must fit in the debt bound.
-        local d2 = s + h + pots[i] + worst - b.limit - b.debt
-        if d2 > d then
-          d = d2
-        end
+      -- Every overrun still possible must fit in the debt bound, beside this call's worst
+      -- case when its hold cannot grow, or its hold when it can (a hold taking the room those
+      -- overruns may use would take the window past the bound when they happen).
+      local d2 = s + h + pots[i] + (extensible and need or worst) - b.limit - b.debt
+      if d2 > d then
+        d = d2
       end
     elseif mode == 'estimate' then
       d = s + promptNeed - b.limit
@@ -295,7 +297,7 @@ if refusedAt and minOut > 0 and mode == 'reserve' then
   local afford = maxTokens
   for i, b in ipairs(spec.budgets) do
     if b.enforce then
-      local room = b.limit - sums[i] - helds[i]
+      local room = b.limit - sums[i] - helds[i] - pots[i]
       local out
       if b.unit == 'tokens' then
         out = room - prompt
