@@ -17,7 +17,10 @@
  *
  *   pnpm build && pnpm --filter @holdfast/edge bench:fairness --root /work/main
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals
- *   options: --rounds 3 --seconds 8
+ *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --root /work/main
+ *   options: --rounds 3 --seconds 8; --users: each of A's calls names a new end user (the
+ *   `user` field); with --root (refusals), that checkout's edge against this one's, both with
+ *   their refusal memory on
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -41,6 +44,7 @@ const { values: args } = parseArgs({
   options: {
     flood: { type: 'string', default: 'bodies' },
     root: { type: 'string' },
+    users: { type: 'boolean', default: false },
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '8' },
   },
@@ -77,18 +81,29 @@ function prose(chars: number, seed: number): string {
 const body = (content: string) =>
   JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], max_tokens: 8 });
 
-/** Calls to an edge with one key, cycling through the bodies given. */
-function caller(url: string, key: string, bodies: readonly string[], connections: number) {
+/**
+ * Calls to an edge with one key, cycling through the bodies given; with `users`, each names a
+ * new end user.
+ */
+function caller(
+  url: string,
+  key: string,
+  bodies: readonly string[],
+  connections: number,
+  users = false,
+) {
   const { origin } = new URL(url);
   const pool = new Pool(origin, { connections, keepAliveTimeout: 30_000 });
   let next = 0;
   const statuses = new Map<number, number>();
   const op = async (): Promise<void> => {
+    const n = next++;
+    const body = bodies[n % bodies.length]!;
     const res = await pool.request({
       path: '/v1/chat/completions',
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-      body: bodies[next++ % bodies.length],
+      body: users ? `${body.slice(0, -1)},"user":"user-${n}"}` : body,
     });
     await res.body.text();
     statuses.set(res.statusCode, (statuses.get(res.statusCode) ?? 0) + 1);
@@ -116,7 +131,7 @@ function writeConfig(mockUrl: string): Promise<string> {
 /** The two edges compared: `[name, entry, env]`. */
 function edgesToRun(): Array<{ name: string; entry: string; env: Record<string, string> }> {
   const own = here('../dist/main.js');
-  if (REFUSALS) {
+  if (REFUSALS && !args.root) {
     return [
       { name: 'off', entry: own, env: { EDGE_REFUSAL_MEMORY_MS: '0' } },
       { name: 'on', entry: own, env: {} },
@@ -178,7 +193,7 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round++) {
       for (const edge of round % 2 === 0 ? edges : [...edges].reverse()) {
         const b = caller(edge.url, KEYS.b, bBodies, 64);
-        const a = caller(edge.url, KEYS.a, aBodies, FLOOD);
+        const a = caller(edge.url, KEYS.a, aBodies, FLOOD, args.users);
         await closedLoop(b.op, 4, 1_000); // warm: connections, the worker's encoding
         const alone = await openLoop(b.op, RATE, MS);
         const cpu = [cpuSeconds(edge.proc), cpuSeconds(authority)];

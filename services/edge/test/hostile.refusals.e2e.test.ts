@@ -9,6 +9,7 @@ import {
   tenantMetric,
   testConfig,
   type Stack,
+  type StackOptions,
   type TestConfig,
 } from './harness.js';
 
@@ -31,19 +32,27 @@ function refusalsIn(events: HoldfastEvent[], tenant: string, code = 'budget_exce
   return n;
 }
 
-/** The authority's own budget refusals (the admits it ran that refused). */
-async function authorityRefusals(s: Stack): Promise<number> {
+/** The authority's own refusals of `code` (the admits it ran that refused so). */
+async function authorityRefusals(s: Stack, code = 'budget_exceeded'): Promise<number> {
   const m = await s.authority.ctx.metrics.admissions.get();
   return m.values
-    .filter((v) => v.labels.outcome === 'refused' && v.labels.code === 'budget_exceeded')
+    .filter((v) => v.labels.outcome === 'refused' && v.labels.code === code)
     .reduce((n, v) => n + v.value, 0);
 }
 
+/** A stack whose support-bot is suspended, remembering refusals for a minute. */
+async function suspended(stack: (o?: StackOptions) => Promise<Stack>): Promise<Stack> {
+  const s = await stack({ edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } } });
+  const done = await s.client.suspend({ tenant: 'support-bot', reason: 'test', by: 'admin' });
+  expect(done.ok).toBe(true);
+  return s;
+}
+
 /** A raw call: status, headers and body as the client sees them. */
-async function post(s: Stack, key: string, body: unknown) {
+async function post(s: Stack, key: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await fetch(`${s.edge.url}/v1/chat/completions`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers },
     body: JSON.stringify(body),
   });
   return { status: r.status, headers: r.headers, body: (await r.json()) as { error?: unknown } };
@@ -237,10 +246,7 @@ test('a team at its org’s cap on calls in flight: repeats are answered at the 
 test('a suspended team: repeats are answered at the edge until its tenant.resumed', async ({
   stack,
 }) => {
-  const s = await stack({ edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } } });
-  expect((await s.client.suspend({ tenant: 'support-bot', reason: 'test', by: 'admin' })).ok).toBe(
-    true,
-  );
+  const s = await suspended(stack);
   const first = await post(s, KEYS.support, { ...chat(10), max_tokens: 40 });
   expect(first.status).toBe(403);
   expect(first.body.error).toMatchObject({ code: 'tenant_suspended' });
@@ -256,4 +262,92 @@ test('a suspended team: repeats are answered at the edge until its tenant.resume
   expect((await post(s, KEYS.support, { ...chat(10), max_tokens: 40 })).status).toBe(200);
   const events = await s.events((e) => refusalsIn(e, 'support-bot', 'tenant_suspended') >= 2);
   expect(refusalsIn(events, 'support-bot', 'tenant_suspended')).toBe(2);
+});
+
+test('a flood naming a new end user on every call is answered at the edge when the team’s own limit refuses', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      tight(200)(c);
+      // End users of the team have budgets of their own: the refusal below is still the team's.
+      entry(c.tenants, 'support-bot').endUserBudgets = [
+        { window: 'day', limit: 1_000_000, unit: 'tokens' },
+      ];
+    },
+    edge: { options: { refusals: { memoryMs: 10_000, reportMs: 50 } } },
+  });
+  const call = (user: string) => ({ ...chat(10), max_tokens: 500, user });
+  const first = await post(s, KEYS.support, call('alice'));
+  expect(first.status).toBe(429);
+  expect(first.headers.get('x-holdfast-remaining-user-day-tokens')).not.toBeNull();
+  // Every repeat names another end user (the OpenAI `user` field: any client sets it).
+  const n = 200;
+  const answers: Array<Awaited<ReturnType<typeof post>>> = [];
+  let sent = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (sent < n) answers.push(await post(s, KEYS.support, call(`user-${sent++}`)));
+    }),
+  );
+  for (const a of answers) {
+    expect(a.status).toBe(429);
+    expect(a.body.error).toMatchObject({ code: 'budget_exceeded' });
+    // The team's windows as the authority gave them, never alice's own.
+    expect(a.headers.get('x-holdfast-remaining-month-tokens')).toBe(
+      first.headers.get('x-holdfast-remaining-month-tokens'),
+    );
+    expect(a.headers.get('x-holdfast-remaining-user-day-tokens')).toBeNull();
+  }
+  // alice's own repeat is answered as the authority answered her.
+  const again = await post(s, KEYS.support, call('alice'));
+  expect(again.headers.get('ratelimit')).toBe(first.headers.get('ratelimit'));
+  // Before: each of the 200 was an admit in Redis (the memory is keyed by end user).
+  expect(await authorityRefusals(s)).toBe(1);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(n + 1);
+  const events = await s.events((e) => refusalsIn(e, 'support-bot') >= n + 2);
+  expect(refusalsIn(events, 'support-bot')).toBe(n + 2);
+});
+
+test('a suspended team naming a new end user or use case on every call is answered at the edge', async ({
+  stack,
+}) => {
+  const s = await suspended(stack);
+  expect((await post(s, KEYS.support, { ...chat(10), max_tokens: 40, user: 'u0' })).status).toBe(
+    403,
+  );
+  const n = 100;
+  for (let i = 1; i <= n; i++) {
+    const r = await post(
+      s,
+      KEYS.support,
+      { ...chat(10), max_tokens: 40, user: `u${i}` },
+      // Every other call names a use case the team does not have (asked `uncounted` before).
+      i % 2 ? {} : { 'x-use-case': `UC-${900 + i}` },
+    );
+    expect(r.status).toBe(403);
+  }
+  expect(await authorityRefusals(s, 'tenant_suspended')).toBe(1);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(n);
+});
+
+test('an end user’s own budget refusal is still its own: another end user is served', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      entry(c.tenants, 'support-bot').endUserBudgets = [
+        { window: 'day', limit: 100, unit: 'tokens' },
+      ];
+    },
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+  });
+  const call = (user: string) => ({ ...chat(10), max_tokens: 200, user });
+  expect((await post(s, KEYS.support, call('alice'))).status).toBe(429);
+  expect((await post(s, KEYS.support, call('alice'))).status).toBe(429);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(1);
+  const small = (user: string) => ({ ...chat(10), max_tokens: 20, user });
+  expect((await post(s, KEYS.support, small('bob'))).status).toBe(200);
+  expect((await post(s, KEYS.support, call('bob'))).status).toBe(429);
+  expect(await authorityRefusals(s)).toBe(2);
 });

@@ -30,6 +30,9 @@ interface Remembered {
   promptTokens: number;
   maxTokens: number;
   anySize: boolean;
+  /** The refused call's key and end user: another's answer leaves out their windows. */
+  keyId: string | null;
+  endUser: string | undefined;
   /** Remembered until (epoch ms). */
   until: number;
   /** When its Retry-After ends (epoch ms); null when waiting cannot help. */
@@ -140,9 +143,12 @@ export class RefusalMemory {
     const { tenant } = req.caller;
     const calls = this.#orgs.get(tenant.org);
     if (!calls) return undefined;
-    const key = callKey(req);
-    const r = calls.get(key);
-    if (!r) return undefined;
+    // A refusal of the tenant, of the call whoever its end user, of the call and end user.
+    const call = callKey(req);
+    const user = req.endUser === undefined ? undefined : userKey(call, req.endUser);
+    const key = [tenantKey(req), call, user].find((k) => k !== undefined && calls.has(k));
+    const r = key === undefined ? undefined : calls.get(key);
+    if (key === undefined || !r) return undefined;
     const now = Date.now();
     if (now >= r.until || r.tenant !== tenant) {
       this.#drop(tenant.org, calls, key);
@@ -156,6 +162,11 @@ export class RefusalMemory {
       r.anySize || (req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens);
     const refused: Refused = {
       ...r.refused,
+      windows: r.refused.windows.filter(
+        (w) =>
+          (w.scope !== 'key' || r.keyId === req.caller.keyId) &&
+          (w.scope !== 'end_user' || r.endUser === req.endUser),
+      ),
       retryAfterSeconds:
         r.retryAt === null ? null : Math.max(1, Math.ceil((r.retryAt - now) / 1_000)),
       message: same
@@ -182,7 +193,7 @@ export class RefusalMemory {
       calls = new Map<string, Remembered>();
       this.#orgs.set(tenant.org, calls);
     }
-    const key = callKey(req);
+    const key = memoryKey(req, refused);
     if (!calls.has(key)) {
       if (
         calls.size >= this.#maxPerOrg &&
@@ -199,6 +210,8 @@ export class RefusalMemory {
       promptTokens: req.promptTokens,
       maxTokens: req.maxTokens,
       anySize: refused.code !== 'budget_exceeded',
+      keyId: req.caller.keyId,
+      endUser: req.endUser,
       until: Math.min(now + this.#o.memoryMs, retryAt ?? Infinity),
       retryAt,
       refused: { ...refused, summary },
@@ -386,8 +399,31 @@ export class RefusalMemory {
 }
 
 /**
- * What must be equal for a call to repeat a refused one (the amounts aside): everything that
- * picks its budgets or its prices. Tool bounds in a fixed key order.
+ * Where a refusal is remembered, so that it answers every call it would refuse and no other. A
+ * suspension or a cap on calls in flight refuses any call of the tenant (tenantKey); a budget's,
+ * any call that picks the same budgets and prices (callKey), whoever its end user unless the
+ * budget is the end user's own (userKey). Before, every refusal was keyed by its end user, so
+ * a client naming a new `user` on each call (any SDK lets it) was asked of the authority every
+ * time: an admit in Redis per call, as with no memory at all.
+ */
+function memoryKey(req: AdmissionRequest, refused: Refused): string {
+  if (refused.code !== 'budget_exceeded') return tenantKey(req);
+  const call = callKey(req);
+  const own = refused.windows.some((w) => w.scope === 'end_user' && w.budget === refused.budget);
+  return own && req.endUser !== undefined ? userKey(call, req.endUser) : call;
+}
+
+function tenantKey(req: AdmissionRequest): string {
+  return req.caller.tenant.id;
+}
+
+function userKey(call: string, endUser: string): string {
+  return `${call}\u0000${endUser}`;
+}
+
+/**
+ * What must be equal for a call to repeat a refused one (the amounts and the end user aside):
+ * everything that picks its budgets or its prices. Tool bounds in a fixed key order.
  */
 function callKey(req: AdmissionRequest): string {
   const { caller } = req;
@@ -401,7 +437,6 @@ function callKey(req: AdmissionRequest): string {
     caller.tenant.id,
     caller.keyId ?? '',
     caller.useCase,
-    req.endUser ?? '',
     req.model,
     req.api,
     req.serviceTier ?? 'default',

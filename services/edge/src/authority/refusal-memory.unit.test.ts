@@ -43,6 +43,26 @@ const REFUSED: Refused = {
   summary: { kind: 'team|budget_exceeded|x', fields: '["type","admission.refused"]' },
 };
 
+/** A window of the refusals below: the team's, or an end user's own. */
+const window = (scope?: 'end_user') => ({
+  tenant: 'team',
+  budget: scope ? 'user-day' : 'team-day',
+  window: 'day' as const,
+  unit: 'tokens' as const,
+  limit: 100,
+  used: 95,
+  held: 0,
+  enforce: true,
+  ...(scope ? { scope, subject: 'u1' } : {}),
+});
+
+/** Refused by the end user's own budget. */
+const USER_REFUSED: Refused = {
+  ...REFUSED,
+  budget: 'user-day',
+  windows: [window(), window('end_user')],
+};
+
 type Report = (req: RefusalsReportRequest) => Promise<Result<{ recorded: number }, RpcError>>;
 
 function memoryOver(
@@ -119,7 +139,6 @@ test('a call that could need less, or differs in what picks its budgets or price
   expect(memory.recall(call({ maxTokens: 99 }))).toBeUndefined();
   expect(memory.recall(call({ model: 'gpt-4' }))).toBeUndefined();
   expect(memory.recall(call({ api: 'responses' }))).toBeUndefined();
-  expect(memory.recall(call({ endUser: 'u1' }))).toBeUndefined();
   expect(memory.recall(call({ serviceTier: 'flex' }))).toBeUndefined();
   expect(memory.recall(call({ audioOutput: true }))).toBeUndefined();
   expect(memory.recall(call({ toolUses: { web_search: 1 } }))).toBeUndefined();
@@ -127,6 +146,23 @@ test('a call that could need less, or differs in what picks its budgets or price
   const other = call();
   other.caller = { ...other.caller, keyId: 'k2' };
   expect(memory.recall(other)).toBeUndefined();
+});
+
+test("a team's budget refusal answers the call whoever its end user, without the end user's windows; an end user's own, that end user only", async () => {
+  const { memory, call } = memoryOver(taken);
+  memory.remember(
+    call({ endUser: 'u1' }),
+    { ...REFUSED, windows: [window(), window('end_user')] },
+    0,
+  );
+  expect((await memory.recall(call({ endUser: 'u1' })))?.windows).toHaveLength(2);
+  expect((await memory.recall(call({ endUser: 'u2' })))?.windows).toEqual([window()]);
+  expect((await memory.recall(call()))?.windows).toEqual([window()]);
+  const { memory: own, call: of } = memoryOver(taken);
+  own.remember(of({ endUser: 'u1' }), USER_REFUSED, 0);
+  expect(own.recall(of({ endUser: 'u1' }))).toBeDefined();
+  expect(own.recall(of({ endUser: 'u2' }))).toBeUndefined();
+  expect(own.recall(of())).toBeUndefined();
 });
 
 test('remembered no longer than the memory, nor past the Retry-After', async () => {
@@ -263,12 +299,12 @@ test('one org holds at most maxPerOrg of them, so its end users cannot take the 
   vi.useFakeTimers({ toFake: ['Date'] });
   const { memory, call: of } = memoryOver(taken, 1_000, compile(100), { maxPerOrg: 2 });
   const call = (endUser: string) => of({ endUser, promptTokens: 1, maxTokens: 1 });
-  for (const user of ['u1', 'u2', 'u3']) memory.remember(call(user), REFUSED, 0);
+  for (const user of ['u1', 'u2', 'u3']) memory.remember(call(user), USER_REFUSED, 0);
   expect(memory.size).toBe(2);
   expect(memory.recall(call('u3'))).toBeUndefined();
   // Once the org's have expired, new ones are remembered again.
   vi.setSystemTime(Date.now() + 1_000);
-  memory.remember(call('u3'), REFUSED, 0);
+  memory.remember(call('u3'), USER_REFUSED, 0);
   expect(memory.size).toBe(1);
   expect(memory.recall(call('u3'))).toBeDefined();
 });
