@@ -1,4 +1,5 @@
-import { expect } from 'vitest';
+import { expect, vi } from 'vitest';
+import { chatAdapter } from '../src/surfaces/chat/adapter.js';
 import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 
 /**
@@ -279,6 +280,35 @@ test('a dropped field whose name is no header text is named in printable form, a
   expect(u.windows[0]!.used).toBe(billed(s));
   const events = await s.events(
     (e) => e.filter((x) => x.type === 'reservation.settled').length === 2 * names.length,
+  );
+  expect(events.filter((e) => e.type === 'reservation.released')).toEqual([]);
+});
+
+test('a failure of the edge itself once the upstream has the request bills what the call used, never nothing', async ({
+  stack,
+}) => {
+  // The dropped-fields header above failed after the upstream was called, and a streaming
+  // call was released as an upstream error: the model's work unbilled. Any such failure (here
+  // the transcript, made once the upstream answered) now settles as a connection lost.
+  const s = await stack();
+  const transcript = vi.spyOn(chatAdapter, 'transcript').mockImplementation(() => {
+    throw new Error('edge fault');
+  });
+  try {
+    for (const stream of [false, true]) {
+      const { res } = await post(s, KEYS.batch, { ...chat(10), max_tokens: 20, stream });
+      expect(res.status).toBe(500);
+    }
+  } finally {
+    transcript.mockRestore();
+  }
+  const calls = s.upstream.stats().recent;
+  expect(calls).toHaveLength(2);
+  const u = await s.settled('batch-summariser');
+  // The prompts the upstream read; the edge read no reply.
+  expect(u.windows[0]!.used).toBe(calls.reduce((n, c) => n + c.promptTokens, 0));
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.settled').length === 2,
   );
   expect(events.filter((e) => e.type === 'reservation.released')).toEqual([]);
 });

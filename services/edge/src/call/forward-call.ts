@@ -122,6 +122,25 @@ export async function forwardCall<B>(
       return await answerFailure(request, reply, adapter, failure);
     }
     const { opened } = result.value;
+    try {
+      return await served(opened);
+    } catch (err) {
+      // The upstream has the request: a failure of the edge's own from here on is billed as a
+      // connection lost (the prompt, and what was read), never released as if nothing was sent.
+      if (!call.hold.closed) {
+        closeFailedOpen(call.hold, { kind: 'dropped', message: String(err) }, true, () =>
+          unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body)),
+        );
+      }
+      throw err;
+    } finally {
+      opened.done();
+    }
+  } finally {
+    lease?.stop();
+  }
+
+  async function served(opened: Opened): Promise<FastifyReply> {
     const run: Run = {
       deps,
       request,
@@ -138,13 +157,7 @@ export async function forwardCall<B>(
       growth: growthOf(deps, request, call, adapter.extensible),
       body,
     };
-    try {
-      return call.asked.stream ? await relay(run) : await collect(run);
-    } finally {
-      opened.done();
-    }
-  } finally {
-    lease?.stop();
+    return call.asked.stream ? relay(run) : collect(run);
   }
 }
 
