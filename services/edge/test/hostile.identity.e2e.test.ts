@@ -245,3 +245,21 @@ test("an end user sent as another's hashed id is another end user: it never spen
   expect(await lookup('josé')).toEqual([hashed]);
   expect(await lookup(hashed)).toEqual([hashed]);
 });
+
+test('end users whose ids differ only in a lone surrogate, or in the U+FFFD UTF-8 writes for one, are different end users', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: apps });
+  // UTF-8 cannot hold a lone surrogate: each was hashed as U+FFFD, so these three were one end
+  // user, each spending the others' windows.
+  const ids = ['bob\ud800', 'bob\udbff', 'bob\ufffd'];
+  for (const user of ids) {
+    const res = await post(s, '/v1/chat/completions', chat(10, { max_tokens: 20, user }), auth);
+    expect(res.status).toBe(200);
+  }
+  const u = await s.settled('apps');
+  expect(u.endUserCount).toBe(3);
+  // A well-formed id keeps its hash (SHA-256 of its UTF-8).
+  const plain = `sha256:${createHash('sha256').update('bob\ufffd').digest('hex').slice(0, 32)}`;
+  expect(u.endUsers.map((e) => e.id)).toContain(plain);
+});

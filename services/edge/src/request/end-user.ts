@@ -16,14 +16,27 @@ const END_USER_HEADER = 'x-holdfast-user';
 /**
  * The end user as Holdfast keys budgets and books by it: the client's own id when it is
  * printable ASCII of at most 128 characters without ';' or ','; otherwise `sha256:` and the
- * first 32 hex digits of its SHA-256, so any string (an email, Unicode, a 10 KB blob) maps to
- * one stable, bounded id. An id sent in that hashed form is hashed too: kept as sent, it would
+ * first 32 hex digits of its SHA-256 (`hashed`), so any string (an email, Unicode, a 10 KB blob)
+ * maps to one stable, bounded id. An id sent in that hashed form is hashed too: kept as sent, it would
  * be the end user whose id hashes to it, and spend that one's windows. Empty means none.
  */
 function endUserId(raw: string): string | undefined {
   if (raw === '') return undefined;
   if (PLAIN.test(raw) && !HASHED.test(raw)) return raw;
-  return `sha256:${createHash('sha256').update(raw, 'utf8').digest('hex').slice(0, 32)}`;
+  return `sha256:${createHash('sha256').update(hashed(raw)).digest('hex').slice(0, 32)}`;
+}
+
+/** A lone surrogate (a UTF-16 code unit no pair completes). */
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
+/**
+ * The bytes an id is hashed as: its UTF-8, or, for a string UTF-8 cannot hold (a lone
+ * surrogate, which it writes as U+FFFD, so 'a\ud800', 'a\udbff' and 'a\ufffd' were one end
+ * user), 0xff (never a byte of UTF-8) and its UTF-16 code units.
+ */
+function hashed(raw: string): Buffer {
+  if (!LONE_SURROGATE.test(raw)) return Buffer.from(raw, 'utf8');
+  return Buffer.concat([Buffer.from([0xff]), Buffer.from(raw, 'utf16le')]);
 }
 
 /**
