@@ -139,6 +139,18 @@ describe("a window's own charge (added to v1 later)", () => {
       ok: false,
     });
   });
+
+  it("a window the plan no longer has is kept as `removed` (true only), charged the event's own", () => {
+    const gone = { ...window, budget: 'day-tokens', window: 'day', limit: 0, enforce: false };
+    const event = { ...settled, windows: [window, { ...gone, removed: true }] };
+    expect(parseEvent(JSON.stringify(event))).toMatchObject({
+      ok: true,
+      value: { windows: [window, { ...gone, removed: true }] },
+    });
+    expect(windowCharge(event, { unit: 'tokens' })).toBe(1394);
+    const flagged = { ...event, windows: [{ ...gone, removed: false }] };
+    expect(parseEvent(JSON.stringify(flagged))).toMatchObject({ ok: false });
+  });
 });
 
 describe('Usage', () => {

@@ -155,7 +155,8 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     }
     if (ALERTER_EVENTS.has(event.type) || !('windows' in event)) return;
     // The team's and org's windows; a key's or an end user's budget alerts nobody (yet) and
-    // never suspends the team.
+    // never suspends the team, and a window a close lists that the tenant's plan no longer
+    // has (`removed`: no limit) is no budget to alert or suspend on.
     const snapshots: Snapshot[] = event.windows
       .filter((w) => w.scope === undefined)
       .map((window) => ({

@@ -7,7 +7,9 @@ import {
   type ReservationSettled,
   type WindowState,
 } from '@holdfast/events';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import { createLogger } from '@holdfast/runtime';
+import type { Isolation } from '@holdfast/testkit';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -53,6 +55,33 @@ export interface Replica {
   nc: NatsConnection;
   registry: Registry;
   stop(): Promise<void>;
+}
+
+/**
+ * The real authority (on a clock the test moves, starting now) and one alerter replica on the
+ * test's names, stopped by `cleanup` (the file's cleanupAfterEach); the replica reads
+ * `alerterConfig`, the authority's config unless given.
+ */
+export async function startWithAuthority(
+  ctx: { nc: NatsConnection; natsUrl: string; redisUrl: string; iso: Isolation },
+  cleanup: (fn: () => Promise<void>) => void,
+  config: unknown,
+  alerterConfig: unknown = config,
+) {
+  const { iso, ...infra } = ctx;
+  const { names, keyPrefix } = iso;
+  const authority = await startTestAuthority({
+    ...infra,
+    names,
+    keyPrefix,
+    config,
+    clockStartsAt: Date.now(),
+  });
+  cleanup(() => authority.stop());
+  cleanup(() => removeAlerterState(infra.nc, names));
+  const replica = await startReplica({ natsUrl: infra.natsUrl, names, config: alerterConfig });
+  cleanup(() => replica.stop());
+  return { authority, replica, client: authority.client };
 }
 
 /** One alerter replica in this process, with its own NATS connection. */

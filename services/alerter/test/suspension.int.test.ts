@@ -2,12 +2,10 @@ import type { TenantResumed, TenantSuspended } from '@holdfast/events';
 import { infraTest as test, waitFor, type Isolation } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import { call } from './authority.js';
 import {
   readEvents,
-  removeAlerterState,
-  startReplica,
+  startWithAuthority,
   stateBucket,
   type Replica,
   cleanupAfterEach,
@@ -32,29 +30,8 @@ const CONFIG = {
 };
 
 /** The real authority and one alerter replica on the test's names. */
-async function setup(ctx: {
-  nc: NatsConnection;
-  natsUrl: string;
-  redisUrl: string;
-  iso: Isolation;
-}) {
-  const { nc, natsUrl, redisUrl, iso } = ctx;
-  // A clock the test moves (to age usage out of a sliding window), starting now.
-  const authority = await startTestAuthority({
-    natsUrl,
-    redisUrl,
-    nc,
-    names: iso.names,
-    keyPrefix: iso.keyPrefix,
-    config: CONFIG,
-    clockStartsAt: Date.now(),
-  });
-  cleanup(() => authority.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
-  const replica = await startReplica({ natsUrl, names: iso.names, config: CONFIG });
-  cleanup(() => replica.stop());
-  return { authority, replica, client: authority.client };
-}
+const setup = (ctx: { nc: NatsConnection; natsUrl: string; redisUrl: string; iso: Isolation }) =>
+  startWithAuthority(ctx, cleanup, CONFIG);
 
 async function okPolls(replica: Replica): Promise<number> {
   const m = await replica.registry.getSingleMetric('holdfast_alerter_usage_polls_total')!.get();

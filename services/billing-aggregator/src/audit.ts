@@ -29,7 +29,13 @@ import { qualified, sql, tuple } from './sql.js';
  * sum of `w_charged` over the events of org O that list (L, B), whose time is inside the
  * window's bounds at the authority's `time` (the shared `windowBounds`). A budget added
  * mid-window counts only the events since it existed (only those list it); removed tenants'
- * events count for the org windows they listed. Key and end-user windows are rows of their
+ * events count for the org windows they listed. A close lists every window it changed: the
+ * plan's, and those its hold was on that the plan no longer has (`removed`: a budget removed,
+ * a tenant moved or removed, while the call was held), so a budget added back within its
+ * window is compared with what its closes billed it. Closes from before they listed those
+ * count on the windows of their admission when they list none (below); one that listed some
+ * of its tenant's windows (a budget removed while others stayed) missed the removed one's
+ * charge, which leaves the window within a month. Key and end-user windows are rows of their
  * own (`w_level` `<team>/key:<key>`, `<team>/user:<end user>`), compared with the usage
  * reply's `keys` and `endUsers` (an end user it does not list is not compared). Rows written
  * before 019 have no `w_charged`: the event's `charged_tokens` / `charged_micro_usd` stands
@@ -162,11 +168,14 @@ const CLOSES = MOVING.slice(1);
  *   has an empty `w_charged`, and ARRAY JOIN of arrays of different lengths fails); such a
  *   row's charge in the window's unit stands for its `w_charged`;
  * - the closes that list none but charged: of a tenant removed from the config, or moved to
- *   another org, while the call was held. close.lua runs them on the hold's record, bills the
- *   windows the hold was admitted on the event's own charge, and lists the tenant's plan in
- *   that org, which is empty. Their windows are the ones their `reservation.created` listed
- *   (the same org). The set of such closes is small: it is read first, then their admissions
- *   (without FINAL: a set, and ANY JOIN takes one admission of a twice-stored one).
+ *   another org, while the call was held, written before closes listed the windows their
+ *   hold was on (`removed`; since then such a close lists them, and is summed by the first
+ *   read). close.lua ran them on the hold's record, billed the windows the hold was admitted
+ *   on the event's own charge, and listed the tenant's plan in that org, which was empty.
+ *   Their windows are the ones their `reservation.created` listed (the same org). The set of
+ *   such closes is small: it is read first, then their admissions (without FINAL: a set, and
+ *   ANY JOIN takes one admission of a twice-stored one). A close of today that lists none
+ *   (its hold was on no window) joins an admission that lists none: it adds nothing.
  * Only events inside the longest window are summed (admissions of any age are read).
  */
 export async function windowSums(

@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { AuthorityClient } from '@holdfast/runtime';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { HoldfastEvent, type WindowState } from '@holdfast/events';
 import { auditTest as test, CONFIG } from '../test/audit-stack.js';
-import { runAudit, type AuditReport } from './audit.js';
+import { publishEvents, settledCall, window } from '../test/events.js';
+import { runAudit, windowSums, type AuditReport } from './audit.js';
 import type { SqlExecutor } from './clickhouse.js';
 import { qualified, sql } from './sql.js';
 
@@ -161,7 +163,7 @@ test('drift audit per window: budgets added mid-window and while calls are held 
   });
 });
 
-test('drift audit per window: a team removed and a team moved to another org while their calls are held balance (their closes list no windows; the admissions say which were billed)', async ({
+test('drift audit per window: a team removed and a team moved to another org while their calls are held balance (their closes list the windows their holds were on, as removed)', async ({
   audited: { client },
   ch,
   iso,
@@ -197,4 +199,93 @@ test('drift audit per window: a team removed and a team moved to another org whi
   expect(row('team-a', 'lifetime-tokens')?.authority).toBe(55);
   expect(row('solo', 'lifetime-tokens')?.authority).toBe(55);
   expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+});
+
+test('drift audit per window: day budgets of a team, its key and its end users removed while calls are held (settled, released, expired), then added back, show no drift', async ({
+  audited: { client },
+  ch,
+  iso,
+}) => {
+  /** Applies config(`added`): team-a's, acme's, k1's and the end users' day budgets or not. */
+  const applied = async (added: boolean) =>
+    (await client.configApply({ document: config(added), source: `test: ${added}` })).ok;
+  expect(await applied(true)).toBe(true);
+  const s = { tenant: 'team-a', prompt: 300, subjects: true };
+  const r = { tenant: 'team-a', prompt: 200, subjects: true };
+  const x = { tenant: 'team-a', prompt: 250, subjects: true, leaseMs: 1_000 };
+  const [sId, rId, xId] = [await admit(client, s), await admit(client, r), await admit(client, x)];
+  // The day budgets go (acme's and team-a's own, its key's, its end users'), the calls close.
+  expect(await applied(false)).toBe(true);
+  await settle(client, sId, s, 77);
+  const released = await client.release({
+    reservationId: rId,
+    tenant: 'team-a',
+    reason: 'client_disconnected',
+  });
+  expect(released).toMatchObject({ ok: true, value: { status: 'released' } });
+  const [expired] = await expiredRows(ch, iso.database, xId);
+  // The expiry lists the windows it billed, the removed ones too.
+  expect(expired!.w_budget).toContain('day-tokens');
+  // Added back within their windows: they hold what the closes billed them.
+  expect(await applied(true)).toBe(true);
+
+  const { report, row } = await audited(client, ch, iso.database);
+  expect(report.rows.filter((row) => row.drift !== 0)).toEqual([]);
+  for (const level of ['team-a', 'acme', 'team-a/key:k1', 'team-a/user:u1']) {
+    expect(row(level, 'day-tokens')).toMatchObject({ authority: 377 + 450, drift: 0 });
+  }
+  expect(report.maxDrift).toEqual({ tokens: 0, usd: 0 });
+});
+
+test('drift audit per window: a close of a removed team counts on the windows its admission listed when it lists none (events from before closes listed them), and once when it lists them', async ({
+  audited: { agg },
+  ch,
+  iso,
+  nc,
+}) => {
+  void agg; // writes the events to ClickHouse
+  const month = (tenant: string, used: number, more: Partial<WindowState> = {}): WindowState => ({
+    ...window(tenant, used, 0),
+    ...more,
+  });
+  const at = Date.now() - 5_000;
+  /** team `tenant` of acme (gone from the config when it closes); its close lists `listed`. */
+  const call = (tenant: string, billed: number, listed: WindowState[]) => {
+    const [created, settled] = settledCall({ tenant, org: 'acme', atMs: at, keyId: null });
+    return [
+      HoldfastEvent.parse({ ...created, windows: [month(tenant, 0), month('acme', 0)] }),
+      HoldfastEvent.parse({
+        ...settled,
+        billedTokens: billed,
+        chargedTokens: billed,
+        windows: listed,
+      }),
+    ];
+  };
+  const removed = { limit: 0, enforce: false, removed: true as const };
+  await publishEvents(nc, iso.names, [
+    // Before: the close listed no windows.
+    ...call('gone-old', 300, []),
+    // Now: it lists the windows its hold was on, as removed.
+    ...call('gone-new', 200, [month('gone-new', 200, removed), month('acme', 500, removed)]),
+  ]);
+  const sums = async () =>
+    Object.fromEntries(
+      (await windowSums(ch, iso.database, Date.now())).map((w) => [
+        `${w.org}/${w.level}/${w.budget}`,
+        w.since.month,
+      ]),
+    );
+  await waitFor(
+    async () => {
+      const got = await sums();
+      return got['acme/gone-new/month-tokens'] === 200 && got['acme/gone-old/month-tokens'] === 300;
+    },
+    { what: 'the events in ClickHouse' },
+  );
+  expect(await sums()).toMatchObject({
+    'acme/acme/month-tokens': 500,
+    'acme/gone-old/month-tokens': 300,
+    'acme/gone-new/month-tokens': 200,
+  });
 });

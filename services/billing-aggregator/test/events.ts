@@ -38,7 +38,8 @@ export interface CallShape {
   };
 }
 
-function window(tenant: string, used: number, held: number): WindowState {
+/** A month-tokens window of `tenant` (limit 1,000,000, enforced). */
+export function window(tenant: string, used: number, held: number): WindowState {
   return {
     tenant,
     budget: 'month-tokens',

@@ -403,8 +403,9 @@ export class Rebuilder {
 
   /**
    * The windows a close charged that its event does not list: those its hold was on and the
-   * tenant's plan no longer has (a budget removed mid-call). close.lua gives the hold back
-   * there and bills them the event's charge, in the org the hold was admitted in.
+   * tenant's plan no longer has (a budget removed mid-call), in an event from before closes
+   * listed them (`removed`; none is unlisted since). close.lua gives the hold back there and
+   * bills them the event's charge, in the org the hold was admitted in.
    */
   #unlisted(e: Closed, live: LiveHold | undefined): (WindowState & Owner)[] {
     if (!live) return [];

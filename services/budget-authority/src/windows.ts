@@ -2,8 +2,9 @@ import type { WindowState } from '@holdfast/events';
 
 /**
  * Parses the scripts' window list: `tenant,budget,limit,used,held,enforce;...`, a key's or
- * end user's window followed by `k,<key>` or `u,<end user>`, and a window a close charged
- * otherwise than its event by `c,<charged>` (close.lua).
+ * end user's window followed by `k,<key>` or `u,<end user>`, a window a close charged
+ * otherwise than its event by `c,<charged>`, and a window of the close's record that the plan
+ * no longer has by `r` (close.lua).
  */
 export function parseWindows(text: string): WindowState[] {
   if (!text) return [];
@@ -32,7 +33,11 @@ export function parseWindows(text: string): WindowState[] {
       }
       at += 2;
     }
-    if (fields[at] === 'c') state.charged = Number(fields[at + 1]);
+    if (fields[at] === 'c') {
+      state.charged = Number(fields[at + 1]);
+      at += 2;
+    }
+    if (fields[at] === 'r') state.removed = true;
     return state;
   });
 }

@@ -577,8 +577,10 @@ local function recordLevels(text)
   return out
 end
 
--- The record's holds: list of {window key, unit, budget (window, calendar, tenant)}. `rec`
--- is the record's tenant, keyId and endUser (for key and end-user windows).
+-- The record's holds: list of {window key, unit, budget (window, calendar, tenant, id, and
+-- scope and subject for a key's or an end user's)}. `rec` is the record's tenant, keyId and
+-- endUser (for key and end-user windows). The record does not keep the budget's limit: the
+-- budget has limit 0 and enforce false (windowState of a window the plan no longer has).
 local function recordHolds(spec, levels, text, rec)
   local WINDOW_NAME = {m = 'minute', d = 'day', M = 'month', C = 'month'}
   local UNIT_NAME = {t = 'tokens', u = 'usd'}
@@ -589,13 +591,14 @@ local function recordHolds(spec, levels, text, rec)
     local window = WINDOW_NAME[w]
     local unit = UNIT_NAME[string.sub(code, -1)]
     local id = window .. '-' .. unit
-    local budget = {window = window, calendar = (w == 'C'), tenant = levels[1]}
+    local budget = {window = window, calendar = (w == 'C'), tenant = levels[1], id = id,
+      limit = 0, enforce = false, scope = false, subject = false}
     local key
     if at == 'K' then
-      budget.scope = 'k'
+      budget.scope, budget.subject = 'k', rec.keyId
       key = spec.kp .. ':{' .. spec.org .. '}:k:' .. rec.tenant .. ':' .. rec.keyId .. ':w:' .. id
     elseif at == 'U' then
-      budget.scope = 'u'
+      budget.scope, budget.subject = 'u', rec.endUser
       key = spec.kp .. ':{' .. spec.org .. '}:u:' .. rec.tenant .. ':' .. rec.endUser .. ':w:' .. id
     else
       budget.tenant = levels[tonumber(at) + 1]
