@@ -96,7 +96,7 @@ async function audited(client: AuthorityClient, ch: SqlExecutor, database: strin
 async function expiredRows(ch: SqlExecutor, database: string, reservationId: string) {
   const read = () =>
     ch.query<Record<string, unknown>>(
-      sql`SELECT w_level, w_budget, w_charged FROM ${qualified(database, 'events_raw_v1')} FINAL WHERE reservation_id = ${reservationId} AND type = 'reservation.expired'`,
+      sql`SELECT w_level, w_budget, w_charged, w_removed FROM ${qualified(database, 'events_raw_v1')} FINAL WHERE reservation_id = ${reservationId} AND type = 'reservation.expired'`,
     );
   await waitFor(async () => (await read()).length === 1, {
     timeoutMs: 15_000,
@@ -224,8 +224,18 @@ test('drift audit per window: day budgets of a team, its key and its end users r
   });
   expect(released).toMatchObject({ ok: true, value: { status: 'released' } });
   const [expired] = await expiredRows(ch, iso.database, xId);
-  // The expiry lists the windows it billed, the removed ones too.
-  expect(expired!.w_budget).toContain('day-tokens');
+  // The expiry lists the windows it billed, the removed ones flagged (w_removed).
+  const removed = (expired!.w_removed as unknown[]).map(Number);
+  const budgets = (expired!.w_level as string[]).map(
+    (l, i) => `${l}/${(expired!.w_budget as string[])[i]}`,
+  );
+  expect(budgets.filter((_, i) => removed[i] === 1).sort()).toEqual([
+    'acme/day-tokens',
+    'acme/day-usd',
+    'team-a/day-tokens',
+    'team-a/key:k1/day-tokens',
+    'team-a/user:u1/day-tokens',
+  ]);
   // Added back within their windows: they hold what the closes billed them.
   expect(await applied(true)).toBe(true);
 

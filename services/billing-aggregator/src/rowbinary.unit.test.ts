@@ -58,7 +58,7 @@ describe('RowBinary encoder', () => {
     expect(() => compileRowWriter([['a; process.exit()', 'String']])).toThrow(/column name/);
   });
 
-  it('has the columns of EventRow and of migrations 001, 011, 013, 015, 016, 017, 018 and 019, with their types, in order', () => {
+  it('has the columns of EventRow and of migrations 001, 011, 013, 015, 016, 017, 018, 019 and 021, with their types, in order', () => {
     expect(EVENTS_RAW_COLUMNS.map(([c]) => c)).toEqual(Object.keys(EventRow.shape));
     const ddl = readFileSync(
       new URL('../migrations/001_create_events_raw_v1.sql', import.meta.url),
@@ -79,6 +79,7 @@ describe('RowBinary encoder', () => {
       '017_add_long_context_to_events_raw_v1.sql',
       '018_add_tool_fees_to_events_raw_v1.sql',
       '019_add_window_charges_to_events_raw_v1.sql',
+      '021_add_window_removed_to_events_raw_v1.sql',
     ].flatMap((file) =>
       [
         ...readFileSync(new URL(`../migrations/${file}`, import.meta.url), 'utf8').matchAll(

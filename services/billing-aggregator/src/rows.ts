@@ -78,13 +78,15 @@ export const EventRow = z.strictObject({
   tool_fee_micro_usd: u64,
   // Added by migration 019: what the event added to each window (parallel to the w_* arrays).
   w_charged: z.array(i64),
+  // Added by migration 021: 1 for a window the close lists as `removed` (parallel too).
+  w_removed: z.array(bit),
 });
 export type EventRow = z.infer<typeof EventRow>;
 
 /**
  * The INSERT's columns with their ClickHouse types, in `EventRow` order: what the RowBinary
  * body carries. A unit test holds it equal to migration 001's CREATE TABLE and the ADD COLUMNs
- * of 011, 013, 015, 016, 017, 018 and 019.
+ * of 011, 013, 015, 016, 017, 018, 019 and 021.
  */
 export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['id', 'String'],
@@ -143,6 +145,7 @@ export const EVENTS_RAW_COLUMNS: readonly Column[] = [
   ['tool_uses', 'UInt32'],
   ['tool_fee_micro_usd', 'UInt64'],
   ['w_charged', 'Array(Int64)'],
+  ['w_removed', 'Array(UInt8)'],
 ];
 
 /** Writes a checked row (`rowProblem` found nothing) as RowBinary, in EVENTS_RAW_COLUMNS order. */
@@ -308,6 +311,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     held: new Array<number>(n),
     enforce: new Array<number>(n),
     charged: new Array<number>(n),
+    removed: new Array<number>(n),
   };
   // The event's own charge, which a window without a `charged` of its own was charged.
   const charge = {
@@ -325,6 +329,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     w.held[i] = x.held;
     w.enforce[i] = x.enforce ? 1 : 0;
     w.charged[i] = windowCharge(charge, x);
+    w.removed[i] = x.removed ? 1 : 0;
   }
   const row: EventRow = {
     id: e.id,
@@ -386,6 +391,7 @@ export function toEventRow(e: HoldfastEvent, streamSeq: number, nowMs = Date.now
     tool_uses: num(e, 'toolUses'),
     tool_fee_micro_usd: num(e, 'toolFeeMicroUsd'),
     w_charged: w.charged,
+    w_removed: w.removed,
   };
   return row;
 }

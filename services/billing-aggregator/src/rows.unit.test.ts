@@ -75,11 +75,12 @@ describe('event rows', () => {
       windows: [
         month,
         { ...month, budget: 'day-tokens', window: 'day', charged: 882 },
-        { ...month, budget: 'month-usd', unit: 'usd' },
+        { ...month, budget: 'month-usd', unit: 'usd', limit: 0, enforce: false, removed: true },
       ],
     });
     const row = toEventRow(event, 1);
-    expect(row).toMatchObject({ w_charged: [50, 882, 70], extra: '' });
+    // The usd window is one the plan no longer has (021): flagged, its charge kept.
+    expect(row).toMatchObject({ w_charged: [50, 882, 70], w_removed: [0, 0, 1], extra: '' });
     expect(EventRow.safeParse(row).success).toBe(true);
     expect(toEventRow(refusal(), 1).w_charged).toEqual([0]);
   });

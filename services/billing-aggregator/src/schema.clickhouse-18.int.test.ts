@@ -41,7 +41,7 @@ const contracts: Array<[string, (ch: SqlExecutor, database: string) => Promise<v
   ['the service tier (016) and long context (017) columns on ClickHouse 18.16', runTierContract],
   ['the tool fee columns (018) on ClickHouse 18.16', runToolFeeContract],
   [
-    'what each window was charged (019), window_states_v2 too (020), on ClickHouse 18.16',
+    'what each window was charged (019), window_states_v2 too (020), windows closes list as removed (021, 022), on ClickHouse 18.16',
     runWindowChargeContract,
   ],
 ];

@@ -54,7 +54,7 @@ describe('schema on current ClickHouse (chdb)', { timeout: 60_000 }, () => {
     await runToolFeeContract(ch, 'tool_fees');
   });
 
-  it('keeps what each window was charged (019), window_states_v2 too (020)', async () => {
+  it('keeps what each window was charged (019), window_states_v2 too (020), windows closes list as removed (021, 022)', async () => {
     await runWindowChargeContract(ch, 'window_charges');
   });
 

@@ -324,7 +324,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
   const logger = createLogger({ name: 'test', level: 'silent' });
   await migrateUpTo(ch, database, '009');
   const t = (name: string): Sql => qualified(database, name);
-  // Rows as the aggregator wrote them then: without the columns migrations 011, 013, 015, 016, 017, 018, 019 add.
+  // Rows as the aggregator wrote them then: without the columns migrations 011, 013, 015, 016, 017, 018, 019, 021 add.
   const rows = contractEvents().map((e, i) => {
     const {
       api: _a,
@@ -340,6 +340,7 @@ export async function runViewsUpgradeContract(ch: SqlExecutor, database: string)
       tool_uses: _tu,
       tool_fee_micro_usd: _tf,
       w_charged: _wc,
+      w_removed: _wr,
       ...row
     } = toEventRow(e, i + 1);
     return row;

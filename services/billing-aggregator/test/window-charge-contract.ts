@@ -29,7 +29,10 @@ const month = (used: number): WindowState => ({
  * charged_micro_usd) sums every window's charge exactly across both; the migration runs again
  * unchanged. Migration 020: window_states_v2's `charged` is the same per (event, window). The
  * drift audit's per-window read gives the same sums, and takes a close without windows (a
- * tenant removed or moved mid-call) onto the windows of its admission.
+ * tenant removed or moved mid-call, before closes listed those) onto the windows of its
+ * admission. Migrations 021 and 022: a window a close lists as `removed` is flagged in
+ * `w_removed` and window_states_v2's `removed`, its charge counts, and the utilisation views
+ * leave it out.
  */
 export async function runWindowChargeContract(ch: SqlExecutor, database: string): Promise<void> {
   const logger = createLogger({ name: 'test', level: 'silent' });
@@ -37,7 +40,7 @@ export async function runWindowChargeContract(ch: SqlExecutor, database: string)
   const at = Date.UTC(2026, 11, 6, 9, 0);
   await migrateUpTo(ch, database, '019');
   const [, old] = settledCall({ tenant: 'fast', atMs: at });
-  const { w_charged: _wc, ...before } = toEventRow(old, 1);
+  const { w_charged: _wc, w_removed: _wr, ...before } = toEventRow(old, 1);
   await ch.insert(t, [before]);
   await migrate({ ch, database, logger });
 
@@ -138,4 +141,41 @@ export async function runWindowChargeContract(ch: SqlExecutor, database: string)
     ['fast', 'fast', 'month-usd', 50],
     ['fast', 'gone', 'month-tokens', 882],
   ]);
+
+  // A close that lists a window the plan no longer has (`removed`: limit 0, enforce false):
+  // flagged (w_removed, 021), its charge counted; window_states_v2 says so (022), and the
+  // utilisation views keep the window's last state as a budget, not a limit of 0.
+  const [, late] = settledCall({ tenant: 'fast', atMs: at + 1_200 });
+  const gone = { ...month(882 + 150 + 882), limit: 0, enforce: false, removed: true as const };
+  await ch.insert(t, [toEventRow(HoldfastEvent.parse({ ...late, windows: [gone] }), 20)]);
+  const flagged = await ch.query<Record<string, unknown>>(
+    sql`SELECT w_removed FROM ${t} FINAL WHERE id = ${late.id}`,
+  );
+  expect(flagged.map((r) => (r.w_removed as unknown[]).map(Number))).toEqual([[1]]);
+  const lastStates = await ch.query<Record<string, string | number>>(sql`
+    SELECT budget_limit, removed, charged FROM ${qualified(database, 'window_states_v2')}
+    WHERE level = 'fast' AND budget = 'month-tokens' ORDER BY time_ms`);
+  expect(
+    lastStates.map((r) => [Number(r.budget_limit), Number(r.removed), Number(r.charged)]),
+  ).toEqual([
+    [1_000_000, 0, 882],
+    [1_000_000, 0, 100],
+    [1_000_000, 0, 0],
+    [1_000_000, 0, 50],
+    [0, 1, 882],
+  ]);
+  const utilisation = await ch.query<Record<string, string | number>>(sql`
+    SELECT limit_now, used_now FROM ${qualified(database, 'budget_utilisation_v1')}
+    WHERE level = 'fast' AND budget = 'month-tokens'`);
+  expect(utilisation.map((r) => [Number(r.limit_now), Number(r.used_now)])).toEqual([
+    [1_000_000, 882 + 150],
+  ]);
+  const hourly = await ch.query<Record<string, string | number>>(sql`
+    SELECT sum(events) AS n, min(limit_max) AS lim FROM ${qualified(database, 'budget_utilisation_hourly_v1')}
+    WHERE level = 'fast' AND budget = 'month-tokens'`);
+  expect(hourly.map((r) => [Number(r.n), Number(r.lim)])).toEqual([[4, 1_000_000]]);
+  const withRemoved = await windowSums(ch, database, at + 2_000);
+  expect(
+    withRemoved.find((w) => w.level === 'fast' && w.budget === 'month-tokens')?.since.day,
+  ).toBe(1_032 + 882 + 882);
 }
