@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
 import { ADMIN_TOKEN, ids, withAdmin } from './admin.js';
+import { apps, APP_B } from './apps.js';
 import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 import { sessionCookieOf, signIn } from './session.js';
 
@@ -93,6 +94,35 @@ test('/v1/budgets on an open status page: anyone sees all, a key still only its 
   expect(ids(key.json().tenants, 'tenant')).toEqual(['support-bot']);
   // Credentials that are wrong are refused, even here.
   expect((await budgets(s, bearer('sk-hf-typo'))).statusCode).toBe(401);
+});
+
+test("an open status page shows no end user: their ids are the teams' customers (emails, user ids), and no one can look one up without a credential", async ({
+  stack,
+}) => {
+  const s = await stack({ patch: apps, edge: { options: { statusAccess: 'open' } } });
+  const user = 'alice@example.com';
+  const sent = await s.edge.app.inject({
+    method: 'POST',
+    url: '/v1/chat/completions',
+    headers: bearer(APP_B),
+    payload: chat(10, { max_tokens: 10, user }),
+  });
+  expect(sent.statusCode).toBe(200);
+  await s.settled('apps');
+  const anyone = await budgets(s, {});
+  expect(anyone.statusCode).toBe(200);
+  expect(anyone.body).not.toContain(user);
+  const team = (anyone.json().tenants as { tenant: string }[]).find((t) => t.tenant === 'apps');
+  expect(team).toMatchObject({ endUsers: [], endUserCount: 1 });
+  // Before, anyone could ask whether a given address was a team's end user, and its spend.
+  const lookup = await budgets(s, {}, `?tenant=apps&end_user=${encodeURIComponent(user)}`);
+  expect(lookup.statusCode).toBe(401);
+  expect(lookup.body).not.toContain(user);
+  // The team's key, and the admin, still see them.
+  const mine = await budgets(s, bearer(APP_B), `?tenant=apps&end_user=${encodeURIComponent(user)}`);
+  expect(mine.statusCode).toBe(200);
+  expect(mine.body).toContain(user);
+  expect((await budgets(s, bearer(APP_B))).body).toContain(user);
 });
 
 test('/v1/budgets with trustHeaders: x-team is the viewer', async ({ stack }) => {

@@ -28,7 +28,7 @@ export interface TenantView extends Omit<
   windows: WindowView[];
   /** Its keys with budgets of their own. */
   keys: { id: string; windows: WindowView[] }[];
-  /** Its end users with budgets, the most recently seen first (at most 100). */
+  /** Its end users with budgets, the most recently seen first (at most 100; none on an open page). */
   endUsers: { id: string; lastSeen: string; windows: WindowView[] }[];
 }
 
@@ -59,7 +59,9 @@ function toView(reply: UsageReply, viewer: Viewer): BudgetsView {
         ...rest,
         windows: view(windows),
         keys: keys.map((k) => ({ id: k.id, windows: view(k.windows) })),
-        endUsers: endUsers.map((u) => ({ ...u, windows: view(u.windows) })),
+        // End user ids are the teams' customers' (emails, user ids): shown to a credential only.
+        endUsers:
+          viewer.kind === 'public' ? [] : endUsers.map((u) => ({ ...u, windows: view(u.windows) })),
       };
     }),
   };
@@ -89,6 +91,16 @@ export async function readBudgets(
         code: 'not_found',
         message: `No tenant "${printable(only)}" in your view.`,
         param: 'tenant',
+      }),
+    );
+  }
+  if (endUser !== undefined && viewer.kind === 'public') {
+    return Err(
+      new EdgeError({
+        code: 'invalid_api_key',
+        message:
+          "Send Authorization: Bearer <admin token or the team's key> to look up an end user.",
+        param: 'end_user',
       }),
     );
   }
