@@ -263,3 +263,45 @@ test('end users whose ids differ only in a lone surrogate, or in the U+FFFD UTF-
   const plain = `sha256:${createHash('sha256').update('bob\ufffd').digest('hex').slice(0, 32)}`;
   expect(u.endUsers.map((e) => e.id)).toContain(plain);
 });
+
+test('an end user named in x-holdfast-user in UTF-8 is the one the body names, and is found by the lookup', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: apps });
+  // Node reads header bytes as Latin-1: 'josé' in UTF-8 came out 'josÃ©', another end user than
+  // the body's 'josé', with windows of its own, that no lookup of 'josé' found.
+  const viaHeader = await new Promise<number>((resolve, reject) => {
+    const url = new URL(`${s.edge.url}/v1/chat/completions`);
+    const req = httpRequest(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${APP_A}`,
+          'content-type': 'application/json',
+          // Node's client writes it in UTF-8 (c3 a9).
+          'x-holdfast-user': 'josé',
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(JSON.stringify(chat(10, { max_tokens: 20 })));
+  });
+  expect(viaHeader).toBe(200);
+  const viaBody = await post(
+    s,
+    '/v1/chat/completions',
+    chat(10, { max_tokens: 20, user: 'josé' }),
+    { authorization: `Bearer ${APP_A}` },
+  );
+  expect(viaBody.status).toBe(200);
+  const u = await s.settled('apps');
+  const hashed = `sha256:${createHash('sha256').update('josé').digest('hex').slice(0, 32)}`;
+  expect(u.endUsers.map((e) => e.id)).toEqual([hashed]);
+});

@@ -48,6 +48,22 @@ export function bodyEndUser(...fields: (string | null | undefined)[]): string | 
   return fields.find((f) => f !== undefined && f !== null && f !== '') ?? null;
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A header's text: Node reads its bytes as Latin-1, so a name sent in UTF-8 ('josé') comes out
+ * as 'josÃ©', another end user than the body's 'josé'. Bytes that are UTF-8 are read as UTF-8;
+ * others (a Latin-1 client) stay as Node read them.
+ */
+function headerText(value: string): string {
+  if (!/[\u0080-\u00ff]/.test(value)) return value;
+  try {
+    return UTF8.decode(Buffer.from(value, 'latin1'));
+  } catch {
+    return value;
+  }
+}
+
 /**
  * The end user a lookup names (`?end_user=`, the admin API): an id as Holdfast lists it (the
  * hashed form) is that end user; any other is mapped as admission maps it.
@@ -87,7 +103,7 @@ export function resolveEndUser(
         }),
       );
     }
-    return Ok(endUserId(header));
+    return Ok(endUserId(headerText(header)));
   }
   return Ok(fromBody === null ? undefined : endUserId(fromBody));
 }
