@@ -1,6 +1,7 @@
 import { describe, expect } from 'vitest';
 import {
   admissionOf,
+  applyOnAnotherReplica,
   authorityTest as test,
   BASE_CONFIG,
   newId,
@@ -257,6 +258,31 @@ describe('adaptive holds under an admin change', () => {
     // Before, the hold grew to 1,100 unchecked, and div-a was billed 1,650 of its 660.
     await growRefusedThenSettle(h, c.reservationId);
     expect(await windows(h, 'div-a')).toEqual({ 'day-tokens': [660, 0, 660] });
+  });
+
+  test('a limit lowered on another replica (notice not heard): a hold grows as the edge on the new version knows it', async ({
+    start,
+    iso,
+  }) => {
+    const h = await start(changed({}));
+    await learn(h, 10); // used 550
+    const c = admissionOf(await h.client.admit(call(true))); // holds 110
+    // Another replica applies the admin's change; this one serves version 1 until its poll.
+    const lowered = changed({ budgets: [{ window: 'day', limit: 700 }] });
+    expect(await applyOnAnotherReplica(h, iso.keyPrefix, lowered)).toBe(2);
+    expect(h.authority.ctx.config.version).toBe(1);
+    // 40 tokens of room are left under 700: before, the hold grew to 1,100 under the old limit.
+    const grown = await h.client.extend({
+      reservationId: c.reservationId,
+      tenant: 'team',
+      outputTokens: 1_000,
+      configVersion: 2,
+    });
+    expect(grown).toMatchObject({
+      ok: true,
+      value: { status: 'extended', heldTokens: 150, coveredOutputTokens: 50 },
+    });
+    expect(h.authority.ctx.config.version).toBe(2);
   });
 });
 

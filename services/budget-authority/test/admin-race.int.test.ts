@@ -1,10 +1,13 @@
 import { describe, expect } from 'vitest';
-import { createLogger } from '@holdfast/runtime';
 import { waitFor } from '@holdfast/testkit';
-import { admissionOf, BASE_CONFIG, newId, refusalOf, authorityTest as test } from './harness.js';
-import { ConfigStore } from '../src/config-store.js';
-import { Keys } from '../src/keys.js';
-import { createRedis } from '../src/redis.js';
+import {
+  admissionOf,
+  applyOnAnotherReplica,
+  BASE_CONFIG,
+  newId,
+  refusalOf,
+  authorityTest as test,
+} from './harness.js';
 import type { TestAuthority } from '../src/testing.js';
 
 /**
@@ -195,20 +198,8 @@ describe('a replica that has not heard of a change yet decides a call as the edg
     const h = await start(config([{ window: 'month', limit: 10_000 }]));
     // Another replica applies the admin's change; this one hears no notice (lost, or not yet
     // handled) and serves version 1 until its poll, while the edges already serve version 2.
-    const redis = createRedis(h.redisUrl);
-    await redis.connect();
-    try {
-      const other = new ConfigStore({
-        redis,
-        keys: new Keys(iso.keyPrefix),
-        logger: createLogger({ name: 'other-replica', level: 'silent' }),
-        clock: Date.now,
-      });
-      const lowered = await other.apply(config([{ window: 'month', limit: 1_000 }]), 'admin');
-      expect(lowered.ok && lowered.value.version).toBe(2);
-    } finally {
-      redis.disconnect();
-    }
+    const lowered = config([{ window: 'month', limit: 1_000 }]);
+    expect(await applyOnAnotherReplica(h, iso.keyPrefix, lowered)).toBe(2);
     expect(h.authority.ctx.config.version).toBe(1);
     // A call of 5,001 tokens: admitted against the old 10,000 before, now refused.
     const refused = refusalOf(await h.client.admit(call(5_000, { configVersion: 2 })));

@@ -8,12 +8,14 @@ import {
   type Refused,
 } from '@holdfast/events';
 import { natsNamesToEnv } from '@holdfast/config';
-import type { AuthorityClient } from '@holdfast/runtime';
+import { createLogger, type AuthorityClient } from '@holdfast/runtime';
 import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { findBinary, infraTest, startNatsServer, waitFor, type Isolation } from '@holdfast/testkit';
 import { startTestAuthority, type TestAuthority } from '../src/testing.js';
-import { scanAll, type RedisClient } from '../src/redis.js';
+import { createRedis, scanAll, type RedisClient } from '../src/redis.js';
+import { ConfigStore } from '../src/config-store.js';
+import { Keys } from '../src/keys.js';
 
 /** Every event on the test's stream so far, in stream order. */
 export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
@@ -211,5 +213,31 @@ export async function withPayloadLimit(
   } finally {
     await nc.close();
     await server.stop();
+  }
+}
+
+/**
+ * Applies `document` as another replica would (its own store on the same Redis), without the
+ * config.changed notice: `h` serves its old version until its poll. Returns the new version.
+ */
+export async function applyOnAnotherReplica(
+  h: TestAuthority,
+  keyPrefix: string,
+  document: unknown,
+): Promise<number> {
+  const redis = createRedis(h.redisUrl);
+  await redis.connect();
+  try {
+    const other = new ConfigStore({
+      redis,
+      keys: new Keys(keyPrefix),
+      logger: createLogger({ name: 'other-replica', level: 'silent' }),
+      clock: Date.now,
+    });
+    const applied = await other.apply(document, 'admin');
+    if (!applied.ok) throw new Error(applied.error.message);
+    return applied.value.version;
+  } finally {
+    redis.disconnect();
   }
 }

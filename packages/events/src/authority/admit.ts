@@ -158,6 +158,11 @@ export const ExtendRequest = z.strictObject({
   endUser: EndUserId.optional(),
   /** The total output tokens the hold should cover (capped at the call's max_tokens). */
   outputTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
+  /**
+   * The config version the edge serves, as on AdmitRequest: a replica on an older one loads
+   * the stored config first, so a hold never grows past a limit an admin just lowered.
+   */
+  configVersion: z.int().min(0).optional(),
 });
 export type ExtendRequest = z.infer<typeof ExtendRequest>;
 

@@ -16,6 +16,9 @@ export async function extend(
   ctx: HandlerContext,
   req: ExtendRequest,
 ): Promise<Result<ExtendReply, RpcError>> {
+  // The edge serves a newer config than this replica (see ExtendRequest.configVersion). A failed
+  // load decides on the config this replica has, as admit does.
+  if (req.configVersion !== undefined) await ctx.config.atLeast(req.configVersion).catch(() => {});
   const cfg = ctx.config.current;
   const tenant = cfg.tenants.get(req.tenant);
   const org = req.org ?? tenant?.org;

@@ -205,6 +205,7 @@ function growthOf(deps: CallDeps, request: FastifyRequest, call: Run['call'], ex
     covered,
     maxTokens: call.maxOutput,
     timeoutMs: deps.options.admitTimeoutMs,
+    configVersion: deps.configVersion,
   });
 }
 

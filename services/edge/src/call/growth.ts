@@ -15,6 +15,8 @@ export interface GrowthOptions {
   /** The call's max output: the hold never needs to cover more. */
   maxTokens: number;
   timeoutMs: number;
+  /** The config version this edge serves, sent with each extend (ExtendRequest.configVersion). */
+  configVersion?: (() => number) | undefined;
 }
 
 /**
@@ -88,6 +90,7 @@ export class HoldGrowth {
   #ask(meter: OutputMeter, live: LiveCall): void {
     const want = Math.min(this.#o.maxTokens, Math.max(this.#covered * 2, meter.counted + 256));
     const { authority, hold, timeoutMs, metrics, logger } = this.#o;
+    const configVersion = this.#o.configVersion?.() ?? 0;
     const asking = authority
       .extend(
         {
@@ -97,6 +100,7 @@ export class HoldGrowth {
           ...(hold.keyId ? { keyId: hold.keyId } : {}),
           ...(hold.endUser ? { endUser: hold.endUser } : {}),
           outputTokens: want,
+          ...(configVersion > 0 ? { configVersion } : {}),
         },
         timeoutMs,
       )
