@@ -146,7 +146,10 @@ export interface Stack {
   usage(tenant: string): Promise<TenantUsage>;
   /** Waits until the tenant has no call in flight and holds nothing; returns its usage. */
   settled(tenant: string): Promise<TenantUsage>;
-  /** The events on the stream once `until` holds for them (the outbox relay is asynchronous). */
+  /**
+   * The events on the stream once `until` holds for them (the outbox relay is asynchronous);
+   * by default once every hold on the stream is closed.
+   */
   events(until?: (events: HoldfastEvent[]) => boolean): Promise<HoldfastEvent[]>;
   /** Stops the authority (its subscriptions go away; the edge then gets no_responders). */
   stopAuthority(): Promise<void>;
@@ -283,7 +286,7 @@ async function startStack(
         },
         { what: `${tenant} to hold nothing` },
       ),
-    events: (until = () => true) =>
+    events: (until = everyHoldClosed) =>
       waitFor(
         async () => {
           const events = await readEvents(nc, iso.names);
@@ -295,6 +298,28 @@ async function startStack(
     restartAuthority,
     applyConfig,
   };
+}
+
+/**
+ * True once every reservation.created on the stream has its close (settled, released or
+ * expired): `settled()` waits for Redis, and the outbox relay publishes the close a moment
+ * later, so events read straight after it can miss the last closes.
+ */
+export function everyHoldClosed(events: HoldfastEvent[]): boolean {
+  const open = new Set<string>();
+  for (const e of events) {
+    if (e.type === 'reservation.created') open.add(e.reservationId);
+  }
+  for (const e of events) {
+    if (
+      e.type === 'reservation.settled' ||
+      e.type === 'reservation.released' ||
+      e.type === 'reservation.expired'
+    ) {
+      open.delete(e.reservationId);
+    }
+  }
+  return open.size === 0;
 }
 
 /** infraTest plus `stack(opts)`: mock upstream, in-process authority, edge; stopped after. */
