@@ -62,6 +62,14 @@ export function onReconnect(nc: NatsConnection, fn: () => void): () => void {
   return () => statuses.stop?.();
 }
 
+/**
+ * How long a publish, a KV read or a KV write on a hot path waits for its answer. The
+ * JetStream client's default, 5 s, is far above an answer on a healthy cluster (milliseconds)
+ * and is what a request in flight to a server or stream leader that was killed costs before
+ * it can be sent again (a retried publish keeps its Nats-Msg-Id: deduplicated).
+ */
+export const JETSTREAM_OP_TIMEOUT_MS = 2_000;
+
 /** How long JetStream remembers a Nats-Msg-Id; a relay republishing within it is deduplicated. */
 const EVENTS_DUPLICATE_WINDOW_MS = 10 * 60_000;
 

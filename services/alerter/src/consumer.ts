@@ -22,8 +22,12 @@ import type { AlerterMetrics } from './metrics.js';
 /** Handles one event; throwing means "try again later" (the message is nak'd). */
 type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void>;
 
-/** A failed event comes back 2 s later, every time: alerts are due within 5 s of a crossing. */
-const RETRY: RetryPolicy = { initialMs: 2_000, maxMs: 2_000, factor: 1 };
+/**
+ * A failed event comes back half a second later, then every second: alerts are due within 5 s
+ * of a crossing, and a stream or bucket electing a leader (4-9 s on NATS 2.9) fails every
+ * attempt at once until it has one.
+ */
+const RETRY: RetryPolicy = { initialMs: 500, maxMs: 1_000 };
 /** The alerter's readers start a lost consume again 1 s later, every time. */
 export const RESTART: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1 };
 

@@ -1,4 +1,5 @@
 import { eventSubject, HoldfastEvent, type NatsNames } from '@holdfast/events';
+import { JETSTREAM_OP_TIMEOUT_MS } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { z } from 'zod';
 
@@ -27,7 +28,7 @@ export class EventPublisher {
     await this.#js.publish(
       eventSubject(this.#names, event.tenant, event.type),
       JSON.stringify(event),
-      { msgID: event.id },
+      { msgID: event.id, timeout: JETSTREAM_OP_TIMEOUT_MS },
     );
     return event;
   }

@@ -1,6 +1,6 @@
-import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { jetstream, JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { Kvm, type KV, type KvWatchEntry } from '@nats-io/kv';
-import { warnOnReplicas, type StreamOptions } from '@holdfast/runtime';
+import { JETSTREAM_OP_TIMEOUT_MS, warnOnReplicas, type StreamOptions } from '@holdfast/runtime';
 import type { QueuedIterator } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { z } from 'zod';
@@ -42,14 +42,19 @@ export class StateStore {
     this.#kv = kv;
   }
 
-  /** Creates the bucket with `opts.replicas`; an existing bucket keeps its replicas. */
+  /**
+   * Creates the bucket with `opts.replicas`; an existing bucket keeps its replicas. Reads and
+   * writes then wait JETSTREAM_OP_TIMEOUT_MS at most (an event's handling fails and comes back
+   * instead of waiting out the client's 5 s for a server that was killed).
+   */
   static async open(
     nc: NatsConnection,
     bucket: string,
     opts: StreamOptions = {},
   ): Promise<StateStore> {
     const replicas = opts.replicas ?? 1;
-    const kv = await new Kvm(nc).create(bucket, { history: 1, replicas });
+    await new Kvm(nc).create(bucket, { history: 1, replicas });
+    const kv = await new Kvm(jetstream(nc, { timeout: JETSTREAM_OP_TIMEOUT_MS })).open(bucket);
     const status = await kv.status();
     warnOnReplicas(opts.logger, status.streamInfo.config.name, status.replicas, replicas);
     return new StateStore(kv);

@@ -1,6 +1,6 @@
 import { eventSubject, type EventType, type NatsNames } from '@holdfast/events';
 import { Backoff, sleep, type RetryPolicy } from '@holdfast/retry';
-import { DeadLetters, errorMessage, type Logger } from '@holdfast/runtime';
+import { DeadLetters, errorMessage, JETSTREAM_OP_TIMEOUT_MS, type Logger } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { Redis } from 'ioredis';
 import { isCluster, keysBySlot, type RedisClient } from './redis.js';
@@ -21,8 +21,12 @@ const POLL_IDLE_MS = 20;
  */
 const MAX_BLOCK_MS = 2_000;
 
-/** Between two failed rounds: 50 ms doubling to 2 s, back to 50 ms after a round that worked. */
-const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 2_000 };
+/**
+ * Between two failed rounds: 50 ms doubling to 500 ms, back to 50 ms after a round that
+ * worked. A round fails at once while the events stream elects a leader (no responders, 4-9 s
+ * on NATS 2.9): retried every half second, its events follow the new leader within that.
+ */
+const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 500 };
 
 export interface RelayOptions {
   redis: RedisClient;
@@ -218,6 +222,7 @@ export class OutboxRelay {
         }
         await js.publish(eventSubject(names, event.tenant, event.type), JSON.stringify(event), {
           msgID: event.id,
+          timeout: JETSTREAM_OP_TIMEOUT_MS,
         });
         return 'published' as const;
       }),

@@ -12,7 +12,7 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ensureDurable, type DurableConfig } from './durable.js';
 import { nakLater, workingEveryMs } from './messages.js';
-import { BurstPulls } from './pull.js';
+import { BurstPulls, PULL_ANSWER_GRACE_MS } from './pull.js';
 
 /** Deliveries in bursts: one `no_wait` pull every `everyMs` instead of consume(). */
 export interface Bursts {
@@ -66,6 +66,11 @@ export interface DurableConsumerOptions {
 const DEFAULT_ACK_WAIT_MS = 30_000;
 /** In bursts, the longest a waiting pull (the one after a pull that found nothing) lasts. */
 const IDLE_WAIT_MAX_MS = 1_000;
+/**
+ * In bursts, the pause before pulling again after a pull the server could not serve (no
+ * consumer leader yet: a 503, a 409 leadership change), so an election is not a busy loop.
+ */
+const LEADERLESS_PAUSE_MS = 250;
 /** After stop(), how long a pull still out is waited for (what it brings is nak'd). */
 const STOP_WAIT_MAX_MS = IDLE_WAIT_MAX_MS + 500;
 /** A signal that never aborts (the waits for the last pull after stop). */
@@ -186,7 +191,11 @@ export class DurableConsumer {
    * `everyMs` after the one before; one that found nothing by a waiting pull for the next
    * message (it expires within a second, or half the idle heartbeat), so a quiet consumer does
    * not wake every interval and the first event after a quiet spell comes at once. A pull
-   * with no answer for `idleHeartbeatMs` counts as a missed heartbeat (the consumer is looked
+   * the consumer's leader took with it (killed, or stepped down) is pulled again once it is
+   * overdue, and one the server could not serve (no leader yet) `LEADERLESS_PAUSE_MS` later,
+   * after one lookup of the consumer (one deleted under the loop ends the round), so the round
+   * outlives an election and the first event after it comes at once. Each
+   * `idleHeartbeatMs` without any answer counts as a missed heartbeat (the consumer is looked
    * up: one deleted ends the round at once); `maxMissedHeartbeats` in a row end the round.
    */
   async #pullRound(bursts: Bursts, backoff: Backoff): Promise<void> {
@@ -205,6 +214,10 @@ export class DurableConsumer {
     const { everyMs } = bursts;
     const idleWaitMs = Math.min(IDLE_WAIT_MAX_MS, Math.floor(silenceMs / 2));
     let missed = 0;
+    /** When the consumer's leader last answered: a delivery, or a pull it ended. */
+    let heardAt = Date.now();
+    /** The consumer was looked up since `heardAt` (after a pull no leader took). */
+    let lookedUp = false;
     let sentAt = 0;
     let stopBy: number | undefined;
     let end: string | undefined;
@@ -216,6 +229,7 @@ export class DurableConsumer {
         for (let m = pulls.buffered.shift(); m; m = pulls.buffered.shift()) {
           backoff.reset();
           missed = 0;
+          heardAt = Date.now();
           if (stopped.aborted) {
             m.nak();
             continue;
@@ -236,17 +250,39 @@ export class DurableConsumer {
           await pulls.wait(leftMs, NEVER);
           continue;
         }
-        if (pulls.open) {
-          const how = await pulls.wait(silenceMs, stopped);
-          if (how === 'activity') missed = 0;
-          if (how !== 'timeout') continue;
+        const last = pulls.last;
+        if (last && !last.lost && last.at > heardAt) {
+          heardAt = last.at;
+          missed = 0;
+          lookedUp = false;
+        }
+        const silentUntil = heardAt + silenceMs * (missed + 1);
+        if (Date.now() >= silentUntil) {
           missed += 1;
           logger.warn({ count: missed, stream, durable: name }, 'JetStream pull unanswered');
-          if (await this.#consumerGone(silenceMs)) end = 'consumer not found';
-          else if (missed >= maxMissedHeartbeats) end = `${missed} pulls unanswered`;
+          if (await this.#consumerGone(Math.min(silenceMs, PULL_ANSWER_GRACE_MS))) {
+            end = 'consumer not found';
+          } else if (missed >= maxMissedHeartbeats) end = `${missed} pulls unanswered`;
           continue;
         }
-        const last = pulls.last;
+        if (pulls.open) {
+          const how = await pulls.wait(Math.min(pulls.dueInMs, silentUntil - Date.now()), stopped);
+          // Held by a leader that is gone, or by a server that is: pulled again at once.
+          if (how === 'timeout' && pulls.dueInMs === 0) pulls.lose();
+          continue;
+        }
+        if (last?.lost === 'leader' && !lookedUp) {
+          // No leader took it: an election, or a consumer deleted under the loop.
+          lookedUp = true;
+          if (await this.#consumerGone(Math.min(silenceMs, PULL_ANSWER_GRACE_MS))) {
+            end = 'consumer not found';
+          }
+          continue;
+        }
+        if (last?.lost === 'leader' && Date.now() < last.at + LEADERLESS_PAUSE_MS) {
+          await pulls.wait(last.at + LEADERLESS_PAUSE_MS - Date.now(), stopped);
+          continue;
+        }
         if (last?.got === 0) {
           // Nothing stored: one waiting pull for the next message, not one pull per interval.
           pulls.waitForNext(idleWaitMs);

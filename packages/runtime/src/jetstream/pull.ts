@@ -22,7 +22,20 @@ export interface PullEnd {
   got: number;
   /** When it ended (`Date.now()`). */
   at: number;
+  /**
+   * It was never answered, or answered that it cannot be served yet: the loop pulls again.
+   * `overdue` (its server or its consumer leader died), `reconnect` (it waited on a server
+   * that is gone), `leader` (a 409 leadership change, or a 503: no consumer leader yet).
+   */
+  lost?: 'overdue' | 'reconnect' | 'leader';
 }
+
+/**
+ * How long after it is due (at once for a `no_wait` pull, at its expiry for a waiting one) a
+ * pull with no answer is taken for lost. A server answers within milliseconds; a pull held by
+ * a consumer leader that was killed is never answered at all.
+ */
+export const PULL_ANSWER_GRACE_MS = 1_000;
 
 /**
  * One round of burst pulls (docs/events.md, "Consuming") on
@@ -36,11 +49,17 @@ export interface PullEnd {
  * A delivery carries its stream subject, not the pull's, so it counts against the one pull out;
  * a status comes on the pull's own reply subject (`<inbox>.<n>`), so a late one of an earlier
  * pull cannot end the next. Every delivery is kept in `buffered` until the loop takes it: none
- * is dropped while the round is open. A status no pull can get past (409 consumer deleted, 503
- * no responders, 400) ends the round (`gone`). After a reconnect the pull out is taken for lost
- * (the server it waited on may be gone, as consume() does): the loop sends the next at once,
- * and should the old one still be answered, its deliveries are kept all the same (counted
- * against the new one, so for a moment up to twice `pullSize` may be out).
+ * is dropped while the round is open. A status no pull can get past (409 consumer deleted, 400)
+ * ends the round (`gone`).
+ *
+ * Only the consumer's leader answers a pull, and a leader that is killed takes the pulls it
+ * held with it. So a pull is taken for lost (`last.lost`) after a reconnect (the server it
+ * waited on may be gone, as consume() does), on a 409 leadership change or a 503 (the consumer
+ * has no leader yet), and when it is still unanswered `PULL_ANSWER_GRACE_MS` after it was due
+ * (`dueInMs`, then `lose()`): the loop pulls again, and the first event after an election comes
+ * within about a second of it. Should a lost pull still be answered, its deliveries are kept
+ * all the same (counted against the new one, so for a moment up to twice `pullSize` may be
+ * out).
  *
  * nats.js 3.4's consume() and fetch() cannot send a no_wait pull (fetch's `expires` is at least
  * 1 s and waits for it); `toJsMsg` is exported by our patch of @nats-io/jetstream, so handlers
@@ -58,6 +77,8 @@ export class BurstPulls {
   /** The pull out (its number; 0: none), what it may still bring and what it brought. */
   #open = 0;
   #waited = false;
+  /** When the pull out should have been answered by (`Date.now()`). */
+  #dueAt = 0;
   #left = 0;
   #got = 0;
   #pulls = 0;
@@ -102,14 +123,24 @@ export class BurstPulls {
     return this.#gone;
   }
 
+  /** Until the pull out is overdue (0 once it is); Infinity when none is out. */
+  get dueInMs(): number {
+    return this.open ? Math.max(0, this.#dueAt - Date.now()) : Infinity;
+  }
+
+  /** Takes the pull out, overdue, for lost: the next one may be sent. */
+  lose(): void {
+    this.#ended(this.#open, false, 'overdue');
+  }
+
   /** Sends a no_wait pull for up to `batch` messages; never while one is out. */
   pull(batch: number): void {
-    this.#send(batch, false, { batch, no_wait: true });
+    this.#send(batch, 0, { batch, no_wait: true });
   }
 
   /** Sends a pull for the next message, answered by the server within `expiresMs`. */
   waitForNext(expiresMs: number): void {
-    this.#send(1, true, { batch: 1, expires: nanos(expiresMs) });
+    this.#send(1, expiresMs, { batch: 1, expires: nanos(expiresMs) });
   }
 
   /** Resolves on the next delivery or status, after `ms`, or when `signal` aborts. */
@@ -139,16 +170,18 @@ export class BurstPulls {
   async #watch(): Promise<void> {
     for await (const s of this.#status) {
       if (s.type !== 'reconnect' || !this.open) continue;
-      this.#ended(this.#open, false);
+      this.#ended(this.#open, false, 'reconnect');
       this.#wake?.();
     }
   }
 
-  #send(batch: number, waited: boolean, request: object): void {
+  /** `waitMs`: how long the server may hold it (its `expires`); 0 for a no_wait pull. */
+  #send(batch: number, waitMs: number, request: object): void {
     if (this.open) throw new Error('a pull is out already');
     this.#pulls += 1;
     this.#open = this.#pulls;
-    this.#waited = waited;
+    this.#waited = waitMs > 0;
+    this.#dueAt = Date.now() + waitMs + PULL_ANSWER_GRACE_MS;
     this.#left = batch;
     this.#got = 0;
     this.#nc.publish(this.#next, JSON.stringify(request), {
@@ -163,6 +196,7 @@ export class BurstPulls {
       this.#got += 1;
       this.#left -= 1;
       if (this.#left <= 0) this.#ended(this.#open, true);
+      else this.#dueAt = Math.max(this.#dueAt, Date.now() + PULL_ANSWER_GRACE_MS);
       return;
     }
     const pull = Number(msg.subject.slice(this.#inbox.length + 1));
@@ -174,15 +208,22 @@ export class BurstPulls {
       case 408:
         this.#ended(pull, false);
         return;
+      case 503:
+        this.#ended(pull, false, 'leader');
+        return;
       default:
+        if (status.code === 409 && status.description === 'leadership change') {
+          this.#ended(pull, false, 'leader');
+          return;
+        }
         this.#ended(pull, false);
         this.#gone ??= `${status.code} ${status.description}`;
     }
   }
 
-  #ended(pull: number, full: boolean): void {
+  #ended(pull: number, full: boolean, lost?: PullEnd['lost']): void {
     if (pull !== this.#open) return;
     this.#open = 0;
-    this.#last = { waited: this.#waited, full, got: this.#got, at: Date.now() };
+    this.#last = { waited: this.#waited, full, got: this.#got, at: Date.now(), lost };
   }
 }

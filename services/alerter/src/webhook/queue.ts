@@ -1,5 +1,5 @@
 import { IsoTime, PlainId, type HoldfastEvent } from '@holdfast/events';
-import { ensureStream, type StreamOptions } from '@holdfast/runtime';
+import { ensureStream, JETSTREAM_OP_TIMEOUT_MS, type StreamOptions } from '@holdfast/runtime';
 import {
   RetentionPolicy,
   StorageType,
@@ -87,9 +87,7 @@ export class WebhookQueue {
       await this.#js.publish(
         `${this.#names.webhookSubjectPrefix}.${hook.id}`,
         JSON.stringify(job),
-        {
-          msgID: `${event.id}.${hook.id}`,
-        },
+        { msgID: `${event.id}.${hook.id}`, timeout: JETSTREAM_OP_TIMEOUT_MS },
       );
     }
     return hooks.length;
