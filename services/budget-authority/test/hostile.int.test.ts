@@ -307,8 +307,11 @@ describe('refusals an edge answered itself (refusals.report)', () => {
     expect(JSON.parse(summary.fields)).toEqual(
       expect.arrayContaining(['type', 'admission.refused', 'tenant', 'team', 'shadow', '0']),
     );
-    // Other refusals carry none (an edge remembers budget refusals only).
-    expect(refusalOf(await h.client.admit(call({ useCase: 'nope' }))).summary).toBeUndefined();
+    // So does a use case the team does not have (an edge remembers it until a config), under
+    // '*' for the name the client made up; a tenant not in the config carries none.
+    const unregistered = refusalOf(await h.client.admit(call({ useCase: 'nope' })));
+    expect(unregistered.summary?.kind).toMatch(/^team\|use_case_not_registered\|\|\|\*\|/);
+    expect(refusalOf(await h.client.admit(call({ tenant: 'ghost' }))).summary).toBeUndefined();
 
     const item = { id: randomUUID(), tenant: 'team', ...summary, count: 41 };
     const first = await h.client.reportRefusals({ items: [item] });

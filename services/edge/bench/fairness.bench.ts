@@ -18,9 +18,11 @@
  *   pnpm build && pnpm --filter @holdfast/edge bench:fairness --root /work/main
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --root /work/main
+ *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --model gpt-4o --root /work/main
  *   options: --rounds 3 --seconds 8; --users: each of A's calls names a new end user (the
- *   `user` field); with --root (refusals), that checkout's edge against this one's, both with
- *   their refusal memory on
+ *   `user` field); --model: the model A's calls name (gpt-4o: one the config does not have);
+ *   with --root (refusals), that checkout's edge against this one's, both with their refusal
+ *   memory on
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -45,6 +47,7 @@ const { values: args } = parseArgs({
     flood: { type: 'string', default: 'bodies' },
     root: { type: 'string' },
     users: { type: 'boolean', default: false },
+    model: { type: 'string', default: 'gpt-4o-mini' },
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '8' },
   },
@@ -78,8 +81,8 @@ function prose(chars: number, seed: number): string {
   return words.join(' ').slice(0, chars);
 }
 
-const body = (content: string) =>
-  JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], max_tokens: 8 });
+const body = (content: string, model = 'gpt-4o-mini') =>
+  JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 8 });
 
 /**
  * Calls to an edge with one key, cycling through the bodies given; with `users`, each names a
@@ -188,7 +191,9 @@ async function main(): Promise<void> {
       edges.push({ name, url: `http://127.0.0.1:${port}`, proc });
     }
     const bBodies = Array.from({ length: 64 }, (_, i) => body(prose(B_CHARS, i)));
-    const aBodies = Array.from({ length: 8 }, (_, i) => body(prose(A_CHARS, 1_000 + i)));
+    const aBodies = Array.from({ length: 8 }, (_, i) =>
+      body(prose(A_CHARS, 1_000 + i), args.model),
+    );
     const rounds = new Map<string, Round[]>();
     for (let round = 0; round < ROUNDS; round++) {
       for (const edge of round % 2 === 0 ? edges : [...edges].reverse()) {

@@ -79,10 +79,16 @@ async function fuzz(
   return Object.fromEntries([...statuses].sort(([a], [b]) => a - b));
 }
 
+/**
+ * The edge under fuzz. Refusals it answers from memory (a use case or model made up again)
+ * wait for their report; every 5 ms, so the requests, sent one at a time, do not wait 50 ms.
+ */
+const EDGE = { bodyLimitBytes: BODY_LIMIT, refusals: { memoryMs: 1_000, reportMs: 5 } };
+
 test('10,000 malformed requests with keys: no 5xx, no budget change, nothing reaches the model', async ({
   stack,
 }) => {
-  const s = await stack({ edge: { options: { bodyLimitBytes: BODY_LIMIT } } });
+  const s = await stack({ edge: { options: EDGE } });
   const statuses = await fuzz(s, TARGET, 10_000, 20261130);
   console.log('[fuzz] statuses (key mode):', statuses);
   expect(Object.keys(statuses).sort()).toEqual(['400', '401', '403', '413']);
@@ -92,7 +98,7 @@ test('3,000 malformed requests to every surface in trustHeaders mode (x-team inj
   stack,
 }) => {
   const s = await stack({
-    edge: { options: { bodyLimitBytes: BODY_LIMIT } },
+    edge: { options: EDGE },
     patch: (c) => {
       withClaude(c);
       c.auth.trustHeaders = true;
@@ -112,7 +118,7 @@ test('3,000 malformed requests to every surface in trustHeaders mode (x-team inj
 test('6,000 malformed requests to every surface (Responses, Messages and count_tokens with their own fields): no 5xx, no budget change, nothing reaches the model', async ({
   stack,
 }) => {
-  const s = await stack({ edge: { options: { bodyLimitBytes: BODY_LIMIT } }, patch: withClaude });
+  const s = await stack({ edge: { options: EDGE }, patch: withClaude });
   const statuses = await fuzz(
     s,
     { ...TARGET, claude: CLAUDE },

@@ -351,3 +351,68 @@ test('an end user’s own budget refusal is still its own: another end user is s
   expect((await post(s, KEYS.support, call('bob'))).status).toBe(429);
   expect(await authorityRefusals(s)).toBe(2);
 });
+
+test('a flood naming a model or use case the team does not have is answered at the edge until a config registers it; every one is an event', async ({
+  stack,
+}) => {
+  let patch = (_: TestConfig) => {};
+  const s = await stack({
+    patch: (c) => patch(c),
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+  });
+  const team = 'batch-summariser';
+  // Each call makes up a new name (and a new end user).
+  const model = (i: number) =>
+    post(s, KEYS.batch, { ...chat(10), model: `gpt-${i}`, user: `user-${i}` });
+  const useCase = (i: number, uc = `UC-${900 + i}`) =>
+    post(s, KEYS.batch, { ...chat(10), user: `user-${i}` }, { 'x-use-case': uc });
+  expect((await model(0)).body.error).toMatchObject({ code: 'model_not_allowed' });
+  expect((await useCase(0)).body.error).toMatchObject({ code: 'use_case_not_registered' });
+  const n = 200;
+  let sent = 0;
+  const answers: Array<{ i: number; error: unknown }> = [];
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (sent < n) {
+        const i = ++sent;
+        answers.push({ i, error: (await (i % 2 ? model : useCase)(i)).body.error });
+      }
+    }),
+  );
+  // Each answer names its own call's use case or model, as the authority words it.
+  for (const { i, error } of answers) {
+    expect(error).toMatchObject(
+      i % 2
+        ? {
+            code: 'model_not_allowed',
+            message: `Model "gpt-${i}" is not allowed for use case "UC-112" of team ${team}.`,
+          }
+        : {
+            code: 'use_case_not_registered',
+            message: `Use case "UC-${900 + i}" is not registered for team ${team}.`,
+          },
+    );
+  }
+  // Before: each of the 200 was asked of the authority (a refusal script in Redis each).
+  expect(await authorityRefusals(s, 'model_not_allowed')).toBe(1);
+  expect(await authorityRefusals(s, 'use_case_not_registered')).toBe(1);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', team)).toBe(n);
+  const events = await s.events(
+    (e) =>
+      refusalsIn(e, team, 'model_not_allowed') + refusalsIn(e, team, 'use_case_not_registered') >=
+      n + 2,
+  );
+  expect(refusalsIn(events, team, 'model_not_allowed')).toBe(n / 2 + 1);
+  expect(refusalsIn(events, team, 'use_case_not_registered')).toBe(n / 2 + 1);
+  // A config that registers the use case is honoured at once.
+  patch = (c) => {
+    (entry(c.tenants, team).useCases as unknown[]).push({
+      id: 'UC-999',
+      maxTokens: 64,
+      models: ['gpt-4o-mini'],
+    });
+  };
+  await s.applyConfig();
+  await s.edge.app.configSnapshot.refresh();
+  expect((await useCase(1, 'UC-999')).status).toBe(200);
+});

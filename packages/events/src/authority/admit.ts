@@ -134,9 +134,9 @@ export const Refused = z.object({
   neededMicroUsd: z.int().min(0),
   windows: z.array(WindowState),
   /**
-   * A `budget_exceeded`, `concurrency_limit` or `tenant_suspended` refusal's summary key and
-   * event fields
-   * (admit.lua `refuse`), opaque to the edge: an edge that answers the same call again itself
+   * A `budget_exceeded`, `concurrency_limit`, `tenant_suspended`, `use_case_not_registered`
+   * or `model_not_allowed` refusal's summary key and event fields
+   * (admit.lua `refuse`, admit.ts `recordRefusal`), opaque to the edge: an edge that answers the same call again itself
    * (its refusal memory) counts those refusals under them (`refusals.report`), so each still
    * ends in an `admission.refused` event. Absent from older authorities and on other codes.
    */

@@ -181,9 +181,10 @@ async function recordRefusal(
   // refusals.lua reads whole per 32 kinds). '*' is no id, so it is none of them.
   const useCase = tenant.useCases.has(req.useCase) ? req.useCase : '*';
   const model = ctx.config.current.models.has(req.model) ? req.model : '*';
+  const kind = [tenant.id, code, '', '', useCase, model, req.keyId ?? '', '0', req.api].join('|');
   const spec = JSON.stringify({
     rate: tenant.refusalEventsPerSecond,
-    kind: [tenant.id, code, '', '', useCase, model, req.keyId ?? '', '0', req.api].join('|'),
+    kind,
     fields,
     ...(now === undefined ? {} : { now }),
   });
@@ -192,7 +193,9 @@ async function recordRefusal(
     ctx.keys.state(tenant.org, tenant.id),
     ctx.keys.refusals(tenant.org),
   ];
-  return withStore(ctx.logger, 'admit', () => runRefuse(ctx.redis, keys, spec));
+  const ran = await withStore(ctx.logger, 'admit', () => runRefuse(ctx.redis, keys, spec));
+  // Its summary key and fields: an edge answers the same call again itself (refusals.report).
+  return ran.ok ? Ok({ kind, fields: JSON.stringify(fields) }) : ran;
 }
 
 /**
@@ -319,7 +322,7 @@ export async function admit(
     const recorded = await recordRefusal(ctx, tenant, req, c);
     if (!recorded.ok) return recorded;
     ctx.metrics.admissions.inc({ outcome: 'refused', code: c });
-    return refused(c, message);
+    return refused(c, message, { summary: recorded.value });
   }
   const owned = await ownsResponse(ctx, tenant, req);
   if (!owned.ok) return owned;

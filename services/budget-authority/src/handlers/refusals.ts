@@ -8,13 +8,19 @@ import { withStore } from '../store-error.js';
 /** An admission.refused event's fields as admit.lua lists them: names and values, flat. */
 const EventFields = z.array(z.string().max(8_192)).min(2).max(128);
 
-/** The refusals an edge may answer again itself (admit.lua returns their summary). */
-const REMEMBERED = new Set(['budget_exceeded', 'concurrency_limit', 'tenant_suspended']);
+/** The refusals an edge may answer again itself (admit.lua and admit.ts return their summary). */
+const REMEMBERED = new Set([
+  'budget_exceeded',
+  'concurrency_limit',
+  'tenant_suspended',
+  'use_case_not_registered',
+  'model_not_allowed',
+]);
 
 /**
- * The item's event fields, when they are a `budget_exceeded`, `concurrency_limit` or
- * `tenant_suspended` refusal of its tenant as admit.lua made it (the kind starts with the
- * tenant and the code, admit.lua `refuse`); undefined otherwise. Edges are trusted, but what
+ * The item's event fields, when they are a refusal of its tenant the edge may remember, as
+ * admit.lua (`refuse`) or admit.ts (`recordRefusal`) made it (the kind starts with the tenant
+ * and the code); undefined otherwise. Edges are trusted, but what
  * lands in the outbox is checked where it is written.
  */
 function refusalFields(item: RefusalsReportRequest['items'][number]): string[] | undefined {

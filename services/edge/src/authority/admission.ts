@@ -14,7 +14,7 @@ import type { AuthorityPort } from '../call/ports.js';
 import { EdgeError, itemNotFound, type EdgeErrorCode } from '../errors.js';
 import { windowHeaders } from '../request/headers.js';
 import type { Hold, Holds } from './holds.js';
-import type { RefusalMemory } from './refusal-memory.js';
+import { notRegistered, type RefusalMemory } from './refusal-memory.js';
 import type { EdgeMetrics } from '../metrics.js';
 
 export interface AdmissionDeps {
@@ -366,17 +366,7 @@ function authorityUnavailable(): EdgeError {
 
 /** The 403 the authority would give a call this config does not register, said by the edge. */
 function unregistered(req: AdmissionRequest): EdgeError {
-  const { tenant, useCase } = req.caller;
-  const known = tenant.useCases.get(useCase);
-  return known
-    ? new EdgeError({
-        code: 'model_not_allowed',
-        message: `Model "${req.model}" is not allowed for use case "${useCase}" of team ${tenant.id}.`,
-      })
-    : new EdgeError({
-        code: 'use_case_not_registered',
-        message: `Use case "${useCase}" is not registered for team ${tenant.id}.`,
-      });
+  return new EdgeError(notRegistered(req));
 }
 
 type AdmitResult = Awaited<ReturnType<AuthorityPort['admit']>>;

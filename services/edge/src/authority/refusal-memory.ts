@@ -62,7 +62,15 @@ const REMEMBERED = new Set<Refused['code']>([
   'budget_exceeded',
   'concurrency_limit',
   'tenant_suspended',
+  'use_case_not_registered',
+  'model_not_allowed',
 ]);
+
+/**
+ * Refusals of what the config registers (a use case the team does not have, a model its use
+ * case does not allow): no close changes them, only a config (the tenant as compiled).
+ */
+const BY_CONFIG = new Set<Refused['code']>(['use_case_not_registered', 'model_not_allowed']);
 
 /** A report carries at most this many items (RefusalsReportRequest). */
 const REPORT_ITEMS = 256;
@@ -73,16 +81,17 @@ const MAX_REPORT_BACKOFF_MS = 5_000;
  * The edge's memory of refusals. A tenant over its budget that keeps calling (a batch job's
  * workers, a client retrying in a loop) would otherwise cost a round trip to the authority, an
  * admit script in Redis and an event per call, and slow every other tenant down. After the
- * authority refuses a call with `budget_exceeded`, a repeat of it (same tenant, key, end user,
- * use case, model, surface, tier, audio and tool bounds, and no smaller prompt or max_tokens:
- * it needs at least as much in every unit) is refused here, with the authority's answer (its
+ * authority refuses a call with `budget_exceeded`, a repeat of it (same tenant, key, use case,
+ * model, surface, tier, audio and tool bounds, end user when the budget is the end user's own,
+ * and no smaller prompt or max_tokens: it needs at least as much in every unit) is refused here, with the authority's answer (its
  * Retry-After counted down), for `memoryMs` at most, never past that Retry-After, and only
  * until a call that could give the refusing window room closes on this edge or a new config is
  * applied; and not while such a call's close is running here (the authority may apply it at
  * any moment). The same holds for `concurrency_limit` (a cap on calls in flight, of the tenant or
  * an ancestor: other edges' calls count), whatever the repeat's size, until any call of the
  * org closes here, and for `tenant_suspended`, whatever the size, until the org's
- * `tenant.resumed` event. A refusal here can therefore be stale by at most that long when a call
+ * `tenant.resumed` event (both for any call of the tenant), and for a use case or model the
+ * config does not register, whatever the size, until a new config is applied. A refusal here can therefore be stale by at most that long when a call
  * closes on another edge; it never admits anything.
  *
  * Every refusal still ends in an `admission.refused` event: those answered here are counted
@@ -146,7 +155,8 @@ export class RefusalMemory {
     // A refusal of the tenant, of the call whoever its end user, of the call and end user.
     const call = callKey(req);
     const user = req.endUser === undefined ? undefined : userKey(call, req.endUser);
-    const key = [tenantKey(req), call, user].find((k) => k !== undefined && calls.has(k));
+    const config = this.#configKey(req);
+    const key = [tenantKey(req), config, call, user].find((k) => k !== undefined && calls.has(k));
     const r = key === undefined ? undefined : calls.get(key);
     if (key === undefined || !r) return undefined;
     const now = Date.now();
@@ -156,7 +166,7 @@ export class RefusalMemory {
     }
     const smaller = req.promptTokens < r.promptTokens || req.maxTokens < r.maxTokens;
     if (smaller && !r.anySize) return undefined;
-    if (this.#closingUnder(tenant.org, r.refused.level)) return undefined;
+    if (this.#closingUnder(tenant.org, r.refused)) return undefined;
     this.#o.metrics.localRefusals.inc({ tenant: tenant.id });
     const same =
       r.anySize || (req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens);
@@ -172,6 +182,8 @@ export class RefusalMemory {
       message: same
         ? r.refused.message
         : `${r.refused.message} (Said of a call of ${r.promptTokens} prompt tokens and max_tokens ${r.maxTokens} refused moments ago; this one needs no less.)`,
+      // The config's refusal names this call's use case and model (another made-up name).
+      ...(BY_CONFIG.has(r.refused.code) ? notRegistered(req, r.refused.code) : {}),
     };
     return this.#count(tenant.id, tenant.org, r.refused.summary).then(() => refused);
   }
@@ -182,8 +194,8 @@ export class RefusalMemory {
     if (this.#o.memoryMs === 0 || !REMEMBERED.has(refused.code) || !summary) return;
     if (refused.retryAfterSeconds === 0) return;
     const { tenant } = req.caller;
-    if (this.closes(tenant.org) !== closes) return;
-    if (this.#closingUnder(tenant.org, refused.level)) return;
+    if (this.closes(tenant.org) !== closes && !BY_CONFIG.has(refused.code)) return;
+    if (this.#closingUnder(tenant.org, refused)) return;
     const now = Date.now();
     if (this.#size >= this.#max && this.#sweep(now) >= this.#max) return;
     const retryAt =
@@ -193,7 +205,7 @@ export class RefusalMemory {
       calls = new Map<string, Remembered>();
       this.#orgs.set(tenant.org, calls);
     }
-    const key = memoryKey(req, refused);
+    const key = (BY_CONFIG.has(refused.code) && this.#configKey(req)) || memoryKey(req, refused);
     if (!calls.has(key)) {
       if (
         calls.size >= this.#maxPerOrg &&
@@ -244,14 +256,33 @@ export class RefusalMemory {
     if (!calls) return;
     const chain = this.#o.config()?.tenants.get(tenant)?.chain;
     for (const [key, r] of calls) {
+      if (BY_CONFIG.has(r.refused.code)) continue;
       if (!chain || r.refused.level === null || chain.includes(r.refused.level)) {
         this.#drop(org, calls, key);
       }
     }
   }
 
-  /** A close under `level` (null: any level of the org) is running on this edge. */
-  #closingUnder(org: string, level: string | null): boolean {
+  /**
+   * Where a refusal of the config is remembered, for a call this edge's config does not
+   * register (undefined for one it does): a use case or model it does not know stands as `*`,
+   * as in the authority's summary kind, so a client making up a new name each call is answered
+   * by the one refusal (before, each name was asked of the authority).
+   */
+  #configKey(req: AdmissionRequest): string | undefined {
+    const { tenant, keyId, useCase } = req.caller;
+    const known = tenant.useCases.get(useCase);
+    if (known?.models.includes(req.model)) return undefined;
+    const model = this.#o.config()?.models.has(req.model) ? req.model : '*';
+    return [tenant.id, keyId ?? '', known ? useCase : '*', model, req.api, '*'].join('\u0000');
+  }
+
+  /**
+   * A close that may change the refusal is running on this edge: one under its level (null:
+   * any level of the org); none for a refusal of the config.
+   */
+  #closingUnder(org: string, { code, level }: Pick<Refused, 'code' | 'level'>): boolean {
+    if (BY_CONFIG.has(code)) return false;
     const tenants = this.#closing.get(org);
     if (!tenants) return false;
     if (level === null) return true;
@@ -399,15 +430,37 @@ export class RefusalMemory {
 }
 
 /**
+ * The config's refusal of this call, as the authority words it (messages.ts): its use case
+ * not registered for the team, or its model not allowed for that use case.
+ */
+export function notRegistered(
+  req: AdmissionRequest,
+  code: Refused['code'] = req.caller.tenant.useCases.has(req.caller.useCase)
+    ? 'model_not_allowed'
+    : 'use_case_not_registered',
+): { code: 'model_not_allowed' | 'use_case_not_registered'; message: string } {
+  const { tenant, useCase } = req.caller;
+  return code === 'use_case_not_registered'
+    ? { code, message: `Use case "${useCase}" is not registered for team ${tenant.id}.` }
+    : {
+        code: 'model_not_allowed',
+        message: `Model "${req.model}" is not allowed for use case "${useCase}" of team ${tenant.id}.`,
+      };
+}
+
+/**
  * Where a refusal is remembered, so that it answers every call it would refuse and no other. A
  * suspension or a cap on calls in flight refuses any call of the tenant (tenantKey); a budget's,
- * any call that picks the same budgets and prices (callKey), whoever its end user unless the
- * budget is the end user's own (userKey). Before, every refusal was keyed by its end user, so
+ * or the config's (a use case or model not registered), any call that picks the same budgets
+ * and prices (callKey), whoever its end user unless the budget is the end user's own
+ * (userKey). Before, every refusal was keyed by its end user, so
  * a client naming a new `user` on each call (any SDK lets it) was asked of the authority every
  * time: an admit in Redis per call, as with no memory at all.
  */
 function memoryKey(req: AdmissionRequest, refused: Refused): string {
-  if (refused.code !== 'budget_exceeded') return tenantKey(req);
+  if (refused.code === 'tenant_suspended' || refused.code === 'concurrency_limit') {
+    return tenantKey(req);
+  }
   const call = callKey(req);
   const own = refused.windows.some((w) => w.scope === 'end_user' && w.budget === refused.budget);
   return own && req.endUser !== undefined ? userKey(call, req.endUser) : call;

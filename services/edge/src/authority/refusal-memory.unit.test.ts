@@ -43,6 +43,16 @@ const REFUSED: Refused = {
   summary: { kind: 'team|budget_exceeded|x', fields: '["type","admission.refused"]' },
 };
 
+/** A refusal of no budget, for which waiting cannot help (a suspension, the config's). */
+const levelless = (code: Refused['code']): Refused => ({
+  ...REFUSED,
+  code,
+  retryAfterSeconds: null,
+  budget: null,
+  level: null,
+  summary: { kind: `team|${code}|x`, fields: '["type","admission.refused"]' },
+});
+
 /** A window of the refusals below: the team's, or an end user's own. */
 const window = (scope?: 'end_user') => ({
   tenant: 'team',
@@ -146,6 +156,22 @@ test('a call that could need less, or differs in what picks its budgets or price
   const other = call();
   other.caller = { ...other.caller, keyId: 'k2' };
   expect(memory.recall(other)).toBeUndefined();
+});
+
+test('a use case or model not registered: any repeat naming them is refused whatever closes, until a config is applied', async () => {
+  const { memory, call } = memoryOver(taken);
+  const notAllowed = levelless('model_not_allowed');
+  memory.closing('org', 'team');
+  memory.remember(call({ model: 'gpt-9' }), notAllowed, 0);
+  memory.closed('org', 'team');
+  expect(await memory.recall(call({ model: 'gpt-9', maxTokens: 1, endUser: 'u2' }))).toMatchObject({
+    code: 'model_not_allowed',
+  });
+  // Another made-up name stands for the same (`*`); the answer names it.
+  expect(await memory.recall(call({ model: 'gpt-8' }))).toMatchObject({
+    message: 'Model "gpt-8" is not allowed for use case "chat" of team team.',
+  });
+  expect(memory.recall(call())).toBeUndefined();
 });
 
 test("a team's budget refusal answers the call whoever its end user, without the end user's windows; an end user's own, that end user only", async () => {
@@ -311,14 +337,7 @@ test('one org holds at most maxPerOrg of them, so its end users cannot take the 
 
 test('a suspension: any repeat is refused until the org hears its tenant.resumed', async () => {
   const { memory, call } = memoryOver(taken);
-  const suspended: Refused = {
-    ...REFUSED,
-    code: 'tenant_suspended',
-    retryAfterSeconds: null,
-    budget: null,
-    level: null,
-    summary: { kind: 'team|tenant_suspended|x', fields: '["type","admission.refused"]' },
-  };
+  const suspended = levelless('tenant_suspended');
   memory.remember(call(), suspended, 0);
   memory.remember(call({ model: 'other' }), REFUSED, 0);
   expect(await memory.recall(call({ maxTokens: 1 }))).toMatchObject({ code: 'tenant_suspended' });
