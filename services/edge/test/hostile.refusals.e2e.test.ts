@@ -270,9 +270,10 @@ test('a flood naming a new end user on every call is answered at the edge when t
   const s = await stack({
     patch: (c) => {
       tight(200)(c);
-      // End users of the team have budgets of their own: the refusal below is still the team's.
+      // End users of the team have budgets of their own, of the same id (month-tokens): the
+      // refusal below is still the team's.
       entry(c.tenants, 'support-bot').endUserBudgets = [
-        { window: 'day', limit: 1_000_000, unit: 'tokens' },
+        { window: 'month', limit: 1_000_000, unit: 'tokens' },
       ];
     },
     edge: { options: { refusals: { memoryMs: 10_000, reportMs: 50 } } },
@@ -280,7 +281,7 @@ test('a flood naming a new end user on every call is answered at the edge when t
   const call = (user: string) => ({ ...chat(10), max_tokens: 500, user });
   const first = await post(s, KEYS.support, call('alice'));
   expect(first.status).toBe(429);
-  expect(first.headers.get('x-holdfast-remaining-user-day-tokens')).not.toBeNull();
+  expect(first.headers.get('x-holdfast-remaining-user-month-tokens')).not.toBeNull();
   // Every repeat names another end user (the OpenAI `user` field: any client sets it).
   const n = 200;
   const answers: Array<Awaited<ReturnType<typeof post>>> = [];
@@ -297,7 +298,7 @@ test('a flood naming a new end user on every call is answered at the edge when t
     expect(a.headers.get('x-holdfast-remaining-month-tokens')).toBe(
       first.headers.get('x-holdfast-remaining-month-tokens'),
     );
-    expect(a.headers.get('x-holdfast-remaining-user-day-tokens')).toBeNull();
+    expect(a.headers.get('x-holdfast-remaining-user-month-tokens')).toBeNull();
   }
   // alice's own repeat is answered as the authority answered her.
   const again = await post(s, KEYS.support, call('alice'));

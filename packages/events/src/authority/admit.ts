@@ -130,6 +130,12 @@ export const Refused = z.object({
   retryAfterSeconds: z.int().min(0).nullable(),
   budget: BudgetId.nullable(),
   level: TenantId.nullable(),
+  /**
+   * Whose budget refused (`budget`, of `level`): the tenant's own, or one of its keys' or end
+   * users' (their ids are alike: `month-tokens`). Absent from older authorities and where no
+   * budget refused.
+   */
+  scope: z.enum(['tenant', 'key', 'end_user']).optional(),
   neededTokens: z.int().min(0),
   neededMicroUsd: z.int().min(0),
   windows: z.array(WindowState),

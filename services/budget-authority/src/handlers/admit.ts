@@ -559,6 +559,7 @@ export async function admit(
       retryAfterSeconds: retry < 0 ? null : retry,
       budget: window?.budget ?? null,
       level: window?.tenant ?? null,
+      ...(window ? { scope: window.scope ?? 'tenant' } : {}),
       neededTokens: Number(r[4]),
       neededMicroUsd: Number(r[5]),
       windows,

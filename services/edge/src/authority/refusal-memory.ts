@@ -462,7 +462,11 @@ function memoryKey(req: AdmissionRequest, refused: Refused): string {
     return tenantKey(req);
   }
   const call = callKey(req);
-  const own = refused.windows.some((w) => w.scope === 'end_user' && w.budget === refused.budget);
+  // An older authority does not say whose budget it was: any end user's of that id.
+  const own =
+    refused.scope === undefined
+      ? refused.windows.some((w) => w.scope === 'end_user' && w.budget === refused.budget)
+      : refused.scope === 'end_user';
   return own && req.endUser !== undefined ? userKey(call, req.endUser) : call;
 }
 

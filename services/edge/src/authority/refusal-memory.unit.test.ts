@@ -70,6 +70,7 @@ const window = (scope?: 'end_user') => ({
 const USER_REFUSED: Refused = {
   ...REFUSED,
   budget: 'user-day',
+  scope: 'end_user',
   windows: [window(), window('end_user')],
 };
 
@@ -189,6 +190,11 @@ test("a team's budget refusal answers the call whoever its end user, without the
   expect(own.recall(of({ endUser: 'u1' }))).toBeDefined();
   expect(own.recall(of({ endUser: 'u2' }))).toBeUndefined();
   expect(own.recall(of())).toBeUndefined();
+  // The authority says whose budget it was: the team's, though an end user's has its id.
+  const { memory: same, call: as } = memoryOver(taken);
+  const alike = { ...window('end_user'), budget: 'team-day' };
+  same.remember(as({ endUser: 'u1' }), { ...REFUSED, scope: 'tenant', windows: [alike] }, 0);
+  expect(same.recall(as({ endUser: 'u2' }))).toBeDefined();
 });
 
 test('remembered no longer than the memory, nor past the Retry-After', async () => {
