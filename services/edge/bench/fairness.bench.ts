@@ -19,10 +19,12 @@
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --root /work/main
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --model gpt-4o --root /work/main
+ *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --max-end-users 1
  *   options: --rounds 3 --seconds 8; --users: each of A's calls names a new end user (the
  *   `user` field); --model: the model A's calls name (gpt-4o: one the config does not have);
- *   with --root (refusals), that checkout's edge against this one's, both with their refusal
- *   memory on
+ *   --max-end-users: A's maxEndUsers, its budget ample (with --users, A's calls past the first
+ *   are refused end_user_limit); with --root (refusals), that checkout's edge against this
+ *   one's, both with their refusal memory on
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -48,6 +50,7 @@ const { values: args } = parseArgs({
     root: { type: 'string' },
     users: { type: 'boolean', default: false },
     model: { type: 'string', default: 'gpt-4o-mini' },
+    'max-end-users': { type: 'string' },
     rounds: { type: 'string', default: '3' },
     seconds: { type: 'string', default: '8' },
   },
@@ -117,18 +120,25 @@ function caller(
 
 /**
  * A's budget refuses each of its calls: once counted (1 MiB prompts against 1,000 tokens), or
- * every one (a budget of 10 tokens, smaller than any call).
+ * every one (a budget of 10 tokens, smaller than any call); with --max-end-users, A's tenant
+ * caps its end users instead.
  */
 function writeConfig(mockUrl: string): Promise<string> {
   const sha = (k: string) => createHash('sha256').update(k).digest('hex');
+  const users = args['max-end-users'];
   const tenant = (id: 'a' | 'b', limit: number) => ({
     id,
+    // maxEndUsers bounds the end users given budgets (endUserBudgets).
+    ...(id === 'a' && users
+      ? { maxEndUsers: Number(users), endUserBudgets: [{ window: 'day', limit: 1e15 }] }
+      : {}),
     maxInFlight: FLOOD,
     budgets: [{ window: 'month', limit }],
     useCases: [{ id: 'uc', maxTokens: 8, models: ['gpt-4o-mini'] }],
     keys: [{ id, sha256: sha(KEYS[id]) }],
   });
-  return writeBenchConfig(mockUrl, [tenant('a', REFUSALS ? 10 : 1_000), tenant('b', 1e15)]);
+  const aLimit = users ? 1e15 : REFUSALS ? 10 : 1_000;
+  return writeBenchConfig(mockUrl, [tenant('a', aLimit), tenant('b', 1e15)]);
 }
 
 /** The two edges compared: `[name, entry, env]`. */
