@@ -35,10 +35,11 @@ export const WindowState = z.object({
    */
   charged: z.number().int().optional(),
   /**
-   * true on a close's window that the tenant's plan no longer has: the call was held on it
-   * and its budget was removed, or the tenant moved to another parent or org or left the
-   * config, while the call was held. The close gave its hold back and charged it, as the other
-   * windows (`charged` applies as above); `used` and `held` are its state after that. It has
+   * true on a close's (or a `reservation.extended`'s) window that the tenant's plan no longer
+   * has: the call was held on it and its budget was removed, or the tenant moved to another
+   * parent or org or left the config, while the call was held. The close gave its hold back
+   * and charged it, as the other windows (`charged` applies as above); an extension grew the
+   * hold on it (nothing limits it any more); `used` and `held` are its state after that. It has
    * no limit here (`limit` 0, `enforce` false): not a budget to alert or suspend on. Absent
    * on every other window, and on events from before it (which did not list such windows).
    */

@@ -3,8 +3,8 @@ import type { WindowState } from '@holdfast/events';
 /**
  * Parses the scripts' window list: `tenant,budget,limit,used,held,enforce;...`, a key's or
  * end user's window followed by `k,<key>` or `u,<end user>`, a window a close charged
- * otherwise than its event by `c,<charged>`, and a window of the close's record that the plan
- * no longer has by `r` (close.lua).
+ * otherwise than its event by `c,<charged>`, and a window of the hold's record that the plan
+ * no longer has by `r` (lib.lua's withRemoved: close.lua, extend.lua).
  */
 export function parseWindows(text: string): WindowState[] {
   if (!text) return [];

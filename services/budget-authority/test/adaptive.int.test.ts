@@ -1,4 +1,6 @@
 import { describe, expect } from 'vitest';
+import { Keys } from '../src/keys.js';
+import { stateKeys } from '../src/rebuild.js';
 import {
   admissionOf,
   applyOnAnotherReplica,
@@ -9,6 +11,8 @@ import {
   refusalOf,
 } from './harness.js';
 import type { TestAuthority } from '../src/testing.js';
+import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
+import { budgetState } from './rebuild-state.js';
 import { waitFor } from '@holdfast/testkit';
 
 const config = (budget: Record<string, unknown>) => ({
@@ -315,3 +319,101 @@ for (const later of ['extensible', 'reserve'] as const) {
     expect(w.used).toBeLessThanOrEqual(10_000);
   });
 }
+
+/**
+ * A budget removed while an adaptive call streams: the hold is still on its window (a settle
+ * gives the hold back and bills it there), and nothing limits it any more, so the hold grows
+ * (extend.lua refuses only windows it cannot check that still have a limit). The growth is held
+ * on the removed window too, and the `reservation.extended` event lists that window as a close
+ * does (`removed`, limit 0, enforce false, its state after the growth): every window the
+ * extension changed is in its event. Before, the event listed only the plan's windows.
+ */
+describe('an adaptive hold on a budget removed while it streams', () => {
+  const KEY = { id: 'k1', sha256: 'a'.repeat(64) };
+  const DAY = { window: 'day', limit: 100_000 };
+  type Removed = 'team' | 'key' | 'end_user';
+  const removedConfig = (without?: Removed) => {
+    const base = config({ limit: 100_000 });
+    return {
+      ...base,
+      tenants: [
+        {
+          ...base.tenants[0],
+          budgets: [{ window: 'month', limit: 100_000 }, ...(without === 'team' ? [] : [DAY])],
+          keys: [{ ...KEY, budgets: without === 'key' ? [] : [DAY] }],
+          endUserBudgets: without === 'end_user' ? [] : [DAY],
+        },
+      ],
+    };
+  };
+  const named = { ...call(true), keyId: KEY.id, endUser: 'u1' };
+
+  for (const removed of ['team', 'key', 'end_user'] as const) {
+    test(`${removed} day budget: the hold grows, and the extended event lists the removed window with its hold`, async ({
+      start,
+      nc,
+      redis,
+      iso,
+    }) => {
+      const h = await start(removedConfig());
+      for (let i = 0; i < 5; i++) {
+        const c = admissionOf(await h.client.admit({ ...named, reservationId: newId() }));
+        await h.client.settle({
+          reservationId: c.reservationId,
+          tenant: 'team',
+          usage: { promptTokens: 100, completionTokens: 10 },
+        });
+      }
+      const c = admissionOf(await h.client.admit({ ...named, reservationId: newId() }));
+      expect(c).toMatchObject({ heldTokens: 110, coveredOutputTokens: 10 });
+      expect((await h.client.configApply({ document: removedConfig(removed) })).ok).toBe(true);
+      const ask = { reservationId: c.reservationId, tenant: 'team', keyId: KEY.id, endUser: 'u1' };
+      const grown = await h.client.extend({ ...ask, outputTokens: 1_000 });
+      expect(grown.ok && [grown.value.status, grown.value.heldTokens]).toEqual(['extended', 1_100]);
+
+      const keys = new Keys(iso.keyPrefix);
+      await outboxesRelayed(redis, keys);
+      const extended = await waitFor(async () =>
+        (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.extended'),
+      );
+      if (extended?.type !== 'reservation.extended') throw new Error('no extended event');
+      // Every window the hold is on, once: the plan's three, then the removed one, with no
+      // limit; the learning calls billed each 5 × 110, and the grown hold is on each.
+      const scope = removed === 'team' ? undefined : removed;
+      const names = new Set(extended.windows.map((w) => `${w.scope}/${w.budget}`));
+      expect([names.size, extended.windows.length]).toEqual([4, 4]);
+      expect(extended.windows.at(-1)).toEqual({
+        tenant: 'team',
+        budget: 'day-tokens',
+        window: 'day',
+        unit: 'tokens',
+        limit: 0,
+        used: 550,
+        held: 1_100,
+        enforce: false,
+        ...(scope ? { scope, subject: scope === 'key' ? KEY.id : expect.any(String) } : {}),
+        removed: true,
+      });
+      for (const w of extended.windows.slice(0, -1)) {
+        expect(w).toMatchObject({ used: 550, held: 1_100 });
+        expect(w.removed).toBeUndefined();
+      }
+      expect(grown.ok && grown.value.windows).toEqual(extended.windows);
+
+      // Lost while the call streams, and rebuilt from the events: the same state, key by key.
+      const now = h.clock.now;
+      await h.stop();
+      const before = await budgetState(redis, keys, now);
+      await redis.del(...(await stateKeys(redis, keys)));
+      await rebuilder({
+        redis,
+        nc,
+        names: iso.names,
+        keys,
+        now,
+        config: removedConfig(removed),
+      }).run();
+      expect(await budgetState(redis, keys, now)).toEqual(before);
+    });
+  }
+});

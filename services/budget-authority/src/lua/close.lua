@@ -123,6 +123,8 @@ end
 -- not among them (billed only). When the record was admitted on this very plan (the same
 -- levels and windows of the tenant's own), they are the plan's budgets, in its order.
 local targets = {}
+-- The record's holds (recordHolds), when not admitted on this very plan.
+local recorded
 local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
   and not string.find(holdsText, '[KU]')
 -- The levels' state and holds keys: the plan's own (the same keys) when admitted on it.
@@ -137,14 +139,12 @@ else
   for i, level in ipairs(levels) do
     stateKeys[i], holdsKeys[i] = tenantKey(spec, level, ':state'), tenantKey(spec, level, ':holds')
   end
-  local seen, planned = {}, {}
-  for _, b in ipairs(spec.budgets) do
-    planned[KEYS[b.key]] = true
-  end
+  local seen = {}
   -- A recorded window the plan no longer has (its budget removed, or the tenant moved or left
-  -- the config, while the call was held) is `removed`: listed after the plan's in the event.
-  for _, h in ipairs(recordHolds(spec, levels, holdsText, {tenant = tenant, keyId = keyId, endUser = endUser})) do
-    targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true, removed = not planned[h[1]]}
+  -- the config, while the call was held) is listed after the plan's in the event (withRemoved).
+  recorded = recordHolds(spec, levels, holdsText, {tenant = tenant, keyId = keyId, endUser = endUser})
+  for _, h in ipairs(recorded) do
+    targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true}
     seen[h[1]] = true
   end
   for _, b in ipairs(spec.budgets) do
@@ -240,17 +240,15 @@ local chargedOtherwise
 -- End-user windows added since admission (the tenant had no end-user budgets then), which no
 -- admission kept: they are kept as admission keeps them, and the end user tracked.
 local addedUser
--- The states of the recorded windows the plan no longer has (windowStates lists the plan's).
-local removedStates
 local budgets = spec.budgets
 for i = 1, asPlanned and #budgets or #targets do
-  local key, unit, b, held, removed
+  local key, unit, b, held
   if asPlanned then
     b = budgets[i]
     key, unit, held = KEYS[b.key], b.unit, true
   else
     local t = targets[i]
-    key, unit, b, held, removed = t.key, t.unit, t.b, t.held, t.removed
+    key, unit, b, held = t.key, t.unit, t.b, t.held
   end
   local usd = unit == 'usd'
   local bd = bounds(spec, b)
@@ -293,10 +291,6 @@ for i = 1, asPlanned and #budgets or #targets do
   if asPlanned then
     -- windowState's text, from the amounts just written (a plan's budget has head and tail).
     states[i] = b.head .. sText .. ',' .. hText .. b.tail
-  elseif removed then
-    -- No limit any more (recordHolds' budget has limit 0, enforce false); `,r` says so.
-    removedStates = removedStates or {}
-    removedStates[#removedStates + 1] = windowState(b, s, h) .. ',r'
   end
 end
 if addedUser then
@@ -342,11 +336,8 @@ else
 end
 redis.call('PEXPIRE', resKey, T(spec.keepMs))
 
-local windows = asPlanned and table.concat(states, ';') or windowStates(spec, chargedOtherwise)
-if removedStates then
-  local listed = table.concat(removedStates, ';')
-  windows = windows == '' and listed or (windows .. ';' .. listed)
-end
+local windows = asPlanned and table.concat(states, ';')
+  or withRemoved(spec, windowStates(spec, chargedOtherwise), recorded)
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
   '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
   '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api

@@ -59,7 +59,8 @@ local inPlan, onHold, unchecked = {}, {}, false
 for _, lv in ipairs(spec.levels) do
   inPlan[lv.tenant] = true
 end
-for _, h in ipairs(recordHolds(spec, recordLevels(f[16]), f[15], rec)) do
+local recorded = recordHolds(spec, recordLevels(f[16]), f[15], rec)
+for _, h in ipairs(recorded) do
   local key, unit = h[1], h[2]
   onHold[key] = true
   unchecked = unchecked or (not h[3].scope and not inPlan[h[3].tenant])
@@ -113,7 +114,10 @@ end
 heldT, heldU = heldT + addT, heldU + addU
 redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(grant))
 
-local windows = windowStates(spec)
+-- The hold grew on every window it is on: a recorded one the plan no longer has (its budget
+-- removed while the call streamed; no limit to check) is listed after the plan's, as a close
+-- lists it.
+local windows = withRemoved(spec, windowStates(spec), recorded)
 local event = {
   'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
   'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],

@@ -609,6 +609,34 @@ local function recordHolds(spec, levels, text, rec)
   return out
 end
 
+-- `windows` (windowStates' text: the plan's) followed by the windows of `holds` (recordHolds'
+-- list) that the plan no longer has: the call was held on them and their budget was removed,
+-- or the tenant moved or left the config, since. A script that changed them (close.lua gives
+-- the hold back and bills them, extend.lua grows it) lists them so, and its event names every
+-- window it changed (the drift audit, a rebuild and the alerter read windows from events):
+-- each with its state now, limit 0, enforce 0 (recordHolds' budget: no limit any more) and
+-- `,r` (WindowState.removed). Slides only those windows; `holds` nil lists none.
+local function withRemoved(spec, windows, holds)
+  local planned, out = {}, {}
+  for _, b in ipairs(spec.budgets) do
+    planned[KEYS[b.key]] = true
+  end
+  for _, r in ipairs(holds or {}) do
+    local key, b = r[1], r[3]
+    if not planned[key] then
+      local bd = bounds(spec, b)
+      local s, h, _, _, _, fresh = slide(key, bd[2], bd[3])
+      keepUserWindow(b, key, fresh)
+      out[#out + 1] = windowState(b, s, h) .. ',r'
+    end
+  end
+  if #out == 0 then
+    return windows
+  end
+  local listed = table.concat(out, ';')
+  return windows == '' and listed or (windows .. ';' .. listed)
+end
+
 -- A reservation record: what a script decides or changes, as fields of their own (state,
 -- heldT, heldU, max, cov, expiresAt, createdAt, chargedT, chargedU, potT, potU; closing adds
 -- closedAt, billedT, billedU, expT, expU), and `r`: what the call and its plan fixed before
