@@ -12,8 +12,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createLogger } from '@holdfast/runtime';
-import { findBinary, startClickHouseServer, type LocalServer } from '@holdfast/testkit/infra';
 import type { SqlExecutor } from '../src/clickhouse.js';
+import { benchClickHouse } from './clickhouse.js';
 import { migrate } from '../src/migrate.js';
 import { RowBinaryEncoder } from '../src/rowbinary.js';
 import { toEventRow, writeEventRow } from '../src/rows.js';
@@ -54,14 +54,7 @@ async function timed(ch: SqlExecutor, q: Sql): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  let server: LocalServer | undefined;
-  let url = process.env.CLICKHOUSE_URL;
-  if (!url) {
-    const bin = findBinary('clickhouse-server') ?? findBinary('clickhouse');
-    if (!bin) throw new Error('CLICKHOUSE_URL is not set and clickhouse-server is not on PATH');
-    server = await startClickHouseServer(bin);
-    url = server.url;
-  }
+  const { url, server } = await benchClickHouse();
   const ch = testClickHouse(url);
   const tag = Date.now().toString(36);
   const before = `bench_views_008_${tag}`;

@@ -177,6 +177,17 @@ const CLOSES = MOVING.slice(1);
  *   ANY JOIN takes one admission of a twice-stored one). A close of today that lists none
  *   (its hold was on no window) joins an admission that lists none: it adds nothing.
  * Only events inside the longest window are summed (admissions of any age are read).
+ *
+ * The rule for a window's charge (`w_charged`, or the event's `charged_*` on a row from before
+ * 019) is written twice: here and as window_states_v2's `charged` (migrations 020, 022, whose
+ * files cannot change once applied). This read does not take the view's: ClickHouse 18.16 does
+ * not push a WHERE into a view (`enable_optimize_predicate_expression` did not help), so the
+ * view joins out every event ever stored, every window array with it, before the time bound
+ * drops the old ones. Measured (`bench:audit-read`, 100,000 events inside the windows): with
+ * 300,000 and 900,000 older events stored the view's read took 1.4-1.9x this one, a gap that
+ * grows with the history kept; with none older it was faster (0.6x). The window-charge
+ * contract (test/window-charge-contract.ts, on 18.16 and on current ClickHouse) holds the two
+ * to the same sums, rows from before 019 and after; change both or neither.
  */
 export async function windowSums(
   ch: SqlExecutor,
