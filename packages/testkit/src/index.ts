@@ -11,3 +11,4 @@ export type { Redis } from 'ioredis';
 export * from './chat-call.js';
 export * from './redis-cluster.js';
 export * from './nats-cluster.js';
+export * from './streams.js';

@@ -1,7 +1,6 @@
 import { parseConfig } from '@holdfast/config';
 import {
   CURRENT_SCHEMA_VERSION,
-  parseEvent,
   type HoldfastEvent,
   type NatsNames,
   type ReservationSettled,
@@ -9,8 +8,8 @@ import {
 } from '@holdfast/events';
 import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import { createLogger } from '@holdfast/runtime';
-import type { Isolation } from '@holdfast/testkit';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { readStream as readTestStream, type Isolation } from '@holdfast/testkit';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { randomUUID } from 'node:crypto';
@@ -127,38 +126,16 @@ export async function removeAlerterState(nc: NatsConnection, names: NatsNames): 
   }
 }
 
-/**
- * Every message of a stream, parsed as JSON, in order; with `subjectPrefix`, only those whose
- * subject starts with it (filtered here: NATS 2.9 has no `filter_subjects` on ordered consumers).
- */
+/** Every message of a stream, parsed as JSON, in order (testkit's readStream). */
 export async function readStream<T = unknown>(
   nc: NatsConnection,
   stream: string,
   subjectPrefix = '',
 ): Promise<T[]> {
-  const jsm = await jetstreamManager(nc);
-  const info = await jsm.streams.info(stream);
-  if (info.state.messages === 0) return [];
-  const consumer = await jetstream(nc).consumers.get(stream, {
-    deliver_policy: DeliverPolicy.All,
-  });
-  const out: T[] = [];
-  for (;;) {
-    const m = await consumer.next({ expires: 1_000 });
-    if (!m) return out;
-    if (m.subject.startsWith(subjectPrefix)) out.push(m.json<T>());
-    if (m.info.pending === 0) return out;
-  }
+  return (await readTestStream(nc, stream, subjectPrefix)).map((m) => m.json<T>());
 }
 
-export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
-  const raw = await readStream(nc, names.eventsStream);
-  return raw.map((r) => {
-    const p = parseEvent(JSON.stringify(r));
-    if (!p.ok) throw new Error(p.error.message);
-    return p.value;
-  });
-}
+export { readEvents } from '@holdfast/testkit';
 
 /** true when every event was handled and every webhook job acked (nothing left to do). */
 export async function quiescent(nc: NatsConnection, names: NatsNames): Promise<boolean> {

@@ -1,15 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { HoldfastEvent } from '@holdfast/events';
-import {
-  parseEvent,
-  type Admitted,
-  type UsageReply,
-  type NatsNames,
-  type Refused,
-} from '@holdfast/events';
+import { type Admitted, type UsageReply, type NatsNames, type Refused } from '@holdfast/events';
 import { natsNamesToEnv } from '@holdfast/config';
 import { createLogger, type AuthorityClient } from '@holdfast/runtime';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { findBinary, infraTest, startNatsServer, waitFor, type Isolation } from '@holdfast/testkit';
 import { startTestAuthority, type TestAuthority } from '../src/testing.js';
@@ -17,25 +9,7 @@ import { createRedis, scanAll, type RedisClient } from '../src/redis.js';
 import { ConfigStore } from '../src/config-store.js';
 import { Keys } from '../src/keys.js';
 
-/** Every event on the test's stream so far, in stream order. */
-export async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
-  const jsm = await jetstreamManager(nc);
-  const info = await jsm.streams.info(names.eventsStream);
-  const total = info.state.messages;
-  if (total === 0) return [];
-  const consumer = await jetstream(nc).consumers.get(names.eventsStream, {
-    deliver_policy: DeliverPolicy.All,
-  });
-  const events: HoldfastEvent[] = [];
-  const iter = await consumer.fetch({ max_messages: total, expires: 5_000 });
-  for await (const m of iter) {
-    const parsed = parseEvent(m.data);
-    if (!parsed.ok) throw new Error(parsed.error.message);
-    events.push(parsed.value);
-    if (events.length === total) break;
-  }
-  return events;
-}
+export { readEvents } from '@holdfast/testkit';
 
 export const newId = (): string => randomUUID();
 

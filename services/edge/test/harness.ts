@@ -1,11 +1,9 @@
 import type { Authority } from '@holdfast/budget-authority';
 import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import type { HoldfastEvent, NatsNames, TenantUsage } from '@holdfast/events';
-import { parseEvent } from '@holdfast/events';
 import { startMockUpstream, type BehaviourPatch, type MockUpstream } from '@holdfast/mock-upstream';
 import { AuthorityClient, connectNats, createLogger } from '@holdfast/runtime';
-import { infraTest, waitFor } from '@holdfast/testkit';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { infraTest, readEvents, waitFor } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import OpenAI, { APIError } from 'openai';
 import { sha256Hex, startEdge, type RunningEdge, type StartEdgeOptions } from '../src/index.js';
@@ -330,24 +328,6 @@ export const edgeTest = infraTest.extend<{ stack: (opts?: StackOptions) => Promi
     for (const stop of cleanup.reverse()) await stop();
   },
 });
-
-/** Every event on the test's stream so far, in stream order. */
-async function readEvents(nc: NatsConnection, names: NatsNames): Promise<HoldfastEvent[]> {
-  const jsm = await jetstreamManager(nc);
-  const total = (await jsm.streams.info(names.eventsStream)).state.messages;
-  if (total === 0) return [];
-  const consumer = await jetstream(nc).consumers.get(names.eventsStream, {
-    deliver_policy: DeliverPolicy.All,
-  });
-  const events: HoldfastEvent[] = [];
-  for await (const m of await consumer.fetch({ max_messages: total, expires: 5_000 })) {
-    const parsed = parseEvent(m.data);
-    if (!parsed.ok) throw new Error(parsed.error.message);
-    events.push(parsed.value);
-    if (events.length === total) break;
-  }
-  return events;
-}
 
 /** A tenant's value of a metric on the edge's /metrics (other labels ignored), 0 when absent. */
 export async function tenantMetric(s: Stack, name: string, tenant: string): Promise<number> {
