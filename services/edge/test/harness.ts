@@ -303,7 +303,7 @@ async function startStack(
  * expired): `settled()` waits for Redis, and the outbox relay publishes the close a moment
  * later, so events read straight after it can miss the last closes.
  */
-export function everyHoldClosed(events: HoldfastEvent[]): boolean {
+function everyHoldClosed(events: HoldfastEvent[]): boolean {
   const open = new Set<string>();
   for (const e of events) {
     if (e.type === 'reservation.created') open.add(e.reservationId);
