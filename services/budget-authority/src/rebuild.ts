@@ -171,6 +171,29 @@ function holdWindow(org: string, w: WindowState): LiveHold['windows'][number] {
   };
 }
 
+const NO_PRICES: ModelPrices = {
+  input: 0,
+  output: 0,
+  cachedInput: 0,
+  cacheWrite5m: 0,
+  cacheWrite1h: 0,
+  audioInput: 0,
+  audioOutput: 0,
+};
+
+/** A hold's base prices, the tier it was held at and the prices it holds at (its event's). */
+function heldPrices(config: CompiledConfig, c: LiveHold['created']) {
+  const model = config.models.get(c.model);
+  const price = model?.pricePico ?? NO_PRICES;
+  // The hold grows at the prices of the tier it was held at (its event says which).
+  const heldTier = c.serviceTier ?? 'default';
+  // Held long when its event says so (the same rule as admit, on its prompt count).
+  const long =
+    c.longContext && model ? longContextPrices(model, heldTier, c.promptTokens) : undefined;
+  const held = long ?? (model && tierPrices(model, heldTier)) ?? price;
+  return { price, heldTier, held };
+}
+
 export class Rebuilder {
   readonly #o: RebuildOptions;
   readonly #windows = new Map<string, WindowAcc>();
@@ -549,7 +572,54 @@ export class Rebuilder {
     }
   }
 
+  /**
+   * The calls in flight adopted into the plan as admit.lua adopts them (its `adopt`): a hold
+   * not on a window of its levels' budgets is held there too, and one admitted in post or
+   * estimate mode under a tenant of its levels that now holds (reserve, adaptive) is held at
+   * its worst case on every window it is on. Live, the first admission after the change
+   * does it; rebuilt, at once (a hold never smaller than live's).
+   */
+  #adopt(): void {
+    const { config } = this.#o;
+    for (const live of this.#live.values()) {
+      const c = live.created;
+      const chain = live.levels.map((level) => config.tenants.get(level));
+      if (
+        live.heldT === 0 &&
+        live.heldU === 0 &&
+        (c.mode === 'post' || c.mode === 'estimate') &&
+        chain.some((t) => t?.org === c.org && (t.mode === 'reserve' || t.mode === 'adaptive'))
+      ) {
+        const { held } = heldPrices(config, c);
+        const pico =
+          c.promptTokens * holdInputPrice(held) + c.maxTokens * holdOutputPrice(held, true);
+        const whole = Math.ceil(pico / 1_000_000);
+        if (c.mode === 'post') {
+          live.heldT = c.promptTokens + c.maxTokens;
+          live.heldU = whole;
+        } else {
+          live.heldT = c.maxTokens;
+          live.heldU = Math.max(0, whole - c.chargedMicroUsd);
+        }
+        this.#hold(live.windows, live.heldT, live.heldU);
+      }
+      const on = new Set(live.windows.map((w) => this.#windowKey(w)));
+      const added: LiveHold['windows'] = [];
+      live.levels.forEach((level, i) => {
+        if (chain[i]?.org !== c.org) return;
+        for (const b of chain[i].budgets) {
+          if (b.tenant !== level || b.scope !== 'tenant') continue;
+          const w = { org: c.org, tenant: level, budget: b.id, unit: b.unit };
+          if (!on.has(this.#windowKey(w))) added.push(w);
+        }
+      });
+      this.#hold(added, live.heldT, live.heldU);
+      live.windows.push(...added);
+    }
+  }
+
   async #write(): Promise<void> {
+    this.#adopt();
     const { redis, keys, config } = this.#o;
     const now = this.#o.now ?? Date.now();
     const multi = new SlotBatch(redis);
@@ -636,23 +706,8 @@ export class Rebuilder {
           w.scope === 'key' ? 'K' : w.scope === 'end_user' ? 'U' : levelIndex.get(w.tenant);
         return `${level}${code}${UNIT_CODE[w.unit]}`;
       });
-    const none: ModelPrices = {
-      input: 0,
-      output: 0,
-      cachedInput: 0,
-      cacheWrite5m: 0,
-      cacheWrite1h: 0,
-      audioInput: 0,
-      audioOutput: 0,
-    };
     const model = config.models.get(c.model);
-    const price = model?.pricePico ?? none;
-    // The hold grows at the prices of the tier it was held at (its event says which).
-    const heldTier = c.serviceTier ?? 'default';
-    // Held long when its event says so (the same rule as admit, on its prompt count).
-    const long =
-      c.longContext && model ? longContextPrices(model, heldTier, c.promptTokens) : undefined;
-    const held = long ?? (model && tierPrices(model, heldTier)) ?? price;
+    const { price, heldTier, held } = heldPrices(config, c);
     const createdAt = Date.parse(c.time);
     const leaseMs = Date.parse(c.expiresAt) - createdAt;
     // An edge renews a running call's lease (a new one from then) once half of it has passed,

@@ -193,6 +193,109 @@ local function full(registry, max, now)
   return redis.call('ZCARD', registry) >= max
 end
 
+-- A budget's window and unit as a record's holds text names them (after the level: "mt").
+local WINDOW_LETTER = {minute = 'm', day = 'd', month = 'M'}
+local function windowCode(b)
+  return ((b.window == 'month' and b.calendar) and 'C' or WINDOW_LETTER[b.window]) ..
+    (b.unit == 'usd' and 'u' or 't')
+end
+
+-- The windows of a level's own budgets (its tenant's, not a key's or end user's), as its
+-- state hash's `ad` keeps the last plan it adopted (kept on the plan's level: one content).
+local function levelMark(spec, lv)
+  local mark = lv.mark
+  if mark == nil then
+    local codes = {}
+    for _, b in ipairs(spec.budgets) do
+      if b.tenant == lv.tenant and b.scope ~= 'k' and b.scope ~= 'u' then
+        codes[#codes + 1] = windowCode(b)
+      end
+    end
+    mark = table.concat(codes, ',')
+    lv.mark = mark
+  end
+  return mark
+end
+
+-- Adopts the calls in flight at level `li` into the plan (SPEC §4: a window's admissions see
+-- every call that will bill it): each hold record in the level's holds set that is not on a
+-- window of the level's budgets (added, or its unit or window kind changed, since it was
+-- admitted) is held there too, its hold's amount, and the window added to its holds text, so
+-- its close gives it back there as on the others. With `all` (the tenant switched to reserve
+-- or adaptive), a call admitted in post or estimate mode, which holds nothing, is held at its
+-- worst case on every window it is recorded on. Runs on the first admission after the plan
+-- changed (the state hash's `ad`, `am`): at most maxInFlight records.
+local function adopt(spec, li, all)
+  local lv = spec.levels[li]
+  local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[lv.holds], 0, -1)) do
+    local key = prefix .. id
+    local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'max', 'chargedU')
+    if v[1] == 'held' then
+      local x = recordFixed(key, v[4])
+      local holds, levels = x[17] or '', recordLevels(x[16])
+      local heldT, heldU = tonumber(v[2]) or 0, tonumber(v[3]) or 0
+      local targets = {}
+      local grown = all and heldT == 0 and heldU == 0 and (x[6] == 'post' or x[6] == 'estimate')
+      if grown then
+        -- Its worst case still to bill: post billed nothing yet, estimate the prompt.
+        local prompt, max = tonumber(x[8]), tonumber(v[5])
+        local whole = cost(prompt, 0, max, {N(x[9]), N(x[23]) or N(x[10]), 0})
+        if x[6] == 'post' then
+          heldT, heldU = prompt + max, whole
+        else
+          heldT, heldU = max, math.max(0, whole - (tonumber(v[6]) or 0))
+        end
+        local rec = {tenant = x[1], keyId = x[3] or '', endUser = x[20] or ''}
+        for _, r in ipairs(recordHolds(spec, levels, holds, rec)) do
+          targets[#targets + 1] = {r[1], r[2]}
+        end
+      end
+      local at
+      for n, t in ipairs(levels) do
+        if t == lv.tenant then
+          at = I(n - 1)
+          break
+        end
+      end
+      local added = {}
+      if at then
+        local listed = ';' .. holds .. ';'
+        for _, b in ipairs(spec.budgets) do
+          if b.tenant == lv.tenant and b.scope ~= 'k' and b.scope ~= 'u' then
+            local code = at .. windowCode(b)
+            if not string.find(listed, ';' .. code .. ';', 1, true) then
+              added[#added + 1] = code
+              targets[#targets + 1] = {KEYS[b.key], b.unit}
+            end
+          end
+        end
+      end
+      for _, t in ipairs(targets) do
+        hold(t[1], t[2] == 'usd' and heldU or heldT)
+      end
+      if grown then
+        redis.call('HSET', key, 'heldT', I(heldT), 'heldU', I(heldU))
+      end
+      if #added > 0 then
+        local text = table.concat(added, ';')
+        holds = holds == '' and text or (holds .. ';' .. text)
+        if v[4] then
+          -- The fixed text with its 17th field (holds) replaced.
+          local parts = {}
+          for part in string.gmatch(v[4] .. '\1', '([^\1]*)\1') do
+            parts[#parts + 1] = part
+          end
+          parts[17] = holds
+          redis.call('HSET', key, 'r', table.concat(parts, '\1'))
+        else
+          redis.call('HSET', key, 'holds', holds)
+        end
+      end
+    end
+  end
+end
+
 -- @call
 local spec = readPlan(37)
 spec.now = tonumber(ARGV[1])
@@ -242,10 +345,25 @@ end
 -- Suspension and in-flight caps, every level. The leaf's in flight is reported on refusals
 -- only, so it is counted then (nothing changed before a refusal).
 local inflight = nil
+-- The levels whose calls in flight are to be adopted into the plan (adopt): their budgets'
+-- windows changed since their state's `ad`, or (the leaf, `am`) the tenant switched to
+-- holding modes since it admitted in post or estimate.
+local holding = mode == 'reserve' or mode == 'adaptive'
+local adopting = nil
 for i = 1, #spec.levels do
   local lv = spec.levels[i]
-  if redis.call('HGET', KEYS[lv.state], 'suspended') == '1' then
+  local st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am')
+  if st[1] == '1' then
     return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
+  end
+  local mark = levelMark(spec, lv)
+  local all = i == 1 and holding and st[3] ~= 'h'
+  if (st[2] or '') ~= mark or all then
+    adopting = adopting or {}
+    adopting[#adopting + 1] = {i, all}
+  end
+  if i == 1 and not holding and st[3] == 'h' then
+    redis.call('HSET', KEYS[lv.state], 'am', 'n')
   end
   if lv.maxInFlight > 0 then
     local n = redis.call('ZCARD', KEYS[lv.holds])
@@ -254,6 +372,17 @@ for i = 1, #spec.levels do
     end
     if n >= lv.maxInFlight then
       return refuse(spec, newUser, 'concurrency_limit', 0, 1, 0, 0, windowStates(spec), n, false)
+    end
+  end
+end
+
+if adopting then
+  for _, a in ipairs(adopting) do
+    local lv = spec.levels[a[1]]
+    adopt(spec, a[1], a[2])
+    redis.call('HSET', KEYS[lv.state], 'ad', levelMark(spec, lv))
+    if a[2] then
+      redis.call('HSET', KEYS[lv.state], 'am', 'h')
     end
   end
 end
