@@ -329,6 +329,35 @@ describe('refusals an edge answered itself (refusals.report)', () => {
     expect(budget.length).toBeLessThanOrEqual(3);
   });
 
+  // A flush call reads the org's whole summary hash: the sweep sizes it by the hash's length
+  // (before, calls of 32 kinds each read it again: 1,000 kinds 22-27 ms a flush, now 3-5).
+  test('summaries past one flush call are written, each once', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const h = await start(team({ refusalEventsPerSecond: 1 }));
+    const summary = refusalOf(await h.client.admit(call({ promptTokens: 20_000 }))).summary!;
+    const kinds = 1_100;
+    for (let at = 0; at < kinds; at += 256) {
+      const items = Array.from({ length: Math.min(256, kinds - at) }, (_, i) => ({
+        id: randomUUID(),
+        tenant: 'team',
+        ...summary,
+        kind: `${summary.kind}|${at + i}`,
+        count: 3,
+      }));
+      const reported = await h.client.reportRefusals({ items });
+      expect(reported.ok && reported.value.recorded).toBe(items.length);
+    }
+    await quiescent(h.client, redis, iso.keyPrefix);
+    const events = (await readEvents(nc, iso.names)).filter((e) => e.type === 'admission.refused');
+    // The authority's own refusal, then one event a kind.
+    expect(events).toHaveLength(1 + kinds);
+    expect(refusalsCounted(events)).toBe(1 + 3 * kinds);
+  });
+
   test('a refusal at a cap on calls in flight carries its summary too, and a report counts it', async ({
     start,
     redis,

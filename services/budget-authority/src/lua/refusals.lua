@@ -9,6 +9,14 @@
 -- Returns the number of kinds written; more remain when it equals #ARGV.
 
 local all = redis.call('HGETALL', KEYS[2])
+-- Each kind's last fields, from the one read (no HGET a kind).
+local lasts = {}
+for i = 1, #all, 2 do
+  local field = all[i]
+  if string.sub(field, -5) == '|last' then
+    lasts[string.sub(field, 1, -6)] = all[i + 1]
+  end
+end
 local written = 0
 for i = 1, #all, 2 do
   local kind, value = all[i], all[i + 1]
@@ -16,7 +24,7 @@ for i = 1, #all, 2 do
     if written >= #ARGV then
       break
     end
-    local last = redis.call('HGET', KEYS[2], kind .. '|last')
+    local last = lasts[kind]
     if last then
       local fields = cjson.decode(last)
       for j = 1, #fields, 2 do
