@@ -159,7 +159,7 @@ test('refusals decided before any budget is read (an unregistered use case, an u
 }) => {
   // Made-up names are one summary kind: before, the kind carried the name as sent, so a client
   // naming a new model or use case on every call had an event per refusal (600 of 600), and
-  // the summary hash a field pair per name (refusals.lua reads it whole for every 32 kinds).
+  // the summary hash a field pair per name (refusals.lua reads it whole on every flush call).
   const h = await start(team({ refusalEventsPerSecond: 5 }));
   const n = 200;
   await Promise.all([
