@@ -228,7 +228,15 @@ for (const seed of (process.env.HOSTILE_SEEDS ?? '11,23,37,41').split(',').map(N
     for (const c of calls) {
       if (c.completionTokens === 0 && c.promptTokens === 0) continue; // refused by the mock
       const e = settled.get(c.clientRequestId ?? '');
-      expect(e, `settlement of ${c.clientRequestId}`).toBeDefined();
+      // Unsettled: say what the stream holds of it (a release, an expiry, nothing) and the call.
+      const of = () =>
+        events.flatMap((x) =>
+          'reservationId' in x && x.reservationId === c.clientRequestId ? [x.type] : [],
+        );
+      expect(
+        e,
+        `settlement of ${c.clientRequestId}: ${JSON.stringify({ events: of(), call: c })}`,
+      ).toBeDefined();
       const truth = c.promptTokens + c.completionTokens;
       if (e!.outcome === 'completed' && c.outcome === 'completed') {
         expect(e!.billedTokens, c.model).toBe(truth);
