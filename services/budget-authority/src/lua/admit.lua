@@ -193,11 +193,15 @@ local function full(registry, max, now)
   return redis.call('ZCARD', registry) >= max
 end
 
--- A budget's window and unit as a record's holds text names them (after the level: "mt").
-local WINDOW_LETTER = {minute = 'm', day = 'd', month = 'M'}
-local function windowCode(b)
-  return ((b.window == 'month' and b.calendar) and 'C' or WINDOW_LETTER[b.window]) ..
-    (b.unit == 'usd' and 'u' or 't')
+-- Each budget's window and unit as a record's holds text names them ("mt", after the level),
+-- in the budgets' order: the plan's holds text is one code a budget (script-args.ts holdCode,
+-- the one place that writes them).
+local function windowCodes(spec)
+  local out = {}
+  for code in string.gmatch(spec.holdsText, '[^;]+') do
+    out[#out + 1] = string.sub(code, -2)
+  end
+  return out
 end
 
 -- The windows of a level's own budgets (its tenant's, not a key's or end user's), as its
@@ -205,10 +209,10 @@ end
 local function levelMark(spec, lv)
   local mark = lv.mark
   if mark == nil then
-    local codes = {}
-    for _, b in ipairs(spec.budgets) do
+    local codes, all = {}, windowCodes(spec)
+    for i, b in ipairs(spec.budgets) do
       if b.tenant == lv.tenant and b.scope ~= 'k' and b.scope ~= 'u' then
-        codes[#codes + 1] = windowCode(b)
+        codes[#codes + 1] = all[i]
       end
     end
     mark = table.concat(codes, ',')
@@ -260,10 +264,10 @@ local function adopt(spec, li, all)
       end
       local added = {}
       if at then
-        local listed = ';' .. holds .. ';'
-        for _, b in ipairs(spec.budgets) do
+        local listed, codes = ';' .. holds .. ';', windowCodes(spec)
+        for bi, b in ipairs(spec.budgets) do
           if b.tenant == lv.tenant and b.scope ~= 'k' and b.scope ~= 'u' then
-            local code = at .. windowCode(b)
+            local code = at .. codes[bi]
             if not string.find(listed, ';' .. code .. ';', 1, true) then
               added[#added + 1] = code
               targets[#targets + 1] = {KEYS[b.key], b.unit}
