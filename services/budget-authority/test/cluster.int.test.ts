@@ -222,23 +222,12 @@ describe('Redis Cluster', () => {
     iso,
   }) => {
     const admin = a();
-    const { orgs, h, admitWith } = await ownersAuthority(c(), { nc, natsUrl, iso });
+    const { orgs, h, admitWith, settleOwning } = await ownersAuthority(c(), { nc, natsUrl, iso });
     const admit = (tenant: string, previousResponseId?: string) =>
       admitWith(tenant, previousResponseId ? { previousResponseId } : {});
     try {
       for (const org of orgs) {
-        const a = await admit(`${org}-a`);
-        if (!a.ok || !a.value.admitted) throw new Error(`not admitted: ${JSON.stringify(a)}`);
-        const settled = await h.client.settle({
-          reservationId: a.value.reservationId,
-          tenant: `${org}-a`,
-          org: a.value.org,
-          upstream: a.value.upstream,
-          model: 'm',
-          usage: { promptTokens: 10, completionTokens: 1 },
-          responseId: `resp_${org}`,
-        });
-        expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
+        await settleOwning(`${org}-a`, await admit(`${org}-a`), { responseId: `resp_${org}` });
       }
       const owners = await Promise.all(
         orgs.map((org) => admin.get(new Keys(iso.keyPrefix).responseOwner(org, `resp_${org}`))),
@@ -263,23 +252,14 @@ describe('Redis Cluster', () => {
     iso,
   }) => {
     const admin = a();
-    const { orgs, h, admitWith } = await ownersAuthority(c(), { nc, natsUrl, iso });
+    const { orgs, h, admitWith, settleOwning } = await ownersAuthority(c(), { nc, natsUrl, iso });
     const admit = (tenant: string, itemIds: string[]) => admitWith(tenant, { itemIds });
     try {
       for (const org of orgs) {
-        const a = await admit(`${org}-a`, ['file_unknown']);
-        if (!a.ok || !a.value.admitted) throw new Error(`not admitted: ${JSON.stringify(a)}`);
         // One close records a container in the org's slot and a file in the files' slot.
-        const settled = await h.client.settle({
-          reservationId: a.value.reservationId,
-          tenant: `${org}-a`,
-          org: a.value.org,
-          upstream: a.value.upstream,
-          model: 'm',
-          usage: { promptTokens: 10, completionTokens: 1 },
+        await settleOwning(`${org}-a`, await admit(`${org}-a`, ['file_unknown']), {
           itemIds: [`container_${org}`, `file_${org}`],
         });
-        expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
       }
       const keys = new Keys(iso.keyPrefix);
       const owners = await Promise.all(orgs.map((org) => admin.get(keys.fileOwner(`file_${org}`))));
@@ -333,5 +313,24 @@ async function ownersAuthority(
       maxTokens: 10,
       ...stored,
     });
-  return { orgs, h, admitWith };
+  /** Settles an admitted call (10 + 1 tokens) that made the stored state `owned` names. */
+  const settleOwning = async (
+    tenant: string,
+    admitted: Awaited<ReturnType<typeof admitWith>>,
+    owned: { responseId?: string; itemIds?: string[] },
+  ) => {
+    const a = admitted;
+    if (!a.ok || !a.value.admitted) throw new Error(`not admitted: ${JSON.stringify(a)}`);
+    const settled = await h.client.settle({
+      reservationId: a.value.reservationId,
+      tenant,
+      org: a.value.org,
+      upstream: a.value.upstream,
+      model: 'm',
+      usage: { promptTokens: 10, completionTokens: 1 },
+      ...owned,
+    });
+    expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
+  };
+  return { orgs, h, admitWith, settleOwning };
 }
