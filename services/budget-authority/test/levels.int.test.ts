@@ -1,4 +1,9 @@
-import type { HoldfastEvent, TenantUsage, WindowState } from '@holdfast/events';
+import {
+  TRACKED_END_USERS,
+  type HoldfastEvent,
+  type TenantUsage,
+  type WindowState,
+} from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { describe, expect } from 'vitest';
 import {
@@ -9,7 +14,7 @@ import {
   readEvents,
   refusalOf,
 } from './harness.js';
-import { startTestAuthority } from '../src/testing.js';
+import { startTestAuthority, type TestAuthority } from '../src/testing.js';
 
 /**
  * Keys and end users as budget levels (issue 16 part 2): a key's own budgets and each end
@@ -30,6 +35,25 @@ const key = (id: string, budgets: unknown[] = []) => ({
     .slice(0, 64),
   budgets,
 });
+
+/** A small admit of `team` for the end user (none: no end user), by the key (none: null). */
+const admitOf = (
+  h: TestAuthority,
+  endUser?: string,
+  keyId: string | null = null,
+  remember = false,
+) =>
+  h.client.admit({
+    reservationId: newId(),
+    tenant: 'team',
+    keyId,
+    ...(endUser ? { endUser } : {}),
+    ...(remember ? { rememberEndUserCap: true as const } : {}),
+    useCase: 'uc',
+    model: 'm',
+    promptTokens: 10,
+    maxTokens: 10,
+  });
 
 const all = (t: TenantUsage): WindowState[] => [
   ...t.windows,
@@ -308,17 +332,7 @@ describe('key and end-user budgets', () => {
         },
       ],
     });
-    const call = (endUser?: string) =>
-      h.client.admit({
-        reservationId: newId(),
-        tenant: 'team',
-        keyId: null,
-        ...(endUser ? { endUser } : {}),
-        useCase: 'uc',
-        model: 'm',
-        promptTokens: 10,
-        maxTokens: 10,
-      });
+    const call = (endUser?: string) => admitOf(h, endUser);
     admissionOf(await call('u1'));
     admissionOf(await call('u2'));
     admissionOf(await call('u1')); // a known end user is still served
@@ -336,6 +350,50 @@ describe('key and end-user budgets', () => {
     // Long idle end users are forgotten and make room (31 days on the test clock).
     h.clock.advance(32 * 86_400_000);
     admissionOf(await call('u3'));
+  });
+
+  test('a refusal at maxEndUsers names the end users tracked, up to TRACKED_END_USERS, to an edge that remembers it', async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const team = (maxEndUsers: number) => ({
+      id: 'team',
+      maxEndUsers,
+      endUserBudgets: [{ window: 'day' as const, limit: 10_000, unit: 'tokens' as const }],
+      useCases,
+      keys: [{ ...key('k'), maxEndUsers: 1 }],
+    });
+    const config = (maxEndUsers: number) => ({ upstreams, models, tenants: [team(maxEndUsers)] });
+    const apply = async (maxEndUsers: number) =>
+      expect((await h.authority.ctx.config.apply(config(maxEndUsers), 'test')).ok).toBe(true);
+    const h = await start(config(2));
+    const call = (endUser: string, keyId: string | null = null) => admitOf(h, endUser, keyId, true);
+    admissionOf(await call('u1'));
+    admissionOf(await call('u2'));
+    const no = refusalOf(await call('u3'));
+    expect(no.code).toBe('end_user_limit');
+    expect([...(no.trackedEndUsers ?? [])].sort()).toEqual(['u1', 'u2']);
+    // Not asked (an edge that remembers no refusals, an older one): not read, not named.
+    expect(refusalOf(await admitOf(h, 'u3')).trackedEndUsers).toBeUndefined();
+    // Its repeats at the edge are counted under its summary (refusals.report takes it).
+    expect(no.summary?.kind).toMatch(/^team\|end_user_limit\|/);
+    // A key's own maxEndUsers: the team's end users may grow through its other keys, so none.
+    await apply(10);
+    admissionOf(await call('u3', 'k'));
+    const byKey = refusalOf(await call('u4', 'k'));
+    expect(byKey.code).toBe('end_user_limit');
+    expect(byKey.trackedEndUsers).toBeUndefined();
+    // More than TRACKED_END_USERS tracked: none named (the edge asks the authority as before).
+    const many = TRACKED_END_USERS + 1;
+    await apply(many);
+    const users = `${iso.keyPrefix}:{team}:t:team:users`;
+    expect(await redis.zcard(users)).toBe(3);
+    const seen = Array.from({ length: many - 3 }, (_, i) => [h.clock.now, `x${i}`]);
+    await redis.zadd(users, ...seen.flat());
+    const full = refusalOf(await call('u5'));
+    expect(full.code).toBe('end_user_limit');
+    expect(full.trackedEndUsers).toBeUndefined();
   });
 
   test("a refused new end user's windows are not created either (budget refusal)", async ({

@@ -417,3 +417,69 @@ test('a flood naming a model or use case the team does not have is answered at t
   await s.edge.app.configSnapshot.refresh();
   expect((await useCase(1, 'UC-999')).status).toBe(200);
 });
+
+/** support-bot's end users with budgets of their own, at most `maxEndUsers` of them. */
+function tracking(c: TestConfig, maxEndUsers: number): void {
+  const team = entry(c.tenants, 'support-bot');
+  team.endUserBudgets = [{ window: 'month', limit: 1_000_000, unit: 'tokens' }];
+  team.maxEndUsers = maxEndUsers;
+}
+
+test('a team at its maxEndUsers naming a new end user on every call is answered at the edge; its tracked end users are still admitted', async ({
+  stack,
+}) => {
+  let cap = 2;
+  const s = await stack({
+    patch: (c) => tracking(c, cap),
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+  });
+  const call = (user: string) => ({ ...chat(10), max_tokens: 20, user });
+  const admitted = async () => {
+    const m = await s.authority.ctx.metrics.admissions.get();
+    return m.values.filter((v) => v.labels.outcome === 'admitted').reduce((n, v) => n + v.value, 0);
+  };
+  // alice and bob take the team's two end users; carol is one too many.
+  expect((await post(s, KEYS.support, call('alice'))).status).toBe(200);
+  expect((await post(s, KEYS.support, call('bob'))).status).toBe(200);
+  const first = await post(s, KEYS.support, call('carol'));
+  expect(first.status).toBe(429);
+  expect(first.body.error).toMatchObject({ code: 'end_user_limit' });
+  const admits = await admitted();
+  // Every call names another new end user (the OpenAI `user` field: any client sets it), while
+  // alice and bob keep calling (their calls close on this edge).
+  const n = 200;
+  const answers: Array<Awaited<ReturnType<typeof post>>> = [];
+  const tracked: number[] = [];
+  let sent = 0;
+  await Promise.all([
+    ...Array.from({ length: 16 }, async () => {
+      while (sent < n) answers.push(await post(s, KEYS.support, call(`user-${sent++}`)));
+    }),
+    (async () => {
+      for (let i = 0; i < 10; i++) {
+        tracked.push((await post(s, KEYS.support, call(i % 2 ? 'alice' : 'bob'))).status);
+      }
+    })(),
+  ]);
+  // The authority's answer: status, code, body, Retry-After (none: waiting does not help).
+  for (const a of answers) {
+    expect(a.status).toBe(429);
+    expect(a.body).toStrictEqual(first.body);
+    expect(a.headers.get('retry-after')).toBe(first.headers.get('retry-after'));
+    expect(a.headers.get('x-should-retry')).toBe(first.headers.get('x-should-retry'));
+    // The same windows (their remaining amounts as of the refusal remembered).
+    expect(a.headers.get('ratelimit-policy')).toBe(first.headers.get('ratelimit-policy'));
+  }
+  expect(tracked).toStrictEqual(Array.from({ length: 10 }, () => 200));
+  // Before: each of the 200 was an admit in Redis (the edge cannot tell a new end user).
+  expect(await authorityRefusals(s, 'end_user_limit')).toBe(1);
+  expect(await admitted()).toBe(admits + 10);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(n);
+  const events = await s.events((e) => refusalsIn(e, 'support-bot', 'end_user_limit') >= n + 1);
+  expect(refusalsIn(events, 'support-bot', 'end_user_limit')).toBe(n + 1);
+  // A config that raises the cap is honoured at once.
+  cap = 3;
+  await s.applyConfig();
+  await s.edge.app.configSnapshot.refresh();
+  expect((await post(s, KEYS.support, call('dave'))).status).toBe(200);
+});

@@ -40,6 +40,12 @@ export const AdmitRequest = z.strictObject({
    * upstream's counting endpoint.
    */
   uncounted: z.literal(true).optional(),
+  /**
+   * The edge remembers a team's end-user cap (its refusal memory is on): an `end_user_limit`
+   * refusal names the end users the team tracks (Refused `trackedEndUsers`). Absent: named
+   * never, so an edge that would not use them costs no read of up to TRACKED_END_USERS ids.
+   */
+  rememberEndUserCap: z.literal(true).optional(),
   /** max_tokens after the edge's clamp. */
   maxTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
   /** Lease of the hold; the authority's default (30 min) when absent. */
@@ -121,6 +127,9 @@ export const Admitted = z.object({
   windows: z.array(WindowState),
 });
 
+/** The most end users a refusal names (Refused `trackedEndUsers`; admit.lua's TRACKED_MAX). */
+export const TRACKED_END_USERS = 4_096;
+
 export const Refused = z.object({
   admitted: z.literal(false),
   code: RefusalCode,
@@ -140,13 +149,21 @@ export const Refused = z.object({
   neededMicroUsd: z.int().min(0),
   windows: z.array(WindowState),
   /**
-   * A `budget_exceeded`, `concurrency_limit`, `tenant_suspended`, `use_case_not_registered`
-   * or `model_not_allowed` refusal's summary key and event fields
+   * A `budget_exceeded`, `concurrency_limit`, `tenant_suspended`, `use_case_not_registered`,
+   * `model_not_allowed` or `end_user_limit` refusal's summary key and event fields
    * (admit.lua `refuse`, admit.ts `recordRefusal`), opaque to the edge: an edge that answers the same call again itself
    * (its refusal memory) counts those refusals under them (`refusals.report`), so each still
    * ends in an `admission.refused` event. Absent from older authorities and on other codes.
    */
   summary: z.object({ kind: z.string().max(2_048), fields: z.string().max(16_384) }).optional(),
+  /**
+   * An `end_user_limit` of the tenant's own `maxEndUsers` (not a key's): every end user the
+   * tenant tracks (ids as admission keys them), so an edge refuses a call naming none of them
+   * itself for a moment (its refusal memory) and asks the authority of the others, which may
+   * be admitted. Absent when the tenant tracks more than TRACKED_END_USERS, from older
+   * authorities and on other codes.
+   */
+  trackedEndUsers: z.array(EndUserId).max(TRACKED_END_USERS).optional(),
 });
 
 export const AdmitReply = z.discriminatedUnion('admitted', [Admitted, Refused]);

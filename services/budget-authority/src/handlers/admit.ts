@@ -485,6 +485,8 @@ export async function admit(
         : 0,
     ),
     String(keyMaxEndUsers ?? 0),
+    // '1': an end_user_limit refusal names the end users tracked (AdmitRequest.rememberEndUserCap).
+    req.rememberEndUserCap ? '1' : '0',
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec, plan),
@@ -536,6 +538,9 @@ export async function admit(
   // The script reports every budget's window, in the plan's order.
   const window: WindowState | undefined = windows[Number(r[2]) - 1];
   const retry = Number(r[3]);
+  // end_user_limit: the scope, then its summary and the end users tracked (admit.lua refuse).
+  const [summaryKind, summaryFields] = refusal === 'end_user_limit' ? [r[9], r[10]] : [r[8], r[9]];
+  const tracked = refusal === 'end_user_limit' && r[11] ? r[11].split(',') : undefined;
   ctx.metrics.admissions.inc({ outcome: 'refused', code: refusal });
   return refused(
     refusal,
@@ -563,7 +568,10 @@ export async function admit(
       neededTokens: Number(r[4]),
       neededMicroUsd: Number(r[5]),
       windows,
-      ...(r[8] && r[9] ? { summary: { kind: r[8], fields: r[9] } } : {}),
+      ...(summaryKind && summaryFields
+        ? { summary: { kind: summaryKind, fields: summaryFields } }
+        : {}),
+      ...(tracked ? { trackedEndUsers: tracked } : {}),
     },
   );
 }

@@ -15,6 +15,7 @@ const REMEMBERED = new Set([
   'tenant_suspended',
   'use_case_not_registered',
   'model_not_allowed',
+  'end_user_limit',
 ]);
 
 /**

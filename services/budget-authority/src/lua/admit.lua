@@ -20,7 +20,8 @@
 --          uncounted admit, evaluated and never admitted: a refusal is recorded as any other,
 --          else {'fits'} and nothing written), keyUsersKey (the KEYS index of the end users
 --          the call's key named, 0: its key has no maxEndUsers or the call no end user with
---          budgets), the key's maxEndUsers; then the plan (lib.lua's readPlan)
+--          budgets), the key's maxEndUsers, '1' when an end_user_limit refusal names the end
+--          users tracked (the edge remembers them); then the plan (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -29,7 +30,8 @@
 --          neededMicroUsd, windows, inFlight[, summaryKind, eventFieldsJson]} (the last two on
 --          an enforced budget_exceeded, concurrency_limit and tenant_suspended: Refused
 --          `summary`; on end_user_limit the scope instead: 'key' when the key's maxEndUsers
---          refused, else 'tenant')
+--          refused, else 'tenant', then the summary's two and the end users the tenant tracks,
+--          comma-joined ('' when not asked, the key refused or there are too many: trackedText))
 
 -- What admit's body calls, defined once when the library loads (a function defined in the
 -- body would be a new closure, and its upvalues new objects, on every call). They read the
@@ -53,8 +55,9 @@ local function forgetWindows(spec)
   end
 end
 
--- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant').
-local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow, scope)
+-- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant');
+-- `tracked`, on end_user_limit, the end users the tenant tracks (trackedText).
+local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow, scope, tracked)
   local now, b = spec.now, spec.budgets[bi]
   local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[17]
   local list = {
@@ -92,7 +95,25 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
     return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), kind,
       cjson.encode(list)}
   end
+  if code == 'end_user_limit' then
+    -- With the end users tracked: an edge answers a call naming none of them itself.
+    return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), scope, kind,
+      cjson.encode(list), tracked or ''}
+  end
   return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), scope}
+end
+
+-- The most end users a refusal names, and their ids' most bytes (an id is at most 128).
+local TRACKED_MAX, TRACKED_BYTES = 4096, 262144
+
+-- The end users a full registry tracks, comma-joined (an id has no comma): every end user
+-- whose call the tenant's cap does not refuse. '' when there are more than TRACKED_MAX.
+local function trackedText(registry)
+  if redis.call('ZCARD', registry) > TRACKED_MAX then
+    return ''
+  end
+  local text = table.concat(redis.call('ZRANGE', registry, 0, -1), ',')
+  return #text <= TRACKED_BYTES and text or ''
 end
 
 -- Seconds until enough billed usage leaves window `b` to free `deficit`, assuming held
@@ -301,7 +322,7 @@ local function adopt(spec, li, all)
 end
 
 -- @call
-local spec = readPlan(37)
+local spec = readPlan(38)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
@@ -339,7 +360,8 @@ local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUse
 -- its key too when the key has a maxEndUsers of its own (so no key takes the tenant's all).
 if newUser then
   if full(KEYS[usersKey], tonumber(ARGV[28]), now) then
-    return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'tenant')
+    return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'tenant',
+      ARGV[37] == '1' and trackedText(KEYS[usersKey]) or '')
   end
   if keyUsersKey > 0 and full(KEYS[keyUsersKey], tonumber(ARGV[36]), now) then
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'key')

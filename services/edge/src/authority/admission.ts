@@ -103,8 +103,7 @@ export async function admit(
     ...(req.endUser ? { endUser: req.endUser } : {}),
   };
   const started = performance.now();
-  const ask = () =>
-    deps.authority.admit(admitBody(req, reservationId, deps.configVersion?.()), deps.timeoutMs);
+  const ask = () => deps.authority.admit(admitBody(req, reservationId, deps), deps.timeoutMs);
   const reply = await untilCapacity(ask, caller.tenant.maxQueueMs, req.signal);
   const seconds = (performance.now() - started) / 1_000;
 
@@ -171,9 +170,10 @@ export async function admit(
 function admitBody(
   req: AdmissionRequest,
   reservationId: string,
-  configVersion: number | undefined,
+  deps: Pick<AdmissionDeps, 'configVersion' | 'refusals'>,
 ): AdmitRequest {
   const { caller } = req;
+  const configVersion = deps.configVersion?.();
   return {
     reservationId,
     tenant: caller.tenant.id,
@@ -192,6 +192,8 @@ function admitBody(
     ...(req.previousResponseId ? { previousResponseId: req.previousResponseId } : {}),
     ...(req.itemIds && req.itemIds.length > 0 ? { itemIds: req.itemIds } : {}),
     ...(configVersion !== undefined && configVersion > 0 ? { configVersion } : {}),
+    // An end_user_limit refusal then names the end users tracked, for the memory.
+    ...(deps.refusals?.remembers && req.endUser ? { rememberEndUserCap: true as const } : {}),
   };
 }
 
@@ -287,7 +289,7 @@ async function askUncounted(
   const closes = deps.refusals?.closes(req.caller.tenant.org) ?? 0;
   const uncounted = { ...req, promptTokens: 0 };
   const body = {
-    ...admitBody(uncounted, randomUUID(), deps.configVersion?.()),
+    ...admitBody(uncounted, randomUUID(), deps),
     uncounted: true as const,
   };
   const started = performance.now();

@@ -20,6 +20,8 @@ export interface RefusalMemoryOptions {
   maxEntries?: number;
   /** Most of them one org's (its end users or keys cannot take the whole memory). */
   maxPerOrg?: number;
+  /** Most end users remembered as tracked by teams at their maxEndUsers, all teams together. */
+  maxTracked?: number;
 }
 
 /** A refusal the authority made, remembered for its caller's repeats. */
@@ -38,6 +40,8 @@ interface Remembered {
   /** When its Retry-After ends (epoch ms); null when waiting cannot help. */
   retryAt: number | null;
   refused: Refused & { summary: NonNullable<Refused['summary']> };
+  /** end_user_limit: the end users the team tracks (Refused `trackedEndUsers`). */
+  tracked?: ReadonlySet<string>;
 }
 
 /** Refusals answered here, counted for one report item. */
@@ -64,6 +68,7 @@ const REMEMBERED = new Set<Refused['code']>([
   'tenant_suspended',
   'use_case_not_registered',
   'model_not_allowed',
+  'end_user_limit',
 ]);
 
 /**
@@ -71,6 +76,13 @@ const REMEMBERED = new Set<Refused['code']>([
  * case does not allow): no close changes them, only a config (the tenant as compiled).
  */
 const BY_CONFIG = new Set<Refused['code']>(['use_case_not_registered', 'model_not_allowed']);
+
+/**
+ * Refusals no close changes: the config's, and a team's maxEndUsers (a close gives room back
+ * to budgets and caps on calls in flight, never an end user's place; admit.lua checks the cap
+ * before the suspension and those, so they do not hide it either).
+ */
+const NOT_BY_CLOSES = new Set<Refused['code']>([...BY_CONFIG, 'end_user_limit']);
 
 /** A report carries at most this many items (RefusalsReportRequest). */
 const REPORT_ITEMS = 256;
@@ -91,8 +103,15 @@ const MAX_REPORT_BACKOFF_MS = 5_000;
  * an ancestor: other edges' calls count), whatever the repeat's size, until any call of the
  * org closes here, and for `tenant_suspended`, whatever the size, until the org's
  * `tenant.resumed` event (both for any call of the tenant), and for a use case or model the
- * config does not register, whatever the size, until a new config is applied. A refusal here can therefore be stale by at most that long when a call
- * closes on another edge; it never admits anything.
+ * config does not register, whatever the size, until a new config is applied. And for a team at
+ * its `maxEndUsers` (`end_user_limit` of the team's own cap, when the authority names the end
+ * users it tracks: `trackedEndUsers`, at most 4,096): a call of the team naming an end user
+ * not among them, with a use case and model the config registers and no stored response or
+ * item to read, whatever its size, key or model, until a new config is applied; a call naming a
+ * tracked end user (or none) is asked of the authority as usual. A refusal here can therefore be
+ * stale by at most that long when a call closes on another edge (or, for the end-user cap, when
+ * one of the tracked end users is forgotten, idle for 31 days, and its place taken); it never
+ * admits anything.
  *
  * Every refusal still ends in an `admission.refused` event: those answered here are counted
  * under the authority's refusal (Refused `summary`) and reported every `reportMs`, and each
@@ -109,6 +128,9 @@ export class RefusalMemory {
   /** Remembered refusals by org, then by call shape. */
   readonly #orgs = new Map<string, Map<string, Remembered>>();
   #size = 0;
+  readonly #maxTracked: number;
+  /** End users remembered in `tracked` sets, all orgs together. */
+  #tracked = 0;
   /** Closes answered (and resumes seen) per org: an admit that raced one is not remembered. */
   readonly #closes = new Map<string, number>();
   /** Closes running on this edge, by org and tenant. */
@@ -128,12 +150,18 @@ export class RefusalMemory {
     this.#o = opts;
     this.#max = opts.maxEntries ?? 10_000;
     this.#maxPerOrg = opts.maxPerOrg ?? 1_000;
+    this.#maxTracked = opts.maxTracked ?? 100_000;
     this.#delayMs = opts.reportMs;
     this.#backoff = new Backoff({
       initialMs: Math.min(opts.reportMs * 2, MAX_REPORT_BACKOFF_MS),
       maxMs: MAX_REPORT_BACKOFF_MS,
       jitter: 'equal',
     });
+  }
+
+  /** Whether it remembers anything (`memoryMs` above 0). */
+  get remembers(): boolean {
+    return this.#o.memoryMs > 0;
   }
 
   /** The org's count of closes, taken before asking the authority (remember's `closes`). */
@@ -152,11 +180,16 @@ export class RefusalMemory {
     const { tenant } = req.caller;
     const calls = this.#orgs.get(tenant.org);
     if (!calls) return undefined;
-    // A refusal of the tenant, of the call whoever its end user, of the call and end user.
+    const config = this.#configKey(req);
+    // The team's end-user cap first (admit.lua checks it before anything else it remembers),
+    // for an end user it does not track; then a refusal of the tenant, of the call whoever its
+    // end user, of the call and end user.
+    const cap = config === undefined && this.#newUser(req, calls) ? capKey(req) : undefined;
     const call = callKey(req);
     const user = req.endUser === undefined ? undefined : userKey(call, req.endUser);
-    const config = this.#configKey(req);
-    const key = [tenantKey(req), config, call, user].find((k) => k !== undefined && calls.has(k));
+    const key = [cap, tenantKey(req), config, call, user].find(
+      (k) => k !== undefined && calls.has(k),
+    );
     const r = key === undefined ? undefined : calls.get(key);
     if (key === undefined || !r) return undefined;
     const now = Date.now();
@@ -172,11 +205,16 @@ export class RefusalMemory {
       r.anySize || (req.promptTokens === r.promptTokens && req.maxTokens === r.maxTokens);
     const refused: Refused = {
       ...r.refused,
-      windows: r.refused.windows.filter(
-        (w) =>
-          (w.scope !== 'key' || r.keyId === req.caller.keyId) &&
-          (w.scope !== 'end_user' || r.endUser === req.endUser),
-      ),
+      windows: r.tracked
+        ? // A new end user's windows, empty as the refused one's were.
+          r.refused.windows
+            .filter((w) => w.scope !== 'key' || r.keyId === req.caller.keyId)
+            .map((w) => (w.scope === 'end_user' ? { ...w, subject: req.endUser } : w))
+        : r.refused.windows.filter(
+            (w) =>
+              (w.scope !== 'key' || r.keyId === req.caller.keyId) &&
+              (w.scope !== 'end_user' || r.endUser === req.endUser),
+          ),
       retryAfterSeconds:
         r.retryAt === null ? null : Math.max(1, Math.ceil((r.retryAt - now) / 1_000)),
       message: same
@@ -194,8 +232,14 @@ export class RefusalMemory {
     if (this.#o.memoryMs === 0 || !REMEMBERED.has(refused.code) || !summary) return;
     if (refused.retryAfterSeconds === 0) return;
     const { tenant } = req.caller;
-    if (this.closes(tenant.org) !== closes && !BY_CONFIG.has(refused.code)) return;
+    if (this.closes(tenant.org) !== closes && !NOT_BY_CLOSES.has(refused.code)) return;
     if (this.#closingUnder(tenant.org, refused)) return;
+    // A team's end-user cap, only with the end users it tracks (the others it would refuse).
+    const { trackedEndUsers: ids, ...rest } = refused;
+    const capped = refused.code === 'end_user_limit';
+    if (capped && (!ids || this.#tracked - this.#trackedBy(req) + ids.length > this.#maxTracked)) {
+      return;
+    }
     const now = Date.now();
     if (this.#size >= this.#max && this.#sweep(now) >= this.#max) return;
     const retryAt =
@@ -205,7 +249,10 @@ export class RefusalMemory {
       calls = new Map<string, Remembered>();
       this.#orgs.set(tenant.org, calls);
     }
-    const key = (BY_CONFIG.has(refused.code) && this.#configKey(req)) || memoryKey(req, refused);
+    const key = capped
+      ? capKey(req)
+      : (BY_CONFIG.has(refused.code) && this.#configKey(req)) || memoryKey(req, refused);
+    this.#untrack(calls.get(key));
     if (!calls.has(key)) {
       if (
         calls.size >= this.#maxPerOrg &&
@@ -226,8 +273,10 @@ export class RefusalMemory {
       endUser: req.endUser,
       until: Math.min(now + this.#o.memoryMs, retryAt ?? Infinity),
       retryAt,
-      refused: { ...refused, summary },
+      refused: { ...rest, summary },
+      ...(capped && ids ? { tracked: new Set(ids) } : {}),
     });
+    if (capped && ids) this.#tracked += ids.length;
   }
 
   /**
@@ -256,7 +305,7 @@ export class RefusalMemory {
     if (!calls) return;
     const chain = this.#o.config()?.tenants.get(tenant)?.chain;
     for (const [key, r] of calls) {
-      if (BY_CONFIG.has(r.refused.code)) continue;
+      if (NOT_BY_CLOSES.has(r.refused.code)) continue;
       if (!chain || r.refused.level === null || chain.includes(r.refused.level)) {
         this.#drop(org, calls, key);
       }
@@ -278,11 +327,34 @@ export class RefusalMemory {
   }
 
   /**
+   * Whether the call names an end user its team's remembered end-user cap would refuse: one
+   * the team does not track, on a call the authority reaches its cap's check with (no stored
+   * response or item to read: whose it is is checked first).
+   */
+  #newUser(req: AdmissionRequest, calls: Map<string, Remembered>): boolean {
+    if (req.endUser === undefined || req.previousResponseId || (req.itemIds?.length ?? 0) > 0) {
+      return false;
+    }
+    const tracked = calls.get(capKey(req))?.tracked;
+    return tracked !== undefined && !tracked.has(req.endUser);
+  }
+
+  /** How many end users the team's remembered end-user cap tracks (0: none remembered). */
+  #trackedBy(req: AdmissionRequest): number {
+    return this.#orgs.get(req.caller.tenant.org)?.get(capKey(req))?.tracked?.size ?? 0;
+  }
+
+  /** The end users an entry tracked no longer count against `maxTracked`. */
+  #untrack(r: Remembered | undefined): void {
+    if (r?.tracked) this.#tracked -= r.tracked.size;
+  }
+
+  /**
    * A close that may change the refusal is running on this edge: one under its level (null:
    * any level of the org); none for a refusal of the config.
    */
   #closingUnder(org: string, { code, level }: Pick<Refused, 'code' | 'level'>): boolean {
-    if (BY_CONFIG.has(code)) return false;
+    if (NOT_BY_CLOSES.has(code)) return false;
     const tenants = this.#closing.get(org);
     if (!tenants) return false;
     if (level === null) return true;
@@ -334,6 +406,7 @@ export class RefusalMemory {
   }
 
   #drop(org: string, calls: Map<string, Remembered>, key: string): void {
+    this.#untrack(calls.get(key));
     if (calls.delete(key)) this.#size--;
     if (calls.size === 0) this.#orgs.delete(org);
   }
@@ -426,6 +499,7 @@ export class RefusalMemory {
   #forgetAll(): void {
     this.#orgs.clear();
     this.#size = 0;
+    this.#tracked = 0;
   }
 }
 
@@ -472,6 +546,11 @@ function memoryKey(req: AdmissionRequest, refused: Refused): string {
 
 function tenantKey(req: AdmissionRequest): string {
   return req.caller.tenant.id;
+}
+
+/** Where a team's end-user cap is remembered: one for the team, whatever the call. */
+function capKey(req: AdmissionRequest): string {
+  return `${req.caller.tenant.id}\u0000end_user_limit`;
 }
 
 function userKey(call: string, endUser: string): string {

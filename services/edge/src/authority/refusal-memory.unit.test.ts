@@ -80,7 +80,7 @@ function memoryOver(
   report: Report,
   memoryMs = 1_000,
   config = compile(100),
-  bounds: { maxEntries?: number; maxPerOrg?: number } = {},
+  bounds: { maxEntries?: number; maxPerOrg?: number; maxTracked?: number } = {},
 ) {
   const reports: RefusalsReportRequest[] = [];
   const metrics = new EdgeMetrics(new Registry());
@@ -399,4 +399,64 @@ test("before the prompt is counted (promptTokens 0) a refusal of any size answer
   memory.remember(call({ model: 'gpt-5', api: 'messages' }), suspended, 0);
   const early = memory.recall(call({ api: 'messages', promptTokens: 0 }));
   expect(await early).toMatchObject({ code: 'tenant_suspended' });
+});
+
+/** A team at its maxEndUsers, tracking alice and bob. */
+const AT_CAP: Refused = {
+  ...levelless('end_user_limit'),
+  windows: [window(), window('end_user')],
+  trackedEndUsers: ['alice', 'bob'],
+};
+
+test('a team at its maxEndUsers: a call naming an end user it does not track is answered, a tracked one (or none) is asked; no close forgets it', async () => {
+  const { memory, call } = memoryOver(taken, 60_000);
+  memory.remember(call({ endUser: 'carol' }), AT_CAP, memory.closes('org'));
+  // Any size, key or end user not tracked; the new end user's windows, empty as carol's were.
+  const answer = await memory.recall(call({ endUser: 'dave', maxTokens: 1, caller: other() }));
+  expect(answer?.code).toBe('end_user_limit');
+  // The end users tracked stay at the edge.
+  expect(answer).not.toHaveProperty('trackedEndUsers');
+  expect(answer?.windows).toEqual([window(), { ...window('end_user'), subject: 'dave' }]);
+  expect(memory.recall(call({ endUser: 'alice' }))).toBeUndefined();
+  expect(memory.recall(call())).toBeUndefined();
+  // What the authority checks before the cap: a stored response's owner, the config's register.
+  expect(memory.recall(call({ endUser: 'dave', previousResponseId: 'resp_1' }))).toBeUndefined();
+  expect(memory.recall(call({ endUser: 'dave', model: 'gpt-4' }))).toBeUndefined();
+  memory.closing('org', 'team');
+  expect(memory.recall(call({ endUser: 'erin' }))).toBeDefined();
+  memory.closed('org', 'team');
+  expect(memory.recall(call({ endUser: 'erin' }))).toBeDefined();
+  // A new config (the tenant compiled again) forgets it.
+  const next = memoryOver(taken, 60_000);
+  next.memory.remember(next.call({ endUser: 'carol' }), AT_CAP, 0);
+  const recompiled = compile(100);
+  const moved = { ...next.call({ endUser: 'dave' }) };
+  moved.caller = { ...moved.caller, tenant: recompiled.tenants.get('team')! };
+  expect(next.memory.recall(moved)).toBeUndefined();
+  expect(next.memory.size).toBe(0);
+
+  function other() {
+    return { ...call().caller, keyId: 'k2' };
+  }
+});
+
+test("a key's own maxEndUsers, or a team naming none of its end users, is not remembered; nor past maxTracked", () => {
+  const { memory, call } = memoryOver(taken, 60_000);
+  memory.remember(call({ endUser: 'carol' }), { ...AT_CAP, trackedEndUsers: undefined }, 0);
+  expect(memory.size).toBe(0);
+  const small = memoryOver(taken, 60_000, compile(100), { maxTracked: 3 });
+  small.memory.remember(small.call({ endUser: 'carol' }), AT_CAP, 0);
+  expect(small.memory.size).toBe(1);
+  // Replaced: its own two no longer count.
+  const grown = { ...AT_CAP, trackedEndUsers: ['alice', 'bob', 'dave'] };
+  small.memory.remember(small.call({ endUser: 'carol' }), grown, 0);
+  expect(small.memory.size).toBe(1);
+  expect(small.memory.recall(small.call({ endUser: 'dave' }))).toBeUndefined();
+  expect(small.memory.recall(small.call({ endUser: 'erin' }))).toBeDefined();
+  small.memory.remember(
+    small.call({ endUser: 'carol' }, 'sibling'),
+    { ...AT_CAP, trackedEndUsers: ['a', 'b'] },
+    0,
+  );
+  expect(small.memory.size).toBe(1);
 });
