@@ -232,24 +232,31 @@ function handler(run: Run, write: (forward: string) => void) {
       if (!call.live.signal.aborted && forward) write(forward);
     });
   };
+  const end = () => {
+    run.deps.metrics.outputCuts.inc({ model: call.model.id, why: 'output_limit' });
+    call.live.abort('output_limit');
+  };
+  // A stored response and its items: their readers on this edge wait for this call's close
+  // (the owner). Only a surface whose upstream stores them has them to tell.
+  const storing =
+    call.admitted && (transcript.storedResponseId || transcript.storedItemIds)
+      ? (id: string | undefined) => {
+          if (id) run.deps.holds.storing(call.hold.ref, id);
+        }
+      : undefined;
+  // Per event: nothing built that the event does not need (issue 14, the edge's CPU per chunk).
   return (event: SseEvent): void | Promise<void> => {
     const accepted = transcript.accept(event);
     if (!accepted) {
       run.request.log.warn({ data: event.data.slice(0, 200) }, 'unreadable upstream event');
       return;
     }
-    // A stored response and its items: their readers on this edge wait for this call's close
-    // (the owner).
-    if (call.admitted) {
-      const stored = [transcript.storedResponseId?.(), ...(transcript.storedItemIds?.() ?? [])];
-      for (const id of stored) if (id) run.deps.holds.storing(call.hold.ref, id);
+    if (storing) {
+      storing(transcript.storedResponseId?.());
+      for (const id of transcript.storedItemIds?.() ?? []) storing(id);
     }
     for (const t of accepted.texts) meter.add(t.choice, t.text);
     const cut = over();
-    const end = () => {
-      run.deps.metrics.outputCuts.inc({ model: call.model.id, why: 'output_limit' });
-      call.live.abort('output_limit');
-    };
     if (cut === false) return pass(accepted.forward);
     if (cut === true) {
       // The event that crossed the limit is passed on: what the client gets is what is billed.

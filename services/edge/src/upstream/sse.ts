@@ -15,7 +15,8 @@ export interface SseEvent {
 export class SseParser {
   readonly #decoder = new TextDecoder();
   #buffer = '';
-  #data: string[] = [];
+  /** The event's data lines so far, joined by newlines (undefined: none yet). */
+  #data: string | undefined;
   #event: string | undefined;
 
   push(chunk: Uint8Array): SseEvent[] {
@@ -36,13 +37,15 @@ export class SseParser {
 
   #line(line: string, events: SseEvent[]): void {
     if (line === '') {
-      if (this.#data.length > 0) events.push({ event: this.#event, data: this.#data.join('\n') });
-      this.#data = [];
+      if (this.#data !== undefined) events.push({ event: this.#event, data: this.#data });
+      this.#data = undefined;
       this.#event = undefined;
       return;
     }
     if (line.startsWith('data:')) {
-      this.#data.push(line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5));
+      const data = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+      // A single line (every chunk of the providers') is its data as it is: no array, no join.
+      this.#data = this.#data === undefined ? data : `${this.#data}\n${data}`;
     } else if (line.startsWith('event:')) {
       this.#event = line.charCodeAt(6) === 32 ? line.slice(7) : line.slice(6);
     }

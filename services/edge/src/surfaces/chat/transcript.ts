@@ -137,7 +137,7 @@ export class ChatTranscript implements Transcript {
       };
     }
     const texts: Accepted['texts'] = [];
-    for (const c of chunk.choices ?? []) this.#choice(c, texts);
+    if (chunk.choices != null) for (const c of chunk.choices) this.#choice(c, texts);
     return texts;
   }
 
@@ -157,44 +157,30 @@ export class ChatTranscript implements Transcript {
       };
       this.#choices.set(index, s);
     }
-    const text = (t: unknown, into: string[] | undefined) => {
-      if (typeof t !== 'string' || t.length === 0) return;
-      texts.push({ choice: index, text: t });
-      if (this.opts.assemble) into?.push(t);
-    };
-    const d = c.delta ?? {};
-    if (typeof d.role === 'string') s.role = d.role;
-    text(d.content, s.content);
-    text(d.refusal, s.refusal);
-    text(d.reasoning_content, undefined);
-    text(d.reasoning, undefined);
-    for (const t of d.tool_calls ?? []) {
-      const i = typeof t.index === 'number' ? t.index : 0;
-      let call = s.toolCalls.get(i);
-      if (!call) s.toolCalls.set(i, (call = { id: '', type: 'function', name: '', args: [] }));
-      if (t.id) call.id = t.id;
-      if (t.type) call.type = t.type;
-      if (typeof t.function?.name === 'string') {
-        call.name += t.function.name;
-        text(t.function.name, undefined);
+    const d = c.delta;
+    if (d) {
+      if (typeof d.role === 'string') s.role = d.role;
+      this.#text(index, texts, d.content, s.content);
+      this.#text(index, texts, d.refusal, s.refusal);
+      this.#text(index, texts, d.reasoning_content, undefined);
+      this.#text(index, texts, d.reasoning, undefined);
+      if (d.tool_calls != null) this.#toolCalls(index, texts, s, d.tool_calls);
+      if (d.function_call) {
+        s.functionCall ??= { name: '', args: [] };
+        if (typeof d.function_call.name === 'string') {
+          s.functionCall.name += d.function_call.name;
+          this.#text(index, texts, d.function_call.name, undefined);
+        }
+        this.#text(index, texts, d.function_call.arguments, s.functionCall.args);
       }
-      text(t.function?.arguments, call.args);
-    }
-    if (d.function_call) {
-      s.functionCall ??= { name: '', args: [] };
-      if (typeof d.function_call.name === 'string') {
-        s.functionCall.name += d.function_call.name;
-        text(d.function_call.name, undefined);
+      if (d.audio) {
+        s.audio ??= { id: '', data: [], transcript: [], expiresAt: null };
+        if (typeof d.audio.id === 'string') s.audio.id = d.audio.id;
+        if (typeof d.audio.expires_at === 'number') s.audio.expiresAt = d.audio.expires_at;
+        // The transcript is text the model wrote (counted); the audio bytes are not text.
+        this.#text(index, texts, d.audio.transcript, s.audio.transcript);
+        if (this.opts.assemble && typeof d.audio.data === 'string') s.audio.data.push(d.audio.data);
       }
-      text(d.function_call.arguments, s.functionCall.args);
-    }
-    if (d.audio) {
-      s.audio ??= { id: '', data: [], transcript: [], expiresAt: null };
-      if (typeof d.audio.id === 'string') s.audio.id = d.audio.id;
-      if (typeof d.audio.expires_at === 'number') s.audio.expiresAt = d.audio.expires_at;
-      // The transcript is text the model wrote (counted); the audio bytes are not text.
-      text(d.audio.transcript, s.audio.transcript);
-      if (this.opts.assemble && typeof d.audio.data === 'string') s.audio.data.push(d.audio.data);
     }
     if (this.opts.assemble && c.logprobs) {
       s.logprobs ??= { content: [], refusal: [] };
@@ -202,6 +188,33 @@ export class ChatTranscript implements Transcript {
       s.logprobs.refusal.push(...(c.logprobs.refusal ?? []));
     }
     if (typeof c.finish_reason === 'string') s.finishReason = c.finish_reason;
+  }
+
+  #toolCalls(
+    index: number,
+    texts: Accepted['texts'],
+    s: ChoiceState,
+    calls: readonly ToolCallDelta[],
+  ): void {
+    for (const t of calls) {
+      const i = typeof t.index === 'number' ? t.index : 0;
+      let call = s.toolCalls.get(i);
+      if (!call) s.toolCalls.set(i, (call = { id: '', type: 'function', name: '', args: [] }));
+      if (t.id) call.id = t.id;
+      if (t.type) call.type = t.type;
+      if (typeof t.function?.name === 'string') {
+        call.name += t.function.name;
+        this.#text(index, texts, t.function.name, undefined);
+      }
+      this.#text(index, texts, t.function?.arguments, call.args);
+    }
+  }
+
+  /** A text the model wrote: counted (`texts`), and kept for the assembled reply (`into`). */
+  #text(index: number, texts: Accepted['texts'], t: unknown, into: string[] | undefined): void {
+    if (typeof t !== 'string' || t.length === 0) return;
+    texts.push({ choice: index, text: t });
+    if (this.opts.assemble) into?.push(t);
   }
 
   /** The provider's error chunk's message, when it sent one. */
