@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { NatsNames } from '@holdfast/events';
 import type { Logger } from '@holdfast/runtime';
 import type { TokenizerName } from '@holdfast/tokenizer';
@@ -90,6 +92,32 @@ function guardSlowRequests(app: FastifyInstance, ms: number): void {
   });
 }
 
+/**
+ * A connection that has not sent a whole request head `ms` after it opened is cut: one that
+ * sends nothing at all was kept open for ever (node checks a request's deadlines only from its
+ * first byte), one sending its first head a byte at a time until node's next periodic check. Each
+ * took a file descriptor and memory of the edge's for as long as its client liked, so enough of
+ * them starved the edge's own sockets (upstreams, NATS). Later requests on a kept-alive
+ * connection are node's: it checks their deadline every `checkEveryMs` (below).
+ */
+function guardIdleConnections(app: FastifyInstance, ms: number): void {
+  const timers = new WeakMap<object, NodeJS.Timeout>();
+  app.server.on('connection', (socket: Socket) => {
+    const timer = setTimeout(() => {
+      app.log.warn({ ms }, 'connection sent no request in time: closed');
+      app.metrics.slowRequests.inc();
+      socket.destroy();
+    }, ms);
+    timer.unref();
+    timers.set(socket, timer);
+    socket.once('close', () => clearTimeout(timer));
+  });
+  app.server.on('request', (request: IncomingMessage) => clearTimeout(timers.get(request.socket)));
+}
+
+/** How often node looks for requests past their deadline (its default is every 30 s). */
+const checkEveryMs = (requestTimeoutMs: number) => Math.min(1_000, requestTimeoutMs);
+
 /** A fastify instance with the edge registered and ready (not listening). */
 export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
   const loggerInstance: FastifyBaseLogger = deps.logger;
@@ -103,9 +131,16 @@ export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
     requestIdHeader: false,
     genReqId: () => randomUUID(),
     trustProxy: deps.options.trustProxy,
-    // Node's own check of slow requests (it runs every 30 s); the edge's deadline is exact.
+    // Node's own check of slow requests, the heads of later requests on a kept-alive connection
+    // included (the first is guardIdleConnections'); the edge's deadline on a body is exact.
     requestTimeout: deps.options.requestTimeoutMs,
+    http: {
+      requestTimeout: deps.options.requestTimeoutMs,
+      headersTimeout: deps.options.requestTimeoutMs,
+      connectionsCheckingInterval: checkEveryMs(deps.options.requestTimeoutMs),
+    },
   });
+  guardIdleConnections(app, deps.options.requestTimeoutMs);
   guardSlowRequests(app, deps.options.requestTimeoutMs);
   app.setValidatorCompiler(zodValidatorCompiler);
   await app.register(edgeApp, deps);
