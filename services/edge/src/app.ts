@@ -115,6 +115,18 @@ function guardIdleConnections(app: FastifyInstance, ms: number): void {
   app.server.on('request', (request: IncomingMessage) => clearTimeout(timers.get(request.socket)));
 }
 
+/**
+ * At most `max` client connections open at once (0: no bound): node closes one past it as it
+ * accepts it. Without it, clients could open connections until the process had no file
+ * descriptor left, and then the edge's own sockets (to upstreams, NATS) failed, for every
+ * tenant; at the bound the calls in flight, and clients already connected, go on.
+ */
+function boundConnections(app: FastifyInstance, max: number): void {
+  if (max <= 0) return;
+  app.server.maxConnections = max;
+  app.server.on('drop', () => app.metrics.droppedConnections.inc());
+}
+
 /** How often node looks for requests past their deadline (its default is every 30 s). */
 const checkEveryMs = (requestTimeoutMs: number) => Math.min(1_000, requestTimeoutMs);
 
@@ -141,6 +153,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
     },
   });
   guardIdleConnections(app, deps.options.requestTimeoutMs);
+  boundConnections(app, deps.options.maxConnections);
   guardSlowRequests(app, deps.options.requestTimeoutMs);
   app.setValidatorCompiler(zodValidatorCompiler);
   await app.register(edgeApp, deps);

@@ -106,6 +106,12 @@ const EdgeEnv = serviceEnv({
    */
   EDGE_REQUEST_TIMEOUT_MS: env.int(30_000, 100, 3_600_000),
   /**
+   * Client connections the edge keeps open at once; one past it is closed as it is accepted
+   * (0: no bound). Keeps file descriptors for the edge's own sockets (upstreams, NATS) whatever
+   * clients open: a process out of them fails every tenant's calls.
+   */
+  EDGE_MAX_CONNECTIONS: env.int(10_000, 0, 1_000_000),
+  /**
    * Characters of prompts one tenant may have waiting or being counted in the edge's worker
    * pool; a call past it gets 429 concurrency_limit (one count is always taken). The default,
    * 32 Mi, is about three bodies at the 10 MiB limit and seconds of counting.
@@ -172,6 +178,8 @@ export interface EdgeOptions {
   trustProxy: boolean | string[];
   signInPerMinute: number;
   requestTimeoutMs: number;
+  /** Client connections open at once (EDGE_MAX_CONNECTIONS); 0: no bound. */
+  maxConnections: number;
   /** Prompt counting in the worker pool (EDGE_COUNT_*). */
   counting: { queueChars: number; timeoutMs: number };
   /** Large bodies' turns on the event loop (EDGE_INTAKE_*; request/intake.ts). */
@@ -224,6 +232,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     trustProxy: trustProxy(e.EDGE_TRUST_PROXY),
     signInPerMinute: e.EDGE_SIGN_IN_PER_MINUTE,
     requestTimeoutMs: e.EDGE_REQUEST_TIMEOUT_MS,
+    maxConnections: e.EDGE_MAX_CONNECTIONS,
     counting: { queueChars: e.EDGE_COUNT_QUEUE_CHARS, timeoutMs: e.EDGE_COUNT_TIMEOUT_MS },
     intake: { inlineBytes: e.EDGE_INTAKE_INLINE_BYTES, share: e.EDGE_INTAKE_SHARE_PERCENT / 100 },
     openBodies: {

@@ -20,6 +20,7 @@ export class EdgeMetrics {
   readonly outputCuts: Counter<'model' | 'why'>;
   readonly earlyRefusals: Counter<'code'>;
   readonly slowRequests: Counter;
+  readonly droppedConnections: Counter;
   readonly inFlight: Gauge;
   readonly unmetered: Counter<'tenant'>;
   readonly extensions: Counter<'status'>;
@@ -210,6 +211,11 @@ export class EdgeMetrics {
     this.slowRequests = new Counter({
       name: 'edge_slow_requests_total',
       help: 'Connections closed because a request had not arrived within EDGE_REQUEST_TIMEOUT_MS',
+      registers,
+    });
+    this.droppedConnections = new Counter({
+      name: 'edge_dropped_connections_total',
+      help: 'Client connections closed as they were accepted: EDGE_MAX_CONNECTIONS were open',
       registers,
     });
     this.inFlight = new Gauge({

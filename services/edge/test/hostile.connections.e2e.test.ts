@@ -1,6 +1,7 @@
 import { connect, type Socket } from 'node:net';
+import { Agent, request } from 'undici';
 import { expect } from 'vitest';
-import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { chat, edgeTest as test, KEYS, type Stack } from './harness.js';
 
 /**
  * Connections that hold the edge without calling it. Every connection takes a file descriptor
@@ -70,4 +71,50 @@ test('a connection that sends no request, or its head a byte at a time, is close
     headers: { authorization: `Bearer ${KEYS.support}` },
   });
   expect(res.status).toBe(200);
+});
+
+test('past EDGE_MAX_CONNECTIONS a new connection is closed as it is accepted, and a client already connected is still served', async ({
+  stack,
+}) => {
+  const MAX = 40;
+  const s = await stack({ edge: { options: { maxConnections: MAX } } });
+  // Another tenant's client, connected before the flood, keeps its connection.
+  const agent = new Agent({ connections: 1, keepAliveTimeout: 60_000 });
+  const call = async () => {
+    const res = await request(`${s.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { authorization: `Bearer ${KEYS.batch}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...chat(5), max_tokens: 5 }),
+    });
+    await res.body.text();
+    return res.statusCode;
+  };
+  expect(await call()).toBe(200);
+  // The flood: connections that send nothing (held until EDGE_REQUEST_TIMEOUT_MS, 30 s here).
+  const flood = await Promise.all(Array.from({ length: 2 * MAX }, () => open(s)));
+  const since = Date.now();
+  const closed = await Promise.all(
+    flood.map((socket) => {
+      socket.on('error', () => undefined);
+      return closedWithin(socket, since, 2_000);
+    }),
+  );
+  // Before, all 80 stayed open; now those past the bound (the client's connection is one of
+  // the 40) are closed at once.
+  expect(closed.filter((ms) => ms < Infinity).length).toBeGreaterThanOrEqual(MAX + 1);
+  const open_ = await new Promise<number>((resolve, reject) =>
+    s.edge.app.server.getConnections((err, n) => (err ? reject(err) : resolve(n))),
+  );
+  expect(open_).toBeLessThanOrEqual(MAX);
+  // The connected client's calls go on, its hold closed as usual.
+  expect(await call()).toBe(200);
+  const metrics = (await s.edge.app.inject({ method: 'GET', url: '/metrics' })).body;
+  expect(
+    Number(/^edge_dropped_connections_total(?:\{[^}]*\})? (\S+)$/m.exec(metrics)?.[1]),
+  ).toBeGreaterThanOrEqual(MAX + 1);
+  for (const socket of flood) socket.destroy();
+  await agent.close();
+  const u = await s.settled('batch-summariser');
+  expect(u.windows[0]!.used).toBe(2 * (12 + 5));
 });
