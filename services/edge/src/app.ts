@@ -16,6 +16,7 @@ import { observabilityPlugin, readinessChecks } from './plugins/observability.js
 import { suspensionPlugin } from './plugins/suspension.js';
 import { upstreamPlugin } from './plugins/upstream.js';
 import { v1Routes } from './routes/v1.js';
+import { untilTaken } from './request/response-gone.js';
 import { zodValidatorCompiler } from './schemas/validate.js';
 import { statusRoutes } from './status/routes.js';
 import './types.js';
@@ -127,6 +128,14 @@ function boundConnections(app: FastifyInstance, max: number): void {
   app.server.on('drop', () => app.metrics.droppedConnections.inc());
 }
 
+/** A reply the edge has ended is taken by its client in time, or its connection is closed. */
+function guardUnreadReplies(app: FastifyInstance, ms: number): void {
+  app.addHook('onRequest', (_request, reply, done) => {
+    reply.raw.once('prefinish', () => untilTaken(reply.raw, ms));
+    done();
+  });
+}
+
 /** How often node looks for requests past their deadline (its default is every 30 s). */
 const checkEveryMs = (requestTimeoutMs: number) => Math.min(1_000, requestTimeoutMs);
 
@@ -155,6 +164,7 @@ export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
   guardIdleConnections(app, deps.options.requestTimeoutMs);
   boundConnections(app, deps.options.maxConnections);
   guardSlowRequests(app, deps.options.requestTimeoutMs);
+  guardUnreadReplies(app, deps.options.requestTimeoutMs);
   app.setValidatorCompiler(zodValidatorCompiler);
   await app.register(edgeApp, deps);
   await app.ready();

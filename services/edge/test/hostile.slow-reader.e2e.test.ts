@@ -53,6 +53,14 @@ function longReplies(tokens: number, tokenDelayMs: number): StackOptions {
   };
 }
 
+/** Edge options: no bound on a client's lag but its tenant's open bytes (`tenantBodyBytes`). */
+function lagUnbounded(tenantBodyBytes: number) {
+  return {
+    streamLagBytes: 256 * 1024 * 1024,
+    openBodies: { tenantBodyBytes, bodyBytes: 512 * 1024 * 1024 },
+  };
+}
+
 /** Waits for the edge to close its slow client (the client's socket is paused: it would not see the close). */
 async function closedSlow(s: Stack): Promise<void> {
   await waitFor(
@@ -138,12 +146,7 @@ test("a reply left unread counts against its tenant's open bytes on the edge: a 
   // buffers do not take: 0.5 MB seen), and the tenant's bound is 128 KiB.
   const s = await stack({
     ...longReplies(200_000, 1),
-    edge: {
-      options: {
-        streamLagBytes: 256 * 1024 * 1024,
-        openBodies: { tenantBodyBytes: 128 * 1024, bodyBytes: 512 * 1024 * 1024 },
-      },
-    },
+    edge: { options: lagUnbounded(128 * 1024) },
   });
   const socket = neverReads(s, 200_000);
   await closedSlow(s);
@@ -151,5 +154,24 @@ test("a reply left unread counts against its tenant's open bytes on the edge: a 
   await billedAsProvider(s);
   // Everything it kept is let go: the tenant opens calls again.
   await expect.poll(() => openBodyBytes(s)).toBe(0);
+  await servedInFull(s);
+});
+
+test('a client that stops reading a reply the edge has finished is closed once it has taken nothing for EDGE_REQUEST_TIMEOUT_MS: its connection and the unread reply are let go', async ({
+  stack,
+}) => {
+  // A reply larger than the sockets' buffers, under every bound on what it may leave on the
+  // edge: the call ends (settled) with part of it (0.5 MB here) still waiting for the client.
+  // Before, node gave a reply it was still writing no deadline: the connection and those bytes
+  // (in the tenant's open bytes) were kept for ever.
+  const s = await stack({
+    ...longReplies(60_000, 0),
+    edge: { options: { ...lagUnbounded(512 * 1024 * 1024), requestTimeoutMs: 2_000 } },
+  });
+  const socket = neverReads(s, 60_000);
+  await s.settled('support-bot');
+  await expect.poll(() => openBodyBytes(s), { timeout: 15_000, interval: 500 }).toBe(0);
+  socket.destroy();
+  await billedAsProvider(s);
   await servedInFull(s);
 });

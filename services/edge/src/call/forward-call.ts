@@ -9,6 +9,7 @@ import type { EdgeError } from '../errors.js';
 import type { Hold } from '../authority/holds.js';
 import { recordRequest } from '../plugins/observability.js';
 import { printable } from '../request/auth.js';
+import { untilTaken } from '../request/response-gone.js';
 import { closeFailedOpen, settleOutcome, upstreamError } from './failure.js';
 import type { Failure, Opened } from '../upstream/client.js';
 import type { SseEvent } from '../upstream/sse.js';
@@ -464,6 +465,8 @@ async function relay(run: Run): Promise<FastifyReply> {
     run.request.audit.code = err.code;
   } else if (!failure || cut === 'output_limit') out.write(run.transcript.doneEvent());
   out.end();
+  // What the client has not taken yet waits in `pass`: node ends the reply only once it has.
+  untilTaken(reply.raw, run.deps.options.requestTimeoutMs);
   return reply;
 }
 

@@ -36,3 +36,17 @@ export function onResponseGone(res: ServerResponse, fn: () => void): () => void 
     stop();
   };
 }
+
+/**
+ * Once the edge has written all of a reply (its call settled), the client must take the rest
+ * with no pause longer than `ms`, else its connection is closed (node's socket timeout, which
+ * any progress of the writes renews; node puts its keep-alive timeout in its place once the
+ * reply is out). Node gives a reply it is still writing no deadline: a client that stopped
+ * reading kept its connection, and the reply the edge had not written yet (up to
+ * EDGE_STREAM_LAG_BYTES, counted in its tenant's open bytes), for ever.
+ */
+export function untilTaken(res: ServerResponse, ms: number): void {
+  // A pipelined reply waiting for its turn: from its turn on, not during the ones before it.
+  if (res.socket) res.socket.setTimeout(ms);
+  else res.once('socket', (socket: Socket) => socket.setTimeout(ms));
+}
