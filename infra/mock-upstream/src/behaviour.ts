@@ -206,12 +206,24 @@ export function parseCompletionSpec(spec: string): CompletionLength | undefined 
 export const FAILURES = ['500', '429', 'overloaded', 'error', 'hang', 'drop'] as const;
 export type FailureKind = (typeof FAILURES)[number];
 
+/**
+ * What an injected `error` break says, in the surface's own shape: `overloaded` (Anthropic
+ * overloaded_error, OpenAI `server_is_overloaded`), `rate_limit` (rate_limit_error /
+ * `rate_limit_exceeded`), `server` (api_error / `server_error`), `failed` (Responses: a
+ * `response.failed` event with the usage written so far instead of an `error` event; the
+ * others: as `server`). Unset: the surface's default (Anthropic overloaded, OpenAI server).
+ */
+export const STREAM_ERRORS = ['overloaded', 'rate_limit', 'server', 'failed'] as const;
+export type StreamErrorKind = (typeof STREAM_ERRORS)[number];
+
 export interface Failure {
   kind: FailureKind;
   /** 429: seconds in Retry-After. */
   retryAfterS: number;
   /** drop/hang on a stream: content tokens sent before the socket is destroyed or stalls. */
   afterTokens: number;
+  /** `error`: what the stream's error event says (STREAM_ERRORS). */
+  streamError?: StreamErrorKind;
 }
 
 /** Body of `POST /_mock/fail-next`: the next `count` model requests fail this way. */
@@ -220,6 +232,7 @@ export const FailNext = z.strictObject({
   count: z.int().min(1).max(1_000_000).default(1),
   retryAfter: z.number().min(0).max(3_600).default(1),
   afterTokens: z.int().min(0).max(1_000_000).default(0),
+  streamError: z.enum(STREAM_ERRORS).optional(),
 });
 export type FailNextInput = z.input<typeof FailNext>;
 
@@ -228,5 +241,6 @@ export function toFailure(spec: z.infer<typeof FailNext>): Failure {
     kind: spec.status === 529 ? 'overloaded' : (String(spec.status) as FailureKind),
     retryAfterS: spec.retryAfter,
     afterTokens: spec.afterTokens,
+    ...(spec.streamError ? { streamError: spec.streamError } : {}),
   };
 }

@@ -82,3 +82,30 @@ export function chunkFactory(
 export function sse(data: unknown): string {
   return `data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
 }
+
+/**
+ * OpenAI's in-stream error (chat's `data: {"error": ...}`, the `code` of a Responses `error`
+ * event or `response.failed`'s `error`), by what an injected break says.
+ */
+export const OPENAI_STREAM_ERRORS = {
+  overloaded: {
+    type: 'server_error',
+    code: 'server_is_overloaded',
+    message: 'The server is overloaded. (mock)',
+  },
+  rate_limit: {
+    type: 'tokens',
+    code: 'rate_limit_exceeded',
+    message: 'Rate limit reached. (mock)',
+  },
+  server: {
+    type: 'server_error',
+    code: 'server_error',
+    message: 'The server had an error while processing your request. (mock)',
+  },
+  failed: {
+    type: 'server_error',
+    code: 'server_error',
+    message: 'The server had an error while processing your request. (mock)',
+  },
+} as const;

@@ -6,6 +6,8 @@ import {
   type CompletionLength,
   type Failure,
   type FailureKind,
+  STREAM_ERRORS,
+  type StreamErrorKind,
   type OverReport,
   type ToolPrompt,
 } from './behaviour.js';
@@ -55,7 +57,8 @@ interface InvalidHeaders {
  * - `x-mock-latency-ms`: first-token latency; `x-mock-token-delay-ms`: delay between tokens;
  * - `x-mock-completion-tokens`: reply length before the max_tokens cap;
  * - `x-mock-fail: 500|429|overloaded|error|hang|drop`, with `x-mock-fail-after-tokens` (a stream
- *   breaks after that many content tokens) and `x-mock-retry-after` (seconds, 429);
+ *   breaks after that many content tokens), `x-mock-retry-after` (seconds, 429) and
+ *   `x-mock-stream-error: overloaded|rate_limit|server|failed` (what an `error` break says);
  * - `x-mock-ignore-max-tokens: N`: write N tokens per choice whatever the caps say;
  * - `x-mock-overreport-prompt`, `x-mock-overreport-completion` (extra tokens) and
  *   `x-mock-overreport-factor` (a multiplier): usage reports and bills more than was generated;
@@ -132,6 +135,13 @@ export function planRequest(
   if (fail !== undefined && !(typeof fail === 'string' && isFailure(fail))) {
     errors.push(`x-mock-fail must be one of ${FAILURES.join(', ')}`);
   }
+  const streamError = headers['x-mock-stream-error'];
+  if (
+    streamError !== undefined &&
+    !(typeof streamError === 'string' && isStreamError(streamError))
+  ) {
+    errors.push(`x-mock-stream-error must be one of ${STREAM_ERRORS.join(', ')}`);
+  }
   if (errors.length > 0) return Err({ code: 'invalid_mock_header', message: errors.join('; ') });
 
   const b: Behaviour = state.behaviour;
@@ -141,7 +151,14 @@ export function planRequest(
     completion: tokens === undefined ? b.completion : { mode: 'fixed', tokens },
     failure:
       typeof fail === 'string' && isFailure(fail)
-        ? { kind: fail, retryAfterS, afterTokens }
+        ? {
+            kind: fail,
+            retryAfterS,
+            afterTokens,
+            ...(typeof streamError === 'string' && isStreamError(streamError)
+              ? { streamError }
+              : {}),
+          }
         : undefined,
     ignoreMaxTokens: ignoreMaxTokens ?? b.ignoreMaxTokens,
     overReport: {
@@ -171,4 +188,8 @@ export function planRequest(
 
 function isFailure(value: string): value is FailureKind {
   return (FAILURES as readonly string[]).includes(value);
+}
+
+function isStreamError(value: string): value is StreamErrorKind {
+  return (STREAM_ERRORS as readonly string[]).includes(value);
 }

@@ -1,3 +1,4 @@
+import type { StreamErrorKind } from './behaviour.js';
 import type { ModelCall } from './call.js';
 import type { Plan } from './plan.js';
 
@@ -22,8 +23,14 @@ export class TokenStream {
     private readonly plan: Plan,
     /** Content tokens the whole reply has. */
     total: number,
-    /** The surface's error event for an injected `error` break. */
-    private readonly errorEvent: () => string,
+    /**
+     * The surface's error event for an injected `error` break: what it says (undefined: the
+     * surface's default), and the output written until then (a `response.failed` reports it).
+     */
+    private readonly errorEvent: (
+      kind: StreamErrorKind | undefined,
+      written: { output: number; reasoning: number },
+    ) => string,
     private readonly upfront = { reasoning: 0, hidden: 0 },
   ) {
     const f = call.failure;
@@ -69,7 +76,7 @@ export class TokenStream {
     if (kind === 'drop') this.call.drop(output, reasoning);
     else if (kind === 'hang') await this.call.hang(output, reasoning);
     else {
-      await this.call.write(this.errorEvent());
+      await this.call.write(this.errorEvent(this.call.failure?.streamError, this.written));
       this.call.finish('error_stream', output, null, false, reasoning);
       this.end();
     }

@@ -3,13 +3,22 @@ import type { Plan } from '../plan.js';
 import { TokenStream } from '../stream.js';
 import { anthropicUsage, messageObject, outputTokens, type MessagesOutput } from './output.js';
 
+/** Anthropic's in-stream `error` event's `error`, by what the injected break says. */
+const ANTHROPIC_STREAM_ERRORS = {
+  overloaded: { type: 'overloaded_error', message: 'Overloaded (mock)' },
+  rate_limit: { type: 'rate_limit_error', message: 'Rate limit reached (mock)' },
+  server: { type: 'api_error', message: 'Internal server error (mock)' },
+  failed: { type: 'api_error', message: 'Internal server error (mock)' },
+} as const;
+
 /**
  * A Messages stream as Anthropic sends it: message_start (usage with the input and cache
  * counts, output_tokens 1), per content block content_block_start, its deltas (thinking_delta
  * then signature_delta, text_delta, or input_json_delta) and content_block_stop, a ping after
  * the first block starts (each server tool use a server_tool_use block and its result block,
  * after the thinking), message_delta with stop_reason and the cumulative usage (the server
- * tools' counts, `server_tool_use`, only there), then message_stop. An injected `error` break is an `error` event (overloaded_error).
+ * tools' counts, `server_tool_use`, only there), then message_stop. An injected `error` break is an `error` event
+ * (overloaded_error, or what `x-mock-stream-error` says).
  */
 export async function streamMessage(
   call: ModelCall,
@@ -22,8 +31,8 @@ export async function streamMessage(
     `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
   const thinking = out.thinking !== null;
   const { output, reasoning } = outputTokens(out);
-  const pump = new TokenStream(call, plan, output, () =>
-    ev('error', { error: { type: 'overloaded_error', message: 'Overloaded (mock)' } }),
+  const pump = new TokenStream(call, plan, output, (kind) =>
+    ev('error', { error: ANTHROPIC_STREAM_ERRORS[kind ?? 'overloaded'] }),
   );
   // As Anthropic does: the input counts up front, output_tokens 1 until message_delta; the
   // server tools' uses are counted in message_delta's usage only.

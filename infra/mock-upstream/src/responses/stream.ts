@@ -5,19 +5,22 @@ import {
   outputText,
   reasoningItem,
   responseObject,
+  responsesUsage,
   visibleItem,
   visibleTokens,
   type ResponsesOutput,
 } from './objects.js';
 import type { ResponsesBody } from './schema.js';
 import { toolCallItems } from '../server-tools.js';
+import { OPENAI_STREAM_ERRORS } from '../openai.js';
 
 /**
  * A Responses stream as OpenAI sends it: typed events (`event: <type>` with the same `type` in
  * the data) numbered by `sequence_number`: response.created, response.in_progress, the output
  * items (a reasoning item; then the message's content part and its output_text deltas, or the
  * function call's argument deltas), and response.completed, or response.incomplete when
- * max_output_tokens ended it. No `[DONE]`. An injected `error` break is an `error` event.
+ * max_output_tokens ended it. No `[DONE]`. An injected `error` break is an `error` event
+ * (`response.failed` with `x-mock-stream-error: failed`).
  */
 export async function streamResponse(
   call: ModelCall,
@@ -31,17 +34,23 @@ export async function streamResponse(
   let sequence = 0;
   const ev = (type: string, data: object) =>
     `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...data })}\n\n`;
+  const started = responseObject(call.id, body, createdAt, call.info.serviceTier, {
+    status: 'in_progress',
+  });
   const pump = new TokenStream(
     call,
     plan,
     visibleTokens(out),
-    () =>
-      ev('error', { code: 'server_error', message: 'The server had an error (mock)', param: null }),
+    (kind, written) => {
+      const { code, message } = OPENAI_STREAM_ERRORS[kind ?? 'server'];
+      if (kind !== 'failed') return ev('error', { code, message, param: null });
+      // A response that failed: its error, and the usage of what was written until then.
+      const usage = responsesUsage(call.usage(written.output, written.reasoning));
+      const response = { ...started, status: 'failed', error: { code, message }, usage };
+      return ev('response.failed', { response });
+    },
     { reasoning: out.reasoning, hidden: 0 },
   );
-  const started = responseObject(call.id, body, createdAt, call.info.serviceTier, {
-    status: 'in_progress',
-  });
   if (!(await pump.event(ev('response.created', { response: started })))) return;
   if (!(await pump.event(ev('response.in_progress', { response: started })))) return;
   if (!(await pump.begin())) return;

@@ -1,7 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { startCall, type ModelCall } from '../call.js';
 import { completionPieces, hash32, reasoningFor } from '../generate.js';
-import { chunkFactory, sendInvalid, sse, SYSTEM_FINGERPRINT, usage } from '../openai.js';
+import {
+  chunkFactory,
+  OPENAI_STREAM_ERRORS,
+  sendInvalid,
+  sse,
+  SYSTEM_FINGERPRINT,
+  usage,
+} from '../openai.js';
 import type { Plan } from '../plan.js';
 import { countPrompt } from '../prompt.js';
 import { chatToolInput, chatToolUses } from '../server-tools.js';
@@ -186,15 +193,7 @@ async function streamChoices(
     call,
     plan,
     visible,
-    () =>
-      sse({
-        error: {
-          message: 'The server had an error while processing your request. (mock)',
-          type: 'server_error',
-          param: null,
-          code: null,
-        },
-      }),
+    (kind) => sse({ error: { ...OPENAI_STREAM_ERRORS[kind ?? 'server'], param: null } }),
     { reasoning, hidden: output - reasoning - visible },
   );
   if (!(await out.event(sse(chunks.role(0)))) || !(await out.begin())) return;
