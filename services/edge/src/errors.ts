@@ -30,6 +30,11 @@ export const EDGE_ERROR_CODES = [
   'previous_response_not_found',
   /** The upstream failed (5xx, bad gateway, dropped before answering). */
   'upstream_error',
+  /**
+   * The upstream was still overloaded (503, Anthropic's 529 `overloaded_error`, or that error
+   * inside its stream) after the edge's retries: 503, and on Messages Anthropic's 529.
+   */
+  'upstream_overloaded',
   /** The upstream did not answer in time. */
   'upstream_timeout',
   /** A bug; details are in the log, never in the response. */
@@ -101,6 +106,8 @@ export function httpError(code: EdgeErrorCode): HttpError {
       return { status: 404, type: 'invalid_request_error', code };
     case 'upstream_error':
       return { status: 502, type: 'server_error', code };
+    case 'upstream_overloaded':
+      return { status: 503, type: 'server_error', code };
     case 'upstream_timeout':
       return { status: 504, type: 'server_error', code };
     case 'internal':
@@ -178,9 +185,19 @@ function anthropicType(status: number): string {
       return 'request_too_large';
     case 429:
       return 'rate_limit_error';
+    case 529:
+      return 'overloaded_error';
     default:
       return status >= 500 ? 'api_error' : 'invalid_request_error';
   }
+}
+
+/**
+ * The status of an edge error on the Messages surface: as on the OpenAI ones, but an
+ * overloaded upstream is Anthropic's own 529 (the SDK retries it as it would Anthropic's).
+ */
+export function anthropicStatus(code: EdgeErrorCode): number {
+  return code === 'upstream_overloaded' ? 529 : httpError(code).status;
 }
 
 export interface AnthropicErrorBody {
@@ -196,7 +213,7 @@ export interface AnthropicErrorBody {
  */
 export function anthropicErrorBody(err: EdgeError, requestId: string): AnthropicErrorBody {
   const openai = errorBody(err, requestId).error;
-  const { status } = httpError(err.code);
+  const status = anthropicStatus(err.code);
   const message = `${err.code}: ${openai.message}`;
   return { type: 'error', error: { type: anthropicType(status), message }, request_id: requestId };
 }

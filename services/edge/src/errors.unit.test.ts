@@ -1,5 +1,12 @@
 import { expect, test } from 'vitest';
-import { anthropicErrorBody, EDGE_ERROR_CODES, EdgeError, errorBody, httpError } from './errors.js';
+import {
+  anthropicErrorBody,
+  anthropicStatus,
+  EDGE_ERROR_CODES,
+  EdgeError,
+  errorBody,
+  httpError,
+} from './errors.js';
 
 test('every edge error code has the status of the docs/api.md table', () => {
   const statuses = Object.fromEntries(EDGE_ERROR_CODES.map((c) => [c, httpError(c).status]));
@@ -20,6 +27,7 @@ test('every edge error code has the status of the docs/api.md table', () => {
     not_found: 404,
     previous_response_not_found: 400,
     upstream_error: 502,
+    upstream_overloaded: 503,
     upstream_timeout: 504,
     internal: 500,
     admin_token_required: 401,
@@ -65,8 +73,13 @@ test("Anthropic's shape keeps the status, names the type, and carries our code i
     not_found: 'not_found_error',
     upstream_rate_limited: 'rate_limit_error',
     upstream_error: 'api_error',
+    upstream_overloaded: 'overloaded_error',
     budget_authority_unavailable: 'api_error',
   });
+  // An overloaded upstream is Anthropic's own 529 on Messages; every other status is the same.
+  expect(anthropicStatus('upstream_overloaded')).toBe(529);
+  const others = EDGE_ERROR_CODES.filter((c) => c !== 'upstream_overloaded');
+  expect(others.every((c) => anthropicStatus(c) === httpError(c).status)).toBe(true);
   expect(
     anthropicErrorBody(new EdgeError({ code: 'internal', message: 'secret' }), 'r').error.message,
   ).toBe('internal: Internal error (request r).');

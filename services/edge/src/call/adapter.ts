@@ -106,6 +106,12 @@ export interface Accepted {
   texts: { choice: number; text: string }[];
   /** The SSE text to write to a streaming client; null: nothing (usage the client did not ask for). */
   forward: string | null;
+  /**
+   * The reply began though the event carries no text: a provider-run tool's call item (a
+   * Responses `web_search_call`, ...), work the provider bills. From it on nothing is held
+   * back from a streaming client, and an error in the stream is not retried.
+   */
+  begins?: boolean;
 }
 
 /** One call's reading of the upstream stream, in the surface's own format. */

@@ -3,6 +3,7 @@ import type { Usage } from '@holdfast/events';
 import type { Hold } from '../authority/holds.js';
 import type { AbortWhy, Failure } from '../upstream/client.js';
 import { rateLimitedMessage } from '../upstream/rate-limited.js';
+import { addUsage } from '../surfaces/usage.js';
 
 const MAX_CLIENT_RETRY_WAIT_MS = 60_000;
 
@@ -62,10 +63,22 @@ function statusError(f: Extract<Failure, { kind: 'status' }>): EdgeError {
       message: `The upstream rejected the request: ${f.message}`,
     });
   }
+  if (f.status === 503 || f.status === 529) {
+    return new EdgeError({
+      code: 'upstream_overloaded',
+      message: `The model upstream is overloaded (${f.status})${tries(f)}. Retry later.`,
+    });
+  }
   return new EdgeError({
     code: 'upstream_error',
     message: `The model upstream failed (${f.status}).`,
   });
+}
+
+/** `, after 3 attempts`, when the edge retried. */
+function tries(f: Extract<Failure, { kind: 'status' }>): string {
+  const n = f.retries?.attempts ?? 1;
+  return n > 1 ? `, after ${n} attempts` : '';
 }
 
 function abortError(why: AbortWhy): EdgeError | undefined {
@@ -95,15 +108,21 @@ function abortError(why: AbortWhy): EdgeError | undefined {
  * Closes the hold of a call whose upstream never answered 2xx. If the provider may have read
  * the prompt (the request went out and then timed out, dropped, or was aborted), the call is
  * settled with `unreported` (its prompt, priced as the provider may bill it: unreported.ts);
- * otherwise nothing was used and the hold is released.
+ * otherwise nothing was used and the hold is released. `spent`: what earlier attempts that
+ * failed inside their streams billed, settled with it (then never a release).
  */
 export function closeFailedOpen(
   hold: Hold,
   f: Failure,
   sent: boolean,
   unreported: () => Usage,
+  spent?: Usage,
 ): void {
   const why = f.kind === 'aborted' ? f.why : undefined;
+  if (spent) {
+    hold.settle(sent ? addUsage(spent, unreported()) : spent, settleOutcome(f));
+    return;
+  }
   if (!sent) {
     hold.release(
       why === 'client_disconnected'

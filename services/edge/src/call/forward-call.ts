@@ -11,7 +11,8 @@ import { recordRequest } from '../plugins/observability.js';
 import { printable } from '../request/auth.js';
 import { untilTaken } from '../request/response-gone.js';
 import { closeFailedOpen, settleOutcome, upstreamError } from './failure.js';
-import type { Failure, Opened } from '../upstream/client.js';
+import type { Failure, Opened, StreamFailure } from '../upstream/client.js';
+import { isRetryableStatus } from '../upstream/retry.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { Asked, Grant, SurfaceAdapter, Transcript } from './adapter.js';
 import type { CallDeps } from './deps.js';
@@ -23,7 +24,7 @@ import { fallbackClaim } from './capacity-move.js';
 import type { ToolUses } from './tool-uses.js';
 import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
-import { plainUsage } from '../surfaces/usage.js';
+import { addUsage, plainUsage } from '../surfaces/usage.js';
 import { WriteBatch } from './write-batch.js';
 
 interface AdmittedCall {
@@ -59,7 +60,23 @@ interface Run {
   growth: HoldGrowth | undefined;
   /** The client's body (read again only to bill a call the provider reported no usage of). */
   body: unknown;
+  /**
+   * What the call's earlier attempts billed: each failed inside its stream before anything
+   * reached the client and was retried (undefined: none, or none billed anything).
+   */
+  spent: Usage | undefined;
+  /**
+   * The reply began: an event carrying output (or the terminal one) came. Until then nothing
+   * is written to a streaming client, so an error the provider sends first can be retried.
+   */
+  began: boolean;
 }
+
+/** How one attempt's stream ended: the client answered, or a retry asked for. */
+type Served =
+  | { kind: 'answered'; reply: FastifyReply }
+  /** An error inside the stream before it began: retried as its status; `spent`: its bill. */
+  | { kind: 'retry'; failure: StreamFailure; spent: Usage | undefined };
 
 /**
  * Forwards an admitted call and closes its hold on every path: settle on a finished, cut or
@@ -114,34 +131,50 @@ export async function forwardCall<B>(
       model: call.model,
       claim: fallbackClaim(deps, call),
     });
-    if (!result.ok) {
-      const { failure, sent } = result.error;
-      closeFailedOpen(call.hold, failure, sent, () =>
-        unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body)),
-      );
-      request.audit.outcome = failure.kind;
-      return await answerFailure(request, reply, adapter, failure);
-    }
-    const { opened } = result.value;
-    try {
-      return await served(opened);
-    } catch (err) {
-      // The upstream has the request: a failure of the edge's own from here on is billed as a
-      // connection lost (the prompt, and what was read), never released as if nothing was sent.
-      if (!call.hold.closed) {
-        closeFailedOpen(call.hold, { kind: 'dropped', message: String(err) }, true, () =>
-          unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body)),
-        );
+    let attempt = result;
+    // What the attempts that failed inside their streams billed (each retried on this hold).
+    let spent: Usage | undefined;
+    const unreported = () => unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body));
+    for (;;) {
+      if (!attempt.ok) {
+        const { failure, sent } = attempt.error;
+        closeFailedOpen(call.hold, failure, sent, unreported, spent);
+        request.audit.outcome = failure.kind;
+        return await answerFailure(request, reply, adapter, failure);
       }
-      throw err;
-    } finally {
-      opened.done();
+      const { opened, again } = attempt.value;
+      let outcome: Served;
+      try {
+        outcome = await served(opened, spent);
+      } catch (err) {
+        // The upstream has the request: a failure of the edge's own from here on is billed as
+        // a connection lost (the prompt, and what was read), never released as if nothing was
+        // sent.
+        if (!call.hold.closed) {
+          const dropped: Failure = { kind: 'dropped', message: String(err) };
+          closeFailedOpen(call.hold, dropped, true, unreported, spent);
+        }
+        throw err;
+      } finally {
+        opened.done();
+      }
+      if (outcome.kind === 'answered') return await outcome.reply;
+      spent = spent && outcome.spent ? addUsage(spent, outcome.spent) : (spent ?? outcome.spent);
+      deps.metrics.upstreamRetries.inc({
+        upstream: opened.upstream.id,
+        reason: `stream_${outcome.failure.status}`,
+      });
+      request.log.warn(
+        { upstream: opened.upstream.id, status: outcome.failure.status },
+        'upstream failed inside its stream before the reply began: retried',
+      );
+      attempt = await again(outcome.failure);
     }
   } finally {
     lease?.stop();
   }
 
-  async function served(opened: Opened): Promise<FastifyReply> {
+  async function served(opened: Opened, spent: Usage | undefined): Promise<Served> {
     const run: Run = {
       deps,
       request,
@@ -157,6 +190,8 @@ export async function forwardCall<B>(
       }),
       growth: growthOf(deps, request, call, adapter.extensible),
       body,
+      spent,
+      began: false,
     };
     return call.asked.stream ? relay(run) : collect(run);
   }
@@ -257,6 +292,10 @@ function handler(run: Run, write: (forward: string) => void) {
       for (const id of transcript.storedItemIds?.() ?? []) storing(id);
     }
     for (const t of accepted.texts) meter.add(t.choice, t.text);
+    run.began ||=
+      accepted.begins === true ||
+      transcript.finished() ||
+      accepted.texts.some((t) => t.text.length > 0);
     const cut = over();
     if (cut === false) return pass(accepted.forward);
     if (cut === true) {
@@ -308,13 +347,24 @@ function refusedInStream(run: Run, failure: Failure | undefined): boolean {
   return failure?.kind === 'status' && run.transcript.streamError?.()?.beforeStart === true;
 }
 
-/** Settles what the call used; returns the usage settled. */
-async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
-  if (refusedInStream(run, failure)) {
-    run.call.hold.release('upstream_error');
-    Object.assign(run.request.audit, { completionTokens: 0, outcome: 'upstream_error' });
-    return plainUsage(0, 0);
-  }
+/**
+ * An error the provider wrote into its stream before the reply began (nothing reached the
+ * client), of a status the edge retries (429, 5xx, Anthropic's 529): the attempt is retried as
+ * if it had answered that status. Not when the client left or the edge ended the call.
+ */
+function retryable(run: Run, failure: Failure | undefined): StreamFailure | undefined {
+  if (run.began || failure?.kind !== 'status' || !run.transcript.streamError?.()) return undefined;
+  if (run.call.live.signal.aborted || !isRetryableStatus(failure.status)) return undefined;
+  return failure;
+}
+
+/**
+ * What this attempt used, as the provider bills it: its usage when it reported one, else the
+ * edge's count (unreportedOf); undefined when it bills nothing (an error event before the
+ * provider began the reply: refusedInStream).
+ */
+async function attemptUsage(run: Run, failure: Failure | undefined): Promise<Usage | undefined> {
+  if (refusedInStream(run, failure)) return undefined;
   const reported = run.transcript.usage();
   const usage = reported ?? (await unreportedOf(run));
   // Billed at the tier the provider reported (none: the tier held).
@@ -325,6 +375,21 @@ async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
     // else those the stream showed (without a report, unreportedUsage bills the bound held).
     const toolUses = run.transcript.toolUses?.();
     if (toolUses) usage.toolUses = toolUses;
+  }
+  return usage;
+}
+
+/**
+ * Settles what the call used (with what its earlier attempts billed), or releases the hold
+ * when nothing was; returns the usage settled.
+ */
+async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
+  const used = await attemptUsage(run, failure);
+  const usage = used && run.spent ? addUsage(run.spent, used) : (used ?? run.spent);
+  if (!usage) {
+    run.call.hold.release('upstream_error');
+    Object.assign(run.request.audit, { completionTokens: 0, outcome: 'upstream_error' });
+    return plainUsage(0, 0);
   }
   const outcome = failure ? settleOutcome(failure) : 'completed';
   // A response the upstream stored, and its output items, are the tenant's: recorded with the
@@ -382,7 +447,7 @@ async function billedOutput(run: Run): Promise<number> {
 }
 
 /** Non-streaming client: read the whole upstream stream, answer the assembled response. */
-async function collect(run: Run): Promise<FastifyReply> {
+async function collect(run: Run): Promise<Served> {
   const end = await pump(
     run.opened,
     run.call.live,
@@ -390,14 +455,17 @@ async function collect(run: Run): Promise<FastifyReply> {
     { asJson: (json) => run.adapter.asEvents(json) },
   );
   const failure = endFailure(end, run.transcript);
+  const retry = retryable(run, failure);
+  if (retry) return { kind: 'retry', failure: retry, spent: await attemptUsage(run, failure) };
   const usage = await settle(run, failure);
   const { request, reply } = run;
   const cut = edgeCut(failure);
-  if (failure && !cut) return answerFailure(request, reply, run.adapter, failure);
+  const answered = (r: FastifyReply): Served => ({ kind: 'answered', reply: r });
+  if (failure && !cut) return answered(answerFailure(request, reply, run.adapter, failure));
   if (cut === 'suspended') reply.header('x-holdfast-ended', 'tenant_suspended');
   if (cut === 'budget_exhausted') reply.header('x-holdfast-ended', 'budget_exhausted');
   if (cut === 'output_limit') reply.header('x-holdfast-ended', 'output_limit');
-  return reply.send(run.transcript.assemble(cut !== undefined, usage));
+  return answered(reply.send(run.transcript.assemble(cut !== undefined, usage)));
 }
 
 /**
@@ -422,21 +490,36 @@ function tooSlow(run: Run): void {
 }
 
 /** Streaming client: pass each event on as it arrives (what one read brings, in one write). */
-async function relay(run: Run): Promise<FastifyReply> {
+async function relay(run: Run): Promise<Served> {
   const { reply, call } = run;
   const pass = new PassThrough();
   pass.on('error', () => undefined);
-  reply.code(200).headers({
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    'x-accel-buffering': 'no',
-  });
-  void reply.send(pass);
   const out = new WriteBatch(pass);
+  // The events before the reply begins (Anthropic's message_start, a Responses
+  // response.created) are held back with the response's head, so an error the provider
+  // sends before the reply can still be retried, or answered with its status.
+  const held: string[] = [];
+  let open = false;
+  const begin = () => {
+    if (open) return;
+    open = true;
+    reply.code(200).headers({
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+    });
+    void reply.send(pass);
+    for (const event of held) out.write(event);
+    held.length = 0;
+  };
   const end = await pump(
     run.opened,
     call.live,
-    handler(run, (forward) => out.write(forward)),
+    handler(run, (forward) => {
+      if (!run.began) return void held.push(forward);
+      begin();
+      out.write(forward);
+    }),
     {
       out: pass,
       flush: () => out.flush(),
@@ -447,13 +530,22 @@ async function relay(run: Run): Promise<FastifyReply> {
     },
   );
   const failure = endFailure(end, run.transcript);
+  const retry = retryable(run, failure);
+  if (retry) return { kind: 'retry', failure: retry, spent: await attemptUsage(run, failure) };
   const usage = await settle(run, failure);
   const cut = edgeCut(failure);
   if (failure?.kind === 'aborted' && failure.why === 'client_disconnected') {
     recordRequest(run.request, 499, reply.elapsedTime);
     pass.destroy();
-    return reply;
+    if (!open) reply.hijack();
+    return { kind: 'answered', reply };
   }
+  // An error inside the stream before the reply began, past the retries (or one not retried):
+  // nothing reached the client, so it gets the error's status, as if the upstream had answered it.
+  if (!open && failure?.kind === 'status' && run.transcript.streamError?.()) {
+    return { kind: 'answered', reply: answerFailure(run.request, reply, run.adapter, failure) };
+  }
+  begin();
   if (cut === 'output_limit' || cut === 'budget_exhausted') {
     out.write(run.transcript.endAtLength(usage));
     if (cut === 'output_limit') run.request.audit.code = 'output_limit';
@@ -467,7 +559,7 @@ async function relay(run: Run): Promise<FastifyReply> {
   out.end();
   // What the client has not taken yet waits in `pass`: node ends the reply only once it has.
   untilTaken(reply.raw, run.deps.options.requestTimeoutMs);
-  return reply;
+  return { kind: 'answered', reply };
 }
 
 /** Answers a failure before any byte reached the client (nothing, when the client is gone). */

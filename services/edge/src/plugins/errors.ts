@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { printable } from '../request/auth.js';
-import { anthropicErrorBody, EdgeError, errorBody, httpError } from '../errors.js';
+import { anthropicErrorBody, anthropicStatus, EdgeError, errorBody, httpError } from '../errors.js';
 import type { ErrorShape } from '../types.js';
 
 /** The error body shape of the request's route: Anthropic's on /v1/messages, else OpenAI's. */
@@ -26,12 +26,10 @@ export function sendError(
   if (spec.status >= 500) {
     request.log.error({ err, code: err.code, context: err.context }, 'request failed');
   }
-  const body =
-    errorShapeOf(request) === 'anthropic'
-      ? anthropicErrorBody(err, request.id)
-      : errorBody(err, request.id);
+  const anthropic = errorShapeOf(request) === 'anthropic';
+  const body = anthropic ? anthropicErrorBody(err, request.id) : errorBody(err, request.id);
   return reply
-    .code(spec.status)
+    .code(anthropic ? anthropicStatus(err.code) : spec.status)
     .headers({ ...err.headers, 'x-holdfast-error-code': err.code })
     .send(body);
 }

@@ -1,4 +1,4 @@
-import type { Usage } from '@holdfast/events';
+import { Usage } from '@holdfast/events';
 
 /** A usage figure the authority accepts: a non-negative integer within its limits, else undefined. */
 export function usageCount(n: unknown): number | undefined {
@@ -19,4 +19,29 @@ export function plainUsage(promptTokens: number, completionTokens: number): Usag
     audioPromptTokens: 0,
     audioCompletionTokens: 0,
   };
+}
+
+/** The token counts of a usage (every field of the schema but the tier and the tool uses). */
+const COUNTS = Object.keys(Usage.shape).filter(
+  (k): k is Exclude<keyof Usage, 'serviceTier' | 'toolUses'> =>
+    k !== 'serviceTier' && k !== 'toolUses',
+);
+
+/**
+ * Two usages of one call together (an attempt the provider failed in its stream and billed,
+ * then the attempt that answered): every count added, tool uses by kind; the tier the later
+ * one was served at.
+ */
+export function addUsage(a: Usage, b: Usage): Usage {
+  const sum: Usage = { ...b };
+  for (const k of COUNTS) sum[k] = (a[k] ?? 0) + (b[k] ?? 0);
+  if (a.toolUses || b.toolUses) {
+    const uses = { ...a.toolUses };
+    for (const [kind, n] of Object.entries(b.toolUses ?? {}) as [keyof typeof uses, number][]) {
+      uses[kind] = (uses[kind] ?? 0) + n;
+    }
+    sum.toolUses = uses;
+  }
+  if (!b.serviceTier && a.serviceTier) sum.serviceTier = a.serviceTier;
+  return sum;
 }

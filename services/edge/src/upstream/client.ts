@@ -95,7 +95,22 @@ interface OpenFailure {
 /** What a limits report needs of a call's model. */
 export type LimitedModel = Pick<CompiledModel, 'id' | 'upstream' | 'capacity'>;
 
-export type OpenResult = Result<{ opened: Opened; attempts: number }, OpenFailure>;
+/** An error the upstream wrote into its 200 stream, as the status it stands for. */
+export type StreamFailure = Extract<Failure, { kind: 'status' }>;
+
+export type OpenResult = Result<
+  {
+    opened: Opened;
+    attempts: number;
+    /**
+     * The opened stream failed with an error inside it before anything reached the client:
+     * goes on as if this attempt had answered that status (a retry after backoff on the same
+     * upstream, then its fallbacks; the same attempts in all), or gives up with it.
+     */
+    again: (failure: StreamFailure) => Promise<OpenResult>;
+  },
+  OpenFailure
+>;
 
 /** One attempt: the response opened, or how it failed and whether the request went out. */
 type AttemptResult = Result<Opened, { failure: Failure; sent: boolean }>;
@@ -218,60 +233,71 @@ export class UpstreamClient {
     return result;
   }
 
-  async #open(call: UpstreamCall): Promise<OpenResult> {
-    let attempts = 0;
-    let last: { failure: Failure; upstream: string } | undefined;
-    const story: RetryStory = {
-      attempts: 0,
-      waitedMs: 0,
-      stop: 'retries',
-      retryAfterCapMs: this.#o.retry.retryAfterCapMs,
-      upstreams: [],
-    };
-    // The call's last failure, with the story of its retries when the upstream refused it.
-    const told = (l: { failure: Failure; upstream: string }) =>
-      l.failure.kind === 'status'
-        ? { ...l, failure: { ...l.failure, retries: { ...story, attempts } } }
-        : l;
-    for (const [i, target] of call.targets.entries()) {
-      if (i > 0 && call.claim && !(await call.claim(target))) continue;
-      story.upstreams.push(target.id);
-      for (let retry = 0; retry <= target.maxRetries; retry++) {
-        attempts++;
-        const result = await this.#attempt(call, target);
-        if (result.ok) return Ok({ opened: result.value, attempts });
-        last = { failure: result.error.failure, upstream: target.id };
-        if (result.error.sent || result.error.failure.kind === 'aborted') {
-          return Err({ ...last, sent: result.error.sent, attempts });
+  async #open(
+    call: UpstreamCall,
+    loop = new RetryLoop(this.#o.retry.retryAfterCapMs),
+  ): Promise<OpenResult> {
+    // A loop resumed after an error the upstream sent inside its 200 stream: that attempt's
+    // failure is handled as if it had come as its status, on the same upstream and budget.
+    let pending = loop.resumeWith;
+    loop.resumeWith = undefined;
+    for (; loop.target < call.targets.length; loop.target++, loop.retry = 0, loop.entered = false) {
+      const target = call.targets[loop.target]!;
+      if (!loop.entered) {
+        if (loop.target > 0 && call.claim && !(await call.claim(target))) continue;
+        loop.entered = true;
+        loop.story.upstreams.push(target.id);
+      }
+      for (; loop.retry <= target.maxRetries; loop.retry++) {
+        let f: Failure;
+        if (pending) {
+          f = pending;
+          pending = undefined;
+        } else {
+          loop.attempts++;
+          const result = await this.#attempt(call, target);
+          if (result.ok) {
+            const again = (failure: StreamFailure) => {
+              loop.resumeWith = failure;
+              loop.last = { failure, upstream: target.id };
+              return this.#open(call, loop);
+            };
+            return Ok({ opened: result.value, attempts: loop.attempts, again });
+          }
+          loop.last = { failure: result.error.failure, upstream: target.id };
+          if (result.error.sent || result.error.failure.kind === 'aborted') {
+            return Err({ ...loop.last, sent: result.error.sent, attempts: loop.attempts });
+          }
+          f = result.error.failure;
         }
-        const f = result.error.failure;
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
-          return Err({ ...last, sent: false, attempts });
+          return Err({ ...loop.last!, sent: false, attempts: loop.attempts });
         }
         // The tenant's share of this upstream frees only as its own calls end: the next one.
         if (f.kind === 'busy') break;
-        if (retry === target.maxRetries) {
-          story.stop = target.maxRetries === 0 ? 'no_retries' : 'retries';
+        if (loop.retry === target.maxRetries) {
+          loop.story.stop = target.maxRetries === 0 ? 'no_retries' : 'retries';
           break;
         }
         const asked = f.kind === 'status' ? f.retryAfterMs : undefined;
-        const delay = retryDelayMs(retry, asked, this.#o.retry);
+        const delay = retryDelayMs(loop.retry, asked, this.#o.retry);
         if (delay === undefined) {
-          story.stop = 'retry_after';
+          loop.story.stop = 'retry_after';
           break;
         }
         const reason = f.kind === 'status' ? String(f.status) : 'connect';
         this.#o.metrics.upstreamRetries.inc({ upstream: target.id, reason });
-        story.waitedMs += delay;
+        loop.story.waitedMs += delay;
         try {
           await sleep(delay, undefined, { signal: call.signal });
         } catch {
-          return Err({ ...abortedFailure(call.signal, target.id), sent: false, attempts });
+          const aborted = abortedFailure(call.signal, target.id);
+          return Err({ ...aborted, sent: false, attempts: loop.attempts });
         }
       }
     }
-    if (!last) throw new Error('model has no upstream');
-    return Err({ ...told(last), sent: false, attempts });
+    if (!loop.last) throw new Error('model has no upstream');
+    return Err({ ...loop.told(), sent: false, attempts: loop.attempts });
   }
 
   async #attempt(call: UpstreamCall, target: UpstreamConfig): Promise<AttemptResult> {
@@ -384,6 +410,31 @@ export class UpstreamClient {
     let origin = this.#origins.get(target);
     if (origin === undefined) this.#origins.set(target, (origin = new URL(base).origin));
     return this.#shares.take(origin, tenant);
+  }
+}
+
+/** Where a call's attempts are: which upstream, which retry, and what they did so far. */
+class RetryLoop {
+  target = 0;
+  retry = 0;
+  /** The current upstream was claimed and named in the story. */
+  entered = false;
+  attempts = 0;
+  last: { failure: Failure; upstream: string } | undefined;
+  /** The failure of an opened stream, handled first when the loop goes on (`again`). */
+  resumeWith: Failure | undefined;
+  readonly story: RetryStory;
+
+  constructor(retryAfterCapMs: number) {
+    this.story = { attempts: 0, waitedMs: 0, stop: 'retries', retryAfterCapMs, upstreams: [] };
+  }
+
+  /** The call's last failure, with the story of its retries when the upstream refused it. */
+  told(): { failure: Failure; upstream: string } {
+    const l = this.last!;
+    return l.failure.kind === 'status'
+      ? { ...l, failure: { ...l.failure, retries: { ...this.story, attempts: this.attempts } } }
+      : l;
   }
 }
 

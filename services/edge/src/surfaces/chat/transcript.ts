@@ -5,6 +5,7 @@ import { reportedServiceTier } from '../../call/service-tier.js';
 import { SEARCH_MODEL_USES, type ToolUses } from '../../call/tool-uses.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
+import { openaiStreamErrorStatus } from '../stream-error.js';
 import { plainUsage, usageCount } from '../usage.js';
 
 /** The parts of a `chat.completion.chunk` the edge reads; the rest passes through untouched. */
@@ -18,7 +19,7 @@ export interface ChatChunk {
   choices?: ChunkChoice[];
   usage?: ProviderUsage | null;
   /** An error the provider reports mid-stream (`data: {"error": {...}}`). */
-  error?: { message?: unknown } | null;
+  error?: { message?: unknown; type?: unknown; code?: unknown } | null;
 }
 
 interface ChunkChoice {
@@ -128,10 +129,10 @@ export class ChatTranscript implements Transcript {
     }
     if (chunk.service_tier != null) this.#tier = chunk.service_tier;
     if (typeof chunk.error === 'object' && chunk.error !== null && this.#error === undefined) {
-      const { message } = chunk.error;
+      const { message, type, code } = chunk.error;
       this.#error = {
-        // A chat error chunk carries no status: answered as the upstream failing.
-        status: 502,
+        // A chat error chunk carries no status: its type and code say which (else 502).
+        status: openaiStreamErrorStatus(type, code, 502),
         message: typeof message === 'string' ? message.slice(0, 500) : 'an error',
         beforeStart: false,
       };

@@ -1,11 +1,12 @@
 import { toolUseKind } from '@holdfast/config';
 import { ItemId, MAX_ITEM_IDS, ResponseId, type Usage } from '@holdfast/events';
-import type { Accepted, Transcript } from '../../call/adapter.js';
+import type { Accepted, StreamError, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
 import { errorBody, type EdgeError } from '../../errors.js';
 import { sseEvent, type SseEvent } from '../../upstream/sse.js';
 import type { ToolUses } from '../../call/tool-uses.js';
+import { openaiStreamErrorStatus } from '../stream-error.js';
 import { plainUsage, usageCount } from '../usage.js';
 import { itemText, OutputItems, type Item } from './items.js';
 
@@ -51,6 +52,8 @@ export class ResponsesTranscript implements Transcript {
   /** Output indexes whose text arrived in deltas (counted as it came). */
   readonly #streamed = new Set<number>();
   #sequence = -1;
+  /** The `error` event or `response.failed` the provider sent instead of an answer. */
+  #error: StreamError | undefined;
 
   /** `store` false: the request said `store: false`, so the upstream keeps no response. */
   constructor(private readonly opts: { model: string; store?: boolean }) {}
@@ -62,6 +65,7 @@ export class ResponsesTranscript implements Transcript {
     if (typeof data.sequence_number === 'number')
       this.#sequence = Math.max(this.#sequence, data.sequence_number);
     const texts: Accepted['texts'] = [];
+    let begins = false;
     const index = typeof data.output_index === 'number' ? data.output_index : 0;
     if (type.endsWith('.delta') && !NOT_TEXT.has(type) && typeof data.delta === 'string') {
       this.#streamed.add(index);
@@ -70,6 +74,8 @@ export class ResponsesTranscript implements Transcript {
     } else if (type === 'response.output_item.added' || type === 'response.output_item.done') {
       const item = data.item as Item | undefined;
       if (item) {
+        // A provider-run tool's call (web_search_call, ...): the provider works, and bills.
+        begins = str(item.type).endsWith('_call');
         this.#storedItem(item);
         const first = this.#items.put(index, item);
         // A function's name is written by the model too (counted once, as on chat).
@@ -83,15 +89,24 @@ export class ResponsesTranscript implements Transcript {
     } else if (TERMINAL.has(type)) {
       // One terminal event ends a response; a later one (a broken upstream) replaces it only
       // when it reported no usage, never wiping out a usage that came.
+      const answered = this.finished();
       if (this.usage() === undefined) this.#final = data.response as ResponseObject;
+      // A response that failed (and had not completed before): its error fails the call.
+      if (type === 'response.failed' && !answered) {
+        const failed = data.response as ResponseObject | undefined;
+        const e = (failed?.error ?? {}) as { code?: unknown; message?: unknown };
+        this.#failed(e.code, e.message);
+      }
       this.#stored = this.#storedId();
       const output = (data.response as ResponseObject | undefined)?.output;
       if (Array.isArray(output)) for (const item of output as Item[]) this.#storedItem(item);
+    } else if (type === 'error') {
+      if (!this.finished()) this.#failed(data.code, data.message);
     } else if (type === 'response.created' || type === 'response.in_progress') {
       this.#response ??= data.response as ResponseObject;
       this.#stored = this.#storedId();
     }
-    return { texts, forward: sseEvent(event.data, type) };
+    return { texts, forward: sseEvent(event.data, type), ...(begins ? { begins } : {}) };
   }
 
   /** The tier the response object says served the call (the terminal one's, else the first). */
@@ -163,8 +178,25 @@ export class ResponsesTranscript implements Transcript {
     return ResponseId.safeParse(id).success ? id : undefined;
   }
 
+  /** A response that completed or ended incomplete; one that failed did not finish. */
   finished(): boolean {
-    return this.#final !== undefined;
+    return this.#final !== undefined && this.#error === undefined;
+  }
+
+  /**
+   * The `error` event, or `response.failed`, the provider sent instead of the rest of the
+   * answer, as the status its code stands for (a server error: 500).
+   */
+  streamError(): StreamError | undefined {
+    return this.#error;
+  }
+
+  #failed(code: unknown, message: unknown): void {
+    this.#error ??= {
+      status: openaiStreamErrorStatus(undefined, code, 500),
+      message: `${str(code) || 'error'}: ${str(message).slice(0, 200)}`,
+      beforeStart: false,
+    };
   }
 
   endAtLength(usage: Usage): string {

@@ -1,0 +1,187 @@
+import type { HoldfastEvent } from '@holdfast/events';
+import { expect } from 'vitest';
+import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import {
+  anthropic,
+  billedAsProvider,
+  CLAUDE,
+  clientError,
+  post,
+  withClaude,
+  words,
+} from './surfaces.js';
+
+/**
+ * Upstream failures that arrive inside a 200 stream: Anthropic's `event: error` (overloaded,
+ * rate limited), a Responses `error` event or `response.failed`, a chat error chunk. Before
+ * anything reached the client they are retried as the status they stand for (same backoff,
+ * same attempts, same hold); after, the client's stream ends in the API's own error shape.
+ * Either way: one hold, one close, books equal to what the provider billed (the mock bills
+ * each failed attempt's prompt, as it read it), nothing held.
+ */
+
+const claude = (stream: boolean) => ({
+  model: CLAUDE,
+  max_tokens: 100,
+  messages: [{ role: 'user' as const, content: words(20) }],
+  stream,
+});
+const responses = (stream: boolean) => ({
+  model: 'gpt-4o-mini',
+  input: words(20),
+  max_output_tokens: 100,
+  stream,
+});
+const chat = (stream: boolean) => ({
+  model: 'gpt-4o-mini',
+  messages: [{ role: 'user' as const, content: words(20) }],
+  max_tokens: 100,
+  stream,
+});
+const OPENAI = { authorization: `Bearer ${KEYS.support}` };
+const ANTHROPIC = { 'x-api-key': KEYS.support, 'anthropic-version': '2023-06-01' };
+
+/** A raw call: its status and body text (a stream's whole text). */
+async function raw(s: Stack, path: string, body: Record<string, unknown>) {
+  const headers = path === '/v1/messages' ? ANTHROPIC : OPENAI;
+  const res = await fetch(`${s.edge.url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+/** Every admission has exactly one close; returns the closes. */
+async function onceClosed(s: Stack, admissions: number): Promise<HoldfastEvent[]> {
+  const isClose = (e: HoldfastEvent) =>
+    e.type === 'reservation.settled' ||
+    e.type === 'reservation.released' ||
+    e.type === 'reservation.expired';
+  const events = await s.events((all) => all.filter(isClose).length >= admissions);
+  const created = events.filter((e) => e.type === 'reservation.created');
+  const closes = events.filter(isClose);
+  expect(created).toHaveLength(admissions);
+  expect(closes).toHaveLength(admissions);
+  expect(new Set(closes.map((e) => e.reservationId)).size).toBe(admissions);
+  return closes;
+}
+
+const outcomes = (closes: HoldfastEvent[]) =>
+  closes.map((e) => (e.type === 'reservation.settled' ? e.outcome : e.type));
+
+test('Messages: an error event before any content is retried like its status; the client gets the answer, one hold, both attempts billed as the provider billed them', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withClaude });
+  s.upstream.failNext({ status: 'error', count: 1 });
+  const streamed = await anthropic(s, KEYS.support).messages.stream(claude(true)).finalMessage();
+  expect(streamed.stop_reason).toBe('end_turn');
+  s.upstream.failNext({ status: 'error', count: 2, streamError: 'rate_limit' });
+  const plain = await anthropic(s, KEYS.support).messages.create({
+    ...claude(false),
+    stream: false,
+  });
+  expect(plain.stop_reason).toBe('end_turn');
+  expect(s.upstream.stats().requests.messages).toBe(5);
+  expect(s.upstream.stats().errorsInjected).toMatchObject({ error: 3 });
+  await billedAsProvider(s, 'support-bot');
+  expect(outcomes(await onceClosed(s, 2))).toEqual(['completed', 'completed']);
+});
+
+test('Messages: retries run out: 529 overloaded_error to a streaming and a non-streaming client, every attempt billed as the provider billed it, the hold closed once', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withClaude });
+  for (const stream of [false, true]) {
+    s.upstream.failNext({ status: 'error', count: 3 });
+    const err = await clientError(
+      stream
+        ? anthropic(s, KEYS.support).messages.stream(claude(true)).finalMessage()
+        : anthropic(s, KEYS.support).messages.create({ ...claude(false), stream: false }),
+    );
+    expect(err.status).toBe(529);
+    expect(err.error).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
+  }
+  expect(s.upstream.stats().requests.messages).toBe(6);
+  await billedAsProvider(s, 'support-bot');
+  expect(outcomes(await onceClosed(s, 2))).toEqual(['upstream_error', 'upstream_error']);
+});
+
+test('Responses: an error event or response.failed before any content is retried; retries run out: 503 overloaded, 429 rate limited', async ({
+  stack,
+}) => {
+  const s = await stack({});
+  for (const streamError of ['overloaded', 'failed'] as const) {
+    for (const stream of [true, false]) {
+      s.upstream.failNext({ status: 'error', count: 1, streamError });
+      const r = await raw(s, '/v1/responses', responses(stream));
+      expect(r.status).toBe(200);
+      expect(r.text).toContain('"status":"completed"');
+      expect(r.text).not.toContain('"type":"error"');
+      expect(r.text).not.toContain('response.failed');
+    }
+  }
+  s.upstream.failNext({ status: 'error', count: 3, streamError: 'overloaded' });
+  const overloaded = await raw(s, '/v1/responses', responses(true));
+  expect(overloaded.status).toBe(503);
+  expect(JSON.parse(overloaded.text)).toMatchObject({ error: { code: 'upstream_overloaded' } });
+  s.upstream.failNext({ status: 'error', count: 3, streamError: 'rate_limit' });
+  const limited = await post(s, '/v1/responses', responses(false), OPENAI);
+  expect(limited.status).toBe(429);
+  expect(limited.body).toMatchObject({ error: { code: 'upstream_rate_limited' } });
+  expect(s.upstream.stats().requests.responses).toBe(4 * 2 + 3 + 3);
+  await billedAsProvider(s, 'support-bot');
+  const closes = outcomes(await onceClosed(s, 6));
+  expect(closes).toEqual([
+    ...Array<string>(4).fill('completed'),
+    'upstream_error',
+    'upstream_error',
+  ]);
+});
+
+test('Chat: an error chunk before any content is retried; after content the stream ends with it, no retry, settled to what streamed', async ({
+  stack,
+}) => {
+  const s = await stack({});
+  for (const stream of [true, false]) {
+    s.upstream.failNext({ status: 'error', count: 1 });
+    const r = await raw(s, '/v1/chat/completions', chat(stream));
+    expect(r.status).toBe(200);
+    expect(r.text).not.toContain('"error"');
+  }
+  s.upstream.failNext({ status: 'error', afterTokens: 5 });
+  const cut = await raw(s, '/v1/chat/completions', chat(true));
+  expect(cut.status).toBe(200);
+  expect(cut.text.match(/"error"/g)).toHaveLength(1);
+  expect(cut.text).not.toContain('[DONE]');
+  expect(s.upstream.stats().requests.chatCompletions).toBe(5);
+  await billedAsProvider(s, 'support-bot');
+  const closes = outcomes(await onceClosed(s, 3));
+  expect(closes).toEqual(['completed', 'completed', 'upstream_error']);
+});
+
+test('after content was forwarded: Messages and Responses streams end in their own error shape, never retried, settled to what streamed (response.failed too)', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withClaude });
+  s.upstream.failNext({ status: 'error', afterTokens: 5 });
+  const m = await raw(s, '/v1/messages', claude(true));
+  expect(m.status).toBe(200);
+  expect(m.text.match(/event: error/g)).toHaveLength(1);
+  expect(m.text).toContain('overloaded_error');
+  expect(m.text).not.toContain('message_stop');
+  s.upstream.failNext({ status: 'error', afterTokens: 5, streamError: 'failed' });
+  const r = await raw(s, '/v1/responses', responses(true));
+  expect(r.status).toBe(200);
+  expect(r.text.match(/event: response\.failed/g)).toHaveLength(1);
+  expect(r.text).not.toContain('event: error');
+  s.upstream.failNext({ status: 'error', afterTokens: 5, streamError: 'failed' });
+  const plain = await raw(s, '/v1/responses', responses(false));
+  expect(plain.status).toBe(502);
+  expect(JSON.parse(plain.text)).toMatchObject({ error: { code: 'upstream_error' } });
+  expect(s.upstream.stats().requests).toMatchObject({ messages: 1, responses: 2 });
+  await billedAsProvider(s, 'support-bot');
+  const closes = outcomes(await onceClosed(s, 3));
+  expect(closes).toEqual(['upstream_error', 'upstream_error', 'upstream_error']);
+});
