@@ -276,3 +276,40 @@ test('usage parts past their totals (cached and audio input past the prompt, rea
     await up.stop();
   }
 });
+
+test('a usage chunk before any content, then the stream ends without a finish_reason or [DONE]: not a completed call; failed, billed at least what streamed', async ({
+  stack,
+}) => {
+  const { s, up } = await scriptedStack(stack);
+  try {
+    // A provider reporting as it goes (vLLM's continuous_usage_stats): its first usage has no
+    // output yet; the stream then stops with a clean close, never finishing.
+    const early = { prompt_tokens: 30, completion_tokens: 0, total_tokens: 30 };
+    stream(up, (res) => {
+      for (const e of [usage(early), ...content(10)]) res.write(e);
+      res.end();
+    });
+    let before = (await s.settled('support-bot')).billedTokens;
+    for (const streamed of [false, true]) {
+      const r = await call(s, streamed);
+      if (streamed) {
+        expect(r.status).toBe(200);
+        expect(r.text.match(/"error"/g)).toHaveLength(1);
+        expect(r.text).not.toContain(DONE);
+      } else {
+        expect(r.status).toBe(502);
+      }
+      const after = (await s.settled('support-bot')).billedTokens;
+      // The provider's prompt, and the 10 tokens that streamed after its usage.
+      expect(after - before).toBeGreaterThanOrEqual(40);
+      before = after;
+    }
+    const events = await s.events(
+      (e) => e.filter((x) => x.type === 'reservation.settled').length === 2,
+    );
+    const settled = events.filter((e) => e.type === 'reservation.settled');
+    expect(settled.map((e) => e.outcome)).toEqual(['upstream_error', 'upstream_error']);
+  } finally {
+    await up.stop();
+  }
+});

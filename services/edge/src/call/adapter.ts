@@ -145,6 +145,12 @@ export interface Transcript {
   /** The provider said the response is complete (its terminal event). */
   finished(): boolean;
   /**
+   * Chat: no content came after the provider's last usage report (so a stream that ends after
+   * it ended where providers end one). Absent: a surface whose usage comes with its terminal
+   * event.
+   */
+  usageLast?(): boolean;
+  /**
    * The error the provider sent in the stream instead of the rest of the answer (Messages'
    * `error` event, chat's `data: {"error": ...}`), as the HTTP status its type stands for (chat's
    * carries none: 502); `beforeStart` when it came before the provider began the reply

@@ -328,7 +328,10 @@ function endFailure(end: PumpEnd, transcript: Transcript): Failure | undefined {
   // ends the stream (chat's `[DONE]` too).
   const sent = sentError(transcript);
   if (sent) return sent;
-  if (end.value.sawDone || transcript.finished() || transcript.usage()) return undefined;
+  // A usage reported early (as the provider goes) and content after it is no end: the stream
+  // stopped mid-reply.
+  const usageEnded = transcript.usage() !== undefined && (transcript.usageLast?.() ?? true);
+  if (end.value.sawDone || transcript.finished() || usageEnded) return undefined;
   return { kind: 'dropped', message: 'the upstream stream ended before it finished' };
 }
 
@@ -367,6 +370,11 @@ async function attemptUsage(run: Run, failure: Failure | undefined): Promise<Usa
   if (refusedInStream(run, failure)) return undefined;
   const reported = run.transcript.usage();
   const usage = reported ?? (await unreportedOf(run));
+  // A usage the provider reported before the call failed mid-reply (as it goes) counts only
+  // what was written by then: the output streamed after it is billed too.
+  if (reported && failure && !run.transcript.finished()) {
+    usage.completionTokens = Math.max(usage.completionTokens, await billedOutput(run));
+  }
   // Billed at the tier the provider reported (none: the tier held).
   const serviceTier = run.transcript.serviceTier?.();
   if (serviceTier) usage.serviceTier = serviceTier;

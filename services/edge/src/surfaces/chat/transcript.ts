@@ -88,6 +88,8 @@ export class ChatTranscript implements Transcript {
   #tier: unknown;
   /** The message of the first error chunk the provider sent, if it sent one. */
   #error: StreamError | undefined;
+  /** A chunk with choices came after the last usage (that usage was not the stream's end). */
+  #afterUsage = false;
 
   constructor(
     private readonly opts: {
@@ -127,6 +129,8 @@ export class ChatTranscript implements Transcript {
     if (chunk.usage && (reported(chunk.usage) || !reported(this.providerUsage))) {
       this.providerUsage = chunk.usage;
     }
+    if (chunk.usage) this.#afterUsage = false;
+    else if (this.providerUsage && (chunk.choices?.length ?? 0) > 0) this.#afterUsage = true;
     if (chunk.service_tier != null) this.#tier = chunk.service_tier;
     if (typeof chunk.error === 'object' && chunk.error !== null && this.#error === undefined) {
       const { message, type, code } = chunk.error;
@@ -216,6 +220,15 @@ export class ChatTranscript implements Transcript {
     if (typeof t !== 'string' || t.length === 0) return;
     texts.push({ choice: index, text: t });
     if (this.opts.assemble) into?.push(t);
+  }
+
+  /**
+   * The usage chunk was the last the provider sent with choices after it: a stream that ends
+   * there ended where providers end one. One that reported its usage early (as it goes) and
+   * then stopped mid-reply did not.
+   */
+  usageLast(): boolean {
+    return !this.#afterUsage;
   }
 
   /** The provider's error chunk's message, when it sent one. */
