@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import { afterEach, expect, test } from 'vitest';
 import { DEFAULT_OPTIONS } from '../env.js';
 import { EdgeMetrics } from '../metrics.js';
-import { CallAborted, UpstreamClient } from './client.js';
+import { CallAborted, UpstreamClient, type OpenResult, type StreamFailure } from './client.js';
 
 const servers: Server[] = [];
 afterEach(async () => {
@@ -30,21 +30,12 @@ async function serve(status: number, hits: { n: number }): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
 }
 
-/**
- * A client that leaves while the call's capacity is moved to a fallback (the claim's round
- * trip to the authority): the call is over, so the fallback is not sent it. Else the upstream
- * generates the whole reply (the provider bills it) and the edge, which drops every event of
- * an aborted call, bills none of its output.
- */
-test('a call aborted while its fallback is claimed is not sent to the fallback', async () => {
-  const primaryHits = { n: 0 };
-  const fallbackHits = { n: 0 };
-  const primary = await serve(503, primaryHits);
-  const fallback = await serve(200, fallbackHits);
+/** Model `m` on upstream `p` (`retries` retries) with fallback `f` (none), and a client. */
+function fallbackPair(primary: string, fallback: string, retries: number) {
   const config = compileConfig(
     HoldfastConfigSchema.parse({
       upstreams: [
-        { id: 'p', baseUrl: primary, maxRetries: 0 },
+        { id: 'p', baseUrl: primary, maxRetries: retries },
         { id: 'f', baseUrl: fallback, maxRetries: 0 },
       ],
       models: [
@@ -59,16 +50,31 @@ test('a call aborted while its fallback is claimed is not sent to the fallback',
       tenants: [{ id: 'team', useCases: [{ id: 'uc', maxTokens: 256, models: ['m'] }] }],
     }),
   );
-  const options = DEFAULT_OPTIONS;
+  const options = DEFAULT_OPTIONS.upstream;
   const client = new UpstreamClient({
     logger: createLogger({ name: 'unit', level: 'silent' }),
     metrics: new EdgeMetrics(new Registry()),
-    timeouts: options.upstream,
-    retry: options.upstream,
+    timeouts: options,
+    retry: { ...options, retryBaseMs: 1, retryMaxMs: 2 },
     env: {},
-    connections: options.upstream.connections,
-    tenantShare: options.upstream.tenantShare,
+    connections: options.connections,
+    tenantShare: options.tenantShare,
   });
+  return { config, client };
+}
+
+/**
+ * A client that leaves while the call's capacity is moved to a fallback (the claim's round
+ * trip to the authority): the call is over, so the fallback is not sent it. Else the upstream
+ * generates the whole reply (the provider bills it) and the edge, which drops every event of
+ * an aborted call, bills none of its output.
+ */
+test('a call aborted while its fallback is claimed is not sent to the fallback', async () => {
+  const primaryHits = { n: 0 };
+  const fallbackHits = { n: 0 };
+  const primary = await serve(503, primaryHits);
+  const fallback = await serve(200, fallbackHits);
+  const { config, client } = fallbackPair(primary, fallback, 0);
   const live = new AbortController();
   try {
     const result = await client.open({
@@ -90,6 +96,64 @@ test('a call aborted while its fallback is claimed is not sent to the fallback',
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.error.failure.kind).toBe('aborted');
     if (result.ok) result.value.opened.done();
+  } finally {
+    await client.close();
+  }
+});
+
+const overloaded: StreamFailure = {
+  kind: 'status',
+  status: 529,
+  message: 'overloaded_error',
+  retryAfterMs: undefined,
+};
+
+/**
+ * An error inside a 200 stream is one attempt of the call's budget: `again` goes on where the
+ * loop was (the same upstream's retries, then its fallback), never with a fresh budget.
+ */
+test('errors inside opened streams share the attempts of the retry loop, then its fallback', async () => {
+  const primaryHits = { n: 0 };
+  const fallbackHits = { n: 0 };
+  const { config, client } = fallbackPair(
+    await serve(200, primaryHits),
+    await serve(200, fallbackHits),
+    1,
+  );
+  const opened = async (p: Promise<OpenResult>) => {
+    const r = await p;
+    if (!r.ok) return r;
+    r.value.opened.body.resume();
+    r.value.opened.done();
+    return r;
+  };
+  try {
+    let r = await opened(
+      client.open({
+        tenant: 'team',
+        path: '/chat/completions',
+        body: { model: 'm', messages: [], stream: true },
+        targets: [config.upstreams.get('p')!, config.upstreams.get('f')!],
+        signal: new AbortController().signal,
+        stream: true,
+        claim: () => Promise.resolve(true),
+      }),
+    );
+    const upstreams: string[] = [];
+    while (r.ok) {
+      upstreams.push(r.value.opened.upstream.id);
+      r = await opened(r.value.again(overloaded));
+    }
+    expect(upstreams).toEqual(['p', 'p', 'f']);
+    expect([primaryHits.n, fallbackHits.n]).toEqual([2, 1]);
+    expect(r.error).toMatchObject({
+      attempts: 3,
+      failure: {
+        kind: 'status',
+        status: 529,
+        retries: { attempts: 3, upstreams: ['p', 'f'], stop: 'no_retries' },
+      },
+    });
   } finally {
     await client.close();
   }
