@@ -417,3 +417,73 @@ describe('an adaptive hold on a budget removed while it streams', () => {
     });
   }
 });
+
+/**
+ * A call the edge retries after an attempt that failed inside its stream and billed its prompt
+ * (ExtendRequest.billed): the hold grows by that bill on every window it is on (the team's,
+ * its key's, its end user's, its parent's), all or nothing, whatever output it covers (a reserve hold covers
+ * its max_tokens already), so the settle of both attempts is no overrun.
+ */
+describe('a hold grown by what a failed attempt billed', () => {
+  const KEY = { id: 'k1', sha256: 'b'.repeat(64) };
+  const reserve = (limit: number, parentLimit: number) => ({
+    ...BASE_CONFIG,
+    tenants: [
+      { id: 'org', mode: 'reserve', budgets: [{ window: 'day', limit: parentLimit }] },
+      {
+        id: 'team',
+        parent: 'org',
+        mode: 'reserve',
+        budgets: [{ window: 'day', limit }],
+        keys: [{ ...KEY, budgets: [{ window: 'day', limit }] }],
+        endUserBudgets: [{ window: 'day', limit }],
+        useCases: [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }],
+      },
+    ],
+  });
+  const named = { ...call(false, 200), keyId: KEY.id, endUser: 'u1' };
+
+  test('grows on every window when each has room; refused, nothing changed, when one has not', async ({
+    start,
+  }) => {
+    const h = await start(reserve(1_000, 450));
+    const c = admissionOf(await h.client.admit(named));
+    expect(c).toMatchObject({ mode: 'reserve', heldTokens: 300, coveredOutputTokens: 200 });
+    const ask = { reservationId: c.reservationId, tenant: 'team', outputTokens: 200 };
+    // Not naming the key and end user: the authority finds them on the hold.
+    const grown = await h.client.extend({ ...ask, billed: { promptTokens: 100, outputTokens: 1 } });
+    expect(grown).toMatchObject({
+      ok: true,
+      value: { status: 'extended', heldTokens: 401, coveredOutputTokens: 200 },
+    });
+    expect(grown.ok && grown.value.heldMicroUsd).toBeGreaterThan(c.heldMicroUsd);
+    // The parent's window has 49 left: a second bill of 100 does not fit, on any window.
+    const refused = await h.client.extend({
+      ...ask,
+      keyId: KEY.id,
+      endUser: 'u1',
+      billed: { promptTokens: 100, outputTokens: 0 },
+    });
+    expect(refused).toMatchObject({ ok: true, value: { status: 'refused', heldTokens: 401 } });
+    const u = await h.client.usage({ tenant: 'team' });
+    if (!u.ok) throw new Error(u.error.message);
+    const t = u.value.tenants[0]!;
+    const windows = [...t.windows, ...t.keys.flatMap((k) => k.windows)];
+    expect(windows.map((w) => [w.tenant, w.held])).toEqual([
+      ['team', 401],
+      ['org', 401],
+      ['team', 401],
+    ]);
+    // Both attempts settled together (the failed one's 101, the answer's 300): no overrun.
+    const s = await h.client.settle({
+      reservationId: c.reservationId,
+      tenant: 'team',
+      usage: { promptTokens: 200, completionTokens: 201 },
+    });
+    expect(s.ok && s.value.windows.map((w) => [w.used, w.held])).toEqual(
+      Array.from({ length: 4 }, () => [401, 0]),
+    );
+    const after = await h.client.usage({ tenant: 'team' });
+    expect(after.ok && after.value.tenants[0]!.overruns.count).toBe(0);
+  });
+});

@@ -1,6 +1,14 @@
 import type { HoldfastEvent } from '@holdfast/events';
 import { expect } from 'vitest';
-import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { startMockUpstream } from '@holdfast/mock-upstream';
+import {
+  edgeTest as test,
+  entry,
+  KEYS,
+  nothingHeldAnywhere,
+  type Stack,
+  type StackOptions,
+} from './harness.js';
 import {
   anthropic,
   billedAsProvider,
@@ -184,4 +192,91 @@ test('after content was forwarded: Messages and Responses streams end in their o
   await billedAsProvider(s, 'support-bot');
   const closes = outcomes(await onceClosed(s, 3));
   expect(closes).toEqual(['upstream_error', 'upstream_error', 'upstream_error']);
+});
+
+/** The input a Messages body is billed (the mock's count_tokens, on a mock of its own). */
+async function promptOf(body: Record<string, unknown>): Promise<number> {
+  const mock = await startMockUpstream({ port: 0 });
+  try {
+    const { max_tokens: _max, stream: _stream, ...counted } = body;
+    const res = await fetch(`${mock.url}/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...ANTHROPIC },
+      body: JSON.stringify(counted),
+    });
+    return ((await res.json()) as { input_tokens: number }).input_tokens;
+  } finally {
+    await mock.stop();
+  }
+}
+
+/**
+ * A reserve tenant (and its key) whose month holds one call's worst case and `room` more
+ * tokens; the second attempt writes its whole max_tokens. The first attempt fails after
+ * message_start (the provider billed its prompt): the retry may only use the hold grown by it.
+ */
+async function tight(
+  fx: {
+    stack: (o: StackOptions) => Promise<Stack>;
+    redis: Parameters<typeof nothingHeldAnywhere>[0];
+    iso: { keyPrefix: string };
+  },
+  room: (prompt: number) => number,
+) {
+  const body = { ...claude(true), max_tokens: 300 };
+  const prompt = await promptOf(body);
+  const limit = prompt + body.max_tokens + room(prompt);
+  const s = await fx.stack({
+    patch: (c) => {
+      withClaude(c);
+      const t = entry(c.tenants, 'support-bot');
+      t.budgets = [{ window: 'month', limit, unit: 'tokens' }];
+      const keys = t.keys as { id: string; budgets?: unknown[] }[];
+      keys[0]!.budgets = [{ window: 'month', limit, unit: 'tokens' }];
+    },
+    behaviour: { completion: { mode: 'fraction', fraction: 1 } },
+  });
+  s.upstream.failNext({ status: 'error', count: 1 });
+  const r = await raw(s, '/v1/messages', body);
+  await billedAsProvider(s, 'support-bot');
+  const usage = await s.settled('support-bot');
+  for (const w of [...usage.windows, ...usage.keys.flatMap((k) => k.windows)]) {
+    expect(w.used).toBeLessThanOrEqual(limit);
+  }
+  expect(usage.keys).toHaveLength(1);
+  expect(usage.overruns.count).toBe(0);
+  const closes = await onceClosed(s, 1);
+  const events = await s.events();
+  expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
+  await nothingHeldAnywhere(fx.redis, fx.iso.keyPrefix);
+  return { s, r, prompt, limit, closes, events };
+}
+
+test('reserve: a retry the hold cannot grow for is not sent: the client gets the error, the failed attempt billed, no window past its limit, no overrun', async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const { s, r, prompt, closes } = await tight({ stack, redis, iso }, (p) => Math.floor(p / 2));
+  expect(r.status).toBe(529);
+  expect(JSON.parse(r.text)).toMatchObject({ error: { type: 'overloaded_error' } });
+  expect(s.upstream.stats().requests.messages).toBe(1);
+  expect(s.upstream.stats().billed.promptTokens).toBe(prompt);
+  expect(outcomes(closes)).toEqual(['upstream_error']);
+});
+
+test('reserve: with room, the hold grows by the failed attempt before the retry: both billed within it', async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const { s, r, prompt, closes, events } = await tight({ stack, redis, iso }, (p) => p + 2);
+  expect(r.status).toBe(200);
+  expect(r.text).toContain('message_stop');
+  expect(s.upstream.stats().requests.messages).toBe(2);
+  expect(s.upstream.stats().billed.promptTokens).toBe(2 * prompt);
+  expect(outcomes(closes)).toEqual(['completed']);
+  const grown = events.filter((e) => e.type === 'reservation.extended');
+  expect(grown).toHaveLength(1);
+  expect(grown[0]).toMatchObject({ addedTokens: expect.any(Number) as number });
 });

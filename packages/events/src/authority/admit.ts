@@ -182,6 +182,18 @@ export const ExtendRequest = z.strictObject({
   /** The total output tokens the hold should cover (capped at the call's max_tokens). */
   outputTokens: z.int().min(1).max(LIMITS.maxOutputTokens),
   /**
+   * What an attempt of the call that failed inside its stream billed, before the edge retries
+   * the call on this hold: the hold grows by it (the prompt at the hold's input price, the
+   * output at its output price) on every window it is on, all or nothing, whatever the output
+   * it covers (`outputTokens` is then not read). `refused`: a window has no room for it.
+   */
+  billed: z
+    .strictObject({
+      promptTokens: z.int().min(0).max(LIMITS.maxPromptTokens),
+      outputTokens: z.int().min(0).max(LIMITS.maxOutputTokens),
+    })
+    .optional(),
+  /**
    * The config version the edge serves, as on AdmitRequest: a replica on an older one loads
    * the stored config first, so a hold never grows past a limit an admin just lowered.
    */

@@ -44,6 +44,9 @@ export async function extend(
     const spec = plan.json({
       resId: req.reservationId,
       outputTokens: req.outputTokens,
+      ...(req.billed
+        ? { billedPrompt: req.billed.promptTokens, billedOutput: req.billed.outputTokens }
+        : {}),
       eventId: randomUUID(),
       askSubjects,
     });

@@ -32,8 +32,11 @@ local heldT, heldU, covered = tonumber(f[7]), tonumber(f[8]), tonumber(f[11])
 if f[1] ~= 'held' then
   return {'closed', f[7], f[8], f[11] or '0', windowStates(spec)}
 end
-local want = math.min(spec.outputTokens, tonumber(f[10]))
-if want <= covered then
+-- `billedPrompt`/`billedOutput`: an attempt of the call that failed in its stream billed that;
+-- the hold grows by it, all or nothing, before the edge retries the call on it.
+local billed = spec.billedPrompt ~= nil
+local want = billed and covered or math.min(spec.outputTokens, tonumber(f[10]))
+if not billed and want <= covered then
   return {'unchanged', f[7], f[8], f[11], windowStates(spec)}
 end
 
@@ -86,6 +89,47 @@ if unchecked then
   return {'refused', f[7], f[8], f[11], windowStates(spec)}
 end
 
+-- Holds `addT`/`addU` more on every window of the hold, covering `cov` output tokens, and
+-- records it (a `reservation.extended` event); returns the reply.
+local function grown(addT, addU, cov)
+  for _, t in ipairs(targets) do
+    hold(t.key, (t.unit == 'usd') and addU or addT)
+  end
+  heldT, heldU = heldT + addT, heldU + addU
+  redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(cov))
+  -- The hold grew on every window it is on: a recorded one the plan no longer has (its budget
+  -- removed while the call streamed; no limit to check) is listed after the plan's, as a close
+  -- lists it.
+  local windows = withRemoved(spec, windowStates(spec), recorded)
+  local event = {
+    'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
+    'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
+    'mode', f[6], 'api', f[17] or 'chat', 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
+    'addedTokens', I(addT),
+    'addedMicroUsd', I(addU), 'coveredOutputTokens', I(cov), 'windows', windows,
+  }
+  if (f[18] or '') ~= '' then
+    event[#event + 1] = 'endUser'
+    event[#event + 1] = f[18]
+  end
+  emit(event)
+  return {'extended', I(heldT), I(heldU), I(cov), windows}
+end
+
+if billed then
+  local addT = spec.billedPrompt + spec.billedOutput
+  local addU = cost(spec.billedPrompt, 0, spec.billedOutput, price)
+  for _, t in ipairs(targets) do
+    if t.room and t.room < ((t.unit == 'usd') and addU or addT) then
+      return {'refused', f[7], f[8], f[11], windowStates(spec)}
+    end
+  end
+  if addT == 0 and addU == 0 then
+    return {'unchanged', f[7], f[8], f[11], windowStates(spec)}
+  end
+  return grown(addT, addU, covered)
+end
+
 -- Grant as much of the growth as every window can pay for, in closed form: a tokens window
 -- pays for `room` more output; a usd window for output whose total cost stays within the
 -- room plus what the covered output already costs (costs round up per call, so the bound
@@ -108,26 +152,4 @@ if grant <= covered then
   return {'refused', f[7], f[8], f[11], windowStates(spec)}
 end
 local addT, addU = growth(grant)
-for _, t in ipairs(targets) do
-  hold(t.key, (t.unit == 'usd') and addU or addT)
-end
-heldT, heldU = heldT + addT, heldU + addU
-redis.call('HSET', KEYS[2], 'heldT', I(heldT), 'heldU', I(heldU), 'cov', I(grant))
-
--- The hold grew on every window it is on: a recorded one the plan no longer has (its budget
--- removed while the call streamed; no limit to check) is listed after the plan's, as a close
--- lists it.
-local windows = withRemoved(spec, windowStates(spec), recorded)
-local event = {
-  'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
-  'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
-  'mode', f[6], 'api', f[17] or 'chat', 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
-  'addedTokens', I(addT),
-  'addedMicroUsd', I(addU), 'coveredOutputTokens', I(grant), 'windows', windows,
-}
-if (f[18] or '') ~= '' then
-  event[#event + 1] = 'endUser'
-  event[#event + 1] = f[18]
-end
-emit(event)
-return {'extended', I(heldT), I(heldU), I(grant), windows}
+return grown(addT, addU, grant)

@@ -16,7 +16,7 @@ import { isRetryableStatus } from '../upstream/retry.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { Asked, Grant, SurfaceAdapter, Transcript } from './adapter.js';
 import type { CallDeps } from './deps.js';
-import { holdCanGrow, HoldGrowth } from './growth.js';
+import { holdCanGrow, holdForRetry, HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
@@ -135,13 +135,14 @@ export async function forwardCall<B>(
     // What the attempts that failed inside their streams billed (each retried on this hold).
     let spent: Usage | undefined;
     const unreported = () => unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body));
+    // No attempt answered: the hold closed on what the attempts billed, the client told.
+    const failed = (failure: Failure, sent: boolean) => {
+      closeFailedOpen(call.hold, failure, sent, unreported, spent);
+      request.audit.outcome = failure.kind;
+      return answerFailure(request, reply, adapter, failure);
+    };
     for (;;) {
-      if (!attempt.ok) {
-        const { failure, sent } = attempt.error;
-        closeFailedOpen(call.hold, failure, sent, unreported, spent);
-        request.audit.outcome = failure.kind;
-        return await answerFailure(request, reply, adapter, failure);
-      }
+      if (!attempt.ok) return await failed(attempt.error.failure, attempt.error.sent);
       const { opened, again } = attempt.value;
       let outcome: Served;
       try {
@@ -159,7 +160,12 @@ export async function forwardCall<B>(
         opened.done();
       }
       if (outcome.kind === 'answered') return await outcome.reply;
+      // The hold grows by what the failed attempt billed before the retry may use it; with no
+      // room the call ends with the attempt's error, billed what it billed.
       spent = spent && outcome.spent ? addUsage(spent, outcome.spent) : (spent ?? outcome.spent);
+      if (outcome.spent && !(await holdForRetry(growFor(deps, request, call), outcome.spent))) {
+        return await failed(outcome.failure, false);
+      }
       deps.metrics.upstreamRetries.inc({
         upstream: opened.upstream.id,
         reason: `stream_${outcome.failure.status}`,
@@ -243,6 +249,20 @@ function growthOf(deps: CallDeps, request: FastifyRequest, call: Run['call'], ex
     timeoutMs: deps.options.admitTimeoutMs,
     configVersion: deps.configVersion,
   });
+}
+
+/** What holdForRetry needs of a call. */
+function growFor(deps: CallDeps, request: FastifyRequest, call: Run['call']) {
+  return {
+    authority: deps.authority,
+    metrics: deps.metrics,
+    logger: request.log,
+    hold: call.hold.ref,
+    timeoutMs: deps.options.admitTimeoutMs,
+    mode: call.admitted?.mode,
+    configVersion: deps.configVersion?.() ?? 0,
+    maxTokens: call.maxOutput,
+  };
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { AdmissionMode, Usage } from '@holdfast/events';
 import type { Asked } from './adapter.js';
 import type { AuthorityPort } from './ports.js';
 import type { LiveCall } from './in-flight.js';
@@ -120,4 +121,41 @@ export class HoldGrowth {
       });
     this.#asking = asking;
   }
+}
+
+/**
+ * Before a call is retried on its hold after an attempt that failed inside its stream and
+ * billed `spent` (its prompt, read by the provider): grows the hold by it on every window
+ * (ExtendRequest.billed), so the retry's prompt and output still fit what is held and the
+ * settle of both never passes a limit. true: the retry may go; false: no room (or no answer),
+ * the call ends with the attempt's error. Modes that hold nothing against a limit (meter, post,
+ * estimate) and unmetered calls have nothing to protect: always true.
+ */
+export async function holdForRetry(
+  opts: Pick<GrowthOptions, 'authority' | 'metrics' | 'logger' | 'hold' | 'timeoutMs'> & {
+    mode: AdmissionMode | undefined;
+    configVersion: number;
+    maxTokens: number;
+  },
+  spent: Usage,
+): Promise<boolean> {
+  if (opts.mode !== 'reserve' && opts.mode !== 'adaptive') return true;
+  const { authority, hold, metrics, logger } = opts;
+  const r = await authority.extend(
+    {
+      reservationId: hold.reservationId,
+      tenant: hold.tenant,
+      org: hold.org,
+      ...(hold.keyId ? { keyId: hold.keyId } : {}),
+      ...(hold.endUser ? { endUser: hold.endUser } : {}),
+      outputTokens: opts.maxTokens,
+      billed: { promptTokens: spent.promptTokens, outputTokens: spent.completionTokens },
+      ...(opts.configVersion > 0 ? { configVersion: opts.configVersion } : {}),
+    },
+    opts.timeoutMs,
+  );
+  const status = r.ok ? r.value.status : r.error.code;
+  metrics.extensions.inc({ status });
+  if (!r.ok) logger.warn({ ...hold, code: r.error.code }, 'hold growth for a retry failed');
+  return r.ok && (r.value.status === 'extended' || r.value.status === 'unchanged');
 }
