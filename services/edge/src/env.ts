@@ -43,6 +43,13 @@ const EdgeEnv = serviceEnv({
    * connection is closed (the call billed what the upstream wrote until then).
    */
   EDGE_STREAM_LAG_BYTES: env.int(1024 * 1024, 64 * 1024, 1024 * 1024 * 1024),
+  /**
+   * How long a streaming client's response head and opening events may be held back waiting
+   * for the reply to begin (so an error the provider sends before it can be retried), ms.
+   * Past it they are sent (a proxy's idle timeout must not cut a long hidden reasoning), and an
+   * error in the stream is no longer retried.
+   */
+  EDGE_STREAM_HOLD_BACK_MS: env.int(5_000, 0, 600_000),
   /** TCP connect timeout towards an upstream. */
   EDGE_UPSTREAM_CONNECT_TIMEOUT_MS: env.int(5_000, 10, 600_000),
   /** Time from sending a request to the upstream's response headers. */
@@ -190,6 +197,8 @@ export interface EdgeOptions {
   streamReplicas: number;
   /** What a streamed reply may keep waiting for its client (EDGE_STREAM_LAG_BYTES). */
   streamLagBytes: number;
+  /** How long a stream's head waits for the reply to begin (EDGE_STREAM_HOLD_BACK_MS). */
+  streamHoldBackMs: number;
   upstream: UpstreamTimeouts & UpstreamRetry & UpstreamPool;
 }
 
@@ -241,6 +250,7 @@ function optionsFromEnv(e: EdgeEnv): EdgeOptions {
     },
     streamReplicas: e.HOLDFAST_STREAM_REPLICAS,
     streamLagBytes: e.EDGE_STREAM_LAG_BYTES,
+    streamHoldBackMs: e.EDGE_STREAM_HOLD_BACK_MS,
     upstream: {
       connectTimeoutMs: e.EDGE_UPSTREAM_CONNECT_TIMEOUT_MS,
       firstByteTimeoutMs: e.EDGE_UPSTREAM_FIRST_BYTE_TIMEOUT_MS,

@@ -280,3 +280,31 @@ test('reserve: with room, the hold grows by the failed attempt before the retry:
   expect(grown).toHaveLength(1);
   expect(grown[0]).toMatchObject({ addedTokens: expect.any(Number) as number });
 });
+
+test('a reply slow to begin gets its head and opening events after EDGE_STREAM_HOLD_BACK_MS; an error after that is not retried, the stream ends in it', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: withClaude,
+    behaviour: { firstTokenLatencyMs: 3_000 },
+    edge: { options: { streamHoldBackMs: 100 } },
+  });
+  const started = Date.now();
+  const res = await fetch(`${s.edge.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...ANTHROPIC },
+    body: JSON.stringify(claude(true)),
+  });
+  // The head came before the first token did (3 s after the opening events).
+  expect(res.status).toBe(200);
+  expect(Date.now() - started).toBeLessThan(2_500);
+  expect(await res.text()).toContain('message_stop');
+  s.upstream.failNext({ status: 'error', count: 1 });
+  const failed = await raw(s, '/v1/messages', claude(true));
+  expect(failed.status).toBe(200);
+  expect(failed.text.match(/event: error/g)).toHaveLength(1);
+  expect(failed.text).toContain('message_start');
+  expect(s.upstream.stats().requests.messages).toBe(2);
+  await billedAsProvider(s, 'support-bot');
+  expect(outcomes(await onceClosed(s, 2))).toEqual(['completed', 'upstream_error']);
+});

@@ -540,23 +540,35 @@ async function relay(run: Run): Promise<Served> {
     for (const event of held) out.write(event);
     held.length = 0;
   };
-  const end = await pump(
-    run.opened,
-    call.live,
-    handler(run, (forward) => {
-      if (!run.began) return void held.push(forward);
-      begin();
-      out.write(forward);
-    }),
-    {
-      out: pass,
-      flush: () => out.flush(),
-      asJson: (json) => run.adapter.asEvents(json),
-      keepsUnread: (bytes) =>
-        bytes <= run.deps.options.streamLagBytes && (run.request.open?.holdReply(bytes) ?? true),
-      onLag: () => tooSlow(run),
-    },
-  );
+  // A reply that takes long to begin (hidden reasoning) gets its head anyway, so no proxy
+  // between the edge and its client cuts an idle connection; from then on it is not retried.
+  const holdBack = setTimeout(() => {
+    run.began = true;
+    begin();
+    out.flush();
+  }, run.deps.options.streamHoldBackMs);
+  let end: PumpEnd;
+  try {
+    end = await pump(
+      run.opened,
+      call.live,
+      handler(run, (forward) => {
+        if (!run.began) return void held.push(forward);
+        begin();
+        out.write(forward);
+      }),
+      {
+        out: pass,
+        flush: () => out.flush(),
+        asJson: (json) => run.adapter.asEvents(json),
+        keepsUnread: (bytes) =>
+          bytes <= run.deps.options.streamLagBytes && (run.request.open?.holdReply(bytes) ?? true),
+        onLag: () => tooSlow(run),
+      },
+    );
+  } finally {
+    clearTimeout(holdBack);
+  }
   const failure = endFailure(end, run.transcript);
   const retry = retryable(run, failure);
   if (retry) return { kind: 'retry', failure: retry, spent: await attemptUsage(run, failure) };
