@@ -308,3 +308,23 @@ test('a reply slow to begin gets its head and opening events after EDGE_STREAM_H
   await billedAsProvider(s, 'support-bot');
   expect(outcomes(await onceClosed(s, 2))).toEqual(['completed', 'upstream_error']);
 });
+
+test('post mode: nothing is held against a limit, so a failed attempt that billed its prompt is retried without growing a hold', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      withClaude(c);
+      entry(c.tenants, 'support-bot').mode = 'post';
+    },
+  });
+  s.upstream.failNext({ status: 'error', count: 1 });
+  const r = await raw(s, '/v1/messages', claude(true));
+  expect(r.status).toBe(200);
+  expect(r.text).toContain('message_stop');
+  expect(s.upstream.stats().requests.messages).toBe(2);
+  await billedAsProvider(s, 'support-bot');
+  expect(outcomes(await onceClosed(s, 1))).toEqual(['completed']);
+  const events = await s.events();
+  expect(events.filter((e) => e.type === 'reservation.extended')).toEqual([]);
+});
