@@ -60,7 +60,7 @@ export async function startCallgrindRedis(): Promise<CallgrindRedis> {
         () => true,
         () => false,
       ),
-    { timeoutMs: 60_000, what: `redis-server under callgrind on ${port}` },
+    { timeoutMs: 300_000, what: `redis-server under callgrind on ${port}` },
   );
   ping.disconnect();
   const pid = String(child.pid);

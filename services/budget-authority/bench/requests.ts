@@ -1,7 +1,11 @@
 /**
  * What the script benches send (scripts.bench.ts, durability.bench.ts): an org with a team
  * under it and three windows (limits no run reaches), one admission and its settlement.
+ * BENCH_OWN=1: the calls by the team's key k1, which has a day budget, for one of 100 end
+ * users, who have one too (five windows).
  */
+const OWN = process.env.BENCH_OWN === '1';
+let calls = 0;
 export const CONFIG = {
   upstreams: [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }],
   models: [{ id: 'gpt-4o-mini', upstream: 'u', price: { inputPerMTok: 0.15, outputPerMTok: 0.6 } }],
@@ -15,6 +19,13 @@ export const CONFIG = {
         { window: 'day', limit: 1e6, unit: 'usd' },
       ],
       useCases: [{ id: 'uc', maxTokens: 1_024, models: ['gpt-4o-mini'] }],
+      ...(OWN
+        ? {
+            keys: [{ id: 'k1', sha256: 'a'.repeat(64), budgets: [{ window: 'day', limit: 1e12 }] }],
+            endUserBudgets: [{ window: 'day', limit: 1e12 }],
+            maxEndUsers: 1_000,
+          }
+        : {}),
     },
   ],
 };
@@ -22,7 +33,8 @@ export const CONFIG = {
 export const admitRequest = (reservationId: string) => ({
   reservationId,
   tenant: 'team',
-  keyId: null,
+  keyId: OWN ? 'k1' : null,
+  ...(OWN ? { endUser: `u${calls++ % 100}` } : {}),
   useCase: 'uc',
   model: 'gpt-4o-mini',
   promptTokens: 370,

@@ -337,11 +337,14 @@ export class Rebuilder {
       this.#keyRegistries.add(mine);
       registries.push(mine);
     }
-    for (const key of registries) {
-      const seen = this.#endUsers.get(key) ?? new Map<string, number>();
-      this.#endUsers.set(key, seen);
-      seen.set(e.endUser, Math.max(seen.get(e.endUser) ?? 0, Date.parse(e.time)));
-    }
+    for (const key of registries) this.#register(key, e.endUser, e);
+  }
+
+  /** An end user in a registry, last seen at `e.time` at the latest. */
+  #register(key: string, endUser: string, e: { time: string }): void {
+    const seen = this.#endUsers.get(key) ?? new Map<string, number>();
+    this.#endUsers.set(key, seen);
+    seen.set(endUser, Math.max(seen.get(endUser) ?? 0, Date.parse(e.time)));
   }
 
   /**
@@ -573,8 +576,9 @@ export class Rebuilder {
   }
 
   /**
-   * The calls in flight adopted into the plan as admit.lua adopts them (its `adopt`): a hold
-   * not on a window of its levels' budgets is held there too, and one admitted in post or
+   * The calls in flight adopted into the plan as admit.lua adopts them (its `adopt` and
+   * `adoptOwn`): a hold not on a window of its levels' budgets, its key's or its end user's
+   * is held there too, and one admitted in post or
    * estimate mode under a tenant of its levels that now holds (reserve, adaptive) is held at
    * its worst case on every window it is on. Live, the first admission after the change
    * does it; rebuilt, at once (a hold never smaller than live's).
@@ -613,6 +617,22 @@ export class Rebuilder {
           if (!on.has(this.#windowKey(w))) added.push(w);
         }
       });
+      // Its key's budgets and its end user's (its tenant's, the leaf), as admit.lua's adoptOwn.
+      const own = chain[0]?.org === c.org ? chain[0] : undefined;
+      const subjects = [
+        { scope: 'key' as const, subject: c.keyId, budgets: own?.keyBudgets.get(c.keyId ?? '') },
+        { scope: 'end_user' as const, subject: c.endUser, budgets: own?.endUserBudgets },
+      ];
+      for (const { scope, subject, budgets } of subjects) {
+        if (!subject) continue;
+        for (const b of budgets ?? []) {
+          const w = { org: c.org, tenant: c.tenant, scope, subject, budget: b.id, unit: b.unit };
+          if (on.has(this.#windowKey(w))) continue;
+          added.push(w);
+          // An end user adopted is one with budgets, seen at its call's admission (adoptOwn).
+          if (scope === 'end_user') this.#register(this.#o.keys.users(c.org, c.tenant), subject, c);
+        }
+      }
       this.#hold(added, live.heldT, live.heldU);
       live.windows.push(...added);
     }

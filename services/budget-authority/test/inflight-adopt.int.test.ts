@@ -1,5 +1,7 @@
 import { describe, expect } from 'vitest';
+import type { AuthorityClient } from '@holdfast/runtime';
 import { Keys } from '../src/keys.js';
+import type { RedisClient } from '../src/redis.js';
 import { stateKeys } from '../src/rebuild.js';
 import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
 import { budgetState } from './rebuild-state.js';
@@ -18,21 +20,63 @@ const useCases = [{ id: 'uc', maxTokens: 1_000, models: ['gpt-4o-mini'] }];
 // gpt-4o-mini: 100 prompt + 1,000 output tokens cost 15 + 600 micro-USD (limits: USD).
 const CALL_T = 1_100;
 const CALL_U = 615;
+const KEY = { id: 'k1', sha256: 'a'.repeat(64) };
+const MINUTE = { window: 'minute', limit: 2_200 };
 
-/** The team under `acme`, which has `parent` as budgets (a month's alone by default). */
-function config(mode: string, budgets: Record<string, unknown>[], parent = [MONTH]) {
+type Budgets = Record<string, unknown>[];
+
+/**
+ * The team under `acme`, which has `parent` as budgets (a month's alone by default); its key
+ * k1 has `own.key` and its end users `own.endUser` (none by default).
+ */
+function config(
+  mode: string,
+  budgets: Budgets,
+  parent: Budgets = [MONTH],
+  own: { key?: Budgets; endUser?: Budgets } = {},
+) {
   return {
     ...BASE_CONFIG,
     tenants: [
       { id: 'acme', budgets: parent },
-      // onExpiry set: a rebuild writes a record's expB from the current config, not the mode
-      // it was admitted in.
-      { id: 'team', parent: 'acme', mode, onExpiry: 'release', maxInFlight: 64, budgets, useCases },
+      {
+        id: 'team',
+        parent: 'acme',
+        mode,
+        // onExpiry set: a rebuild writes a record's expB from the current config, not the
+        // mode it was admitted in.
+        onExpiry: 'release',
+        maxInFlight: 64,
+        budgets,
+        keys: [{ ...KEY, budgets: own.key ?? [] }],
+        endUserBudgets: own.endUser ?? [],
+        useCases,
+      },
     ],
   };
 }
 
-const call = () => ({ ...miniCall(100, 1_000), tenant: 'team', useCase: 'uc' });
+// Every call by key k1 for end user u1: the cases without budgets of theirs see them change
+// nothing.
+const call = () => ({
+  ...miniCall(100, 1_000),
+  tenant: 'team',
+  keyId: KEY.id,
+  endUser: 'u1',
+  useCase: 'uc',
+});
+
+/** A case: MINUTE added to the key's budgets or the end users', which were `before`. */
+function minuteAdded(own: 'key' | 'endUser', before: Budgets) {
+  return {
+    before: config('reserve', [MONTH], [MONTH], { [own]: before }),
+    after: config('reserve', [MONTH], [MONTH], { [own]: [...before, MINUTE] }),
+    scope: own === 'key' ? ('key' as const) : ('end_user' as const),
+    budget: 'minute-tokens',
+    each: CALL_T,
+    limit: 2_200,
+  };
+}
 
 const cases = [
   {
@@ -68,7 +112,49 @@ const cases = [
     each: CALL_T,
     limit: 2_200,
   },
+  { name: "a minute budget added to the calls' key", ...minuteAdded('key', [MONTH]) },
+  {
+    name: "the key's minute budget switched from tokens to usd",
+    before: config('reserve', [MONTH], [MONTH], { key: [{ window: 'minute', limit: 1e7 }] }),
+    after: config('reserve', [MONTH], [MONTH], {
+      key: [{ window: 'minute', limit: 0.001353, unit: 'usd' }],
+    }),
+    scope: 'key',
+    budget: 'minute-usd',
+    each: CALL_U,
+    limit: 1_353,
+  },
+  { name: 'a minute budget added to end users that had none', ...minuteAdded('endUser', []) },
+  {
+    name: "a minute budget added to end users' month budget",
+    ...minuteAdded('endUser', [MONTH]),
+  },
 ];
+
+type Usage = Awaited<ReturnType<AuthorityClient['usage']>>;
+
+/**
+ * The window of a case's budget: its level's or its key's in a usage reply, its end user's
+ * from Redis (usage lists the end users admitted on budgets: u1 was not, when they are new).
+ */
+async function windowOf(
+  u: Usage,
+  c: (typeof cases)[number],
+  redis: RedisClient,
+  keys: Keys,
+): Promise<{ used: number; held: number } | undefined> {
+  if (c.scope === 'end_user') {
+    const h = await redis.hgetall(keys.userWindow('acme', 'team', 'u1', c.budget));
+    return { used: Number(h.s ?? 0), held: Number(h.h ?? 0) };
+  }
+  if (!u.ok) return undefined;
+  const t = u.value.tenants[0]!;
+  const windows =
+    c.scope === 'key'
+      ? t.keys.find((k) => k.id === KEY.id)?.windows
+      : t.windows.filter((x) => x.tenant === (c.level ?? 'team'));
+  return windows?.find((x) => x.budget === c.budget);
+}
 
 describe('calls in flight on a window they hold nothing on', () => {
   for (const c of cases) {
@@ -105,14 +191,39 @@ describe('calls in flight on a window they hold nothing on', () => {
         early.map(({ reservationId }) => h.client.settle({ reservationId, tenant: 'team', usage })),
       );
       expect(settled.every((r) => r.ok && r.value.status === 'settled')).toBe(true);
-      const u = await h.client.usage({ tenant: 'team' });
-      const w = u.ok
-        ? u.value.tenants[0]!.windows.find(
-            (x) => x.budget === c.budget && x.tenant === (c.level ?? 'team'),
-          )
-        : undefined;
+      const w = await windowOf(await h.client.usage({ tenant: 'team' }), c, redis, keys);
       expect(w).toMatchObject({ held: 0 });
       expect(w!.used - 16 * c.each).toBeLessThanOrEqual(c.limit);
     });
   }
+});
+
+describe("other end users' calls in flight", () => {
+  test("the first admission after an end-user budget is added adopts every end user's, rebuilt alike", async ({
+    start,
+    nc,
+    redis,
+    iso,
+  }) => {
+    const keys = new Keys(iso.keyPrefix);
+    const h = await start(config('reserve', [MONTH]));
+    const of = (endUser: string) => () => ({ ...call(), endUser });
+    const early = [...Array.from({ length: 8 }, of('u1')), ...Array.from({ length: 8 }, of('u2'))];
+    for (const x of early) admissionOf(await h.client.admit(x));
+    const after = config('reserve', [MONTH], [MONTH], { endUser: [MINUTE] });
+    expect((await h.client.configApply({ document: after })).ok).toBe(true);
+    // u1's admission walks the calls in flight once: u2's are held on u2's window too.
+    expect(refusalOf(await h.client.admit(of('u1')())).code).toBe('budget_exceeded');
+    expect(refusalOf(await h.client.admit(of('u2')())).code).toBe('budget_exceeded');
+    const held = await redis.hget(keys.userWindow('acme', 'team', 'u2', 'minute-tokens'), 'h');
+    expect(Number(held)).toBe(8 * CALL_T);
+
+    await outboxesRelayed(redis, keys);
+    const now = h.clock.now;
+    await h.stop();
+    const before = await budgetState(redis, keys, now);
+    await redis.del(...(await stateKeys(redis, keys)));
+    await rebuilder({ redis, nc, names: iso.names, keys, now, config: after }).run();
+    expect(await budgetState(redis, keys, now)).toEqual(before);
+  });
 });

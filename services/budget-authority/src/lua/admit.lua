@@ -242,6 +242,23 @@ local function levelMark(spec, lv)
   return mark
 end
 
+-- Appends `added` (codes) to a reservation record's holds text `holds`: the 17th field of its
+-- fixed text `r`, or its own field on a record without one.
+local function addHolds(key, r, holds, added)
+  local text = table.concat(added, ';')
+  holds = holds == '' and text or (holds .. ';' .. text)
+  if r then
+    local parts = {}
+    for part in string.gmatch(r .. '\1', '([^\1]*)\1') do
+      parts[#parts + 1] = part
+    end
+    parts[17] = holds
+    redis.call('HSET', key, 'r', table.concat(parts, '\1'))
+  else
+    redis.call('HSET', key, 'holds', holds)
+  end
+end
+
 -- Adopts the calls in flight at level `li` into the plan (SPEC §4: a window's admissions see
 -- every call that will bill it): each hold record in the level's holds set that is not on a
 -- window of the level's budgets (added, or its unit or window kind changed, since it was
@@ -303,22 +320,81 @@ local function adopt(spec, li, all)
         redis.call('HSET', key, 'heldT', I(heldT), 'heldU', I(heldU))
       end
       if #added > 0 then
-        local text = table.concat(added, ';')
-        holds = holds == '' and text or (holds .. ';' .. text)
-        if v[4] then
-          -- The fixed text with its 17th field (holds) replaced.
-          local parts = {}
-          for part in string.gmatch(v[4] .. '\1', '([^\1]*)\1') do
-            parts[#parts + 1] = part
+        addHolds(key, v[4], holds, added)
+      end
+    end
+  end
+end
+
+-- The holds' codes of the call's key's budgets and of its end user's ("KMt;Kmt", "UMt"), as
+-- the leaf's state hash keeps the last it adopted (`ak:<key id>`, `au`: one for all the
+-- tenant's end users, who have the same budgets); '' when none. The plan lists the key's
+-- first, and U is no window's or unit's letter.
+local function ownMarks(spec)
+  local own = spec.own
+  if not own then
+    return '', ''
+  end
+  local at = string.find(own, 'U', 1, true)
+  if not at then
+    return own, ''
+  end
+  return string.sub(own, 1, math.max(0, at - 2)), string.sub(own, at)
+end
+
+-- Adopts into the plan's budgets of `scope` ('k': the call's key's, 'u': its tenant's end
+-- users') the calls in flight of that key, or of every end user of the tenant, as adopt does
+-- a level's: each one's hold's amount held on the windows of those budgets its record lacks
+-- (another end user's windows named from its record as recordHolds names them, kept as long
+-- as admission keeps an end user's), and the codes added to its record's holds. An end user
+-- so adopted is one with budgets: in the tenant's registry (KEYS[usersKey]) as seen when its
+-- call was admitted, as a rebuild registers it (so neither counts it new, whose windows a
+-- refusal takes away; a key's own registry gets it at its next admission). A key and an
+-- end user belong to one tenant: the walk is the leaf's in-flight set (at most its
+-- maxInFlight records), those of the tenant's own calls (a tenant with teams under it holds
+-- theirs there too). True when the call's own end user had calls in flight adopted (its
+-- windows now hold them: not a new end user's, which a refusal takes away).
+local function adoptOwn(spec, scope)
+  local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
+  local keyId, endUser, letter = ARGV[3], ARGV[26], scope == 'k' and 'K' or 'U'
+  local codes, mine = windowCodes(spec), false
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[spec.levels[1].holds], 0, -1)) do
+    local key = prefix .. id
+    local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'createdAt')
+    if v[1] == 'held' then
+      local x = recordFixed(key, v[4])
+      local rec = {tenant = x[1], keyId = x[3] or '', endUser = x[20] or ''}
+      local subject = scope == 'k' and rec.keyId or rec.endUser
+      if rec.tenant == spec.tenant and subject ~= '' and (scope == 'u' or subject == keyId) then
+        local holds = x[17] or ''
+        local listed = ';' .. holds .. ';'
+        local heldT, heldU = tonumber(v[2]) or 0, tonumber(v[3]) or 0
+        local added = {}
+        for bi, b in ipairs(spec.budgets) do
+          local code = letter .. codes[bi]
+          if b.scope == scope and not string.find(listed, ';' .. code .. ';', 1, true) then
+            added[#added + 1] = code
+            local window = KEYS[b.key]
+            if scope == 'u' and subject ~= endUser then
+              window = recordHolds(spec, {}, code, rec)[1][1]
+            end
+            hold(window, b.unit == 'usd' and heldU or heldT)
+            if scope == 'u' then
+              redis.call('PEXPIRE', window, ARGV[29])
+            end
           end
-          parts[17] = holds
-          redis.call('HSET', key, 'r', table.concat(parts, '\1'))
-        else
-          redis.call('HSET', key, 'holds', holds)
+        end
+        if #added > 0 then
+          addHolds(key, v[4], holds, added)
+          if scope == 'u' then
+            redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', v[5] or I(spec.now), subject)
+            mine = mine or subject == endUser
+          end
         end
       end
     end
   end
+  return mine
 end
 
 -- @call
@@ -374,11 +450,19 @@ local inflight = nil
 -- The levels whose calls in flight are to be adopted into the plan (adopt): their budgets'
 -- windows changed since their state's `ad`, or (the leaf, `am`) the tenant switched to
 -- holding modes since it admitted in post or estimate.
+-- The call's key's and end users' budgets the same (`ak:<key id>`, `au` on the leaf: ownK,
+-- ownU the marks to write), read only for a call by a key or for an end user.
 local holding = mode == 'reserve' or mode == 'adaptive'
-local adopting = nil
+local adopting, ownK, ownU = nil, nil, nil
+local keyId = ARGV[3]
 for i = 1, #spec.levels do
   local lv = spec.levels[i]
-  local st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am')
+  local st
+  if i == 1 and (keyId ~= '' or endUser ~= '') then
+    st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am', 'ak:' .. keyId, 'au')
+  else
+    st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am')
+  end
   if st[1] == '1' then
     return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
   end
@@ -387,6 +471,15 @@ for i = 1, #spec.levels do
   if (st[2] or '') ~= mark or all then
     adopting = adopting or {}
     adopting[#adopting + 1] = {i, all}
+  end
+  if #st > 3 then
+    local k, u = ownMarks(spec)
+    if keyId ~= '' and (st[4] or '') ~= k then
+      ownK, adopting = k, adopting or {}
+    end
+    if endUser ~= '' and (st[5] or '') ~= u then
+      ownU, adopting = u, adopting or {}
+    end
   end
   if i == 1 and not holding and st[3] == 'h' then
     redis.call('HSET', KEYS[lv.state], 'am', 'n')
@@ -410,6 +503,20 @@ if adopting then
     if a[2] then
       redis.call('HSET', KEYS[lv.state], 'am', 'h')
     end
+  end
+  -- After the levels': a call grown to its worst case above is held so on these too.
+  local leaf = KEYS[spec.levels[1].state]
+  if ownK then
+    if ownK ~= '' then
+      adoptOwn(spec, 'k')
+    end
+    redis.call('HSET', leaf, 'ak:' .. keyId, ownK)
+  end
+  if ownU then
+    if ownU ~= '' and adoptOwn(spec, 'u') then
+      newUser = false
+    end
+    redis.call('HSET', leaf, 'au', ownU)
   end
 end
 

@@ -243,7 +243,8 @@ end
 -- key indexes, maxInFlight each; the budgets' count, then each budget (readBudget).
 local function parseTemplate(i)
   local m = {kp = ARGV[i], org = ARGV[i + 1], tenant = ARGV[i + 2], keepMs = tonumber(ARGV[i + 3]),
-    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}, now = false}
+    levelsText = ARGV[i + 4], holdsText = ARGV[i + 5], levels = {}, budgets = {}, now = false,
+    own = false}
   i = i + 6
   for l = 1, tonumber(ARGV[i]) do
     m.levels[l] = {tenant = ARGV[i + 1], state = tonumber(ARGV[i + 2]), holds = tonumber(ARGV[i + 3]),
@@ -282,7 +283,7 @@ end
 -- count, each budget (readBudget) and, if any, their holds' codes (for the record's holds text).
 -- A call without budgets of its own gets the kept plan as its spec, `now` reset (the scripts
 -- set only `now` on it); one with them a spec of its own (the kept levels and budgets are
--- only read).
+-- only read), `own` their holds' codes (false: none).
 local function readPlan(at)
   local id = ARGV[at]
   local m, i = plans[id], at + 2
@@ -312,7 +313,7 @@ local function readPlan(at)
   -- Every field the scripts set later is in the constructor (now: false until set), so the
   -- table is sized once.
   return {kp = m.kp, org = m.org, tenant = m.tenant, keepMs = m.keepMs, levelsText = m.levelsText,
-    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false}
+    holdsText = holdsText, levels = m.levels, budgets = budgets, now = false, own = codes}
 end
 
 -- {current bucket, oldest bucket in the window, buckets per window, bucket length ms} of a
