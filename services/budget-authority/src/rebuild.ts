@@ -743,7 +743,9 @@ export class Rebuilder {
       state: 'held',
       tenant: c.tenant,
       org,
-      expB: tenant?.onExpiry === 'bill' ? '1' : '0',
+      // As its tenant had it at admission (the record keeps it); the current one for an event
+      // from before the event said.
+      expB: (c.onExpiry ?? tenant?.onExpiry) === 'bill' ? '1' : '0',
       keyId: c.keyId ?? '',
       useCase: c.useCase,
       model: c.model,

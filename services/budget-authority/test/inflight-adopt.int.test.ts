@@ -42,10 +42,9 @@ function config(
       {
         id: 'team',
         parent: 'acme',
+        // onExpiry as its mode has it: a call admitted in post mode releases on expiry, and
+        // still does after the switch to reserve (its record's expB), rebuilt alike.
         mode,
-        // onExpiry set: a rebuild writes a record's expB from the current config, not the
-        // mode it was admitted in.
-        onExpiry: 'release',
         maxInFlight: 64,
         budgets,
         keys: [{ ...KEY, budgets: own.key ?? [] }],

@@ -36,6 +36,12 @@ export const ReservationCreated = z.object({
    */
   potentialTokens: count.optional(),
   potentialMicroUsd: count.optional(),
+  /**
+   * What its lease running out does (its tenant's `onExpiry` at admission, which its record
+   * keeps): `bill` its worst case or `release` it. Absent: an event from before it (a rebuild
+   * then takes the tenant's current `onExpiry`).
+   */
+  onExpiry: z.enum(['bill', 'release']).optional(),
   ...windowsField,
 });
 

@@ -439,7 +439,7 @@ export async function admit(
     ...['reservationId', req.reservationId, 'keyId', keyId, 'useCase', req.useCase],
     ...['model', req.model, 'mode', tenant.mode, 'api', req.api],
     ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
-    ...['serviceTier', req.serviceTier],
+    ...['serviceTier', req.serviceTier, 'onExpiry', tenant.onExpiry],
     ...(long ? ['longContext', '1'] : []),
     ...(endUser ? ['endUser', endUser] : []),
     // The upstream whose capacity the call took: on the event.
