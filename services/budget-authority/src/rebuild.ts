@@ -95,6 +95,8 @@ interface LiveHold {
   heldU: number;
   covered: number;
   windows: (Owner & { budget: string; unit: 'tokens' | 'usd' })[];
+  /** Levels its team moved under while it was held, adopted (`#adopt`): not its `levels`. */
+  moved?: string[];
 }
 
 /** An event that charges windows (what `#bill` reads of it). */
@@ -617,8 +619,19 @@ export class Rebuilder {
           if (!on.has(this.#windowKey(w))) added.push(w);
         }
       });
-      // Its key's budgets and its end user's (its tenant's, the leaf), as admit.lua's adoptOwn.
+      // The levels its team moved under since (the leaf's walk in admit.lua's adopt): held
+      // there too, named by '@' codes, in their in-flight sets.
       const own = chain[0]?.org === c.org ? chain[0] : undefined;
+      for (const level of own?.chain ?? []) {
+        if (live.levels.includes(level)) continue;
+        for (const b of config.tenants.get(level)?.budgets ?? []) {
+          if (b.tenant !== level || b.scope !== 'tenant') continue;
+          const w = { org: c.org, tenant: level, budget: b.id, unit: b.unit };
+          if (!on.has(this.#windowKey(w))) added.push(w);
+        }
+        live.moved = [...(live.moved ?? []), level];
+      }
+      // Its key's budgets and its end user's (its tenant's, the leaf), as admit.lua's adoptOwn.
       const subjects = [
         { scope: 'key' as const, subject: c.keyId, budgets: own?.keyBudgets.get(c.keyId ?? '') },
         { scope: 'end_user' as const, subject: c.endUser, budgets: own?.endUserBudgets },
@@ -716,14 +729,19 @@ export class Rebuilder {
     const now = this.#o.now ?? Date.now();
     const chain = live.levels;
     const levelIndex = new Map(chain.map((t, i) => [t, i]));
+    const moved = live.moved ?? [];
     const holds = live.windows
-      .filter((w) => levelIndex.has(w.tenant))
+      .filter((w) => levelIndex.has(w.tenant) || moved.includes(w.tenant))
       .map((w) => {
         const window = w.budget.split('-')[0] as BudgetWindow;
         const acc = this.#windows.get(this.#windowKey(w));
         const code = acc && this.#isCalendar(acc, now) ? 'C' : WINDOW_CODE[window];
         const level =
-          w.scope === 'key' ? 'K' : w.scope === 'end_user' ? 'U' : levelIndex.get(w.tenant);
+          w.scope === 'key'
+            ? 'K'
+            : w.scope === 'end_user'
+              ? 'U'
+              : (levelIndex.get(w.tenant) ?? `@${w.tenant}`);
         return `${level}${code}${UNIT_CODE[w.unit]}`;
       });
     const model = config.models.get(c.model);
@@ -785,7 +803,7 @@ export class Rebuilder {
     };
     const ttl = Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS;
     multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));
-    for (const k of [...chain.map((level) => keys.holds(org, level)), keys.leases(org)]) {
+    for (const k of [...[...chain, ...moved].map((l) => keys.holds(org, l)), keys.leases(org)]) {
       multi.add(k, (p) => p.zadd(k, expiresAt, id));
     }
   }

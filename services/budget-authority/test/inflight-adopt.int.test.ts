@@ -1,4 +1,6 @@
 import { describe, expect } from 'vitest';
+import type { Isolation } from '@holdfast/testkit';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { AuthorityClient } from '@holdfast/runtime';
 import { Keys } from '../src/keys.js';
 import type { RedisClient } from '../src/redis.js';
@@ -155,6 +157,22 @@ async function windowOf(
   return windows?.find((x) => x.budget === c.budget);
 }
 
+/** Stops `h`, loses the state and rebuilds it from the events under `config`: the same. */
+async function rebuiltAlike(
+  h: { clock: { now: number }; stop: () => Promise<void> },
+  config: unknown,
+  o: { redis: RedisClient; nc: NatsConnection; iso: Isolation },
+): Promise<void> {
+  const keys = new Keys(o.iso.keyPrefix);
+  await outboxesRelayed(o.redis, keys);
+  const now = h.clock.now;
+  await h.stop();
+  const before = await budgetState(o.redis, keys, now);
+  await o.redis.del(...(await stateKeys(o.redis, keys)));
+  await rebuilder({ redis: o.redis, nc: o.nc, names: o.iso.names, keys, now, config }).run();
+  expect(await budgetState(o.redis, keys, now)).toEqual(before);
+}
+
 describe('calls in flight on a window they hold nothing on', () => {
   for (const c of cases) {
     test(`${c.name}: no admission while the calls in flight cover its limit, rebuilt alike`, async ({
@@ -174,14 +192,8 @@ describe('calls in flight on a window they hold nothing on', () => {
       }
 
       // Lost and rebuilt from the events while the 16 are in flight: the same state.
+      await rebuiltAlike(first, c.after, { redis, nc, iso });
       const keys = new Keys(iso.keyPrefix);
-      await outboxesRelayed(redis, keys);
-      const now = first.clock.now;
-      await first.stop();
-      const before = await budgetState(redis, keys, now);
-      await redis.del(...(await stateKeys(redis, keys)));
-      await rebuilder({ redis, nc, names: iso.names, keys, now, config: c.after }).run();
-      expect(await budgetState(redis, keys, now)).toEqual(before);
 
       const h = await start(c.after);
       refusalOf(await h.client.admit(call()));
@@ -217,12 +229,59 @@ describe("other end users' calls in flight", () => {
     const held = await redis.hget(keys.userWindow('acme', 'team', 'u2', 'minute-tokens'), 'h');
     expect(Number(held)).toBe(8 * CALL_T);
 
-    await outboxesRelayed(redis, keys);
-    const now = h.clock.now;
-    await h.stop();
-    const before = await budgetState(redis, keys, now);
-    await redis.del(...(await stateKeys(redis, keys)));
-    await rebuilder({ redis, nc, names: iso.names, keys, now, config: after }).run();
-    expect(await budgetState(redis, keys, now)).toEqual(before);
+    await rebuiltAlike(h, after, { redis, nc, iso });
+  });
+});
+
+describe('a team moved under another parent while its calls are in flight', () => {
+  /** team under `parent` (dept1 or dept2, both under acme); dept2 has a minute budget. */
+  const moved = (parent: string) => ({
+    ...BASE_CONFIG,
+    tenants: [
+      { id: 'acme', budgets: [MONTH] },
+      { id: 'dept1', parent: 'acme', budgets: [MONTH] },
+      { id: 'dept2', parent: 'acme', budgets: [MONTH, MINUTE] },
+      { id: 'team', parent, mode: 'reserve', maxInFlight: 64, budgets: [MONTH], useCases },
+    ],
+  });
+
+  test("the new parent's windows hold them at the next admission, their closes give back on both, rebuilt alike", async ({
+    start,
+    nc,
+    redis,
+    iso,
+  }) => {
+    const first = await start(moved('dept1'));
+    const keys = new Keys(iso.keyPrefix);
+    const early = Array.from({ length: 16 }, call);
+    for (const x of early) admissionOf(await first.client.admit(x));
+    expect((await first.client.configApply({ document: moved('dept2') })).ok).toBe(true);
+    for (let i = 0; i < 4; i++) {
+      expect(refusalOf(await first.client.admit(call())).code).toBe('budget_exceeded');
+    }
+
+    await rebuiltAlike(first, moved('dept2'), { redis, nc, iso });
+
+    const h = await start(moved('dept2'));
+    const usage = { promptTokens: 100, completionTokens: 1_000 };
+    const settled = await Promise.all(
+      early.map(({ reservationId }) => h.client.settle({ reservationId, tenant: 'team', usage })),
+    );
+    expect(settled.every((r) => r.ok && r.value.status === 'settled')).toBe(true);
+    for (const [level, budget] of [
+      ['dept1', 'month-tokens'],
+      ['dept2', 'minute-tokens'],
+      ['dept2', 'month-tokens'],
+    ] as const) {
+      const w = await redis.hmget(keys.window('acme', level, budget), 'h', 's');
+      expect([level, budget, Number(w[0] ?? 0), Number(w[1])]).toEqual([
+        level,
+        budget,
+        0,
+        16 * CALL_T,
+      ]);
+    }
+    for (const level of ['team', 'dept1', 'dept2', 'acme'])
+      expect(await redis.zcard(keys.holds('acme', level))).toBe(0);
   });
 });

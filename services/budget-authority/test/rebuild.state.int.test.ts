@@ -61,16 +61,19 @@ async function rebuiltEqualsLive(h: TestAuthority, config: unknown, o: Infra): P
 }
 
 /**
- * Applies `config` to `h`, loses and rebuilds the state (rebuiltEqualsLive), starts an
- * authority on it at `h`'s instant and settles the call left in flight there; returns it.
+ * Applies `config` to `h`, runs `then` (what the live state does before it is lost), loses
+ * and rebuilds the state (rebuiltEqualsLive), starts an authority on it at `h`'s instant and
+ * settles the call left in flight there; returns it.
  */
 async function changedLostSettled(
   h: TestAuthority,
   config: Record<string, unknown>,
   o: Infra,
   reservationId: string,
+  then: () => Promise<void> = async () => {},
 ): Promise<TestAuthority> {
   expect((await h.client.configApply({ document: config })).ok).toBe(true);
+  await then();
   await rebuiltEqualsLive(h, config, o);
   const h2 = await o.start(config);
   h2.clock.now = h.clock.now;
@@ -443,7 +446,9 @@ test('the rebuild tool (dist/rebuild-main.js): refuses on existing state, and wi
  * A team moved under another parent of the same org while a call is in flight: the hold
  * record keeps the levels it was admitted on (close.lua gives the hold back there). Rebuilt
  * with today's chain, the old parent was not among its levels: the record lost that window,
- * whose held amount its settle then never gave back.
+ * whose held amount its settle then never gave back. The new parent holds it too once an
+ * admission adopted it (admit.lua's adopt; a rebuild adopts at once): one admitted and
+ * released after the move.
  */
 test('a team moved under another parent in its org: its hold is rebuilt on the levels it was admitted on', async ({
   start,
@@ -460,7 +465,15 @@ test('a team moved under another parent in its org: its hold is rebuilt on the l
   const h = await start(plan('dept-a'));
   const open = admissionOf(await h.client.admit(call('team')));
   const o = { start, nc, redis, iso };
-  const h2 = await changedLostSettled(h, plan('dept-b'), o, open.reservationId);
+  const h2 = await changedLostSettled(h, plan('dept-b'), o, open.reservationId, async () => {
+    const later = admissionOf(await h.client.admit(call('team')));
+    const released = await h.client.release({
+      reservationId: later.reservationId,
+      tenant: 'team',
+      reason: 'not_forwarded',
+    });
+    expect(released.ok).toBe(true);
+  });
   // The old parent's hold given back, the usage billed there (and to the org's window).
   const u = await h2.client.usage({ tenant: 'dept-a' });
   expect(u.ok && u.value.tenants[0]!.windows.map((w) => [w.tenant, w.used, w.held])).toEqual([

@@ -226,7 +226,8 @@ local function windowCodes(spec)
 end
 
 -- The windows of a level's own budgets (its tenant's, not a key's or end user's), as its
--- state hash's `ad` keeps the last plan it adopted (kept on the plan's level: one content).
+-- state hash's `ad` keeps the last plan it adopted (kept on the plan's level: one content);
+-- the leaf's after its levels ("team;dept2;acme|Mt,mt").
 local function levelMark(spec, lv)
   local mark = lv.mark
   if mark == nil then
@@ -237,6 +238,10 @@ local function levelMark(spec, lv)
       end
     end
     mark = table.concat(codes, ',')
+    if lv == spec.levels[1] then
+      -- The leaf's: its chain too (adopt's levels a team moved under).
+      mark = spec.levelsText .. '|' .. mark
+    end
     lv.mark = mark
   end
   return mark
@@ -259,6 +264,22 @@ local function addHolds(key, r, holds, added)
   end
 end
 
+-- The codes (`at`: the level's index in the record, or '@<tenant>') of level `tenant`'s budgets
+-- a record's holds (`listed`: ';'-joined, ';' around) lack, added to `added`, and their
+-- windows to `targets`.
+local function lacking(spec, tenant, at, listed, added, targets)
+  local codes = windowCodes(spec)
+  for bi, b in ipairs(spec.budgets) do
+    if b.tenant == tenant and b.scope ~= 'k' and b.scope ~= 'u' then
+      local code = at .. codes[bi]
+      if not string.find(listed, ';' .. code .. ';', 1, true) then
+        added[#added + 1] = code
+        targets[#targets + 1] = {KEYS[b.key], b.unit}
+      end
+    end
+  end
+end
+
 -- Adopts the calls in flight at level `li` into the plan (SPEC §4: a window's admissions see
 -- every call that will bill it): each hold record in the level's holds set that is not on a
 -- window of the level's budgets (added, or its unit or window kind changed, since it was
@@ -272,7 +293,7 @@ local function adopt(spec, li, all)
   local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
   for _, id in ipairs(redis.call('ZRANGE', KEYS[lv.holds], 0, -1)) do
     local key = prefix .. id
-    local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'max', 'chargedU')
+    local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'max', 'chargedU', 'expiresAt')
     if v[1] == 'held' then
       local x = recordFixed(key, v[4])
       local holds, levels = x[17] or '', recordLevels(x[16])
@@ -293,23 +314,23 @@ local function adopt(spec, li, all)
           targets[#targets + 1] = {r[1], r[2]}
         end
       end
-      local at
+      local index = {}
       for n, t in ipairs(levels) do
-        if t == lv.tenant then
-          at = I(n - 1)
-          break
-        end
+        index[t] = I(n - 1)
       end
-      local added = {}
-      if at then
-        local listed, codes = ';' .. holds .. ';', windowCodes(spec)
-        for bi, b in ipairs(spec.budgets) do
-          if b.tenant == lv.tenant and b.scope ~= 'k' and b.scope ~= 'u' then
-            local code = at .. codes[bi]
-            if not string.find(listed, ';' .. code .. ';', 1, true) then
-              added[#added + 1] = code
-              targets[#targets + 1] = {KEYS[b.key], b.unit}
-            end
+      local added, listed = {}, ';' .. holds .. ';'
+      -- A call in this level's set whose record lacks the level: its team moved under it
+      -- ('@<tenant>' codes, which name the level itself).
+      lacking(spec, lv.tenant, index[lv.tenant] or ('@' .. lv.tenant), listed, added, targets)
+      if li == 1 and x[16] ~= spec.levelsText then
+        -- The leaf's walk after its chain changed: the levels its team moved under hold the
+        -- call too, and count it in flight (their sets: a later change of their budgets walks
+        -- it; its close leaves them).
+        for n = 2, #spec.levels do
+          local up = spec.levels[n]
+          if not index[up.tenant] then
+            lacking(spec, up.tenant, '@' .. up.tenant, listed, added, targets)
+            redis.call('ZADD', KEYS[up.holds], 'NX', v[7] or I(spec.now), id)
           end
         end
       end

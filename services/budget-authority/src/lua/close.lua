@@ -143,9 +143,24 @@ else
   -- A recorded window the plan no longer has (its budget removed, or the tenant moved or left
   -- the config, while the call was held) is listed after the plan's in the event (withRemoved).
   recorded = recordHolds(spec, levels, holdsText, {tenant = tenant, keyId = keyId, endUser = endUser})
+  -- A level its team moved under while it was held (admit.lua's adopt: '@' codes) counted it
+  -- in flight too: it leaves that set as well (its lifetime totals are its levels' alone).
+  local moved = string.find(holdsText, '@', 1, true) and {}
+  if moved then
+    for _, l in ipairs(levels) do
+      moved[l] = true
+    end
+  end
   for _, h in ipairs(recorded) do
     targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true}
     seen[h[1]] = true
+    if moved and h[3].scope == false then
+      local t = h[3].tenant
+      if not moved[t] then
+        moved[t] = true
+        holdsKeys[#holdsKeys + 1] = tenantKey(spec, t, ':holds')
+      end
+    end
   end
   for _, b in ipairs(spec.budgets) do
     local key = KEYS[b.key]

@@ -562,7 +562,8 @@ end
 -- Reservation records name the windows they hold on compactly (script-args.ts holdCode writes
 -- them), so the record stays a small listpack hash: levels as "team;org", holds as "<level index><window><unit>" per budget
 -- ("0Mt" = level 0's month-tokens window, "1Cu" = level 1's calendar-month usd window; "KMt"
--- the key's, "UMt" the end user's). Keys are rebuilt from the prefix, the record's org, and
+-- the key's, "UMt" the end user's; "@dept2Mt" a level its team moved under since admission,
+-- not among the record's levels). Keys are rebuilt from the prefix, the record's org, and
 -- its keyId and endUser.
 
 local function tenantKey(spec, tenant, suffix)
@@ -602,7 +603,8 @@ local function recordHolds(spec, levels, text, rec)
       budget.scope, budget.subject = 'u', rec.endUser
       key = spec.kp .. ':{' .. spec.org .. '}:u:' .. rec.tenant .. ':' .. rec.endUser .. ':w:' .. id
     else
-      budget.tenant = levels[tonumber(at) + 1]
+      -- '@<tenant>': a level its team moved under while the call was held (admit.lua's adopt).
+      budget.tenant = string.sub(at, 1, 1) == '@' and string.sub(at, 2) or levels[tonumber(at) + 1]
       key = tenantKey(spec, budget.tenant, ':w:' .. id)
     end
     out[#out + 1] = {key, unit, budget}
