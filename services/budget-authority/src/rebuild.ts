@@ -599,7 +599,7 @@ export class Rebuilder {
         const { held } = heldPrices(config, c);
         const pico =
           c.promptTokens * holdInputPrice(held) + c.maxTokens * holdOutputPrice(held, true);
-        const whole = Math.ceil(pico / 1_000_000);
+        const whole = Math.ceil(pico / 1_000_000) + (c.toolFeeBoundMicroUsd ?? 0);
         if (c.mode === 'post') {
           live.heldT = c.promptTokens + c.maxTokens;
           live.heldU = whole;
@@ -800,6 +800,10 @@ export class Rebuilder {
       potU: String(c.potentialMicroUsd ?? 0),
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
       endUser: c.endUser ?? '',
+      // admit.lua's: the tool fees of a call that held nothing (adopt holds them too).
+      ...(c.toolFeeBoundMicroUsd && c.heldMicroUsd === 0
+        ? { tfH: String(c.toolFeeBoundMicroUsd) }
+        : {}),
     };
     const ttl = Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS;
     multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));

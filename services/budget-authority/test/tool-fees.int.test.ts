@@ -1,7 +1,11 @@
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
+import { Keys } from '../src/keys.js';
+import { stateKeys } from '../src/rebuild.js';
 import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, newId, readEvents, authorityTest as test } from './harness.js';
+import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
+import { budgetState } from './rebuild-state.js';
 
 /**
  * Provider-run tools billed per use (Anthropic's web search, $10 per 1,000; OpenAI's file
@@ -206,4 +210,30 @@ test('bad tool bounds and reported uses are refused at the boundary', async ({ s
     ok: true,
     value: { costMicroUsd: TOKENS_COST + 10_000 },
   });
+});
+
+test('a call admitted in post mode is held its tool fees too once its tenant switches to reserve, rebuilt alike', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const post = { ...CONFIG, tenants: [{ ...CONFIG.tenants[0]!, mode: 'post' }] };
+  const h = await start(post);
+  const both = call({ web_search: 5, file_search: 3 });
+  expect(admissionOf(await h.client.admit(both))).toMatchObject({ heldMicroUsd: 0 });
+  expect((await h.client.configApply({ document: CONFIG })).ok).toBe(true);
+  // The next admission holds the post call its worst case: its tokens and its tool fees.
+  admissionOf(await h.client.admit(call()));
+  const u = await h.client.usage({ tenant: 'fast' });
+  expect(u.ok && u.value.tenants[0]!.windows[0]!.held).toBe(TOKENS_HELD + 57_500 + TOKENS_HELD);
+
+  const keys = new Keys(iso.keyPrefix);
+  await outboxesRelayed(redis, keys);
+  const now = h.clock.now;
+  await h.stop();
+  const before = await budgetState(redis, keys, now);
+  await redis.del(...(await stateKeys(redis, keys)));
+  await rebuilder({ redis, nc, names: iso.names, keys, now, config: CONFIG }).run();
+  expect(await budgetState(redis, keys, now)).toEqual(before);
 });

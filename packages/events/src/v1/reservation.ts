@@ -42,6 +42,11 @@ export const ReservationCreated = z.object({
    * then takes the tenant's current `onExpiry`).
    */
   onExpiry: z.enum(['bill', 'release']).optional(),
+  /**
+   * The most its provider-run tools may bill (its bound on each tool's uses at its fee), part
+   * of `heldMicroUsd` when it holds. Absent: 0 (no such tool, or an event from before it).
+   */
+  toolFeeBoundMicroUsd: count.optional(),
   ...windowsField,
 });
 

@@ -442,6 +442,11 @@ export async function admit(
     ...['serviceTier', req.serviceTier, 'onExpiry', tenant.onExpiry],
     ...(long ? ['longContext', '1'] : []),
     ...(endUser ? ['endUser', endUser] : []),
+    // The most its provider-run tools may bill: a rebuild holds a post or estimate call so
+    // much more when its tenant switched to holding (admit.lua's adopt).
+    ...(fees.value.heldMicroUsd > 0
+      ? ['toolFeeBoundMicroUsd', String(fees.value.heldMicroUsd)]
+      : []),
     // The upstream whose capacity the call took: on the event.
     ...(upstream ? ['upstream', upstream] : []),
   ].join('\u0000');

@@ -293,7 +293,8 @@ local function adopt(spec, li, all)
   local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
   for _, id in ipairs(redis.call('ZRANGE', KEYS[lv.holds], 0, -1)) do
     local key = prefix .. id
-    local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'max', 'chargedU', 'expiresAt')
+    local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'max', 'chargedU', 'expiresAt',
+      'tfH')
     if v[1] == 'held' then
       local x = recordFixed(key, v[4])
       local holds, levels = x[17] or '', recordLevels(x[16])
@@ -301,9 +302,10 @@ local function adopt(spec, li, all)
       local targets = {}
       local grown = all and heldT == 0 and heldU == 0 and (x[6] == 'post' or x[6] == 'estimate')
       if grown then
-        -- Its worst case still to bill: post billed nothing yet, estimate the prompt.
+        -- Its worst case still to bill: post billed nothing yet, estimate the prompt; and
+        -- the tool fees it may run up.
         local prompt, max = tonumber(x[8]), tonumber(v[5])
-        local whole = cost(prompt, 0, max, {N(x[9]), N(x[23]) or N(x[10]), 0})
+        local whole = cost(prompt, 0, max, {N(x[9]), N(x[23]) or N(x[10]), 0}) + (tonumber(v[8]) or 0)
         if x[6] == 'post' then
           heldT, heldU = prompt + max, whole
         else
@@ -700,6 +702,11 @@ end
 if ARGV[33] ~= '' then
   -- The tool-use prices its settlement bills reported uses at (close.lua).
   redis.call('HSET', resKey, 'tf', ARGV[33])
+end
+if toolFee ~= 0 and heldU == 0 then
+  -- The tool fees a call that holds nothing may run up: held beside its worst case when its
+  -- tenant switches to holding (adopt).
+  redis.call('HSET', resKey, 'tfH', ARGV[32])
 end
 redis.call('PEXPIRE', resKey, T(leaseMs + spec.keepMs))
 if usersKey > 0 then
