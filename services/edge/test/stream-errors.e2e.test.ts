@@ -28,22 +28,23 @@ import {
  * each failed attempt's prompt, as it read it), nothing held.
  */
 
-const claude = (stream: boolean) => ({
+// Each surface's body: `n` words of prompt, `max` output tokens.
+const claude = (stream: boolean, max = 100, n = 20) => ({
   model: CLAUDE,
-  max_tokens: 100,
-  messages: [{ role: 'user' as const, content: words(20) }],
+  max_tokens: max,
+  messages: [{ role: 'user' as const, content: words(n) }],
   stream,
 });
-const responses = (stream: boolean) => ({
+const responses = (stream: boolean, max = 100, n = 20) => ({
   model: 'gpt-4o-mini',
-  input: words(20),
-  max_output_tokens: 100,
+  input: words(n),
+  max_output_tokens: max,
   stream,
 });
-const chat = (stream: boolean) => ({
+const chat = (stream: boolean, max = 100, n = 20) => ({
   model: 'gpt-4o-mini',
-  messages: [{ role: 'user' as const, content: words(20) }],
-  max_tokens: 100,
+  messages: [{ role: 'user' as const, content: words(n) }],
+  max_tokens: max,
   stream,
 });
 const OPENAI = { authorization: `Bearer ${KEYS.support}` };
@@ -194,26 +195,72 @@ test('after content was forwarded: Messages and Responses streams end in their o
   expect(closes).toEqual(['upstream_error', 'upstream_error', 'upstream_error']);
 });
 
-/** The input a Messages body is billed (the mock's count_tokens, on a mock of its own). */
-async function promptOf(body: Record<string, unknown>): Promise<number> {
+/** The input a body is billed (the provider's usage of it, asked of a mock of its own). */
+async function promptOf(path: Path, body: Record<string, unknown>): Promise<number> {
   const mock = await startMockUpstream({ port: 0 });
   try {
-    const { max_tokens: _max, stream: _stream, ...counted } = body;
-    const res = await fetch(`${mock.url}/messages/count_tokens`, {
+    const res = await fetch(`${mock.url}${path.slice('/v1'.length)}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...ANTHROPIC },
-      body: JSON.stringify(counted),
+      headers: {
+        'content-type': 'application/json',
+        ...(path === '/v1/messages' ? ANTHROPIC : OPENAI),
+      },
+      body: JSON.stringify({ ...body, stream: false }),
     });
-    return ((await res.json()) as { input_tokens: number }).input_tokens;
+    const { usage } = (await res.json()) as {
+      usage: { input_tokens?: number; prompt_tokens?: number };
+    };
+    return usage.input_tokens ?? usage.prompt_tokens ?? NaN;
   } finally {
     await mock.stop();
   }
 }
 
+type Path = '/v1/messages' | '/v1/responses' | '/v1/chat/completions';
+
+/** A surface's streaming body of `max` output tokens, the fault its first attempt meets, its counter. */
+const SURFACES = {
+  messages: {
+    path: '/v1/messages',
+    body: (max: number, n: number) => claude(true, max, n),
+    fail: { status: 'error', count: 1 },
+    counter: 'messages',
+  },
+  responses: {
+    path: '/v1/responses',
+    body: (max: number, n: number) => responses(true, max, n),
+    fail: { status: 'error', count: 1, streamError: 'failed' },
+    counter: 'responses',
+  },
+  chat: {
+    path: '/v1/chat/completions',
+    body: (max: number, n: number) => chat(true, max, n),
+    fail: { status: 'error', count: 1 },
+    counter: 'chatCompletions',
+  },
+} as const satisfies Record<
+  string,
+  {
+    path: Path;
+    body: (max: number, n: number) => Record<string, unknown>;
+    fail: Parameters<Stack['upstream']['failNext']>[0];
+    counter: keyof ReturnType<Stack['upstream']['stats']>['requests'];
+  }
+>;
+type Surface = keyof typeof SURFACES;
+
+/** gpt-4o-mini's prices in pico-USD a token (the test config's). */
+const MINI = { input: 150_000, output: 600_000 };
+const microUsd = (prompt: number, output: number) =>
+  Math.ceil((prompt * MINI.input + output * MINI.output) / 1_000_000);
+
 /**
  * A reserve tenant (and its key) whose month holds one call's worst case and `room` more
- * tokens; the second attempt writes its whole max_tokens. The first attempt fails after
- * message_start (the provider billed its prompt): the retry may only use the hold grown by it.
+ * tokens (a `usd` budget: its day, in micro-USD, at gpt-4o-mini's prices); the second attempt
+ * writes its whole max_tokens. The first attempt fails inside its stream once the provider
+ * billed its prompt (Anthropic after message_start, a Responses `response.failed` with its
+ * usage, a chat error chunk): the retry may only use the hold grown by it. Checks every window
+ * within its limit, no overrun, one close, nothing held, books as the provider's.
  */
 async function tight(
   fx: {
@@ -221,35 +268,72 @@ async function tight(
     redis: Parameters<typeof nothingHeldAnywhere>[0];
     iso: { keyPrefix: string };
   },
+  surface: Surface,
   room: (prompt: number) => number,
+  unit: 'tokens' | 'usd' = 'tokens',
 ) {
-  const body = { ...claude(true), max_tokens: 300 };
-  const prompt = await promptOf(body);
-  const limit = prompt + body.max_tokens + room(prompt);
+  const { path, body: bodyOf, fail, counter } = SURFACES[surface];
+  const max = 300;
+  // A usd budget: a prompt long enough that half its price is several micro-dollars.
+  const body = bodyOf(max, unit === 'usd' ? 400 : 20);
+  const prompt = await promptOf(path, body);
+  const limit =
+    unit === 'usd'
+      ? microUsd(prompt, max) + room(microUsd(prompt, 0))
+      : prompt + max + room(prompt);
+  const budget =
+    unit === 'usd'
+      ? { window: 'day', limit: limit / 1_000_000, unit }
+      : { window: 'month', limit, unit };
   const s = await fx.stack({
     patch: (c) => {
       withClaude(c);
       const t = entry(c.tenants, 'support-bot');
-      t.budgets = [{ window: 'month', limit, unit: 'tokens' }];
+      t.budgets = [budget];
       const keys = t.keys as { id: string; budgets?: unknown[] }[];
-      keys[0]!.budgets = [{ window: 'month', limit, unit: 'tokens' }];
+      keys[0]!.budgets = [budget];
     },
     behaviour: { completion: { mode: 'fraction', fraction: 1 } },
   });
-  s.upstream.failNext({ status: 'error', count: 1 });
-  const r = await raw(s, '/v1/messages', body);
-  await billedAsProvider(s, 'support-bot');
-  const usage = await s.settled('support-bot');
-  for (const w of [...usage.windows, ...usage.keys.flatMap((k) => k.windows)]) {
-    expect(w.used).toBeLessThanOrEqual(limit);
+  s.upstream.failNext(fail);
+  const r = await raw(s, path, body);
+  const usage = await billedAsProvider(s, 'support-bot');
+  const billed = s.upstream.stats().billed;
+  if (unit === 'usd') {
+    expect(usage.billedMicroUsd).toBe(microUsd(billed.promptTokens, billed.completionTokens));
   }
-  expect(usage.keys).toHaveLength(1);
+  const windows = [...usage.windows, ...usage.keys.flatMap((k) => k.windows)];
+  expect(windows.map((w) => [w.unit, w.limit])).toEqual([
+    [unit, limit],
+    [unit, limit],
+  ]);
+  for (const w of windows) expect(w.used).toBeLessThanOrEqual(w.limit);
   expect(usage.overruns.count).toBe(0);
   const closes = await onceClosed(s, 1);
   const events = await s.events();
   expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
   await nothingHeldAnywhere(fx.redis, fx.iso.keyPrefix);
-  return { s, r, prompt, limit, closes, events };
+  const attempts = s.upstream.stats().requests[counter];
+  return { s, r, prompt, limit, closes, events, attempts, billed };
+}
+
+/** No room: one attempt, its prompt billed, the client gets the API's own error, closed failed. */
+function noRoom(t: Awaited<ReturnType<typeof tight>>) {
+  expect(t.attempts).toBe(1);
+  expect(t.billed).toMatchObject({ promptTokens: t.prompt, completionTokens: 0 });
+  expect(outcomes(t.closes)).toEqual(['upstream_error']);
+  expect(t.events.filter((e) => e.type === 'reservation.extended')).toEqual([]);
+}
+
+/** Room: the hold grew once by the failed attempt, the retry answered, both billed. */
+function withRoom(t: Awaited<ReturnType<typeof tight>>, max: number) {
+  expect(t.r.status).toBe(200);
+  expect(t.attempts).toBe(2);
+  expect(t.billed).toMatchObject({ promptTokens: 2 * t.prompt, completionTokens: max });
+  expect(outcomes(t.closes)).toEqual(['completed']);
+  const grown = t.events.filter((e) => e.type === 'reservation.extended');
+  expect(grown).toHaveLength(1);
+  expect(grown[0]).toMatchObject({ addedTokens: expect.any(Number) as number });
 }
 
 test('reserve: a retry the hold cannot grow for is not sent: the client gets the error, the failed attempt billed, no window past its limit, no overrun', async ({
@@ -257,12 +341,10 @@ test('reserve: a retry the hold cannot grow for is not sent: the client gets the
   redis,
   iso,
 }) => {
-  const { s, r, prompt, closes } = await tight({ stack, redis, iso }, (p) => Math.floor(p / 2));
-  expect(r.status).toBe(529);
-  expect(JSON.parse(r.text)).toMatchObject({ error: { type: 'overloaded_error' } });
-  expect(s.upstream.stats().requests.messages).toBe(1);
-  expect(s.upstream.stats().billed.promptTokens).toBe(prompt);
-  expect(outcomes(closes)).toEqual(['upstream_error']);
+  const t = await tight({ stack, redis, iso }, 'messages', (p) => Math.floor(p / 2));
+  expect(t.r.status).toBe(529);
+  expect(JSON.parse(t.r.text)).toMatchObject({ error: { type: 'overloaded_error' } });
+  noRoom(t);
 });
 
 test('reserve: with room, the hold grows by the failed attempt before the retry: both billed within it', async ({
@@ -270,15 +352,57 @@ test('reserve: with room, the hold grows by the failed attempt before the retry:
   redis,
   iso,
 }) => {
-  const { s, r, prompt, closes, events } = await tight({ stack, redis, iso }, (p) => p + 2);
-  expect(r.status).toBe(200);
-  expect(r.text).toContain('message_stop');
-  expect(s.upstream.stats().requests.messages).toBe(2);
-  expect(s.upstream.stats().billed.promptTokens).toBe(2 * prompt);
-  expect(outcomes(closes)).toEqual(['completed']);
-  const grown = events.filter((e) => e.type === 'reservation.extended');
-  expect(grown).toHaveLength(1);
-  expect(grown[0]).toMatchObject({ addedTokens: expect.any(Number) as number });
+  const t = await tight({ stack, redis, iso }, 'messages', (p) => p + 2);
+  expect(t.r.text).toContain('message_stop');
+  withRoom(t, 300);
+});
+
+// The OpenAI surfaces: the failed attempt's prompt billed by a Responses `response.failed`
+// (its usage) or a chat error chunk (the edge's count); no room: a 502 upstream_error.
+for (const [surface, name, failure, done] of [
+  ['responses', 'Responses', 'a response.failed that billed its prompt', '"status":"incomplete"'],
+  ['chat', 'Chat', 'an error chunk after the prompt was billed', '[DONE]'],
+] as const) {
+  test(`reserve, ${name}: ${failure}, no room to grow the hold: not retried, the client gets the API's error`, async ({
+    stack,
+    redis,
+    iso,
+  }) => {
+    const t = await tight({ stack, redis, iso }, surface, (p) => Math.floor(p / 2));
+    expect(t.r.status).toBe(502);
+    expect(JSON.parse(t.r.text)).toMatchObject({ error: { code: 'upstream_error' } });
+    noRoom(t);
+  });
+
+  test(`reserve, ${name}: ${failure}, with room: the hold grows by it before the retry`, async ({
+    stack,
+    redis,
+    iso,
+  }) => {
+    const t = await tight({ stack, redis, iso }, surface, (p) => p + 2);
+    expect(t.r.text).toContain(done);
+    expect(t.r.text).not.toMatch(/response\.failed|event: error|"error":\{/);
+    withRoom(t, 300);
+  });
+}
+
+test('reserve, usd budget (micro-USD): a response.failed whose prompt does not fit is not retried, no window past its limit', async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const none = await tight({ stack, redis, iso }, 'responses', (c) => Math.floor(c / 2), 'usd');
+  expect(none.r.status).toBe(502);
+  noRoom(none);
+});
+
+test("reserve, usd budget (micro-USD): with room for the failed attempt's prompt the hold grows and the retry is sent, within the limit", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const room = await tight({ stack, redis, iso }, 'chat', (c) => c + 2, 'usd');
+  withRoom(room, 300);
 });
 
 test('a reply slow to begin gets its head and opening events after EDGE_STREAM_HOLD_BACK_MS; an error after that is not retried, the stream ends in it', async ({
