@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 
 /**
  * The connection a response goes out on. A pipelined response (HTTP/1.1: its request came on
@@ -47,6 +47,11 @@ export function onResponseGone(res: ServerResponse, fn: () => void): () => void 
  */
 export function untilTaken(res: ServerResponse, ms: number): void {
   // A pipelined reply waiting for its turn: from its turn on, not during the ones before it.
-  if (res.socket) res.socket.setTimeout(ms);
-  else res.once('socket', (socket: Socket) => socket.setTimeout(ms));
+  // Only a connection has a deadline: an injected request (fastify's inject, light-my-request)
+  // has a stand-in socket without one.
+  const time = (socket: unknown) => {
+    if (socket instanceof Socket) socket.setTimeout(ms);
+  };
+  if (res.socket) time(res.socket);
+  else res.once('socket', time);
 }
