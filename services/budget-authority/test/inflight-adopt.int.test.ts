@@ -285,3 +285,62 @@ describe('a team moved under another parent while its calls are in flight', () =
       expect(await redis.zcard(keys.holds('acme', level))).toBe(0);
   });
 });
+
+describe('a month budget switched between sliding and calendar while calls are in flight', () => {
+  // 16 calls in flight hold 17,600 of 20,000: two more fit (18,700, 19,800), a third not.
+  const budget = (calendar: boolean) => [
+    { window: 'month', limit: 20_000, ...(calendar ? { calendar } : {}) },
+  ];
+  const owners = [
+    {
+      name: "the team's",
+      config: (c: boolean) => config('reserve', budget(c)),
+      window: (k: Keys) => k.window('acme', 'team', 'month-tokens'),
+    },
+    {
+      name: "the calls' key's",
+      config: (c: boolean) => config('reserve', [MONTH], [MONTH], { key: budget(c) }),
+      window: (k: Keys) => k.keyWindow('acme', 'team', KEY.id, 'month-tokens'),
+    },
+    {
+      name: "the end users'",
+      config: (c: boolean) => config('reserve', [MONTH], [MONTH], { endUser: budget(c) }),
+      window: (k: Keys) => k.userWindow('acme', 'team', 'u1', 'month-tokens'),
+    },
+  ];
+
+  for (const o of owners) {
+    for (const from of [false, true]) {
+      const kind = (c: boolean) => (c ? 'calendar' : 'sliding');
+      const name = `${o.name}, ${kind(from)} to ${kind(!from)}: its calls held once`;
+      test(`${name}, rebuilt alike`, async ({ start, nc, redis, iso }) => {
+        const keys = new Keys(iso.keyPrefix);
+        const window = o.window(keys);
+        const after = o.config(!from);
+        const first = await start(o.config(from));
+        const early = Array.from({ length: 16 }, call);
+        for (const x of early) admissionOf(await first.client.admit(x));
+        expect((await first.client.configApply({ document: after })).ok).toBe(true);
+        // Same window (month-tokens): the 16 are on it already, not held a second time.
+        const more = [call(), call()];
+        for (const x of more) admissionOf(await first.client.admit(x));
+        expect(Number(await redis.hget(window, 'h'))).toBe(18 * CALL_T);
+        expect(refusalOf(await first.client.admit(call())).code).toBe('budget_exceeded');
+
+        await rebuiltAlike(first, after, { redis, nc, iso });
+
+        const h = await start(after);
+        const usage = { promptTokens: 100, completionTokens: 1_000 };
+        const settled = await Promise.all(
+          [...early, ...more].map(({ reservationId }) =>
+            h.client.settle({ reservationId, tenant: 'team', usage }),
+          ),
+        );
+        expect(settled.every((r) => r.ok && r.value.status === 'settled')).toBe(true);
+        const w = await redis.hmget(window, 'h', 's');
+        expect([Number(w[0] ?? 0), Number(w[1])]).toEqual([0, 18 * CALL_T]);
+        expect(await redis.zcard(keys.holds('acme', 'team'))).toBe(0);
+      });
+    }
+  }
+});

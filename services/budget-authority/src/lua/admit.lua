@@ -247,11 +247,12 @@ local function levelMark(spec, lv)
   return mark
 end
 
--- Appends `added` (codes) to a reservation record's holds text `holds`: the 17th field of its
--- fixed text `r`, or its own field on a record without one.
-local function addHolds(key, r, holds, added)
-  local text = table.concat(added, ';')
-  holds = holds == '' and text or (holds .. ';' .. text)
+-- Writes a reservation record's holds text: `listed` (';' around, as `named` left it) and
+-- `added` (codes) after it; the 17th field of its fixed text `r`, or its own field on a
+-- record without one.
+local function addHolds(key, r, listed, added)
+  local holds, text = string.sub(listed, 2, -2), table.concat(added, ';')
+  holds = holds == '' and text or text == '' and holds or (holds .. ';' .. text)
   if r then
     local parts = {}
     for part in string.gmatch(r .. '\1', '([^\1]*)\1') do
@@ -264,20 +265,41 @@ local function addHolds(key, r, holds, added)
   end
 end
 
+-- A record's holds (`listed`: ';'-joined, ';' around) naming the window of `code` so, when
+-- they hold there; nil when not. A month budget switched between sliding (M) and calendar
+-- (C) keeps its window (`month-<unit>`, recordHolds): its other code is renamed, as a
+-- rebuild names it from the config, not held a second time.
+local function named(listed, code)
+  if string.find(listed, ';' .. code .. ';', 1, true) then
+    return listed
+  end
+  local w = string.sub(code, -2, -2)
+  if w ~= 'M' and w ~= 'C' then
+    return nil
+  end
+  local twin = string.sub(code, 1, -3) .. (w == 'M' and 'C' or 'M') .. string.sub(code, -1)
+  local i = string.find(listed, ';' .. twin .. ';', 1, true)
+  return i and (string.sub(listed, 1, i) .. code .. string.sub(listed, i + #twin + 1))
+end
+
 -- The codes (`at`: the level's index in the record, or '@<tenant>') of level `tenant`'s budgets
 -- a record's holds (`listed`: ';'-joined, ';' around) lack, added to `added`, and their
--- windows to `targets`.
+-- windows to `targets`. Returns `listed` as `named` leaves it.
 local function lacking(spec, tenant, at, listed, added, targets)
   local codes = windowCodes(spec)
   for bi, b in ipairs(spec.budgets) do
     if b.tenant == tenant and b.scope ~= 'k' and b.scope ~= 'u' then
       local code = at .. codes[bi]
-      if not string.find(listed, ';' .. code .. ';', 1, true) then
+      local renamed = named(listed, code)
+      if renamed then
+        listed = renamed
+      else
         added[#added + 1] = code
         targets[#targets + 1] = {KEYS[b.key], b.unit}
       end
     end
   end
+  return listed
 end
 
 -- Adopts the calls in flight at level `li` into the plan (SPEC §4: a window's admissions see
@@ -323,7 +345,8 @@ local function adopt(spec, li, all)
       local added, listed = {}, ';' .. holds .. ';'
       -- A call in this level's set whose record lacks the level: its team moved under it
       -- ('@<tenant>' codes, which name the level itself).
-      lacking(spec, lv.tenant, index[lv.tenant] or ('@' .. lv.tenant), listed, added, targets)
+      local was = listed
+      listed = lacking(spec, lv.tenant, index[lv.tenant] or ('@' .. lv.tenant), listed, added, targets)
       if li == 1 and x[16] ~= spec.levelsText then
         -- The leaf's walk after its chain changed: the levels its team moved under hold the
         -- call too, and count it in flight (their sets: a later change of their budgets walks
@@ -331,7 +354,7 @@ local function adopt(spec, li, all)
         for n = 2, #spec.levels do
           local up = spec.levels[n]
           if not index[up.tenant] then
-            lacking(spec, up.tenant, '@' .. up.tenant, listed, added, targets)
+            listed = lacking(spec, up.tenant, '@' .. up.tenant, listed, added, targets)
             redis.call('ZADD', KEYS[up.holds], 'NX', v[7] or I(spec.now), id)
           end
         end
@@ -342,8 +365,8 @@ local function adopt(spec, li, all)
       if grown then
         redis.call('HSET', key, 'heldT', I(heldT), 'heldU', I(heldU))
       end
-      if #added > 0 then
-        addHolds(key, v[4], holds, added)
+      if #added > 0 or listed ~= was then
+        addHolds(key, v[4], listed, added)
       end
     end
   end
@@ -392,10 +415,13 @@ local function adoptOwn(spec, scope)
         local holds = x[17] or ''
         local listed = ';' .. holds .. ';'
         local heldT, heldU = tonumber(v[2]) or 0, tonumber(v[3]) or 0
-        local added = {}
+        local added, was = {}, listed
         for bi, b in ipairs(spec.budgets) do
           local code = letter .. codes[bi]
-          if b.scope == scope and not string.find(listed, ';' .. code .. ';', 1, true) then
+          local renamed = b.scope == scope and named(listed, code)
+          if renamed then
+            listed = renamed
+          elseif b.scope == scope then
             added[#added + 1] = code
             local window = KEYS[b.key]
             if scope == 'u' and subject ~= endUser then
@@ -407,9 +433,9 @@ local function adoptOwn(spec, scope)
             end
           end
         end
-        if #added > 0 then
-          addHolds(key, v[4], holds, added)
-          if scope == 'u' then
+        if #added > 0 or listed ~= was then
+          addHolds(key, v[4], listed, added)
+          if #added > 0 and scope == 'u' then
             redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', v[5] or I(spec.now), subject)
             mine = mine or subject == endUser
           end
