@@ -184,15 +184,24 @@ export const ExtendRequest = z.strictObject({
   /**
    * What an attempt of the call that failed inside its stream billed, before the edge retries
    * the call on this hold: the hold grows by it (the prompt at the hold's input price, the
-   * output at its output price) on every window it is on, all or nothing, whatever the output
-   * it covers (`outputTokens` is then not read). `refused`: a window has no room for it.
+   * output at its output price, the provider-run tool uses at the fees the hold was admitted
+   * with) on every window it is on, all or nothing, whatever the output it covers
+   * (`outputTokens` is then not read). `refused`: a window has no room for it.
    */
   billed: z
     .strictObject({
       promptTokens: z.int().min(0).max(LIMITS.maxPromptTokens),
       outputTokens: z.int().min(0).max(LIMITS.maxOutputTokens),
+      toolUses: z
+        .partialRecord(ToolUseKind, z.int().min(0).max(LIMITS.maxReportedToolUses))
+        .optional(),
     })
     .optional(),
+  /**
+   * The call's model: prices `billed.toolUses` on a hold recorded without the fees it was
+   * admitted with (one rebuilt from the stream), as a settle does.
+   */
+  model: ModelId.optional(),
   /**
    * The config version the edge serves, as on AdmitRequest: a replica on an older one loads
    * the stored config first, so a hold never grows past a limit an admin just lowered.

@@ -1,5 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { ExtendReply, ExtendRequest, RenewReply, RenewRequest } from '@holdfast/events';
+import { toolUsePrices, toolUsesText } from '@holdfast/config';
+import type {
+  ExtendReply,
+  ExtendRequest,
+  RenewReply,
+  RenewRequest,
+  ToolUseKind,
+} from '@holdfast/events';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { planFor, orphanPlan, type PlanCall } from '../script-args.js';
@@ -32,6 +39,7 @@ export async function extend(
       windows: [],
     });
   }
+  const model = req.model === undefined ? undefined : cfg.models.get(req.model);
   const attempt = (who: PlanCall, askSubjects: boolean) => {
     const plan = planFor(
       cfg,
@@ -45,7 +53,11 @@ export async function extend(
       resId: req.reservationId,
       outputTokens: req.outputTokens,
       ...(req.billed
-        ? { billedPrompt: req.billed.promptTokens, billedOutput: req.billed.outputTokens }
+        ? {
+            billedPrompt: req.billed.promptTokens,
+            billedOutput: req.billed.outputTokens,
+            ...(req.billed.toolUses ? billedTools(req.billed.toolUses, model) : {}),
+          }
         : {}),
       eventId: randomUUID(),
       askSubjects,
@@ -68,6 +80,20 @@ export async function extend(
     coveredOutputTokens: Number(covered),
     windows: parseWindows(windows ?? ''),
   });
+}
+
+/**
+ * A failed attempt's provider-run tool uses, as extend.lua prices them: `kind:count` texts
+ * (close.lua's), and the model's current fees for a hold recorded without its own.
+ */
+function billedTools(
+  uses: Partial<Record<ToolUseKind, number>>,
+  model: Parameters<typeof toolUsePrices>[0] | undefined,
+): { billedTools: string; toolPrices: string } {
+  return {
+    billedTools: toolUsesText(uses),
+    toolPrices: model ? toolUsesText(toolUsePrices(model)) : '',
+  };
 }
 
 /** Extends a live hold's lease by its lease length from now (renew.lua). */

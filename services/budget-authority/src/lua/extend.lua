@@ -8,7 +8,9 @@
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes of the
 --          tenant's current plan (indexes in the spec; limits are checked against it)
 -- ARGV[1]  spec (JSON): budgets, resId, outputTokens (the total output the hold should
---          cover), eventId; `now` only under a test clock
+--          cover), eventId; billedPrompt, billedOutput, billedTools (`kind:count`,...) and
+--          toolPrices (the model's current fees) for a failed attempt's bill; `now` only
+--          under a test clock
 --
 -- Returns {status ('extended' | 'unchanged' | 'refused' | 'closed' | 'unknown'), heldTokens,
 --          heldMicroUsd, coveredOutputTokens, windows}
@@ -119,6 +121,13 @@ end
 if billed then
   local addT = spec.billedPrompt + spec.billedOutput
   local addU = cost(spec.billedPrompt, 0, spec.billedOutput, price)
+  if (spec.billedTools or '') ~= '' then
+    -- Its provider-run tool uses at the fees the record was admitted with (as close.lua bills
+    -- them; the model's current ones for a record without): the settle bills them on top of
+    -- the retry's own, which the hold already covers.
+    local _, fee = toolFees(spec.billedTools, redis.call('HGET', KEYS[2], 'tf') or spec.toolPrices or '')
+    addU = addU + fee
+  end
   for _, t in ipairs(targets) do
     if t.room and t.room < ((t.unit == 'usd') and addU or addT) then
       return {'refused', f[7], f[8], f[11], windowStates(spec)}

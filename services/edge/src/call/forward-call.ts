@@ -262,6 +262,7 @@ function growFor(deps: CallDeps, request: FastifyRequest, call: Run['call']) {
     mode: call.admitted?.mode,
     configVersion: deps.configVersion?.() ?? 0,
     maxTokens: call.maxOutput,
+    model: call.model.id,
   };
 }
 

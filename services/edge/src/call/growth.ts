@@ -125,9 +125,9 @@ export class HoldGrowth {
 
 /**
  * Before a call is retried on its hold after an attempt that failed inside its stream and
- * billed `spent` (its prompt, read by the provider): grows the hold by it on every window
- * (ExtendRequest.billed), so the retry's prompt and output still fit what is held and the
- * settle of both never passes a limit. true: the retry may go; false: no room (or no answer),
+ * billed `spent` (its prompt, read by the provider, and the provider-run tool uses it is billed
+ * for): grows the hold by it on every window (ExtendRequest.billed), so the retry's prompt,
+ * output and tool uses still fit what is held and the settle of both never passes a limit. true: the retry may go; false: no room (or no answer),
  * the call ends with the attempt's error. Modes that hold nothing against a limit (meter, post,
  * estimate) and unmetered calls have nothing to protect: always true.
  */
@@ -136,6 +136,8 @@ export async function holdForRetry(
     mode: AdmissionMode | undefined;
     configVersion: number;
     maxTokens: number;
+    /** The call's model (prices the attempt's tool uses on a hold recorded without fees). */
+    model?: string;
   },
   spent: Usage,
 ): Promise<boolean> {
@@ -149,7 +151,12 @@ export async function holdForRetry(
       ...(hold.keyId ? { keyId: hold.keyId } : {}),
       ...(hold.endUser ? { endUser: hold.endUser } : {}),
       outputTokens: opts.maxTokens,
-      billed: { promptTokens: spent.promptTokens, outputTokens: spent.completionTokens },
+      billed: {
+        promptTokens: spent.promptTokens,
+        outputTokens: spent.completionTokens,
+        ...(spent.toolUses ? { toolUses: spent.toolUses } : {}),
+      },
+      ...(opts.model ? { model: opts.model } : {}),
       ...(opts.configVersion > 0 ? { configVersion: opts.configVersion } : {}),
     },
     opts.timeoutMs,
