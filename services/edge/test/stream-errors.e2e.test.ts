@@ -452,3 +452,38 @@ test('post mode: nothing is held against a limit, so a failed attempt that bille
   const events = await s.events();
   expect(events.filter((e) => e.type === 'reservation.extended')).toEqual([]);
 });
+
+test('a server error inside the stream on every attempt: every surface answers 502 in its own shape (api_error, upstream_error), saying it was retried, streaming or not; each attempt billed, the hold closed once', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withClaude });
+  const cases = [
+    ['/v1/messages', claude],
+    ['/v1/responses', responses],
+    ['/v1/chat/completions', chat],
+  ] as const;
+  for (const [path, body] of cases) {
+    for (const stream of [true, false]) {
+      s.upstream.failNext({ status: 'error', count: 3, streamError: 'server' });
+      const r = await raw(s, path, body(stream));
+      expect(r.status, `${path} stream ${stream}`).toBe(502);
+      const err = JSON.parse(r.text) as { error: { type: string; code?: string; message: string } };
+      if (path === '/v1/messages') {
+        expect(err).toMatchObject({ type: 'error', error: { type: 'api_error' } });
+        expect(err.error.message).toMatch(/^upstream_error: /);
+      } else {
+        expect(err).toMatchObject({ error: { code: 'upstream_error', type: 'server_error' } });
+      }
+      expect(err.error.message, `${path} stream ${stream}`).toMatch(
+        /failed \(500\), after 3 attempts/,
+      );
+    }
+  }
+  expect(s.upstream.stats().requests).toMatchObject({
+    messages: 6,
+    responses: 6,
+    chatCompletions: 6,
+  });
+  await billedAsProvider(s, 'support-bot');
+  expect(outcomes(await onceClosed(s, 6))).toEqual(Array<string>(6).fill('upstream_error'));
+});

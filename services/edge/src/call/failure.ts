@@ -71,7 +71,7 @@ function statusError(f: Extract<Failure, { kind: 'status' }>): EdgeError {
   }
   return new EdgeError({
     code: 'upstream_error',
-    message: `The model upstream failed (${f.status}).`,
+    message: `The model upstream failed (${f.status})${tries(f)}.`,
   });
 }
 
