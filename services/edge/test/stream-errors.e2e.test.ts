@@ -405,23 +405,38 @@ test("reserve, usd budget (micro-USD): with room for the failed attempt's prompt
   withRoom(room, 300);
 });
 
-test('a reply slow to begin gets its head and opening events after EDGE_STREAM_HOLD_BACK_MS; an error after that is not retried, the stream ends in it', async ({
-  stack,
-}) => {
-  const s = await stack({
+/** A Claude stack whose replies begin `latencyMs` after their opening events, held back `holdBackMs`. */
+function slowToBegin(
+  stack: (o: StackOptions) => Promise<Stack>,
+  latencyMs: number,
+  holdBackMs: number,
+): Promise<Stack> {
+  return stack({
     patch: withClaude,
-    behaviour: { firstTokenLatencyMs: 3_000 },
-    edge: { options: { streamHoldBackMs: 100 } },
+    behaviour: { firstTokenLatencyMs: latencyMs },
+    edge: { options: { streamHoldBackMs: holdBackMs } },
   });
+}
+
+/** A streamed Messages call: its response once the head came, and how long that took. */
+async function head(s: Stack): Promise<{ res: Response; ms: number }> {
   const started = Date.now();
   const res = await fetch(`${s.edge.url}/v1/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...ANTHROPIC },
     body: JSON.stringify(claude(true)),
   });
+  return { res, ms: Date.now() - started };
+}
+
+test('a reply slow to begin gets its head and opening events after EDGE_STREAM_HOLD_BACK_MS; an error after that is not retried, the stream ends in it', async ({
+  stack,
+}) => {
+  const s = await slowToBegin(stack, 3_000, 100);
+  const { res, ms } = await head(s);
   // The head came before the first token did (3 s after the opening events).
   expect(res.status).toBe(200);
-  expect(Date.now() - started).toBeLessThan(2_500);
+  expect(ms).toBeLessThan(2_500);
   expect(await res.text()).toContain('message_stop');
   s.upstream.failNext({ status: 'error', count: 1 });
   const failed = await raw(s, '/v1/messages', claude(true));
@@ -486,4 +501,24 @@ test('a server error inside the stream on every attempt: every surface answers 5
   });
   await billedAsProvider(s, 'support-bot');
   expect(outcomes(await onceClosed(s, 6))).toEqual(Array<string>(6).fill('upstream_error'));
+});
+
+test('EDGE_STREAM_HOLD_BACK_MS bounds the whole call, not each attempt: a retry that is slow to begin gets the head at the deadline, and its error then ends the stream', async ({
+  stack,
+}) => {
+  // Each attempt fails 800 ms after its opening events; the head is held back 1 s at most.
+  const s = await slowToBegin(stack, 800, 1_000);
+  s.upstream.failNext({ status: 'error', count: 2 });
+  const { res, ms } = await head(s);
+  // The first attempt failed at 0.8 s, before the deadline: retried. The second would fail at
+  // 1.6 s: the head went at 1 s, so that error is the stream's end, not another retry.
+  const text = await res.text();
+  expect(res.status).toBe(200);
+  expect(ms).toBeLessThan(1_500);
+  expect(text.match(/event: message_start/g)).toHaveLength(1);
+  expect(text.match(/event: error/g)).toHaveLength(1);
+  expect(text).not.toContain('message_stop');
+  expect(s.upstream.stats().requests.messages).toBe(2);
+  await billedAsProvider(s, 'support-bot');
+  expect(outcomes(await onceClosed(s, 1))).toEqual(['upstream_error']);
 });

@@ -70,6 +70,11 @@ interface Run {
    * is written to a streaming client, so an error the provider sends first can be retried.
    */
   began: boolean;
+  /**
+   * When a streaming client gets its head whatever the reply does (epoch ms): the first
+   * attempt's start plus EDGE_STREAM_HOLD_BACK_MS, for the whole call, its retries included.
+   */
+  headBy: number;
 }
 
 /** How one attempt's stream ended: the client answered, or a retry asked for. */
@@ -112,6 +117,9 @@ export async function forwardCall<B>(
     const names = forwarded.dropped.slice(0, 20).map(printable);
     reply.header('x-holdfast-dropped-fields', names.join(', '));
   }
+  // The hold back bounds the client's wait for its head over every attempt, not each: a call
+  // whose attempts each fail just before it would otherwise be silent for all of them.
+  let headBy: number | undefined;
   const lease = call.admitted
     ? new LeaseKeeper(deps.authority, call.hold, request.log).start(
         Date.parse(call.admitted.expiresAt),
@@ -198,6 +206,7 @@ export async function forwardCall<B>(
       body,
       spent,
       began: false,
+      headBy: (headBy ??= Date.now() + deps.options.streamHoldBackMs),
     };
     return call.asked.stream ? relay(run) : collect(run);
   }
@@ -543,11 +552,15 @@ async function relay(run: Run): Promise<Served> {
   };
   // A reply that takes long to begin (hidden reasoning) gets its head anyway, so no proxy
   // between the edge and its client cuts an idle connection; from then on it is not retried.
-  const holdBack = setTimeout(() => {
-    run.began = true;
-    begin();
-    out.flush();
-  }, run.deps.options.streamHoldBackMs);
+  // A retry gets what is left of the call's hold back (none: its head goes at once).
+  const holdBack = setTimeout(
+    () => {
+      run.began = true;
+      begin();
+      out.flush();
+    },
+    Math.max(0, run.headBy - Date.now()),
+  );
   let end: PumpEnd;
   try {
     end = await pump(
