@@ -179,7 +179,8 @@ async function runTake(
  * An admitted call going on to a fallback upstream (its first failed it, or the team holds its
  * share of that one's connections): its capacity is taken of the fallback as its admission took
  * it (the same tokens, the tenant's priority share and `tenantShare`), and only then given back
- * to the upstream it was taken of, so the call never goes where it took nothing. False: the
+ * to the upstream it was taken of (settled to `fromUsedTokens` where attempts there were read
+ * and billed), so the call never goes where it took nothing. False: the
  * fallback has no room for it (nothing changed); an unknown tenant, model or upstream has none.
  * A fallback that declares no capacity needs no take.
  */
@@ -199,7 +200,15 @@ export async function moveCapacity(
     if (await takeOn(ctx, s, call)) return false;
   }
   if (req.from && req.from !== req.to) {
-    await closeCapacity(ctx, { ...req, upstream: req.from, model: req.model, how: 'release' });
+    // An attempt there that the provider read (it failed inside its stream) was counted by
+    // its account: settled to what it used, not given back.
+    const used = req.fromUsedTokens;
+    await closeCapacity(ctx, {
+      ...req,
+      upstream: req.from,
+      model: req.model,
+      ...(used === undefined ? { how: 'release' } : { how: 'settle', usageTokens: used }),
+    });
   }
   return true;
 }

@@ -124,6 +124,29 @@ test('a call whose upstream fails goes on to a fallback that declares capacity w
   });
 });
 
+test("a call whose primary failed inside its stream after reading the prompt goes on to the fallback, and the primary's capacity keeps what its account counted", async ({
+  stack,
+}) => {
+  await withBackupAccount(async (backup) => {
+    const s = await stack({ patch: withBackup(backup) });
+    // The primary answers 200, reads the prompt (billed) and fails in its stream (a chat error
+    // chunk before any content): the call is retried on the fallback, its capacity moved there.
+    s.upstream.failNext({ status: 'error', count: 1 });
+    expect(await call(s)).toEqual({ status: 200 });
+    expect(s.upstream.stats().requests.chatCompletions).toBe(1);
+    expect(backup.stats().requests.chatCompletions).toBe(1);
+    await s.settled('support-bot');
+    // The primary's account counted the request (prompt + max_tokens on arrival) as the
+    // fallback's did: the move keeps it on the primary's window instead of giving it back, so
+    // the gateway does not send the primary more than its account takes.
+    const usage = await s.client.usage({});
+    if (!usage.ok) throw new Error(usage.error.message);
+    const capacity = Object.fromEntries(usage.value.capacity.map((c) => [c.upstream, c.tokens]));
+    expect(capacity.backup).toBe(backup.stats().capacity.peak.tokens);
+    expect(capacity.default).toBe(capacity.backup);
+  });
+});
+
 test('a fallback without room for the call is skipped for one that declares no capacity', async ({
   stack,
 }) => {

@@ -178,6 +178,12 @@ export const CapacityMoveRequest = z.strictObject({
   from: PlainId.optional(),
   to: PlainId,
   tokens: z.int().min(0).max(100_000_000),
+  /**
+   * What the call's attempts on `from` were billed (each failed inside its stream after the
+   * provider read it, which its account counted): `from`'s take is settled to it, as a close
+   * settles, instead of given back. Absent: nothing reached the provider there.
+   */
+  fromUsedTokens: z.int().min(0).max(100_000_000).optional(),
 });
 export type CapacityMoveRequest = z.infer<typeof CapacityMoveRequest>;
 /** `moved`: send the call to `to`; else `to` has no room for it (`from`'s take stays). */

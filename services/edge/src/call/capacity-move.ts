@@ -9,28 +9,33 @@ import type { ForwardedCall } from './forward-call.js';
  * admission took the call's worst case of one upstream's declared capacity (or of none): a
  * fallback that declares capacity has it taken there first, as the admission took it (the same
  * tokens, the team's priority share and `tenantShare`: `capacity.move`), and what the call took
- * of the upstream before is given back; the call's close then settles the fallback's. A
- * fallback with no room for it is skipped. Before, the call went to every fallback taking
- * nothing of it: a team holding its connection to the first pushed its calls onto a fallback
- * past that one's limit (hostile.capacity-fallback.e2e). A fallback that declares nothing
- * needs no take, and one whose authority does not answer is not taken. A call served unmetered
- * (failOpen) took nothing anywhere and goes to any.
+ * of the upstream before is given back (settled to what attempts there were billed, when the
+ * provider read them and failed inside its stream: its account counted them); the call's close
+ * then settles the fallback's. A fallback with no room for it is skipped. Before, the call went
+ * to every fallback taking nothing of it: a team holding its connection to the first pushed its
+ * calls onto a fallback past that one's limit (hostile.capacity-fallback.e2e). A fallback that
+ * declares nothing needs no take, and one whose authority does not answer is not taken. A call
+ * served unmetered (failOpen) took nothing anywhere and goes to any.
  */
 export function fallbackClaim(
   deps: CallDeps,
   call: ForwardedCall,
+  /** The tokens the call's failed attempts on an upstream were billed (none: undefined). */
+  billedOn: (upstream: string) => number | undefined,
 ): ((target: UpstreamConfig) => Promise<boolean>) | undefined {
   if (!call.admitted) return undefined;
   const { ref } = call.hold;
   return async (target) => {
     const declares = declaresCapacity(target, call.model);
     if (ref.upstream === undefined && !declares) return true;
+    const used = ref.upstream === undefined ? undefined : billedOn(ref.upstream);
     const moved = await deps.authority.moveCapacity(
       {
         reservationId: ref.reservationId,
         tenant: ref.tenant,
         model: call.model.id,
         ...(ref.upstream === undefined ? {} : { from: ref.upstream }),
+        ...(used === undefined ? {} : { fromUsedTokens: used }),
         to: target.id,
         tokens: call.promptTokens + call.maxOutput,
       },

@@ -117,6 +117,8 @@ export async function forwardCall<B>(
     const names = forwarded.dropped.slice(0, 20).map(printable);
     reply.header('x-holdfast-dropped-fields', names.join(', '));
   }
+  // The tokens the failed attempts were billed on each upstream (its capacity keeps them).
+  const billedOn = new Map<string, number>();
   // The hold back bounds the client's wait for its head over every attempt, not each: a call
   // whose attempts each fail just before it would otherwise be silent for all of them.
   let headBy: number | undefined;
@@ -137,7 +139,7 @@ export async function forwardCall<B>(
       headers: forwardedHeaders(request, adapter),
       requestId: call.hold.reservationId,
       model: call.model,
-      claim: fallbackClaim(deps, call),
+      claim: fallbackClaim(deps, call, (id) => billedOn.get(id)),
     });
     let attempt = result;
     // What the attempts that failed inside their streams billed (each retried on this hold).
@@ -171,6 +173,10 @@ export async function forwardCall<B>(
       // The hold grows by what the failed attempt billed before the retry may use it; with no
       // room the call ends with the attempt's error, billed what it billed.
       spent = spent && outcome.spent ? addUsage(spent, outcome.spent) : (spent ?? outcome.spent);
+      if (outcome.spent) {
+        const tokens = outcome.spent.promptTokens + outcome.spent.completionTokens;
+        billedOn.set(opened.upstream.id, (billedOn.get(opened.upstream.id) ?? 0) + tokens);
+      }
       if (outcome.spent && !(await holdForRetry(growFor(deps, request, call), outcome.spent))) {
         return await failed(outcome.failure, false);
       }
