@@ -1,4 +1,5 @@
 import type { HoldfastEvent } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { startMockUpstream } from '@holdfast/mock-upstream';
 import {
@@ -521,4 +522,64 @@ test('EDGE_STREAM_HOLD_BACK_MS bounds the whole call, not each attempt: a retry 
   expect(s.upstream.stats().requests.messages).toBe(2);
   await billedAsProvider(s, 'support-bot');
   expect(outcomes(await onceClosed(s, 1))).toEqual(['upstream_error']);
+});
+
+test('a client that hangs up while the retry is held back: the retry is hung up on, the hold (grown for it) closed once with both attempts billed, nothing held', async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await slowToBegin(stack, 2_000, 10_000);
+  // The first attempt fails at once after message_start (its prompt billed); the retry's
+  // first token comes 2 s after its opening events, held back meanwhile.
+  s.upstream.failNext({ status: 'error', count: 1 });
+  const abort = new AbortController();
+  const res = fetch(`${s.edge.url}/v1/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...ANTHROPIC },
+    body: JSON.stringify(claude(true)),
+    signal: abort.signal,
+  });
+  await waitFor(() => s.upstream.stats().requests.messages === 2 || undefined, {
+    what: 'the retry upstream',
+  });
+  abort.abort();
+  await expect(res).rejects.toThrow();
+  await waitFor(() => s.upstream.stats().abortedByClient === 1 || undefined, {
+    what: 'the retry hung up on',
+  });
+  await billedAsProvider(s, 'support-bot');
+  const closes = await onceClosed(s, 1);
+  expect(outcomes(closes)).toEqual(['client_disconnected']);
+  expect(s.upstream.stats().billed.completionTokens).toBe(0);
+  await nothingHeldAnywhere(redis, iso.keyPrefix);
+});
+
+test('an error that comes just as EDGE_STREAM_HOLD_BACK_MS ends: either retried before the head or the end of a stream that began, never both: one head, at most one error, books as the provider billed, one close per call', async ({
+  stack,
+}) => {
+  // The first attempt's error comes 300 ms after its opening events: as the hold back ends.
+  const s = await slowToBegin(stack, 300, 300);
+  const calls = 6;
+  const seen: string[] = [];
+  for (let i = 0; i < calls; i++) {
+    s.upstream.failNext({ status: 'error', count: 1 });
+    const { res } = await head(s);
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text.match(/event: message_start/g)).toHaveLength(1);
+    const errors = text.match(/event: error/g)?.length ?? 0;
+    // Retried (the answer, no error) or not (the error ends it, no message_stop).
+    expect(errors === 0 ? text.includes('message_stop') : !text.includes('message_stop')).toBe(
+      true,
+    );
+    expect(errors).toBeLessThanOrEqual(1);
+    seen.push(errors === 0 ? 'retried' : 'ended');
+  }
+  console.log(`an error at the hold back's end: ${seen.join(', ')}`);
+  await billedAsProvider(s, 'support-bot');
+  const closes = outcomes(await onceClosed(s, calls));
+  expect(closes.filter((o) => o === 'upstream_error')).toHaveLength(
+    seen.filter((x) => x === 'ended').length,
+  );
 });
