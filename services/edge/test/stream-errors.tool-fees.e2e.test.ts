@@ -1,9 +1,9 @@
 import type { HoldfastEvent } from '@holdfast/events';
 import { expect } from 'vitest';
 import { withFees } from './books.js';
-import { edgeTest as test, nothingHeldAnywhere, type TestConfig } from './harness.js';
+import { edgeTest as test, entry, nothingHeldAnywhere, type TestConfig } from './harness.js';
 import { sha256Hex } from '../src/index.js';
-import { words } from './surfaces.js';
+import { CLAUDE, withClaude, words } from './surfaces.js';
 
 /**
  * A provider-run tool billed per use (a chat search model's search, $25 per 1,000) in an
@@ -22,6 +22,9 @@ const SEARCH_MICRO_USD = 25_000;
 const PROBE = { tenant: 'search-probe', key: 'sk-hf-search-probe-1' };
 const TIGHT = { tenant: 'search-tight', key: 'sk-hf-search-tight-1' };
 const MAX_TOKENS = 300;
+// A Claude offering web search ($10 per 1,000).
+const CLAUDE_SEARCH = 'claude-search';
+const CLAUDE_PRICE = { inputPerMTok: 1, outputPerMTok: 5, toolUses: { web_search: 10 } };
 
 const body = {
   model: MODEL,
@@ -33,6 +36,13 @@ const body = {
 
 function withSearch(tightLimitUsd: () => number) {
   return (c: TestConfig): void => {
+    withClaude(c);
+    c.models.push({
+      ...entry(c.models, CLAUDE),
+      id: CLAUDE_SEARCH,
+      upstreamStateAllowanceTokens: 6_000,
+      price: CLAUDE_PRICE,
+    });
     c.models.push({
       id: MODEL,
       upstream: 'default',
@@ -48,7 +58,7 @@ function withSearch(tightLimitUsd: () => number) {
         id: t.tenant,
         mode: 'reserve',
         budgets: [{ window: 'day', limit, unit: 'usd' }],
-        useCases: [{ id: 'chat', maxTokens: 512, models: [MODEL] }],
+        useCases: [{ id: 'chat', maxTokens: 512, models: [MODEL, CLAUDE_SEARCH] }],
         keys: [{ id: `${t.tenant}-1`, sha256: sha256Hex(t.key), defaultUseCase: 'chat' }],
       });
     }
@@ -122,4 +132,37 @@ test('a search billed by an attempt that failed in its stream: the hold grows by
   expect(tightEvents.map((e) => e.type)).toEqual(['reservation.created', 'reservation.settled']);
   expect(tightEvents[1]).toMatchObject({ outcome: 'upstream_error', toolUses: 1 });
   await nothingHeldAnywhere(redis, iso.keyPrefix);
+});
+
+test('Messages offering web search (max_uses 3): an overload before any block, retried, is billed the searches the provider ran (none), not the bound', async ({
+  stack,
+}) => {
+  // The model answers without searching.
+  const s = await stack({ patch: withSearch(() => 5), behaviour: { toolUses: 0 } });
+  s.upstream.failNext({ status: 'error', count: 1 });
+  const res = await fetch(`${s.edge.url}/v1/messages`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      'x-api-key': PROBE.key,
+      'anthropic-version': '2023-06-01',
+    },
+    body: JSON.stringify({
+      model: CLAUDE_SEARCH,
+      max_tokens: 100,
+      stream: true,
+      messages: [{ role: 'user', content: words(20) }],
+      tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 3 }],
+    }),
+  });
+  expect(res.status).toBe(200);
+  expect(await res.text()).toContain('message_stop');
+  const usage = await s.settled(PROBE.tenant);
+  const records = s.upstream.stats().recent;
+  expect(records.map((r) => [r.outcome, r.toolUses.web_search ?? 0])).toEqual([
+    ['error_stream', 0],
+    ['completed', 0],
+  ]);
+  expect(usage.billedMicroUsd).toBe(withFees(records, CLAUDE_PRICE, 'anthropic').books.microUsd);
+  expect(usage.overruns.count).toBe(0);
 });

@@ -465,16 +465,26 @@ function edgeCut(
 
 /**
  * What to bill when the provider reported no usage: the edge's output count, and the tool uses
- * held or seen (unreported.ts).
+ * held or seen (unreported.ts; none when the provider's error event stopped it before any showed).
  */
 async function unreportedOf(run: Run): Promise<Usage> {
   const output = await billedOutput(run);
+  // The provider's own error event ended the attempt before the stream showed any call of a
+  // tool it runs: it stopped the model, and such a tool shows its call (a Messages
+  // server_tool_use block, a Responses `*_call` item) before it runs, so nothing ran to bill.
+  // Once one showed, another may be under way: the bound held. A search model's one search a
+  // call (`per: 'model'`) is never shown and stays billed as held.
+  const seen = run.transcript.toolUses?.();
+  const stopped =
+    run.transcript.streamError?.() !== undefined &&
+    run.call.asked.tools?.per !== 'model' &&
+    (seen === undefined || Object.keys(seen).length === 0);
   return unreportedUsage(
-    run.call,
+    stopped ? { ...run.call, heldTools: {} } : run.call,
     output,
     run.transcript.inputUsage?.(),
     () => run.adapter.cacheWrites?.(run.body),
-    run.transcript.toolUses?.(),
+    seen,
   );
 }
 
