@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
+import { compileConfig, HoldfastConfigSchema, type UpstreamConfig } from '@holdfast/config';
 import { createLogger } from '@holdfast/runtime';
 import { Registry } from 'prom-client';
 import { afterEach, expect, test } from 'vitest';
@@ -63,6 +63,23 @@ function fallbackPair(primary: string, fallback: string, retries: number) {
   return { config, client };
 }
 
+/** A streamed call of model `m` from `team` to `p`, then its fallback `f`. */
+function openOn(
+  { config, client }: ReturnType<typeof fallbackPair>,
+  signal: AbortSignal,
+  claim: (target: UpstreamConfig) => Promise<boolean>,
+): Promise<OpenResult> {
+  return client.open({
+    tenant: 'team',
+    path: '/chat/completions',
+    body: { model: 'm', messages: [], stream: true },
+    targets: [config.upstreams.get('p')!, config.upstreams.get('f')!],
+    signal,
+    stream: true,
+    claim,
+  });
+}
+
 /**
  * A client that leaves while the call's capacity is moved to a fallback (the claim's round
  * trip to the authority): the call is over, so the fallback is not sent it. Else the upstream
@@ -74,22 +91,15 @@ test('a call aborted while its fallback is claimed is not sent to the fallback',
   const fallbackHits = { n: 0 };
   const primary = await serve(503, primaryHits);
   const fallback = await serve(200, fallbackHits);
-  const { config, client } = fallbackPair(primary, fallback, 0);
+  const pair = fallbackPair(primary, fallback, 0);
+  const { client } = pair;
   const live = new AbortController();
   try {
-    const result = await client.open({
-      tenant: 'team',
-      path: '/chat/completions',
-      body: { model: 'm', messages: [], stream: true },
-      targets: [config.upstreams.get('p')!, config.upstreams.get('f')!],
-      signal: live.signal,
-      stream: true,
-      claim: async () => {
-        // The client hangs up while capacity.move is on its way.
-        live.abort(new CallAborted('client_disconnected'));
-        await new Promise((r) => setTimeout(r, 5));
-        return true;
-      },
+    const result = await openOn(pair, live.signal, async () => {
+      // The client hangs up while capacity.move is on its way.
+      live.abort(new CallAborted('client_disconnected'));
+      await new Promise((r) => setTimeout(r, 5));
+      return true;
     });
     expect(primaryHits.n).toBe(1);
     expect(fallbackHits.n).toBe(0);
@@ -115,11 +125,8 @@ const overloaded: StreamFailure = {
 test('errors inside opened streams share the attempts of the retry loop, then its fallback', async () => {
   const primaryHits = { n: 0 };
   const fallbackHits = { n: 0 };
-  const { config, client } = fallbackPair(
-    await serve(200, primaryHits),
-    await serve(200, fallbackHits),
-    1,
-  );
+  const pair = fallbackPair(await serve(200, primaryHits), await serve(200, fallbackHits), 1);
+  const { client } = pair;
   const opened = async (p: Promise<OpenResult>) => {
     const r = await p;
     if (!r.ok) return r;
@@ -128,17 +135,7 @@ test('errors inside opened streams share the attempts of the retry loop, then it
     return r;
   };
   try {
-    let r = await opened(
-      client.open({
-        tenant: 'team',
-        path: '/chat/completions',
-        body: { model: 'm', messages: [], stream: true },
-        targets: [config.upstreams.get('p')!, config.upstreams.get('f')!],
-        signal: new AbortController().signal,
-        stream: true,
-        claim: () => Promise.resolve(true),
-      }),
-    );
+    let r = await opened(openOn(pair, new AbortController().signal, () => Promise.resolve(true)));
     const upstreams: string[] = [];
     while (r.ok) {
       upstreams.push(r.value.opened.upstream.id);
@@ -154,6 +151,37 @@ test('errors inside opened streams share the attempts of the retry loop, then it
         retries: { attempts: 3, upstreams: ['p', 'f'], stop: 'no_retries' },
       },
     });
+  } finally {
+    await client.close();
+  }
+});
+
+/**
+ * A client that leaves after an error inside the stream, before the retry (while the hold
+ * grows): the call is over, so no fallback is claimed for it. Else capacity.move takes the
+ * call's worst case of the fallback, which its close then settles there (counted `requested`,
+ * all of it) for a call that never reached it.
+ */
+test('a call aborted before its in-stream retry claims no fallback', async () => {
+  const fallbackHits = { n: 0 };
+  const pair = fallbackPair(await serve(200, { n: 0 }), await serve(200, fallbackHits), 0);
+  const { client } = pair;
+  const live = new AbortController();
+  const claimed: string[] = [];
+  try {
+    const first = await openOn(pair, live.signal, (t) => {
+      claimed.push(t.id);
+      return Promise.resolve(true);
+    });
+    if (!first.ok) throw new Error('the primary did not open');
+    first.value.opened.body.resume();
+    first.value.opened.done();
+    live.abort(new CallAborted('client_disconnected'));
+    const r = await first.value.again(overloaded);
+    expect(claimed).toEqual([]);
+    expect(fallbackHits.n).toBe(0);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error.failure).toEqual({ kind: 'aborted', why: 'client_disconnected' });
   } finally {
     await client.close();
   }

@@ -244,6 +244,12 @@ export class UpstreamClient {
     for (; loop.target < call.targets.length; loop.target++, loop.retry = 0, loop.entered = false) {
       const target = call.targets[loop.target]!;
       if (!loop.entered) {
+        // A call ended meanwhile (its client left while an in-stream retry's hold grew) takes
+        // nothing of a fallback: capacity.move would hold it there for a call never sent.
+        if (loop.target > 0 && call.signal.aborted) {
+          const aborted = abortedFailure(call.signal, target.id);
+          return Err({ ...aborted, sent: false, attempts: loop.attempts });
+        }
         if (loop.target > 0 && call.claim && !(await call.claim(target))) continue;
         loop.entered = true;
         loop.story.upstreams.push(target.id);
