@@ -13,6 +13,7 @@ export * from './v1/alerts.js';
 export * from './v1/config.js';
 export * from './authority/operations.js';
 export * from './authority/admit.js';
+export * from './authority/end-user-filter.js';
 export * from './authority/settle.js';
 export * from './authority/admin.js';
 export * from './authority/fast-check.js';

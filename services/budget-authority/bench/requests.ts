@@ -2,9 +2,12 @@
  * What the script benches send (scripts.bench.ts, durability.bench.ts): an org with a team
  * under it and three windows (limits no run reaches), one admission and its settlement.
  * BENCH_OWN=1: the calls by the team's key k1, which has a day budget, for one of 100 end
- * users, who have one too (five windows).
+ * users, who have one too (five windows); then admits of new end users at the team's
+ * maxEndUsers (BENCH_MAX_END_USERS, 1,000), refused, from an edge that remembers them.
  */
 const OWN = process.env.BENCH_OWN === '1';
+/** The team's maxEndUsers (BENCH_OWN): the refusal phases fill its registry to it. */
+export const MAX_END_USERS = Number(process.env.BENCH_MAX_END_USERS ?? 1_000);
 let calls = 0;
 export const CONFIG = {
   upstreams: [{ id: 'u', baseUrl: 'http://127.0.0.1:1/v1' }],
@@ -23,7 +26,7 @@ export const CONFIG = {
         ? {
             keys: [{ id: 'k1', sha256: 'a'.repeat(64), budgets: [{ window: 'day', limit: 1e12 }] }],
             endUserBudgets: [{ window: 'day', limit: 1e12 }],
-            maxEndUsers: 1_000,
+            maxEndUsers: MAX_END_USERS,
           }
         : {}),
     },

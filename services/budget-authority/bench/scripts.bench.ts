@@ -26,10 +26,11 @@ import { settle } from '../src/handlers/close.js';
 import { createRedis } from '../src/redis.js';
 import { startTestAuthority } from '../src/testing.js';
 import { startCallgrindRedis, type CallgrindRedis, type ScriptCommand } from './callgrind.js';
-import { admitRequest, CONFIG, settleRequest } from './requests.js';
+import { admitRequest, CONFIG, MAX_END_USERS, settleRequest } from './requests.js';
 import { RAW_LUA, rawKeys } from './raw.js';
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
+const OWN = process.env.BENCH_OWN === '1';
 const IN_FLIGHT = 16;
 
 /** usec per call of a command (evalsha, fcall) since the last reset, and how many calls. */
@@ -88,11 +89,53 @@ async function inParallel(n: number, one: (i: number) => Promise<void>): Promise
   );
 }
 
+/** Admits of new end users, each refused at the team's maxEndUsers (its registry filled). */
+async function capRefusals(
+  ctx: Parameters<typeof admit>[0],
+  redis: ReturnType<typeof createRedis>,
+  prefix: string,
+  callgrind: CallgrindRedis | undefined,
+) {
+  const users = `${prefix}:{acme}:t:team:users`;
+  const now = Date.now();
+  for (let i = 0; i < MAX_END_USERS; i += 1_000) {
+    const part = Array.from({ length: Math.min(1_000, MAX_END_USERS - i) }, (_, j) => [
+      now,
+      `seed-${i + j}`,
+    ]);
+    await redis.zadd(users, ...part.flat());
+  }
+  const refuse = async (i: number) => {
+    const req = { ...admitRequest(randomUUID()), endUser: `new-${i}`, rememberEndUserCap: true };
+    const r = await admit(ctx, req as Parameters<typeof admit>[1]);
+    if (!r.ok || r.value.admitted || r.value.code !== 'end_user_limit') {
+      throw new Error(`not refused end_user_limit: ${JSON.stringify(r).slice(0, 300)}`);
+    }
+  };
+  await refuse(-1); // its filter built and kept
+  const kept = await measured(redis, 'fcall', () => inParallel(CALLS, refuse), callgrind);
+  const built = await measured(
+    redis,
+    'fcall',
+    async () => {
+      for (let i = 0; i < 20; i++) {
+        await redis.del(`${users}:filter`);
+        await refuse(CALLS + i);
+      }
+    },
+    callgrind,
+  );
+  return [
+    [`refused at maxEndUsers ${MAX_END_USERS}`, kept],
+    [`  its filter built each time`, built],
+  ] as const;
+}
+
 async function main(): Promise<void> {
   const callgrind = process.env.BENCH_CALLGRIND === '1' ? await startCallgrindRedis() : undefined;
   const { urls, stop } = await resolveInfra(callgrind ? ['nats'] : ['redis', 'nats']);
   const redisUrl = callgrind?.url ?? requireUrl(urls, 'redis');
-  const redis = createRedis(redisUrl, 5_000);
+  const redis = createRedis(redisUrl, callgrind ? 60_000 : 5_000);
   await redis.connect();
   const { connect } = await import('@nats-io/transport-node');
   const natsUrl = requireUrl(urls, 'nats');
@@ -108,7 +151,8 @@ async function main(): Promise<void> {
     config: CONFIG,
     clock: false,
     sweepIntervalMs: 1_000,
-    redisTimeoutMs: 5_000,
+    // A filter of 10,000 end users built under callgrind takes seconds.
+    redisTimeoutMs: callgrind ? 60_000 : 5_000,
   });
   const ctx = authority.authority.ctx;
 
@@ -146,6 +190,10 @@ async function main(): Promise<void> {
     callgrind,
   );
 
+  // BENCH_OWN: the refusal at the team's maxEndUsers, to an edge that remembers it (the end
+  // users it tracks: built once, then kept; and built on every call).
+  const capped = OWN ? await capRefusals(ctx, redis, prefix, callgrind) : [];
+
   const counted = (s: { instructionsPerCall: number }) =>
     callgrind ? ` ${Math.round(s.instructionsPerCall).toLocaleString('en-US').padStart(13)}` : '';
   const row = (
@@ -166,6 +214,7 @@ async function main(): Promise<void> {
   console.log(row('bare 3-window check-and-reserve', bare));
   console.log(row('admit (org + team, 3 windows)', admits));
   console.log(row('settle', settles));
+  for (const [name, s] of capped) console.log(row(name, s));
   await authority.stop();
   await nc.drain();
   redis.disconnect();

@@ -72,6 +72,13 @@ export class Keys {
   users(org: string, tenant: string): string {
     return `${this.#org(org)}:t:${tenant}:users`;
   }
+  /**
+   * The tenant's end users as a Bloom filter (admit.lua trackedFilter), kept until one is
+   * added to `users` (every writer of it deletes this).
+   */
+  usersFilter(org: string, tenant: string): string {
+    return `${this.users(org, tenant)}:filter`;
+  }
   /** The end users one key named (those it has a `maxEndUsers` for), by when it last did (ms). */
   keyUsers(org: string, tenant: string, keyId: string): string {
     return `${this.#org(org)}:k:${tenant}:${keyId}:users`;

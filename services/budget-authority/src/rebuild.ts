@@ -685,6 +685,9 @@ export class Rebuilder {
       const members = live.flatMap(([user, at]) => [at, user]);
       if (live.length === 0) continue;
       multi.add(key, (p) => p.zadd(key, ...members));
+      // A filter of the registry as it was (admit.lua trackedFilter) would miss those added.
+      const filter = `${key}:filter`;
+      multi.add(filter, (p) => p.del(filter));
       if (this.#keyRegistries.has(key)) {
         // A key's registry expires the longest window past its last write (admit.lua).
         const last = live.reduce((m, [, at]) => Math.max(m, at), 0);

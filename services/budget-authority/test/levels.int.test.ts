@@ -1,5 +1,6 @@
 import {
-  TRACKED_END_USERS,
+  END_USER_FILTER_MAX,
+  endUserFilterOf,
   type HoldfastEvent,
   type TenantUsage,
   type WindowState,
@@ -352,7 +353,7 @@ describe('key and end-user budgets', () => {
     admissionOf(await call('u3'));
   });
 
-  test('a refusal at maxEndUsers names the end users tracked, up to TRACKED_END_USERS, to an edge that remembers it', async ({
+  test('a refusal at maxEndUsers carries the end users tracked, up to END_USER_FILTER_MAX, to an edge that remembers it', async ({
     start,
     redis,
     iso,
@@ -369,31 +370,45 @@ describe('key and end-user budgets', () => {
       expect((await h.authority.ctx.config.apply(config(maxEndUsers), 'test')).ok).toBe(true);
     const h = await start(config(2));
     const call = (endUser: string, keyId: string | null = null) => admitOf(h, endUser, keyId, true);
+    const users = `${iso.keyPrefix}:{team}:t:team:users`;
+    const cached = () => redis.exists(`${users}:filter`);
     admissionOf(await call('u1'));
     admissionOf(await call('u2'));
     const no = refusalOf(await call('u3'));
     expect(no.code).toBe('end_user_limit');
-    expect([...(no.trackedEndUsers ?? [])].sort()).toEqual(['u1', 'u2']);
-    // Not asked (an edge that remembers no refusals, an older one): not read, not named.
-    expect(refusalOf(await admitOf(h, 'u3')).trackedEndUsers).toBeUndefined();
+    // Built by admit.lua as the edge reads it (the same hash, bit for bit).
+    expect(no.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2']));
+    expect(await cached()).toBe(1);
+    expect(refusalOf(await call('u4')).trackedFilter).toEqual(no.trackedFilter);
+    // Not asked (an edge that remembers no refusals, an older one): not read, not sent.
+    expect(refusalOf(await admitOf(h, 'u3')).trackedFilter).toBeUndefined();
     // Its repeats at the edge are counted under its summary (refusals.report takes it).
     expect(no.summary?.kind).toMatch(/^team\|end_user_limit\|/);
     // A key's own maxEndUsers: the team's end users may grow through its other keys, so none.
     await apply(10);
     admissionOf(await call('u3', 'k'));
+    // An end user added: the kept filter no longer holds them all, and is forgotten.
+    expect(await cached()).toBe(0);
     const byKey = refusalOf(await call('u4', 'k'));
     expect(byKey.code).toBe('end_user_limit');
-    expect(byKey.trackedEndUsers).toBeUndefined();
-    // More than TRACKED_END_USERS tracked: none named (the edge asks the authority as before).
-    const many = TRACKED_END_USERS + 1;
-    await apply(many);
-    const users = `${iso.keyPrefix}:{team}:t:team:users`;
+    expect(byKey.trackedFilter).toBeUndefined();
+    // The default cap's worth (5,000 here): every id hashed alike in Lua and Node.
+    await apply(5_000);
     expect(await redis.zcard(users)).toBe(3);
-    const seen = Array.from({ length: many - 3 }, (_, i) => [h.clock.now, `x${i}`]);
+    const seen = Array.from({ length: 5_000 - 3 }, (_, i) => [h.clock.now, `x${i}`]);
     await redis.zadd(users, ...seen.flat());
-    const full = refusalOf(await call('u5'));
+    const most = refusalOf(await call('u5'));
+    expect(most.trackedFilter).toEqual(endUserFilterOf(await redis.zrange(users, 0, -1)));
+    // More than END_USER_FILTER_MAX tracked: none (the edge asks the authority as before).
+    const many = END_USER_FILTER_MAX + 1;
+    await apply(many);
+    admissionOf(await call('u5'));
+    const more = Array.from({ length: many - 5_001 }, (_, i) => [h.clock.now, `y${i}`]);
+    await redis.zadd(users, ...more.flat());
+    expect(await redis.zcard(users)).toBe(many);
+    const full = refusalOf(await call('u6'));
     expect(full.code).toBe('end_user_limit');
-    expect(full.trackedEndUsers).toBeUndefined();
+    expect(full.trackedFilter).toBeUndefined();
   });
 
   test("a refused new end user's windows are not created either (budget refusal)", async ({

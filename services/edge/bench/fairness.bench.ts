@@ -20,17 +20,20 @@
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --root /work/main
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --model gpt-4o --root /work/main
  *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --max-end-users 1
+ *   pnpm build && pnpm --filter @holdfast/edge bench:refusals --users --max-end-users 10000 --root /work/main
  *   options: --rounds 3 --seconds 8; --users: each of A's calls names a new end user (the
  *   `user` field); --model: the model A's calls name (gpt-4o: one the config does not have);
  *   --max-end-users: A's maxEndUsers, its budget ample (with --users, A's calls past the first
- *   are refused end_user_limit); with --root (refusals), that checkout's edge against this
- *   one's, both with their refusal memory on
+ *   are refused end_user_limit; A starts with that many end users tracked, so each of its
+ *   calls is refused); with --root (refusals), that checkout's edge against this one's, both
+ *   with their refusal memory on
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { createRedis } from '@holdfast/budget-authority';
 import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
@@ -193,6 +196,8 @@ async function main(): Promise<void> {
     procs.push(await startMock(mockPort));
     const authority = await startAuthority({ natsUrl, redisUrl, config, keyPrefix: token, names });
     procs.push(authority);
+    if (args.users && args['max-end-users'])
+      await fill(redisUrl, token, Number(args['max-end-users']));
     const edges: Edge[] = [];
     for (const { name, entry, env } of edgesToRun()) {
       const port = await freePort();
@@ -241,6 +246,27 @@ async function main(): Promise<void> {
   } finally {
     for (const p of procs.reverse()) await p.stop();
     await stop();
+  }
+}
+
+/**
+ * A's end users, as many as its maxEndUsers (seen just now): every call of A naming a new one
+ * is refused from the first (else a cap of 10,000 takes 10,000 admitted calls to reach).
+ */
+async function fill(redisUrl: string, prefix: string, maxEndUsers: number): Promise<void> {
+  const redis = createRedis(redisUrl, 10_000);
+  await redis.connect();
+  try {
+    const now = Date.now();
+    for (let i = 0; i < maxEndUsers; i += 1_000) {
+      const part = Array.from({ length: Math.min(1_000, maxEndUsers - i) }, (_, j) => [
+        now,
+        `seed-${i + j}`,
+      ]);
+      await redis.zadd(`${prefix}:{a}:t:a:users`, ...part.flat());
+    }
+  } finally {
+    redis.disconnect();
   }
 }
 

@@ -1,4 +1,4 @@
-import type { HoldfastEvent } from '@holdfast/events';
+import { endUserFilterOf, endUserSet, mayTrack, type HoldfastEvent } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
@@ -482,4 +482,54 @@ test('a team at its maxEndUsers naming a new end user on every call is answered 
   await s.applyConfig();
   await s.edge.app.configSnapshot.refresh();
   expect((await post(s, KEYS.support, call('dave'))).status).toBe(200);
+});
+
+test('a team at the default maxEndUsers (10,000) naming a new end user on every call is answered at the edge but for the filter’s rare false positives; its tracked end users are still admitted', async ({
+  stack,
+}) => {
+  const s = await stack({
+    patch: (c) => tracking(c, 10_000),
+    edge: { options: { refusals: { memoryMs: 60_000, reportMs: 50 } } },
+  });
+  const call = (user: string) => ({ ...chat(10), max_tokens: 20, user });
+  expect((await post(s, KEYS.support, call('alice'))).status).toBe(200);
+  expect((await post(s, KEYS.support, call('bob'))).status).toBe(200);
+  // 9,998 more end users, seen just now: the team tracks its 10,000.
+  const { redis, keys } = s.authority.ctx;
+  const users = keys.users('support-bot', 'support-bot');
+  expect(await redis.zcard(users)).toBe(2);
+  const now = Date.now();
+  await redis.zadd(users, ...Array.from({ length: 9_998 }, (_, i) => [now, `seed-${i}`]).flat());
+  const first = await post(s, KEYS.support, call('carol'));
+  expect(first.status).toBe(429);
+  expect(first.body.error).toMatchObject({ code: 'end_user_limit' });
+  // Which new end users the team's filter holds by chance (asked of the authority, refused).
+  const filter = endUserSet(endUserFilterOf(await redis.zrange(users, 0, -1)));
+  const n = 300;
+  const names = Array.from({ length: n }, (_, i) => `user-${i}`);
+  const chance = names.filter((u) => mayTrack(filter, u)).length;
+  const answers: Array<Awaited<ReturnType<typeof post>>> = [];
+  const tracked: number[] = [];
+  let sent = 0;
+  await Promise.all([
+    ...Array.from({ length: 16 }, async () => {
+      while (sent < n) answers.push(await post(s, KEYS.support, call(names[sent++]!)));
+    }),
+    (async () => {
+      for (const u of ['alice', 'bob', 'seed-17', 'seed-9000', 'alice', 'seed-17']) {
+        tracked.push((await post(s, KEYS.support, call(u))).status);
+      }
+    })(),
+  ]);
+  for (const a of answers) {
+    expect(a.status).toBe(429);
+    expect(a.body.error).toMatchObject({ code: 'end_user_limit' });
+  }
+  expect(tracked).toStrictEqual([200, 200, 200, 200, 200, 200]);
+  // Before: each of the 300 was an admit in Redis (more end users than the authority named).
+  expect(chance).toBeLessThanOrEqual(3);
+  expect(await authorityRefusals(s, 'end_user_limit')).toBe(1 + chance);
+  expect(await tenantMetric(s, 'edge_local_refusals_total', 'support-bot')).toBe(n - chance);
+  const events = await s.events((e) => refusalsIn(e, 'support-bot', 'end_user_limit') >= n + 1);
+  expect(refusalsIn(events, 'support-bot', 'end_user_limit')).toBe(n + 1);
 });

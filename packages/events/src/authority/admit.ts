@@ -16,6 +16,7 @@ import {
 } from '../ids.js';
 import { RefusalCode } from '../v1/admission.js';
 import { BudgetId, WindowState } from '../windows.js';
+import { EndUserFilter } from './end-user-filter.js';
 
 export const AdmitRequest = z.strictObject({
   /** Chosen by the edge, so a retried admit is idempotent and a late one can be fenced. */
@@ -42,8 +43,8 @@ export const AdmitRequest = z.strictObject({
   uncounted: z.literal(true).optional(),
   /**
    * The edge remembers a team's end-user cap (its refusal memory is on): an `end_user_limit`
-   * refusal names the end users the team tracks (Refused `trackedEndUsers`). Absent: named
-   * never, so an edge that would not use them costs no read of up to TRACKED_END_USERS ids.
+   * refusal carries the end users the team tracks (Refused `trackedFilter`). Absent: never, so
+   * an edge that would not use it costs no filter (built from up to END_USER_FILTER_MAX ids).
    */
   rememberEndUserCap: z.literal(true).optional(),
   /** max_tokens after the edge's clamp. */
@@ -127,9 +128,6 @@ export const Admitted = z.object({
   windows: z.array(WindowState),
 });
 
-/** The most end users a refusal names (Refused `trackedEndUsers`; admit.lua's TRACKED_MAX). */
-export const TRACKED_END_USERS = 4_096;
-
 export const Refused = z.object({
   admitted: z.literal(false),
   code: RefusalCode,
@@ -157,13 +155,14 @@ export const Refused = z.object({
    */
   summary: z.object({ kind: z.string().max(2_048), fields: z.string().max(16_384) }).optional(),
   /**
-   * An `end_user_limit` of the tenant's own `maxEndUsers` (not a key's): every end user the
-   * tenant tracks (ids as admission keys them), so an edge refuses a call naming none of them
-   * itself for a moment (its refusal memory) and asks the authority of the others, which may
-   * be admitted. Absent when the tenant tracks more than TRACKED_END_USERS, from older
-   * authorities and on other codes.
+   * An `end_user_limit` of the tenant's own `maxEndUsers` (not a key's): the end users the
+   * tenant tracks (ids as admission keys them) as a Bloom filter (end-user-filter.ts), so an
+   * edge refuses a call naming none of them itself for a moment (its refusal memory) and asks
+   * the authority of the others, which may be admitted (a new end user the filter holds by
+   * chance, about 1 in 400, is asked too). Absent when the tenant tracks more than
+   * END_USER_FILTER_MAX, from older authorities and on other codes.
    */
-  trackedEndUsers: z.array(EndUserId).max(TRACKED_END_USERS).optional(),
+  trackedFilter: EndUserFilter.optional(),
 });
 
 export const AdmitReply = z.discriminatedUnion('admitted', [Admitted, Refused]);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
+  END_USER_FILTER_K,
   FILE_ID,
   type AdmitReply,
   type AdmitRequest,
@@ -490,7 +491,7 @@ export async function admit(
         : 0,
     ),
     String(keyMaxEndUsers ?? 0),
-    // '1': an end_user_limit refusal names the end users tracked (AdmitRequest.rememberEndUserCap).
+    // '1': an end_user_limit refusal carries the end users tracked (AdmitRequest.rememberEndUserCap).
     req.rememberEndUserCap ? '1' : '0',
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
@@ -545,7 +546,7 @@ export async function admit(
   const retry = Number(r[3]);
   // end_user_limit: the scope, then its summary and the end users tracked (admit.lua refuse).
   const [summaryKind, summaryFields] = refusal === 'end_user_limit' ? [r[9], r[10]] : [r[8], r[9]];
-  const tracked = refusal === 'end_user_limit' && r[11] ? r[11].split(',') : undefined;
+  const tracked = refusal === 'end_user_limit' && r[11] ? r[11] : undefined;
   ctx.metrics.admissions.inc({ outcome: 'refused', code: refusal });
   return refused(
     refusal,
@@ -576,7 +577,7 @@ export async function admit(
       ...(summaryKind && summaryFields
         ? { summary: { kind: summaryKind, fields: summaryFields } }
         : {}),
-      ...(tracked ? { trackedEndUsers: tracked } : {}),
+      ...(tracked ? { trackedFilter: { k: END_USER_FILTER_K, bits: tracked } } : {}),
     },
   );
 }

@@ -20,7 +20,7 @@
 --          uncounted admit, evaluated and never admitted: a refusal is recorded as any other,
 --          else {'fits'} and nothing written), keyUsersKey (the KEYS index of the end users
 --          the call's key named, 0: its key has no maxEndUsers or the call no end user with
---          budgets), the key's maxEndUsers, '1' when an end_user_limit refusal names the end
+--          budgets), the key's maxEndUsers, '1' when an end_user_limit refusal carries the end
 --          users tracked (the edge remembers them); then the plan (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
@@ -31,7 +31,8 @@
 --          an enforced budget_exceeded, concurrency_limit and tenant_suspended: Refused
 --          `summary`; on end_user_limit the scope instead: 'key' when the key's maxEndUsers
 --          refused, else 'tenant', then the summary's two and the end users the tenant tracks,
---          comma-joined ('' when not asked, the key refused or there are too many: trackedText))
+--          a Bloom filter in hex ('' when not asked, the key refused or there are too many:
+--          trackedFilter))
 
 -- What admit's body calls, defined once when the library loads (a function defined in the
 -- body would be a new closure, and its upvalues new objects, on every call). They read the
@@ -56,7 +57,7 @@ local function forgetWindows(spec)
 end
 
 -- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant');
--- `tracked`, on end_user_limit, the end users the tenant tracks (trackedText).
+-- `tracked`, on end_user_limit, the end users the tenant tracks (trackedFilter).
 local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow, scope, tracked)
   local now, b = spec.now, spec.budgets[bi]
   local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[17]
@@ -103,17 +104,65 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
   return {'no', code, I(bi), I(retry), I(needT), I(needU), windows, I(inflight), scope}
 end
 
--- The most end users a refusal names, and their ids' most bytes (an id is at most 128).
-local TRACKED_MAX, TRACKED_BYTES = 4096, 262144
+-- A full registry's end users as a Bloom filter (end-user-filter.ts is its other half, with
+-- the hash): FILTER_BITS bits an end user, FILTER_K hashes, for at most FILTER_MAX end users.
+-- A filter is at least FILTER_LEAST bytes: a smaller one's double hashing repeats positions.
+local FILTER_K, FILTER_BITS, FILTER_MAX, FILTER_LEAST, FILTER_KEEP_MS = 4, 16, 16384, 64, 10000
+local SPLIT = 67108864
+-- Each byte's two hex digits, made on the first filter built (the library's load sees no
+-- `string`).
+local HEX
 
--- The end users a full registry tracks, comma-joined (an id has no comma): every end user
--- whose call the tenant's cap does not refuse. '' when there are more than TRACKED_MAX.
-local function trackedText(registry)
-  if redis.call('ZCARD', registry) > TRACKED_MAX then
+-- The end users a full registry tracks (every end user whose call the tenant's cap does not
+-- refuse), as a Bloom filter in hex: '' when there are more than FILTER_MAX. Built once and
+-- kept beside the registry (`<registry>:filter`) until an end user is added to it (forgotten
+-- then: forgetFilter) or FILTER_KEEP_MS: building it reads every id (~2 us each here), a
+-- cached one is a GET. End users the registry forgot since are still in it: they are asked
+-- of the authority, never refused by an edge.
+local function trackedFilter(registry)
+  local cached = redis.call('GET', registry .. ':filter')
+  if cached then
+    return cached
+  end
+  if redis.call('ZCARD', registry) > FILTER_MAX then
     return ''
   end
-  local text = table.concat(redis.call('ZRANGE', registry, 0, -1), ',')
-  return #text <= TRACKED_BYTES and text or ''
+  local ids = redis.call('ZRANGE', registry, 0, -1)
+  local n = #ids
+  local bytes, set = math.max(FILTER_LEAST, math.ceil(n * FILTER_BITS / 8)), {}
+  local m = bytes * 8
+  for i = 1, bytes do
+    set[i] = 0
+  end
+  local bor, lshift, rshift, band, sha, sub = bit.bor, bit.lshift, bit.rshift, bit.band,
+    redis.sha1hex, string.sub
+  for j = 1, n do
+    local v = tonumber(sub(sha(ids[j]), 1, 13), 16)
+    local h1 = v % SPLIT
+    local h2 = (v - h1) / SPLIT
+    for i = 0, FILTER_K - 1 do
+      local p = (h1 + i * h2) % m
+      local at = rshift(p, 3) + 1
+      set[at] = bor(set[at], lshift(1, band(p, 7)))
+    end
+  end
+  if not HEX then
+    HEX = {}
+    for i = 0, 255 do
+      HEX[i] = string.format('%02x', i)
+    end
+  end
+  for i = 1, bytes do
+    set[i] = HEX[set[i]]
+  end
+  local text = table.concat(set)
+  redis.call('SET', registry .. ':filter', text, 'PX', FILTER_KEEP_MS)
+  return text
+end
+
+-- An end user was added to the registry: its filter no longer holds them all.
+local function forgetFilter(registry)
+  redis.call('DEL', registry .. ':filter')
 end
 
 -- Seconds until enough billed usage leaves window `b` to free `deficit`, assuming held
@@ -436,7 +485,9 @@ local function adoptOwn(spec, scope)
         if #added > 0 or listed ~= was then
           addHolds(key, v[4], listed, added)
           if #added > 0 and scope == 'u' then
-            redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', v[5] or I(spec.now), subject)
+            if redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', v[5] or I(spec.now), subject) == 1 then
+              forgetFilter(KEYS[N(ARGV[27])])
+            end
             mine = mine or subject == endUser
           end
         end
@@ -486,7 +537,7 @@ local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUse
 if newUser then
   if full(KEYS[usersKey], tonumber(ARGV[28]), now) then
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'tenant',
-      ARGV[37] == '1' and trackedText(KEYS[usersKey]) or '')
+      ARGV[37] == '1' and trackedFilter(KEYS[usersKey]) or '')
   end
   if keyUsersKey > 0 and full(KEYS[keyUsersKey], tonumber(ARGV[36]), now) then
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'key')
@@ -737,7 +788,9 @@ end
 redis.call('PEXPIRE', resKey, T(leaseMs + spec.keepMs))
 if usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).
-  redis.call('ZADD', KEYS[usersKey], nowText, endUser)
+  if redis.call('ZADD', KEYS[usersKey], nowText, endUser) == 1 then
+    forgetFilter(KEYS[usersKey])
+  end
   if keyUsersKey > 0 then
     redis.call('ZADD', KEYS[keyUsersKey], nowText, endUser)
     redis.call('PEXPIRE', KEYS[keyUsersKey], ARGV[29])

@@ -322,6 +322,10 @@ if addedUser then
     if not seen or seen + 0 < createdAt then
       redis.call('ZADD', registry, I(createdAt), endUser)
     end
+    if not seen then
+      -- Added: the registry's filter (admit.lua trackedFilter) no longer holds them all.
+      redis.call('DEL', registry .. ':filter')
+    end
   end
 end
 local chargeTText, chargeUText = I(chargeT), I(chargeU)

@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { Backoff } from '@holdfast/retry';
 import type { CompiledConfig, CompiledTenant } from '@holdfast/config';
-import type { Refused, RefusalsReportRequest } from '@holdfast/events';
+import {
+  endUserSet,
+  mayTrack,
+  type EndUserSet,
+  type Refused,
+  type RefusalsReportRequest,
+} from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
 import type { EdgeMetrics } from '../metrics.js';
 import type { AdmissionRequest } from './admission.js';
@@ -20,8 +26,11 @@ export interface RefusalMemoryOptions {
   maxEntries?: number;
   /** Most of them one org's (its end users or keys cannot take the whole memory). */
   maxPerOrg?: number;
-  /** Most end users remembered as tracked by teams at their maxEndUsers, all teams together. */
-  maxTracked?: number;
+  /**
+   * Most bytes of the filters of end users tracked by teams at their maxEndUsers, all teams
+   * together (a filter is 2 bytes an end user: 20 KB for the default 10,000).
+   */
+  maxTrackedBytes?: number;
 }
 
 /** A refusal the authority made, remembered for its caller's repeats. */
@@ -40,8 +49,8 @@ interface Remembered {
   /** When its Retry-After ends (epoch ms); null when waiting cannot help. */
   retryAt: number | null;
   refused: Refused & { summary: NonNullable<Refused['summary']> };
-  /** end_user_limit: the end users the team tracks (Refused `trackedEndUsers`). */
-  tracked?: ReadonlySet<string>;
+  /** end_user_limit: the end users the team tracks (Refused `trackedFilter`). */
+  tracked?: EndUserSet;
 }
 
 /** Refusals answered here, counted for one report item. */
@@ -104,11 +113,12 @@ const MAX_REPORT_BACKOFF_MS = 5_000;
  * org closes here, and for `tenant_suspended`, whatever the size, until the org's
  * `tenant.resumed` event (both for any call of the tenant), and for a use case or model the
  * config does not register, whatever the size, until a new config is applied. And for a team at
- * its `maxEndUsers` (`end_user_limit` of the team's own cap, when the authority names the end
- * users it tracks: `trackedEndUsers`, at most 4,096): a call of the team naming an end user
- * not among them, with a use case and model the config registers and no stored response or
- * item to read, whatever its size, key or model, until a new config is applied; a call naming a
- * tracked end user (or none) is asked of the authority as usual. A refusal here can therefore be
+ * its `maxEndUsers` (`end_user_limit` of the team's own cap, when the authority sends the end
+ * users it tracks: `trackedFilter`, a Bloom filter of at most 16,384): a call of the team
+ * naming an end user not in it, with a use case and model the config registers and no stored
+ * response or item to read, whatever its size, key or model, until a new config is applied; a
+ * call naming a tracked end user (or none), or a new one the filter holds by chance (about 1
+ * in 400), is asked of the authority as usual. A refusal here can therefore be
  * stale by at most that long when a call closes on another edge (or, for the end-user cap, when
  * one of the tracked end users is forgotten, idle for 31 days, and its place taken); it never
  * admits anything.
@@ -128,8 +138,8 @@ export class RefusalMemory {
   /** Remembered refusals by org, then by call shape. */
   readonly #orgs = new Map<string, Map<string, Remembered>>();
   #size = 0;
-  readonly #maxTracked: number;
-  /** End users remembered in `tracked` sets, all orgs together. */
+  readonly #maxTrackedBytes: number;
+  /** Bytes of the `tracked` filters remembered, all orgs together. */
   #tracked = 0;
   /** Closes answered (and resumes seen) per org: an admit that raced one is not remembered. */
   readonly #closes = new Map<string, number>();
@@ -150,7 +160,7 @@ export class RefusalMemory {
     this.#o = opts;
     this.#max = opts.maxEntries ?? 10_000;
     this.#maxPerOrg = opts.maxPerOrg ?? 1_000;
-    this.#maxTracked = opts.maxTracked ?? 100_000;
+    this.#maxTrackedBytes = opts.maxTrackedBytes ?? 4 * 1024 * 1024;
     this.#delayMs = opts.reportMs;
     this.#backoff = new Backoff({
       initialMs: Math.min(opts.reportMs * 2, MAX_REPORT_BACKOFF_MS),
@@ -235,9 +245,14 @@ export class RefusalMemory {
     if (this.closes(tenant.org) !== closes && !NOT_BY_CLOSES.has(refused.code)) return;
     if (this.#closingUnder(tenant.org, refused)) return;
     // A team's end-user cap, only with the end users it tracks (the others it would refuse).
-    const { trackedEndUsers: ids, ...rest } = refused;
+    const { trackedFilter: filter, ...rest } = refused;
     const capped = refused.code === 'end_user_limit';
-    if (capped && (!ids || this.#tracked - this.#trackedBy(req) + ids.length > this.#maxTracked)) {
+    const tracked = capped && filter ? endUserSet(filter) : undefined;
+    if (
+      capped &&
+      (!tracked ||
+        this.#tracked - this.#trackedBy(req) + tracked.bytes.length > this.#maxTrackedBytes)
+    ) {
       return;
     }
     const now = Date.now();
@@ -274,9 +289,9 @@ export class RefusalMemory {
       until: Math.min(now + this.#o.memoryMs, retryAt ?? Infinity),
       retryAt,
       refused: { ...rest, summary },
-      ...(capped && ids ? { tracked: new Set(ids) } : {}),
+      ...(tracked ? { tracked } : {}),
     });
-    if (capped && ids) this.#tracked += ids.length;
+    if (tracked) this.#tracked += tracked.bytes.length;
   }
 
   /**
@@ -328,25 +343,25 @@ export class RefusalMemory {
 
   /**
    * Whether the call names an end user its team's remembered end-user cap would refuse: one
-   * the team does not track, on a call the authority reaches its cap's check with (no stored
-   * response or item to read: whose it is is checked first).
+   * the team's filter surely does not hold, on a call the authority reaches its cap's check
+   * with (no stored response or item to read: whose it is is checked first).
    */
   #newUser(req: AdmissionRequest, calls: Map<string, Remembered>): boolean {
     if (req.endUser === undefined || req.previousResponseId || (req.itemIds?.length ?? 0) > 0) {
       return false;
     }
     const tracked = calls.get(capKey(req))?.tracked;
-    return tracked !== undefined && !tracked.has(req.endUser);
+    return tracked !== undefined && !mayTrack(tracked, req.endUser);
   }
 
-  /** How many end users the team's remembered end-user cap tracks (0: none remembered). */
+  /** The bytes of the team's remembered end-user filter (0: none remembered). */
   #trackedBy(req: AdmissionRequest): number {
-    return this.#orgs.get(req.caller.tenant.org)?.get(capKey(req))?.tracked?.size ?? 0;
+    return this.#orgs.get(req.caller.tenant.org)?.get(capKey(req))?.tracked?.bytes.length ?? 0;
   }
 
-  /** The end users an entry tracked no longer count against `maxTracked`. */
+  /** The filter an entry kept no longer counts against `maxTrackedBytes`. */
   #untrack(r: Remembered | undefined): void {
-    if (r?.tracked) this.#tracked -= r.tracked.size;
+    if (r?.tracked) this.#tracked -= r.tracked.bytes.length;
   }
 
   /**

@@ -1,5 +1,5 @@
 import { parseConfig, type CompiledConfig } from '@holdfast/config';
-import type { Refused, RefusalsReportRequest } from '@holdfast/events';
+import { endUserFilterOf, type Refused, type RefusalsReportRequest } from '@holdfast/events';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import { Registry } from 'prom-client';
 import { afterEach, expect, test, vi } from 'vitest';
@@ -80,7 +80,7 @@ function memoryOver(
   report: Report,
   memoryMs = 1_000,
   config = compile(100),
-  bounds: { maxEntries?: number; maxPerOrg?: number; maxTracked?: number } = {},
+  bounds: { maxEntries?: number; maxPerOrg?: number; maxTrackedBytes?: number } = {},
 ) {
   const reports: RefusalsReportRequest[] = [];
   const metrics = new EdgeMetrics(new Registry());
@@ -401,11 +401,11 @@ test("before the prompt is counted (promptTokens 0) a refusal of any size answer
   expect(await early).toMatchObject({ code: 'tenant_suspended' });
 });
 
-/** A team at its maxEndUsers, tracking alice and bob. */
+/** A team at its maxEndUsers, tracking alice and bob (64 bytes of filter, the least). */
 const AT_CAP: Refused = {
   ...levelless('end_user_limit'),
   windows: [window(), window('end_user')],
-  trackedEndUsers: ['alice', 'bob'],
+  trackedFilter: endUserFilterOf(['alice', 'bob']),
 };
 
 test('a team at its maxEndUsers: a call naming an end user it does not track is answered, a tracked one (or none) is asked; no close forgets it', async () => {
@@ -415,7 +415,7 @@ test('a team at its maxEndUsers: a call naming an end user it does not track is 
   const answer = await memory.recall(call({ endUser: 'dave', maxTokens: 1, caller: other() }));
   expect(answer?.code).toBe('end_user_limit');
   // The end users tracked stay at the edge.
-  expect(answer).not.toHaveProperty('trackedEndUsers');
+  expect(answer).not.toHaveProperty('trackedFilter');
   expect(answer?.windows).toEqual([window(), { ...window('end_user'), subject: 'dave' }]);
   expect(memory.recall(call({ endUser: 'alice' }))).toBeUndefined();
   expect(memory.recall(call())).toBeUndefined();
@@ -440,22 +440,22 @@ test('a team at its maxEndUsers: a call naming an end user it does not track is 
   }
 });
 
-test("a key's own maxEndUsers, or a team naming none of its end users, is not remembered; nor past maxTracked", () => {
+test("a key's own maxEndUsers, or a team naming none of its end users, is not remembered; nor past maxTrackedBytes", () => {
   const { memory, call } = memoryOver(taken, 60_000);
-  memory.remember(call({ endUser: 'carol' }), { ...AT_CAP, trackedEndUsers: undefined }, 0);
+  memory.remember(call({ endUser: 'carol' }), { ...AT_CAP, trackedFilter: undefined }, 0);
   expect(memory.size).toBe(0);
-  const small = memoryOver(taken, 60_000, compile(100), { maxTracked: 3 });
+  const small = memoryOver(taken, 60_000, compile(100), { maxTrackedBytes: 100 });
   small.memory.remember(small.call({ endUser: 'carol' }), AT_CAP, 0);
   expect(small.memory.size).toBe(1);
-  // Replaced: its own two no longer count.
-  const grown = { ...AT_CAP, trackedEndUsers: ['alice', 'bob', 'dave'] };
+  // Replaced: its own 64 bytes no longer count.
+  const grown = { ...AT_CAP, trackedFilter: endUserFilterOf(['alice', 'bob', 'dave']) };
   small.memory.remember(small.call({ endUser: 'carol' }), grown, 0);
   expect(small.memory.size).toBe(1);
   expect(small.memory.recall(small.call({ endUser: 'dave' }))).toBeUndefined();
   expect(small.memory.recall(small.call({ endUser: 'erin' }))).toBeDefined();
   small.memory.remember(
     small.call({ endUser: 'carol' }, 'sibling'),
-    { ...AT_CAP, trackedEndUsers: ['a', 'b'] },
+    { ...AT_CAP, trackedFilter: endUserFilterOf(['a', 'b']) },
     0,
   );
   expect(small.memory.size).toBe(1);
