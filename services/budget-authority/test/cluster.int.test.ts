@@ -216,6 +216,60 @@ describe('Redis Cluster', () => {
     }
   }, 60_000);
 
+  test("a team moved to an org on another master with calls in flight: each call closes in its own slot, each org's windows bill their own calls", async ({
+    nc,
+    natsUrl,
+    iso,
+  }) => {
+    const admin = a();
+    const { orgs, h, admitWith } = await ownersAuthority(c(), { nc, natsUrl, iso });
+    const [from, to] = [orgs[0]!, orgs[4]!];
+    const team = `${from}-a`;
+    const keys = new Keys(iso.keyPrefix);
+    expect(slotOf(from)).not.toBe(slotOf(to));
+    try {
+      const admitted = async () => {
+        const r = await admitWith(team, {});
+        if (!r.ok || !r.value.admitted) throw new Error(`not admitted: ${JSON.stringify(r)}`);
+        return r.value;
+      };
+      const early = [await admitted(), await admitted()];
+      const base = orgsConfig(orgs);
+      const moved = {
+        ...base,
+        tenants: base.tenants.map((t) => (t.id === team ? { ...t, parent: to } : t)),
+      };
+      expect((await h.client.configApply({ document: moved })).ok).toBe(true);
+      const later = [await admitted(), await admitted()];
+      expect(later.map((x) => x.org)).toEqual([to, to]);
+      const settled = await Promise.all(
+        [...early, ...later].map((x) =>
+          h.client.settle({
+            reservationId: x.reservationId,
+            tenant: team,
+            org: x.org,
+            upstream: x.upstream,
+            model: 'm',
+            usage: { promptTokens: 10, completionTokens: 1 },
+          }),
+        ),
+      );
+      expect(settled.map((r) => r.ok && r.value.status)).toEqual(Array(4).fill('settled'));
+      // Each org's windows billed its own two calls (11 tokens each), none held.
+      for (const org of [from, to]) {
+        for (const [level, budget] of [
+          [team, 'minute-tokens'],
+          [org, 'day-tokens'],
+        ] as const) {
+          const w = await admin.hmget(keys.window(org, level, budget), 'h', 's');
+          expect([org, level, Number(w[0] ?? 0), Number(w[1] ?? 0)]).toEqual([org, level, 0, 22]);
+        }
+        expect(await admin.zcard(keys.holds(org, team))).toBe(0);
+      }
+    } finally {
+      await h.stop();
+    }
+  }, 60_000);
   test("a response's owner is recorded in its org's slot, on every master, and only its team's admits continue it", async ({
     nc,
     natsUrl,

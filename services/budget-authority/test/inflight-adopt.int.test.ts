@@ -344,3 +344,92 @@ describe('a month budget switched between sliding and calendar while calls are i
     }
   }
 });
+
+describe('a team moved to another org while its calls are in flight', () => {
+  /**
+   * team under `org` (acme or globex, two roots: two hash slots); globex has a minute budget
+   * and rival, another team, under it. team's minute budget is 2,200: two calls.
+   */
+  const inOrg = (org: string) => ({
+    ...BASE_CONFIG,
+    tenants: [
+      { id: 'acme', budgets: [MONTH] },
+      { id: 'globex', budgets: [MONTH, MINUTE] },
+      { id: 'rival', parent: 'globex', mode: 'reserve', budgets: [MONTH], useCases },
+      {
+        id: 'team',
+        parent: org,
+        mode: 'reserve',
+        maxInFlight: 64,
+        budgets: [MONTH, MINUTE],
+        useCases,
+      },
+    ],
+  });
+  const callOf = (tenant: string) => ({ ...call(), tenant, keyId: null, endUser: undefined });
+
+  const name =
+    "no window passes its limit: its old org's windows hold and bill them, the new org's neither (the team's limit counts once in each org), rebuilt alike";
+  test(name, async ({ start, nc, redis, iso }) => {
+    const keys = new Keys(iso.keyPrefix);
+    const first = await start(inOrg('acme'));
+    const early = [callOf('team'), callOf('team')];
+    for (const x of early) admissionOf(await first.client.admit(x));
+    expect(refusalOf(await first.client.admit(callOf('team'))).code).toBe('budget_exceeded');
+
+    // Moved: globex's windows know nothing of the two in flight, which live in acme's slot.
+    expect((await first.client.configApply({ document: inOrg('globex') })).ok).toBe(true);
+    const later = [callOf('team'), callOf('team')];
+    for (const x of later) expect(admissionOf(await first.client.admit(x)).org).toBe('globex');
+    // globex's minute window is at its limit: neither team nor rival gets more.
+    expect(refusalOf(await first.client.admit(callOf('team'))).code).toBe('budget_exceeded');
+    expect(refusalOf(await first.client.admit(callOf('rival'))).code).toBe('budget_exceeded');
+
+    // Moved back with the later two in flight: acme's windows still hold the early two.
+    expect((await first.client.configApply({ document: inOrg('acme') })).ok).toBe(true);
+    expect(refusalOf(await first.client.admit(callOf('team'))).code).toBe('budget_exceeded');
+
+    await rebuiltAlike(first, inOrg('acme'), { redis, nc, iso });
+
+    const h = await start(inOrg('acme'));
+    const usage = { promptTokens: 100, completionTokens: 1_000 };
+    // Each closed in the org it was admitted in (the edge sends the admission's org).
+    const settled = await Promise.all([
+      ...early.map(({ reservationId }) =>
+        h.client.settle({ reservationId, tenant: 'team', org: 'acme', usage }),
+      ),
+      ...later.map(({ reservationId }) =>
+        h.client.settle({ reservationId, tenant: 'team', org: 'globex', usage }),
+      ),
+    ]);
+    expect(settled.map((r) => r.ok && r.value.status)).toEqual(Array(4).fill('settled'));
+    const window = async (org: string, level: string, budget: string) => {
+      const w = await redis.hmget(keys.window(org, level, budget), 'h', 's');
+      return [org, level, budget, Number(w[0] ?? 0), Number(w[1] ?? 0)];
+    };
+    // Every window billed what was held on it, at most its limit; the team's minute budget
+    // billed 2,200 in each org's window: 4,400 in one minute, its limit once in each org.
+    expect(
+      await Promise.all([
+        window('acme', 'team', 'minute-tokens'),
+        window('acme', 'acme', 'month-tokens'),
+        window('globex', 'team', 'minute-tokens'),
+        window('globex', 'globex', 'minute-tokens'),
+        window('globex', 'globex', 'month-tokens'),
+      ]),
+    ).toEqual([
+      ['acme', 'team', 'minute-tokens', 0, 2 * CALL_T],
+      ['acme', 'acme', 'month-tokens', 0, 2 * CALL_T],
+      ['globex', 'team', 'minute-tokens', 0, 2 * CALL_T],
+      ['globex', 'globex', 'minute-tokens', 0, 2 * CALL_T],
+      ['globex', 'globex', 'month-tokens', 0, 2 * CALL_T],
+    ]);
+    for (const [org, level] of [
+      ['acme', 'team'],
+      ['acme', 'acme'],
+      ['globex', 'team'],
+      ['globex', 'globex'],
+    ] as const)
+      expect(await redis.zcard(keys.holds(org, level))).toBe(0);
+  });
+});
