@@ -333,13 +333,21 @@ export class Rebuilder {
    */
   #seen(e: Extract<HoldfastEvent, { type: 'reservation.created' }>): void {
     if (!e.endUser || !e.windows.some((w) => w.scope === 'end_user')) return;
-    const registries = [this.#o.keys.users(e.org, e.tenant)];
-    if (e.keyId && this.#o.config.tenants.get(e.tenant)?.keyMaxEndUsers.has(e.keyId)) {
-      const mine = this.#o.keys.keyUsers(e.org, e.tenant, e.keyId);
+    this.#registered(e, e.endUser);
+  }
+
+  /** `endUser` of call `c` seen at its admission, in the registries #seen says. */
+  #registered(
+    c: { org: string; tenant: string; keyId: string | null; time: string },
+    endUser: string,
+  ): void {
+    const registries = [this.#o.keys.users(c.org, c.tenant)];
+    if (c.keyId && this.#o.config.tenants.get(c.tenant)?.keyMaxEndUsers.has(c.keyId)) {
+      const mine = this.#o.keys.keyUsers(c.org, c.tenant, c.keyId);
       this.#keyRegistries.add(mine);
       registries.push(mine);
     }
-    for (const key of registries) this.#register(key, e.endUser, e);
+    for (const key of registries) this.#register(key, endUser, c);
   }
 
   /** An end user in a registry, last seen at `e.time` at the latest. */
@@ -642,8 +650,9 @@ export class Rebuilder {
           const w = { org: c.org, tenant: c.tenant, scope, subject, budget: b.id, unit: b.unit };
           if (on.has(this.#windowKey(w))) continue;
           added.push(w);
-          // An end user adopted is one with budgets, seen at its call's admission (adoptOwn).
-          if (scope === 'end_user') this.#register(this.#o.keys.users(c.org, c.tenant), subject, c);
+          // An end user adopted is one with budgets, seen at its call's admission, in its
+          // tenant's registry and its key's (adoptOwn).
+          if (scope === 'end_user') this.#registered(c, subject);
         }
       }
       this.#hold(added, live.heldT, live.heldU);

@@ -433,3 +433,46 @@ describe('a team moved to another org while its calls are in flight', () => {
       expect(await redis.zcard(keys.holds(org, level))).toBe(0);
   });
 });
+
+describe("end users adopted count in their key's maxEndUsers", () => {
+  /** k1 may name 2 end users with budgets; the team's end users have `endUser` budgets. */
+  const capped = (endUser: Budgets) => ({
+    ...BASE_CONFIG,
+    tenants: [
+      { id: 'acme', budgets: [MONTH] },
+      {
+        id: 'team',
+        parent: 'acme',
+        mode: 'reserve',
+        maxInFlight: 64,
+        budgets: [MONTH],
+        keys: [{ ...KEY, maxEndUsers: 2 }],
+        endUserBudgets: endUser,
+        useCases,
+      },
+    ],
+  });
+  const of = (endUser: string) => ({ ...call(), endUser });
+
+  const name =
+    "k1's five end users in flight when end-user budgets are added: adopted into k1's registry, so a sixth is refused, rebuilt alike";
+  test(name, async ({ start, nc, redis, iso }) => {
+    const keys = new Keys(iso.keyPrefix);
+    const h = await start(capped([]));
+    const names = ['u1', 'u2', 'u3', 'u4', 'u5'];
+    // No end-user budgets yet: nothing tracks them, k1 names as many as it likes.
+    for (const u of names) admissionOf(await h.client.admit(of(u)));
+    const after = capped([MONTH]);
+    expect((await h.client.configApply({ document: after })).ok).toBe(true);
+    // u1's admission adopts the five: each one's window holds its call, each is registered.
+    admissionOf(await h.client.admit(of('u1')));
+    // k1 names 5 end users with budgets, past its 2: no new one (before, its registry had
+    // u1 alone and u6 was admitted: 6 end users of k1 with budgets).
+    const r = refusalOf(await h.client.admit(of('u6')));
+    expect([r.code, r.message.startsWith(`Key ${KEY.id} `)]).toEqual(['end_user_limit', true]);
+    expect(await redis.zcard(keys.users('acme', 'team'))).toBe(5);
+    expect(await redis.zcard(keys.keyUsers('acme', 'team', KEY.id))).toBe(5);
+
+    await rebuiltAlike(h, after, { redis, nc, iso });
+  });
+});

@@ -112,6 +112,19 @@ export function recordLongContext(model: Pick<CompiledModel, 'longPricePico'>): 
   return text;
 }
 
+/** cappedKeys per compiled tenant's map, as recordTiers. */
+const cappedText = new WeakMap<object, string>();
+
+/** The keys with a maxEndUsers of their own, ',k1,k2,' (a key id has no comma); '' none. */
+function cappedKeys(keyMaxEndUsers: ReadonlyMap<string, number>): string {
+  if (keyMaxEndUsers.size === 0) return '';
+  const known = cappedText.get(keyMaxEndUsers);
+  if (known !== undefined) return known;
+  const text = `,${[...keyMaxEndUsers.keys()].join(',')},`;
+  cappedText.set(keyMaxEndUsers, text);
+  return text;
+}
+
 /** The record's `long` field, when the model prices long context (none: no field). */
 function longFields(model: Pick<CompiledModel, 'longPricePico'>): string[] {
   const text = recordLongContext(model);
@@ -493,6 +506,9 @@ export async function admit(
     String(keyMaxEndUsers ?? 0),
     // '1': an end_user_limit refusal carries the end users tracked (AdmitRequest.rememberEndUserCap).
     req.rememberEndUserCap ? '1' : '0',
+    // The tenant's keys with a maxEndUsers (',k1,k2,'): an end user whose call in flight is
+    // adopted into end-user budgets counts in its key's registry at once (adoptOwn).
+    tracksUser ? cappedKeys(tenant.keyMaxEndUsers) : '',
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec, plan),

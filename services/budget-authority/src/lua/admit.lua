@@ -21,7 +21,9 @@
 --          else {'fits'} and nothing written), keyUsersKey (the KEYS index of the end users
 --          the call's key named, 0: its key has no maxEndUsers or the call no end user with
 --          budgets), the key's maxEndUsers, '1' when an end_user_limit refusal carries the end
---          users tracked (the edge remembers them); then the plan (lib.lua's readPlan)
+--          users tracked (the edge remembers them), the tenant's keys with a maxEndUsers
+--          (',k1,k2,'; '' none, or the call has no end user with budgets: adoptOwn
+--          registers an adopted end user in its key's); then the plan (lib.lua's readPlan)
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -444,7 +446,9 @@ end
 -- as admission keeps an end user's), and the codes added to its record's holds. An end user
 -- so adopted is one with budgets: in the tenant's registry (KEYS[usersKey]) as seen when its
 -- call was admitted, as a rebuild registers it (so neither counts it new, whose windows a
--- refusal takes away; a key's own registry gets it at its next admission). A key and an
+-- refusal takes away), and in its call's key's when that key has a maxEndUsers (ARGV[38]
+-- lists them: it counts there at once, not at its next admission, which no key check sees:
+-- it is no new end user of the tenant any more). A key and an
 -- end user belong to one tenant: the walk is the leaf's in-flight set (at most its
 -- maxInFlight records), those of the tenant's own calls (a tenant with teams under it holds
 -- theirs there too). True when the call's own end user had calls in flight adopted (its
@@ -485,8 +489,14 @@ local function adoptOwn(spec, scope)
         if #added > 0 or listed ~= was then
           addHolds(key, v[4], listed, added)
           if #added > 0 and scope == 'u' then
-            if redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', v[5] or I(spec.now), subject) == 1 then
+            local seen = v[5] or I(spec.now)
+            if redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', seen, subject) == 1 then
               forgetFilter(KEYS[N(ARGV[27])])
+            end
+            if rec.keyId ~= '' and string.find(ARGV[38], ',' .. rec.keyId .. ',', 1, true) then
+              local registry = spec.kp .. ':{' .. spec.org .. '}:k:' .. spec.tenant .. ':' .. rec.keyId .. ':users'
+              redis.call('ZADD', registry, 'GT', seen, subject)
+              redis.call('PEXPIRE', registry, ARGV[29])
             end
             mine = mine or subject == endUser
           end
@@ -498,7 +508,7 @@ local function adoptOwn(spec, scope)
 end
 
 -- @call
-local spec = readPlan(38)
+local spec = readPlan(39)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
