@@ -298,6 +298,11 @@ describe('a month budget switched between sliding and calendar while calls are i
       window: (k: Keys) => k.window('acme', 'team', 'month-tokens'),
     },
     {
+      name: "the team's parent's",
+      config: (c: boolean) => config('reserve', [MONTH], budget(c)),
+      window: (k: Keys) => k.window('acme', 'acme', 'month-tokens'),
+    },
+    {
       name: "the calls' key's",
       config: (c: boolean) => config('reserve', [MONTH], [MONTH], { key: budget(c) }),
       window: (k: Keys) => k.keyWindow('acme', 'team', KEY.id, 'month-tokens'),
