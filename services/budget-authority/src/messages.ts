@@ -14,6 +14,8 @@ export interface RefusalFacts {
   inFlight: number;
   maxInFlight?: number | undefined;
   reservationId?: string;
+  /** concurrency_limit: its calls in flight are being adopted into a changed plan (admit.lua walkStep). */
+  adopting?: boolean;
   /** end_user_limit: the call's key's own maxEndUsers refused, not the team's. */
   keyLimit?: { keyId: string; maxEndUsers: number };
   /** The call as admission saw it: the prompt as counted, max_tokens after the ceilings. */
@@ -80,6 +82,8 @@ export function refusalMessage(f: RefusalFacts): string {
     case 'budget_exceeded':
       return budgetExceeded(f);
     case 'concurrency_limit':
+      if (f.adopting)
+        return `Team ${f.tenant}'s budgets changed while ${n(f.inFlight)} of its calls were in flight; they are being held on the new budgets, 1,000 per admission, and no call is admitted until all are. Retry in 1 s.`;
       return `Team ${f.tenant} already has ${n(f.inFlight)} calls in flight${f.maxInFlight ? `, its limit of ${n(f.maxInFlight)}` : ''}. Retry when one finishes.`;
     case 'tenant_suspended':
       return `Team ${f.tenant} is suspended. Calls resume when its budget window frees room or an admin resumes it.`;

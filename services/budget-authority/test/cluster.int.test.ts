@@ -270,6 +270,43 @@ describe('Redis Cluster', () => {
       await h.stop();
     }
   }, 60_000);
+  const walked =
+    'a budget added with 1,100 calls in flight: the walk copies the in-flight set in its slot, two admissions adopt them all';
+  test(
+    walked,
+    async ({ nc, natsUrl, iso }) => {
+      const admin = a();
+      const { orgs, h, admitWith } = await ownersAuthority(c(), { nc, natsUrl, iso });
+      const team = `${orgs[1]!}-b`;
+      const keys = new Keys(iso.keyPrefix);
+      try {
+        for (let i = 0; i < 55; i++) {
+          const batch = await Promise.all(Array.from({ length: 20 }, () => admitWith(team, {})));
+          for (const r of batch) {
+            if (!r.ok || !r.value.admitted) throw new Error(`not admitted: ${JSON.stringify(r)}`);
+          }
+        }
+        const base = orgsConfig(orgs);
+        const minute = { window: 'minute', limit: 30_000, unit: 'tokens' };
+        const added = {
+          ...base,
+          tenants: base.tenants.map((t) =>
+            t.id === team ? { ...t, budgets: [...t.budgets, minute] } : t,
+          ),
+        };
+        expect((await h.client.configApply({ document: added })).ok).toBe(true);
+        const first = await admitWith(team, {});
+        expect(first.ok && !first.value.admitted && first.value.code).toBe('concurrency_limit');
+        const second = await admitWith(team, {});
+        expect(second.ok && second.value.admitted).toBe(true);
+        const w = keys.window(orgs[1]!, team, 'minute-tokens');
+        expect(Number(await admin.hget(w, 'h'))).toBe(1_101 * 20);
+      } finally {
+        await h.stop();
+      }
+    },
+    60_000,
+  );
   test("a response's owner is recorded in its org's slot, on every master, and only its team's admits continue it", async ({
     nc,
     natsUrl,

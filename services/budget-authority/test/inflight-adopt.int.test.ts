@@ -481,3 +481,69 @@ describe("end users adopted count in their key's maxEndUsers", () => {
     await rebuiltAlike(h, after, { redis, nc, iso });
   });
 });
+
+describe('a walk of more calls in flight than one admission adopts (ADOPT_STEP, 1,000)', () => {
+  // No maxInFlight: 2,500 calls in flight, a minute budget added (the team's or its key's).
+  const many = (own: { team?: Budgets; key?: Budgets }) => {
+    const c = config('reserve', [MONTH, ...(own.team ?? [])], [MONTH], { key: own.key ?? [] });
+    const [org, team] = c.tenants;
+    return { ...c, tenants: [org, { ...team, maxInFlight: undefined }] };
+  };
+  const owners = [
+    {
+      name: "the team's",
+      field: 'ap',
+      pending: ':adopting',
+      window: (k: Keys) => k.window('acme', 'team', 'minute-tokens'),
+      own: { team: [MINUTE] },
+    },
+    {
+      name: "its key's",
+      field: `apk:${KEY.id}`,
+      pending: `:adopting:k:${KEY.id}`,
+      window: (k: Keys) => k.keyWindow('acme', 'team', KEY.id, 'minute-tokens'),
+      own: { key: [MINUTE] },
+    },
+  ];
+  for (const o of owners) {
+    const name = `${o.name} minute budget added: three admissions walk them, refused until the last, which sees them all`;
+    test(
+      name,
+      async ({ start, redis, iso }) => {
+        const keys = new Keys(iso.keyPrefix);
+        const h = await start(many({}));
+        const early = Array.from({ length: 2_500 }, call);
+        for (let i = 0; i < early.length; i += 100) {
+          const batch = early.slice(i, i + 100);
+          await Promise.all(batch.map(async (x) => admissionOf(await h.client.admit(x))));
+        }
+        expect((await h.client.configApply({ document: many(o.own) })).ok).toBe(true);
+        // 1,000 and 1,000: not all seen yet, refused (retry in 1 s) whatever room there is.
+        for (const walked of [1_000, 2_000]) {
+          const r = refusalOf(await h.client.admit(call()));
+          expect([r.code, r.retryAfterSeconds]).toEqual(['concurrency_limit', 1]);
+          expect(r.message).toContain('being held on the new budgets');
+          expect(Number(await redis.hget(o.window(keys), 'h'))).toBe(walked * CALL_T);
+        }
+        // The last 500: every call held, the check refuses on the window.
+        expect(refusalOf(await h.client.admit(call())).code).toBe('budget_exceeded');
+        expect(Number(await redis.hget(o.window(keys), 'h'))).toBe(2_500 * CALL_T);
+        expect(await redis.hget(keys.state('acme', 'team'), o.field)).toBeNull();
+        // The walk's copy of the in-flight set is gone.
+        const copy = keys.state('acme', 'team').replace(/:state$/, o.pending);
+        expect(await redis.exists(copy)).toBe(0);
+        const usage = { promptTokens: 100, completionTokens: 1_000 };
+        for (let i = 0; i < early.length; i += 100) {
+          const batch = early.slice(i, i + 100);
+          await Promise.all(
+            batch.map(({ reservationId }) =>
+              h.client.settle({ reservationId, tenant: 'team', usage }),
+            ),
+          );
+        }
+        expect(Number(await redis.hget(o.window(keys), 'h'))).toBe(0);
+      },
+      120_000,
+    );
+  }
+});

@@ -575,6 +575,9 @@ export async function admit(
       inFlight: Number(r[7]),
       maxInFlight: tenant.maxInFlight,
       reservationId: req.reservationId,
+      ...(refusal === 'concurrency_limit' && summaryKind?.endsWith('|adopting')
+        ? { adopting: true }
+        : {}),
       ...(refusal === 'end_user_limit' && r[8] === 'key' && req.keyId
         ? { keyLimit: { keyId: req.keyId, maxEndUsers: keyMaxEndUsers ?? 0 } }
         : {}),

@@ -58,7 +58,8 @@ local function forgetWindows(spec)
   end
 end
 
--- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant');
+-- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant';
+-- concurrency_limit: 'adopting' when a walk not done refused, the summary kind's last field);
 -- `tracked`, on end_user_limit, the end users the tenant tracks (trackedFilter).
 local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow, scope, tracked)
   local now, b = spec.now, spec.budgets[bi]
@@ -353,6 +354,41 @@ local function lacking(spec, tenant, at, listed, added, targets)
   return listed
 end
 
+-- The most records one admission walks to adopt calls in flight (each costs Redis ~20 µs,
+-- and Redis runs one script at a time: 100,000 in one walk stalled every tenant of that
+-- Redis ~2 s; bench/adopt.bench.ts).
+local ADOPT_STEP = 1000
+
+-- The calls in flight (ids) of in-flight set `holdsKey` a walk adopts in this admission, and
+-- whether the walk is done: the whole set when it has at most ADOPT_STEP, else ADOPT_STEP at
+-- a time from a copy of it (`pendingKey`) taken when the walk starts. Field `field` of
+-- `stateKey` names the walk under way by the mark it adopts into (`target`): a walk for
+-- another mark (the plan changed again) starts over. Calls admitted since the copy hold on
+-- the new plan already; those closed since are skipped (not held).
+local function walkStep(stateKey, field, target, holdsKey, pendingKey)
+  local under = redis.call('HGET', stateKey, field)
+  if under ~= target then
+    if under then
+      redis.call('DEL', pendingKey)
+    end
+    if redis.call('ZCARD', holdsKey) <= ADOPT_STEP then
+      if under then
+        redis.call('HDEL', stateKey, field)
+      end
+      return redis.call('ZRANGE', holdsKey, 0, -1), true
+    end
+    redis.call('COPY', holdsKey, pendingKey, 'REPLACE')
+    redis.call('HSET', stateKey, field, target)
+  end
+  local ids = redis.call('ZRANGE', pendingKey, 0, ADOPT_STEP - 1)
+  redis.call('ZREMRANGEBYRANK', pendingKey, 0, ADOPT_STEP - 1)
+  if redis.call('EXISTS', pendingKey) == 1 then
+    return ids, false
+  end
+  redis.call('HDEL', stateKey, field)
+  return ids, true
+end
+
 -- Adopts the calls in flight at level `li` into the plan (SPEC §4: a window's admissions see
 -- every call that will bill it): each hold record in the level's holds set that is not on a
 -- window of the level's budgets (added, or its unit or window kind changed, since it was
@@ -360,11 +396,11 @@ end
 -- its close gives it back there as on the others. With `all` (the tenant switched to reserve
 -- or adaptive), a call admitted in post or estimate mode, which holds nothing, is held at its
 -- worst case on every window it is recorded on. Runs on the first admission after the plan
--- changed (the state hash's `ad`, `am`): at most maxInFlight records.
-local function adopt(spec, li, all)
+-- changed (the state hash's `ad`, `am`), over `ids` (walkStep's: ADOPT_STEP records at most).
+local function adopt(spec, li, all, ids)
   local lv = spec.levels[li]
   local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[lv.holds], 0, -1)) do
+  for _, id in ipairs(ids) do
     local key = prefix .. id
     local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'max', 'chargedU', 'expiresAt',
       'tfH')
@@ -453,11 +489,11 @@ end
 -- maxInFlight records), those of the tenant's own calls (a tenant with teams under it holds
 -- theirs there too). True when the call's own end user had calls in flight adopted (its
 -- windows now hold them: not a new end user's, which a refusal takes away).
-local function adoptOwn(spec, scope)
+local function adoptOwn(spec, scope, ids)
   local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
   local keyId, endUser, letter = ARGV[3], ARGV[26], scope == 'k' and 'K' or 'U'
   local codes, mine = windowCodes(spec), false
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[spec.levels[1].holds], 0, -1)) do
+  for _, id in ipairs(ids) do
     local key = prefix .. id
     local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'createdAt')
     if v[1] == 'held' then
@@ -606,27 +642,58 @@ for i = 1, #spec.levels do
 end
 
 if adopting then
+  -- Each walk a step (walkStep); a walk not done refuses the call (concurrency_limit, retry in
+  -- 1 s: the windows do not see all the calls in flight yet), and the next admission goes on.
+  local unfinished = false
   for _, a in ipairs(adopting) do
     local lv = spec.levels[a[1]]
-    adopt(spec, a[1], a[2])
-    redis.call('HSET', KEYS[lv.state], 'ad', levelMark(spec, lv))
-    if a[2] then
-      redis.call('HSET', KEYS[lv.state], 'am', 'h')
+    local mark = levelMark(spec, lv)
+    local ids, done = walkStep(KEYS[lv.state], 'ap', mark .. (a[2] and '+' or ''), KEYS[lv.holds],
+      tenantKey(spec, lv.tenant, ':adopting'))
+    adopt(spec, a[1], a[2], ids)
+    if done then
+      redis.call('HSET', KEYS[lv.state], 'ad', mark)
+      if a[2] then
+        redis.call('HSET', KEYS[lv.state], 'am', 'h')
+      end
+    else
+      unfinished = true
     end
   end
   -- After the levels': a call grown to its worst case above is held so on these too.
-  local leaf = KEYS[spec.levels[1].state]
-  if ownK then
+  local leaf, leafHolds = KEYS[spec.levels[1].state], KEYS[spec.levels[1].holds]
+  if ownK and not unfinished then
+    local done = true
     if ownK ~= '' then
-      adoptOwn(spec, 'k')
+      local ids
+      ids, done = walkStep(leaf, 'apk:' .. keyId, ownK, leafHolds,
+        tenantKey(spec, spec.tenant, ':adopting:k:' .. keyId))
+      adoptOwn(spec, 'k', ids)
     end
-    redis.call('HSET', leaf, 'ak:' .. keyId, ownK)
+    if done then
+      redis.call('HSET', leaf, 'ak:' .. keyId, ownK)
+    else
+      unfinished = true
+    end
   end
-  if ownU then
-    if ownU ~= '' and adoptOwn(spec, 'u') then
-      newUser = false
+  if ownU and not unfinished then
+    local done = true
+    if ownU ~= '' then
+      local ids
+      ids, done = walkStep(leaf, 'apu', ownU, leafHolds, tenantKey(spec, spec.tenant, ':adopting:u'))
+      if adoptOwn(spec, 'u', ids) then
+        newUser = false
+      end
     end
-    redis.call('HSET', leaf, 'au', ownU)
+    if done then
+      redis.call('HSET', leaf, 'au', ownU)
+    else
+      unfinished = true
+    end
+  end
+  if unfinished then
+    return refuse(spec, newUser, 'concurrency_limit', 0, 1, 0, 0, windowStates(spec),
+      leafInFlight(spec, inflight), false, 'adopting')
   end
 end
 
