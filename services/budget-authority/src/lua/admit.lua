@@ -210,7 +210,8 @@ local function amounts(prompt, price, outputTokens)
 end
 
 -- Checks every budget for a max_tokens; returns the first enforced budget that does not fit
--- (and its deficit), and the first shadow budget that does not fit.
+-- (and its deficit), the first shadow budget that does not fit, and the call's amounts it
+-- checked: needT, needU (its hold, output `covered` at most) and worstT, worstU (`maxTokens`).
 local function check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, maxTokens)
   local promptT = prompt
   local needT, needU = amounts(prompt, price, math.min(covered, maxTokens))
@@ -248,7 +249,7 @@ local function check(spec, mode, extensible, sums, helds, pots, prompt, price, p
       end
     end
   end
-  return refusedAt, deficit, shadowAt
+  return refusedAt, deficit, shadowAt, needT, needU, worstT, worstU
 end
 
 -- The leaf's calls in flight (`known` when already counted).
@@ -606,8 +607,11 @@ for i = 1, #spec.levels do
   local st
   if i == 1 and (keyId ~= '' or endUser ~= '') then
     st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am', 'ak:' .. keyId, 'au')
-  else
+  elseif i == 1 then
     st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am')
+  else
+    -- `am` is the leaf's alone.
+    st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad')
   end
   if st[1] == '1' then
     return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
@@ -697,8 +701,13 @@ if adopting then
   end
 end
 
--- Slide every window once; keep sums, holds and potential overruns for the checks.
-local sums, helds, pots, sumTexts = {}, {}, {}, {}
+-- Slide every window once; keep sums, holds and potential overruns for the checks. The tables
+-- are made with room for 8 budgets (eight nils: filling an empty table resizes it at 1, 2 and
+-- 4 entries; more than 8 grow as usual).
+local sums = {nil, nil, nil, nil, nil, nil, nil, nil}
+local helds = {nil, nil, nil, nil, nil, nil, nil, nil}
+local pots = {nil, nil, nil, nil, nil, nil, nil, nil}
+local sumTexts = {nil, nil, nil, nil, nil, nil, nil, nil}
 for i = 1, #spec.budgets do
   local b = spec.budgets[i]
   local bd = bounds(spec, b)
@@ -725,7 +734,8 @@ end
 
 
 local maxTokens, shrunk = maxAsked, false
-local refusedAt, deficit, shadowAt = check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, maxTokens)
+local refusedAt, deficit, shadowAt, needT, needU, worstT, worstU = check(spec, mode, extensible, sums,
+  helds, pots, prompt, price, promptU, covered, maxTokens)
 
 -- Shrink to fit: lower max_tokens to the most output every enforced budget can still pay for,
 -- in closed form (no search: a call costs the same whatever its max_tokens and prices). A
@@ -751,17 +761,18 @@ if refusedAt and minOut > 0 and mode == 'reserve' then
     end
   end
   if afford >= minOut then
-    local r, d, sh = check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, afford)
+    local r, d, sh, nT, nU, wT, wU = check(spec, mode, extensible, sums, helds, pots, prompt, price,
+      promptU, covered, afford)
     if r == nil then
       maxTokens, shrunk = afford, true
       refusedAt, deficit, shadowAt = r, d, sh
+      needT, needU, worstT, worstU = nT, nU, wT, wU
     end
   end
 end
 
+-- The amounts are check's for the max_tokens taken (its hold's output: covered at most).
 covered = math.min(covered, maxTokens)
-local needT, needU = amounts(prompt, price, covered)
-local worstT, worstU = amounts(prompt, price, maxTokens)
 
 if refusedAt then
   local b = spec.budgets[refusedAt]
@@ -802,7 +813,7 @@ if mode ~= 'reserve' and mode ~= 'adaptive' then
 end
 
 local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
-local states = {}
+local states = {nil, nil, nil, nil, nil, nil, nil, nil}
 local budgets = spec.budgets
 for i = 1, #budgets do
   local b = budgets[i]
@@ -826,7 +837,7 @@ for i = 1, #budgets do
     states[i] = windowState(b, sums[i] + amountCharged, helds[i] + amountHeld)
   end
 end
-local windows = table.concat(states, ';')
+local windows = table.concat(states, ';', 1, #budgets)
 
 local expiresAt = now + leaseMs
 local nowText, expiresText = I(now), I(expiresAt)
