@@ -214,7 +214,7 @@ end
 -- checked: needT, needU (its hold, output `covered` at most) and worstT, worstU (`maxTokens`).
 local function check(spec, mode, extensible, sums, helds, pots, prompt, price, promptU, covered, maxTokens)
   local promptT = prompt
-  local needT, needU = amounts(prompt, price, math.min(covered, maxTokens))
+  local needT, needU = amounts(prompt, price, covered < maxTokens and covered or maxTokens)
   local worstT, worstU = amounts(prompt, price, maxTokens)
   local refusedAt, deficit, shadowAt = nil, 0, nil
   for i = 1, #spec.budgets do
@@ -712,7 +712,9 @@ for i = 1, #spec.budgets do
   local b = spec.budgets[i]
   local bd = bounds(spec, b)
   local s, h, p, _, sText, fresh = slide(KEYS[b.key], bd[2], bd[3])
-  keepUserWindow(b, KEYS[b.key], fresh)
+  if fresh then
+    keepUserWindow(b, KEYS[b.key], fresh)
+  end
   sums[i], helds[i], pots[i], sumTexts[i] = s, h, p, sText
 end
 
@@ -772,7 +774,9 @@ if refusedAt and minOut > 0 and mode == 'reserve' then
 end
 
 -- The amounts are check's for the max_tokens taken (its hold's output: covered at most).
-covered = math.min(covered, maxTokens)
+if covered > maxTokens then
+  covered = maxTokens
+end
 
 if refusedAt then
   local b = spec.budgets[refusedAt]
@@ -812,7 +816,10 @@ if mode ~= 'reserve' and mode ~= 'adaptive' then
   covered = maxTokens
 end
 
-local heldTText, heldUText, maxText = I(heldT), I(heldU), I(maxTokens)
+-- max_tokens as the call sent it (admit.ts: String of an integer) unless shrunk: formatting a
+-- number costs as much as a command's argument.
+local heldTText, heldUText = I(heldT), I(heldU)
+local maxText = maxTokens == maxAsked and ARGV[8] or I(maxTokens)
 local states = {nil, nil, nil, nil, nil, nil, nil, nil}
 local budgets = spec.budgets
 for i = 1, #budgets do
@@ -855,7 +862,7 @@ redis.call('ZADD', KEYS[3], expiresText, resId)
 -- The record carries everything its close needs (org, levels, windows, prices, what expiry
 -- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant
 -- moved to another org or left the config. Amounts that are 0 are left out.
-local covText = I(covered)
+local covText = covered == maxTokens and maxText or I(covered)
 redis.call('HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText, 'heldU', heldUText,
   'max', maxText, 'cov', covText, 'createdAt', nowText, 'expiresAt', expiresText)
 if chargedT ~= 0 or chargedU ~= 0 then

@@ -93,7 +93,9 @@ end
 -- The hold is on its key's or end user's windows but the caller did not name them (the
 -- sweeper, a client of the API): ask for a run with them, so the event reports those windows
 -- too (the books, the rebuild and the alerter read windows from events). Nothing changed yet.
-if askSubjects and holdsText and string.find(holdsText, '[KU]') then
+-- Whether the hold is on a key's or an end user's windows (found once: asPlanned below).
+local ownHolds = holdsText and string.find(holdsText, '[KU]')
+if askSubjects and ownHolds then
   local haveK, haveU = false, false
   for _, b in ipairs(spec.budgets) do
     haveK = haveK or b.scope == 'k'
@@ -126,9 +128,10 @@ local targets = {}
 -- The record's holds (recordHolds), when not admitted on this very plan.
 local recorded
 local asPlanned = holdsText == spec.holdsText and levelsText == spec.levelsText
-  and not string.find(holdsText, '[KU]')
+  and not ownHolds
 -- The levels' state and holds keys: the plan's own (the same keys) when admitted on it.
-local stateKeys, holdsKeys = {}, {}
+-- (Made with room for 4 levels: filling an empty table resizes it at 1, 2 and 4 entries.)
+local stateKeys, holdsKeys = {nil, nil, nil, nil}, {nil, nil, nil, nil}
 if asPlanned then
   for i = 1, #spec.levels do
     local lv = spec.levels[i]
@@ -217,8 +220,9 @@ if op == 'settle' then
   -- An overrun: the provider reported more than the hold paid for. The truth is billed
   -- and the excess recorded, so it is never silent.
   if mode == 'reserve' or mode == 'adaptive' then
-    overT = math.max(0, billedT - prechargedT - heldT)
-    overU = math.max(0, costU - prechargedU - heldU)
+    -- (Comparisons, not math.max: a C call costs more.)
+    overT, overU = billedT - prechargedT - heldT, costU - prechargedU - heldU
+    overT, overU = overT > 0 and overT or 0, overU > 0 and overU or 0
   end
   local samples = N(sampleN) or 0
   if samples > 0 then
@@ -248,7 +252,8 @@ end
 -- Every window once: give back the hold (when still held, and on the windows it was recorded
 -- against), bill the charge, and keep what it says for the event.
 local isHeld = state == 'held'
-local states = {}
+-- With room for 8 windows (see stateKeys); filled only when asPlanned.
+local states = {nil, nil, nil, nil, nil, nil, nil, nil}
 -- Windows charged otherwise than the event's own charge, by key (only windows added since
 -- admission can be): their event states say what they were charged.
 local chargedOtherwise
@@ -285,10 +290,15 @@ for i = 1, asPlanned and #budgets or #targets do
   end
   local bucket = bucketField(bd[1])
   local s, h, p, billed, _, fresh = slide(key, bd[2], bd[3], bucket)
-  keepUserWindow(b, key, fresh)
+  if fresh then
+    keepUserWindow(b, key, fresh)
+  end
   local changed = false
   if isHeld and held then
-    h = math.max(0, h - (usd and heldU or heldT))
+    h = h - (usd and heldU or heldT)
+    if h < 0 then
+      h = 0
+    end
     changed = true
     local dp = usd and potU or potT
     if dp ~= 0 then
@@ -328,7 +338,11 @@ if addedUser then
     end
   end
 end
-local chargeTText, chargeUText = I(chargeT), I(chargeU)
+-- A settle's charge is most often its bill (nothing charged before): the same texts (formatting
+-- a number costs as much as a command's argument).
+local billedTText, costUText = I(billedT), I(costU)
+local chargeTText = chargeT == billedT and billedTText or I(chargeT)
+local chargeUText = chargeU == costU and costUText or I(chargeU)
 if billing then
   for n = 1, #stateKeys do
     local stateKey = stateKeys[n]
@@ -345,7 +359,7 @@ if isHeld then
   redis.call('ZREM', KEYS[3], resId)
 end
 
-local nowText, billedTText, costUText = I(now), I(billedT), I(costU)
+local nowText = I(now)
 if op == 'expire' then
   redis.call('HSET', resKey, 'state', closed, 'closedAt', nowText, 'billedT', '0', 'billedU', '0',
     'expT', I(chargeT), 'expU', I(chargeU))
@@ -355,7 +369,7 @@ else
 end
 redis.call('PEXPIRE', resKey, T(spec.keepMs))
 
-local windows = asPlanned and table.concat(states, ';')
+local windows = asPlanned and table.concat(states, ';', 1, #budgets)
   or withRemoved(spec, windowStates(spec, chargedOtherwise), recorded)
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
   '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
@@ -371,9 +385,9 @@ if op == 'settle' then
     '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
     (toolUses and '\0toolUses\0' .. I(toolUses) .. '\0toolFeeMicroUsd\0' .. I(toolFee) or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
-    '\0outcome\0' .. outcome .. '\0durationMs\0' .. I(math.max(0, now - f[4]))
+    '\0outcome\0' .. outcome .. '\0durationMs\0' .. elapsed(now, f[4])
 elseif op == 'release' then
-  body = '\0reason\0' .. reason .. '\0durationMs\0' .. I(math.max(0, now - f[4]))
+  body = '\0reason\0' .. reason .. '\0durationMs\0' .. elapsed(now, f[4])
 else
   body = '\0leaseMs\0' .. leaseMs
 end
