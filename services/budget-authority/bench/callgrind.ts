@@ -58,7 +58,14 @@ export async function startCallgrindRedis(): Promise<CallgrindRedis> {
     () =>
       ping.connect().then(
         () => true,
-        () => false,
+        () => {
+          // A failed first connect leaves the client reconnecting on its own, and every later
+          // connect() is refused ("already connecting/connected") even once the server
+          // answers: start each try afresh (a Redis under valgrind on a busy box can take
+          // minutes to listen, and the bench waited out its 5 minutes).
+          ping.disconnect();
+          return false;
+        },
       ),
     { timeoutMs: 300_000, what: `redis-server under callgrind on ${port}` },
   );
