@@ -10,6 +10,6 @@ export * from './service.js';
 export { ensureDurable, type DurableConfig } from './jetstream/durable.js';
 export { DurableConsumer } from './jetstream/consumer.js';
 export { DeadLetters } from './jetstream/dead-letters.js';
-export { keepWorking, nakLater } from './jetstream/messages.js';
+export { keepWorking, nakConfirmed, nakLater } from './jetstream/messages.js';
 export { readDeadLetters, type StoredDeadLetter } from './jetstream/read-dead-letters.js';
 export * from './env.js';

@@ -130,6 +130,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       service: 'alerter',
       source: 'alerter-webhooks',
       logger,
+      ackWaitMs: settings.webhookTimeoutMs + 30_000,
     }),
     secrets,
   });

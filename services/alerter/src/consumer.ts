@@ -28,6 +28,8 @@ type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void>;
  * attempt at once until it has one.
  */
 const RETRY: RetryPolicy = { initialMs: 500, maxMs: 1_000 };
+/** How long an event handed over stays with its replica without a word (`working()`, ack, nak). */
+const ACK_WAIT_MS = 30_000;
 /** The alerter's readers start a lost consume again 1 s later, every time. */
 export const RESTART: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1 };
 
@@ -71,6 +73,7 @@ export class EventConsumer {
       source: settings.consumer,
       logger: this.#logger,
       redeliver: RETRY,
+      ackWaitMs: ACK_WAIT_MS,
     });
     this.#loop = new DurableConsumer({
       js,
@@ -80,7 +83,7 @@ export class EventConsumer {
         durable_name: settings.consumer,
         deliver_policy: DeliverPolicy.New,
         filter_subject: allEventsSubject(names),
-        ack_wait: nanos(30_000),
+        ack_wait: nanos(ACK_WAIT_MS),
         max_ack_pending: 10_000,
       },
       pullSize: settings.eventConcurrency,
@@ -136,7 +139,7 @@ export class EventConsumer {
         'event handling failed; will retry',
       );
       this.#o.metrics.events.inc({ type: event.type, result: 'retry' });
-      nakLater(m, RETRY);
+      nakLater(m, RETRY, ACK_WAIT_MS);
     }
   }
 }

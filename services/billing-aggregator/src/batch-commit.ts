@@ -90,7 +90,7 @@ export class BatchCommit {
     );
     if (!outcome.ok) {
       // Transient: hand every message back with a delay and pause until ClickHouse answers.
-      for (const p of batch) nakLater(p.msg, REDELIVER);
+      for (const p of batch) nakLater(p.msg, REDELIVER, this.#o.ackWaitMs);
       metrics.flushFailures.inc();
       metrics.events.inc({ outcome: 'nacked' }, batch.length);
       this.#o.gate.close();

@@ -11,7 +11,7 @@ import { millis, type NatsConnection } from '@nats-io/transport-node';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ensureDurable, type DurableConfig } from './durable.js';
-import { nakLater, workingEveryMs } from './messages.js';
+import { DEFAULT_ACK_WAIT_MS, nakLater, workingEveryMs } from './messages.js';
 import { BurstPulls, PULL_ANSWER_GRACE_MS } from './pull.js';
 
 /** Deliveries in bursts: one `no_wait` pull every `everyMs` instead of consume(). */
@@ -62,8 +62,6 @@ export interface DurableConsumerOptions {
   logger: Logger;
 }
 
-/** The server's default ack wait, for a durable whose config does not set one. */
-const DEFAULT_ACK_WAIT_MS = 30_000;
 /** In bursts, the longest a waiting pull (the one after a pull that found nothing) lasts. */
 const IDLE_WAIT_MAX_MS = 1_000;
 /**
@@ -94,6 +92,7 @@ export class DurableConsumer {
   #working: NodeJS.Timeout | undefined;
   #consuming = false;
   #restarts = 0;
+  #ackWaitMs = DEFAULT_ACK_WAIT_MS;
 
   constructor(opts: DurableConsumerOptions) {
     this.#o = opts;
@@ -115,6 +114,7 @@ export class DurableConsumer {
     await ensureDurable(this.#o.jsm, this.#o.stream, this.#o.durable);
     const ackWait = this.#o.durable.ack_wait;
     const ackWaitMs = ackWait === undefined ? DEFAULT_ACK_WAIT_MS : millis(ackWait);
+    this.#ackWaitMs = ackWaitMs;
     this.#working = setInterval(() => {
       for (const m of this.#inflight.values()) m.working();
       // Pulled and waiting behind the handler's backpressure: kept too.
@@ -349,7 +349,7 @@ export class DurableConsumer {
   }
 
   #failed(m: JsMsg, err: unknown): void {
-    const delayMs = nakLater(m, this.#o.redeliver);
+    const delayMs = nakLater(m, this.#o.redeliver, this.#ackWaitMs);
     this.#o.logger.error(
       { err: errorMessage(err), subject: m.subject, seq: m.seq, delayMs },
       'message handler failed (a bug): handed back for redelivery',

@@ -21,6 +21,8 @@ export interface DeadLettersOptions {
   logger: Logger;
   /** Delay of the nak when a dead letter could not be stored, by delivery count. */
   redeliver?: RetryPolicy;
+  /** The ack wait of the consumer whose messages are termed here (bounds a nak's resends). */
+  ackWaitMs?: number;
   /** How long to wait for JetStream's ack of a dead letter. */
   timeoutMs?: number;
 }
@@ -70,7 +72,7 @@ export class DeadLetters {
         `${this.#o.source}.${stream}.${msg.seq}.${timestampNanos}`,
       );
     } catch (err) {
-      const delayMs = nakLater(msg, this.#o.redeliver ?? REDELIVER);
+      const delayMs = nakLater(msg, this.#o.redeliver ?? REDELIVER, this.#o.ackWaitMs);
       this.#o.logger.error(
         { ...context, reason, err: errorMessage(err), delayMs },
         'dead letter not stored: message handed back for redelivery',

@@ -1,11 +1,62 @@
 import { backoffDelay, type RetryPolicy } from '@holdfast/retry';
 import type { JsMsg } from '@nats-io/jetstream';
+import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/transport-node';
 
-/** Hands a message back for redelivery after the policy's delay for its delivery count. */
-export function nakLater(msg: JsMsg, policy: RetryPolicy): number {
+/** The server's default ack wait, for a durable whose config does not set one. */
+export const DEFAULT_ACK_WAIT_MS = 30_000;
+/** How long a nak waits for the consumer leader's answer before it is sent again. */
+const NAK_ANSWER_MS = 1_000;
+/** The least time between two sends of one nak (no responders comes back at once). */
+const NAK_RESEND_MS = 250;
+
+/**
+ * Hands a message back for redelivery after the policy's delay for its delivery count (see
+ * `nakConfirmed`: sent again until the consumer's leader takes it). Returns the delay.
+ */
+export function nakLater(
+  msg: JsMsg,
+  policy: RetryPolicy,
+  ackWaitMs: number = DEFAULT_ACK_WAIT_MS,
+): number {
   const delayMs = backoffDelay(policy, msg.info.deliveryCount);
-  msg.nak(delayMs);
+  void nakConfirmed(msg, delayMs, ackWaitMs);
   return delayMs;
+}
+
+/**
+ * Naks `msg` with `delayMs` as a request the consumer's leader answers (`nakAck`), and sends it
+ * again while none does: a nak published and forgotten while the consumer has no leader (a
+ * node killed, an election) reaches nobody, and the message would wait out its ack wait, not
+ * the delay. Resent `NAK_RESEND_MS` after no responders (no leader yet), at once after
+ * `NAK_ANSWER_MS` without an answer; given up after `ackWaitMs` (the ack wait has redelivered
+ * it by then anyway) or when the connection is closed. The nak is final at once (later
+ * `working()` and acks on `msg` are ignored); the caller need not wait: the promise never
+ * rejects, and resolves true once a leader took the nak.
+ */
+export async function nakConfirmed(
+  msg: JsMsg,
+  delayMs: number,
+  ackWaitMs: number = DEFAULT_ACK_WAIT_MS,
+): Promise<boolean> {
+  const until = Date.now() + ackWaitMs;
+  for (;;) {
+    const sentAt = Date.now();
+    try {
+      return await msg.nakAck(delayMs, { timeout: Math.min(NAK_ANSWER_MS, until - sentAt) });
+    } catch (err) {
+      if (err instanceof ClosedConnectionError || err instanceof DrainingConnectionError) {
+        return false;
+      }
+    }
+    const next = Math.max(sentAt + NAK_RESEND_MS, Date.now());
+    if (next >= until) return false;
+    await pause(next - Date.now());
+  }
+}
+
+/** A wait that does not keep the process alive (a nak in flight at exit is not waited for). */
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** How often to say `working()`: a third of the ack wait, so one lost signal is not fatal. */

@@ -2,6 +2,7 @@ import {
   DurableConsumer,
   Err,
   errorMessage,
+  nakConfirmed,
   Ok,
   type DeadLetters,
   type Logger,
@@ -184,7 +185,6 @@ export class DeliveryWorker {
 
   /** The consumer loop of one webhook's jobs. */
   #consumer(hookId: string): DurableConsumer {
-    const { webhookTimeoutMs } = this.#o.settings;
     const perHook = this.#perHook;
     return new DurableConsumer({
       js: this.#o.js,
@@ -195,9 +195,7 @@ export class DeliveryWorker {
         filter_subject: `${this.#o.names.webhookSubjectPrefix}.${hookId}`,
         // A work queue delivers everything it holds.
         deliver_policy: DeliverPolicy.All,
-        // Longer than one attempt and a wait for a slot, so a slow receiver is not sent the
-        // same job twice at once.
-        ack_wait: nanos(webhookTimeoutMs + 30_000),
+        ack_wait: nanos(this.#ackWaitMs),
         max_ack_pending: 10_000,
       },
       pullSize: perHook,
@@ -247,6 +245,14 @@ export class DeliveryWorker {
       return this.#deadLetter(m, job, base, `secret ${hook.secretEnv} is not set`, notAttempted());
     }
     return this.#inSlot(m, () => this.#attempt(m, job, base, hook.url, secret));
+  }
+
+  /**
+   * A job's ack wait: longer than one attempt and a wait for a slot, so a slow receiver is not
+   * sent the same job twice at once.
+   */
+  get #ackWaitMs(): number {
+    return this.#o.settings.webhookTimeoutMs + 30_000;
   }
 
   /** The most attempts one webhook may have running at once on this replica. */
@@ -324,7 +330,7 @@ export class DeliveryWorker {
       ...fields(result),
       nextAttemptAt: new Date(Date.now() + step.delayMs).toISOString(),
     });
-    m.nak(step.delayMs);
+    void nakConfirmed(m, step.delayMs, this.#ackWaitMs);
   }
 
   async #post(url: string, secret: string, job: DeliveryJob): Promise<AttemptResult> {
@@ -376,7 +382,7 @@ export class DeliveryWorker {
     } catch (err) {
       // Keep the job until its dead-letter record is written.
       this.#logger.error({ err: errorMessage(err) }, 'dead-letter write failed');
-      m.nak(this.#o.settings.retry.initialMs);
+      void nakConfirmed(m, this.#o.settings.retry.initialMs, this.#ackWaitMs);
       return;
     }
     this.#o.metrics.deliveries.inc({ outcome: 'dead_lettered' });
