@@ -1,11 +1,14 @@
 import {
   END_USER_FILTER_MAX,
+  type EndUserFilter,
   endUserFilterOf,
+  endUserSet,
   type HoldfastEvent,
+  mayTrack,
   type TenantUsage,
   type WindowState,
 } from '@holdfast/events';
-import { waitFor } from '@holdfast/testkit';
+import { type Isolation, waitFor } from '@holdfast/testkit';
 import { describe, expect } from 'vitest';
 import {
   admissionOf,
@@ -15,6 +18,10 @@ import {
   readEvents,
   refusalOf,
 } from './harness.js';
+import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
+import { Keys } from '../src/keys.js';
+import { stateKeys } from '../src/rebuild.js';
+import type { RedisClient } from '../src/redis.js';
 import { startTestAuthority, type TestAuthority } from '../src/testing.js';
 
 /**
@@ -554,5 +561,160 @@ describe('key and end-user budgets', () => {
     const all = await ttls();
     expect(all.length).toBe(4);
     for (const [k, ttl] of all) expect(ttl, k).toBeGreaterThan(30 * 86_400_000);
+  });
+});
+
+/**
+ * The filter a refusal at maxEndUsers carries is kept beside the registry (`<registry>:filter`,
+ * 10 s): every writer that adds an end user to the registry deletes it, so an edge is never told
+ * a filter lacking an end user the team tracks (who it would refuse wrongly). Each writer after
+ * a kept filter lacking the end user it adds: x's call, admitted while the team had no end-user
+ * budgets, is in flight when they come back.
+ */
+describe("the kept filter of a team's end users", () => {
+  const DAY = { window: 'day', limit: 1_000_000, unit: 'tokens' };
+  const MINUTE = { window: 'minute', limit: 1_000_000, unit: 'tokens' };
+  const config = (maxEndUsers: number, endUserBudgets: unknown[]) => ({
+    upstreams,
+    models,
+    tenants: [{ id: 'team', mode: 'reserve', maxEndUsers, endUserBudgets, useCases }],
+  });
+  const call = (endUser: string) => ({
+    reservationId: newId(),
+    tenant: 'team',
+    keyId: null,
+    endUser,
+    rememberEndUserCap: true as const,
+    useCase: 'uc',
+    model: 'm',
+    promptTokens: 10,
+    maxTokens: 10,
+  });
+  type Started = {
+    start: (config: unknown) => Promise<TestAuthority>;
+    redis: RedisClient;
+    iso: Isolation;
+  };
+  const holds = (filter: EndUserFilter | undefined, endUser: string) =>
+    filter !== undefined && mayTrack(endUserSet(filter), endUser);
+
+  /**
+   * u1 and u2 tracked at maxEndUsers 2, x's call in flight untracked, then end-user budgets
+   * again: a refusal keeps the filter of u1 and u2. Returns the authority, x's call and the
+   * registry.
+   */
+  async function keptWithoutX({ start, redis, iso }: Started) {
+    const users = new Keys(iso.keyPrefix).users('team', 'team');
+    const h = await start(config(2, [DAY]));
+    const apply = async (budgets: unknown[]) =>
+      expect((await h.authority.ctx.config.apply(config(2, budgets), 'test')).ok).toBe(true);
+    admissionOf(await h.client.admit(call('u1')));
+    admissionOf(await h.client.admit(call('u2')));
+    await apply([]);
+    const x = call('x');
+    admissionOf(await h.client.admit(x));
+    await apply([DAY, MINUTE]);
+    const no = refusalOf(await h.client.admit(call('u3')));
+    expect(no.code).toBe('end_user_limit');
+    expect(no.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2']));
+    expect(await redis.exists(`${users}:filter`)).toBe(1);
+    expect(await redis.zscore(users, 'x')).toBeNull();
+    return { h, x, users };
+  }
+
+  /**
+   * x tracked, the kept filter deleted: the next refusal's filter holds x, whose call is
+   * admitted (an edge with that filter would ask the authority, never refuse it).
+   */
+  async function trackedWithX(h: TestAuthority, users: string, redis: RedisClient) {
+    expect(await redis.zscore(users, 'x')).not.toBeNull();
+    expect(await redis.exists(`${users}:filter`)).toBe(0);
+    const next = refusalOf(await h.client.admit(call('u4')));
+    expect(next.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2', 'x']));
+    expect(holds(next.trackedFilter, 'x')).toBe(true);
+    admissionOf(await h.client.admit(call('x')));
+  }
+
+  test('adopted (adoptOwn): x is tracked, the kept filter deleted, the next refusal holds x', async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const { h, users } = await keptWithoutX({ start, redis, iso });
+    // u1's admission adopts every end user's calls in flight into the budgets added: x's too.
+    admissionOf(await h.client.admit(call('u1')));
+    await trackedWithX(h, users, redis);
+  });
+
+  test("closed (close.lua registers a settle's end user): x is tracked, the kept filter deleted, the next refusal holds x", async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const { h, x, users } = await keptWithoutX({ start, redis, iso });
+    // Settled (naming its end user, as an edge does) before any admission adopted it: billed
+    // on x's windows, x tracked.
+    const s = await h.client.settle({
+      reservationId: x.reservationId,
+      tenant: 'team',
+      endUser: 'x',
+      usage: { promptTokens: 10, completionTokens: 10 },
+    });
+    expect(s.ok && s.value.status).toBe('settled');
+    await trackedWithX(h, users, redis);
+  });
+
+  test('rebuilt (the rebuild registers the end users of calls in flight): no filter mixed in, the next refusal holds x', async ({
+    start,
+    redis,
+    nc,
+    iso,
+  }) => {
+    const { h, users } = await keptWithoutX({ start, redis, iso });
+    const keys = new Keys(iso.keyPrefix);
+    const filter = keys.usersFilter('team', 'team');
+    await outboxesRelayed(redis, keys);
+    const now = h.clock.now;
+    await h.stop();
+    // A filter left from before the loss is state: the rebuild refuses to mix it in (its own
+    // delete of the filter, beside each registry it writes, is a second guard no run reaches).
+    const left = await stateKeys(redis, keys);
+    expect(left).toContain(filter);
+    await redis.del(...left.filter((k) => k !== filter));
+    const after = config(2, [DAY, MINUTE]);
+    const rebuild = () => rebuilder({ redis, nc, names: iso.names, keys, now, config: after });
+    await expect(rebuild().run()).rejects.toThrow(/state keys/);
+    await redis.del(filter);
+    await rebuild().run();
+    expect((await redis.zrange(users, 0, -1)).sort()).toEqual(['u1', 'u2', 'x']);
+    expect(await redis.exists(filter)).toBe(0);
+    const again = await start(after);
+    const next = refusalOf(await again.client.admit(call('u4')));
+    expect(next.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2', 'x']));
+    expect(holds(next.trackedFilter, 'x')).toBe(true);
+  });
+
+  test('forgotten (31 days idle, swept at the cap): the kept filter still holds them, a false positive the authority answers', async ({
+    start,
+    redis,
+    iso,
+  }) => {
+    const users = `${iso.keyPrefix}:{team}:t:team:users`;
+    const h = await start(config(3, [DAY]));
+    for (const u of ['u1', 'u2', 'u3']) admissionOf(await h.client.admit(call(u)));
+    const kept = refusalOf(await h.client.admit(call('u4'))).trackedFilter;
+    expect(kept).toEqual(endUserFilterOf(['u1', 'u2', 'u3']));
+    // u1 idle 31 days, u2 and u3 seen again; the cap lowered so the sweep leaves it full.
+    h.clock.advance(32 * 86_400_000);
+    admissionOf(await h.client.admit(call('u2')));
+    admissionOf(await h.client.admit(call('u3')));
+    expect((await h.authority.ctx.config.apply(config(2, [DAY]), 'test')).ok).toBe(true);
+    const no = refusalOf(await h.client.admit(call('u5')));
+    expect(await redis.zscore(users, 'u1')).toBeNull();
+    // Forgetting deletes nothing: the filter holds u1, whom an edge asks the authority about
+    // (never refuses itself), and the authority refuses as a new end user at the cap.
+    expect(no.trackedFilter).toEqual(kept);
+    expect(holds(no.trackedFilter, 'u1')).toBe(true);
+    expect(refusalOf(await h.client.admit(call('u1'))).code).toBe('end_user_limit');
   });
 });
