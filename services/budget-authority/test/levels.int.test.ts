@@ -599,9 +599,10 @@ describe("the kept filter of a team's end users", () => {
     filter !== undefined && mayTrack(endUserSet(filter), endUser);
 
   /**
-   * u1 and u2 tracked at maxEndUsers 2, x's call in flight untracked, then end-user budgets
-   * again: a refusal keeps the filter of u1 and u2. Returns the authority, x's call and the
-   * registry.
+   * u1 and u2 tracked at maxEndUsers 2 and a refusal keeps their filter; x's call in flight
+   * untracked, then end-user budgets again: a refusal before x's call is adopted carries no
+   * filter (an edge would refuse x, whose adoption or settle tracks it), the kept one stays.
+   * Returns the authority, x's call and the registry.
    */
   async function keptWithoutX({ start, redis, iso }: Started) {
     const users = new Keys(iso.keyPrefix).users('team', 'team');
@@ -610,25 +611,29 @@ describe("the kept filter of a team's end users", () => {
       expect((await h.authority.ctx.config.apply(config(2, budgets), 'test')).ok).toBe(true);
     admissionOf(await h.client.admit(call('u1')));
     admissionOf(await h.client.admit(call('u2')));
+    const kept = refusalOf(await h.client.admit(call('u0')));
+    expect(kept.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2']));
     await apply([]);
     const x = call('x');
     admissionOf(await h.client.admit(x));
     await apply([DAY, MINUTE]);
     const no = refusalOf(await h.client.admit(call('u3')));
     expect(no.code).toBe('end_user_limit');
-    expect(no.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2']));
+    expect(no.trackedFilter).toBeUndefined();
     expect(await redis.exists(`${users}:filter`)).toBe(1);
     expect(await redis.zscore(users, 'x')).toBeNull();
     return { h, x, users };
   }
 
   /**
-   * x tracked, the kept filter deleted: the next refusal's filter holds x, whose call is
-   * admitted (an edge with that filter would ask the authority, never refuse it).
+   * x tracked, the kept filter deleted; once an admission adopted the calls in flight (u1's),
+   * the next refusal's filter holds x, whose call is admitted (an edge with that filter would
+   * ask the authority, never refuse it).
    */
   async function trackedWithX(h: TestAuthority, users: string, redis: RedisClient) {
     expect(await redis.zscore(users, 'x')).not.toBeNull();
     expect(await redis.exists(`${users}:filter`)).toBe(0);
+    admissionOf(await h.client.admit(call('u1')));
     const next = refusalOf(await h.client.admit(call('u4')));
     expect(next.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2', 'x']));
     expect(holds(next.trackedFilter, 'x')).toBe(true);
@@ -689,6 +694,10 @@ describe("the kept filter of a team's end users", () => {
     expect((await redis.zrange(users, 0, -1)).sort()).toEqual(['u1', 'u2', 'x']);
     expect(await redis.exists(filter)).toBe(0);
     const again = await start(after);
+    // The rebuild held every call in flight but wrote no plan mark: the first admission walks
+    // (finding them held), and refusals carry the filter from then.
+    expect(refusalOf(await again.client.admit(call('u4'))).trackedFilter).toBeUndefined();
+    admissionOf(await again.client.admit(call('u1')));
     const next = refusalOf(await again.client.admit(call('u4')));
     expect(next.trackedFilter).toEqual(endUserFilterOf(['u1', 'u2', 'x']));
     expect(holds(next.trackedFilter, 'x')).toBe(true);

@@ -583,8 +583,19 @@ local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUse
 -- its key too when the key has a maxEndUsers of its own (so no key takes the tenant's all).
 if newUser then
   if full(KEYS[usersKey], tonumber(ARGV[28]), now) then
+    -- The end users tracked go to an edge that remembers them only once the calls in flight
+    -- are adopted into the end users' budgets as they are now (the leaf's `au`): until then an
+    -- end user with a call in flight may be missing from the registry, which its adoption (or
+    -- its settle) adds, and the edge would refuse it.
+    local tracked = ''
+    if ARGV[37] == '1' then
+      local _, u = ownMarks(spec)
+      if (redis.call('HGET', KEYS[spec.levels[1].state], 'au') or '') == u then
+        tracked = trackedFilter(KEYS[usersKey])
+      end
+    end
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'tenant',
-      ARGV[37] == '1' and trackedFilter(KEYS[usersKey]) or '')
+      tracked)
   end
   if keyUsersKey > 0 and full(KEYS[keyUsersKey], tonumber(ARGV[36]), now) then
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'key')
