@@ -3,7 +3,7 @@ import { expect } from 'vitest';
 import { withFees } from './books.js';
 import { edgeTest as test, entry, nothingHeldAnywhere, type TestConfig } from './harness.js';
 import { sha256Hex } from '../src/index.js';
-import { CLAUDE, withClaude, words } from './surfaces.js';
+import { CLAUDE, chatText, withClaude, words } from './surfaces.js';
 
 /**
  * A provider-run tool billed per use (a chat search model's search, $25 per 1,000) in an
@@ -65,14 +65,7 @@ function withSearch(tightLimitUsd: () => number) {
   };
 }
 
-async function call(url: string, key: string) {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, text: await res.text() };
-}
+const call = (url: string, key: string) => chatText(url, key, body);
 
 const of = (events: HoldfastEvent[], id: string | null | undefined) =>
   events.filter((e) => 'reservationId' in e && e.reservationId === id);

@@ -102,6 +102,20 @@ export async function post(
   };
 }
 
+/** A chat completion POSTed with a key, its status and its body as text (a stream's events). */
+export async function chatText(
+  url: string,
+  key: string,
+  body: unknown,
+): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
 /** The tenant holds nothing; the ledger has what the provider (the mock) billed. */
 export async function billedAsProvider(s: Stack, tenant: string): Promise<TenantUsage> {
   const usage = await s.settled(tenant);

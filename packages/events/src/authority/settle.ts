@@ -53,6 +53,13 @@ const UsageFields = z.strictObject({
    * model's `price.toolUses` on top of the tokens. Absent: none.
    */
   toolUses: z.partialRecord(ToolUseKind, z.int().min(0).max(LIMITS.maxReportedToolUses)).optional(),
+  /**
+   * The prompt (cache reads and writes included) of the call's largest request, when the call
+   * made more than one (an attempt the provider failed inside its stream, then the retry):
+   * `promptTokens` adds them, and a long-context line is the provider's per request, so the
+   * settle decides long or short on this one. Absent: one request, `promptTokens`.
+   */
+  longestPromptTokens: tokens.optional(),
 });
 
 /**
@@ -85,6 +92,11 @@ export const USAGE_RULES: readonly {
     holds: (u) => u.audioCompletionTokens <= u.completionTokens,
     message: 'audioCompletionTokens must not exceed completionTokens',
     path: ['audioCompletionTokens'],
+  },
+  {
+    holds: (u) => (u.longestPromptTokens ?? 0) <= u.promptTokens,
+    message: 'longestPromptTokens must not exceed promptTokens',
+    path: ['longestPromptTokens'],
   },
 ];
 

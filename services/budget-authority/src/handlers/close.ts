@@ -146,6 +146,7 @@ function closeSpec(
     toolUses,
     toolUses === '' ? '' : toolPrices,
     String(END_USER_KEEP_MS),
+    String(u?.longestPromptTokens ?? ''),
   ];
 }
 

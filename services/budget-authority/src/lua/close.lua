@@ -28,8 +28,9 @@
 --          reported ('' none: the tier held is billed), the provider-run tool uses reported
 --          (`kind:count` joined by ','; '' none), the model's current tool-use prices (for a
 --          record without `tf`: one rebuilt from events), how long an end user's windows
---          outlive its last admission (ms); then the plan (lib.lua's readPlan; tenant '' with
---          expire: whoever holds it)
+--          outlive its last admission (ms), the prompt of the call's largest request ('':
+--          one request, the prompt; its long-context line is per request); then the plan
+--          (lib.lua's readPlan; tenant '' with expire: whoever holds it)
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
@@ -37,7 +38,7 @@
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
 -- keyId, endUser} when the hold is on key or end-user windows the plan does not name.
 
-local spec = readPlan(21)
+local spec = readPlan(22)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -202,7 +203,9 @@ if op == 'settle' then
   -- Above the billed tier's long-context line (the provider's input, cache reads and writes
   -- included) all of it at that tier's long-context prices: a call held short that the
   -- provider bills long (input the edge could not see) is billed in full, an overrun below.
-  local long = longPrice(billedTier, longText, u.prompt)
+  -- The line is per request: a call retried after an error in its stream adds its requests'
+  -- prompts, and is long when its largest request is (ARGV[21]), not when their sum is.
+  local long = longPrice(billedTier, longText, ARGV[21] ~= '' and tonumber(ARGV[21]) or u.prompt)
   if long then
     price, billedLong = long, true
   end

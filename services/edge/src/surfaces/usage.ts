@@ -21,20 +21,28 @@ export function plainUsage(promptTokens: number, completionTokens: number): Usag
   };
 }
 
-/** The token counts of a usage (every field of the schema but the tier and the tool uses). */
+/**
+ * The token counts of a usage (every field of the schema but the tier, the tool uses and the
+ * largest request's prompt).
+ */
 const COUNTS = Object.keys(Usage.shape).filter(
-  (k): k is Exclude<keyof Usage, 'serviceTier' | 'toolUses'> =>
-    k !== 'serviceTier' && k !== 'toolUses',
+  (k): k is Exclude<keyof Usage, 'serviceTier' | 'toolUses' | 'longestPromptTokens'> =>
+    k !== 'serviceTier' && k !== 'toolUses' && k !== 'longestPromptTokens',
 );
 
 /**
  * Two usages of one call together (an attempt the provider failed in its stream and billed,
  * then the attempt that answered): every count added, tool uses by kind; the tier the later
- * one was served at.
+ * one was served at; the larger request's prompt (`longestPromptTokens`: the provider prices
+ * long context per request, not on the sum).
  */
 export function addUsage(a: Usage, b: Usage): Usage {
   const sum: Usage = { ...b };
   for (const k of COUNTS) sum[k] = (a[k] ?? 0) + (b[k] ?? 0);
+  sum.longestPromptTokens = Math.max(
+    a.longestPromptTokens ?? a.promptTokens,
+    b.longestPromptTokens ?? b.promptTokens,
+  );
   if (a.toolUses || b.toolUses) {
     const uses = { ...a.toolUses };
     for (const [kind, n] of Object.entries(b.toolUses ?? {}) as [keyof typeof uses, number][]) {
