@@ -175,6 +175,7 @@ describe('the scripts as a Redis Functions library', () => {
       '',
       '',
       '0',
+      '',
     ];
     const close = (id: string, full: boolean) => {
       const [, ...rest] = plan.args(full);
