@@ -7,12 +7,13 @@ import type {
 import type { CapacityCountReply, CapacityMoveRequest, CapacityUsage } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
+import type { Keys } from './keys.js';
 import { runCapacity } from './scripts.js';
 
 type Limits = NonNullable<UpstreamConfig['capacity']>;
 
 /** The capacity scopes of a call on one upstream: the upstream's, then the model's on it. */
-interface Scopes {
+export interface Scopes {
   upstream: string;
   keys: string[];
   /** The scopes by model (null: the upstream's own), for a tenant's windows of them. */
@@ -26,8 +27,8 @@ function limitsOf(c: Limits): [number, number] {
 }
 
 /** The scopes of `model` on `upstream`; undefined when neither declares a capacity. */
-function scopesOn(
-  ctx: HandlerContext,
+export function scopesOn(
+  keys: Keys,
   upstream: UpstreamConfig,
   model: CompiledModel,
 ): Scopes | undefined {
@@ -44,13 +45,13 @@ function scopesOn(
   }
   if (models.length === 0) return undefined;
   const counting = upstream.capacity?.counting ?? model.capacity?.counting ?? 'requested';
-  const keys = models.map((m) => ctx.keys.capacity(upstream.id, m));
-  return { upstream: upstream.id, keys, models, limits, counting };
+  const scopes = models.map((m) => keys.capacity(upstream.id, m));
+  return { upstream: upstream.id, keys: scopes, models, limits, counting };
 }
 
 /** A tenant's own windows of the scopes (capacity.lua KEYS[n+2..2n+1]). */
-function tenantKeys(ctx: HandlerContext, s: Scopes, tenant: string): string[] {
-  return s.models.map((m) => ctx.keys.capacityTenant(s.upstream, m, tenant));
+export function tenantKeys(keys: Keys, s: Scopes, tenant: string): string[] {
+  return s.models.map((m) => keys.capacityTenant(s.upstream, m, tenant));
 }
 
 /** The most of each declared capacity the tenant's calls may take (1: no cap of its own). */
@@ -104,7 +105,7 @@ export type Taken = Result<string | undefined, CapacityFull>;
 export async function takeCapacity(ctx: HandlerContext, call: CapacityTake): Promise<Taken> {
   let full: CapacityFull | undefined;
   for (const upstream of upstreamsOf(ctx.config.current, call.model)) {
-    const s = scopesOn(ctx, upstream, call.model);
+    const s = scopesOn(ctx.keys, upstream, call.model);
     // An upstream that declares nothing has room; the call goes where it always would.
     if (!s) return Ok(full ? upstream.id : undefined);
     const refused = await takeOn(ctx, s, call);
@@ -138,7 +139,7 @@ async function takeOn(
     [
       ...s.keys,
       ctx.keys.capacityRecord(s.upstream, call.reservationId),
-      ...(capped ? tenantKeys(ctx, s, call.tenant) : []),
+      ...(capped ? tenantKeys(ctx.keys, s, call.tenant) : []),
     ],
     call,
   );
@@ -193,7 +194,7 @@ export async function moveCapacity(
   const model = cfg.models.get(req.model);
   const to = cfg.upstreams.get(req.to);
   if (!tenant || !model || !to || !upstreamsOf(cfg, model).includes(to)) return false;
-  const s = scopesOn(ctx, to, model);
+  const s = scopesOn(ctx.keys, to, model);
   if (s) {
     const share = cfg.raw.capacity.shares[tenant.priority];
     const call = { ...req, model, share, tenantShare: tenantShare(cfg, tenant) };
@@ -230,12 +231,12 @@ export async function closeCapacity(
   const upstream = call.upstream ? cfg.upstreams.get(call.upstream) : undefined;
   const model = call.model ? cfg.models.get(call.model) : undefined;
   if (!upstream || !model) return;
-  const s = scopesOn(ctx, upstream, model);
+  const s = scopesOn(ctx.keys, upstream, model);
   if (!s) return;
   const keys = [
     ...s.keys,
     ctx.keys.capacityRecord(upstream.id, call.reservationId),
-    ...(call.tenant ? tenantKeys(ctx, s, call.tenant) : []),
+    ...(call.tenant ? tenantKeys(ctx.keys, s, call.tenant) : []),
   ];
   await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, usage: call.usageTokens ?? 0 }));
 }
@@ -301,7 +302,7 @@ export async function reportCapacity(
   const upstream = cfg.upstreams.get(report.upstream);
   const model = report.model ? cfg.models.get(report.model) : undefined;
   if (!upstream) return false;
-  const all = scopesOn(ctx, upstream, model ?? noModel(upstream));
+  const all = scopesOn(ctx.keys, upstream, model ?? noModel(upstream));
   if (!all) return false;
   // A model that declares its own capacity on the upstream: the provider's word is about that
   // model's limit (OpenAI's limits and headers are per model), so it shrinks or blocks that

@@ -28,6 +28,7 @@ import { keysBySlot, scanAll, SlotBatch, type RedisClient } from './redis.js';
 import { decodeOutboxEntry } from './outbox.js';
 import { END_USER_KEEP_MS, KEEP_CLOSED_MS } from './script-args.js';
 import { recordLongContext, recordTiers } from './handlers/admit.js';
+import { CapacityReplay } from './rebuild-capacity.js';
 import type { Keys } from './keys.js';
 
 /**
@@ -35,8 +36,9 @@ import type { Keys } from './keys.js';
  * be rebuilt by replaying the stream"). Every event that moved a window says by how much and
  * when (`charged*` at `time`, or a window's own `charged` where a close charged it another
  * amount), every hold says what it held, so replaying them in order gives
- * back each window's buckets, the holds of calls still in flight, lifetime totals, suspensions
- * and the adaptive samples. What is not rebuilt: records of reservations already closed (a late
+ * back each window's buckets, the holds of calls still in flight, lifetime totals, suspensions,
+ * the adaptive samples and the upstream capacity windows of the last minute
+ * (rebuild-capacity.ts, which says what of them no event carries). What is not rebuilt: records of reservations already closed (a late
  * duplicate settle of one answers `unknown` instead of `already_settled`; either way nothing
  * changes), and the possible overrun of an adaptive call that cannot grow admitted before its
  * event carried it (`potentialTokens`; such a hold is rebuilt without it).
@@ -218,9 +220,12 @@ export class Rebuilder {
   readonly #endUsers = new Map<string, Map<string, number>>();
   /** The registries among them that are a key's (maxEndUsers), which expire. */
   readonly #keyRegistries = new Set<string>();
+  /** The upstreams' capacity windows (rebuild-capacity.ts). */
+  readonly #capacity: CapacityReplay;
 
   constructor(opts: RebuildOptions) {
     this.#o = opts;
+    this.#capacity = new CapacityReplay(opts.keys, opts.config);
   }
 
   /**
@@ -498,6 +503,7 @@ export class Rebuilder {
         this.#bill(e, listed);
         this.#observe(e, listed);
         this.#lifetime(e.org, levels, e.chargedTokens, e.chargedMicroUsd);
+        this.#capacity.created(e);
         const covered = e.heldTokens > 0 ? Math.max(0, e.heldTokens - e.promptTokens) : e.maxTokens;
         this.#live.set(e.reservationId, {
           created: e,
@@ -543,6 +549,7 @@ export class Rebuilder {
         this.#bill(e, this.#unlisted(e, live));
         this.#observe(e, listed);
         this.#lifetime(e.org, live?.levels ?? this.#levels(e), e.chargedTokens, e.chargedMicroUsd);
+        if (e.type !== 'reservation.expired') this.#capacity.closed(e);
         if (
           e.type === 'reservation.settled' &&
           this.#o.config.tenants.get(e.tenant)?.mode === 'adaptive'
@@ -727,6 +734,7 @@ export class Rebuilder {
     for (const [key, list] of this.#samples)
       multi.add(key, (p) => p.rpush(key, ...list.map(String)));
     for (const [id, live] of this.#live) this.#writeHold(multi, config, id, live);
+    this.#capacity.write(multi, now);
     const failed = (await multi.exec()).find(([err]) => err)?.[0];
     if (failed) throw failed;
     // Orgs whose outboxes the relay watches.

@@ -7,9 +7,12 @@ import type { RedisClient } from '../src/redis.js';
  * The budget state under the prefix as of `now`, in a form a rebuild must reproduce to the
  * token: every window's buckets still inside it (a calendar month's by its `lo`), held and
  * overrun fields; the state hashes' lifetime totals, suspension owners and overruns; the
- * in-flight sets, lease indexes and end-user registries; the live holds' records. Left out:
- * what no event records (outboxes, relay locks, refusal counts not yet evented) and the
- * records of closed reservations (docs/operations.md says why).
+ * in-flight sets, lease indexes and end-user registries; the live holds' records; the upstream
+ * capacity windows' buckets still in the minute (an upstream's, a model's, a tenant's own) and
+ * the capacity records of calls taken in the last 2 minutes. Left out: what no event records
+ * (outboxes, relay locks, refusal counts not yet evented, a provider's 429 or remaining-tokens
+ * report on a capacity window, the counting endpoint's window) and the records of closed
+ * reservations (docs/operations.md says why).
  */
 export async function budgetState(
   redis: RedisClient,
@@ -17,11 +20,14 @@ export async function budgetState(
   now: number,
 ): Promise<Record<string, unknown>> {
   const out: Record<string, unknown> = {};
-  const skipped = /:(outbox|relay|refusals)$|\}:rr:|^[^{]*\{cap:/;
+  const skipped = /:(outbox|relay|refusals)$|\}:rr:|^[^{]*\{cap:[^}]*\}:c:w/;
   for (const key of (await stateKeys(redis, keys)).sort()) {
     if (skipped.test(key)) continue;
     const type = await redis.type(key);
-    if (type === 'zset') {
+    if (/^[^{]*\{cap:/.test(key)) {
+      const c = capacity(await redis.hgetall(key), now);
+      if (c) out[key] = c;
+    } else if (type === 'zset') {
       const raw = await redis.zrange(key, 0, -1, 'WITHSCORES');
       out[key] = raw;
     } else if (type === 'list') {
@@ -53,6 +59,22 @@ export async function budgetState(
     } else out[key] = type;
   }
   return out;
+}
+
+/**
+ * A capacity window's buckets still in the minute at `now` (capacity.lua: `t<second>`,
+ * `r<second>`), or a capacity record's fields; undefined when nothing is left in it.
+ */
+function capacity(h: Record<string, string>, now: number): Record<string, unknown> | undefined {
+  if (h.bucket !== undefined) {
+    const { bucket, tokens, scopes, tenant = '0' } = h;
+    return { bucket, tokens, scopes, tenant };
+  }
+  const oldest = Math.floor(now / 1000) - 59;
+  const buckets = Object.entries(h)
+    .filter(([f, v]) => /^[tr]\d+$/.test(f) && Number(f.slice(1)) >= oldest && v !== '0')
+    .sort();
+  return buckets.length > 0 ? Object.fromEntries(buckets) : undefined;
 }
 
 /** lib.lua's RECORD_FIXED: the fields of a record's `r`, in its order. */

@@ -18,6 +18,7 @@ import type { RedisClient } from '../src/redis.js';
 import type { TestAuthority } from '../src/testing.js';
 import {
   admissionOf,
+  refusalOf,
   authorityTest as test,
   BASE_CONFIG,
   newId,
@@ -480,4 +481,73 @@ test('a team moved under another parent in its org: its hold is rebuilt on the l
     ['dept-a', 150, 0],
     ['acme', 150, 0],
   ]);
+});
+
+/**
+ * An upstream's declared capacity is a minute window every tenant shares (capacity.lua), in its
+ * own slot, which a lost Redis loses too. Rebuilt empty, the first minute after a rebuild
+ * admitted a whole minute's capacity again while the provider still counted the calls of the
+ * minute before: a 2,000-token model limit let 1,100 more tokens through on top of the 1,150 it
+ * had already taken. Each `reservation.created` names the upstream it took and its amount is
+ * its prompt and granted max_tokens; its close says what was given back.
+ */
+test('upstream capacity windows are rebuilt from the last minute of calls, as live: a full one still refuses', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const upstream = {
+    ...BASE_CONFIG.upstreams[0]!,
+    capacity: { tokensPerMinute: 100_000, requestsPerMinute: 100, counting: 'usage' as const },
+  };
+  const [mini, ...rest] = BASE_CONFIG.models;
+  const config = {
+    ...BASE_CONFIG,
+    upstreams: [upstream],
+    models: [{ ...mini!, capacity: { tokensPerMinute: 2_000 } }, ...rest],
+    // A share of its own: the team's own windows of each scope are kept too.
+    tenants: [{ ...oneTeam.tenants[0]!, capacityShare: 0.9 }],
+  };
+  const on = { upstream: 'default', model: 'gpt-4o-mini' };
+  const h = await start(config);
+  // Left the minute before the loss.
+  const old = admissionOf(await h.client.admit(call('team')));
+  await h.client.settle({ ...settle('team', old.reservationId), ...on });
+  h.clock.advance(61_000);
+  const settled = admissionOf(await h.client.admit(call('team')));
+  expect(settled.upstream).toBe('default');
+  h.clock.advance(2_000);
+  await h.client.settle({ ...settle('team', settled.reservationId), ...on });
+  const released = admissionOf(await h.client.admit(call('team')));
+  await h.client.release({
+    reservationId: released.reservationId,
+    tenant: 'team',
+    reason: 'upstream_error',
+    ...on,
+  });
+  h.clock.advance(2_000);
+  const open = [admissionOf(await h.client.admit(call('team'))).reservationId];
+  h.clock.advance(1_000);
+  open.push(admissionOf(await h.client.admit(call('team'))).reservationId);
+  // 150 settled + 2 x 500 in flight: 1,150 of the model's 2,000; the next 1,100 do not fit.
+  const big = { ...call('team'), maxTokens: 1_000 };
+  const full = refusalOf(await h.client.admit(big));
+  expect(full.code).toBe('upstream_capacity');
+  await rebuiltEqualsLive(h, config, { start, nc, redis, iso });
+  const h2 = await start(config);
+  h2.clock.now = h.clock.now;
+  expect(refusalOf(await h2.client.admit({ ...big, reservationId: newId() })).code).toBe(
+    'upstream_capacity',
+  );
+  // The calls in flight close on their rebuilt records: one settled to its usage, one given
+  // back, and then the call fits.
+  await h2.client.settle({ ...settle('team', open[0]!), ...on });
+  await h2.client.release({
+    reservationId: open[1]!,
+    tenant: 'team',
+    reason: 'client_disconnected',
+    ...on,
+  });
+  admissionOf(await h2.client.admit({ ...big, reservationId: newId() }));
 });

@@ -1,0 +1,127 @@
+import type { CompiledConfig } from '@holdfast/config';
+import type { HoldfastEvent } from '@holdfast/events';
+import { scopesOn, tenantKeys, tenantShare } from './capacity.js';
+import type { Keys } from './keys.js';
+import type { SlotBatch } from './redis.js';
+
+/** How long capacity.lua keeps a call's capacity record (and a tenant's own window). */
+const RECORD_MS = 120_000;
+
+/** What one admission took of an upstream's capacity (capacity.lua's record). */
+interface Take {
+  upstream: string;
+  at: number;
+  bucket: number;
+  tokens: number;
+  /** The shared scopes' windows taken of, then the tenant's own where its share capped it. */
+  scopes: string[];
+  own: string[];
+  counting: 'requested' | 'usage';
+}
+
+type Created = Extract<HoldfastEvent, { type: 'reservation.created' }>;
+type Closed = Extract<HoldfastEvent, { type: 'reservation.settled' | 'reservation.released' }>;
+
+/**
+ * The upstream capacity windows (capacity.lua) rebuilt from the calls of the last minute: a
+ * `reservation.created` names the upstream its admission took (`upstream`) and took its prompt
+ * and granted max_tokens (`requestedMaxTokens`) of each scope the config declares there, in
+ * the second of its event (the take ran just before it: its share stays in the window at most
+ * a second longer than live). A settle settles it to its usage where the scope counts usage, a
+ * release gives it back, as capacity.lua does while its record lives (2 minutes). Not in any
+ * event: a call moved to a fallback upstream (`capacity.move`), a provider's 429 or remaining
+ * tokens (`capacity.report`) and the counting endpoint's window (`countsPerMinute`).
+ */
+export class CapacityReplay {
+  readonly #keys: Keys;
+  readonly #config: CompiledConfig;
+  readonly #takes = new Map<string, Take>();
+  /** By window key: second -> [tokens, requests]. */
+  readonly #windows = new Map<string, Map<number, [number, number]>>();
+  /** A tenant's own window by key: when a take or close last touched it (its TTL). */
+  readonly #touched = new Map<string, number>();
+
+  constructor(keys: Keys, config: CompiledConfig) {
+    this.#keys = keys;
+    this.#config = config;
+  }
+
+  created(e: Created): void {
+    const upstream = e.upstream && this.#config.upstreams.get(e.upstream);
+    const model = this.#config.models.get(e.model);
+    if (!upstream || !model) return;
+    const s = scopesOn(this.#keys, upstream, model);
+    if (!s) return;
+    const tenant = this.#config.tenants.get(e.tenant);
+    const capped = tenant !== undefined && tenantShare(this.#config, tenant) < 1;
+    const at = Date.parse(e.time);
+    const take: Take = {
+      upstream: upstream.id,
+      at,
+      bucket: Math.floor(at / 1000),
+      tokens: e.promptTokens + e.requestedMaxTokens,
+      scopes: s.keys,
+      own: capped ? tenantKeys(this.#keys, s, e.tenant) : [],
+      counting: s.counting,
+    };
+    this.#bill(take, take.tokens, 1, at);
+    this.#takes.set(e.reservationId, take);
+  }
+
+  closed(e: Closed): void {
+    const take = this.#takes.get(e.reservationId);
+    if (!take) return;
+    this.#takes.delete(e.reservationId);
+    const at = Date.parse(e.time);
+    // Its record had expired: capacity.lua answers `unknown` and changes nothing.
+    if (at - take.at >= RECORD_MS) return;
+    if (e.type === 'reservation.released') this.#bill(take, -take.tokens, -1, at);
+    else if (take.counting === 'usage') this.#bill(take, e.billedTokens - take.tokens, 0, at);
+  }
+
+  #bill(take: Take, tokens: number, requests: number, at: number): void {
+    for (const key of [...take.scopes, ...take.own]) {
+      const buckets = this.#windows.get(key) ?? new Map<number, [number, number]>();
+      this.#windows.set(key, buckets);
+      const [t, r] = buckets.get(take.bucket) ?? [0, 0];
+      buckets.set(take.bucket, [t + tokens, r + requests]);
+    }
+    for (const key of take.own) this.#touched.set(key, at);
+  }
+
+  /** The windows' buckets still in the minute at `now`, and the records still kept. */
+  write(multi: SlotBatch, now: number): void {
+    const oldest = Math.floor(now / 1000) - 59;
+    for (const [key, buckets] of this.#windows) {
+      const fields: Record<string, string> = { lo: String(oldest) };
+      let st = 0;
+      let sr = 0;
+      for (const [bucket, [t, r]] of buckets) {
+        if (bucket < oldest || (t === 0 && r === 0)) continue;
+        fields[`t${bucket}`] = String(t);
+        fields[`r${bucket}`] = String(r);
+        st += t;
+        sr += r;
+      }
+      if (Object.keys(fields).length === 1) continue;
+      Object.assign(fields, { st: String(st), sr: String(sr) });
+      multi.add(key, (p) => p.hset(key, fields));
+      const touched = this.#touched.get(key);
+      if (touched !== undefined) {
+        multi.add(key, (p) => p.pexpire(key, Math.max(1, touched + RECORD_MS - now)));
+      }
+    }
+    for (const [id, take] of this.#takes) {
+      const ttl = take.at + RECORD_MS - now;
+      if (ttl <= 0) continue;
+      const key = this.#keys.capacityRecord(take.upstream, id);
+      const record = {
+        bucket: String(take.bucket),
+        tokens: String(take.tokens),
+        scopes: take.scopes.join('\n'),
+        ...(take.own.length > 0 ? { tenant: '1' } : {}),
+      };
+      multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));
+    }
+  }
+}
