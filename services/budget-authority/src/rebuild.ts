@@ -824,6 +824,9 @@ export class Rebuilder {
       ...(c.toolFeeBoundMicroUsd && c.heldMicroUsd === 0
         ? { tfH: String(c.toolFeeBoundMicroUsd) }
         : {}),
+      // The tool-use fees it was admitted with, which its settle bills uses at (admit.lua's
+      // `tf`); an event from before them: none, the model's fees at its close.
+      ...(c.toolPrices ? { tf: c.toolPrices } : {}),
     };
     const ttl = Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS;
     multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));

@@ -1,12 +1,8 @@
 import { describe, expect } from 'vitest';
-import type { Isolation } from '@holdfast/testkit';
-import type { NatsConnection } from '@nats-io/transport-node';
 import type { AuthorityClient } from '@holdfast/runtime';
 import { Keys } from '../src/keys.js';
 import type { RedisClient } from '../src/redis.js';
-import { stateKeys } from '../src/rebuild.js';
-import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
-import { budgetState } from './rebuild-state.js';
+import { rebuiltEqualsLive } from './rebuild-activity.js';
 import { admissionOf, BASE_CONFIG, miniCall, refusalOf, authorityTest as test } from './harness.js';
 
 /**
@@ -157,22 +153,6 @@ async function windowOf(
   return windows?.find((x) => x.budget === c.budget);
 }
 
-/** Stops `h`, loses the state and rebuilds it from the events under `config`: the same. */
-async function rebuiltAlike(
-  h: { clock: { now: number }; stop: () => Promise<void> },
-  config: unknown,
-  o: { redis: RedisClient; nc: NatsConnection; iso: Isolation },
-): Promise<void> {
-  const keys = new Keys(o.iso.keyPrefix);
-  await outboxesRelayed(o.redis, keys);
-  const now = h.clock.now;
-  await h.stop();
-  const before = await budgetState(o.redis, keys, now);
-  await o.redis.del(...(await stateKeys(o.redis, keys)));
-  await rebuilder({ redis: o.redis, nc: o.nc, names: o.iso.names, keys, now, config }).run();
-  expect(await budgetState(o.redis, keys, now)).toEqual(before);
-}
-
 describe('calls in flight on a window they hold nothing on', () => {
   for (const c of cases) {
     test(`${c.name}: no admission while the calls in flight cover its limit, rebuilt alike`, async ({
@@ -192,7 +172,7 @@ describe('calls in flight on a window they hold nothing on', () => {
       }
 
       // Lost and rebuilt from the events while the 16 are in flight: the same state.
-      await rebuiltAlike(first, c.after, { redis, nc, iso });
+      await rebuiltEqualsLive(first, c.after, { redis, nc, iso });
       const keys = new Keys(iso.keyPrefix);
 
       const h = await start(c.after);
@@ -229,7 +209,7 @@ describe("other end users' calls in flight", () => {
     const held = await redis.hget(keys.userWindow('acme', 'team', 'u2', 'minute-tokens'), 'h');
     expect(Number(held)).toBe(8 * CALL_T);
 
-    await rebuiltAlike(h, after, { redis, nc, iso });
+    await rebuiltEqualsLive(h, after, { redis, nc, iso });
   });
 });
 
@@ -260,7 +240,7 @@ describe('a team moved under another parent while its calls are in flight', () =
       expect(refusalOf(await first.client.admit(call())).code).toBe('budget_exceeded');
     }
 
-    await rebuiltAlike(first, moved('dept2'), { redis, nc, iso });
+    await rebuiltEqualsLive(first, moved('dept2'), { redis, nc, iso });
 
     const h = await start(moved('dept2'));
     const usage = { promptTokens: 100, completionTokens: 1_000 };
@@ -332,7 +312,7 @@ describe('a month budget switched between sliding and calendar while calls are i
         expect(Number(await redis.hget(window, 'h'))).toBe(18 * CALL_T);
         expect(refusalOf(await first.client.admit(call())).code).toBe('budget_exceeded');
 
-        await rebuiltAlike(first, after, { redis, nc, iso });
+        await rebuiltEqualsLive(first, after, { redis, nc, iso });
 
         const h = await start(after);
         const usage = { promptTokens: 100, completionTokens: 1_000 };
@@ -394,7 +374,7 @@ describe('a team moved to another org while its calls are in flight', () => {
     expect((await first.client.configApply({ document: inOrg('acme') })).ok).toBe(true);
     expect(refusalOf(await first.client.admit(callOf('team'))).code).toBe('budget_exceeded');
 
-    await rebuiltAlike(first, inOrg('acme'), { redis, nc, iso });
+    await rebuiltEqualsLive(first, inOrg('acme'), { redis, nc, iso });
 
     const h = await start(inOrg('acme'));
     const usage = { promptTokens: 100, completionTokens: 1_000 };
@@ -478,7 +458,7 @@ describe("end users adopted count in their key's maxEndUsers", () => {
     expect(await redis.zcard(keys.users('acme', 'team'))).toBe(5);
     expect(await redis.zcard(keys.keyUsers('acme', 'team', KEY.id))).toBe(5);
 
-    await rebuiltAlike(h, after, { redis, nc, iso });
+    await rebuiltEqualsLive(h, after, { redis, nc, iso });
   });
 });
 

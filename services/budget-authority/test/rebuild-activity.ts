@@ -4,10 +4,12 @@ import { createLogger } from '@holdfast/runtime';
 import { waitFor } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import type { Keys } from '../src/keys.js';
+import { Keys } from '../src/keys.js';
 import { Rebuilder, stateKeys } from '../src/rebuild.js';
 import type { RedisClient } from '../src/redis.js';
+import type { Isolation } from '@holdfast/testkit';
 import { admissionOf, BASE_CONFIG, newId } from './harness.js';
+import { budgetState } from './rebuild-state.js';
 import type { TestAuthority } from '../src/testing.js';
 
 /**
@@ -174,4 +176,21 @@ export function rebuilder(o: {
     config: parsed.value,
     logger: createLogger({ name: 'rebuild', level: 'silent' }),
   });
+}
+
+/** Stops `h`, loses every budget key, rebuilds under `config`: the state must be the same. */
+export async function rebuiltEqualsLive(
+  h: Pick<TestAuthority, 'clock' | 'stop'>,
+  config: unknown,
+  o: { nc: NatsConnection; redis: RedisClient; iso: Isolation },
+): Promise<void> {
+  const keys = new Keys(o.iso.keyPrefix);
+  await outboxesRelayed(o.redis, keys);
+  const now = h.clock.now;
+  await h.stop();
+  const before = await budgetState(o.redis, keys, now);
+  expect(Object.keys(before).length).toBeGreaterThan(3);
+  await o.redis.del(...(await stateKeys(o.redis, keys)));
+  await rebuilder({ redis: o.redis, nc: o.nc, names: o.iso.names, keys, now, config }).run();
+  expect(await budgetState(o.redis, keys, now)).toEqual(before);
 }

@@ -118,6 +118,8 @@ function record(h: Record<string, string>): Record<string, string | undefined> {
     'cov',
     'createdAt',
     'expiresAt',
+    // The tool-use prices its settle bills reported uses at (close.lua; absent: the model's).
+    'tf',
   ];
   return Object.fromEntries(pick.map((f) => [f, fixed[f] || '0']));
 }

@@ -1,11 +1,8 @@
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { Keys } from '../src/keys.js';
-import { stateKeys } from '../src/rebuild.js';
 import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, newId, readEvents, authorityTest as test } from './harness.js';
-import { outboxesRelayed, rebuilder } from './rebuild-activity.js';
-import { budgetState } from './rebuild-state.js';
+import { rebuiltEqualsLive } from './rebuild-activity.js';
 
 /**
  * Provider-run tools billed per use (Anthropic's web search, $10 per 1,000; OpenAI's file
@@ -228,12 +225,40 @@ test('a call admitted in post mode is held its tool fees too once its tenant swi
   const u = await h.client.usage({ tenant: 'fast' });
   expect(u.ok && u.value.tenants[0]!.windows[0]!.held).toBe(TOKENS_HELD + 57_500 + TOKENS_HELD);
 
-  const keys = new Keys(iso.keyPrefix);
-  await outboxesRelayed(redis, keys);
-  const now = h.clock.now;
-  await h.stop();
-  const before = await budgetState(redis, keys, now);
-  await redis.del(...(await stateKeys(redis, keys)));
-  await rebuilder({ redis, nc, names: iso.names, keys, now, config: CONFIG }).run();
-  expect(await budgetState(redis, keys, now)).toEqual(before);
+  await rebuiltEqualsLive(h, CONFIG, { redis, nc, iso });
+});
+
+/**
+ * A call is billed its tool uses at the fees it was admitted with (the record's `tf`), which
+ * its hold covered. Rebuilt from the events, its record had no `tf`, so its settle billed the
+ * model's fees of the moment: a fee raised while it ran billed past its hold, an overrun of the
+ * budget the live authority never made.
+ */
+test('a rebuilt call is billed its tool uses at the fees it was admitted with, as live', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  // Web search at $25 per 1,000 from while the call runs.
+  const model = CONFIG.models[0]!;
+  const dearer = {
+    ...CONFIG,
+    models: [
+      { ...model, price: { ...model.price, toolUses: { web_search: 25, file_search: 2.5 } } },
+    ],
+  };
+  const h = await start(CONFIG);
+  const searching = call({ web_search: 2 });
+  expect(admissionOf(await h.client.admit(searching))).toMatchObject({
+    heldMicroUsd: TOKENS_HELD + 20_000,
+  });
+  expect((await h.client.configApply({ document: dearer })).ok).toBe(true);
+  await rebuiltEqualsLive(h, dearer, { redis, nc, iso });
+  const h2 = await start(dearer);
+  h2.clock.now = h.clock.now;
+  expect(await settler(h2)(searching.reservationId, { web_search: 2 })).toMatchObject({
+    ok: true,
+    value: { status: 'settled', costMicroUsd: TOKENS_COST + 20_000, overrunMicroUsd: 0 },
+  });
 });

@@ -47,6 +47,16 @@ export const ReservationCreated = z.object({
    * of `heldMicroUsd` when it holds. Absent: 0 (no such tool, or an event from before it).
    */
   toolFeeBoundMicroUsd: count.optional(),
+  /**
+   * The tool-use fees its settle bills reported uses at, those of its model at admission (its
+   * hold covered its bound at them): `kind:micro-USD per 1,000 uses` joined by ','. Present
+   * with `toolFeeBoundMicroUsd`; absent: the model's fees when the call closes (no such tool,
+   * or an event from before it).
+   */
+  toolPrices: z
+    .string()
+    .regex(/^[a-z_]+:\d+(,[a-z_]+:\d+)*$/)
+    .optional(),
   ...windowsField,
 });
 

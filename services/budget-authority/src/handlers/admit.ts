@@ -461,6 +461,8 @@ export async function admit(
     ...(fees.value.heldMicroUsd > 0
       ? ['toolFeeBoundMicroUsd', String(fees.value.heldMicroUsd)]
       : []),
+    // The fees its settle bills uses at (the record's `tf`): a rebuild writes them back.
+    ...(fees.value.prices ? ['toolPrices', fees.value.prices] : []),
     // The upstream whose capacity the call took: on the event.
     ...(upstream ? ['upstream', upstream] : []),
   ].join('\u0000');
