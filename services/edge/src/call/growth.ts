@@ -51,13 +51,19 @@ const STOP_BEFORE = 16;
  * the edge asks the authority to extend it before the streamed output reaches what it covers
  * (a quarter of the cover ahead, at least 64 tokens). Output is only passed on while it is
  * covered: near the end of the cover `gate` holds the stream until the extension answers. If
- * the budget cannot pay for more, the call is ended with `budget_exhausted` (finish_reason
- * length), so the call never bills more than its hold.
+ * the budget cannot pay for more (or the authority does not answer), the hold stops growing
+ * and the call goes on to the end of what it covers, where it is ended with
+ * `budget_exhausted` (finish_reason length), so the call never bills more than its hold. Not
+ * where the refusal came: that is a quarter of the cover early, and a call cut there was given
+ * (and billed) up to a quarter of its hold less than it was allowed (CI: cut at 49 output
+ * tokens, its hold covering 107, after an admin lowered the limit).
  */
 export class HoldGrowth {
   readonly #o: GrowthOptions;
   #covered: number;
   #asking: Promise<void> | undefined;
+  /** The authority refused to grow the hold (or did not answer): the cover is final. */
+  #final = false;
 
   constructor(opts: GrowthOptions) {
     this.#o = opts;
@@ -72,7 +78,9 @@ export class HoldGrowth {
   gate(meter: OutputMeter, live: LiveCall): Promise<void> | undefined {
     if (this.#covered >= this.#o.maxTokens || live.signal.aborted) return undefined;
     const ahead = Math.max(64, Math.floor(this.#covered / 4));
-    if (!this.#asking && meter.overLimit(this.#covered - ahead)) this.#ask(meter, live);
+    if (!this.#asking && !this.#final && meter.overLimit(this.#covered - ahead)) {
+      this.#ask(meter);
+    }
     if (!this.#nearEnd(meter)) return undefined;
     return this.#wait(meter, live);
   }
@@ -83,12 +91,17 @@ export class HoldGrowth {
 
   async #wait(meter: OutputMeter, live: LiveCall): Promise<void> {
     while (!live.signal.aborted && this.#nearEnd(meter)) {
-      if (!this.#asking) this.#ask(meter, live);
+      if (this.#final) {
+        // At the end of a cover that cannot grow: the call ends here, this output held back.
+        live.abort('budget_exhausted');
+        return;
+      }
+      if (!this.#asking) this.#ask(meter);
       await this.#asking;
     }
   }
 
-  #ask(meter: OutputMeter, live: LiveCall): void {
+  #ask(meter: OutputMeter): void {
     const want = Math.min(this.#o.maxTokens, Math.max(this.#covered * 2, meter.counted + 256));
     const { authority, hold, timeoutMs, metrics, logger } = this.#o;
     const configVersion = this.#o.configVersion?.() ?? 0;
@@ -113,8 +126,8 @@ export class HoldGrowth {
           return;
         }
         if (!r.ok) logger.warn({ ...hold, code: r.error.code }, 'hold extension failed');
-        // No room (or no answer): the call ends at what its hold covers.
-        live.abort('budget_exhausted');
+        // No room (or no answer): the call ends at what its hold covers (#wait), not now.
+        this.#final = true;
       })
       .finally(() => {
         if (this.#asking === asking) this.#asking = undefined;
