@@ -272,8 +272,9 @@ async function tight(
   surface: Surface,
   room: (prompt: number) => number,
   unit: 'tokens' | 'usd' = 'tokens',
+  fail: Parameters<Stack['upstream']['failNext']>[0] = SURFACES[surface].fail,
 ) {
-  const { path, body: bodyOf, fail, counter } = SURFACES[surface];
+  const { path, body: bodyOf, counter } = SURFACES[surface];
   const max = 300;
   // A usd budget: a prompt long enough that half its price is several micro-dollars.
   const body = bodyOf(max, unit === 'usd' ? 400 : 20);
@@ -385,6 +386,34 @@ for (const [surface, name, failure, done] of [
     expect(t.r.text).not.toMatch(/response\.failed|event: error|"error":\{/);
     withRoom(t, 300);
   });
+}
+
+// The hold grows by a failed attempt's bill once the loop will retry it, never for the attempt
+// it gives up on: room for two failed prompts is room for all 3 attempts (retries 2), room for
+// one is room for 2. Either way the client's error tells the attempts made, on every surface.
+// Before, the edge grew the hold before it knew whether the loop would retry: a third extend
+// (and `reservation.extended`) for nothing, and, refused, an error that lost "after N attempts".
+for (const surface of ['messages', 'responses', 'chat'] as const) {
+  for (const retries of [2, 1]) {
+    test(`reserve, ${surface}: a server error inside every attempt's stream, room for ${retries} failed prompts: ${retries + 1} attempts, the hold grown for the retries only, the error tells them`, async ({
+      stack,
+      redis,
+      iso,
+    }) => {
+      const fail = { status: 'error', count: 3, streamError: 'server' } as const;
+      const t = await tight({ stack, redis, iso }, surface, (p) => retries * p + 1, 'tokens', fail);
+      const attempts = retries + 1;
+      expect(t.r.status).toBe(502);
+      expect(t.r.text).toContain(`The model upstream failed (500), after ${attempts} attempts.`);
+      expect(t.attempts).toBe(attempts);
+      expect(t.billed).toMatchObject({ promptTokens: attempts * t.prompt, completionTokens: 0 });
+      expect(outcomes(t.closes)).toEqual(['upstream_error']);
+      const grown = t.events.filter((e) => e.type === 'reservation.extended');
+      expect(grown.map((e) => e.type === 'reservation.extended' && e.addedTokens)).toEqual(
+        Array<number>(retries).fill(t.prompt),
+      );
+    });
+  }
 }
 
 test('reserve, usd budget (micro-USD): a response.failed whose prompt does not fit is not retried, no window past its limit', async ({
@@ -502,6 +531,9 @@ test('a server error inside the stream on every attempt: every surface answers 5
   });
   await billedAsProvider(s, 'support-bot');
   expect(outcomes(await onceClosed(s, 6))).toEqual(Array<string>(6).fill('upstream_error'));
+  // The hold grew for the 2 retries of each call, not for the attempt not retried.
+  const events = await s.events();
+  expect(events.filter((e) => e.type === 'reservation.extended')).toHaveLength(6 * 2);
 });
 
 test('EDGE_STREAM_HOLD_BACK_MS bounds the whole call, not each attempt: a retry that is slow to begin gets the head at the deadline, and its error then ends the stream', async ({

@@ -170,25 +170,29 @@ export async function forwardCall<B>(
         opened.done();
       }
       if (outcome.kind === 'answered') return await outcome.reply;
-      // The hold grows by what the failed attempt billed before the retry may use it; with no
-      // room the call ends with the attempt's error, billed what it billed.
       spent = spent && outcome.spent ? addUsage(spent, outcome.spent) : (spent ?? outcome.spent);
       if (outcome.spent) {
         const tokens = outcome.spent.promptTokens + outcome.spent.completionTokens;
         billedOn.set(opened.upstream.id, (billedOn.get(opened.upstream.id) ?? 0) + tokens);
       }
-      if (outcome.spent && !(await holdForRetry(growFor(deps, request, call), outcome.spent))) {
-        return await failed(outcome.failure, false);
-      }
-      deps.metrics.upstreamRetries.inc({
-        upstream: opened.upstream.id,
-        reason: `stream_${outcome.failure.status}`,
-      });
-      request.log.warn(
-        { upstream: opened.upstream.id, status: outcome.failure.status },
-        'upstream failed inside its stream before the reply began: retried',
-      );
-      attempt = await again(outcome.failure);
+      const { failure, spent: billed } = outcome;
+      // Once the loop will retry (never for the attempt it gives up on): the hold grows by what
+      // the failed attempt billed before the retry may use it; with no room the loop gives up
+      // there, and the call ends with its error as when the retries run out (attempts told),
+      // billed what the attempts billed.
+      const beforeRetry = async () => {
+        if (billed && !(await holdForRetry(growFor(deps, request, call), billed))) return false;
+        deps.metrics.upstreamRetries.inc({
+          upstream: opened.upstream.id,
+          reason: `stream_${failure.status}`,
+        });
+        request.log.warn(
+          { upstream: opened.upstream.id, status: failure.status },
+          'upstream failed inside its stream before the reply began: retried',
+        );
+        return true;
+      };
+      attempt = await again(failure, beforeRetry);
     }
   } finally {
     lease?.stop();

@@ -137,11 +137,15 @@ test('errors inside opened streams share the attempts of the retry loop, then it
   try {
     let r = await opened(openOn(pair, new AbortController().signal, () => Promise.resolve(true)));
     const upstreams: string[] = [];
+    // Asked before each retry (the hold grows for it), not for the attempt given up on.
+    let asked = 0;
+    const beforeRetry = () => Promise.resolve(++asked > 0);
     while (r.ok) {
       upstreams.push(r.value.opened.upstream.id);
-      r = await opened(r.value.again(overloaded));
+      r = await opened(r.value.again(overloaded, beforeRetry));
     }
     expect(upstreams).toEqual(['p', 'p', 'f']);
+    expect(asked).toBe(2);
     expect([primaryHits.n, fallbackHits.n]).toEqual([2, 1]);
     expect(r.error).toMatchObject({
       attempts: 3,
@@ -182,6 +186,38 @@ test('a call aborted before its in-stream retry claims no fallback', async () =>
     expect(fallbackHits.n).toBe(0);
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.error.failure).toEqual({ kind: 'aborted', why: 'client_disconnected' });
+  } finally {
+    await client.close();
+  }
+});
+
+/**
+ * A retry whose hold cannot grow is not sent: the loop gives up where it would have retried,
+ * before it claims the fallback, with the failure and the attempts told as when the retries
+ * run out (the client's error says "after 2 attempts" on every surface).
+ */
+test('a retry refused before it goes claims no fallback and tells the attempts made', async () => {
+  const fallbackHits = { n: 0 };
+  const pair = fallbackPair(await serve(200, { n: 0 }), await serve(200, fallbackHits), 1);
+  const { client } = pair;
+  const claimed: string[] = [];
+  try {
+    let r = await openOn(pair, new AbortController().signal, (t) => {
+      claimed.push(t.id);
+      return Promise.resolve(true);
+    });
+    const grows = [true, false];
+    while (r.ok) {
+      r.value.opened.body.resume();
+      r.value.opened.done();
+      r = await r.value.again(overloaded, () => Promise.resolve(grows.shift()!));
+    }
+    expect(grows).toEqual([]);
+    expect([claimed, fallbackHits.n]).toEqual([[], 0]);
+    expect(r.error).toMatchObject({
+      attempts: 2,
+      failure: { kind: 'status', status: 529, retries: { attempts: 2, upstreams: ['p'] } },
+    });
   } finally {
     await client.close();
   }

@@ -106,11 +106,17 @@ export type OpenResult = Result<
      * The opened stream failed with an error inside it before anything reached the client:
      * goes on as if this attempt had answered that status (a retry after backoff on the same
      * upstream, then its fallbacks; the same attempts in all), or gives up with it.
+     * `beforeRetry` runs once the loop knows it will try again (before the backoff, or before
+     * a fallback is claimed), never when it gives up; false gives up there, with the same
+     * failure (and attempts told) as when the retries run out.
      */
-    again: (failure: StreamFailure) => Promise<OpenResult>;
+    again: (failure: StreamFailure, beforeRetry?: BeforeRetry) => Promise<OpenResult>;
   },
   OpenFailure
 >;
+
+/** Whether a retry may go (the call's hold grew for it): false gives up. */
+type BeforeRetry = () => Promise<boolean>;
 
 /** One attempt: the response opened, or how it failed and whether the request went out. */
 type AttemptResult = Result<Opened, { failure: Failure; sent: boolean }>;
@@ -241,6 +247,15 @@ export class UpstreamClient {
     // failure is handled as if it had come as its status, on the same upstream and budget.
     let pending = loop.resumeWith;
     loop.resumeWith = undefined;
+    // Asked once, when the loop is sure to try again after that failure.
+    let beforeRetry = loop.beforeRetry;
+    loop.beforeRetry = undefined;
+    const mayRetry = async (): Promise<boolean> => {
+      const ask = beforeRetry;
+      beforeRetry = undefined;
+      return !ask || (await ask());
+    };
+    const givenUp = (): OpenResult => Err({ ...loop.told(), sent: false, attempts: loop.attempts });
     for (; loop.target < call.targets.length; loop.target++, loop.retry = 0, loop.entered = false) {
       const target = call.targets[loop.target]!;
       if (!loop.entered) {
@@ -250,6 +265,7 @@ export class UpstreamClient {
           const aborted = abortedFailure(call.signal, target.id);
           return Err({ ...aborted, sent: false, attempts: loop.attempts });
         }
+        if (!(await mayRetry())) return givenUp();
         if (loop.target > 0 && call.claim && !(await call.claim(target))) continue;
         loop.entered = true;
         loop.story.upstreams.push(target.id);
@@ -263,8 +279,9 @@ export class UpstreamClient {
           loop.attempts++;
           const result = await this.#attempt(call, target);
           if (result.ok) {
-            const again = (failure: StreamFailure) => {
+            const again = (failure: StreamFailure, before?: BeforeRetry) => {
               loop.resumeWith = failure;
+              loop.beforeRetry = before;
               loop.last = { failure, upstream: target.id };
               return this.#open(call, loop);
             };
@@ -291,6 +308,7 @@ export class UpstreamClient {
           loop.story.stop = 'retry_after';
           break;
         }
+        if (!(await mayRetry())) return givenUp();
         const reason = f.kind === 'status' ? String(f.status) : 'connect';
         this.#o.metrics.upstreamRetries.inc({ upstream: target.id, reason });
         loop.story.waitedMs += delay;
@@ -303,7 +321,7 @@ export class UpstreamClient {
       }
     }
     if (!loop.last) throw new Error('model has no upstream');
-    return Err({ ...loop.told(), sent: false, attempts: loop.attempts });
+    return givenUp();
   }
 
   async #attempt(call: UpstreamCall, target: UpstreamConfig): Promise<AttemptResult> {
@@ -429,6 +447,8 @@ class RetryLoop {
   last: { failure: Failure; upstream: string } | undefined;
   /** The failure of an opened stream, handled first when the loop goes on (`again`). */
   resumeWith: Failure | undefined;
+  /** Asked before the loop tries again after `resumeWith` (`again`'s `beforeRetry`). */
+  beforeRetry: BeforeRetry | undefined;
   readonly story: RetryStory;
 
   constructor(retryAfterCapMs: number) {
