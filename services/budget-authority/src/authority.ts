@@ -219,7 +219,7 @@ export class Authority {
     this.#sweeper.start();
     this.#closes = new ClosesConsumer(
       this.ctx,
-      jetstream(nc),
+      nc,
       await jetstreamManager(nc),
       names,
       logger.child({ component: 'closes' }),

@@ -7,15 +7,30 @@ import {
   nakLater,
   type Logger,
 } from '@holdfast/runtime';
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
-import { nanos } from '@nats-io/transport-node';
+import { jetstream, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import type { HandlerContext } from './context.js';
 import { release, settle } from './handlers/close.js';
 
-const DURABLE = 'authority-closes';
+export const CLOSES_DURABLE = 'authority-closes';
 /** A close Redis cannot take yet comes back after this (longer each time, up to 30 s). */
 const REDELIVER: RetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
 const RESTART: RetryPolicy = { initialMs: 250, maxMs: 5_000 };
+/**
+ * Closes are pulled in bursts, one pull out at a time, this often while there are none (a pull
+ * that came back full is followed at once). Not consume(): its pulls die with a killed consumer
+ * leader, and it pulls again only after two missed heartbeats (10-15 s) while the new leader
+ * holds what it sent meanwhile for the ack wait; a burst pull unanswered a second after it was
+ * due is sent again (closes.nats-kill.int.test.ts).
+ */
+const PULL_EVERY_MS = 250;
+/**
+ * How long a close handed over stays with its replica without a word (`working()` every third
+ * of it while it runs, then the ack). A delivery lost with a killed consumer leader comes back
+ * after it, so it bounds how late that close is applied; applying a close takes milliseconds
+ * (one script, bounded by the Redis timeout), and one applied twice changes nothing.
+ */
+const ACK_WAIT_MS = 10_000;
 
 /**
  * Applies the settles and releases edges left in the closes stream while the authority (or
@@ -30,25 +45,28 @@ export class ClosesConsumer {
 
   constructor(
     private readonly ctx: HandlerContext,
-    js: JetStreamClient,
+    nc: NatsConnection,
     private readonly jsm: JetStreamManager,
     private readonly names: NatsNames,
     private readonly logger: Logger,
     private readonly replicas?: number,
   ) {
+    const js = jetstream(nc);
     this.#letters = new DeadLetters({
       js,
       names,
       service: 'budget-authority',
-      source: DURABLE,
+      source: CLOSES_DURABLE,
       logger,
+      ackWaitMs: ACK_WAIT_MS,
     });
     this.#loop = new DurableConsumer({
       js,
       jsm,
       stream: closesStream(names).name,
-      durable: { durable_name: DURABLE, ack_wait: nanos(30_000) },
+      durable: { durable_name: CLOSES_DURABLE, ack_wait: nanos(ACK_WAIT_MS) },
       pullSize: 64,
+      bursts: { nc, everyMs: PULL_EVERY_MS },
       concurrency: 8,
       onMessage: (m) => this.#apply(m),
       restart: RESTART,
@@ -91,7 +109,7 @@ export class ClosesConsumer {
       );
       m.ack();
     } else if (r.error.code === 'budget_store_unavailable') {
-      nakLater(m, REDELIVER);
+      nakLater(m, REDELIVER, ACK_WAIT_MS);
     } else {
       await this.#letters.term(m, `${r.error.code}: ${r.error.message}`);
     }
