@@ -22,7 +22,7 @@ import { StateStore } from './state-store.js';
 import { SuspensionController } from './suspension.js';
 import { DeliveryWorker } from './webhook/deliver.js';
 import { DeliveryLog } from './webhook/log.js';
-import { ensureWebhookStreams, WebhookQueue } from './webhook/queue.js';
+import { ensureWebhookStreams, webhookAckWaitMs, WebhookQueue } from './webhook/queue.js';
 import { chargedBy } from './thresholds.js';
 import { WindowTracker, type Snapshot } from './window-tracker.js';
 
@@ -73,7 +73,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
   const own = alerterNames(names);
   const streams = { replicas: settings.streamReplicas, logger };
   await ensureEventsStream(jsm, names, streams);
-  await ensureWebhookStreams(jsm, own, streams);
+  await ensureWebhookStreams(jsm, own, settings, streams);
   const store = await StateStore.open(nc, own.stateBucket, streams);
   await store.mirror('win.');
   const metrics = createMetrics(opts.registry ?? new Registry());
@@ -130,7 +130,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       service: 'alerter',
       source: 'alerter-webhooks',
       logger,
-      ackWaitMs: settings.webhookTimeoutMs + 30_000,
+      ackWaitMs: webhookAckWaitMs(settings),
     }),
     secrets,
   });

@@ -113,16 +113,23 @@ export type AlerterConfig = ReturnType<typeof loadConfig>;
 
 /**
  * The alerter's own NATS names, derived from the events names so a test (or a second
- * deployment on the same NATS) gets its own: `HOLDFAST_EVENTS` + `holdfast.events` give
- * stream `HOLDFAST_WEBHOOKS`, subjects `holdfast.webhooks.queue.<webhook>`, the delivery log
- * `HOLDFAST_WEBHOOK_LOG` and the state bucket `HOLDFAST_ALERTER`.
+ * deployment on the same NATS) gets its own: `HOLDFAST_EVENTS` + `holdfast.events` give the
+ * delivery queue `HOLDFAST_WEBHOOK_JOBS`, subjects `holdfast.webhooks.jobs.<webhook>`, the
+ * delivery log `HOLDFAST_WEBHOOK_LOG` and the state bucket `HOLDFAST_ALERTER`.
  */
 export interface AlerterNames {
   /** KV bucket: threshold state per window, suspensions, burn samples. */
   stateBucket: string;
-  /** Work-queue stream of pending deliveries. */
+  /** Stream of delivery jobs (limits retention: an ack deletes nothing, webhook/queue.ts). */
   webhookStream: string;
   webhookSubjectPrefix: string;
+  /**
+   * The work-queue stream of older versions (`HOLDFAST_WEBHOOKS`, `holdfast.webhooks.queue`):
+   * its jobs are delivered, then it is deleted. A new stream because retention cannot change
+   * in place, and new subjects because two streams cannot share one.
+   */
+  legacyWebhookStream: string;
+  legacyWebhookSubjectPrefix: string;
   /** Delivery log and dead letters. */
   logStream: string;
   logSubjectPrefix: string;
@@ -134,8 +141,10 @@ export function alerterNames(names: NatsNames): AlerterNames {
   const base = names.eventsPrefix.replace(/\.events$/, '');
   return {
     stateBucket: `${token}_ALERTER`,
-    webhookStream: `${token}_WEBHOOKS`,
-    webhookSubjectPrefix: `${base}.webhooks.queue`,
+    webhookStream: `${token}_WEBHOOK_JOBS`,
+    webhookSubjectPrefix: `${base}.webhooks.jobs`,
+    legacyWebhookStream: `${token}_WEBHOOKS`,
+    legacyWebhookSubjectPrefix: `${base}.webhooks.queue`,
     logStream: `${token}_WEBHOOK_LOG`,
     logSubjectPrefix: `${base}.webhooks.log`,
     deadSubjectPrefix: `${base}.webhooks.dead`,

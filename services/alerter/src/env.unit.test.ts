@@ -30,8 +30,10 @@ describe('alerter environment', () => {
   test("the alerter's NATS names derive from the events names", () => {
     expect(alerterNames(namesWithPrefix('t1a2b'))).toEqual({
       stateBucket: 'T1A2B_ALERTER',
-      webhookStream: 'T1A2B_WEBHOOKS',
-      webhookSubjectPrefix: 't1a2b.webhooks.queue',
+      webhookStream: 'T1A2B_WEBHOOK_JOBS',
+      webhookSubjectPrefix: 't1a2b.webhooks.jobs',
+      legacyWebhookStream: 'T1A2B_WEBHOOKS',
+      legacyWebhookSubjectPrefix: 't1a2b.webhooks.queue',
       logStream: 'T1A2B_WEBHOOK_LOG',
       logSubjectPrefix: 't1a2b.webhooks.log',
       deadSubjectPrefix: 't1a2b.webhooks.dead',

@@ -121,7 +121,8 @@ export async function startReplica(opts: {
 export async function removeAlerterState(nc: NatsConnection, names: NatsNames): Promise<void> {
   const own = alerterNames(names);
   const jsm = await jetstreamManager(nc);
-  for (const s of [own.webhookStream, own.logStream, `KV_${own.stateBucket}`]) {
+  const streams = [own.webhookStream, own.legacyWebhookStream, own.logStream];
+  for (const s of [...streams, `KV_${own.stateBucket}`]) {
     await jsm.streams.delete(s).catch(() => undefined);
   }
 }
@@ -137,13 +138,24 @@ export async function readStream<T = unknown>(
 
 export { readEvents } from '@holdfast/testkit';
 
-/** true when every event was handled and every webhook job acked (nothing left to do). */
+/**
+ * true when every event was handled and every webhook job acked (nothing left to do): the
+ * queue keeps acked jobs, so each webhook's consumer must have nothing pending, and every
+ * webhook with jobs stored a consumer.
+ */
 export async function quiescent(nc: NatsConnection, names: NatsNames): Promise<boolean> {
   const jsm = await jetstreamManager(nc);
   const own = alerterNames(names);
   const c = await jsm.consumers.info(names.eventsStream, DEFAULT_SETTINGS.consumer);
-  const queue = await jsm.streams.info(own.webhookStream);
-  return c.num_pending === 0 && c.num_ack_pending === 0 && queue.state.messages === 0;
+  if (c.num_pending !== 0 || c.num_ack_pending !== 0) return false;
+  const prefix = `${own.webhookSubjectPrefix}.`;
+  const queue = await jsm.streams.info(own.webhookStream, { subjects_filter: `${prefix}>` });
+  const consumers = await jsm.consumers.list(own.webhookStream).next();
+  const covered = new Set(consumers.map((x) => x.config.filter_subject));
+  return (
+    consumers.every((x) => x.num_pending === 0 && x.num_ack_pending === 0) &&
+    Object.keys(queue.state.subjects ?? {}).every((s) => covered.has(s))
+  );
 }
 
 /** The alerter's state bucket, to look at records in tests. */

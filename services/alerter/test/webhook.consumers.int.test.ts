@@ -102,16 +102,22 @@ test('a webhook whose consumer could not be created is retried at the next sync:
   iso,
 }) => {
   cleanup(() => removeAlerterState(nc, iso.names));
+  const own = alerterNames(iso.names);
+  const jsm = await jetstreamManager(nc);
+  // The queue as an operator left it, taking one consumer only (the alerter keeps an existing
+  // stream's limits), and something holds that one for a while (any failure to create the
+  // consumer will do: a JetStream API timeout, a leader election).
+  await jsm.streams.add({
+    name: own.webhookStream,
+    subjects: [`${own.webhookSubjectPrefix}.>`],
+    max_consumers: 1,
+  });
   const r = await startReplica({
     natsUrl,
     names: iso.names,
     config: { tenants, webhooks: [] },
   });
   cleanup(() => r.stop());
-  const own = alerterNames(iso.names);
-  const jsm = await jetstreamManager(nc);
-  // Something holds the subject for a while (any failure to create the consumer will do:
-  // a JetStream API timeout, a leader election, an older replica's consumer).
   await jsm.consumers.add(own.webhookStream, {
     durable_name: 'squatter',
     filter_subject: `${own.webhookSubjectPrefix}.orphan`,
@@ -141,9 +147,10 @@ test('a webhook whose consumer could not be created is retried at the next sync:
     what: 'deliver-orphan created at a later sync',
   });
   await waitFor(() => ready() || undefined, { timeoutMs: 3_000, what: 'the deliverer ready' });
-  // Its job is taken (dropped and recorded: the webhook is not in the config).
+  // Its job is taken (dropped and recorded: the webhook is not in the config), then purged
+  // with the consumer (nothing pending).
   await waitFor(
     async () => (await jsm.streams.info(own.webhookStream)).state.messages === 0 || undefined,
-    { timeoutMs: 3_000, what: 'the orphan job taken' },
+    { timeoutMs: 5_000, what: 'the orphan job taken' },
   );
 });

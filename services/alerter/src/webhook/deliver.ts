@@ -20,18 +20,18 @@ import { RESTART } from '../consumer.js';
 import type { ConfigSource } from '../holdfast-config.js';
 import type { AlerterMetrics } from '../metrics.js';
 import type { DeliveryLog, DeliveryLogRecord } from './log.js';
-import { DeliveryJob } from './queue.js';
+import { consumerOf, WebhookConsumers, type JobSource } from './consumers.js';
+import { DeliveryJob, webhookAckWaitMs } from './queue.js';
 import { nextStep } from './retry.js';
 import { signWebhook, webhookBody } from './sign.js';
 
 /**
- * The one consumer all webhooks' jobs once shared, deleted at start: a failed job stays unacked
- * for its retry period, so one webhook failing every job of a busy event type filled its 10,000
- * unacked and held back every other webhook's alerts (webhook.backlog.int.test.ts).
+ * The one consumer all webhooks' jobs once shared on the older versions' work queue, deleted at
+ * start: a failed job stays unacked for its retry period, so one webhook failing every job of a
+ * busy event type filled its 10,000 unacked and held back every other webhook's alerts
+ * (webhook.backlog.int.test.ts).
  */
 const SHARED_CONSUMER = 'deliverer';
-/** A webhook's own consumer, filtered on its jobs' subject. */
-const consumerOf = (hookId: string) => `deliver-${hookId}`;
 /** Between two pulls of jobs while they keep coming (none after a full pull, none after a quiet spell). */
 const PULL_EVERY_MS = 20;
 /** How often the consumers are matched to the config and the queue (a new webhook, jobs of a removed one). */
@@ -85,38 +85,42 @@ export interface DeliveryWorkerOptions {
  * jobs, unacked for their whole retry period, fill only its own `max_ack_pending`, and a
  * receiver that hangs holds only its own `webhookConcurrencyPerHook` attempts; every other
  * webhook's alerts go out. A replica's attempts in all are bounded by `webhookConcurrency`.
- * Consumers are started for the config's webhooks and for any webhook whose jobs are still
- * queued (one removed from the config: its jobs are dropped and recorded), at start, on every
- * config change (`sync`), and every SYNC_EVERY_MS.
+ * Consumers are started for the config's webhooks and for any webhook with jobs still pending
+ * (one removed from the config: its jobs are dropped and recorded), on the queue and on the
+ * work queue of older versions until it is drained (consumers.ts), at start, on every config
+ * change (`sync`), and every SYNC_EVERY_MS.
  */
 export class DeliveryWorker {
   readonly #o: DeliveryWorkerOptions;
   readonly #logger: Logger;
-  /** Each webhook's consumer loop, by webhook id. */
-  readonly #loops = new Map<string, DurableConsumer>();
+  /** Each webhook's consumer loop on each stream of jobs. */
+  readonly #consumers: WebhookConsumers;
   /** Attempts running on this replica, and those waiting for one of its slots. */
   #running = 0;
   /** Woken with true when handed a slot, false when the replica stops. */
   readonly #waiting: Array<(slot: boolean) => void> = [];
-  #syncing: Promise<void> = Promise.resolve();
   #timer: NodeJS.Timeout | undefined;
   #stopping = false;
 
   constructor(opts: DeliveryWorkerOptions) {
     this.#o = opts;
     this.#logger = opts.logger.child({ component: 'webhooks' });
+    this.#consumers = new WebhookConsumers({
+      ...opts,
+      logger: this.#logger,
+      loop: (source, hookId) => this.#consumer(source, hookId),
+    });
   }
 
   get consuming(): boolean {
-    for (const loop of this.#loops.values()) if (!loop.consuming) return false;
-    return true;
+    return this.#consumers.consuming;
   }
 
   async start(): Promise<void> {
     // The consumer every webhook once shared: a work queue takes no consumer overlapping
     // another's subjects. Stop every replica of an older version before starting this one.
     await this.#o.jsm.consumers
-      .delete(this.#o.names.webhookStream, SHARED_CONSUMER)
+      .delete(this.#o.names.legacyWebhookStream, SHARED_CONSUMER)
       .catch(() => undefined);
     await this.sync();
     this.#timer = setInterval(() => {
@@ -132,68 +136,32 @@ export class DeliveryWorker {
     clearInterval(this.#timer);
     // Attempts waiting for a slot are not started: their jobs are handed back at once.
     for (const wake of this.#waiting.splice(0)) wake(false);
-    await this.#syncing.catch(() => undefined);
     // Each loop hands back at once what it pulled and has not started, and waits for its
     // attempts in flight.
-    await Promise.all([...this.#loops.values()].map((loop) => loop.stop()));
+    await this.#consumers.stop();
     this.#o.metrics.webhookJobsWaiting.reset();
   }
 
   /**
-   * Starts a consumer for each webhook of the config and each webhook with jobs still queued
-   * that has none on this replica. One sync at a time.
+   * Starts a consumer for each webhook of the config and each webhook with jobs still pending
+   * that has none on this replica, and retires those with nothing left. One sync at a time.
    */
   sync(): Promise<void> {
-    const run = this.#syncing.then(() => this.#sync());
-    this.#syncing = run.catch(() => undefined);
-    return run;
-  }
-
-  async #sync(): Promise<void> {
-    if (this.#stopping) return;
-    const { jsm, names } = this.#o;
-    const ids = new Set(this.#o.config.current.raw.webhooks.map((w) => w.id));
-    const prefix = `${names.webhookSubjectPrefix}.`;
-    const info = await jsm.streams.info(names.webhookStream, { subjects_filter: `${prefix}>` });
-    for (const subject of Object.keys(info.state.subjects ?? {})) {
-      if (subject.startsWith(prefix)) ids.add(subject.slice(prefix.length));
-    }
-    // A webhook gone from the config whose jobs are all taken: its consumer goes too.
-    for (const [id, loop] of this.#loops) {
-      if (ids.has(id) || this.#stopping) continue;
-      this.#loops.delete(id);
-      await loop.stop();
-      await jsm.consumers.delete(names.webhookStream, consumerOf(id)).catch(() => undefined);
-      this.#o.metrics.webhookJobsWaiting.remove({ webhook: id });
-    }
-    let failed: Error | undefined;
-    for (const id of ids) {
-      if (this.#loops.has(id) || this.#stopping) continue;
-      const loop = this.#consumer(id);
-      this.#loops.set(id, loop);
-      try {
-        await loop.start();
-      } catch (err) {
-        // A loop whose durable could not be ensured never runs (nor is ever ready): dropped,
-        // so the next sync tries again; the other webhooks' consumers are still started.
-        this.#loops.delete(id);
-        failed ??= err instanceof Error ? err : new Error(errorMessage(err));
-      }
-    }
-    if (failed !== undefined) throw failed;
+    return this.#consumers.sync();
   }
 
   /** The consumer loop of one webhook's jobs. */
-  #consumer(hookId: string): DurableConsumer {
+  #consumer(source: JobSource, hookId: string): DurableConsumer {
     const perHook = this.#perHook;
     return new DurableConsumer({
       js: this.#o.js,
       jsm: this.#o.jsm,
-      stream: this.#o.names.webhookStream,
+      stream: source.stream,
       durable: {
         durable_name: consumerOf(hookId),
-        filter_subject: `${this.#o.names.webhookSubjectPrefix}.${hookId}`,
-        // A work queue delivers everything it holds.
+        filter_subject: `${source.prefix}.${hookId}`,
+        // Everything stored: a webhook's acked jobs are purged when its consumer goes
+        // (consumers.ts), so a new consumer finds only jobs still to deliver.
         deliver_policy: DeliverPolicy.All,
         ack_wait: nanos(this.#ackWaitMs),
         max_ack_pending: 10_000,
@@ -247,12 +215,9 @@ export class DeliveryWorker {
     return this.#inSlot(m, () => this.#attempt(m, job, base, hook.url, secret));
   }
 
-  /**
-   * A job's ack wait: longer than one attempt and a wait for a slot, so a slow receiver is not
-   * sent the same job twice at once.
-   */
+  /** A job's ack wait (webhookAckWaitMs). */
   get #ackWaitMs(): number {
-    return this.#o.settings.webhookTimeoutMs + 30_000;
+    return webhookAckWaitMs(this.#o.settings);
   }
 
   /** The most attempts one webhook may have running at once on this replica. */

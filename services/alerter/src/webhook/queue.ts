@@ -8,7 +8,7 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { z } from 'zod';
-import type { AlerterNames } from '../env.js';
+import type { AlerterNames, AlerterSettings } from '../env.js';
 import type { ConfigSource } from '../holdfast-config.js';
 
 /** One delivery of one event to one webhook. The event is stored whole: retries resend it. */
@@ -24,28 +24,64 @@ export type DeliveryJob = z.infer<typeof DeliveryJob>;
 /** JetStream remembers a job's msg id this long, so a re-handled event is queued once. */
 const QUEUE_DUPLICATE_WINDOW_MS = 10 * 60_000;
 const LOG_MAX_AGE_MS = 30 * 86_400_000;
+/** A job is kept this long past its last retry and that attempt's ack wait. */
+const QUEUE_MAX_AGE_MARGIN_MS = 3_600_000;
 
 /**
- * The delivery queue (work queue: a job leaves it when acked) and the delivery log. Existing
- * streams keep what an operator set, as the events stream does.
+ * A job's ack wait: longer than one attempt and a wait for a slot, so a slow receiver is not
+ * sent the same job twice at once.
+ */
+export function webhookAckWaitMs(settings: Pick<AlerterSettings, 'webhookTimeoutMs'>): number {
+  return settings.webhookTimeoutMs + 30_000;
+}
+
+/**
+ * How long the queue keeps a job: its whole retry period, the ack wait of its last attempt
+ * and an hour for deliverers that were all down. An older job is gone without a record.
+ */
+function webhookQueueMaxAgeMs(
+  settings: Pick<AlerterSettings, 'webhookTimeoutMs' | 'retry'>,
+): number {
+  return settings.retry.retryForMs + webhookAckWaitMs(settings) + QUEUE_MAX_AGE_MARGIN_MS;
+}
+
+/**
+ * The delivery queue and the delivery log. The queue has limits retention, not a work queue's:
+ * an ack deletes nothing. On nats-server 2.9 the ack of a job delivered twice (its first ack
+ * died with a killed consumer leader) made a work queue delete a message one replica no longer
+ * had, and that replica reset its clustered state ("stream store EOF", nats-server#7308,
+ * fixed upstream by #7348): the queue took no job for 10-46 s, and once lost one. Jobs leave
+ * by age (`webhookQueueMaxAgeMs`), and a removed webhook's when its consumer goes
+ * (deliver.ts). Existing streams keep what an operator set, as the events stream does.
  */
 export async function ensureWebhookStreams(
   jsm: JetStreamManager,
   names: AlerterNames,
+  settings: Pick<AlerterSettings, 'webhookTimeoutMs' | 'retry'>,
   opts: StreamOptions = {},
 ) {
   const common = { storage: StorageType.File, num_replicas: opts.replicas ?? 1 };
+  const maxAge = nanos(webhookQueueMaxAgeMs(settings));
   await ensureStream(
     jsm,
     {
       ...common,
       name: names.webhookStream,
       subjects: [`${names.webhookSubjectPrefix}.>`],
-      retention: RetentionPolicy.Workqueue,
+      retention: RetentionPolicy.Limits,
+      max_age: maxAge,
       duplicate_window: nanos(QUEUE_DUPLICATE_WINDOW_MS),
     },
     opts.logger,
   );
+  // A queue made before the retry period was raised would drop jobs still being retried.
+  const kept = (await jsm.streams.info(names.webhookStream)).config.max_age;
+  if (kept !== 0 && kept < maxAge) {
+    opts.logger?.warn(
+      { stream: names.webhookStream, maxAgeMs: kept / 1e6, neededMs: maxAge / 1e6 },
+      'webhook queue drops jobs before their retry period ends: raise its max_age',
+    );
+  }
   await ensureStream(
     jsm,
     {
