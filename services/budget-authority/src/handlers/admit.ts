@@ -24,7 +24,7 @@ import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
-import { END_USER_KEEP_MS, planFor } from '../script-args.js';
+import { planFor } from '../script-args.js';
 import { run, runRefuse } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
@@ -466,34 +466,33 @@ export async function admit(
     // The upstream whose capacity the call took: on the event.
     ...(upstream ? ['upstream', upstream] : []),
   ].join('\u0000');
-  // admit.lua's ARGV, in its order (see its header); the plan's follow (run).
+  // admit.lua's ARGV, in its order (see its header); the plan's follow (run). What only
+  // adaptive mode or a new or adopted end user reads travels in one text each (ARGV[26],
+  // ARGV[27]): each argument costs Redis a string and a slot whether the script reads it or
+  // not, and a field matched out of a text about as much again (docs/benchmarks.md).
+  const adaptive = [
+    // Where recent output sizes of this use case and model are kept.
+    String(plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model))),
+    String(tenant.adaptive.percentile),
+    String(tenant.adaptive.minSamples),
+    String(tenant.adaptive.samples),
+  ];
   const spec = [
     now === undefined ? '' : String(now),
     req.reservationId,
     keyId,
-    req.useCase,
-    req.model,
     tenant.mode,
     String(req.promptTokens),
     String(max),
     String(minOut),
     leaseMs,
-    ...price,
-    req.api,
-    eventId,
-    randomUUID(),
+    // The hold's input and output prices (the other four are the record's, in its text).
+    price[0]!,
+    price[1]!,
     req.extensible ? '1' : '0',
-    // adaptive: where recent output sizes of this use case and model are kept.
-    String(plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model))),
-    String(tenant.adaptive.percentile),
-    String(tenant.adaptive.minSamples),
-    String(tenant.adaptive.samples),
-    String(tenant.refusalEventsPerSecond),
     endUser,
     // Where the tenant's end users with budgets are tracked (0: this call has none).
     String(tracksUser ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id)) : 0),
-    String(tenant.maxEndUsers),
-    String(END_USER_KEEP_MS),
     record,
     created,
     String(fees.value.heldMicroUsd),
@@ -505,12 +504,23 @@ export async function admit(
         ? plan.keys.push(ctx.keys.keyUsers(tenant.org, tenant.id, req.keyId))
         : 0,
     ),
-    String(keyMaxEndUsers ?? 0),
-    // '1': an end_user_limit refusal carries the end users tracked (AdmitRequest.rememberEndUserCap).
-    req.rememberEndUserCap ? '1' : '0',
-    // The tenant's keys with a maxEndUsers (',k1,k2,'): an end user whose call in flight is
-    // adopted into end-user budgets counts in its key's registry at once (adoptOwn).
-    tracksUser ? cappedKeys(tenant.keyMaxEndUsers) : '',
+    // What only a refusal reports.
+    req.useCase,
+    req.model,
+    req.api,
+    eventId,
+    randomUUID(),
+    String(tenant.refusalEventsPerSecond),
+    adaptive.join('\u0001'),
+    [
+      String(tenant.maxEndUsers),
+      String(keyMaxEndUsers ?? 0),
+      // '1': an end_user_limit refusal carries the end users tracked (AdmitRequest.rememberEndUserCap).
+      req.rememberEndUserCap ? '1' : '0',
+      // The tenant's keys with a maxEndUsers (',k1,k2,'): an end user whose call in flight is
+      // adopted into end-user budgets counts in its key's registry at once (adoptOwn).
+      tracksUser ? cappedKeys(tenant.keyMaxEndUsers) : '',
+    ].join('\u0001'),
   ];
   const result = await withStore(ctx.logger, 'admit', () =>
     run(ctx.redis, 'admit', plan.keys, spec, plan),

@@ -10,7 +10,7 @@ import { FILE_ID } from '@holdfast/events';
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
-import { END_USER_KEEP_MS, orphanPlan, planFor, type PlanCall } from '../script-args.js';
+import { orphanPlan, planFor, type PlanCall } from '../script-args.js';
 import { run } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
@@ -125,28 +125,34 @@ function closeSpec(
 ): string[] {
   const u = what.op === 'settle' ? what.usage : undefined;
   const toolUses = u?.toolUses ? toolUsesText(u.toolUses) : '';
+  // The usage's rarer parts: '' when the provider reported none (close.lua reads them only
+  // then; each FCALL argument costs Redis a string and a slot, read or not).
+  const extra = [
+    u?.cacheWrite5mTokens ?? 0,
+    u?.cacheWrite1hTokens ?? 0,
+    u?.audioPromptTokens ?? 0,
+    u?.audioCompletionTokens ?? 0,
+  ];
+  const longest = u?.longestPromptTokens ?? '';
+  const rare =
+    extra.every((n) => n === 0) && longest === '' && toolUses === ''
+      ? ''
+      : [...extra, longest, toolUses, toolUses === '' ? '' : toolPrices].join('\u0001');
   return [
     now === undefined ? '' : String(now),
     reservationId,
     closeEventId(reservationId, what.op),
-    closeEventId(reservationId, `${what.op}:overrun`),
     what.op,
     String(u?.promptTokens ?? 0),
     String(u?.completionTokens ?? 0),
     String(u?.cachedPromptTokens ?? 0),
-    String(u?.cacheWrite5mTokens ?? 0),
-    String(u?.cacheWrite1hTokens ?? 0),
     String(u?.reasoningTokens ?? 0),
     what.op === 'settle' ? what.outcome : '',
-    what.op === 'release' ? what.reason : '',
     askSubjects ? '1' : '0',
-    String(u?.audioPromptTokens ?? 0),
-    String(u?.audioCompletionTokens ?? 0),
     u?.serviceTier ?? '',
-    toolUses,
-    toolUses === '' ? '' : toolPrices,
-    String(END_USER_KEEP_MS),
-    String(u?.longestPromptTokens ?? ''),
+    // Read on an overrun or a release only.
+    `${closeEventId(reservationId, `${what.op}:overrun`)}\u0001${what.op === 'release' ? what.reason : ''}`,
+    rare,
   ];
 }
 

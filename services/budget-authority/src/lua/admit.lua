@@ -8,22 +8,28 @@
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
 --          (their indexes are in the spec)
 -- ARGV     positional (admit.ts): now ('' = Redis TIME; a test clock's instant), resId,
---          keyId, useCase, model, mode, prompt, max, minOut, leaseMs, price (6: the dearest
---          input price and the output price, which holds use (the audio prices when the call
---          sends or asks for audio and they are dearer), cached input, uncached input,
---          5-minute and 1-hour cache writes, pico-USD per token), api, eventId, shadowEventId, extensible,
---          samplesKey, percentile, minSamples, sampleWindow, refusalsPerSecond, endUser,
---          usersKey, maxEndUsers, userKeepMs, the record's fixed text (lib.lua's RECORD_FIXED),
---          the reservation.created event's fixed fields (NUL-joined), the tool fees held
+--          keyId, mode, prompt, max, minOut, leaseMs, the hold's input and output prices
+--          (pico-USD per token: the dearest input price and the output price, the audio
+--          prices when the call sends or asks for audio and they are dearer), extensible,
+--          endUser, usersKey, the record's fixed text (lib.lua's RECORD_FIXED), the
+--          reservation.created event's fixed fields (NUL-joined), the tool fees held
 --          (micro-USD: the bound on each provider-run tool's uses at its fee; '0' none), the
 --          model's tool-use prices for the record's `tf` (admit.ts; '' none), dry ('1': an
 --          uncounted admit, evaluated and never admitted: a refusal is recorded as any other,
 --          else {'fits'} and nothing written), keyUsersKey (the KEYS index of the end users
 --          the call's key named, 0: its key has no maxEndUsers or the call no end user with
---          budgets), the key's maxEndUsers, '1' when an end_user_limit refusal carries the end
---          users tracked (the edge remembers them), the tenant's keys with a maxEndUsers
---          (',k1,k2,'; '' none, or the call has no end user with budgets: adoptOwn
---          registers an adopted end user in its key's); then the plan (lib.lua's readPlan)
+--          budgets);
+--          what only a refusal reports: useCase, model, api, eventId, shadowEventId,
+--          refusalsPerSecond;
+--          ARGV[26] what only adaptive mode reads, '\1'-joined (lib.lua's fields): samplesKey,
+--          percentile, minSamples, sampleWindow;
+--          ARGV[27] what only a new or adopted end user reads, '\1'-joined: maxEndUsers, the
+--          key's maxEndUsers, '1' when an end_user_limit refusal carries the end users tracked
+--          (the edge remembers them), the tenant's keys with a maxEndUsers (',k1,k2,'; '' none,
+--          or the call has no end user with budgets: adoptOwn registers an adopted end user
+--          in its key's);
+--          then the plan (lib.lua's readPlan). An end user's windows and registries are kept
+--          END_USER_KEEP_MS (lib.lua) past its last admission.
 --
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
@@ -63,13 +69,13 @@ end
 -- `tracked`, on end_user_limit, the end users the tenant tracks (trackedFilter).
 local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inflight, shadow, scope, tracked)
   local now, b = spec.now, spec.budgets[bi]
-  local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[17]
+  local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[20], ARGV[21], ARGV[4], ARGV[22]
   local list = {
-    'type', 'admission.refused', 'id', shadow and ARGV[19] or ARGV[18],
+    'type', 'admission.refused', 'id', shadow and ARGV[24] or ARGV[23],
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
     'reservationId', resId, 'keyId', keyId, 'useCase', useCase,
     'model', model, 'mode', mode, 'api', api, 'code', code,
-    'promptTokens', I(tonumber(ARGV[7])), 'maxTokens', I(tonumber(ARGV[8])),
+    'promptTokens', I(tonumber(ARGV[5])), 'maxTokens', I(tonumber(ARGV[6])),
     'neededTokens', I(needT), 'neededMicroUsd', I(needU),
     'budget', b and b.id or '', 'level', b and b.tenant or '',
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
@@ -82,7 +88,7 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
     list[#list + 1] = 'scope'
     list[#list + 1] = 'key'
   end
-  withEndUser(list, ARGV[26])
+  withEndUser(list, ARGV[12])
   if newUser then
     -- Reading its windows for the reply created them: a refused new end user costs no memory.
     forgetWindows(spec)
@@ -204,9 +210,9 @@ local function retryAfter(spec, b, s, h, need, deficit)
 end
 
 -- A call's tokens and micro-USD with `outputTokens` of output, at its hold's prices, with the
--- tool fees it may run up (ARGV[32]: held in micro-USD, never in tokens).
+-- tool fees it may run up (ARGV[16]: held in micro-USD, never in tokens).
 local function amounts(prompt, price, outputTokens)
-  return prompt + outputTokens, cost(prompt, 0, outputTokens, price) + ARGV[32]
+  return prompt + outputTokens, cost(prompt, 0, outputTokens, price) + ARGV[16]
 end
 
 -- Checks every budget for a max_tokens; returns the first enforced budget that does not fit
@@ -263,7 +269,7 @@ local function full(registry, max, now)
   if redis.call('ZCARD', registry) < max then
     return false
   end
-  redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - tonumber(ARGV[29])))
+  redis.call('ZREMRANGEBYSCORE', registry, '-inf', I(now - END_USER_KEEP_MS))
   return redis.call('ZCARD', registry) >= max
 end
 
@@ -483,8 +489,8 @@ end
 -- as admission keeps an end user's), and the codes added to its record's holds. An end user
 -- so adopted is one with budgets: in the tenant's registry (KEYS[usersKey]) as seen when its
 -- call was admitted, as a rebuild registers it (so neither counts it new, whose windows a
--- refusal takes away), and in its call's key's when that key has a maxEndUsers (ARGV[38]
--- lists them: it counts there at once, not at its next admission, which no key check sees:
+-- refusal takes away), and in its call's key's when that key has a maxEndUsers (the
+-- tenant's keys with one, ARGV[27]'s 4th, list them: it counts there at once, not at its next admission, which no key check sees:
 -- it is no new end user of the tenant any more). A key and an
 -- end user belong to one tenant: the walk is the leaf's in-flight set (at most its
 -- maxInFlight records), those of the tenant's own calls (a tenant with teams under it holds
@@ -492,8 +498,9 @@ end
 -- windows now hold them: not a new end user's, which a refusal takes away).
 local function adoptOwn(spec, scope, ids)
   local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
-  local keyId, endUser, letter = ARGV[3], ARGV[26], scope == 'k' and 'K' or 'U'
+  local keyId, endUser, letter = ARGV[3], ARGV[12], scope == 'k' and 'K' or 'U'
   local codes, mine = windowCodes(spec), false
+  local cappedKeys = select(4, fields(27, 4))
   for _, id in ipairs(ids) do
     local key = prefix .. id
     local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'createdAt')
@@ -519,7 +526,7 @@ local function adoptOwn(spec, scope, ids)
             end
             hold(window, b.unit == 'usd' and heldU or heldT)
             if scope == 'u' then
-              redis.call('PEXPIRE', window, ARGV[29])
+              redis.call('PEXPIRE', window, END_USER_KEEP_TEXT)
             end
           end
         end
@@ -527,13 +534,13 @@ local function adoptOwn(spec, scope, ids)
           addHolds(key, v[4], listed, added)
           if #added > 0 and scope == 'u' then
             local seen = v[5] or I(spec.now)
-            if redis.call('ZADD', KEYS[N(ARGV[27])], 'GT', seen, subject) == 1 then
-              forgetFilter(KEYS[N(ARGV[27])])
+            if redis.call('ZADD', KEYS[N(ARGV[13])], 'GT', seen, subject) == 1 then
+              forgetFilter(KEYS[N(ARGV[13])])
             end
-            if rec.keyId ~= '' and string.find(ARGV[38], ',' .. rec.keyId .. ',', 1, true) then
+            if rec.keyId ~= '' and string.find(cappedKeys, ',' .. rec.keyId .. ',', 1, true) then
               local registry = spec.kp .. ':{' .. spec.org .. '}:k:' .. spec.tenant .. ':' .. rec.keyId .. ':users'
               redis.call('ZADD', registry, 'GT', seen, subject)
-              redis.call('PEXPIRE', registry, ARGV[29])
+              redis.call('PEXPIRE', registry, END_USER_KEEP_TEXT)
             end
             mine = mine or subject == endUser
           end
@@ -545,20 +552,20 @@ local function adoptOwn(spec, scope, ids)
 end
 
 -- @call
-local spec = readPlan(39)
+local spec = readPlan(28)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
-local resId, mode = ARGV[2], ARGV[6]
-local prompt, maxAsked, minOut = ARGV[7] + 0, ARGV[8] + 0, N(ARGV[9])
-local leaseMs = N(ARGV[10])
--- Holds cost the call's input at the first price and no cache writes: the other three
--- (ARGV[14-16]) are for the record (its fixed text) and the settle.
-local price = {N(ARGV[11]), N(ARGV[12]), N(ARGV[13])}
-local extensible = ARGV[20] == '1'
-local toolFee = ARGV[32] + 0
-local endUser, usersKey = ARGV[26], N(ARGV[27])
-local keyUsersKey = N(ARGV[35])
+local resId, mode = ARGV[2], ARGV[4]
+local prompt, maxAsked, minOut = ARGV[5] + 0, ARGV[6] + 0, N(ARGV[7])
+local leaseMs = N(ARGV[8])
+-- Holds cost the call's input at the first price and the output at the second, and no cache
+-- reads or writes: the other prices are the record's (its fixed text), for the settle.
+local price = {N(ARGV[9]), N(ARGV[10]), 0}
+local extensible = ARGV[11] == '1'
+local toolFee = ARGV[16] + 0
+local endUser, usersKey = ARGV[12], N(ARGV[13])
+local keyUsersKey = N(ARGV[19])
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
@@ -582,13 +589,14 @@ local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUse
 -- A new end user gets budgets only while the tenant has room for one more (maxEndUsers), and
 -- its key too when the key has a maxEndUsers of its own (so no key takes the tenant's all).
 if newUser then
-  if full(KEYS[usersKey], tonumber(ARGV[28]), now) then
+  local maxEndUsers, keyMaxEndUsers, remember = fields(27, 4)
+  if full(KEYS[usersKey], tonumber(maxEndUsers), now) then
     -- The end users tracked go to an edge that remembers them only once the calls in flight
     -- are adopted into the end users' budgets as they are now (the leaf's `au`): until then an
     -- end user with a call in flight may be missing from the registry, which its adoption (or
     -- its settle) adds, and the edge would refuse it.
     local tracked = ''
-    if ARGV[37] == '1' then
+    if remember == '1' then
       local _, u = ownMarks(spec)
       if (redis.call('HGET', KEYS[spec.levels[1].state], 'au') or '') == u then
         tracked = trackedFilter(KEYS[usersKey])
@@ -597,7 +605,7 @@ if newUser then
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'tenant',
       tracked)
   end
-  if keyUsersKey > 0 and full(KEYS[keyUsersKey], tonumber(ARGV[36]), now) then
+  if keyUsersKey > 0 and full(KEYS[keyUsersKey], tonumber(keyMaxEndUsers), now) then
     return refuse(spec, newUser, 'end_user_limit', 0, -1, 0, 0, windowStates(spec), 0, false, 'key')
   end
 end
@@ -734,14 +742,15 @@ local promptT, promptU = prompt, cost(prompt, 0, 0, price)
 -- adaptive: the hold covers a recent percentile of real output, not max_tokens.
 local covered = maxAsked
 if mode == 'adaptive' then
-  local recent = redis.call('LRANGE', KEYS[tonumber(ARGV[21])], 0, tonumber(ARGV[24]) - 1)
-  if #recent >= tonumber(ARGV[23]) then
+  local samplesKey, percentile, minSamples, sampleWindow = fields(26, 4)
+  local recent = redis.call('LRANGE', KEYS[tonumber(samplesKey)], 0, tonumber(sampleWindow) - 1)
+  if #recent >= tonumber(minSamples) then
     local xs = {}
     for i, v in ipairs(recent) do
       xs[i] = tonumber(v)
     end
     table.sort(xs)
-    covered = math.min(maxAsked, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(ARGV[22])))]))
+    covered = math.min(maxAsked, math.max(1, xs[math.max(1, math.ceil(#xs * tonumber(percentile)))]))
   end
 end
 
@@ -796,7 +805,7 @@ if refusedAt then
   return refuse(spec, newUser, 'budget_exceeded', refusedAt, retry, needT, needU, windowStates(spec), leafInFlight(spec, inflight), false)
 end
 
-if ARGV[34] == '1' then
+if ARGV[18] == '1' then
   -- Evaluated only (an uncounted admit: its prompt taken as 0, the least it can be): it would
   -- fit, so the edge counts it and asks again. Nothing is held, and a new end user's windows
   -- that reading them created are taken away again.
@@ -830,7 +839,7 @@ end
 -- max_tokens as the call sent it (admit.ts: String of an integer) unless shrunk: formatting a
 -- number costs as much as a command's argument.
 local heldTText, heldUText = I(heldT), I(heldU)
-local maxText = maxTokens == maxAsked and ARGV[8] or I(maxTokens)
+local maxText = maxTokens == maxAsked and ARGV[6] or I(maxTokens)
 local states = {nil, nil, nil, nil, nil, nil, nil, nil}
 local budgets = spec.budgets
 for i = 1, #budgets do
@@ -874,7 +883,7 @@ redis.call('ZADD', KEYS[3], expiresText, resId)
 -- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant
 -- moved to another org or left the config. Amounts that are 0 are left out.
 local covText = covered == maxTokens and maxText or I(covered)
-redis.call('HSET', resKey, 'state', 'held', 'r', ARGV[30], 'heldT', heldTText, 'heldU', heldUText,
+redis.call('HSET', resKey, 'state', 'held', 'r', ARGV[14], 'heldT', heldTText, 'heldU', heldUText,
   'max', maxText, 'cov', covText, 'createdAt', nowText, 'expiresAt', expiresText)
 if chargedT ~= 0 or chargedU ~= 0 then
   redis.call('HSET', resKey, 'chargedT', chargedTText, 'chargedU', chargedUText)
@@ -882,14 +891,14 @@ end
 if potT ~= 0 or potU ~= 0 then
   redis.call('HSET', resKey, 'potT', I(potT), 'potU', I(potU))
 end
-if ARGV[33] ~= '' then
+if ARGV[17] ~= '' then
   -- The tool-use prices its settlement bills reported uses at (close.lua).
-  redis.call('HSET', resKey, 'tf', ARGV[33])
+  redis.call('HSET', resKey, 'tf', ARGV[17])
 end
 if toolFee ~= 0 and heldU == 0 then
   -- The tool fees a call that holds nothing may run up: held beside its worst case when its
   -- tenant switches to holding (adopt).
-  redis.call('HSET', resKey, 'tfH', ARGV[32])
+  redis.call('HSET', resKey, 'tfH', ARGV[16])
 end
 redis.call('PEXPIRE', resKey, T(leaseMs + spec.keepMs))
 if usersKey > 0 then
@@ -899,16 +908,16 @@ if usersKey > 0 then
   end
   if keyUsersKey > 0 then
     redis.call('ZADD', KEYS[keyUsersKey], nowText, endUser)
-    redis.call('PEXPIRE', KEYS[keyUsersKey], ARGV[29])
+    redis.call('PEXPIRE', KEYS[keyUsersKey], END_USER_KEEP_TEXT)
   end
   for _, b in ipairs(spec.budgets) do
     if b.scope == 'u' then
-      redis.call('PEXPIRE', KEYS[b.key], ARGV[29])
+      redis.call('PEXPIRE', KEYS[b.key], END_USER_KEEP_TEXT)
     end
   end
 end
 
-emitText(ARGV[31] .. '\0time\0' .. nowText .. '\0heldTokens\0' .. heldTText .. '\0heldMicroUsd\0' ..
+emitText(ARGV[15] .. '\0time\0' .. nowText .. '\0heldTokens\0' .. heldTText .. '\0heldMicroUsd\0' ..
   heldUText .. '\0maxTokens\0' .. maxText .. '\0chargedTokens\0' .. chargedTText ..
   '\0chargedMicroUsd\0' .. chargedUText .. '\0expiresAt\0' .. expiresText ..
   ((potT ~= 0 or potU ~= 0) and ('\0potentialTokens\0' .. I(potT) .. '\0potentialMicroUsd\0' .. I(potU)) or '') ..

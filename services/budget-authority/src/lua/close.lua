@@ -21,16 +21,20 @@
 -- KEYS[n]  the levels' state hashes and holds sorted sets and the budgets' window hashes of
 --          the tenant's current plan, when it has one in this org (indexes in the spec)
 -- ARGV     positional (close.ts): now ('' = Redis TIME; a test clock's instant), resId,
---          eventId, overrunEventId, op ('settle' | 'release' | 'expire'), the usage (prompt,
---          completion, cached, w5, w1h, reasoning; cached and the cache writes are parts of
---          prompt), outcome, reason, askSubjects, the audio usage (audio prompt, audio
---          completion: parts of prompt and completion), the service tier the provider
---          reported ('' none: the tier held is billed), the provider-run tool uses reported
---          (`kind:count` joined by ','; '' none), the model's current tool-use prices (for a
---          record without `tf`: one rebuilt from events), how long an end user's windows
---          outlive its last admission (ms), the prompt of the call's largest request ('':
---          one request, the prompt; its long-context line is per request); then the plan
---          (lib.lua's readPlan; tenant '' with expire: whoever holds it)
+--          eventId, op ('settle' | 'release' | 'expire'), the usage (prompt, completion,
+--          cached: a part of prompt, reasoning), outcome, askSubjects, the service tier the
+--          provider reported ('' none: the tier held is billed);
+--          ARGV[12] the overrun event's id and a release's reason, '\1'-joined (lib.lua's
+--          fields: read on an overrun or a release);
+--          ARGV[13] the usage's rarer parts, '' when the provider reported none of them, else
+--          '\1'-joined: the cache writes (5-minute, 1-hour: parts of prompt), the audio usage
+--          (audio prompt, audio completion: parts of prompt and completion), the prompt of the
+--          call's largest request ('': one request, the prompt; its long-context line is per
+--          request), the provider-run tool uses reported (`kind:count` joined by ','; '' none),
+--          the model's current tool-use prices (for a record without `tf`: one rebuilt from
+--          events);
+--          then the plan (lib.lua's readPlan; tenant '' with expire: whoever holds it). An end
+--          user's windows added here are kept END_USER_KEEP_MS (lib.lua) past its admission.
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
 -- status is one of settled, released, expired, already_settled, already_released,
@@ -38,11 +42,12 @@
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
 -- keyId, endUser} when the hold is on key or end-user windows the plan does not name.
 
-local spec = readPlan(22)
+local spec = readPlan(14)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
-local resId, eventId, overrunEventId, op = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local outcome, reason, askSubjects = ARGV[12], ARGV[13], ARGV[14] == '1'
+-- (The overrun event's id and a release's reason, ARGV[12], are read where used.)
+local resId, eventId, op = ARGV[2], ARGV[3], ARGV[4]
+local outcome, askSubjects = ARGV[9], ARGV[10] == '1'
 spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
@@ -186,9 +191,13 @@ local billing = false
 local closed, eventType = 'released', 'reservation.released'
 if op == 'settle' then
   -- The parts are most often 0: N's kept texts.
-  local u = settleParts({prompt = ARGV[6] + 0, completion = ARGV[7] + 0,
-    cached = N(ARGV[8]), w5 = N(ARGV[9]), w1h = N(ARGV[10]),
-    aIn = N(ARGV[15]) or 0, aOut = N(ARGV[16]) or 0})
+  -- The usage's rarer parts (ARGV[13]) when the provider reported any, else none.
+  local w5, w1h, aIn, aOut, largest, uses, usePrices = '0', '0', '0', '0', '', '', ''
+  if ARGV[13] ~= '' then
+    w5, w1h, aIn, aOut, largest, uses, usePrices = fields(13, 7)
+  end
+  local u = settleParts({prompt = ARGV[5] + 0, completion = ARGV[6] + 0, cached = N(ARGV[7]),
+    w5 = N(w5), w1h = N(w1h), aIn = N(aIn), aOut = N(aOut)})
   usage = u
   -- Each category at its price. A record written before cache-write prices existed has
   -- priceIn as its input price, and bills writes as input; one written before audio prices
@@ -199,22 +208,22 @@ if op == 'settle' then
     N(priceW1h) or input, N(priceAIn) or input, N(priceAOut) or output}
   -- At the tier the provider served it at (or the one held): a dearer one than held is billed
   -- in full (an overrun below), a cheaper one (priority downgraded to default) at its price.
-  billedTier, price = tierPrice(ARGV[17], heldTier, tiersText, price)
+  billedTier, price = tierPrice(ARGV[11], heldTier, tiersText, price)
   -- Above the billed tier's long-context line (the provider's input, cache reads and writes
   -- included) all of it at that tier's long-context prices: a call held short that the
   -- provider bills long (input the edge could not see) is billed in full, an overrun below.
   -- The line is per request: a call retried after an error in its stream adds its requests'
-  -- prompts, and is long when its largest request is (ARGV[21]), not when their sum is.
-  local long = longPrice(billedTier, longText, ARGV[21] ~= '' and tonumber(ARGV[21]) or u.prompt)
+  -- prompts, and is long when its largest request is (ARGV[13]'s 5th), not when their sum is.
+  local long = longPrice(billedTier, longText, largest ~= '' and tonumber(largest) or u.prompt)
   if long then
     price, billedLong = long, true
   end
   billedT = u.prompt + u.completion
   costU = cost(u.prompt, u.cached, u.completion, price, u.w5, u.w1h, u.aIn, u.aOut)
-  if ARGV[18] ~= '' then
+  if uses ~= '' then
     -- Per use, at the prices the record was admitted with (the hold covered its bound at
     -- them); more uses than held are billed in full, an overrun below like any other.
-    toolUses, toolFee = toolFees(ARGV[18], redis.call('HGET', resKey, 'tf') or ARGV[19])
+    toolUses, toolFee = toolFees(uses, redis.call('HGET', resKey, 'tf') or usePrices)
     costU = costU + toolFee
   end
   chargeT = billedT - prechargedT - expiredT
@@ -325,7 +334,7 @@ if addedUser then
   -- Kept the longest window past the admission, as admit.lua keeps an end user's windows (and
   -- a rebuild, which tracks the end user from its reservation.created).
   local createdAt = f[4] + 0
-  local ttl = I(math.max(1, createdAt + ARGV[20] - now))
+  local ttl = I(math.max(1, createdAt + END_USER_KEEP_MS - now))
   for _, key in ipairs(addedUser) do
     redis.call('PEXPIRE', key, ttl)
   end
@@ -381,16 +390,16 @@ local ending = '\0windows\0' .. windows .. (endUser ~= '' and ('\0endUser\0' .. 
 local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
 local body
 if op == 'settle' then
-  body = '\0promptTokens\0' .. ARGV[6] .. '\0completionTokens\0' .. ARGV[7] ..
+  body = '\0promptTokens\0' .. ARGV[5] .. '\0completionTokens\0' .. ARGV[6] ..
     '\0cachedPromptTokens\0' .. I(usage.cached) .. '\0cacheWrite5mTokens\0' .. I(usage.w5) ..
-    '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[11] ..
+    '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[8] ..
     '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
     '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
     (toolUses and '\0toolUses\0' .. I(toolUses) .. '\0toolFeeMicroUsd\0' .. I(toolFee) or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. elapsed(now, f[4])
 elseif op == 'release' then
-  body = '\0reason\0' .. reason .. '\0durationMs\0' .. elapsed(now, f[4])
+  body = '\0reason\0' .. select(2, fields(12, 2)) .. '\0durationMs\0' .. elapsed(now, f[4])
 else
   body = '\0leaseMs\0' .. leaseMs
 end
@@ -403,7 +412,7 @@ if overT > 0 or overU > 0 then
   redis.call('HINCRBY', leaf, 'overT', I(overT))
   redis.call('HINCRBY', leaf, 'overU', I(overU))
   redis.call('HSET', leaf, 'overAt', nowText)
-  emitText('type\0reservation.overrun\0id\0' .. overrunEventId .. head ..
+  emitText('type\0reservation.overrun\0id\0' .. fields(12, 2) .. head ..
     '\0heldTokens\0' .. I(heldT + prechargedT) .. '\0heldMicroUsd\0' .. I(heldU + prechargedU) ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)
