@@ -306,6 +306,23 @@ local function levelMark(spec, lv)
   return mark
 end
 
+-- A level's state hash's `suspended` when the level is not suspended and has nothing to adopt
+-- for a call of this mode: '0' (what a resume writes, and what old data holds) followed by
+-- its mark (levelMark) and, on the leaf in a holding mode, '+h' (its calls in flight adopted
+-- for holding: `am`). An admission that reads it so reads nothing else of the level's state;
+-- any other value (a suspension's '1', a resume's '0', another plan or mode) sends it to read
+-- `ad` and `am` as well, and write this again once they say the same. A suspension by any
+-- version writes '1' over it, and every reader of `suspended` tests it against '1'.
+local function clearMark(spec, lv, holdingLeaf)
+  local key = holdingLeaf and 'clearH' or 'clear'
+  local text = lv[key]
+  if text == nil then
+    text = '0' .. levelMark(spec, lv) .. (holdingLeaf and '+h' or '')
+    lv[key] = text
+  end
+  return text
+end
+
 -- Writes a reservation record's holds text: `listed` (';' around, as `named` left it) and
 -- `added` (codes) after it; the 17th field of its fixed text `r`, or its own field on a
 -- record without one.
@@ -610,7 +627,8 @@ if newUser then
   end
 end
 
--- Suspension and in-flight caps, every level. The leaf's in flight is reported on refusals
+-- Suspension and in-flight caps, every level. A level found clear (not suspended, nothing to
+-- adopt for this mode) keeps that in its `suspended` (clearMark): one field read a level. The leaf's in flight is reported on refusals
 -- only, so it is counted then (nothing changed before a refusal).
 local inflight = nil
 -- The levels whose calls in flight are to be adopted into the plan (adopt): their budgets'
@@ -623,35 +641,41 @@ local adopting, ownK, ownU = nil, nil, nil
 local keyId = ARGV[3]
 for i = 1, #spec.levels do
   local lv = spec.levels[i]
-  local st
+  local key = KEYS[lv.state]
+  local clear = clearMark(spec, lv, i == 1 and holding)
+  local seen
   if i == 1 and (keyId ~= '' or endUser ~= '') then
-    st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am', 'ak:' .. keyId, 'au')
-  elseif i == 1 then
-    st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad', 'am')
-  else
-    -- `am` is the leaf's alone.
-    st = redis.call('HMGET', KEYS[lv.state], 'suspended', 'ad')
-  end
-  if st[1] == '1' then
-    return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
-  end
-  local mark = levelMark(spec, lv)
-  local all = i == 1 and holding and st[3] ~= 'h'
-  if (st[2] or '') ~= mark or all then
-    adopting = adopting or {}
-    adopting[#adopting + 1] = {i, all}
-  end
-  if #st > 3 then
+    local st = redis.call('HMGET', key, 'suspended', 'ak:' .. keyId, 'au')
+    seen = st[1]
     local k, u = ownMarks(spec)
-    if keyId ~= '' and (st[4] or '') ~= k then
+    if keyId ~= '' and (st[2] or '') ~= k then
       ownK, adopting = k, adopting or {}
     end
-    if endUser ~= '' and (st[5] or '') ~= u then
+    if endUser ~= '' and (st[3] or '') ~= u then
       ownU, adopting = u, adopting or {}
     end
+  else
+    seen = redis.call('HGET', key, 'suspended')
   end
-  if i == 1 and not holding and st[3] == 'h' then
-    redis.call('HSET', KEYS[lv.state], 'am', 'n')
+  if seen ~= clear then
+    -- Suspended, or something changed since this level's state was last found clear: read
+    -- what it stands for.
+    if seen == '1' then
+      return refuse(spec, newUser, 'tenant_suspended', 0, -1, 0, 0, windowStates(spec), 0, false)
+    end
+    local st = redis.call('HMGET', key, 'ad', 'am')
+    local mark = levelMark(spec, lv)
+    local all = i == 1 and holding and st[2] ~= 'h'
+    if (st[1] or '') ~= mark or all then
+      adopting = adopting or {}
+      adopting[#adopting + 1] = {i, all}
+    end
+    if i == 1 and not holding and st[2] == 'h' then
+      redis.call('HSET', key, 'am', 'n')
+    end
+    if (st[1] or '') == mark and not all then
+      redis.call('HSET', key, 'suspended', clear)
+    end
   end
   if lv.maxInFlight > 0 then
     local n = redis.call('ZCARD', KEYS[lv.holds])
@@ -675,7 +699,9 @@ if adopting then
       tenantKey(spec, lv.tenant, ':adopting'))
     adopt(spec, a[1], a[2], ids)
     if done then
-      redis.call('HSET', KEYS[lv.state], 'ad', mark)
+      -- Adopted: the level's state is clear (it was found not suspended above).
+      redis.call('HSET', KEYS[lv.state], 'ad', mark, 'suspended',
+        clearMark(spec, lv, a[1] == 1 and holding))
       if a[2] then
         redis.call('HSET', KEYS[lv.state], 'am', 'h')
       end

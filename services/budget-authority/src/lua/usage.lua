@@ -25,5 +25,6 @@ end
 if st[1] == '1' and #owners == 0 then
   owners[1] = (st[6] == 'alerter') and 'alerter' or 'admin'
 end
-return {st[1] or '0', I(inflight), st[2] or '0', st[3] or '0', windowStates(spec),
+-- (`suspended` is '1' or, not suspended, '0' and the mark admit.lua's clearMark keeps there.)
+return {st[1] == '1' and '1' or '0', I(inflight), st[2] or '0', st[3] or '0', windowStates(spec),
   table.concat(owners, ';'), st[7] or '0', st[8] or '0', st[9] or '0', st[10] or '0'}
