@@ -3,7 +3,8 @@ import type { Logger } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import { closeReservation } from './handlers/close.js';
 import type { OutboxRelay } from './outbox-relay.js';
-import { SlotBatch } from './redis.js';
+import type { Keys } from './keys.js';
+import { SlotBatch, type RedisClient } from './redis.js';
 import { flushRefusals } from './scripts.js';
 
 /**
@@ -128,20 +129,35 @@ export class ExpirySweeper {
 
   /** Writes the pending refusal summaries of `orgs`; returns how many events were written. */
   async #flushRefusals(orgs: ReadonlyArray<{ org: string; kinds: number }>): Promise<number> {
-    const { redis, keys } = this.ctx;
     let written = 0;
     for (const { org, kinds } of orgs) {
-      // Kinds counted since the length was read are written by the next call, or the next pass.
-      let batch = Math.min(FLUSH_BATCH, kinds + 1);
-      for (;;) {
-        const ids = Array.from({ length: batch }, () => randomUUID());
-        const w = await flushRefusals(redis, keys.outbox(org), keys.refusals(org), ids);
-        written += w;
-        this.ctx.metrics.refusalsSummarised.inc(w);
-        if (w < batch) break;
-        batch = FLUSH_BATCH;
-      }
+      const w = await summariseRefusals(this.ctx.redis, this.ctx.keys, org, kinds);
+      written += w;
+      this.ctx.metrics.refusalsSummarised.inc(w);
     }
     return written;
+  }
+}
+
+/**
+ * Writes an org's rate-limited refusals (`kinds` of them, about: its summary hash's length) as
+ * summary events into its outbox (lua/refusals.lua); returns how many events it wrote. The
+ * sweeper's, and `rebuild --force`'s before it deletes the hash.
+ */
+export async function summariseRefusals(
+  redis: RedisClient,
+  keys: Keys,
+  org: string,
+  kinds: number,
+): Promise<number> {
+  let written = 0;
+  // Kinds counted since the length was read are written by the next call, or the next pass.
+  let batch = Math.min(FLUSH_BATCH, kinds + 1);
+  for (;;) {
+    const ids = Array.from({ length: batch }, () => randomUUID());
+    const w = await flushRefusals(redis, keys.outbox(org), keys.refusals(org), ids);
+    written += w;
+    if (w < batch) return written;
+    batch = FLUSH_BATCH;
   }
 }

@@ -26,6 +26,7 @@ import {
 import type { NatsConnection } from '@nats-io/transport-node';
 import { keysBySlot, scanAll, SlotBatch, type RedisClient } from './redis.js';
 import { decodeOutboxEntry } from './outbox.js';
+import { summariseRefusals } from './expiry-sweeper.js';
 import { END_USER_KEEP_MS, KEEP_CLOSED_MS } from './script-args.js';
 import { recordLongContext, recordTiers } from './handlers/admit.js';
 import { CapacityReplay } from './rebuild-capacity.js';
@@ -131,7 +132,10 @@ export async function stateKeys(redis: RedisClient, keys: Keys): Promise<string[
  * stream yet: deleted, their usage would be lost to ClickHouse and to the rebuild. They are
  * published as the relay does (`Nats-Msg-Id` = event id: one already relayed is dropped as a
  * duplicate, or skipped by the rebuild); an entry that does not decode stops it, deleting
- * nothing (an authority's relay parks it as a dead letter).
+ * nothing (an authority's relay parks it as a dead letter). The refusals counted past a
+ * tenant's event rate and not summarised yet are written to the outboxes first, as the
+ * sweeper writes them, so they are relayed too (only ClickHouse reads them: they change no
+ * budget state).
  */
 export async function clearState(o: {
   redis: RedisClient;
@@ -141,6 +145,14 @@ export async function clearState(o: {
   config: CompiledConfig;
   logger: Logger;
 }): Promise<{ relayed: number; deleted: number }> {
+  // Refusals counted past the event rate and not summarised yet (the sweeper writes them about
+  // a second later): written to their outboxes first, so they are relayed below.
+  let summaries = 0;
+  for (const key of (await stateKeys(o.redis, o.keys)).filter((k) => k.endsWith(':refusals'))) {
+    const org = key.slice(o.keys.prefix.length + 2, key.lastIndexOf('}'));
+    summaries += await summariseRefusals(o.redis, o.keys, org, (await o.redis.hlen(key)) / 2);
+  }
+  if (summaries > 0) o.logger.warn({ summaries }, 'summarised the refusals not evented yet');
   const existing = await stateKeys(o.redis, o.keys);
   let relayed = 0;
   for (const key of existing.filter((k) => k.endsWith(':outbox'))) {

@@ -282,6 +282,39 @@ test('rebuild --force relays what the outboxes still hold before deleting them: 
 });
 
 /**
+ * Refusals past a tenant's refusalEventsPerSecond are counted in the org's summary hash until
+ * the sweeper writes them as one event with a count (about a second later). `--force` deleted
+ * that hash with the state: the refusals counted in an authority's last second before it
+ * stopped (or all of them, where no replica swept the org) were never evented, and
+ * ClickHouse's refusals by reason missed them.
+ */
+test('rebuild --force writes the refusal counts not evented yet before deleting them', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const team = { id: 'team', refusalEventsPerSecond: 1, useCases };
+  const keys = new Keys(iso.keyPrefix);
+  const config = {
+    ...BASE_CONFIG,
+    tenants: [{ ...team, budgets: [{ window: 'day', limit: 100 }] }],
+  };
+  // Another replica holds the org's relay lease: this authority neither relays nor sweeps it.
+  await redis.set(keys.relayLock('team'), 'elsewhere', 'PX', 60_000);
+  const h = await start(config);
+  for (let i = 0; i < 4; i++)
+    expect(refusalOf(await h.client.admit(call('team'))).code).toBe('budget_exceeded');
+  await h.stop();
+  const on = { redis, nc, names: iso.names, keys, config: compiled(config) };
+  await clearState({ ...on, js: jetstream(nc), logger: silentLogger });
+  expect(await stateKeys(redis, keys)).toEqual([]);
+  const refused = (await readEvents(nc, iso.names)).filter((e) => e.type === 'admission.refused');
+  // One in full, three in one summary.
+  expect(refused.map((e) => e.count)).toEqual([1, 3]);
+});
+
+/**
  * A rebuild while an authority serves (not stopped, or started again too early) mixes the two:
  * the authority's writes on the emptied Redis after the rebuild checked it was empty, the
  * rebuild's HSETs over them, and the events it writes meanwhile missed by the replay.
