@@ -178,19 +178,29 @@ export function rebuilder(o: {
   });
 }
 
+/** Stops `h`, loses every budget key, rebuilds under `config`: the state before and after. */
+export async function lostAndRebuilt(
+  h: Pick<TestAuthority, 'clock' | 'stop'>,
+  config: unknown,
+  o: { nc: NatsConnection; redis: RedisClient; iso: Isolation },
+): Promise<{ before: Record<string, unknown>; after: Record<string, unknown> }> {
+  const keys = new Keys(o.iso.keyPrefix);
+  await outboxesRelayed(o.redis, keys);
+  const now = h.clock.now;
+  await h.stop();
+  const before = await budgetState(o.redis, keys, now);
+  await o.redis.del(...(await stateKeys(o.redis, keys)));
+  await rebuilder({ redis: o.redis, nc: o.nc, names: o.iso.names, keys, now, config }).run();
+  return { before, after: await budgetState(o.redis, keys, now) };
+}
+
 /** Stops `h`, loses every budget key, rebuilds under `config`: the state must be the same. */
 export async function rebuiltEqualsLive(
   h: Pick<TestAuthority, 'clock' | 'stop'>,
   config: unknown,
   o: { nc: NatsConnection; redis: RedisClient; iso: Isolation },
 ): Promise<void> {
-  const keys = new Keys(o.iso.keyPrefix);
-  await outboxesRelayed(o.redis, keys);
-  const now = h.clock.now;
-  await h.stop();
-  const before = await budgetState(o.redis, keys, now);
+  const { before, after } = await lostAndRebuilt(h, config, o);
   expect(Object.keys(before).length).toBeGreaterThan(3);
-  await o.redis.del(...(await stateKeys(o.redis, keys)));
-  await rebuilder({ redis: o.redis, nc: o.nc, names: o.iso.names, keys, now, config }).run();
-  expect(await budgetState(o.redis, keys, now)).toEqual(before);
+  expect(after).toEqual(before);
 }

@@ -28,6 +28,7 @@ import {
 import {
   activity,
   CONFIG,
+  lostAndRebuilt,
   outboxesRelayed,
   rebuiltEqualsLive,
   rebuilder,
@@ -576,4 +577,41 @@ test('upstream capacity windows are rebuilt from the last minute of calls, as li
     ...on,
   });
   admissionOf(await h2.client.admit({ ...big, reservationId: newId() }));
+});
+
+/**
+ * A suspension has owners (the alerter at the hard limit, an admin). The alerter's resume once
+ * the window freed room (`window_freed`) lifts its own ownership only, and while an admin still
+ * holds the suspension nothing changes for the tenant, so no event is written: a rebuild cannot
+ * know, and keeps the alerter an owner. That is the safe side (never less suspended than live):
+ * the alerter's next poll resumes it again (it finds its own suspension in its KV record, and the
+ * window free) and lifts it, and an admin's resume lifts every owner, as live.
+ */
+test("an alerter's suspension lifted under an admin's is rebuilt still held by it, the safe side; its next resume lifts it", async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const admin = { tenant: 'team', reason: 'test', by: 'admin' } as const;
+  const h = await start(oneTeam);
+  await h.client.suspend(admin);
+  await h.client.suspend({ ...admin, reason: 'hard limit', by: 'alerter' });
+  expect(await h.client.resume({ tenant: 'team', by: 'window_freed' })).toMatchObject({
+    ok: true,
+    value: { suspended: true, changed: true, suspendedBy: ['admin'] },
+  });
+  const { before, after } = await lostAndRebuilt(h, oneTeam, { nc, redis, iso });
+  const state = new Keys(iso.keyPrefix).state('team', 'team');
+  const owned = before[state] as Record<string, string>;
+  expect(after).toEqual({ ...before, [state]: { ...owned, 'so:alerter': '1' } });
+  const h2 = await start(oneTeam);
+  expect(await h2.client.resume({ tenant: 'team', by: 'window_freed' })).toMatchObject({
+    ok: true,
+    value: { suspended: true, suspendedBy: ['admin'] },
+  });
+  expect(await h2.client.resume({ tenant: 'team', by: 'admin' })).toMatchObject({
+    ok: true,
+    value: { suspended: false, changed: true, suspendedBy: [] },
+  });
 });
