@@ -190,13 +190,21 @@ test(
       );
     }
 
-    // A close whose ack died with a killed leader is delivered again after the ack wait (30 s).
+    // A close whose ack died with a killed leader is delivered again after the ack wait. On
+    // nats-server 2.9.10 the work queue can also keep closes its consumer acked (the deletes
+    // died with the killed stream leader): stored, but below the consumer's ack floor, so never
+    // delivered again (seen once in CI: 100 of 3,000, every one applied once).
     const drainedFrom = Date.now();
+    let leftover = 0;
     await waitFor(
       async () => {
         const s = await jsm.streams.info(stream);
         const c = await jsm.consumers.info(stream, CLOSES_DURABLE);
-        if (s.state.messages === 0 && c.num_ack_pending === 0 && c.num_pending === 0) return true;
+        const acked = s.state.messages === 0 || s.state.last_seq <= c.ack_floor.stream_seq;
+        if (acked && c.num_ack_pending === 0 && c.num_pending === 0) {
+          leftover = s.state.messages;
+          return true;
+        }
         // What waitFor says on its timeout.
         throw new Error(
           `${s.state.messages} closes stored, ${c.num_pending} not delivered, ${c.num_ack_pending} unacked (${c.num_redelivered} redelivered), ${JSON.stringify(applied)} + ${JSON.stringify(await closeCounts(h.authority.ctx.metrics.closes))} applied`,
@@ -214,7 +222,7 @@ test(
     const resets = await resetLines(logDir, stream);
     console.log(
       `[closes kill] ${closes.length} closes in ${rounds} rounds; ${figures.join('; ')}; ` +
-        `drained ${drainMs} ms after the last round; applied ${JSON.stringify(applied)}; ` +
+        `drained ${drainMs} ms after the last round (${leftover} acked closes still stored); applied ${JSON.stringify(applied)}; ` +
         `reset lines on ${stream}: ${resets.length}${resets.length > 0 ? `\n${resets.join('\n')}` : ''}; logs in ${logDir}`,
     );
 
