@@ -32,6 +32,37 @@ describe('SseParser', () => {
     expect(data(p.push(euro.slice(7)))).toEqual(['€\nx']);
   });
 
+  test('decodes as TextDecoder does, whatever the bytes and wherever a read ends', () => {
+    // The reference: the whole stream decoded at once (invalid bytes become U+FFFD, a leading
+    // BOM is dropped), then split into events. Random bytes (valid, truncated and invalid UTF-8,
+    // BOMs, newlines), each stream fed in random reads.
+    const pool = [
+      0x61, 0x0a, 0x0a, 0x0d, 0x3a, 0x20, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80, 0xc3, 0xa9,
+      0xed, 0xa0, 0x80, 0xff, 0xc0, 0xef, 0xbb, 0xbf, 0x80, 0xbf, 0xf4, 0x90, 0xe0,
+    ];
+    let seed = 7;
+    const rand = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const prefix = bytes('data: ');
+    for (let run = 0; run < 3_000; run++) {
+      const body = Array.from({ length: 1 + rand(24) }, () => pool[rand(pool.length)]!);
+      const lead = rand(4) === 0 ? [0xef, 0xbb, 0xbf] : [];
+      const all = Uint8Array.from([...lead, ...prefix, ...body, 0x0a, 0x0a]);
+      const whole = new TextDecoder().decode(all);
+      const expected = new SseParser().push(bytes(whole));
+      const p = new SseParser();
+      const got: { event: string | undefined; data: string }[] = [];
+      for (let at = 0; at < all.length;) {
+        const next = Math.min(all.length, at + 1 + rand(6));
+        got.push(...p.push(all.subarray(at, next)));
+        at = next;
+      }
+      expect(got).toEqual(expected);
+    }
+  });
+
   test('drops an event the stream cut off', () => {
     const p = new SseParser();
     expect(p.push(bytes('data: {"partial": tr'))).toEqual([]);
