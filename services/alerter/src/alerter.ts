@@ -148,17 +148,13 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
       })
     : undefined;
 
-  const handle = async (event: HoldfastEvent, seq: number): Promise<void> => {
-    await queue.enqueue(event);
-    if (event.type === 'config.changed') await config.reload();
-    if (event.type === 'tenant.suspended' || event.type === 'tenant.resumed') {
-      await suspension.record(event);
-    }
-    if (ALERTER_EVENTS.has(event.type) || !('windows' in event)) return;
+  /** The windows an authority event shows (ALERTER_EVENTS: none), with their state before it. */
+  const snapshotsOf = (event: HoldfastEvent, seq: number): Snapshot[] => {
+    if (ALERTER_EVENTS.has(event.type) || !('windows' in event)) return [];
     // The team's and org's windows; a key's or an end user's budget alerts nobody (yet) and
     // never suspends the team, and a window a close lists that the tenant's plan no longer
     // has (`removed`: no limit) is no budget to alert or suspend on.
-    const snapshots: Snapshot[] = event.windows
+    return event.windows
       .filter((w) => w.scope === undefined)
       .map((window) => ({
         window,
@@ -166,8 +162,40 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
         position: { time: event.time, seq },
         cause: { eventId: event.id, time: event.time, org: event.org, windows: event.windows },
       }));
-    await Promise.all(snapshots.map((s) => tracker.observe(s)));
-    burn.add(event, snapshots);
+  };
+  const observeAll = (event: HoldfastEvent, seq: number): Promise<void> | undefined => {
+    const snapshots = snapshotsOf(event, seq);
+    let waits: Promise<void>[] | undefined;
+    for (const s of snapshots) {
+      const wait = tracker.observe(s);
+      if (wait) (waits ??= []).push(wait);
+    }
+    if (!waits) {
+      burn.add(event, snapshots);
+      return undefined;
+    }
+    return Promise.all(waits).then(() => burn.add(event, snapshots));
+  };
+  /**
+   * One event: its webhook jobs, a new config, a suspension's record, then its windows. No
+   * promise when none of that needs a round trip (issue 14: an event no webhook wants, whose
+   * windows the state mirror decides), so the consumer acks it in the same turn.
+   */
+  const handle = (event: HoldfastEvent, seq: number): Promise<void> | undefined => {
+    const slow =
+      queue.wants(event) ||
+      event.type === 'config.changed' ||
+      event.type === 'tenant.suspended' ||
+      event.type === 'tenant.resumed';
+    if (!slow) return observeAll(event, seq);
+    return (async () => {
+      await queue.enqueue(event);
+      if (event.type === 'config.changed') await config.reload();
+      if (event.type === 'tenant.suspended' || event.type === 'tenant.resumed') {
+        await suspension.record(event);
+      }
+      await observeAll(event, seq);
+    })();
   };
   const consumer = new EventConsumer({
     nc,

@@ -19,8 +19,11 @@ import type { AlerterSettings } from './env.js';
 import { KeyedSerial } from './keyed-serial.js';
 import type { AlerterMetrics } from './metrics.js';
 
-/** Handles one event; throwing means "try again later" (the message is nak'd). */
-type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void>;
+/**
+ * Handles one event; throwing or rejecting means "try again later" (the message is nak'd).
+ * No promise: handled already, nothing to wait for.
+ */
+type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void> | undefined;
 
 /**
  * A failed event comes back half a second later, then every second: alerts are due within 5 s
@@ -120,26 +123,48 @@ export class EventConsumer {
     return series;
   }
 
-  async #handle(m: JsMsg): Promise<void> {
+  /**
+   * Parses, hands the event to the handler after the org's earlier events, and acks it after
+   * the handler's side effects; no promise when the handler needed none (most events).
+   */
+  #handle(m: JsMsg): Promise<void> | undefined {
     const parsed = parseEvent(m.data);
-    if (!parsed.ok) {
-      // A poison message: parked where an operator looks (docs/events.md), never retried.
-      const parked = await this.#letters.term(m, parsed.error.message);
-      this.#o.metrics.events.inc({ type: 'unknown', result: parked ? 'poison' : 'retry' });
-      return;
-    }
+    if (!parsed.ok) return this.#poison(m, parsed.error.message);
     const event = parsed.value;
+    const seq = m.seq;
+    let work: Promise<void> | undefined;
     try {
-      await this.#serial.run(event.org, () => this.#o.handler(event, m.seq));
+      work = this.#serial.run(event.org, () => this.#o.handler(event, seq));
+    } catch (err) {
+      this.#retry(m, event, err);
+      return undefined;
+    }
+    if (!work) {
       this.#handled(event.type).inc();
       m.ack();
-    } catch (err) {
-      this.#logger.warn(
-        { err: errorMessage(err), seq: m.seq, type: event.type, id: event.id },
-        'event handling failed; will retry',
-      );
-      this.#o.metrics.events.inc({ type: event.type, result: 'retry' });
-      nakLater(m, RETRY, ACK_WAIT_MS);
+      return undefined;
     }
+    return work.then(
+      () => {
+        this.#handled(event.type).inc();
+        m.ack();
+      },
+      (err: unknown) => this.#retry(m, event, err),
+    );
+  }
+
+  /** A poison message: parked where an operator looks (docs/events.md), never retried. */
+  async #poison(m: JsMsg, reason: string): Promise<void> {
+    const parked = await this.#letters.term(m, reason);
+    this.#o.metrics.events.inc({ type: 'unknown', result: parked ? 'poison' : 'retry' });
+  }
+
+  #retry(m: JsMsg, event: HoldfastEvent, err: unknown): void {
+    this.#logger.warn(
+      { err: errorMessage(err), seq: m.seq, type: event.type, id: event.id },
+      'event handling failed; will retry',
+    );
+    this.#o.metrics.events.inc({ type: event.type, result: 'retry' });
+    nakLater(m, RETRY, ACK_WAIT_MS);
   }
 }

@@ -121,20 +121,35 @@ export class WindowTracker {
     this.#metrics = opts.metrics;
   }
 
-  /** Fires the levels a snapshot's event crossed, and the standing ones it shows reached. */
-  async observe(s: Snapshot): Promise<void> {
+  /**
+   * Fires the levels a snapshot's event crossed, and the standing ones it shows reached.
+   * Returns no promise when the snapshot changes nothing and that is known at once (issue 14:
+   * most snapshots): a window without a limit, or the common case decided from the state
+   * mirror as the loop's first read would (nothing pending, nothing crossed, the levels known).
+   */
+  observe(s: Snapshot): Promise<void> | undefined {
     const w = s.window;
-    if (w.limit === 0) return;
+    if (w.limit === 0) return undefined;
     const key = stateKeys.window(w.tenant, w.budget);
     const policy = this.#config.policy(w);
     const watched = levels(policy);
     const crossings = crossed(s.before, w, watched);
-    // The common case, decided from the local copy as the loop's first read would, without
-    // its round of promises (issue 14): nothing pending, nothing crossed, the levels known.
     const known = this.#store.peek(key, WindowRecord, EMPTY)?.value;
     if (known?.pending.length === 0 && crossings.length === 0 && !relearns(known, s, watched)) {
-      return;
+      return undefined;
     }
+    return this.#apply(key, s, watched, crossings, policy);
+  }
+
+  /** The compare-and-set loop of `observe`, from a read of the window's record. */
+  async #apply(
+    key: string,
+    s: Snapshot,
+    watched: number[],
+    crossings: number[],
+    policy: WindowPolicy,
+  ): Promise<void> {
+    const w = s.window;
     let fresh = false;
     await casLoop(async (): Step<void> => {
       const { value: rec, revision } = await this.#store.read(key, WindowRecord, EMPTY, { fresh });

@@ -1,7 +1,7 @@
 import { parseConfig } from '@holdfast/config';
 import type { SuspendRequest } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
-import { infraTest as test } from '@holdfast/testkit';
+import { infraTest as test, type Isolation } from '@holdfast/testkit';
 import { Kvm } from '@nats-io/kv';
 import { Registry } from 'prom-client';
 import { expect } from 'vitest';
@@ -40,6 +40,7 @@ async function tracker(
   nc: Parameters<typeof StateStore.open>[0],
   bucket: string,
   sink: ReturnType<typeof flakySink>['sink'],
+  store?: StateStore,
 ) {
   const parsed = parseConfig({
     tenants: [
@@ -49,7 +50,7 @@ async function tracker(
   if (!parsed.ok) throw new Error(parsed.error.errors.join());
   const logger = createLogger({ name: 'tracker-test', level: 'silent' });
   return new WindowTracker({
-    store: await StateStore.open(nc, bucket),
+    store: store ?? (await StateStore.open(nc, bucket)),
     sink,
     config: new ConfigSource({ config: parsed.value, logger }),
     logger,
@@ -194,4 +195,36 @@ test('a first look at a window already at its hard limit suspends, once, whichev
   await b.observe(snap(990, 1_040, 20));
   expect(sink.suspended).toHaveLength(1);
   expect(sink.published).toEqual([]);
+});
+
+/** A tracker whose store keeps the mirror of the windows, as the alerter's does. */
+async function mirrored(nc: Parameters<typeof StateStore.open>[0], names: Isolation['names']) {
+  cleanup(() => removeAlerterState(nc, names));
+  const bucket = alerterNames(names).stateBucket;
+  const store = await StateStore.open(nc, bucket);
+  await store.mirror('win.');
+  cleanup(() => Promise.resolve(store.stop()));
+  const sink = flakySink(0);
+  const kv = await new Kvm(nc).open(bucket);
+  return { sink, kv, tracker: await tracker(nc, bucket, sink.sink, store) };
+}
+
+test('a snapshot that changes nothing is decided at once from the state mirror: no promise, nothing written', async ({
+  nc,
+  iso,
+}) => {
+  const { sink, kv, tracker: a } = await mirrored(nc, iso.names);
+  // The first look writes the window's known levels (a round trip); the mirror then holds them.
+  await a.observe(snap(100, 200, 1));
+  const revision = (await kv.get('win.team-o.month-tokens'))?.revision;
+  expect(revision).toBeGreaterThan(0);
+  // Below every level, and a window of limit 0 (no budget): decided in the same turn.
+  expect(a.observe(snap(200, 300, 2))).toBeUndefined();
+  expect(a.observe(snap(0, 10, 3, 0))).toBeUndefined();
+  // A crossing still goes through the store, and is published once.
+  const crossing = a.observe(snap(700, 850, 4));
+  expect(crossing).toBeInstanceOf(Promise);
+  await crossing;
+  expect(sink.published).toMatchObject([{ threshold: 0.8, causeEventId: 'e4' }]);
+  expect((await kv.get('win.team-o.month-tokens'))?.revision).toBeGreaterThan(revision!);
 });

@@ -111,6 +111,11 @@ export class WebhookQueue {
     this.#config = opts.config;
   }
 
+  /** Whether some webhook of the current config wants this event's type. */
+  wants(event: Pick<HoldfastEvent, 'type'>): boolean {
+    return this.#config.current.raw.webhooks.some((w) => w.events.includes(event.type));
+  }
+
   /** Returns how many jobs were queued (0 when no webhook wants this event type). */
   async enqueue(event: HoldfastEvent, nowMs = Date.now()): Promise<number> {
     const hooks = this.#config.current.raw.webhooks.filter((w) => w.events.includes(event.type));
