@@ -41,6 +41,9 @@ const SETTINGS = {
   retry: { initialMs: 60_000, maxMs: 60_000, retryForMs: 600_000 },
 };
 
+/** How long an attempt at the hung webhook waits (the isolation test): the others' margin. */
+const HUNG_MS = 3_000;
+
 /** One settlement per team that takes it to 90%: a crossing of 0.8 each. */
 const crossings = () =>
   TEAMS.map((tenant) =>
@@ -92,8 +95,8 @@ test("a webhook that hangs holds at most its own share of the deliverer: every o
     natsUrl,
     names: iso.names,
     config: configFor(hung.url, fast.url),
-    // 4 attempts at once, 2 of them at most for one webhook; an attempt gives up after 2 s.
-    settings: SETTINGS,
+    // 4 attempts at once, 2 of them at most for one webhook; an attempt gives up after 3 s.
+    settings: { ...SETTINGS, webhookTimeoutMs: HUNG_MS },
   });
   cleanup(() => r.stop());
   const log: DeliveryLogRecord[] = [];
@@ -110,14 +113,22 @@ test("a webhook that hangs holds at most its own share of the deliverer: every o
     timeoutMs: 20_000,
     what: "the other webhook's 12 alerts",
   });
-  const last = Math.max(...fast.received.map((x) => x.receivedAt)) - sent;
-  console.log(`[isolation] the other webhook's 12 alerts within ${last} ms of their events`);
-  expect(last).toBeLessThan(2_500);
+  const lastAt = Math.max(...fast.received.map((x) => x.receivedAt));
   // The hung webhook has at most its 2 attempts open at once, round after round.
   await waitFor(
     () => log.filter((x) => x.webhookId === 'hung' && x.outcome === 'failed').length >= 4,
     { timeoutMs: 30_000, what: "two rounds of the hung webhook's attempts" },
   );
+  // Every one of them went out before the hung webhook's first attempt gave up: none waited
+  // for a slot the hung one held (the box's speed moves both alike; 2,867 ms after the events
+  // was seen at a load of 16 on 2 cores, past the 2,500 ms this once asked).
+  const firstGaveUp = Math.min(
+    ...log.filter((x) => x.webhookId === 'hung').map((x) => Date.parse(x.time)),
+  );
+  console.log(
+    `[isolation] the other webhook's 12 alerts within ${lastAt - sent} ms of their events, ${firstGaveUp - lastAt} ms before the hung webhook's first attempt gave up (${HUNG_MS} ms)`,
+  );
+  expect(lastAt).toBeLessThan(firstGaveUp);
   expect(hung.peak()).toBeLessThanOrEqual(2);
   // Its jobs wait their turns in the queue, shown by webhook.
   const waiting = await r.registry.getSingleMetricAsString('holdfast_alerter_webhook_jobs_waiting');
