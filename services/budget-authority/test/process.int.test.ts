@@ -9,6 +9,8 @@ import { expect } from 'vitest';
 import { BASE_CONFIG, newId, processEnv } from './harness.js';
 
 const MAIN = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+/** How long the settle sent on the started notice waits for its answer (not for responders). */
+const SETTLE_TIMEOUT_MS = 30_000;
 
 /** The authority as a process on a config file of its own (BASE_CONFIG), which a test may edit. */
 async function startProcess(fx: Omit<Parameters<typeof processEnv>[0], 'configFile'>) {
@@ -106,22 +108,30 @@ test('a started process says so on its started subject, once it answers: a settl
   iso,
 }) => {
   const client = new AuthorityClient({ nc, names: iso.names });
-  // What an edge owing a close does on the notice (Holds.wake): send it now.
+  // What an edge owing a close does on the notice (Holds.wake): send it now. A notice sent
+  // before the process served would get no_responders at once; one it serves is answered,
+  // however slowly a loaded box starts it (its 2 s default timed out at a load of 10-16).
   const answers: string[] = [];
   const notices = nc.subscribe(authorityStartedSubject(iso.names), {
     callback: () =>
       void client
-        .settle({
-          reservationId: newId(),
-          tenant: 'support-bot',
-          usage: { promptTokens: 1, completionTokens: 1 },
-        })
+        .settle(
+          {
+            reservationId: newId(),
+            tenant: 'support-bot',
+            usage: { promptTokens: 1, completionTokens: 1 },
+          },
+          SETTLE_TIMEOUT_MS,
+        )
         .then((r) => answers.push(r.ok ? r.value.status : r.error.code)),
   });
   await nc.flush();
   const { proc } = await startProcess({ natsUrl, redisUrl, iso });
   try {
-    await waitFor(() => answers.length === 1, { what: 'the settle sent on the notice' });
+    await waitFor(() => answers.length === 1, {
+      timeoutMs: SETTLE_TIMEOUT_MS + 5_000,
+      what: 'the settle sent on the notice',
+    });
     expect(answers).toEqual(['unknown']);
   } finally {
     notices.unsubscribe();
