@@ -63,6 +63,13 @@ const admitOf = (
     maxTokens: 10,
   });
 
+/**
+ * How long a call of the 256-in-flight test waits for its answer: what it proves is the limits
+ * and the books, not latency, and 300 callers on 2 replicas of a loaded 2-core box (a load of
+ * 10-16) outwaited the client's 5 s.
+ */
+const CALL_MS = 30_000;
+
 const all = (t: TenantUsage): WindowState[] => [
   ...t.windows,
   ...t.keys.flatMap((k) => k.windows),
@@ -128,6 +135,9 @@ describe('key and end-user budgets', () => {
           config,
           clock: false,
           sweepIntervalMs: 200,
+          // A Redis command of a loaded 2-core box can take over the default 1 s ('Command
+          // timed out' at a load of 16); the limits and the books do not depend on it.
+          redisTimeoutMs: 5_000,
         }),
       ),
     );
@@ -146,17 +156,20 @@ describe('key and end-user budgets', () => {
           const promptTokens = rnd(50, 1_500);
           inFlight.now++;
           inFlight.peak = Math.max(inFlight.peak, inFlight.now);
-          const r = await client.admit({
-            reservationId,
-            tenant: 'team',
-            keyId,
-            ...(endUser ? { endUser } : {}),
-            useCase: 'uc',
-            model: 'm',
-            promptTokens,
-            maxTokens: rnd(1, 2_000),
-            leaseMs: 3_000,
-          });
+          const r = await client.admit(
+            {
+              reservationId,
+              tenant: 'team',
+              keyId,
+              ...(endUser ? { endUser } : {}),
+              useCase: 'uc',
+              model: 'm',
+              promptTokens,
+              maxTokens: rnd(1, 2_000),
+              leaseMs: 3_000,
+            },
+            CALL_MS,
+          );
           inFlight.now--;
           if (!r.ok) throw new Error(`admit failed: ${r.error.code}`);
           if (!r.value.admitted) {
@@ -170,21 +183,27 @@ describe('key and end-user budgets', () => {
           // the key and the end user, so their windows are closed either way.
           const who = Math.random() < 0.5 ? { keyId, ...(endUser ? { endUser } : {}) } : {};
           if (fate < 0.75) {
-            const s = await client.settle({
-              reservationId,
-              tenant: 'team',
-              ...who,
-              usage: { promptTokens, completionTokens: rnd(0, r.value.maxTokens) },
-            });
+            const s = await client.settle(
+              {
+                reservationId,
+                tenant: 'team',
+                ...who,
+                usage: { promptTokens, completionTokens: rnd(0, r.value.maxTokens) },
+              },
+              CALL_MS,
+            );
             if (!s.ok || s.value.status !== 'settled')
               throw new Error(`settle ${JSON.stringify(s)}`);
           } else if (fate < 0.92) {
-            const s = await client.release({
-              reservationId,
-              tenant: 'team',
-              ...who,
-              reason: 'upstream_error',
-            });
+            const s = await client.release(
+              {
+                reservationId,
+                tenant: 'team',
+                ...who,
+                reason: 'upstream_error',
+              },
+              CALL_MS,
+            );
             if (!s.ok || s.value.status !== 'released')
               throw new Error(`release ${JSON.stringify(s)}`);
           } // else abandoned: its lease expires and bills the worst case
