@@ -1,5 +1,6 @@
 import type { HoldfastEvent, UsageReply } from '@holdfast/events';
 import type { AuthorityClient } from '@holdfast/runtime';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { newId } from './harness.js';
@@ -81,6 +82,8 @@ export const newBooks = (): Books => ({
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** How long the load retries a close the authority did not acknowledge. */
+const CLOSE_RETRY_MS = 60_000;
 const rnd = (lo: number, hi: number) => lo + Math.floor(Math.random() * (hi - lo + 1));
 
 /** `workers` loops of `calls` calls each over random teams, until done or `stop()` is true. */
@@ -97,12 +100,17 @@ export async function runLoad(
     books.lastError.set(org, Date.now());
   };
   const close = async (team: string, op: () => ReturnType<AuthorityClient['settle']>) => {
-    // An unacknowledged close is retried until it is (the edge's closes stream does this).
-    for (let attempt = 0; ; attempt++) {
+    // An unacknowledged close is retried until it is (the edge's closes stream does this), for
+    // CLOSE_RETRY_MS: an org whose master failed over on a loaded box failed closed for over
+    // the 101 attempts (about 15 s) this once allowed.
+    const from = Date.now();
+    for (;;) {
       const r = await op();
       if (r.ok) return r.value;
       fail(orgOfTeam(team), r.error.code);
-      if (attempt > 100) throw new Error(`close of ${team} never acknowledged`);
+      if (Date.now() - from > CLOSE_RETRY_MS) {
+        throw new Error(`close of ${team} not acknowledged in ${CLOSE_RETRY_MS} ms`);
+      }
       await sleep(100);
     }
   };
@@ -235,6 +243,37 @@ export async function startLoad(client: AuthorityClient, teams: string[]) {
     end: async () => {
       stop = true;
       await load;
+    },
+  };
+}
+
+/**
+ * Stalls of the box as this process sees them: each NATS round trip (`flush`) plus the timer
+ * before it that took `stallMs` longer than it should, as [from, to] in ms. A loaded 2-core box
+ * stalls every process at once: a figure that tells a failure of the box's from the code's.
+ */
+export function watchStalls(nc: NatsConnection, stallMs = 250, everyMs = 50) {
+  const stalls: [number, number][] = [];
+  let on = true;
+  const loop = async () => {
+    let from = Date.now();
+    while (on) {
+      await sleep(everyMs);
+      // A connection closed under it (the test failed first) ends the watch.
+      await nc.flush().catch(() => (on = false));
+      const to = Date.now();
+      if (to - from - everyMs >= stallMs) stalls.push([from, to]);
+      from = to;
+    }
+  };
+  const done = loop();
+  return {
+    stalls,
+    /** Milliseconds stalled in all. */
+    total: () => stalls.reduce((n, [from, to]) => n + to - from, 0),
+    stop: async () => {
+      on = false;
+      await done;
     },
   };
 }
