@@ -47,6 +47,12 @@ function what(e: Raw): string {
       return `${reservation(e)}: released ${n(e.heldTokens)} tokens (${str(e.reason)})`;
     case 'reservation.expired':
       return `${reservation(e)}: hold of ${n(e.heldTokens)} tokens expired after ${n(e.leaseMs)} ms`;
+    case 'reservation.moved': {
+      const from = str(e.fromUpstream);
+      const billed =
+        e.fromUsedTokens === undefined ? '' : `, ${n(e.fromUsedTokens)} billed on ${from}`;
+      return `res ${str(e.reservationId).slice(0, 8)} ${str(e.model)}: moved to upstream ${str(e.upstream)}${from ? ` from ${from}` : ''} (${n(e.tokens)} tokens taken there${billed})`;
+    }
     case 'admission.refused':
       return `${e.shadow === true ? 'shadow budget would refuse (admitted): ' : ''}${str(e.code)}: ${str(e.message)}`;
     case 'threshold.crossed':

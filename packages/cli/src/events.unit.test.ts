@@ -118,6 +118,20 @@ describe('holdfast events: one readable line per event', () => {
     );
   });
 
+  it('a move names the fallback, the upstream it left and what was billed there', () => {
+    const moved = {
+      ...base,
+      type: 'reservation.moved',
+      upstream: 'backup',
+      fromUpstream: 'default',
+      tokens: 1_500,
+      fromUsedTokens: 120,
+    };
+    expect(eventLine(9, moved)).toContain(
+      'reservation.moved res 1a2b3c4d gpt-4o-mini: moved to upstream backup from default (1,500 tokens taken there, 120 billed on default)',
+    );
+  });
+
   it('a refusal carries its message; an unknown type its plain fields', () => {
     expect(
       eventLine(7, {

@@ -9,6 +9,7 @@ export const EVENT_TYPES = [
   'reservation.released',
   'reservation.expired',
   'reservation.overrun',
+  'reservation.moved',
   'admission.refused',
   'threshold.crossed',
   'tenant.suspended',

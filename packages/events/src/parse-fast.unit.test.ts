@@ -97,6 +97,15 @@ const EXAMPLES: Record<(typeof EVENT_TYPES)[number], Record<string, unknown>> = 
     leaseMs: 1_800_000,
     windows: [window],
   },
+  'reservation.moved': {
+    ...envelope('reservation.moved'),
+    reservationId: call.reservationId,
+    model: 'gpt-4o-mini',
+    upstream: 'backup',
+    fromUpstream: 'openai',
+    tokens: 1_394,
+    fromUsedTokens: 120,
+  },
   'reservation.overrun': {
     ...envelope('reservation.overrun'),
     ...call,

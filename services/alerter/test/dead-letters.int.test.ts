@@ -1,4 +1,6 @@
-import { deadLetterStream, eventSubject } from '@holdfast/events';
+import { randomUUID } from 'node:crypto';
+import { deadLetterStream, eventSubject, HoldfastEvent, type NatsNames } from '@holdfast/events';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { readDeadLetters } from '@holdfast/runtime';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -16,18 +18,24 @@ import {
 
 const cleanup = cleanupAfterEach();
 
+/** One replica for team-d (a month budget), its state removed and it stopped after the test. */
+async function started(nc: NatsConnection, natsUrl: string, names: NatsNames) {
+  cleanup(() => removeAlerterState(nc, names));
+  const replica = await startReplica({
+    natsUrl,
+    names,
+    config: { tenants: [{ id: 'team-d', budgets: [{ window: 'month', limit: 1_000 }] }] },
+  });
+  cleanup(() => replica.stop());
+  return replica;
+}
+
 test('an event the alerter cannot parse and a malformed webhook job are dead-lettered in the one stream, and the alerter goes on', async ({
   nc,
   natsUrl,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
-  const replica = await startReplica({
-    natsUrl,
-    names: iso.names,
-    config: { tenants: [{ id: 'team-d', budgets: [{ window: 'month', limit: 1_000 }] }] },
-  });
-  cleanup(() => replica.stop());
+  await started(nc, natsUrl, iso.names);
   const js = jetstream(nc);
   const poison = eventSubject(iso.names, 'team-d', 'reservation.settled');
   await js.publish(poison, '{not json');
@@ -64,4 +72,35 @@ test('an event the alerter cannot parse and a malformed webhook job are dead-let
   });
   expect(bySource.get('alerter-webhooks')!.reason).toMatch(/^malformed delivery job/);
   await waitFor(() => quiescent(nc, iso.names), { what: 'every event handled, no job left' });
+});
+
+test('a move to a fallback upstream (reservation.moved, no windows) is handled and acked, never dead-lettered', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const replica = await started(nc, natsUrl, iso.names);
+  const move = HoldfastEvent.parse({
+    id: randomUUID(),
+    schemaVersion: 1,
+    time: new Date().toISOString(),
+    tenant: 'team-d',
+    org: 'team-d',
+    type: 'reservation.moved',
+    reservationId: randomUUID(),
+    model: 'gpt-4o-mini',
+    upstream: 'backup',
+    fromUpstream: 'default',
+    tokens: 500,
+  });
+  await publishEvents(nc, iso.names, [move]);
+  await waitFor(() => quiescent(nc, iso.names), { what: 'the move handled' });
+  const jsm = await jetstreamManager(nc);
+  const dead = await jsm.streams.info(deadLetterStream(iso.names).name);
+  expect(dead.state.messages).toBe(0);
+  const events = await replica.registry.getSingleMetric('holdfast_alerter_events_total')?.get();
+  expect(
+    events?.values.find((v) => v.labels.type === 'reservation.moved' && v.labels.result === 'ok')
+      ?.value,
+  ).toBe(1);
 });

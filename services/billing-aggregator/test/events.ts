@@ -118,6 +118,19 @@ export function settledCall(
   return [created, settled];
 }
 
+/** A call's move to a fallback upstream (`capacity.move`), 400 ms after `created`. */
+export function moved(created: EventOf<'reservation.created'>): EventOf<'reservation.moved'> {
+  return HoldfastEvent.parse({
+    ...base('reservation.moved', created.tenant, created.org, Date.parse(created.time) + 400),
+    reservationId: created.reservationId,
+    model: created.model,
+    upstream: 'backup',
+    fromUpstream: 'default',
+    tokens: created.promptTokens + created.requestedMaxTokens,
+    fromUsedTokens: 120,
+  }) as EventOf<'reservation.moved'>;
+}
+
 /** A refusal (budget_exceeded unless said otherwise). */
 export function refusal(
   c: CallShape & { code?: string; shadow?: boolean } = {},

@@ -5,9 +5,11 @@ import type {
   UpstreamConfig,
 } from '@holdfast/config';
 import type { CapacityCountReply, CapacityMoveRequest, CapacityUsage } from '@holdfast/events';
+import { randomUUID } from 'node:crypto';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import type { Keys } from './keys.js';
+import { encodeOutboxFields } from './outbox.js';
 import { runCapacity } from './scripts.js';
 
 type Limits = NonNullable<UpstreamConfig['capacity']>;
@@ -211,7 +213,31 @@ export async function moveCapacity(
       ...(used === undefined ? { how: 'release' } : { how: 'settle', usageTokens: used }),
     });
   }
+  await recordMove(ctx, tenant.org, req);
   return true;
+}
+
+/**
+ * The move's event (`reservation.moved`), in the org's outbox: nothing else records which
+ * upstream's capacity a call holds after it, and a rebuild replays it (rebuild-capacity.ts).
+ * Written after the capacity it records, in another slot (never atomic with it): a Redis lost
+ * between the two loses both, a failed write answers the move as a store failure.
+ */
+async function recordMove(ctx: HandlerContext, org: string, req: CapacityMoveRequest) {
+  const fields = encodeOutboxFields({
+    type: 'reservation.moved',
+    id: randomUUID(),
+    time: ctx.clock(),
+    tenant: req.tenant,
+    org,
+    reservationId: req.reservationId,
+    model: req.model,
+    upstream: req.to,
+    fromUpstream: req.from,
+    tokens: req.tokens,
+    fromUsedTokens: req.from && req.from !== req.to ? req.fromUsedTokens : undefined,
+  });
+  await ctx.redis.xadd(ctx.keys.outbox(org), '*', ...fields);
 }
 
 /** Closes what a reservation took of an upstream's capacity (no-op where none was declared). */

@@ -21,6 +21,7 @@ interface Take {
 
 type Created = Extract<HoldfastEvent, { type: 'reservation.created' }>;
 type Closed = Extract<HoldfastEvent, { type: 'reservation.settled' | 'reservation.released' }>;
+type Moved = Extract<HoldfastEvent, { type: 'reservation.moved' }>;
 
 /**
  * The upstream capacity windows (capacity.lua) rebuilt from the calls of the last minute: a
@@ -28,9 +29,12 @@ type Closed = Extract<HoldfastEvent, { type: 'reservation.settled' | 'reservatio
  * and granted max_tokens (`requestedMaxTokens`) of each scope the config declares there, in
  * the second of its event (the take ran just before it: its share stays in the window at most
  * a second longer than live). A settle settles it to its usage where the scope counts usage, a
- * release gives it back, as capacity.lua does while its record lives (2 minutes). Not in any
- * event: a call moved to a fallback upstream (`capacity.move`), a provider's 429 or remaining
- * tokens (`capacity.report`) and the counting endpoint's window (`countsPerMinute`).
+ * release gives it back, as capacity.lua does while its record lives (2 minutes). A call moved
+ * to a fallback upstream (`capacity.move`) has its `reservation.moved`: the take it left is
+ * closed so (settled to `fromUsedTokens`, else given back) and its `tokens` are taken of the
+ * fallback in the move's second, where its close (or, in flight, its record) then is. Not in
+ * any event: a provider's 429 or remaining tokens (`capacity.report`) and the counting
+ * endpoint's window (`countsPerMinute`).
  */
 export class CapacityReplay {
   readonly #keys: Keys;
@@ -47,19 +51,49 @@ export class CapacityReplay {
   }
 
   created(e: Created): void {
-    const upstream = e.upstream && this.#config.upstreams.get(e.upstream);
+    if (!e.upstream) return;
+    this.#take(e, e.upstream, Date.parse(e.time), e.promptTokens + e.requestedMaxTokens);
+  }
+
+  /**
+   * A call moved to a fallback: the take of the upstream it left closed as a close closes it
+   * (settled to what attempts there billed, else given back), then its tokens taken of the
+   * fallback in the second of the move, where its close then settles them.
+   */
+  moved(e: Moved): void {
+    const at = Date.parse(e.time);
+    const left = this.#takes.get(e.reservationId);
+    if (left && e.fromUpstream === left.upstream) {
+      this.#takes.delete(e.reservationId);
+      this.#close(left, at, e.fromUsedTokens);
+    }
+    this.#take(e, e.upstream, at, e.tokens);
+  }
+
+  closed(e: Closed): void {
+    const take = this.#takes.get(e.reservationId);
+    if (!take) return;
+    this.#takes.delete(e.reservationId);
+    this.#close(
+      take,
+      Date.parse(e.time),
+      e.type === 'reservation.settled' ? e.billedTokens : undefined,
+    );
+  }
+
+  /** What the call's admission (or move) took of `upstreamId`'s scopes, at `at`. */
+  #take(e: Created | Moved, upstreamId: string, at: number, tokens: number): void {
+    const upstream = this.#config.upstreams.get(upstreamId);
     const model = this.#config.models.get(e.model);
-    if (!upstream || !model) return;
-    const s = scopesOn(this.#keys, upstream, model);
+    const s = upstream && model && scopesOn(this.#keys, upstream, model);
     if (!s) return;
     const tenant = this.#config.tenants.get(e.tenant);
     const capped = tenant !== undefined && tenantShare(this.#config, tenant) < 1;
-    const at = Date.parse(e.time);
     const take: Take = {
-      upstream: upstream.id,
+      upstream: s.upstream,
       at,
       bucket: Math.floor(at / 1000),
-      tokens: e.promptTokens + e.requestedMaxTokens,
+      tokens,
       scopes: s.keys,
       own: capped ? tenantKeys(this.#keys, s, e.tenant) : [],
       counting: s.counting,
@@ -68,15 +102,12 @@ export class CapacityReplay {
     this.#takes.set(e.reservationId, take);
   }
 
-  closed(e: Closed): void {
-    const take = this.#takes.get(e.reservationId);
-    if (!take) return;
-    this.#takes.delete(e.reservationId);
-    const at = Date.parse(e.time);
+  /** A take closed at `at`: settled to `usage` where the scope counts usage, else given back. */
+  #close(take: Take, at: number, usage: number | undefined): void {
     // Its record had expired: capacity.lua answers `unknown` and changes nothing.
     if (at - take.at >= RECORD_MS) return;
-    if (e.type === 'reservation.released') this.#bill(take, -take.tokens, -1, at);
-    else if (take.counting === 'usage') this.#bill(take, e.billedTokens - take.tokens, 0, at);
+    if (usage === undefined) this.#bill(take, -take.tokens, -1, at);
+    else if (take.counting === 'usage') this.#bill(take, usage - take.tokens, 0, at);
   }
 
   #bill(take: Take, tokens: number, requests: number, at: number): void {

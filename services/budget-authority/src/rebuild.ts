@@ -577,6 +577,9 @@ export class Rebuilder {
         }
         return;
       }
+      case 'reservation.moved':
+        this.#capacity.moved(e);
+        return;
       case 'reservation.overrun': {
         const st = this.#o.keys.state(e.org, e.tenant);
         const o = this.#overruns.get(st) ?? { n: 0, t: 0, u: 0, at: 0 };

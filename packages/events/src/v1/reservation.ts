@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { envelopeFields, IsoTime } from '../envelope.js';
-import { PlainId, ServiceTierName } from '../ids.js';
+import { ModelId, PlainId, ServiceTierName, Uuid } from '../ids.js';
 import { callFields, count, holdFields, windowsField } from './common.js';
 
 export const ReservationCreated = z.object({
@@ -72,6 +72,29 @@ export const ReservationExtended = z.object({
   /** Output tokens the hold now covers. */
   coveredOutputTokens: count,
   ...windowsField,
+});
+
+/**
+ * An admitted call went on to a fallback upstream (`capacity.move`: its first failed it, or the
+ * team holds its share of that one's connections). Its worst case (`tokens`) was taken of the
+ * fallback's declared capacity (`upstream`), at this event's time, and what its admission took
+ * of `fromUpstream` was given back there, or settled to `fromUsedTokens` where the provider had
+ * read and billed attempts there; its close then settles the fallback's. Its budgets do not
+ * change (no windows): only the upstream capacity windows a rebuild replays do.
+ */
+export const ReservationMoved = z.object({
+  ...envelopeFields,
+  type: z.literal('reservation.moved'),
+  reservationId: Uuid,
+  model: ModelId,
+  /** The fallback the call went on to (its capacity now holds the call's take, when declared). */
+  upstream: PlainId,
+  /** The upstream it left, whose take was closed; absent: its admission took none. */
+  fromUpstream: PlainId.optional(),
+  /** What was taken of the fallback: the call's prompt and max_tokens. */
+  tokens: count,
+  /** What `fromUpstream`'s take was settled to (attempts there billed); absent: given back. */
+  fromUsedTokens: count.optional(),
 });
 
 const SETTLE_OUTCOMES = [
@@ -211,3 +234,4 @@ export type ReservationSettled = z.infer<typeof ReservationSettled>;
 export type ReservationExtended = z.infer<typeof ReservationExtended>;
 export type ReservationReleased = z.infer<typeof ReservationReleased>;
 export type ReservationExpired = z.infer<typeof ReservationExpired>;
+export type ReservationMoved = z.infer<typeof ReservationMoved>;
