@@ -38,6 +38,11 @@ const AlerterEnv = serviceEnv({
   ALERTER_WEBHOOK_RETRY_MAX_MS: env.int(600_000, 10),
   /** A delivery still failing this long after it was queued is dead-lettered (6 h). */
   ALERTER_WEBHOOK_RETRY_FOR_MS: env.int(21_600_000, 100),
+  /**
+   * How often each webhook's delivered jobs are purged from the queue (up to its consumer's ack
+   * floor). The queue keeps acked jobs until then (limits retention, webhook/queue.ts).
+   */
+  ALERTER_WEBHOOK_PURGE_EVERY_MS: env.int(60_000, 100, 3_600_000),
   /** How often the authority's usage is read, to resume tenants whose window freed room. */
   ALERTER_USAGE_POLL_MS: env.int(5_000, 50, 3_600_000),
   /** Burn rate: settled usage over this trailing period. */
@@ -66,6 +71,8 @@ export interface AlerterSettings {
   webhookConcurrencyPerHook: number;
   webhookTimeoutMs: number;
   retry: WebhookRetryPolicy;
+  /** Purge each webhook's delivered jobs this often (ALERTER_WEBHOOK_PURGE_EVERY_MS). */
+  webhookPurgeEveryMs: number;
   usagePollMs: number;
   burnLookbackMs: number;
   burnFlushMs: number;
@@ -95,6 +102,7 @@ function settingsFromEnv(e: AlerterEnv): AlerterSettings {
       maxMs: e.ALERTER_WEBHOOK_RETRY_MAX_MS,
       retryForMs: e.ALERTER_WEBHOOK_RETRY_FOR_MS,
     },
+    webhookPurgeEveryMs: e.ALERTER_WEBHOOK_PURGE_EVERY_MS,
     usagePollMs: e.ALERTER_USAGE_POLL_MS,
     burnLookbackMs: e.ALERTER_BURN_LOOKBACK_MS,
     burnFlushMs: e.ALERTER_BURN_FLUSH_MS,

@@ -12,6 +12,8 @@ export interface AlerterMetrics {
   deliveryLatency: Histogram;
   /** Jobs waiting on this replica for a turn of their webhook (ALERTER_WEBHOOK_CONCURRENCY_PER_HOOK). */
   webhookJobsWaiting: Gauge<'webhook'>;
+  /** Delivered jobs purged from the webhook queue (webhook/purge.ts). */
+  webhookJobsPurged: Counter<'webhook'>;
   suspensions: Counter<'action'>;
   /** Burn samples merged into the shared state, then projections checked (per window). */
   burnFlushes: Counter<'stage'>;
@@ -53,6 +55,12 @@ export function createMetrics(registry: Registry): AlerterMetrics {
     webhookJobsWaiting: new Gauge({
       name: 'holdfast_alerter_webhook_jobs_waiting',
       help: "Webhook jobs queued behind the one this replica last took of the webhook's consumer (JetStream's pending count), by webhook: one that stays high names a receiver that is slow, hung or failing.",
+      labelNames: ['webhook'],
+      registers: [registry],
+    }),
+    webhookJobsPurged: new Counter({
+      name: 'holdfast_alerter_webhook_jobs_purged_total',
+      help: "Webhook jobs purged from the queue once the webhook's consumer acked them (up to its ack floor), by webhook.",
       labelNames: ['webhook'],
       registers: [registry],
     }),

@@ -136,13 +136,15 @@ test(
     if (!parsed.ok) throw new Error(parsed.error.errors.join('\n'));
     const alerterNc = await connectNats({ servers: cluster.url, name: 'holdfast-alerter', logger });
     cleanup(() => alerterNc.close());
+    const registry = new Registry();
     const alerter = await startAlerter({
       nc: alerterNc,
       names: iso.names,
       config: parsed.value,
       logger,
-      registry: new Registry(),
-      settings: { ...DEFAULT_SETTINGS, streamReplicas: 3 },
+      registry,
+      // Delivered jobs purged every half second, through every kill (webhook/purge.ts).
+      settings: { ...DEFAULT_SETTINGS, streamReplicas: 3, webhookPurgeEveryMs: 500 },
       secrets: { HOOK_SECRET: SECRET },
     });
     cleanup(() => alerter.stop());
@@ -241,8 +243,11 @@ test(
     // The queue keeps acked jobs (limits retention): a job delivered twice after a kill is a
     // figure to watch, not a reset of the queue's replica.
     const sent = receiver.received.filter((r) => tenants.includes(String(r.payload.data.tenant)));
+    const purged = (
+      await registry.getSingleMetric('holdfast_alerter_webhook_jobs_purged_total')?.get()
+    )?.values.reduce((n, v) => n + v.value, 0);
     console.log(
-      `[alerter] webhooks received ${sent.length} for ${tenants.length} crossings (${new Set(sent.map((r) => r.id)).size} distinct)`,
+      `[alerter] webhooks received ${sent.length} for ${tenants.length} crossings (${new Set(sent.map((r) => r.id)).size} distinct); ${purged ?? 0} delivered jobs purged`,
     );
     // Every round was awaited above; this says so for the record.
     expect(rounds).toHaveLength(tenants.length);

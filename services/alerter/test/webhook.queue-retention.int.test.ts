@@ -52,7 +52,7 @@ async function setup(nc: NatsConnection, names: NatsNames) {
   return { receiver, own: alerterNames(names), jsm: await jetstreamManager(nc) };
 }
 
-test('an acked job deletes nothing (NATS 2.9 resets a replica that is told to delete a job it lacks): the queue keeps jobs for the retry period and each is delivered once', async ({
+test('an acked job deletes nothing (NATS 2.9 resets a replica that is told to delete a job it lacks): the queue keeps jobs for the retry period', async ({
   nc,
   natsUrl,
   iso,
@@ -75,11 +75,59 @@ test('an acked job deletes nothing (NATS 2.9 resets a replica that is told to de
   // A job is kept past its last retry and the ack wait of its last attempt.
   const ackWaitMs = DEFAULT_SETTINGS.webhookTimeoutMs + 30_000;
   expect(millis(info.config.max_age)).toBeGreaterThan(retry.retryForMs + ackWaitMs);
-  // The acked jobs are still stored; the consumer has nothing left.
-  expect(info.state.messages).toBe(3);
-  const c = await jsm.consumers.info(own.webhookStream, 'deliver-pager');
-  expect(c.num_pending + c.num_ack_pending).toBe(0);
   expect(receiver.received).toHaveLength(3);
+});
+
+test("each webhook's delivered jobs are purged up to its consumer's ack floor; a failing webhook's unacked jobs stay and are delivered once each", async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const { receiver, own, jsm } = await setup(nc, iso.names);
+  const failing = await Receiver.start(SECRET);
+  cleanup(() => failing.stop());
+  failing.respondWith(500);
+  const config = {
+    tenants,
+    webhooks: [pager(receiver.url), { ...pager(failing.url), id: 'failing' }],
+  };
+  const replicas = await Promise.all(
+    [0, 1].map(() =>
+      startReplica({ natsUrl, names: iso.names, config, settings: { webhookPurgeEveryMs: 200 } }),
+    ),
+  );
+  for (const r of replicas) cleanup(() => r.stop());
+  await publishEvents(nc, iso.names, TEAMS.map(crossing));
+  const subject = (hook: string) => `${own.webhookSubjectPrefix}.${hook}`;
+  // The working webhook's jobs are gone once acked; the failing one's stay (retried).
+  await waitFor(
+    async () =>
+      receiver.ids().size === 3 &&
+      (await jsm.consumers.info(own.webhookStream, 'deliver-failing')).num_ack_pending === 3 &&
+      JSON.stringify(await stored(jsm, own.webhookStream, own.webhookSubjectPrefix)) ===
+        JSON.stringify({ [subject('failing')]: 3 }),
+    { timeoutMs: 10_000, what: "the working webhook's jobs purged, the failing one's kept" },
+  );
+  // The failing receiver recovers: its jobs are delivered once each, then purged too.
+  failing.respondWith(204);
+  await waitFor(
+    async () =>
+      (await quiescent(nc, iso.names)) &&
+      Object.keys(await stored(jsm, own.webhookStream, own.webhookSubjectPrefix)).length === 0,
+    { timeoutMs: 10_000, what: 'every job delivered and purged' },
+  );
+  expect(failing.ids().size).toBe(3);
+  expect(failing.received).toHaveLength(3);
+  expect(receiver.received).toHaveLength(3);
+  const purged = await Promise.all(
+    replicas.map(
+      async (r) =>
+        (await r.registry.getSingleMetric('holdfast_alerter_webhook_jobs_purged_total')?.get())
+          ?.values ?? [],
+    ),
+  );
+  const total = purged.flat().reduce((s, v) => s + v.value, 0);
+  expect(total).toBe(6);
 });
 
 test('jobs an older version queued on its work-queue stream are delivered once each after the upgrade, then that stream is deleted; new jobs go to the new queue', async ({

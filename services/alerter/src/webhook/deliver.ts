@@ -22,6 +22,7 @@ import type { AlerterMetrics } from '../metrics.js';
 import type { DeliveryLog, DeliveryLogRecord } from './log.js';
 import { consumerOf, WebhookConsumers, type JobSource } from './consumers.js';
 import { DeliveryJob, webhookAckWaitMs } from './queue.js';
+import { AckedJobsPurger } from './purge.js';
 import { nextStep } from './retry.js';
 import { signWebhook, webhookBody } from './sign.js';
 
@@ -95,6 +96,8 @@ export class DeliveryWorker {
   readonly #logger: Logger;
   /** Each webhook's consumer loop on each stream of jobs. */
   readonly #consumers: WebhookConsumers;
+  /** Purges the jobs each webhook's consumer acked. */
+  readonly #purger: AckedJobsPurger;
   /** Attempts running on this replica, and those waiting for one of its slots. */
   #running = 0;
   /** Woken with true when handed a slot, false when the replica stops. */
@@ -109,6 +112,12 @@ export class DeliveryWorker {
       ...opts,
       logger: this.#logger,
       loop: (source, hookId) => this.#consumer(source, hookId),
+    });
+    this.#purger = new AckedJobsPurger({
+      ...opts,
+      logger: this.#logger,
+      stream: opts.names.webhookStream,
+      everyMs: opts.settings.webhookPurgeEveryMs,
     });
   }
 
@@ -129,11 +138,13 @@ export class DeliveryWorker {
       );
     }, SYNC_EVERY_MS);
     this.#timer.unref();
+    this.#purger.start();
   }
 
   async stop(): Promise<void> {
     this.#stopping = true;
     clearInterval(this.#timer);
+    await this.#purger.stop();
     // Attempts waiting for a slot are not started: their jobs are handed back at once.
     for (const wake of this.#waiting.splice(0)) wake(false);
     // Each loop hands back at once what it pulled and has not started, and waits for its

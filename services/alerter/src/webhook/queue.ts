@@ -50,9 +50,9 @@ function webhookQueueMaxAgeMs(
  * an ack deletes nothing. On nats-server 2.9 the ack of a job delivered twice (its first ack
  * died with a killed consumer leader) made a work queue delete a message one replica no longer
  * had, and that replica reset its clustered state ("stream store EOF", nats-server#7308,
- * fixed upstream by #7348): the queue took no job for 10-46 s, and once lost one. Jobs leave
- * by age (`webhookQueueMaxAgeMs`), and a removed webhook's when its consumer goes
- * (deliver.ts). Existing streams keep what an operator set, as the events stream does.
+ * fixed upstream by #7348): the queue took no job for 10-46 s, and once lost one. Delivered
+ * jobs are purged up to their consumer's ack floor (purge.ts), a removed webhook's when its
+ * consumer goes (consumers.ts), and the rest leave by age (`webhookQueueMaxAgeMs`). Existing streams keep what an operator set, as the events stream does.
  */
 export async function ensureWebhookStreams(
   jsm: JetStreamManager,

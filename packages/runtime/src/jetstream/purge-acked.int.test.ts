@@ -1,0 +1,86 @@
+import { infraTest as test } from '@holdfast/testkit';
+import {
+  AckPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+  type JetStreamClient,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/transport-node';
+import { expect } from 'vitest';
+import { purgeAcked, purgeForgetsPending } from './purge-acked.js';
+
+/** Up to `max` messages of a consumer, waiting at most `ms` for them. */
+async function take(js: JetStreamClient, stream: string, name: string, max: number, ms: number) {
+  const out: JsMsg[] = [];
+  const deadline = Date.now() + ms;
+  while (out.length < max && Date.now() < deadline) {
+    const c = await js.consumers.get(stream, name);
+    const batch = await c.fetch({ max_messages: max - out.length, expires: 1_000 });
+    for await (const m of batch) out.push(m);
+  }
+  return out;
+}
+
+test("purgeAcked removes what a consumer acked, up to its ack floor, and no delivery still unacked (its own or another filter's) is forgotten", async ({
+  nc,
+  iso,
+}) => {
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  const stream = `${iso.names.eventsStream}_PURGE`;
+  const prefix = `${iso.names.eventsPrefix}-purge`;
+  await jsm.streams.add({
+    name: stream,
+    subjects: [`${prefix}.>`],
+    retention: RetentionPolicy.Limits,
+    storage: StorageType.File,
+  });
+  try {
+    for (const hook of ['a', 'b']) {
+      await jsm.consumers.add(stream, {
+        durable_name: hook,
+        filter_subject: `${prefix}.${hook}`,
+        ack_policy: AckPolicy.Explicit,
+        ack_wait: nanos(30_000),
+      });
+    }
+    for (const subject of ['a', 'a', 'a', 'b']) await js.publish(`${prefix}.${subject}`, subject);
+    // a: the first acked, the next two failed (nak'd with a delay); b: its one failed too.
+    const [a1, ...failed] = await take(js, stream, 'a', 3, 5_000);
+    const [b1] = await take(js, stream, 'b', 1, 5_000);
+    await a1!.ackAck();
+    for (const m of [...failed, b1!]) m.nak(500);
+    const forgetsPending = purgeForgetsPending(nc.info?.version);
+    const first = await purgeAcked(jsm, await jsm.consumers.info(stream, 'a'), { forgetsPending });
+    // On a server that forgets unacked deliveries in a purge (2.9.10 here) nothing is purged yet.
+    expect(first).toEqual(
+      forgetsPending
+        ? { kind: 'skipped', reason: 'unacked' }
+        : { kind: 'purged', purged: 1, floor: a1!.seq, raced: false },
+    );
+    // Every failed one comes back after its delay, once.
+    const again = [
+      ...(await take(js, stream, 'a', 2, 5_000)),
+      ...(await take(js, stream, 'b', 1, 5_000)),
+    ];
+    expect(again.map((m) => [m.seq, m.info.deliveryCount])).toEqual(
+      [...failed, b1!].map((m) => [m.seq, 2]),
+    );
+    for (const m of again) await m.ackAck();
+    const second = await purgeAcked(jsm, await jsm.consumers.info(stream, 'a'), {
+      forgetsPending,
+    });
+    expect(second).toMatchObject({ kind: 'purged', purged: forgetsPending ? 3 : 2 });
+    // b's job is b's consumer's to purge: stored until then.
+    const stored = async () =>
+      (await jsm.streams.info(stream, { subjects_filter: '>' })).state.subjects ?? {};
+    expect(await stored()).toEqual({ [`${prefix}.b`]: 1 });
+    await purgeAcked(jsm, await jsm.consumers.info(stream, 'b'), { forgetsPending });
+    expect(await stored()).toEqual({});
+  } finally {
+    await jsm.streams.delete(stream);
+  }
+});
