@@ -81,6 +81,8 @@ export interface AuthorityOptions {
   /** How often to look for a config applied by another replica, ms. */
   configPollMs?: number;
   sweepIntervalMs?: number;
+  /** How often acked closes the closes stream kept are looked for and purged, ms (60 s). */
+  closesPurgeEveryMs?: number;
   relayLeaseMs?: number;
   /** Pause after a relay round smaller than a batch, ms. */
   relayPauseMs?: number;
@@ -224,6 +226,7 @@ export class Authority {
       names,
       logger.child({ component: 'closes' }),
       streams.replicas,
+      this.#o.closesPurgeEveryMs,
     );
     await this.#closes.start();
     // Edges retrying closes it could not take while it was away send them now (Holds.wake);

@@ -4,7 +4,10 @@ import {
   DeadLetters,
   DurableConsumer,
   ensureClosesStream,
+  errorMessage,
   nakLater,
+  purgeAcked,
+  purgeForgetsPending,
   type Logger,
 } from '@holdfast/runtime';
 import { jetstream, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
@@ -38,10 +41,21 @@ const ACK_WAIT_MS = 10_000;
  * billed once the authority is back, instead of being lost to lease expiry. Every replica
  * consumes from one durable of the work queue, so each close is applied once (close.lua is
  * idempotent anyway). A close that no authority can ever apply is dead-lettered.
+ *
+ * An ack deletes the close; on nats-server 2.9.10 a delete can die with a killed stream leader
+ * while the consumer's state has the ack, so the stream keeps closes below the consumer's ack
+ * floor, never delivered again (closes.nats-kill.int.test.ts: 100-146 of 3,000 in CI). Every
+ * `purgeEveryMs` each replica purges the stream up to that floor when it holds any (`purgeAcked`;
+ * on a server before 2.9.15 only while no close is delivered and unacked: a purge there would
+ * forget those). The stream stays a work queue: no reset seen in 47 rounds of kills, and both
+ * the edge and the authority publish to it, so a new stream would need both moved in step.
  */
 export class ClosesConsumer {
   readonly #loop: DurableConsumer;
   readonly #letters: DeadLetters;
+  readonly #forgetsPending: boolean;
+  #purgeTimer: NodeJS.Timeout | undefined;
+  #purging: Promise<void> | undefined;
 
   constructor(
     private readonly ctx: HandlerContext,
@@ -50,8 +64,11 @@ export class ClosesConsumer {
     private readonly names: NatsNames,
     private readonly logger: Logger,
     private readonly replicas?: number,
+    /** AUTHORITY_CLOSES_PURGE_EVERY_MS: how often `purgeAcked` runs (two info requests). */
+    private readonly purgeEveryMs = 60_000,
   ) {
     const js = jetstream(nc);
+    this.#forgetsPending = purgeForgetsPending(nc.info?.version);
     this.#letters = new DeadLetters({
       js,
       names,
@@ -82,10 +99,37 @@ export class ClosesConsumer {
       logger: this.logger,
     });
     await this.#loop.start();
+    this.#purgeTimer = setInterval(() => {
+      this.#purging ??= this.#purgeAcked()
+        .then(
+          () => undefined,
+          (err: unknown) => this.logger.warn({ err: errorMessage(err) }, 'closes not purged'),
+        )
+        .finally(() => (this.#purging = undefined));
+    }, this.purgeEveryMs);
+    this.#purgeTimer.unref();
   }
 
-  stop(): Promise<void> {
-    return this.#loop.stop();
+  async stop(): Promise<void> {
+    clearInterval(this.#purgeTimer);
+    await this.#purging;
+    await this.#loop.stop();
+  }
+
+  /** Purges the closes stored below the consumer's ack floor; returns how many. */
+  async #purgeAcked(): Promise<number> {
+    const stream = closesStream(this.names).name;
+    const { state } = await this.jsm.streams.info(stream);
+    const c = await this.jsm.consumers.info(stream, CLOSES_DURABLE);
+    if (state.messages === 0 || state.first_seq > c.ack_floor.stream_seq) return 0;
+    const r = await purgeAcked(this.jsm, c, { forgetsPending: this.#forgetsPending });
+    if (r.kind === 'skipped') return 0;
+    this.ctx.metrics.closesPurged.inc(r.purged);
+    this.logger.warn(
+      { purged: r.purged, ackFloor: r.floor, raced: r.raced },
+      'acked closes the stream kept purged',
+    );
+    return r.purged;
   }
 
   async #apply(m: JsMsg): Promise<void> {

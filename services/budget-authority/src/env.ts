@@ -28,6 +28,11 @@ const AuthorityEnv = serviceEnv({
   AUTHORITY_RELAY_PAUSE_MS: env.int(20, 0, 1_000),
   /** How often overdue holds are expired, ms. */
   AUTHORITY_SWEEP_INTERVAL_MS: env.int(1_000, 50, 60_000),
+  /**
+   * How often each replica looks for closes the closes stream kept after they were acked (below
+   * its consumer's ack floor, after a NATS node's kill) and purges them, ms.
+   */
+  AUTHORITY_CLOSES_PURGE_EVERY_MS: env.int(60_000, 100, 3_600_000),
   /** Redis command timeout, ms: past it the authority answers budget_store_unavailable. */
   AUTHORITY_REDIS_TIMEOUT_MS: env.int(1_000, 10, 60_000),
   /**

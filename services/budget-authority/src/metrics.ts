@@ -8,6 +8,8 @@ export class AuthorityMetrics {
   readonly batchSize: Histogram;
   readonly admissions: Counter<'outcome' | 'code'>;
   readonly closes: Counter<'op' | 'status'>;
+  /** Acked closes the closes stream kept below its consumer's ack floor, purged. */
+  readonly closesPurged: Counter;
   readonly extensions: Counter<'status'>;
   readonly overruns: Counter;
   readonly overrunTokens: Counter;
@@ -51,6 +53,11 @@ export class AuthorityMetrics {
       name: 'holdfast_authority_closes_total',
       help: 'Settle/release/expire results, by operation and status.',
       labelNames: ['op', 'status'],
+      registers: [registry],
+    });
+    this.closesPurged = new Counter({
+      name: 'holdfast_authority_closes_purged_total',
+      help: "Closes the closes stream kept after its consumer acked them (below the consumer's ack floor: a delete that died with a killed stream leader), purged.",
       registers: [registry],
     });
     this.extensions = new Counter({

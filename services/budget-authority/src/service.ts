@@ -66,6 +66,7 @@ export function start(config: AuthorityConfig, deps: AuthorityDeps): Promise<Sta
       replicaId,
       configFile: env.HOLDFAST_CONFIG,
       sweepIntervalMs: env.AUTHORITY_SWEEP_INTERVAL_MS,
+      closesPurgeEveryMs: env.AUTHORITY_CLOSES_PURGE_EVERY_MS,
       relayLeaseMs: env.AUTHORITY_RELAY_LEASE_MS,
       relayPauseMs: env.AUTHORITY_RELAY_PAUSE_MS,
       durability: {

@@ -35,6 +35,8 @@ export interface TestAuthorityOptions {
   now?: () => number;
   /** How often overdue holds are expired, ms (default 100). */
   sweepIntervalMs?: number;
+  /** How often acked closes the closes stream kept are purged, ms (default 60 s). */
+  closesPurgeEveryMs?: number;
   /** Lease of an org's outbox relay, ms (default 1 s). */
   relayLeaseMs?: number;
   /** Replicas each write waits for (Redis WAIT) before the authority answers; none by default. */
@@ -73,6 +75,9 @@ export async function startTestAuthority(opts: TestAuthorityOptions): Promise<Te
     REDIS_URL: opts.redisUrl,
     HOLDFAST_KEY_PREFIX: opts.keyPrefix,
     AUTHORITY_SWEEP_INTERVAL_MS: String(opts.sweepIntervalMs ?? 100),
+    ...(opts.closesPurgeEveryMs === undefined
+      ? {}
+      : { AUTHORITY_CLOSES_PURGE_EVERY_MS: String(opts.closesPurgeEveryMs) }),
     AUTHORITY_RELAY_LEASE_MS: String(opts.relayLeaseMs ?? 1_000),
     // The relay's own default, which the tests were written against.
     AUTHORITY_RELAY_PAUSE_MS: '5',

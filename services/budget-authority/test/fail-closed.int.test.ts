@@ -1,8 +1,6 @@
-import { findBinary, infraTest as test, startRedisServer, waitFor } from '@holdfast/testkit';
-import { Redis } from 'ioredis';
+import { infraTest as test, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, newId } from './harness.js';
-import { startTestAuthority } from '../src/testing.js';
+import { admissionOf, BASE_CONFIG, newId, onPrivateRedis } from './harness.js';
 
 const call = () => ({
   reservationId: newId(),
@@ -19,19 +17,7 @@ test('when Redis does not answer the authority refuses with a coded error, never
   natsUrl,
   iso,
 }) => {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
-  // A private Redis, so pausing and stopping it cannot disturb other tests.
-  const server = await startRedisServer(bin);
-  const h = await startTestAuthority({
-    natsUrl,
-    redisUrl: server.url,
-    nc,
-    names: iso.names,
-    keyPrefix: iso.keyPrefix,
-    config: BASE_CONFIG,
-  });
-  const admin = new Redis(server.url);
+  const { server, h, admin } = await onPrivateRedis({ nc, natsUrl, iso });
   try {
     admissionOf(await h.client.admit(call()));
 

@@ -3,8 +3,20 @@ import { type Admitted, type UsageReply, type NatsNames, type Refused } from '@h
 import { natsNamesToEnv } from '@holdfast/config';
 import { createLogger, type AuthorityClient } from '@holdfast/runtime';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { findBinary, infraTest, startNatsServer, waitFor, type Isolation } from '@holdfast/testkit';
-import { startTestAuthority, type TestAuthority } from '../src/testing.js';
+import {
+  findBinary,
+  infraTest,
+  startNatsServer,
+  startRedisServer,
+  waitFor,
+  type Isolation,
+} from '@holdfast/testkit';
+import { Redis } from 'ioredis';
+import {
+  startTestAuthority,
+  type TestAuthority,
+  type TestAuthorityOptions,
+} from '../src/testing.js';
 import { createRedis, scanAll, type RedisClient } from '../src/redis.js';
 import { ConfigStore } from '../src/config-store.js';
 import { Keys } from '../src/keys.js';
@@ -24,6 +36,29 @@ export function miniCall(promptTokens: number, maxTokens: number, reservationId 
     promptTokens,
     maxTokens,
   };
+}
+
+/**
+ * An authority (BASE_CONFIG unless `extra` says) on a Redis of the test's own, so pausing or
+ * stopping that Redis disturbs no other test, and an admin connection to it.
+ */
+export async function onPrivateRedis(
+  f: { nc: NatsConnection; natsUrl: string; iso: Isolation },
+  extra: Partial<TestAuthorityOptions> = {},
+) {
+  const bin = findBinary('redis-server');
+  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
+  const server = await startRedisServer(bin);
+  const h = await startTestAuthority({
+    natsUrl: f.natsUrl,
+    redisUrl: server.url,
+    nc: f.nc,
+    names: f.iso.names,
+    keyPrefix: f.iso.keyPrefix,
+    config: BASE_CONFIG,
+    ...extra,
+  });
+  return { server, h, admin: new Redis(server.url) };
 }
 
 /** The environment of a real authority process (dist/main.js) on a test's isolated names. */
