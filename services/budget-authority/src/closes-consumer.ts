@@ -10,7 +10,12 @@ import {
   purgeForgetsPending,
   type Logger,
 } from '@holdfast/runtime';
-import { jetstream, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
+import {
+  jetstream,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+} from '@nats-io/jetstream';
 import { nanos, type NatsConnection } from '@nats-io/transport-node';
 import type { HandlerContext } from './context.js';
 import { release, settle } from './handlers/close.js';
@@ -47,13 +52,14 @@ const ACK_WAIT_MS = 10_000;
  * floor, never delivered again (closes.nats-kill.int.test.ts: 100-146 of 3,000 in CI). Every
  * `purgeEveryMs` each replica purges the stream up to that floor when it holds any (`purgeAcked`;
  * on a server before 2.9.15 only while no close is delivered and unacked: a purge there would
- * forget those). The stream stays a work queue: no reset seen in 47 rounds of kills, and both
+ * forget those, and one delivered during the purge is published again, purge-acked.ts). The stream stays a work queue: no reset seen in 47 rounds of kills, and both
  * the edge and the authority publish to it, so a new stream would need both moved in step.
  */
 export class ClosesConsumer {
   readonly #loop: DurableConsumer;
   readonly #letters: DeadLetters;
   readonly #forgetsPending: boolean;
+  readonly #js: JetStreamClient;
   #purgeTimer: NodeJS.Timeout | undefined;
   #purging: Promise<void> | undefined;
 
@@ -67,7 +73,7 @@ export class ClosesConsumer {
     /** AUTHORITY_CLOSES_PURGE_EVERY_MS: how often `purgeAcked` runs (two info requests). */
     private readonly purgeEveryMs = 60_000,
   ) {
-    const js = jetstream(nc);
+    const js = (this.#js = jetstream(nc));
     this.#forgetsPending = purgeForgetsPending(nc.info?.version);
     this.#letters = new DeadLetters({
       js,
@@ -122,11 +128,11 @@ export class ClosesConsumer {
     const { state } = await this.jsm.streams.info(stream);
     const c = await this.jsm.consumers.info(stream, CLOSES_DURABLE);
     if (state.messages === 0 || state.first_seq > c.ack_floor.stream_seq) return 0;
-    const r = await purgeAcked(this.jsm, c, { forgetsPending: this.#forgetsPending });
+    const r = await purgeAcked(this.jsm, this.#js, c, { forgetsPending: this.#forgetsPending });
     if (r.kind === 'skipped') return 0;
     this.ctx.metrics.closesPurged.inc(r.purged);
     this.logger.warn(
-      { purged: r.purged, ackFloor: r.floor, raced: r.raced },
+      { purged: r.purged, ackFloor: r.floor, raced: r.raced, requeued: r.requeued },
       'acked closes the stream kept purged',
     );
     return r.purged;

@@ -1,5 +1,5 @@
 import { errorMessage, purgeAcked, purgeForgetsPending, type Logger } from '@holdfast/runtime';
-import type { JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { AlerterMetrics } from '../metrics.js';
 import { consumerOf } from './consumers.js';
@@ -7,6 +7,8 @@ import { consumerOf } from './consumers.js';
 export interface AckedJobsPurgerOptions {
   /** Its server's version says whether a purge forgets unacked deliveries (purge-acked.ts). */
   nc: NatsConnection;
+  /** Publishes again the jobs a purge on an older server may have forgotten (purge-acked.ts). */
+  js: JetStreamClient;
   jsm: JetStreamManager;
   /** The webhook queue (limits retention: an ack deletes nothing, queue.ts). */
   stream: string;
@@ -60,22 +62,22 @@ export class AckedJobsPurger {
 
   /** One pass over the webhooks' consumers; returns how many jobs it purged. */
   async purge(): Promise<number> {
-    const { jsm, stream, metrics, logger } = this.#o;
+    const { js, jsm, stream, metrics, logger } = this.#o;
     let total = 0;
     for await (const c of jsm.consumers.list(stream)) {
       const webhook = c.name.slice(consumerOf('').length);
       if (c.name !== consumerOf(webhook)) continue;
       const floor = c.ack_floor.stream_seq;
       if (floor <= (this.#purgedTo.get(c.name) ?? 0)) continue;
-      const r = await purgeAcked(jsm, c, { forgetsPending: this.#forgetsPending });
+      const r = await purgeAcked(jsm, js, c, { forgetsPending: this.#forgetsPending });
       if (r.kind === 'skipped') continue;
       this.#purgedTo.set(c.name, r.floor);
       total += r.purged;
       metrics.webhookJobsPurged.inc({ webhook }, r.purged);
       if (r.raced) {
         logger.warn(
-          { webhook, floor: r.floor },
-          'webhook job delivered during a purge: on this NATS server a failed attempt of it is not retried',
+          { webhook, floor: r.floor, requeued: r.requeued },
+          'webhook jobs delivered during a purge queued again (this NATS server forgets them in a purge)',
         );
       }
       if (r.purged > 0) logger.info({ webhook, purged: r.purged, floor }, 'webhook jobs purged');
