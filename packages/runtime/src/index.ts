@@ -1,5 +1,6 @@
 export * from './logger.js';
 export * from './errors.js';
+export * from './every.js';
 export * from './shutdown.js';
 export * from './nats.js';
 export * from './rpc.js';

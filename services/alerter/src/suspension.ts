@@ -5,7 +5,13 @@ import {
   type TenantSuspended,
   type TenantUsage,
 } from '@holdfast/events';
-import { errorMessage, type AuthorityClient, type Logger } from '@holdfast/runtime';
+import {
+  errorMessage,
+  every,
+  type AuthorityClient,
+  type Logger,
+  type Periodic,
+} from '@holdfast/runtime';
 import { z } from 'zod';
 import type { AlerterMetrics } from './metrics.js';
 import { casLoop, stateKeys, type StateStore } from './state-store.js';
@@ -34,8 +40,7 @@ export class SuspensionController {
   readonly #logger: Logger;
   readonly #metrics: AlerterMetrics;
   readonly #pollMs: number;
-  #timer: NodeJS.Timeout | undefined;
-  #polling: Promise<void> = Promise.resolve();
+  #timer: Periodic | undefined;
   #lastPollOk = true;
 
   constructor(opts: {
@@ -81,14 +86,14 @@ export class SuspensionController {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.#polling = this.#polling.then(() => this.poll());
-    }, this.#pollMs);
+    this.#timer = every(this.#pollMs, () => this.poll(), {
+      logger: this.#logger,
+      failed: 'usage poll failed',
+    });
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#polling;
+    await this.#timer?.stop();
   }
 
   /** false after a usage poll failed (the authority did not answer). */

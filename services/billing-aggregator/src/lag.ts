@@ -1,5 +1,5 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
-import type { Logger } from '@holdfast/runtime';
+import { every, type Logger, type Periodic } from '@holdfast/runtime';
 import type { AggregatorMetrics } from './metrics.js';
 
 /** Polls the durable consumer's info for the lag gauges. */
@@ -10,16 +10,16 @@ export function startLagPoller(opts: {
   metrics: AggregatorMetrics;
   logger: Logger;
   intervalMs?: number;
-}): { stop: () => void } {
-  const timer = setInterval(() => {
-    opts.jsm.consumers
-      .info(opts.stream, opts.durable)
-      .then((info) => {
-        opts.metrics.consumerPending.set(info.num_pending);
-        opts.metrics.consumerAckPending.set(info.num_ack_pending);
-      })
-      .catch((err: unknown) => opts.logger.debug({ err }, 'consumer info failed'));
-  }, opts.intervalMs ?? 5_000);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
+}): Periodic {
+  const poll = async () => {
+    const info = await opts.jsm.consumers.info(opts.stream, opts.durable);
+    opts.metrics.consumerPending.set(info.num_pending);
+    opts.metrics.consumerAckPending.set(info.num_ack_pending);
+  };
+  // Debug: NATS being away is logged by the consumer itself.
+  return every(opts.intervalMs ?? 5_000, poll, {
+    logger: opts.logger,
+    failed: 'consumer info failed',
+    level: 'debug',
+  });
 }

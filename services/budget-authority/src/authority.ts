@@ -24,11 +24,14 @@ import {
 import {
   authoritySubject,
   ensureEventsStream,
+  errorMessage,
+  every,
   Ok,
   onReconnect,
   serve,
   serveBatch,
   type Handler,
+  type Periodic,
   type Route,
 } from '@holdfast/runtime';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -104,7 +107,7 @@ export class Authority {
   readonly #sweeper: ExpirySweeper;
   #closes: ClosesConsumer | undefined;
   readonly #subs: Subscription[] = [];
-  #configTimer: NodeJS.Timeout | undefined;
+  #configPoll: Periodic | undefined;
   #durable: { close: () => void } | undefined;
   #stopReconnects: () => void = () => {};
   /** Says this replica serves (again): at its start, and each time its Redis is back. */
@@ -205,15 +208,15 @@ export class Authority {
         callback: () =>
           void this.ctx.config
             .refresh()
-            .catch((err: unknown) => logger.warn({ err }, 'config refresh failed')),
+            .catch((err: unknown) =>
+              logger.warn({ err: errorMessage(err) }, 'config refresh failed'),
+            ),
       }),
     );
-    this.#configTimer = setInterval(() => {
-      void this.ctx.config
-        .refresh()
-        .catch((err: unknown) => logger.warn({ err }, 'config refresh failed'));
-    }, this.#o.configPollMs ?? 2_000);
-    this.#configTimer.unref();
+    this.#configPoll = every(this.#o.configPollMs ?? 2_000, () => this.ctx.config.refresh(), {
+      logger,
+      failed: 'config refresh failed',
+    });
     if (this.#o.configFile) {
       watchFile(this.#o.configFile, { interval: 1_000 }, () => void this.reloadConfigFile());
     }
@@ -270,7 +273,7 @@ export class Authority {
   async stop(): Promise<void> {
     this.#o.redis.off('ready', this.#announceServing);
     this.#stopReconnects();
-    clearInterval(this.#configTimer);
+    await this.#configPoll?.stop();
     if (this.#o.configFile) unwatchFile(this.#o.configFile);
     await Promise.all(this.#subs.map((s) => s.drain().catch(() => undefined)));
     await this.#closes?.stop();

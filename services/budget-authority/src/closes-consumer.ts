@@ -4,11 +4,12 @@ import {
   DeadLetters,
   DurableConsumer,
   ensureClosesStream,
-  errorMessage,
+  every,
   nakLater,
   purgeAcked,
   purgeForgetsPending,
   type Logger,
+  type Periodic,
 } from '@holdfast/runtime';
 import {
   jetstream,
@@ -60,8 +61,7 @@ export class ClosesConsumer {
   readonly #letters: DeadLetters;
   readonly #forgetsPending: boolean;
   readonly #js: JetStreamClient;
-  #purgeTimer: NodeJS.Timeout | undefined;
-  #purging: Promise<void> | undefined;
+  #purger: Periodic | undefined;
 
   constructor(
     private readonly ctx: HandlerContext,
@@ -105,20 +105,14 @@ export class ClosesConsumer {
       logger: this.logger,
     });
     await this.#loop.start();
-    this.#purgeTimer = setInterval(() => {
-      this.#purging ??= this.#purgeAcked()
-        .then(
-          () => undefined,
-          (err: unknown) => this.logger.warn({ err: errorMessage(err) }, 'closes not purged'),
-        )
-        .finally(() => (this.#purging = undefined));
-    }, this.purgeEveryMs);
-    this.#purgeTimer.unref();
+    this.#purger = every(this.purgeEveryMs, () => this.#purgeAcked(), {
+      logger: this.logger,
+      failed: 'closes not purged',
+    });
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#purgeTimer);
-    await this.#purging;
+    await this.#purger?.stop();
     await this.#loop.stop();
   }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Logger } from '@holdfast/runtime';
+import { every, type Logger, type Periodic } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import { closeReservation } from './handlers/close.js';
 import type { OutboxRelay } from './outbox-relay.js';
@@ -33,8 +33,7 @@ interface Hold {
  * - writes the refusals that admissions rate-limited as summary events (`count` > 1).
  */
 export class ExpirySweeper {
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  #timer: Periodic | undefined;
 
   constructor(
     private readonly ctx: HandlerContext,
@@ -44,17 +43,14 @@ export class ExpirySweeper {
   ) {}
 
   start(): void {
-    this.#timer = setInterval(() => {
-      this.#running ??= this.#pass()
-        .catch((err: unknown) => this.logger.warn({ err }, 'sweep failed'))
-        .finally(() => (this.#running = undefined));
-    }, this.intervalMs);
-    this.#timer.unref();
+    this.#timer = every(this.intervalMs, () => this.#pass(), {
+      logger: this.logger,
+      failed: 'sweep failed',
+    });
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
+    await this.#timer?.stop();
   }
 
   async #pass(): Promise<void> {

@@ -2,10 +2,12 @@ import {
   DurableConsumer,
   Err,
   errorMessage,
+  every,
   nakConfirmed,
   Ok,
   type DeadLetters,
   type Logger,
+  type Periodic,
   type Result,
 } from '@holdfast/runtime';
 import {
@@ -102,7 +104,7 @@ export class DeliveryWorker {
   #running = 0;
   /** Woken with true when handed a slot, false when the replica stops. */
   readonly #waiting: Array<(slot: boolean) => void> = [];
-  #timer: NodeJS.Timeout | undefined;
+  #syncTimer: Periodic | undefined;
   #stopping = false;
 
   constructor(opts: DeliveryWorkerOptions) {
@@ -132,24 +134,24 @@ export class DeliveryWorker {
       .delete(this.#o.names.legacyWebhookStream, SHARED_CONSUMER)
       .catch(() => undefined);
     await this.sync();
-    this.#timer = setInterval(() => {
-      this.sync().catch((err: unknown) =>
-        this.#logger.warn({ err: errorMessage(err) }, 'webhook consumers not synced'),
-      );
-    }, SYNC_EVERY_MS);
-    this.#timer.unref();
+    this.#syncTimer = every(SYNC_EVERY_MS, () => this.sync(), {
+      logger: this.#logger,
+      failed: 'webhook consumers not synced',
+    });
     this.#purger.start();
   }
 
   async stop(): Promise<void> {
     this.#stopping = true;
-    clearInterval(this.#timer);
+    // The timer stops now; its sync under way ends before the consumers stop (below).
+    const synced = this.#syncTimer?.stop();
     await this.#purger.stop();
     // Attempts waiting for a slot are not started: their jobs are handed back at once.
     for (const wake of this.#waiting.splice(0)) wake(false);
     // Each loop hands back at once what it pulled and has not started, and waits for its
     // attempts in flight.
     await this.#consumers.stop();
+    await synced;
     this.#o.metrics.webhookJobsWaiting.reset();
   }
 

@@ -1,4 +1,10 @@
-import { errorMessage, purgeAcked, purgeForgetsPending, type Logger } from '@holdfast/runtime';
+import {
+  every,
+  purgeAcked,
+  purgeForgetsPending,
+  type Logger,
+  type Periodic,
+} from '@holdfast/runtime';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { AlerterMetrics } from '../metrics.js';
@@ -32,8 +38,7 @@ export class AckedJobsPurger {
   readonly #forgetsPending: boolean;
   /** Each consumer's ack floor at this replica's last purge of it. */
   readonly #purgedTo = new Map<string, number>();
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
+  #timer: Periodic | undefined;
 
   constructor(opts: AckedJobsPurgerOptions) {
     this.#o = opts;
@@ -41,23 +46,15 @@ export class AckedJobsPurger {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
-      // One pass at a time: a slow one delays the next.
-      this.#running ??= this.purge()
-        .then(
-          () => undefined,
-          (err: unknown) =>
-            this.#o.logger.warn({ err: errorMessage(err) }, 'webhook queue not purged'),
-        )
-        .finally(() => (this.#running = undefined));
-    }, this.#o.everyMs);
-    this.#timer.unref();
+    this.#timer = every(this.#o.everyMs, () => this.purge(), {
+      logger: this.#o.logger,
+      failed: 'webhook queue not purged',
+    });
   }
 
   /** Stops the timer and waits for a purge under way. */
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#running;
+    await this.#timer?.stop();
   }
 
   /** One pass over the webhooks' consumers; returns how many jobs it purged. */

@@ -1,6 +1,6 @@
 import { parseConfig, type CompiledConfig } from '@holdfast/config';
 import type { NatsNames } from '@holdfast/events';
-import type { AuthorityClient, Logger } from '@holdfast/runtime';
+import { every, type AuthorityClient, type Logger, type Periodic } from '@holdfast/runtime';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 
 export interface ConfigSnapshotOptions {
@@ -25,7 +25,7 @@ export class ConfigSnapshot {
   /** The authority's hash of the config loaded. */
   #hash = '';
   #sub: Subscription | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  #poll: Periodic | undefined;
   #retry: NodeJS.Timeout | undefined;
   #stopped = false;
   #refreshing: Promise<boolean> | undefined;
@@ -48,8 +48,10 @@ export class ConfigSnapshot {
     this.#sub = nc.subscribe(`${names.authorityPrefix}.config.changed`, {
       callback: () => void this.refresh(),
     });
-    this.#timer = setInterval(() => void this.refresh(), this.#o.pollMs);
-    this.#timer.unref();
+    this.#poll = every(this.#o.pollMs, () => this.refresh(), {
+      logger,
+      failed: 'config fetch failed',
+    });
     if (!(await this.refresh())) {
       logger.warn('no config from the authority yet; not ready');
       this.#untilLoaded();
@@ -114,7 +116,7 @@ export class ConfigSnapshot {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearInterval(this.#timer);
+    await this.#poll?.stop();
     clearTimeout(this.#retry);
     await this.#sub?.drain().catch(() => undefined);
     await this.#refreshing?.catch(() => undefined);
