@@ -1,0 +1,114 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startTestAuthority } from '@holdfast/budget-authority/testing';
+import type { HoldfastEvent } from '@holdfast/events';
+import { expect, onTestFinished } from 'vitest';
+import { sha256Hex, startEdge } from '../src/index.js';
+import { chat, edgeTest as test, nothingHeldAnywhere, type TestConfig } from './harness.js';
+import { withClaude } from './surfaces.js';
+
+/**
+ * Red team, end users of one team from a client holding a valid key: one end user's calls at
+ * once through two edges and two authorities, at the edge of the end user's, the key's and the
+ * team's limits.
+ */
+
+const A = 'sk-hf-eu-a';
+const B = 'sk-hf-eu-b';
+const LIMITS = { user: 1_200, key: 1_000, team: 2_500 } as const;
+const CLOSES = ['reservation.settled', 'reservation.released', 'reservation.expired'];
+
+/** Team `eu`: each end user 1,200 tokens a day, key eu-a 1,000, the team 2,500. */
+function team(mode: 'reserve' | 'adaptive') {
+  return (c: TestConfig): void => {
+    withClaude(c);
+    c.tenants.push({
+      id: 'eu',
+      mode,
+      maxInFlight: 128,
+      budgets: [{ window: 'month', limit: LIMITS.team, unit: 'tokens' }],
+      endUserBudgets: [{ window: 'day', limit: LIMITS.user, unit: 'tokens' }],
+      useCases: [{ id: 'uc', maxTokens: 200, models: ['gpt-4o-mini'] }],
+      keys: [
+        {
+          id: 'eu-a',
+          sha256: sha256Hex(A),
+          allowUserHeader: true,
+          budgets: [{ window: 'day', limit: LIMITS.key, unit: 'tokens' }],
+        },
+        { id: 'eu-b', sha256: sha256Hex(B) },
+      ],
+    });
+  };
+}
+
+const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
+
+for (const mode of ['reserve', 'adaptive'] as const) {
+  const title = `${mode}: 64 calls at once, half for one end user, through two edges and two authorities: no end user, key or team passes its limit; every admission closed once`;
+  test(title, async ({ stack, nc, natsUrl, redisUrl, redis, iso }) => {
+    const s = await stack({
+      patch: team(mode),
+      behaviour: { tokenDelayMs: 1, completion: { mode: 'uniform', min: 10, max: 200 } },
+    });
+    const second = await startTestAuthority({ natsUrl, redisUrl, nc, ...iso, clock: false });
+    onTestFinished(() => second.stop());
+    const other = await startEdge({ nc, names: iso.names, options: { admitTimeoutMs: 10_000 } });
+    onTestFinished(() => other.stop());
+    const edges = [s.edge.url, other.url];
+
+    // carol through both keys (x-holdfast-user on eu-a, the body's user on eu-b), dave on eu-a,
+    // erin on eu-b: carol's, eu-a's and the team's limits are each within reach.
+    const call = async (i: number) => {
+      const who = i % 2 === 0 ? 'carol' : i % 4 === 1 ? 'dave' : 'erin';
+      const viaA = who === 'dave' || (who === 'carol' && i % 4 === 0);
+      const headers = viaA
+        ? { ...bearer(A), ...(who === 'carol' ? { 'x-holdfast-user': 'carol' } : {}) }
+        : bearer(B);
+      const body = chat(20, {
+        max_tokens: 60 + ((i * 37) % 140),
+        stream: i % 3 === 0,
+        ...(viaA && who === 'carol' ? {} : { user: who }),
+      });
+      const res = await fetch(`${edges[i % 2]!}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify(body),
+      });
+      await res.text();
+      return res;
+    };
+    const statuses: number[] = [];
+    // Three rounds: adaptive learns its estimate from the first; the last are at the limits.
+    for (let round = 0; round < 3; round++) {
+      const results = await Promise.all(Array.from({ length: 64 }, (_, i) => call(i)));
+      statuses.push(...results.map((r) => r.status));
+      await sleep(50);
+    }
+    expect(statuses.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+    expect(statuses.filter((c) => c === 429).length).toBeGreaterThan(0);
+
+    const u = await s.settled('eu');
+    await nothingHeldAnywhere(redis, iso.keyPrefix);
+    const used = (ws: { used: number }[]) => ws[0]!.used;
+    const users = new Map(u.endUsers.map((e) => [e.id, used(e.windows)]));
+    const keyA = used(u.keys.find((k) => k.id === 'eu-a')!.windows);
+    expect(used(u.windows)).toBeLessThanOrEqual(LIMITS.team);
+    expect(keyA).toBeLessThanOrEqual(LIMITS.key);
+    for (const [id, n] of users) expect(n, id).toBeLessThanOrEqual(LIMITS.user);
+    const billed = s.upstream.stats().billed;
+    expect(used(u.windows)).toBe(billed.promptTokens + billed.completionTokens);
+    expect([...users.values()].reduce((a, b) => a + b, 0)).toBe(used(u.windows));
+
+    const events = await s.events((es) => {
+      const created = es.filter((e) => e.type === 'reservation.created').length;
+      return created > 0 && created === es.filter((e) => CLOSES.includes(e.type)).length;
+    });
+    const ids = (types: string[]) =>
+      events.flatMap((e: HoldfastEvent) =>
+        types.includes(e.type) && 'reservationId' in e ? [e.reservationId] : [],
+      );
+    expect(new Set(ids(CLOSES))).toEqual(new Set(ids(['reservation.created'])));
+    expect(ids(CLOSES)).toHaveLength(new Set(ids(CLOSES)).size);
+    expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
+  });
+}
