@@ -100,6 +100,8 @@ interface LiveHold {
   windows: (Owner & { budget: string; unit: 'tokens' | 'usd' })[];
   /** Levels its team moved under while it was held, adopted (`#adopt`): not its `levels`. */
   moved?: string[];
+  /** Its admission tracked its end user (admit.lua's `nu`): a close leaving it nothing forgets it. */
+  tracked?: boolean;
 }
 
 /** An event that charges windows (what `#bill` reads of it). */
@@ -353,6 +355,31 @@ export class Rebuilder {
     this.#registered(e, e.endUser);
   }
 
+  /** Whether the call's admission adds its end user to its tenant's registry (admit.lua's `nu`). */
+  #tracks(e: Extract<HoldfastEvent, { type: 'reservation.created' }>): boolean {
+    if (!e.endUser || !e.windows.some((w) => w.scope === 'end_user')) return false;
+    return !this.#endUsers.get(this.#o.keys.users(e.org, e.tenant))?.has(e.endUser);
+  }
+
+  /**
+   * As close.lua: the close of a call that tracked its end user, leaving it nothing billed,
+   * held or possible in any window, forgets it (its registries and its windows).
+   */
+  #forgetIfUnused(e: Closed): void {
+    if (!e.endUser) return;
+    const mine = e.windows.filter((w) => w.scope === 'end_user');
+    const keys = mine.map((w) => this.#windowKey({ ...w, org: e.org }));
+    const unused = mine.every((w, i) => {
+      const acc = this.#windows.get(keys[i]!);
+      return w.used === 0 && w.held === 0 && (acc?.potential ?? 0) === 0;
+    });
+    if (mine.length === 0 || !unused) return;
+    this.#endUsers.get(this.#o.keys.users(e.org, e.tenant))?.delete(e.endUser);
+    if (e.keyId)
+      this.#endUsers.get(this.#o.keys.keyUsers(e.org, e.tenant, e.keyId))?.delete(e.endUser);
+    for (const key of keys) this.#windows.delete(key);
+  }
+
   /** `endUser` of call `c` seen at its admission, in the registries #seen says. */
   #registered(
     c: { org: string; tenant: string; keyId: string | null; time: string },
@@ -508,6 +535,7 @@ export class Rebuilder {
       case 'reservation.created': {
         const windows = e.windows.map((w) => holdWindow(e.org, w));
         const levels = this.#levels(e);
+        const tracked = this.#tracks(e);
         this.#seen(e);
         const listed = e.windows.map((w) => ({ ...w, org: e.org }));
         this.#hold(windows, e.heldTokens, e.heldMicroUsd);
@@ -524,6 +552,7 @@ export class Rebuilder {
           heldU: e.heldMicroUsd,
           covered,
           windows,
+          ...(tracked ? { tracked } : {}),
         });
         return;
       }
@@ -561,6 +590,7 @@ export class Rebuilder {
         this.#bill(e, this.#unlisted(e, live));
         this.#observe(e, listed);
         this.#lifetime(e.org, live?.levels ?? this.#levels(e), e.chargedTokens, e.chargedMicroUsd);
+        if (live?.tracked) this.#forgetIfUnused(e);
         if (e.type !== 'reservation.expired') this.#capacity.closed(e);
         if (
           e.type === 'reservation.settled' &&
@@ -835,6 +865,7 @@ export class Rebuilder {
       potU: String(c.potentialMicroUsd ?? 0),
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
       endUser: c.endUser ?? '',
+      ...(live.tracked ? { nu: '1' } : {}),
       // admit.lua's: the tool fees of a call that held nothing (adopt holds them too).
       ...(c.toolFeeBoundMicroUsd && c.heldMicroUsd === 0
         ? { tfH: String(c.toolFeeBoundMicroUsd) }

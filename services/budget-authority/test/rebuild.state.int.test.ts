@@ -615,3 +615,46 @@ test("an alerter's suspension lifted under an admin's is rebuilt still held by i
     value: { suspended: false, changed: true, suspendedBy: [] },
   });
 });
+
+const FORGOTTEN =
+  'an end user tracked by a call that bills nothing is forgotten at its close, rebuilt alike; one with another call in flight, or tracked before, is kept';
+
+test(FORGOTTEN, async ({ start, nc, redis, iso }) => {
+  const keys = new Keys(iso.keyPrefix);
+  const h = await start(CONFIG);
+  const users = async () => ({
+    team: (await redis.zrange(keys.users('acme', 'team-k'), 0, -1)).sort(),
+    key: (await redis.zrange(keys.keyUsers('acme', 'team-k', 'kk'), 0, -1)).sort(),
+  });
+  const byUser = (endUser: string, keyId: string | null = 'kk') => ({
+    ...call('team-k', 60),
+    keyId,
+    endUser,
+  });
+  const release = (a: TestAuthority, reservationId: string) =>
+    a.client.release({ reservationId, tenant: 'team-k', reason: 'upstream_error' });
+
+  // x is tracked by a call that billed; its next call, released, keeps it.
+  const billed = admissionOf(await h.client.admit(byUser('x')));
+  await h.client.settle({ ...settle('team-k', billed.reservationId) });
+  await release(h, admissionOf(await h.client.admit(byUser('x'))).reservationId);
+  // gone: new, its only call released (as the edge does on an upstream error).
+  await release(h, admissionOf(await h.client.admit(byUser('gone'))).reservationId);
+  // twice: its first call released while its second (by no key) is in flight.
+  const first = admissionOf(await h.client.admit(byUser('twice')));
+  const second = admissionOf(await h.client.admit(byUser('twice', null)));
+  await release(h, first.reservationId);
+  // open: new, its call in flight at the rebuild.
+  const open = admissionOf(await h.client.admit(byUser('open')));
+  expect(await users()).toEqual({ team: ['open', 'twice', 'x'], key: ['open', 'twice', 'x'] });
+  expect(await redis.keys(`${iso.keyPrefix}:*:u:team-k:gone:*`)).toEqual([]);
+
+  await rebuiltEqualsLive(h, CONFIG, { nc, redis, iso });
+  const h2 = await start(CONFIG);
+  h2.clock.now = h.clock.now;
+  // The rebuilt record of `open` says its call tracked it; `second`'s does not.
+  await release(h2, open.reservationId);
+  await release(h2, second.reservationId);
+  expect(await users()).toEqual({ team: ['twice', 'x'], key: ['twice', 'x'] });
+  expect(await redis.keys(`${iso.keyPrefix}:*:u:team-k:open:*`)).toEqual([]);
+});

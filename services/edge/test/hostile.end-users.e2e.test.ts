@@ -4,12 +4,13 @@ import type { HoldfastEvent } from '@holdfast/events';
 import { expect, onTestFinished } from 'vitest';
 import { sha256Hex, startEdge } from '../src/index.js';
 import { chat, edgeTest as test, nothingHeldAnywhere, type TestConfig } from './harness.js';
-import { withClaude } from './surfaces.js';
+import { post, withClaude } from './surfaces.js';
 
 /**
  * Red team, end users of one team from a client holding a valid key: one end user's calls at
  * once through two edges and two authorities, at the edge of the end user's, the key's and the
- * team's limits.
+ * team's limits; and new end users on calls that bill nothing, which take no place in
+ * maxEndUsers.
  */
 
 const A = 'sk-hf-eu-a';
@@ -112,3 +113,59 @@ for (const mode of ['reserve', 'adaptive'] as const) {
     expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
   });
 }
+
+test("calls the upstream refuses take no place in maxEndUsers: a key naming a new end user on each leaves the team's registry as it found it", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack({
+    patch: (c) => {
+      team('reserve')(c);
+      const eu = c.tenants.find((t) => t.id === 'eu')!;
+      eu.maxEndUsers = 3;
+      (eu.keys as { maxEndUsers?: number }[])[0]!.maxEndUsers = 1;
+    },
+  });
+  const ask = (user: string, key = B) =>
+    post(
+      s,
+      '/v1/chat/completions',
+      chat(10, { max_tokens: 20, user }),
+      key === A ? { ...bearer(A), 'x-holdfast-user': user } : bearer(key),
+    );
+  expect((await ask('carol')).status).toBe(200);
+
+  // A new end user on every call, each failed by the upstream (a 5xx on every attempt bills
+  // nothing), through both keys (eu-a has a maxEndUsers of its own): nothing tracked, no
+  // window left.
+  s.upstream.failNext({ status: 500, count: 100 });
+  for (const user of ['m1', 'm2']) {
+    for (const key of [A, B]) {
+      const r = await ask(`${user}-${key}`, key);
+      expect(r.status, JSON.stringify(r.body)).toBeGreaterThanOrEqual(500);
+      await s.settled('eu');
+    }
+  }
+  // A tracked end user's failed call keeps it tracked.
+  expect((await ask('carol')).status).toBeGreaterThanOrEqual(500);
+  s.upstream.reset();
+  const u = await s.settled('eu');
+  expect(u.endUserCount).toBe(1);
+  expect(u.endUsers.map((e) => e.id)).toEqual(['carol']);
+  const left = await redis.keys(`${iso.keyPrefix}:*:u:eu:m*`);
+  expect(left).toEqual([]);
+  expect(await redis.zrange(`${iso.keyPrefix}:{eu}:k:eu:eu-a:users`, 0, -1)).toEqual([]);
+
+  // The team's and the key's room is still there for end users the model serves.
+  for (const [user, key] of [
+    ['dave', A],
+    ['erin', B],
+  ] as const) {
+    const r = await ask(user, key);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  }
+  expect((await ask('frank', A)).status).toBe(429);
+  expect((await ask('gina')).status).toBe(429);
+  await nothingHeldAnywhere(redis, iso.keyPrefix);
+});

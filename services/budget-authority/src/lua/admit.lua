@@ -931,6 +931,9 @@ if usersKey > 0 then
   -- An end user's windows live as long as it keeps calling (and the longest window after).
   if redis.call('ZADD', KEYS[usersKey], nowText, endUser) == 1 then
     forgetFilter(KEYS[usersKey])
+    -- Tracked from this call: a close that leaves it nothing billed or held takes it out again
+    -- (close.lua), so calls the upstream fails fill no registry.
+    redis.call('HSET', resKey, 'nu', '1')
   end
   if keyUsersKey > 0 then
     redis.call('ZADD', KEYS[keyUsersKey], nowText, endUser)

@@ -272,6 +272,9 @@ local chargedOtherwise
 -- End-user windows added since admission (the tenant had no end-user budgets then), which no
 -- admission kept: they are kept as admission keeps them, and the end user tracked.
 local addedUser
+-- The end user's windows, and whether any still has something billed, held or possible after
+-- this close (an end user this call tracked and left with nothing is forgotten below).
+local userKeys, userInUse
 local budgets = spec.budgets
 for i = 1, asPlanned and #budgets or #targets do
   local key, unit, b, held
@@ -319,6 +322,11 @@ for i = 1, asPlanned and #budgets or #targets do
     end
   end
   s = s + amount
+  if b.scope == 'u' then
+    userKeys = userKeys or {}
+    userKeys[#userKeys + 1] = key
+    userInUse = userInUse or s ~= 0 or h ~= 0 or p ~= 0
+  end
   local sText, hText = I(s), I(h)
   if amount ~= 0 then
     redis.call('HSET', key, 's', sText, 'h', hText, bucket, I((billed and billed + 0 or 0) + amount))
@@ -383,6 +391,19 @@ redis.call('PEXPIRE', resKey, T(spec.keepMs))
 
 local windows = asPlanned and table.concat(states, ';', 1, #budgets)
   or withRemoved(spec, windowStates(spec, chargedOtherwise), recorded)
+if userKeys and not userInUse and redis.call('HGET', resKey, 'nu') then
+  -- This call tracked its end user (admit.lua's `nu`) and leaves it nothing billed, held or
+  -- possible (the upstream failed it, the client hung up before any output): it is forgotten,
+  -- as a refusal leaves a new end user, so calls that bill nothing fill no maxEndUsers. The
+  -- filter of the registry (admit.lua trackedFilter) may still hold it: it is asked, not refused.
+  -- After the event's window states, whose reading would write the windows again.
+  redis.call('ZREM', tenantKey(spec, tenant, ':users'), endUser)
+  if keyId ~= '' then
+    redis.call('ZREM', spec.kp .. ':{' .. spec.org .. '}:k:' .. tenant .. ':' .. keyId .. ':users',
+      endUser)
+  end
+  redis.call('DEL', unpack(userKeys))
+end
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
   '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
   '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api
