@@ -19,7 +19,7 @@ const LIMITS = { user: 1_200, key: 1_000, team: 2_500 } as const;
 const CLOSES = ['reservation.settled', 'reservation.released', 'reservation.expired'];
 
 /** Team `eu`: each end user 1,200 tokens a day, key eu-a 1,000, the team 2,500. */
-function team(mode: 'reserve' | 'adaptive') {
+function team(mode: 'reserve' | 'adaptive', models = ['gpt-4o-mini']) {
   return (c: TestConfig): void => {
     withClaude(c);
     c.tenants.push({
@@ -28,7 +28,7 @@ function team(mode: 'reserve' | 'adaptive') {
       maxInFlight: 128,
       budgets: [{ window: 'month', limit: LIMITS.team, unit: 'tokens' }],
       endUserBudgets: [{ window: 'day', limit: LIMITS.user, unit: 'tokens' }],
-      useCases: [{ id: 'uc', maxTokens: 200, models: ['gpt-4o-mini'] }],
+      useCases: [{ id: 'uc', maxTokens: 200, models }],
       keys: [
         {
           id: 'eu-a',
@@ -168,4 +168,28 @@ test("calls the upstream refuses take no place in maxEndUsers: a key naming a ne
   expect((await ask('frank', A)).status).toBe(429);
   expect((await ask('gina')).status).toBe(429);
   await nothingHeldAnywhere(redis, iso.keyPrefix);
+});
+
+test('chat and embeddings: an end user that is not a string is a 400 naming the field; nothing held or sent', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: team('reserve', ['gpt-4o-mini', 'text-embedding-3-small']) });
+  const bodies: [string, string, Record<string, unknown>][] = [];
+  for (const user of [7, true, { id: 'carol' }, ['carol'], 'u'.repeat(513)]) {
+    bodies.push(['/v1/chat/completions', 'user', chat(10, { max_tokens: 20, user })]);
+    bodies.push([
+      '/v1/chat/completions',
+      'safety_identifier',
+      chat(10, { safety_identifier: user }),
+    ]);
+    bodies.push(['/v1/embeddings', 'user', { model: 'text-embedding-3-small', input: 'hi', user }]);
+  }
+  for (const [path, field, body] of bodies) {
+    const r = await post(s, path, body, bearer(B));
+    expect(r.status, `${path} ${JSON.stringify(body[field])}`).toBe(400);
+    expect(r.body.error, path).toMatchObject({ code: 'invalid_request', param: field });
+  }
+  expect(s.upstream.stats().recent).toEqual([]);
+  const u = await s.settled('eu');
+  expect([u.endUserCount, u.windows[0]!.used]).toEqual([0, 0]);
 });
