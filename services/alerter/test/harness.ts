@@ -22,6 +22,7 @@ import {
   type Alerter,
   type AlerterSettings,
 } from '../src/index.js';
+import { StateStore } from '../src/state-store.js';
 
 export const SECRET = `whsec_${Buffer.from('holdfast alerter test secret 32b').toString('base64')}`;
 
@@ -156,6 +157,23 @@ export async function quiescent(nc: NatsConnection, names: NatsNames): Promise<b
     consumers.every((x) => x.num_pending === 0 && x.num_ack_pending === 0) &&
     Object.keys(queue.state.subjects ?? {}).every((s) => covered.has(s))
   );
+}
+
+/**
+ * A state store on the test's bucket that mirrors the windows, as the alerter's does; the
+ * bucket and the mirror go after the test (`cleanup`: the file's cleanupAfterEach).
+ */
+export async function mirroredStore(
+  nc: NatsConnection,
+  names: NatsNames,
+  cleanup: (fn: () => Promise<void>) => void,
+): Promise<{ store: StateStore; bucket: string }> {
+  cleanup(() => removeAlerterState(nc, names));
+  const bucket = alerterNames(names).stateBucket;
+  const store = await StateStore.open(nc, bucket);
+  await store.mirror('win.');
+  cleanup(() => Promise.resolve(store.stop()));
+  return { store, bucket };
 }
 
 /** The alerter's state bucket, to look at records in tests. */

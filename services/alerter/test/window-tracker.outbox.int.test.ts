@@ -10,7 +10,7 @@ import { alerterNames } from '../src/index.js';
 import { createMetrics } from '../src/metrics.js';
 import { StateStore } from '../src/state-store.js';
 import { WindowTracker, type Snapshot } from '../src/window-tracker.js';
-import { cleanupAfterEach, removeAlerterState, window } from './harness.js';
+import { cleanupAfterEach, mirroredStore, removeAlerterState, window } from './harness.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -199,11 +199,7 @@ test('a first look at a window already at its hard limit suspends, once, whichev
 
 /** A tracker whose store keeps the mirror of the windows, as the alerter's does. */
 async function mirrored(nc: Parameters<typeof StateStore.open>[0], names: Isolation['names']) {
-  cleanup(() => removeAlerterState(nc, names));
-  const bucket = alerterNames(names).stateBucket;
-  const store = await StateStore.open(nc, bucket);
-  await store.mirror('win.');
-  cleanup(() => Promise.resolve(store.stop()));
+  const { store, bucket } = await mirroredStore(nc, names, cleanup);
   const sink = flakySink(0);
   const kv = await new Kvm(nc).open(bucket);
   return { sink, kv, tracker: await tracker(nc, bucket, sink.sink, store) };
