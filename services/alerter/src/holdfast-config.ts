@@ -8,6 +8,7 @@ import {
 import type { WindowState } from '@holdfast/events';
 import type { AuthorityClient, Logger } from '@holdfast/runtime';
 import type { AlerterMetrics } from './metrics.js';
+import { levels } from './thresholds.js';
 
 /** What the alerter does with one budget window. */
 export interface WindowPolicy {
@@ -19,9 +20,17 @@ export interface WindowPolicy {
   graceMs: number;
   /** Calendar month window (resets on the 1st) rather than sliding. */
   calendar: boolean;
+  /** The levels it watches, ascending (thresholds.ts `levels`): built once, not per event. */
+  levels: readonly number[];
 }
 
 const DEFAULT_SOFT = [0.8, 0.95];
+
+/** A window's policy as kept by ConfigSource, for an enforced window and for one that is not. */
+interface KeptPolicies {
+  on?: WindowPolicy;
+  off?: WindowPolicy;
+}
 
 /**
  * The Holdfast config as the alerter sees it: from a file (static), or from the authority
@@ -29,8 +38,11 @@ const DEFAULT_SOFT = [0.8, 0.95];
  */
 export class ConfigSource {
   #config: CompiledConfig;
-  /** `policy()`'s answers for `#config`, by window (tenant, budget, enforce). */
-  readonly #policies = new Map<string, WindowPolicy>();
+  /**
+   * `policy()`'s answers for `#config`, by tenant, then budget, then enforce: maps of the
+   * window's own strings, no key string built per window and event (issue 14).
+   */
+  readonly #policies = new Map<string, Map<string, KeptPolicies>>();
   readonly #authority: AuthorityClient | undefined;
   readonly #logger: Logger;
   #reloading: Promise<void> = Promise.resolve();
@@ -89,13 +101,12 @@ export class ConfigSource {
    * tenant's chain on each was 3% of the alerter's CPU at 300 calls/s). Frozen, as it is shared.
    */
   policy(w: Pick<WindowState, 'tenant' | 'budget' | 'enforce'>): WindowPolicy {
-    const key = `${w.tenant}\n${w.budget}\n${String(w.enforce)}`;
-    let policy = this.#policies.get(key);
-    if (!policy) {
-      policy = Object.freeze(policyOf(this.#config, w));
-      this.#policies.set(key, policy);
-    }
-    return policy;
+    let byBudget = this.#policies.get(w.tenant);
+    if (!byBudget) this.#policies.set(w.tenant, (byBudget = new Map<string, KeptPolicies>()));
+    let kept = byBudget.get(w.budget);
+    if (!kept) byBudget.set(w.budget, (kept = {}));
+    if (w.enforce) return (kept.on ??= Object.freeze(policyOf(this.#config, w)));
+    return (kept.off ??= Object.freeze(policyOf(this.#config, w)));
   }
 }
 
@@ -108,11 +119,14 @@ function policyOf(
     ? budgetsInChain(cfg, tenant).find((b) => b.tenant === w.tenant && b.id === w.budget)
     : undefined;
   const enforce = budget?.enforce ?? w.enforce;
+  const soft = budget?.soft ?? DEFAULT_SOFT;
+  const hard = enforce && cfg.raw.alerts.suspendAtHardLimit;
   return {
-    soft: budget?.soft ?? DEFAULT_SOFT,
-    hard: enforce && cfg.raw.alerts.suspendAtHardLimit,
+    soft,
+    hard,
     graceMs: budget?.grace ?? 0,
     calendar: budget?.calendar ?? false,
+    levels: Object.freeze(levels({ soft, hard })),
   };
 }
 

@@ -29,7 +29,7 @@ export function isAfter(a: Position, b: Position | null): boolean {
 }
 
 /** Levels the policy watches for a window, ascending. */
-export function levels(policy: WindowPolicy): number[] {
+export function levels(policy: Pick<WindowPolicy, 'soft' | 'hard'>): number[] {
   const soft = policy.soft.filter((s) => s > 0 && s < HARD_LEVEL);
   return policy.hard ? [...soft, HARD_LEVEL] : soft;
 }

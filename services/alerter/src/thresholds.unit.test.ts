@@ -11,8 +11,8 @@ import {
   standing,
 } from './thresholds.js';
 
-const soft: WindowPolicy = { soft: [0.8, 0.95], hard: false, graceMs: 0, calendar: false };
-const hard: WindowPolicy = { ...soft, hard: true };
+const soft: Pick<WindowPolicy, 'soft' | 'hard'> = { soft: [0.8, 0.95], hard: false };
+const hard: Pick<WindowPolicy, 'soft' | 'hard'> = { ...soft, hard: true };
 const at = (used: number, limit = 1_000) => ({ used, limit });
 
 describe('crossings are a property of one event (before and after its change)', () => {

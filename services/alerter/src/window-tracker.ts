@@ -11,15 +11,7 @@ import { z } from 'zod';
 import type { ConfigSource, WindowPolicy } from './holdfast-config.js';
 import type { AlerterMetrics } from './metrics.js';
 import { casLoop, stateKeys, type StateStore } from './state-store.js';
-import {
-  crossed,
-  crossingId,
-  HARD_LEVEL,
-  isAfter,
-  levels,
-  Position,
-  standing,
-} from './thresholds.js';
+import { crossed, crossingId, HARD_LEVEL, isAfter, Position, standing } from './thresholds.js';
 
 /**
  * What a transition must cause outside the store. Written into the window's record in the
@@ -132,7 +124,7 @@ export class WindowTracker {
     if (w.limit === 0) return undefined;
     const key = stateKeys.window(w.tenant, w.budget);
     const policy = this.#config.policy(w);
-    const watched = levels(policy);
+    const watched = policy.levels;
     const crossings = crossed(s.before, w, watched);
     const known = this.#store.peek(key, WindowRecord, EMPTY)?.value;
     if (known?.pending.length === 0 && crossings.length === 0 && !relearns(known, s, watched)) {
@@ -145,7 +137,7 @@ export class WindowTracker {
   async #apply(
     key: string,
     s: Snapshot,
-    watched: number[],
+    watched: readonly number[],
     crossings: number[],
     policy: WindowPolicy,
   ): Promise<void> {
