@@ -35,11 +35,19 @@ type Moved = Extract<HoldfastEvent, { type: 'reservation.moved' }>;
  * fallback in the move's second, where its close (or, in flight, its record) then is. Not in
  * any event: a provider's 429 or remaining tokens (`capacity.report`) and the counting
  * endpoint's window (`countsPerMinute`).
+ *
+ * The takes are kept as capacity.lua keeps them, one record per upstream and call: a move that
+ * finds the call's record on the fallback still live took nothing there (a retried or doubled
+ * move, or one onto the upstream the call holds), and a take a move did not close (one that
+ * names no `fromUpstream`: an older producer) stays with its record until it expires.
  */
 export class CapacityReplay {
   readonly #keys: Keys;
   readonly #config: CompiledConfig;
+  /** By capacity record key (upstream and reservation), as capacity.lua keeps them. */
   readonly #takes = new Map<string, Take>();
+  /** The record a call's close closes: its last take's (none after a move to an undeclared). */
+  readonly #current = new Map<string, string>();
   /** By window key: second -> [tokens, requests]. */
   readonly #windows = new Map<string, Map<number, [number, number]>>();
   /** A tenant's own window by key: when a take or close last touched it (its TTL). */
@@ -56,24 +64,28 @@ export class CapacityReplay {
   }
 
   /**
-   * A call moved to a fallback: the take of the upstream it left closed as a close closes it
-   * (settled to what attempts there billed, else given back), then its tokens taken of the
-   * fallback in the second of the move, where its close then settles them.
+   * A call moved to a fallback: its take of the upstream it left closed as a close closes it
+   * (settled to what attempts there billed, else given back), after its tokens are taken of
+   * the fallback in the second of the move, where its close then settles them.
    */
   moved(e: Moved): void {
     const at = Date.parse(e.time);
-    const left = this.#takes.get(e.reservationId);
-    if (left && e.fromUpstream === left.upstream) {
-      this.#takes.delete(e.reservationId);
-      this.#close(left, at, e.fromUsedTokens);
-    }
+    this.#current.delete(e.reservationId);
     this.#take(e, e.upstream, at, e.tokens);
+    if (!e.fromUpstream || e.fromUpstream === e.upstream) return;
+    const key = this.#keys.capacityRecord(e.fromUpstream, e.reservationId);
+    const left = this.#takes.get(key);
+    if (!left) return;
+    this.#takes.delete(key);
+    this.#close(left, at, e.fromUsedTokens);
   }
 
   closed(e: Closed): void {
-    const take = this.#takes.get(e.reservationId);
+    const key = this.#current.get(e.reservationId);
+    const take = key === undefined ? undefined : this.#takes.get(key);
+    this.#current.delete(e.reservationId);
     if (!take) return;
-    this.#takes.delete(e.reservationId);
+    this.#takes.delete(key!);
     this.#close(
       take,
       Date.parse(e.time),
@@ -81,12 +93,19 @@ export class CapacityReplay {
     );
   }
 
-  /** What the call's admission (or move) took of `upstreamId`'s scopes, at `at`. */
+  /**
+   * What the call's admission (or move) took of `upstreamId`'s scopes, at `at`; nothing where
+   * its record there is still kept (capacity.lua: taken already).
+   */
   #take(e: Created | Moved, upstreamId: string, at: number, tokens: number): void {
     const upstream = this.#config.upstreams.get(upstreamId);
     const model = this.#config.models.get(e.model);
     const s = upstream && model && scopesOn(this.#keys, upstream, model);
     if (!s) return;
+    const key = this.#keys.capacityRecord(s.upstream, e.reservationId);
+    this.#current.set(e.reservationId, key);
+    const kept = this.#takes.get(key);
+    if (kept && at - kept.at < RECORD_MS) return;
     const tenant = this.#config.tenants.get(e.tenant);
     const capped = tenant !== undefined && tenantShare(this.#config, tenant) < 1;
     const take: Take = {
@@ -99,7 +118,7 @@ export class CapacityReplay {
       counting: s.counting,
     };
     this.#bill(take, take.tokens, 1, at);
-    this.#takes.set(e.reservationId, take);
+    this.#takes.set(key, take);
   }
 
   /** A take closed at `at`: settled to `usage` where the scope counts usage, else given back. */
@@ -142,10 +161,9 @@ export class CapacityReplay {
         multi.add(key, (p) => p.pexpire(key, Math.max(1, touched + RECORD_MS - now)));
       }
     }
-    for (const [id, take] of this.#takes) {
+    for (const [key, take] of this.#takes) {
       const ttl = take.at + RECORD_MS - now;
       if (ttl <= 0) continue;
-      const key = this.#keys.capacityRecord(take.upstream, id);
       const record = {
         bucket: String(take.bucket),
         tokens: String(take.tokens),
