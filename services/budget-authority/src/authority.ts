@@ -41,7 +41,8 @@ import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
 import { ClosesConsumer } from './closes-consumer.js';
-import { moveCapacity, reportCapacity, takeCount } from './capacity.js';
+import { reportCapacity, takeCount } from './capacity.js';
+import { moveCapacity } from './capacity-move.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
@@ -178,9 +179,10 @@ export class Authority {
     this.#serve('capacity.count', CapacityCountRequest, async (req) =>
       Ok(await takeCount(ctx, req)),
     );
-    this.#serve('capacity.move', CapacityMoveRequest, (req) =>
-      withStore(ctx.logger, 'capacity.move', async () => ({ moved: await moveCapacity(ctx, req) })),
-    );
+    this.#serve('capacity.move', CapacityMoveRequest, async (req) => {
+      const r = await withStore(ctx.logger, 'capacity.move', () => moveCapacity(ctx, req));
+      return r.ok ? r.value : r;
+    });
     this.#serve('refusals.report', RefusalsReportRequest, (req) => reportRefusals(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));

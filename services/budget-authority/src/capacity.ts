@@ -4,12 +4,10 @@ import type {
   CompiledTenant,
   UpstreamConfig,
 } from '@holdfast/config';
-import type { CapacityCountReply, CapacityMoveRequest, CapacityUsage } from '@holdfast/events';
-import { randomUUID } from 'node:crypto';
+import type { CapacityCountReply, CapacityUsage } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import type { Keys } from './keys.js';
-import { encodeOutboxFields } from './outbox.js';
 import { runCapacity } from './scripts.js';
 
 type Limits = NonNullable<UpstreamConfig['capacity']>;
@@ -62,7 +60,7 @@ export function tenantShare(cfg: CompiledConfig, tenant: CompiledTenant): number
 }
 
 /** The model's upstreams in the order calls go to them. */
-function upstreamsOf(cfg: CompiledConfig, model: CompiledModel): UpstreamConfig[] {
+export function upstreamsOf(cfg: CompiledConfig, model: CompiledModel): UpstreamConfig[] {
   return [model.upstream, ...model.fallbackUpstreams].flatMap((id) => cfg.upstreams.get(id) ?? []);
 }
 
@@ -129,7 +127,7 @@ interface CapacityTake {
 }
 
 /** Takes the call's capacity of one upstream's scopes, with its record; why not, when full. */
-async function takeOn(
+export async function takeOn(
   ctx: HandlerContext,
   s: Scopes,
   call: CapacityTake,
@@ -176,68 +174,6 @@ async function runTake(
     limit: Number(r[4]),
     who: r[5] === 'tenant' ? 'tenant' : 'all',
   };
-}
-
-/**
- * An admitted call going on to a fallback upstream (its first failed it, or the team holds its
- * share of that one's connections): its capacity is taken of the fallback as its admission took
- * it (the same tokens, the tenant's priority share and `tenantShare`), and only then given back
- * to the upstream it was taken of (settled to `fromUsedTokens` where attempts there were read
- * and billed), so the call never goes where it took nothing. False: the
- * fallback has no room for it (nothing changed); an unknown tenant, model or upstream has none.
- * A fallback that declares no capacity needs no take.
- */
-export async function moveCapacity(
-  ctx: HandlerContext,
-  req: CapacityMoveRequest,
-): Promise<boolean> {
-  const cfg = ctx.config.current;
-  const tenant = cfg.tenants.get(req.tenant);
-  const model = cfg.models.get(req.model);
-  const to = cfg.upstreams.get(req.to);
-  if (!tenant || !model || !to || !upstreamsOf(cfg, model).includes(to)) return false;
-  const s = scopesOn(ctx.keys, to, model);
-  if (s) {
-    const share = cfg.raw.capacity.shares[tenant.priority];
-    const call = { ...req, model, share, tenantShare: tenantShare(cfg, tenant) };
-    if (await takeOn(ctx, s, call)) return false;
-  }
-  if (req.from && req.from !== req.to) {
-    // An attempt there that the provider read (it failed inside its stream) was counted by
-    // its account: settled to what it used, not given back.
-    const used = req.fromUsedTokens;
-    await closeCapacity(ctx, {
-      ...req,
-      upstream: req.from,
-      model: req.model,
-      ...(used === undefined ? { how: 'release' } : { how: 'settle', usageTokens: used }),
-    });
-  }
-  await recordMove(ctx, tenant.org, req);
-  return true;
-}
-
-/**
- * The move's event (`reservation.moved`), in the org's outbox: nothing else records which
- * upstream's capacity a call holds after it, and a rebuild replays it (rebuild-capacity.ts).
- * Written after the capacity it records, in another slot (never atomic with it): a Redis lost
- * between the two loses both, a failed write answers the move as a store failure.
- */
-async function recordMove(ctx: HandlerContext, org: string, req: CapacityMoveRequest) {
-  const fields = encodeOutboxFields({
-    type: 'reservation.moved',
-    id: randomUUID(),
-    time: ctx.clock(),
-    tenant: req.tenant,
-    org,
-    reservationId: req.reservationId,
-    model: req.model,
-    upstream: req.to,
-    fromUpstream: req.from,
-    tokens: req.tokens,
-    fromUsedTokens: req.from && req.from !== req.to ? req.fromUsedTokens : undefined,
-  });
-  await ctx.redis.xadd(ctx.keys.outbox(org), '*', ...fields);
 }
 
 /** Closes what a reservation took of an upstream's capacity (no-op where none was declared). */

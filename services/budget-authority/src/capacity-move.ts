@@ -1,0 +1,133 @@
+import type { CompiledModel, CompiledTenant } from '@holdfast/config';
+import type { CapacityMoveReply, CapacityMoveRequest } from '@holdfast/events';
+import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
+import { randomUUID } from 'node:crypto';
+import { closeCapacity, scopesOn, takeOn, tenantShare, upstreamsOf } from './capacity.js';
+import type { HandlerContext } from './context.js';
+import { encodeOutboxFields } from './outbox.js';
+
+/**
+ * An admitted call going on to a fallback upstream (its first failed it, or the team holds its
+ * share of that one's connections): its capacity is taken of the fallback as its admission took
+ * it (the same tokens, the tenant's priority share and `tenantShare`), and only then given back
+ * to the upstream it was taken of (settled to `fromUsedTokens` where attempts there were read
+ * and billed), so the call never goes where it took nothing. `moved: false`: the fallback has no
+ * room for it (nothing changed); an unknown tenant, model or upstream has none. A fallback that
+ * declares no capacity needs no take.
+ *
+ * Only a live hold of the tenant, of that model, moves, by at most its worst case, and never onto
+ * the upstream it names as `from`: anything else is `invalid_request` and changes nothing (a
+ * move of another team's call gave that team's take back and took the fallback for it; one
+ * after the call's close took the fallback for a call no close would give back). The hold is
+ * read in the org's slot before the capacity's steps (another slot): a close between the two
+ * leaves the fallback's take to leave the window in its minute.
+ */
+export async function moveCapacity(
+  ctx: HandlerContext,
+  req: CapacityMoveRequest,
+): Promise<Result<CapacityMoveReply, RpcError>> {
+  const cfg = ctx.config.current;
+  const tenant = cfg.tenants.get(req.tenant);
+  const model = cfg.models.get(req.model);
+  const to = cfg.upstreams.get(req.to);
+  if (!tenant || !model || !to || !upstreamsOf(cfg, model).includes(to))
+    return Ok({ moved: false });
+  const refused = req.from === req.to ? sameUpstream(req.to) : await notMovable(ctx, tenant, req);
+  if (refused) return Err(new RpcError({ code: 'invalid_request', message: refused }));
+  if (!(await takeOf(ctx, req, tenant, model))) return Ok({ moved: false });
+  if (req.from) {
+    // An attempt there that the provider read (it failed inside its stream) was counted by
+    // its account: settled to what it used, not given back.
+    const used = req.fromUsedTokens;
+    await closeCapacity(ctx, {
+      ...req,
+      upstream: req.from,
+      model: req.model,
+      ...(used === undefined ? { how: 'release' } : { how: 'settle', usageTokens: used }),
+    });
+  }
+  await recordMove(ctx, tenant.org, req);
+  return Ok({ moved: true });
+}
+
+const sameUpstream = (upstream: string) =>
+  `the call is on upstream ${upstream} already (from and to name it): nothing moved`;
+
+/** The fallback's take: false when it has no room (a fallback that declares nothing has). */
+async function takeOf(
+  ctx: HandlerContext,
+  req: CapacityMoveRequest,
+  tenant: CompiledTenant,
+  model: CompiledModel,
+): Promise<boolean> {
+  const cfg = ctx.config.current;
+  const s = scopesOn(ctx.keys, cfg.upstreams.get(req.to)!, model);
+  if (!s) return true;
+  const share = cfg.raw.capacity.shares[tenant.priority];
+  const call = { ...req, model, share, tenantShare: tenantShare(cfg, tenant) };
+  return !(await takeOn(ctx, s, call));
+}
+
+/**
+ * Why the call may not move (undefined: it may): it is no live hold of the tenant in its org
+ * (unknown, another team's or org's, or closed), is a call of another model, or `tokens` pass
+ * its worst case (its prompt and granted max_tokens, what the edge asks to move).
+ */
+async function notMovable(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  req: CapacityMoveRequest,
+): Promise<string | undefined> {
+  const key = ctx.keys.reservation(tenant.org, req.reservationId);
+  const [state, r, ownTenant, ownModel, ownPrompt, max] = await ctx.redis.hmget(
+    key,
+    'state',
+    'r',
+    'tenant',
+    'model',
+    'prompt',
+    'max',
+  );
+  // The record's fixed fields (lib.lua RECORD_FIXED: tenant, ..., model 5th, prompt 8th), or
+  // fields of their own in a record written before `r`.
+  const fixed = r?.split('\u0001');
+  const owner = fixed ? fixed[0] : ownTenant;
+  if (state === null || owner !== req.tenant) {
+    return `reservation ${req.reservationId} is no hold of team ${req.tenant}: nothing moved`;
+  }
+  if (state !== 'held') {
+    return `reservation ${req.reservationId} is ${state} already: a closed call moves nowhere`;
+  }
+  const model = fixed ? fixed[4] : ownModel;
+  if (model !== req.model) {
+    return `reservation ${req.reservationId} is a call of model ${model}, not ${req.model}: nothing moved`;
+  }
+  const worst = Number(fixed ? fixed[7] : ownPrompt) + Number(max);
+  if (req.tokens > worst) {
+    return `tokens ${req.tokens} pass the call's worst case, ${worst} (its prompt and max_tokens): nothing moved`;
+  }
+  return undefined;
+}
+
+/**
+ * The move's event (`reservation.moved`), in the org's outbox: nothing else records which
+ * upstream's capacity a call holds after it, and a rebuild replays it (rebuild-capacity.ts).
+ * Written after the capacity it records, in another slot (never atomic with it): a Redis lost
+ * between the two loses both, a failed write answers the move as a store failure.
+ */
+async function recordMove(ctx: HandlerContext, org: string, req: CapacityMoveRequest) {
+  const fields = encodeOutboxFields({
+    type: 'reservation.moved',
+    id: randomUUID(),
+    time: ctx.clock(),
+    tenant: req.tenant,
+    org,
+    reservationId: req.reservationId,
+    model: req.model,
+    upstream: req.to,
+    fromUpstream: req.from,
+    tokens: req.tokens,
+    fromUsedTokens: req.from ? req.fromUsedTokens : undefined,
+  });
+  await ctx.redis.xadd(ctx.keys.outbox(org), '*', ...fields);
+}
