@@ -22,6 +22,13 @@ export default defineConfig({
           name: 'unit',
           include: ['**/*.unit.test.ts'],
           exclude,
+          // A unit test's first call pays cold costs of its file (a tokenizer's vocabulary, ajv
+          // compiling zod's JSON Schema, a worker thread, a fastify app): 0.5-2 s alone, past
+          // vitest's 5 s default when the box runs integration files beside it (load 13-21 seen;
+          // family.unit's worker test took 5,022 ms at nice 19 on a load of 10). The bound is
+          // for a hung test, not a speed check: no unit test asserts its own duration this way.
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
           // Projects with different maxWorkers must run in different groups (vitest 4).
           sequence: { groupOrder: 0 },
         },
