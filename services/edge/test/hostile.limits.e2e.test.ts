@@ -276,7 +276,7 @@ test("a tenant without maxInFlight cannot run the edge out of memory: its open b
   expect(s.upstream.stats().recent).toHaveLength(1);
   // Once the open bodies close, their bytes are free again.
   for (const o of [...first, ...other]) o.close();
-  await expect.poll(() => openBodyBytes(s)).toBe(0);
+  await expect.poll(() => openBodyBytes(s), { timeout: 15_000, interval: 500 }).toBe(0);
   const again = await openBody(s, KEYS.support, 10 * MiB);
   expect(again.status).toBe('open');
   again.close();
