@@ -4,6 +4,7 @@ import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import { randomUUID } from 'node:crypto';
 import { closeCapacity, scopesOn, takeOn, tenantShare, upstreamsOf } from './capacity.js';
 import type { HandlerContext } from './context.js';
+import { RECORD_AT } from './handlers/admit.js';
 import { encodeOutboxFields } from './outbox.js';
 
 /**
@@ -88,21 +89,21 @@ async function notMovable(
     'prompt',
     'max',
   );
-  // The record's fixed fields (lib.lua RECORD_FIXED: tenant, ..., model 5th, prompt 8th), or
-  // fields of their own in a record written before `r`.
+  // The record's fixed fields (admit.ts RECORD_AT), or fields of their own in a record written
+  // before `r`.
   const fixed = r?.split('\u0001');
-  const owner = fixed ? fixed[0] : ownTenant;
+  const owner = fixed ? fixed[RECORD_AT.tenant] : ownTenant;
   if (state === null || owner !== req.tenant) {
     return `reservation ${req.reservationId} is no hold of team ${req.tenant}: nothing moved`;
   }
   if (state !== 'held') {
     return `reservation ${req.reservationId} is ${state} already: a closed call moves nowhere`;
   }
-  const model = fixed ? fixed[4] : ownModel;
+  const model = fixed ? fixed[RECORD_AT.model] : ownModel;
   if (model !== req.model) {
     return `reservation ${req.reservationId} is a call of model ${model}, not ${req.model}: nothing moved`;
   }
-  const worst = Number(fixed ? fixed[7] : ownPrompt) + Number(max);
+  const worst = Number(fixed ? fixed[RECORD_AT.prompt] : ownPrompt) + Number(max);
   if (req.tokens > worst) {
     return `tokens ${req.tokens} pass the call's worst case, ${worst} (its prompt and max_tokens): nothing moved`;
   }

@@ -32,6 +32,9 @@ import { closeCapacity, takeCapacity, tenantShare } from '../capacity.js';
 import { NotReplicatedError } from '../durable.js';
 import { closeReservation } from './close.js';
 
+/** Where the record's fixed text (`r`, fields joined by \u0001) keeps what others read of it. */
+export const RECORD_AT = { tenant: 0, model: 4, prompt: 7 } as const;
+
 type Reply = Result<AdmitReply, RpcError>;
 
 function refused(
@@ -412,7 +415,7 @@ export async function admit(
   const eventId = randomUUID();
   const tracksUser = req.endUser !== undefined && tenant.endUserBudgets.length > 0;
   const keyMaxEndUsers = tracksUser && req.keyId ? tenant.keyMaxEndUsers.get(req.keyId) : undefined;
-  // The record's fixed text: lib.lua's RECORD_FIXED, in its order.
+  // The record's fixed text: lib.lua's RECORD_FIXED, in its order (RECORD_AT names a few).
   const record = [
     tenant.id,
     tenant.org,
