@@ -89,3 +89,37 @@ export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
 }
+
+/** Each scenario's median of a field over its rounds: `m('edge @32', 'p99')`. */
+export function medians(results: Record<string, LoadResult[]>) {
+  return (key: string, field: keyof LoadResult): number =>
+    median(results[key]!.map((r) => r[field]));
+}
+
+/**
+ * The table the load benches print, a scenario a row in the order they ran: the medians of
+ * its rounds' throughput, p50 and p99 (ms) and errors. `nameWidth` sizes the scenario column;
+ * `rateLabel` and `rateWidth` name and size the throughput column (ops/s in 10).
+ */
+export function medianTable(
+  results: Record<string, LoadResult[]>,
+  opts: { nameWidth: number; rateLabel?: string; rateWidth?: number },
+): string {
+  const { nameWidth, rateLabel = 'ops/s', rateWidth = 10 } = opts;
+  const m = medians(results);
+  const header =
+    'scenario'.padEnd(nameWidth) +
+    rateLabel.padStart(rateWidth) +
+    'p50 ms'.padStart(10) +
+    'p99 ms'.padStart(10) +
+    'errors'.padStart(8);
+  const rows = Object.keys(results).map(
+    (key) =>
+      key.padEnd(nameWidth) +
+      m(key, 'perSecond').toFixed(0).padStart(rateWidth) +
+      m(key, 'p50').toFixed(3).padStart(10) +
+      m(key, 'p99').toFixed(3).padStart(10) +
+      String(m(key, 'errors')).padStart(8),
+  );
+  return [header, ...rows].join('\n');
+}

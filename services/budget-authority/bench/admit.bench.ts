@@ -14,10 +14,10 @@ import { createInterface } from 'node:readline';
 import { natsNamesToEnv } from '@holdfast/config';
 import { namesWithPrefix } from '@holdfast/events';
 import { AuthorityClient } from '@holdfast/runtime';
-import { requireUrl, resolveInfra } from '@holdfast/testkit/infra';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
-import { closedLoop, median, openLoop, type LoadResult } from '@holdfast/testkit/infra';
+import { closedLoop, medians, medianTable, openLoop } from '@holdfast/testkit/infra';
+import { requireUrl, resolveInfra, type LoadResult } from '@holdfast/testkit/infra';
 import { RAW_LUA, rawKeys } from './raw.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -120,26 +120,11 @@ async function main(): Promise<void> {
     record('holdfast admit 1,000/s', await openLoop(admit, 1_000, SECONDS * 1_000));
   }
 
-  const m = (key: string, f: keyof LoadResult) => median(results[key]!.map((r) => r[f]));
+  const m = medians(results);
   console.log(
     `\nbudget-authority admission benchmark: ${ROUNDS} rounds x ${SECONDS} s, medians (node ${process.version}, 2 cores)\n`,
   );
-  console.log(
-    'scenario'.padEnd(26) +
-      'ops/s'.padStart(10) +
-      'p50 ms'.padStart(10) +
-      'p99 ms'.padStart(10) +
-      'errors'.padStart(8),
-  );
-  for (const key of Object.keys(results)) {
-    console.log(
-      key.padEnd(26) +
-        m(key, 'perSecond').toFixed(0).padStart(10) +
-        m(key, 'p50').toFixed(3).padStart(10) +
-        m(key, 'p99').toFixed(3).padStart(10) +
-        String(m(key, 'errors')).padStart(8),
-    );
-  }
+  console.log(medianTable(results, { nameWidth: 26 }));
   const ratio = (a: string, b: string) => (m(a, 'perSecond') / m(b, 'perSecond')).toFixed(2);
   console.log(
     `\nholdfast admit / raw NATS+Lua throughput: @1 ${ratio('holdfast admit @1', 'raw NATS+Lua @1')}x, @64 ${ratio('holdfast admit @64', 'raw NATS+Lua @64')}x (target >= 0.8x)`,

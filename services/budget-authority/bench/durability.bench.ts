@@ -16,7 +16,7 @@ import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
   findBinary,
-  median,
+  medianTable,
   openLoop,
   requireUrl,
   resolveInfra,
@@ -92,26 +92,10 @@ async function main(): Promise<void> {
       record(`${name} 500/s`, await openLoop(v.call, 500, SECONDS * 1_000));
     }
   }
-  const m = (key: string, f: keyof LoadResult) => median(results[key]!.map((r) => r[f]));
   console.log(
     `\nadmit + settle per durability setting: ${ROUNDS} rounds x ${SECONDS} s, medians (node ${process.version}, in process, ext4 disk)\n`,
   );
-  console.log(
-    'scenario'.padEnd(38) +
-      'pairs/s'.padStart(10) +
-      'p50 ms'.padStart(10) +
-      'p99 ms'.padStart(10) +
-      'errors'.padStart(8),
-  );
-  for (const key of Object.keys(results)) {
-    console.log(
-      key.padEnd(38) +
-        m(key, 'perSecond').toFixed(0).padStart(10) +
-        m(key, 'p50').toFixed(3).padStart(10) +
-        m(key, 'p99').toFixed(3).padStart(10) +
-        String(m(key, 'errors')).padStart(8),
-    );
-  }
+  console.log(medianTable(results, { nameWidth: 38, rateLabel: 'pairs/s' }));
   for (const v of Object.values(variants)) await v.stop();
   await nc.drain();
   await Promise.all([noAof.stop(), everysec.stop(), always.stop(), cluster.stop()]);

@@ -14,7 +14,8 @@ import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
   freePort,
-  median,
+  medians,
+  medianTable,
   openLoop,
   requireUrl,
   resolveInfra,
@@ -182,26 +183,11 @@ async function breakdown(
 }
 
 function report(results: Record<string, LoadResult[]>): void {
-  const m = (key: string, f: keyof LoadResult) => median(results[key]!.map((r) => r[f]));
+  const m = medians(results);
   console.log(
     `\nedge overhead: ${ROUNDS} rounds x ${SECONDS} s per scenario, interleaved; medians (node ${process.version})\n`,
   );
-  console.log(
-    'scenario'.padEnd(22) +
-      'ops/s'.padStart(9) +
-      'p50 ms'.padStart(10) +
-      'p99 ms'.padStart(10) +
-      'errors'.padStart(8),
-  );
-  for (const key of Object.keys(results)) {
-    console.log(
-      key.padEnd(22) +
-        m(key, 'perSecond').toFixed(0).padStart(9) +
-        m(key, 'p50').toFixed(3).padStart(10) +
-        m(key, 'p99').toFixed(3).padStart(10) +
-        String(m(key, 'errors')).padStart(8),
-    );
-  }
+  console.log(medianTable(results, { nameWidth: 22, rateWidth: 9 }));
   console.log('');
   for (const load of [`${RATE}/s`, `@${CONCURRENCY}`]) {
     const [e, d] = [`edge ${load}`, `direct ${load}`];
