@@ -106,7 +106,8 @@ export const Usage = USAGE_RULES.reduce(
 );
 export type Usage = z.infer<typeof Usage>;
 
-export const SettleRequest = z.strictObject({
+/** The reservation a settle or release closes, and the call's parties whose windows it touches. */
+const closeTarget = {
   reservationId: Uuid,
   tenant: TenantId,
   /** The org of the reservation (the admission's `org`); the tenant's current org if absent. */
@@ -118,12 +119,14 @@ export const SettleRequest = z.strictObject({
   /** The call's key and end user: their windows' states go in the event. */
   keyId: KeyId.nullable().optional(),
   endUser: EndUserId.optional(),
-  usage: Usage,
-  outcome: SettleOutcome.default('completed'),
+};
+
+/** What the upstream stored for the call, recorded as the tenant's by a settle or a release. */
+const storedOutput = {
   /**
-   * The response the upstream stored for the call (Responses, `store` not false): recorded as
-   * the tenant's for 30 days, so its calls, and only its, may continue it
-   * (AdmitRequest.previousResponseId).
+   * The response the upstream stored for the call (Responses, `store` not false; on a release,
+   * one it stored before the call failed): recorded as the tenant's for 30 days, so its calls,
+   * and only its, may continue it (AdmitRequest.previousResponseId).
    */
   responseId: ResponseId.optional(),
   /**
@@ -132,22 +135,20 @@ export const SettleRequest = z.strictObject({
    * (AdmitRequest.itemIds).
    */
   itemIds: z.array(ItemId).min(1).max(MAX_ITEM_IDS).optional(),
+};
+
+export const SettleRequest = z.strictObject({
+  ...closeTarget,
+  usage: Usage,
+  outcome: SettleOutcome.default('completed'),
+  ...storedOutput,
 });
 export type SettleRequest = z.input<typeof SettleRequest>;
 
 export const ReleaseRequest = z.strictObject({
-  reservationId: Uuid,
-  tenant: TenantId,
-  org: TenantId.optional(),
-  upstream: PlainId.optional(),
-  model: ModelId.optional(),
-  keyId: KeyId.nullable().optional(),
-  endUser: EndUserId.optional(),
+  ...closeTarget,
   reason: ReleaseReason,
-  /** A response the upstream stored before the call failed: recorded as on a settle. */
-  responseId: ResponseId.optional(),
-  /** The output items it stored with it: recorded as on a settle. */
-  itemIds: z.array(ItemId).min(1).max(MAX_ITEM_IDS).optional(),
+  ...storedOutput,
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;
 
