@@ -12,7 +12,6 @@
  *   pnpm --filter @holdfast/budget-authority bench:durability   (BENCH_ROUNDS, BENCH_SECONDS)
  */
 import { randomUUID } from 'node:crypto';
-import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
   findBinary,
@@ -28,25 +27,17 @@ import {
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
-import { startTestAuthority } from '../src/testing.js';
-import { admitRequest, CONFIG, settleRequest } from './requests.js';
+import { admitRequest, settleRequest, startBenchAuthority } from './requests.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 
 /** An in-process authority on `redisUrl` (a list is a cluster); one admit + settle and its teardown. */
 async function variant(nc: NatsConnection, natsUrl: string, redisUrl: string, wait: number) {
-  const prefix = `bench-${randomUUID().slice(0, 8)}`;
-  // Started as every test starts it; the service's own sweep interval, Redis TIME.
-  const started = await startTestAuthority({
+  const started = await startBenchAuthority({
     natsUrl,
     nc,
     redisUrl,
-    names: namesWithPrefix(prefix),
-    keyPrefix: prefix,
-    config: CONFIG,
-    clock: false,
-    sweepIntervalMs: 1_000,
     redisTimeoutMs: 5_000,
     durability: { replicas: wait, timeoutMs: 500 },
   });

@@ -4,7 +4,13 @@
  * BENCH_OWN=1: the calls by the team's key k1, which has a day budget, for one of 100 end
  * users, who have one too (five windows); then admits of new end users at the team's
  * maxEndUsers (BENCH_MAX_END_USERS, 1,000), refused, from an edge that remembers them.
+ * `startBenchAuthority` starts the authority they send them to.
  */
+import { randomUUID } from 'node:crypto';
+import { namesWithPrefix } from '@holdfast/events';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { startTestAuthority, type TestAuthorityOptions } from '../src/testing.js';
+
 const OWN = process.env.BENCH_OWN === '1';
 /** The team's maxEndUsers (BENCH_OWN): the refusal phases fill its registry to it. */
 export const MAX_END_USERS = Number(process.env.BENCH_MAX_END_USERS ?? 1_000);
@@ -65,3 +71,26 @@ export const settleRequest = (reservationId: string) => ({
   },
   outcome: 'completed' as const,
 });
+
+/**
+ * An authority in this process with `CONFIG` under a fresh key and subject prefix, started as
+ * every test starts it (the service's own sweep interval, Redis TIME); `prefix` for the keys.
+ */
+export async function startBenchAuthority(opts: {
+  natsUrl: string;
+  nc: NatsConnection;
+  redisUrl: string;
+  redisTimeoutMs: number;
+  durability?: TestAuthorityOptions['durability'];
+}) {
+  const prefix = `bench-${randomUUID().slice(0, 8)}`;
+  const started = await startTestAuthority({
+    ...opts,
+    names: namesWithPrefix(prefix),
+    keyPrefix: prefix,
+    config: CONFIG,
+    clock: false,
+    sweepIntervalMs: 1_000,
+  });
+  return { ...started, prefix };
+}

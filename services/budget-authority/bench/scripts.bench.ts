@@ -19,14 +19,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { namesWithPrefix } from '@holdfast/events';
 import { requireUrl, resolveInfra } from '@holdfast/testkit/infra';
 import { admit } from '../src/handlers/admit.js';
 import { settle } from '../src/handlers/close.js';
 import { createRedis } from '../src/redis.js';
-import { startTestAuthority } from '../src/testing.js';
 import { startCallgrindRedis, type CallgrindRedis, type ScriptCommand } from './callgrind.js';
-import { admitRequest, CONFIG, MAX_END_USERS, settleRequest } from './requests.js';
+import { admitRequest, MAX_END_USERS, settleRequest, startBenchAuthority } from './requests.js';
 import { RAW_LUA, rawKeys } from './raw.js';
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000);
@@ -140,20 +138,14 @@ async function main(): Promise<void> {
   const { connect } = await import('@nats-io/transport-node');
   const natsUrl = requireUrl(urls, 'nats');
   const nc = await connect({ servers: natsUrl });
-  const prefix = `bench-${randomUUID().slice(0, 8)}`;
-  // Started as every test starts it; the service's own sweep interval, Redis TIME.
-  const authority = await startTestAuthority({
+  const authority = await startBenchAuthority({
     natsUrl,
     nc,
     redisUrl,
-    names: namesWithPrefix(prefix),
-    keyPrefix: prefix,
-    config: CONFIG,
-    clock: false,
-    sweepIntervalMs: 1_000,
     // A filter of 10,000 end users built under callgrind takes seconds.
     redisTimeoutMs: callgrind ? 60_000 : 5_000,
   });
+  const { prefix } = authority;
   const ctx = authority.authority.ctx;
 
   const raw = (await redis.script('LOAD', RAW_LUA)) as string;
