@@ -82,10 +82,10 @@ export class CapacityReplay {
 
   closed(e: Closed): void {
     const key = this.#current.get(e.reservationId);
-    const take = key === undefined ? undefined : this.#takes.get(key);
     this.#current.delete(e.reservationId);
-    if (!take) return;
-    this.#takes.delete(key!);
+    const take = key === undefined ? undefined : this.#takes.get(key);
+    if (!take || key === undefined) return;
+    this.#takes.delete(key);
     this.#close(
       take,
       Date.parse(e.time),

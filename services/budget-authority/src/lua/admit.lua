@@ -555,7 +555,7 @@ local function adoptOwn(spec, scope, ids)
               forgetFilter(KEYS[N(ARGV[13])])
             end
             if rec.keyId ~= '' and string.find(cappedKeys, ',' .. rec.keyId .. ',', 1, true) then
-              local registry = spec.kp .. ':{' .. spec.org .. '}:k:' .. spec.tenant .. ':' .. rec.keyId .. ':users'
+              local registry = keyKey(spec, spec.tenant, rec.keyId, ':users')
               redis.call('ZADD', registry, 'GT', seen, subject)
               redis.call('PEXPIRE', registry, END_USER_KEEP_TEXT)
             end

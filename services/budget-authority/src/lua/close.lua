@@ -399,8 +399,7 @@ if userKeys and not userInUse and redis.call('HGET', resKey, 'nu') then
   -- After the event's window states, whose reading would write the windows again.
   redis.call('ZREM', tenantKey(spec, tenant, ':users'), endUser)
   if keyId ~= '' then
-    redis.call('ZREM', spec.kp .. ':{' .. spec.org .. '}:k:' .. tenant .. ':' .. keyId .. ':users',
-      endUser)
+    redis.call('ZREM', keyKey(spec, tenant, keyId, ':users'), endUser)
   end
   redis.call('DEL', unpack(userKeys))
 end

@@ -606,6 +606,11 @@ local function tenantKey(spec, tenant, suffix)
   return spec.kp .. ':{' .. spec.org .. '}:t:' .. tenant .. suffix
 end
 
+-- A key's own keys (keys.ts: `<p>:{<org>}:k:<tenant>:<key><suffix>`).
+local function keyKey(spec, tenant, keyId, suffix)
+  return spec.kp .. ':{' .. spec.org .. '}:k:' .. tenant .. ':' .. keyId .. suffix
+end
+
 -- The record's levels: list of tenant ids, leaf first.
 local function recordLevels(text)
   local out = {}
@@ -634,7 +639,7 @@ local function recordHolds(spec, levels, text, rec)
     local key
     if at == 'K' then
       budget.scope, budget.subject = 'k', rec.keyId
-      key = spec.kp .. ':{' .. spec.org .. '}:k:' .. rec.tenant .. ':' .. rec.keyId .. ':w:' .. id
+      key = keyKey(spec, rec.tenant, rec.keyId, ':w:' .. id)
     elseif at == 'U' then
       budget.scope, budget.subject = 'u', rec.endUser
       key = spec.kp .. ':{' .. spec.org .. '}:u:' .. rec.tenant .. ':' .. rec.endUser .. ':w:' .. id
