@@ -1,4 +1,4 @@
-import { eventSubject } from '@holdfast/events';
+import { eventSubject, type NatsNames } from '@holdfast/events';
 import {
   findBinary,
   infraTest as test,
@@ -6,7 +6,7 @@ import {
   waitFor,
 } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
 import { acking, consumerOn } from '../../test/consumer-on.js';
 import { ensureEventsStream } from '../nats.js';
@@ -352,5 +352,70 @@ test('bursts: stop() hands back what is buffered at once and pulls nothing after
   } finally {
     await stop();
     expect(own.isClosed()).toBe(true);
+  }
+});
+
+/**
+ * The events stream of a test, its manager, a publish of one event, and a wait for the
+ * consumer `test`'s waiting pull (it is idle).
+ */
+async function eventsOf(nc: NatsConnection, names: NatsNames) {
+  const jsm = await jetstreamManager(nc);
+  await ensureEventsStream(jsm, names);
+  const js = jetstream(nc);
+  const stream = names.eventsStream;
+  return {
+    jsm,
+    publish: () => js.publish(eventSubject(names, 'team', 'reservation.created'), '{}'),
+    waitingPullOut: () =>
+      waitFor(async () => (await jsm.consumers.info(stream, 'test')).num_waiting === 1, {
+        what: 'the waiting pull',
+      }),
+  };
+}
+
+test('bursts: what a pull brings during stop() is handed back before stop() returns, though the connection is closed right after', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const { jsm, publish, waitingPullOut } = await eventsOf(nc, iso.names);
+  let published = 0;
+  // Every delivery to a handler, by sequence, across the consumers one after the other.
+  const { seen, take } = tally();
+  const handler = (m: JsMsg) => {
+    take(m);
+    return m.ackAck().then(() => undefined);
+  };
+  for (let round = 0; round < 5; round++) {
+    const { consumer, stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: handler,
+    });
+    try {
+      await waitFor(() => seen.size === published, { what: 'the messages before' });
+      await waitingPullOut();
+      // Published as the stop begins: the first may come to the waiting pull (handed back),
+      // the rest stay in the stream.
+      const stopping = consumer.stop();
+      await Promise.all(Array.from({ length: 5 }, publish));
+      published += 5;
+      await stopping;
+    } finally {
+      // nc.close(), not drain(): what was not written yet is dropped.
+      await stop();
+    }
+  }
+  const { stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+    everyMs: 50,
+    onMessage: handler,
+  });
+  try {
+    // Not after the ack wait (30 s): nothing a stopped consumer's pull brought is left pending.
+    await waitFor(() => seen.size === published, { timeoutMs: 3_000, what: 'every message' });
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect((await jsm.consumers.info(iso.names.eventsStream, 'test')).num_ack_pending).toBe(0);
+  } finally {
+    await stop();
   }
 });

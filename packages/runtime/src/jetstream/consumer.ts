@@ -73,6 +73,24 @@ const LEADERLESS_PAUSE_MS = 250;
 const STOP_WAIT_MAX_MS = IDLE_WAIT_MAX_MS + 500;
 /** A signal that never aborts (the waits for the last pull after stop). */
 const NEVER = new AbortController().signal;
+/** After stop(), how long the naks and acks it leaves are waited for to reach the server. */
+const STOP_FLUSH_MAX_MS = 1_000;
+
+/**
+ * Resolves once what was published on `nc` reached the server (a PING answered after it), or
+ * after `STOP_FLUSH_MAX_MS` (a connection down or closed). A nak is a publish, written on the
+ * next turn of the event loop: a connection closed (not drained) right after stop() would
+ * drop it, and the message would come back only after the ack wait.
+ */
+async function written(nc: NatsConnection): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_FLUSH_MAX_MS)));
+  try {
+    await Promise.race([nc.flush().catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * The one JetStream consume loop (docs/events.md, "Consuming"): ensure the durable, consume,
@@ -131,6 +149,7 @@ export class DurableConsumer {
     await this.#loop;
     await Promise.allSettled([...this.#inflight.keys()]);
     clearInterval(this.#working);
+    if (this.#o.bursts) await written(this.#o.bursts.nc);
   }
 
   async #run(): Promise<void> {
