@@ -419,3 +419,43 @@ test('bursts: what a pull brings during stop() is handed back before stop() retu
     await stop();
   }
 });
+
+test('bursts: stop() of an idle consumer ends its waiting pull at once, and a message published right after goes to the next consumer, delivered once', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const { jsm, publish, waitingPullOut } = await eventsOf(nc, iso.names);
+  const stopMs: number[] = [];
+  const firsts: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    const { consumer, stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: acking((m) => firsts.push(m.info.deliveryCount)),
+    });
+    try {
+      await waitingPullOut();
+      const startedAt = performance.now();
+      await consumer.stop();
+      stopMs.push(performance.now() - startedAt);
+      // The pull is gone from the server, not left to take this one with nobody to hand it to.
+      await publish();
+    } finally {
+      await stop();
+    }
+    const { stop: stopNext } = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: acking((m) => firsts.push(m.info.deliveryCount)),
+    });
+    try {
+      // Not after the ack wait (30 s).
+      await waitFor(() => firsts.length === round + 1, { timeoutMs: 3_000, what: 'the message' });
+    } finally {
+      await stopNext();
+    }
+  }
+  expect(firsts).toEqual([1, 1, 1]);
+  expect((await jsm.consumers.info(iso.names.eventsStream, 'test')).num_ack_pending).toBe(0);
+  // Not the waiting pull's second: stop() waited it out (0.6-1 s) before.
+  expect(Math.max(...stopMs)).toBeLessThan(200);
+});

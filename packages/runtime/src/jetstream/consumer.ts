@@ -69,11 +69,10 @@ const IDLE_WAIT_MAX_MS = 1_000;
  * consumer leader yet: a 503, a 409 leadership change), so an election is not a busy loop.
  */
 const LEADERLESS_PAUSE_MS = 250;
-/** After stop(), how long a pull still out is waited for (what it brings is nak'd). */
-const STOP_WAIT_MAX_MS = IDLE_WAIT_MAX_MS + 500;
-/** A signal that never aborts (the waits for the last pull after stop). */
-const NEVER = new AbortController().signal;
-/** After stop(), how long the naks and acks it leaves are waited for to reach the server. */
+/**
+ * After stop(), how long a round trip to the server is waited for: the drain that ends a pull
+ * still out, the flush of the naks and acks stop() leaves.
+ */
 const STOP_FLUSH_MAX_MS = 1_000;
 
 /**
@@ -238,7 +237,6 @@ export class DurableConsumer {
     /** The consumer was looked up since `heardAt` (after a pull no leader took). */
     let lookedUp = false;
     let sentAt = 0;
-    let stopBy: number | undefined;
     let end: string | undefined;
     this.#consuming = true;
     logger.info({ stream, durable: name, everyMs }, 'consuming in bursts');
@@ -262,11 +260,10 @@ export class DurableConsumer {
           return;
         }
         if (stopped.aborted) {
-          // No pull after stop; what the last one still brings is nak'd, briefly waited for.
-          stopBy ??= Date.now() + Math.min(silenceMs, STOP_WAIT_MAX_MS);
-          const leftMs = stopBy - Date.now();
-          if (!pulls.open || leftMs <= 0) return;
-          await pulls.wait(leftMs, NEVER);
+          // No pull after stop. One still out (a waiting pull holds for up to a second) is
+          // ended at once; what it brought until then is handed back above.
+          if (!pulls.open) return;
+          await pulls.end(STOP_FLUSH_MAX_MS);
           continue;
         }
         const last = pulls.last;

@@ -160,10 +160,32 @@ export class BurstPulls {
     });
   }
 
+  /**
+   * Ends the pull out for good (stop): its inbox is drained, an UNSUB then a PING. The server
+   * reads them in order, and it hands a pull a message only while its reply subject has a
+   * subscriber, under the connection's lock that the UNSUB takes too. So by the PONG every
+   * delivery it made to the pull is in `buffered`, and one it tries after finds nobody and is
+   * queued for redelivery at once (nats-server 2.9.10: `nextWaiting` drops the pull,
+   * `didNotDeliver` the message). In a cluster a consumer leader on another server learns of
+   * the UNSUB through its route: a message it hands the pull in that sub-millisecond is dropped
+   * by our server and comes back after the ack wait. Bounded by `maxMs` (a connection down):
+   * then `close()` drops what comes later, back after the ack wait too.
+   */
+  async end(maxMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
+    try {
+      await Promise.race([this.#sub.drain().catch(() => undefined), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#ended(this.#open, false);
+  }
+
   /** Ends the round's subscription: nothing is delivered to it after this. */
   close(): void {
     this.#wake = undefined;
-    this.#sub.unsubscribe();
+    if (!this.#sub.isClosed()) this.#sub.unsubscribe();
     this.#status.stop?.();
   }
 
