@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { StreamErrorKind } from './behaviour.js';
 import type { ModelCall } from './call.js';
 import type { Plan } from './plan.js';
@@ -17,6 +18,8 @@ export class TokenStream {
   private streamedReasoning = 0;
   private upfrontSent = { reasoning: 0, hidden: 0 };
   private readonly cutAt: number;
+  /** Token delay owed and not slept yet (see `gap`). */
+  private owedMs = 0;
 
   constructor(
     private readonly call: ModelCall,
@@ -61,11 +64,31 @@ export class TokenStream {
    */
   async token(data: string, tokens = 1, reasoning = false): Promise<boolean> {
     if (!(await this.checkpoint())) return false;
-    if (this.sent > 0 && !(await this.call.wait(this.plan.tokenDelayMs))) return this.aborted();
+    if (this.sent > 0 && !(await this.gap())) return this.aborted();
     if (!(await this.call.write(data))) return this.aborted();
     this.sent += tokens;
     if (reasoning) this.streamedReasoning += tokens;
     return true;
+  }
+
+  /**
+   * The token delay before a token. One under a timer's 1 ms is kept on average: it is owed
+   * until a whole millisecond is, then slept, and a token meanwhile waits one turn of the event
+   * loop, so a reader in the same process still takes each token on its own and a hangup is
+   * seen before the next. Before, node made every delay under 1 ms a 1 ms timer, and a loaded
+   * box makes each several: a 200,000-token reply meant as a fast provider took minutes.
+   */
+  private async gap(): Promise<boolean> {
+    const ms = this.plan.tokenDelayMs;
+    if (ms <= 0 || ms >= 1) return this.call.wait(ms);
+    this.owedMs += ms;
+    if (this.owedMs < 1) {
+      await nextTurn();
+      return !this.call.aborted;
+    }
+    const whole = Math.floor(this.owedMs);
+    this.owedMs -= whole;
+    return this.call.wait(whole);
   }
 
   /** Where the content of a choice or block ends: an injected break due now happens here. */

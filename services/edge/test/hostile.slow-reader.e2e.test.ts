@@ -41,6 +41,14 @@ function neverReads(s: Stack, maxTokens: number): Socket {
   return socket;
 }
 
+/**
+ * A token delay under a timer's 1 ms (the mock sleeps 1 ms every 10 tokens, and gives each token
+ * a turn of the event loop): the socket buffers between the edge and a client that reads
+ * nothing fill within seconds. At 1 ms a token (a timer each, several ms each on a loaded box)
+ * filling them ran out a 90 s wait.
+ */
+const FAST_PACE_MS = 0.1;
+
 /** A stack whose model replies `tokens` tokens, `tokenDelayMs` apart, to a team that may ask them. */
 function longReplies(tokens: number, tokenDelayMs: number): StackOptions {
   return {
@@ -119,10 +127,11 @@ test('a client that reads nothing of its stream, then hangs up, is billed what t
 test('a client further behind than EDGE_STREAM_LAG_BYTES is closed: the call ends billed what the provider wrote, nothing held, and another call is served', async ({
   stack,
 }) => {
-  // A provider's pace (1 ms a token: the edge keeps up with it), a reply far longer than the
-  // socket buffers between the edge and a client that reads nothing, and the least lag.
+  // A fast provider's pace (10 tokens a ms at most, each in a turn of its own: the edge keeps
+  // up with it), a reply far longer than the socket buffers between the edge and a client that
+  // reads nothing (up to 4 MB: 30,000 tokens), and the least lag.
   const s = await stack({
-    ...longReplies(200_000, 1),
+    ...longReplies(200_000, FAST_PACE_MS),
     edge: { options: { streamLagBytes: 64 * 1024 } },
   });
   const socket = neverReads(s, 200_000);
@@ -142,10 +151,10 @@ test("a reply left unread counts against its tenant's open bytes on the edge: a 
   // Clients that stop reading could each leave EDGE_STREAM_LAG_BYTES on the edge, as many
   // times as the tenant has connections: the edge's memory for every tenant. What they leave
   // counts with the tenant's open bodies instead. Here one reply (~30 MB, under its lag bound,
-  // at a provider's pace) would be read whole and kept for a client that reads nothing of it (what the sockets'
+  // at a fast provider's pace) would be read whole and kept for a client that reads nothing of it (what the sockets'
   // buffers do not take: 0.5 MB seen), and the tenant's bound is 128 KiB.
   const s = await stack({
-    ...longReplies(200_000, 1),
+    ...longReplies(200_000, FAST_PACE_MS),
     edge: { options: lagUnbounded(128 * 1024) },
   });
   const socket = neverReads(s, 200_000);
