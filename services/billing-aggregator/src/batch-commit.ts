@@ -1,5 +1,11 @@
 import { parseEvent } from '@holdfast/events';
-import { errorMessage, keepWorking, nakLater, type DeadLetters } from '@holdfast/runtime';
+import {
+  errorMessage,
+  keepWorking,
+  nakLater,
+  streamSequence,
+  type DeadLetters,
+} from '@holdfast/runtime';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '@holdfast/runtime';
 import { REDELIVER } from './consumer.js';
@@ -55,7 +61,7 @@ export class BatchCommit {
   accept(msg: JsMsg): Pending | Promise<void> {
     const parsed = parseEvent(msg.data);
     if (!parsed.ok) return this.#deadLetter(msg, parsed.error.message);
-    const row = toEventRow(parsed.value, msg.seq);
+    const row = toEventRow(parsed.value, streamSequence(msg));
     const problem = rowProblem(row);
     if (problem !== undefined) {
       return this.#deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);

@@ -9,6 +9,31 @@ const NAK_ANSWER_MS = 1_000;
 /** The least time between two sends of one nak (no responders comes back at once). */
 const NAK_RESEND_MS = 250;
 
+/** Where the stream sequence sits in a reply subject, by the subject's token count. */
+const SEQ_TOKEN_OLD = 5; // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending>
+const SEQ_TOKEN_NEW = 7; // $JS.ACK.<domain>.<hash>.<stream>.<consumer>.<delivered>.<sseq>...
+
+/**
+ * `msg.seq` without the library's whole delivery info: nats.js splits the reply subject into
+ * tokens and builds an object of ten fields (parsing five numbers) to read one of them, and the
+ * aggregator, which keeps every message up to its batch's insert, reads only this one (issue
+ * 14). The same number for both subject layouts, and the same throw for a reply that is no
+ * JetStream delivery (stream-sequence.unit.test.ts holds it to the library's).
+ */
+export function streamSequence(msg: JsMsg): number {
+  // nats.js's JsMsg keeps its reply subject (`JsMsgImpl.reply`), which its public type leaves out.
+  const s = (msg as JsMsg & { readonly reply?: unknown }).reply;
+  if (typeof s !== 'string') return msg.seq;
+  const dots: number[] = [];
+  if (s.startsWith('$JS.ACK.')) {
+    for (let i = s.indexOf('.'); i !== -1; i = s.indexOf('.', i + 1)) dots.push(i);
+  }
+  const tokens = dots.length + 1;
+  const k = tokens === 9 ? SEQ_TOKEN_OLD : tokens >= 11 ? SEQ_TOKEN_NEW : -1;
+  if (k < 0) throw new Error('unable to parse delivery info - not a jetstream message');
+  return parseInt(s.slice(dots[k - 1]! + 1, dots[k]), 10);
+}
+
 /**
  * Hands a message back for redelivery after the policy's delay for its delivery count (see
  * `nakConfirmed`: sent again until the consumer's leader takes it). Returns the delay.
