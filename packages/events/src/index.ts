@@ -3,6 +3,7 @@ export * from './ids.js';
 export * from './amounts.js';
 export * from './windows.js';
 export * from './envelope.js';
+export * from './iso-time.js';
 export * from './events.js';
 export * from './upcast.js';
 export * from './subjects.js';

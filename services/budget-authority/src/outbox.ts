@@ -1,5 +1,6 @@
 import {
   CURRENT_SCHEMA_VERSION,
+  isoTime,
   HoldfastEvent,
   checkEvent,
   type RefusalCode,
@@ -54,7 +55,7 @@ function decodeValue(value: string, f: FieldKind | undefined): unknown {
     case 'number':
       return Number(value);
     case 'time':
-      return new Date(Number(value)).toISOString();
+      return isoTime(Number(value));
     case 'boolean':
       return value === '1';
     case 'windows':

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import {
   END_USER_FILTER_K,
   FILE_ID,
+  isoTime,
   type AdmitReply,
   type AdmitRequest,
   type RefusalCode,
@@ -564,7 +565,7 @@ export async function admit(
       heldMicroUsd: Number(r[2]),
       maxTokens: Number(r[3]),
       shrunk: r[4] === '1',
-      expiresAt: new Date(Number(r[5])).toISOString(),
+      expiresAt: isoTime(Number(r[5])),
       duplicate: r[6] === '1',
       coveredOutputTokens: Number(r[8]),
       windows: parseWindows(r[7] ?? ''),

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { toolUsePrices, toolUsesText } from '@holdfast/config';
-import type {
-  ExtendReply,
-  ExtendRequest,
-  RenewReply,
-  RenewRequest,
-  ToolUseKind,
+import {
+  isoTime,
+  type ExtendReply,
+  type ExtendRequest,
+  type RenewReply,
+  type RenewRequest,
+  type ToolUseKind,
 } from '@holdfast/events';
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
@@ -116,6 +117,6 @@ export async function renew(
   const [status = 'unknown', expiresAt = '0'] = result.value;
   return Ok({
     status: status as RenewReply['status'],
-    expiresAt: status === 'unknown' ? null : new Date(Number(expiresAt)).toISOString(),
+    expiresAt: status === 'unknown' ? null : isoTime(Number(expiresAt)),
   });
 }
