@@ -2,7 +2,10 @@ import type { WindowState } from '@holdfast/events';
 import { expect, test } from 'vitest';
 import { parseWindows } from '../src/windows.js';
 
-/** The scripts' window list as parseWindows read it before issue 14's rewrite: the oracle. */
+/**
+ * The scripts' window list as parseWindows read it before issue 14's rewrite (its tail written
+ * another way): the oracle.
+ */
 function parseWindowsBefore(text: string): WindowState[] {
   if (!text) return [];
   return text.split(';').map((entry) => {
@@ -19,21 +22,14 @@ function parseWindowsBefore(text: string): WindowState[] {
       held: Number(held),
       enforce: enforce === '1',
     };
-    let at = 6;
-    const scope = fields[at];
-    const subject = fields[at + 1];
-    if (scope === 'k' || scope === 'u') {
-      if (subject) {
-        state.scope = scope === 'k' ? 'key' : 'end_user';
-        state.subject = subject;
-      }
-      at += 2;
+    // The tail, consumed from the front: `k|u,<subject>`, then `c,<charged>`, then `r`.
+    const tail = fields.slice(6);
+    if (tail[0] === 'k' || tail[0] === 'u') {
+      const [kind, who] = tail.splice(0, 2);
+      if (who) Object.assign(state, { scope: kind === 'k' ? 'key' : 'end_user', subject: who });
     }
-    if (fields[at] === 'c') {
-      state.charged = Number(fields[at + 1]);
-      at += 2;
-    }
-    if (fields[at] === 'r') state.removed = true;
+    if (tail[0] === 'c') state.charged = Number(tail.splice(0, 2)[1]);
+    if (tail[0] === 'r') state.removed = true;
     return state;
   });
 }
