@@ -2,6 +2,7 @@ import { Template } from '@huggingface/jinja';
 import { estimateChatPrompt, ESTIMATE_INPUT_SPECIALS } from '../estimate.js';
 import type { ChatPromptRequest } from '../types.js';
 import { outsideTokens, templateInput, type TemplateInput } from './messages.js';
+import { hasMarkers, pythonNumbers } from './python-json.js';
 import type { Vocab } from './vocab.js';
 
 /** How one family renders its chat template: the vocabulary's own, plus fixed variables. */
@@ -26,8 +27,8 @@ const MARKER = /\uFDD0(\d+)\uFDD1/g;
 
 /**
  * Exact prompt counts for an open-weight family: the request rendered with the model's Hugging
- * Face chat template (`add_generation_prompt`, tools passed to it), then tokenized as the server
- * tokenizes it. Special-token text in anything the client sent (`<|eot_id|>` in a message) is
+ * Face chat template (`add_generation_prompt`, tools passed to it, numbers in tool-call arguments
+ * printed as Python prints them), then tokenized as the server tokenizes it. Special-token text in anything the client sent (`<|eot_id|>` in a message) is
  * counted both ways, parsed as the special token (vLLM, llama.cpp) and as plain text
  * (mistral-common), and the larger count wins, so no server counts more. A request the template
  * refuses (roles that do not alternate for Gemma, a Mistral tool-call id that is not 9
@@ -40,14 +41,18 @@ export function familyCounter(vocab: Vocab, spec: FamilySpec): FamilyCounter {
   const template = new Template(String(vocab.config.chat_template));
   const tokens = specialTokenVariables(vocab);
 
+  /** The prompt the server renders: the template's text, with Python's numbers in it. */
   const renderInput = (input: TemplateInput, addGenerationPrompt: boolean): string =>
-    template.render({
-      ...tokens,
-      ...spec.variables,
-      messages: input.messages,
-      tools: input.tools,
-      add_generation_prompt: addGenerationPrompt,
-    });
+    pythonNumbers(
+      template.render({
+        ...tokens,
+        ...spec.variables,
+        messages: input.messages,
+        tools: input.tools,
+        add_generation_prompt: addGenerationPrompt,
+      }),
+      input.numbers,
+    );
 
   /** Tokens of a rendered prompt, with the client's special-token text counted both ways. */
   const countRendered = (rendered: string, lookalikes: string[]): number => {
@@ -74,6 +79,10 @@ export function familyCounter(vocab: Vocab, spec: FamilySpec): FamilyCounter {
       renderInput(templateInput(request), addGenerationPrompt),
     countChat(request) {
       const input = templateInput(request);
+      // Text of the client's own with number markers in it would be read as numbers: bounded.
+      if (input.numbers.length > 0 && hasMarkers(JSON.stringify(request))) {
+        return estimateChatPrompt(request);
+      }
       const lookalikes = maskLookalikes(input, vocab);
       let best = -1;
       for (const variant of contentVariants(input)) {

@@ -1,4 +1,3 @@
-import { parseJsonOrSelf } from '../bound.js';
 import { ESTIMATE_IMAGE_TOKENS } from '../estimate.js';
 import type {
   ChatPromptRequest,
@@ -7,6 +6,7 @@ import type {
   PromptTool,
   PromptToolCall,
 } from '../types.js';
+import { parseWithPythonNumbers, type PythonNumber } from './python-json.js';
 
 /** What a chat template is rendered with, shaped the way vLLM hands an OpenAI request to it. */
 export interface TemplateInput {
@@ -22,12 +22,14 @@ export interface TemplateInput {
   /** JSON of parts no template renders as text (audio, files), counted as their text. */
   otherParts: string[];
   images: number;
+  /** The numbers of tool-call arguments, as markers in `messages` (python-json.ts). */
+  numbers: PythonNumber[];
 }
 
 /**
  * Maps an OpenAI Chat Completions request onto a Hugging Face chat template's inputs, as vLLM
  * does: text parts joined with a newline (its string content format), a missing content as "",
- * tool-call arguments parsed from their JSON string, tools passed with
+ * tool-call arguments parsed from their JSON string (with Python's numbers: python-json.ts), tools passed with
  * `description` and `parameters` present (null when missing) and any other field kept (llama.cpp
  * passes a tool through as sent). Images count ESTIMATE_IMAGE_TOKENS each, outside the template.
  * `response_format` and `tool_choice` are not part of the prompt on these servers (they steer
@@ -40,6 +42,7 @@ export function templateInput(request: ChatPromptRequest): TemplateInput {
     nullableContent: [],
     otherParts: [],
     images: 0,
+    numbers: [],
   };
   for (const message of request.messages) input.messages.push(templateMessage(message, input));
   const tools = [
@@ -68,19 +71,19 @@ function templateMessage(message: PromptMessage, input: TemplateInput): Record<s
   if (legacyCall) toolCalls.push({ type: 'function', function: legacyCall });
   const out: Record<string, unknown> = { ...rest, content: texts.join('\n') };
   if (toolCalls.length > 0) {
-    out.tool_calls = toolCalls.map(templateToolCall);
+    out.tool_calls = toolCalls.map((call) => templateToolCall(call, input.numbers));
     if (texts.length === 0) input.nullableContent.push(input.messages.length);
   }
   return out;
 }
 
-function templateToolCall(call: PromptToolCall): Record<string, unknown> {
+function templateToolCall(call: PromptToolCall, numbers: PythonNumber[]): Record<string, unknown> {
   const { function: fn, ...rest } = call;
   const args = fn?.arguments ?? '';
   return {
     ...rest,
     type: call.type ?? 'function',
-    function: { ...fn, name: fn?.name ?? '', arguments: parseJsonOrSelf(args) },
+    function: { ...fn, name: fn?.name ?? '', arguments: parseWithPythonNumbers(args, numbers) },
   };
 }
 

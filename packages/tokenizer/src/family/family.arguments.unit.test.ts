@@ -1,0 +1,76 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ChatPromptRequest } from '../types.js';
+import type { FamilyCounter } from './family.js';
+import { loadFamily } from './index.js';
+
+/**
+ * Tool-call arguments as vLLM renders them: it parses each call's `arguments` with Python's
+ * `json.loads` and the template prints them with `json.dumps` (`| tojson`). Python keeps an
+ * integer's every digit and a float's `.0`, where JavaScript's JSON.parse turned a 400-digit
+ * integer into Infinity (rendered `null`, one token) and `1.0` into `1`: a client could send
+ * thousands of prompt tokens the count did not see. The expected prompts below were rendered by
+ * Python: jinja2 3.1 with transformers' `apply_chat_template` environment (trim_blocks,
+ * lstrip_blocks, its `tojson`), arguments `json.loads`-ed as vLLM's `_postprocess_messages` does.
+ */
+
+const BIG = '7'.repeat(400);
+const ARGS = `{"n": [1.0, 1e15, 1e-5, -0.0, -0, 1E5, 2.50, 1e400, 0.1], "big": ${BIG}, "s": "x"}`;
+/** What Python prints for ARGS parsed. */
+const PYTHON_ARGS = `{"n": [1.0, 1000000000000000.0, 1e-05, -0.0, 0, 100000.0, 2.5, Infinity, 0.1], "big": ${BIG}, "s": "x"}`;
+
+const request = (args: string): ChatPromptRequest => ({
+  model: 'm',
+  messages: [
+    { role: 'user', content: 'hi' },
+    {
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: args } }],
+    },
+    { role: 'tool', tool_call_id: 'call_1', content: 'ok' },
+  ],
+});
+
+const RENDERED = {
+  qwen3:
+    '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n' +
+    `{"name": "f", "arguments": ${PYTHON_ARGS}}\n</tool_call><|im_end|>\n` +
+    '<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+  llama3_1:
+    '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n' +
+    'Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>' +
+    '<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>' +
+    `<|start_header_id|>assistant<|end_header_id|>\n\n{"name": "f", "parameters": ${PYTHON_ARGS}}<|eot_id|>` +
+    '<|start_header_id|>ipython<|end_header_id|>\n\n"ok"<|eot_id|>' +
+    '<|start_header_id|>assistant<|end_header_id|>\n\n',
+} as const;
+
+const f = {} as Record<keyof typeof RENDERED, FamilyCounter>;
+beforeAll(() => {
+  for (const name of Object.keys(RENDERED) as (keyof typeof RENDERED)[]) f[name] = loadFamily(name);
+}, 60_000);
+
+describe('tool-call arguments are counted as Python prints the numbers in them', () => {
+  for (const name of Object.keys(RENDERED) as (keyof typeof RENDERED)[]) {
+    it(`${name}: the prompt vLLM renders, to the token`, () => {
+      expect(f[name].render(request(ARGS))).toBe(RENDERED[name]);
+      expect(f[name].countChat(request(ARGS))).toBe(f[name].vocab.countParsed(RENDERED[name]));
+    });
+  }
+
+  it('a 4,300-digit integer (Python parses up to that) counts its digits, not one token', () => {
+    const digits = '9'.repeat(4_300);
+    const small = f.qwen3.countChat(request('{"a": 1}'));
+    // Qwen gives each digit a token.
+    expect(f.qwen3.countChat(request(`{"a": ${digits}}`))).toBe(small - 1 + 4_300);
+  });
+
+  it('arguments that are not JSON, or carry the marker characters, are never counted under', () => {
+    const odd = f.qwen3.countChat(request('{"a": 1.0, "b": "\uFDD20\uFDD3"}'));
+    expect(odd).toBeGreaterThanOrEqual(
+      f.qwen3.vocab.countParsed(f.qwen3.render(request('{"a": 1}'))),
+    );
+    const notJson = '{"a": 1e400,';
+    expect(f.qwen3.countChat(request(notJson))).toBeGreaterThan(f.qwen3.countChat(request('{}')));
+  });
+});
