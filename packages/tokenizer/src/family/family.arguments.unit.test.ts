@@ -65,6 +65,40 @@ describe('tool-call arguments are counted as Python prints the numbers in them',
     expect(f.qwen3.countChat(request(`{"a": ${digits}}`))).toBe(small - 1 + 4_300);
   });
 
+  it('numbers in tools print as Python prints what it parsed from the forwarded body', () => {
+    // The edge forwards 1e-7 as JavaScript prints it ("1e-7"); vLLM parses it and prints 1e-07.
+    const parameters = {
+      type: 'object',
+      properties: { x: { type: 'number', enum: [1e-7, 2.5e-9, 1e-7, 1e21, 3] } },
+    };
+    const tools = [{ type: 'function', function: { name: 'f', description: 'd', parameters } }];
+    const chat: ChatPromptRequest = {
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+      tools,
+    };
+    const rendered =
+      '<|im_start|>system\n' +
+      '# Tools\n' +
+      '\n' +
+      'You may call one or more functions to assist with the user query.\n' +
+      '\n' +
+      'You are provided with function signatures within <tools></tools> XML tags:\n' +
+      '<tools>\n' +
+      '{"type": "function", "function": {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"x": {"type": "number", "enum": [1e-07, 2.5e-09, 1e-07, 1e+21, 3]}}}}}\n' +
+      '</tools>\n' +
+      '\n' +
+      'For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n' +
+      '<tool_call>\n' +
+      '{"name": <function-name>, "arguments": <args-json-object>}\n' +
+      '</tool_call><|im_end|>\n' +
+      '<|im_start|>user\n' +
+      'hi<|im_end|>\n' +
+      '<|im_start|>assistant\n';
+    expect(f.qwen3.render(chat)).toBe(rendered);
+    expect(f.qwen3.countChat(chat)).toBe(f.qwen3.vocab.countParsed(rendered));
+  });
+
   it('arguments that are not JSON, or carry the marker characters, are never counted under', () => {
     const odd = f.qwen3.countChat(request('{"a": 1.0, "b": "\uFDD20\uFDD3"}'));
     expect(odd).toBeGreaterThanOrEqual(

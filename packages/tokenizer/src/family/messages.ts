@@ -6,7 +6,7 @@ import type {
   PromptTool,
   PromptToolCall,
 } from '../types.js';
-import { parseWithPythonNumbers, type PythonNumber } from './python-json.js';
+import { markNumbers, parseWithPythonNumbers, type PythonNumber } from './python-json.js';
 
 /** What a chat template is rendered with, shaped the way vLLM hands an OpenAI request to it. */
 export interface TemplateInput {
@@ -22,7 +22,7 @@ export interface TemplateInput {
   /** JSON of parts no template renders as text (audio, files), counted as their text. */
   otherParts: string[];
   images: number;
-  /** The numbers of tool-call arguments, as markers in `messages` (python-json.ts). */
+  /** The numbers of tool-call arguments and tools, as markers in them (python-json.ts). */
   numbers: PythonNumber[];
 }
 
@@ -49,7 +49,11 @@ export function templateInput(request: ChatPromptRequest): TemplateInput {
     ...(request.tools ?? []),
     ...(request.functions ?? []).map((fn): PromptTool => ({ type: 'function', function: fn })),
   ];
-  if (tools.length > 0) input.tools = tools.map(templateTool);
+  if (tools.length > 0) {
+    input.tools = tools.map(
+      (t) => markNumbers(templateTool(t), input.numbers) as Record<string, unknown>,
+    );
+  }
   return input;
 }
 

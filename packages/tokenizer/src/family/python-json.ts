@@ -39,6 +39,27 @@ export function parseWithPythonNumbers(text: string, numbers: PythonNumber[]): u
   return JSON.parse(marked) as unknown;
 }
 
+/**
+ * A value of the request as the server parses it from the body the edge forwards (numbers as
+ * JavaScript prints them, JSON.stringify), with each number a marker: `1e-7` reaches Python as
+ * that text and prints as `1e-07`. A number JSON cannot carry (Infinity) is left: it goes as
+ * `null`, as JavaScript renders it.
+ */
+export function markNumbers(value: unknown, numbers: PythonNumber[]): unknown {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value)) return value;
+    return `${OPEN}${numbers.push(pythonNumber(JSON.stringify(value))) - 1}${CLOSE}`;
+  }
+  if (Array.isArray(value)) return value.map((item) => markNumbers(item, numbers));
+  if (typeof value === 'object' && value !== null) {
+    // fromEntries: own keys whatever their name (`__proto__` too).
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [key, markNumbers(item, numbers)]),
+    );
+  }
+  return value;
+}
+
 /** Whether a text has marker characters of its own (a request carrying them is not marked). */
 export function hasMarkers(text: string): boolean {
   return text.includes(OPEN) || text.includes(CLOSE);
