@@ -99,6 +99,19 @@ describe('tool-call arguments are counted as Python prints the numbers in them',
     expect(f.qwen3.countChat(chat)).toBe(f.qwen3.vocab.countParsed(rendered));
   });
 
+  it("arguments a server renders as sent (llama.cpp, Qwen's template prints a string as is) count that way too", () => {
+    // Escapes and whitespace that parsing takes out: llama.cpp hands the template the string.
+    const args = `{"a": "${'\\u00e9'.repeat(20)}",${' \n'.repeat(40)}"b": 1}`;
+    const turn = (printed: string) =>
+      '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<tool_call>\n' +
+      `{"name": "f", "arguments": ${printed}}\n</tool_call><|im_end|>\n` +
+      '<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n';
+    const asSent = f.qwen3.vocab.countParsed(turn(args));
+    const parsed = f.qwen3.vocab.countParsed(turn(`{"a": "${'\u00e9'.repeat(20)}", "b": 1}`));
+    expect(asSent).toBeGreaterThan(parsed);
+    expect(f.qwen3.countChat(request(args))).toBe(asSent);
+  });
+
   it('arguments that are not JSON, or carry the marker characters, are never counted under', () => {
     const odd = f.qwen3.countChat(request('{"a": 1.0, "b": "\uFDD20\uFDD3"}'));
     expect(odd).toBeGreaterThanOrEqual(

@@ -54,6 +54,36 @@ export function familyCounter(vocab: Vocab, spec: FamilySpec): FamilyCounter {
       input.numbers,
     );
 
+  /**
+   * Whether the template prints a tool call's `arguments` string as it is (Qwen 3's `is string`
+   * branch), rather than quoting it (`| tojson`: llama.cpp then parses it, as vLLM always does).
+   */
+  let printsString: boolean | undefined;
+  const printsStringArguments = (): boolean => {
+    if (printsString !== undefined) return printsString;
+    const args = '{"probe":  1}';
+    const call = {
+      id: 'call_probe',
+      type: 'function',
+      function: { name: 'probe', arguments: args },
+    };
+    try {
+      const rendered = template.render({
+        ...tokens,
+        ...spec.variables,
+        messages: [
+          { role: 'user', content: 'hi' },
+          { role: 'assistant', content: '', tool_calls: [call] },
+        ],
+        add_generation_prompt: false,
+      });
+      printsString = rendered.includes(args);
+    } catch {
+      printsString = false;
+    }
+    return printsString;
+  };
+
   /** Tokens of a rendered prompt, with the client's special-token text counted both ways. */
   const countRendered = (rendered: string, lookalikes: string[]): number => {
     if (lookalikes.length === 0) return vocab.countParsed(rendered);
@@ -83,19 +113,30 @@ export function familyCounter(vocab: Vocab, spec: FamilySpec): FamilyCounter {
       if (input.numbers.length > 0 && hasMarkers(JSON.stringify(request))) {
         return estimateChatPrompt(request);
       }
-      const lookalikes = maskLookalikes(input, vocab);
+      // vLLM parses each call's arguments; llama.cpp hands a template that prints a string
+      // argument as is (Qwen 3's) the string as sent, its spacing and escapes too.
+      const inputs = [input];
+      if (printsStringArguments() && hasToolCalls(request))
+        inputs.push(templateInput(request, false));
       let best = -1;
-      for (const variant of contentVariants(input)) {
-        try {
-          best = Math.max(best, countRendered(renderInput(variant, true), lookalikes));
-        } catch {
-          // The template refused this variant (raise_exception, or null where it wants text).
+      for (const form of inputs) {
+        const lookalikes = maskLookalikes(form, vocab);
+        for (const variant of contentVariants(form)) {
+          try {
+            best = Math.max(best, countRendered(renderInput(variant, true), lookalikes));
+          } catch {
+            // The template refused this variant (raise_exception, or null where it wants text).
+          }
         }
       }
       if (best < 0) return estimateChatPrompt(request);
       return best + outsideTokens(input, (text) => vocab.countPlain(text));
     },
   };
+}
+
+function hasToolCalls(request: ChatPromptRequest): boolean {
+  return request.messages.some((m) => (m.tool_calls?.length ?? 0) > 0 || m.function_call != null);
 }
 
 /** The input as is and, if it has tool-call messages without text, with their content null. */

@@ -35,7 +35,11 @@ export interface TemplateInput {
  * `response_format` and `tool_choice` are not part of the prompt on these servers (they steer
  * decoding), so they are not counted.
  */
-export function templateInput(request: ChatPromptRequest): TemplateInput {
+export function templateInput(
+  request: ChatPromptRequest,
+  /** false: each call's `arguments` left the string it was sent as (llama.cpp, where the template takes one). */
+  parseArguments = true,
+): TemplateInput {
   const input: TemplateInput = {
     messages: [],
     tools: undefined,
@@ -44,7 +48,9 @@ export function templateInput(request: ChatPromptRequest): TemplateInput {
     images: 0,
     numbers: [],
   };
-  for (const message of request.messages) input.messages.push(templateMessage(message, input));
+  for (const message of request.messages) {
+    input.messages.push(templateMessage(message, input, parseArguments));
+  }
   const tools = [
     ...(request.tools ?? []),
     ...(request.functions ?? []).map((fn): PromptTool => ({ type: 'function', function: fn })),
@@ -57,7 +63,11 @@ export function templateInput(request: ChatPromptRequest): TemplateInput {
   return input;
 }
 
-function templateMessage(message: PromptMessage, input: TemplateInput): Record<string, unknown> {
+function templateMessage(
+  message: PromptMessage,
+  input: TemplateInput,
+  parseArguments: boolean,
+): Record<string, unknown> {
   const { content, refusal, tool_calls: calls, function_call: legacyCall, ...rest } = message;
   const texts: string[] = [];
   if (typeof content === 'string') texts.push(content);
@@ -75,19 +85,29 @@ function templateMessage(message: PromptMessage, input: TemplateInput): Record<s
   if (legacyCall) toolCalls.push({ type: 'function', function: legacyCall });
   const out: Record<string, unknown> = { ...rest, content: texts.join('\n') };
   if (toolCalls.length > 0) {
-    out.tool_calls = toolCalls.map((call) => templateToolCall(call, input.numbers));
+    out.tool_calls = toolCalls.map((call) =>
+      templateToolCall(call, parseArguments ? input.numbers : undefined),
+    );
     if (texts.length === 0) input.nullableContent.push(input.messages.length);
   }
   return out;
 }
 
-function templateToolCall(call: PromptToolCall, numbers: PythonNumber[]): Record<string, unknown> {
+/** A call for the template; `numbers` undefined: its arguments left as sent. */
+function templateToolCall(
+  call: PromptToolCall,
+  numbers: PythonNumber[] | undefined,
+): Record<string, unknown> {
   const { function: fn, ...rest } = call;
   const args = fn?.arguments ?? '';
   return {
     ...rest,
     type: call.type ?? 'function',
-    function: { ...fn, name: fn?.name ?? '', arguments: parseWithPythonNumbers(args, numbers) },
+    function: {
+      ...fn,
+      name: fn?.name ?? '',
+      arguments: numbers ? parseWithPythonNumbers(args, numbers) : args,
+    },
   };
 }
 
