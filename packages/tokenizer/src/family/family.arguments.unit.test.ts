@@ -45,9 +45,10 @@ const RENDERED = {
     '<|start_header_id|>assistant<|end_header_id|>\n\n',
 } as const;
 
-const f = {} as Record<keyof typeof RENDERED, FamilyCounter>;
+const f = {} as Record<keyof typeof RENDERED | 'deepseek_v3', FamilyCounter>;
 beforeAll(() => {
   for (const name of Object.keys(RENDERED) as (keyof typeof RENDERED)[]) f[name] = loadFamily(name);
+  f.deepseek_v3 = loadFamily('deepseek_v3');
 }, 60_000);
 
 describe('tool-call arguments are counted as Python prints the numbers in them', () => {
@@ -110,6 +111,16 @@ describe('tool-call arguments are counted as Python prints the numbers in them',
     const parsed = f.qwen3.vocab.countParsed(turn(`{"a": "${'\u00e9'.repeat(20)}", "b": 1}`));
     expect(asSent).toBeGreaterThan(parsed);
     expect(f.qwen3.countChat(request(args))).toBe(asSent);
+  });
+
+  it("DeepSeek V3's template prints a call's arguments only as a string, with content null (llama.cpp): counted", () => {
+    const args = `{"a": "${'x '.repeat(50)}"}`;
+    // Rendered by Python (jinja2, transformers' environment) with the message llama.cpp sends.
+    const rendered =
+      '<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n' +
+      `\`\`\`json\n${args}\n\`\`\`<｜tool▁call▁end｜>` +
+      '<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>ok<｜tool▁output▁end｜><｜tool▁outputs▁end｜>';
+    expect(f.deepseek_v3.countChat(request(args))).toBe(f.deepseek_v3.vocab.countParsed(rendered));
   });
 
   it('arguments that are not JSON, or carry the marker characters, are never counted under', () => {

@@ -67,20 +67,23 @@ export function familyCounter(vocab: Vocab, spec: FamilySpec): FamilyCounter {
       type: 'function',
       function: { name: 'probe', arguments: args },
     };
-    try {
-      const rendered = template.render({
-        ...tokens,
-        ...spec.variables,
-        messages: [
-          { role: 'user', content: 'hi' },
-          { role: 'assistant', content: '', tool_calls: [call] },
-        ],
-        add_generation_prompt: false,
-      });
-      printsString = rendered.includes(args);
-    } catch {
-      printsString = false;
-    }
+    // With content "" and null: DeepSeek V3's prints the calls only when it is null.
+    printsString = ['', null].some((content) => {
+      try {
+        const rendered = template.render({
+          ...tokens,
+          ...spec.variables,
+          messages: [
+            { role: 'user', content: 'hi' },
+            { role: 'assistant', content, tool_calls: [call] },
+          ],
+          add_generation_prompt: false,
+        });
+        return rendered.includes(args);
+      } catch {
+        return false;
+      }
+    });
     return printsString;
   };
 
