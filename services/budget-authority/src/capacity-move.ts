@@ -6,6 +6,7 @@ import { closeCapacity, scopesOn, takeOn, tenantShare, upstreamsOf } from './cap
 import type { HandlerContext } from './context.js';
 import { RECORD_AT } from './handlers/admit.js';
 import { encodeOutboxFields } from './outbox.js';
+import { runMove } from './scripts.js';
 
 /**
  * An admitted call going on to a fallback upstream (its first failed it, or the team holds its
@@ -19,9 +20,15 @@ import { encodeOutboxFields } from './outbox.js';
  * Only a live hold of the tenant, of that model, moves, by at most its worst case, and never onto
  * the upstream it names as `from`: anything else is `invalid_request` and changes nothing (a
  * move of another team's call gave that team's take back and took the fallback for it; one
- * after the call's close took the fallback for a call no close would give back). The hold is
- * read in the org's slot before the capacity's steps (another slot): a close between the two
- * leaves the fallback's take to leave the window in its minute.
+ * after the call's close took the fallback for a call no close would give back).
+ *
+ * The hold's record says which upstream it is on now (move.lua, compared and set in the org's
+ * slot before the capacity's steps, in the upstreams' slots): a move whose `from` is not where
+ * the hold is now is refused, so two moves of one call to different fallbacks cannot both take,
+ * and a move asked again (the edge timed out on one the authority made) answers `moved` and
+ * does again only what was not done (each step is idempotent: the fallback's record says it
+ * is taken, `from`'s is gone once closed, the event is written once). The call's close closes
+ * the capacity of the upstream the hold is on, whatever the edge names (close.ts).
  */
 export async function moveCapacity(
   ctx: HandlerContext,
@@ -35,20 +42,49 @@ export async function moveCapacity(
     return Ok({ moved: false });
   const refused = req.from === req.to ? sameUpstream(req.to) : await notMovable(ctx, tenant, req);
   if (refused) return Err(new RpcError({ code: 'invalid_request', message: refused }));
-  if (!(await takeOf(ctx, req, tenant, model))) return Ok({ moved: false });
-  if (req.from) {
+  const hold = ctx.keys.reservation(tenant.org, req.reservationId);
+  // No `from`: the call holds no upstream's capacity, on none or one that declares none.
+  const undeclared = upstreamsOf(cfg, model).filter((u) => !scopesOn(ctx.keys, u, model));
+  const stands = undeclared.map((u) => u.id).join(',');
+  const claimed = await runMove(ctx.redis, [hold], ['claim', req.from ?? '', req.to, stands]);
+  if (claimed[0] !== 'claimed' && claimed[0] !== 'again') {
+    return Err(new RpcError({ code: 'invalid_request', message: notHere(req, claimed) }));
+  }
+  // The upstream the move leaves: `from`, or the undeclared one the hold was on.
+  const from = claimed[1] || undefined;
+  const where = [from ?? '', req.to];
+  if (!(await takeOf(ctx, req, tenant, model))) {
+    await runMove(ctx.redis, [hold], ['undo', ...where, '']);
+    return Ok({ moved: false });
+  }
+  const event = moveEvent(ctx, tenant.org, { ...req, from });
+  const outbox = ctx.keys.outbox(tenant.org);
+  const recorded = await runMove(ctx.redis, [hold, outbox], ['record', ...where, '', ...event]);
+  if (recorded[0] !== 'recorded') {
+    // Moved on by another move meanwhile: what this one took of the fallback goes back.
+    await closeCapacity(ctx, { ...req, upstream: req.to, how: 'release' });
+    return Err(new RpcError({ code: 'invalid_request', message: notHere(req, recorded) }));
+  }
+  if (from) {
     // An attempt there that the provider read (it failed inside its stream) was counted by
     // its account: settled to what it used, not given back.
     const used = req.fromUsedTokens;
     await closeCapacity(ctx, {
       ...req,
-      upstream: req.from,
+      upstream: from,
       model: req.model,
       ...(used === undefined ? { how: 'release' } : { how: 'settle', usageTokens: used }),
     });
   }
-  await recordMove(ctx, tenant.org, req);
   return Ok({ moved: true });
+}
+
+/** Why move.lua refused: the hold closed meanwhile, or it is on another upstream than `from`. */
+function notHere(req: CapacityMoveRequest, r: string[]): string {
+  const id = req.reservationId;
+  if (r[0] === 'closed') return `reservation ${id} is ${r[1]} already: a closed call moves nowhere`;
+  const on = r[1] ? `upstream ${r[1]}` : 'an upstream that declares no capacity';
+  return `reservation ${id} is on ${on} now, not ${req.from ?? 'none'}: nothing moved`;
 }
 
 const sameUpstream = (upstream: string) =>
@@ -111,13 +147,14 @@ async function notMovable(
 }
 
 /**
- * The move's event (`reservation.moved`), in the org's outbox: nothing else records which
- * upstream's capacity a call holds after it, and a rebuild replays it (rebuild-capacity.ts).
- * Written after the capacity it records, in another slot (never atomic with it): a Redis lost
- * between the two loses both, a failed write answers the move as a store failure.
+ * The move's event (`reservation.moved`, move.lua writes it in the org's outbox once per move):
+ * nothing else records which upstream's capacity a call holds after it, and a rebuild replays
+ * it (rebuild-capacity.ts). Written after the fallback's take, in another slot (never atomic
+ * with it): a Redis lost between the two loses both, a failed write answers the move as a
+ * store failure (the edge's move asked again writes it).
  */
-async function recordMove(ctx: HandlerContext, org: string, req: CapacityMoveRequest) {
-  const fields = encodeOutboxFields({
+function moveEvent(ctx: HandlerContext, org: string, req: CapacityMoveRequest): string[] {
+  return encodeOutboxFields({
     type: 'reservation.moved',
     id: randomUUID(),
     time: ctx.clock(),
@@ -130,5 +167,4 @@ async function recordMove(ctx: HandlerContext, org: string, req: CapacityMoveReq
     tokens: req.tokens,
     fromUsedTokens: req.from ? req.fromUsedTokens : undefined,
   });
-  await ctx.redis.xadd(ctx.keys.outbox(org), '*', ...fields);
 }

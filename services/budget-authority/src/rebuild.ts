@@ -102,6 +102,8 @@ interface LiveHold {
   moved?: string[];
   /** Its admission tracked its end user (admit.lua's `nu`): a close leaving it nothing forgets it. */
   tracked?: boolean;
+  /** Its last capacity.move (move.lua's `up`, `mf`): the upstream it is on, the one it left. */
+  on?: { up: string; from: string };
 }
 
 /** An event that charges windows (what `#bill` reads of it). */
@@ -607,9 +609,12 @@ export class Rebuilder {
         }
         return;
       }
-      case 'reservation.moved':
+      case 'reservation.moved': {
         this.#capacity.moved(e);
+        const live = this.#live.get(e.reservationId);
+        if (live) live.on = { up: e.upstream, from: e.fromUpstream ?? '' };
         return;
+      }
       case 'reservation.overrun': {
         const st = this.#o.keys.state(e.org, e.tenant);
         const o = this.#overruns.get(st) ?? { n: 0, t: 0, u: 0, at: 0 };
@@ -866,6 +871,8 @@ export class Rebuilder {
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
       endUser: c.endUser ?? '',
       ...(live.tracked ? { nu: '1' } : {}),
+      // Where its last capacity.move put it (move.lua): its close closes that capacity.
+      ...(live.on ? { up: live.on.up, mf: live.on.from, mr: '1' } : {}),
       // admit.lua's: the tool fees of a call that held nothing (adopt holds them too).
       ...(c.toolFeeBoundMicroUsd && c.heldMicroUsd === 0
         ? { tfH: String(c.toolFeeBoundMicroUsd) }

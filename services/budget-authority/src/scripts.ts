@@ -21,6 +21,7 @@ const SCRIPTS = [
   'claim',
   'unclaim',
   'migrate',
+  'move',
 ] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
@@ -194,6 +195,11 @@ export function run(
 /** Runs capacity.lua over an upstream's scopes and one reservation's record. */
 export function runCapacity(redis: RedisClient, keys: string[], spec: string): Promise<string[]> {
   return script(redis, 'capacity', keys, [spec], false);
+}
+
+/** Compares and sets the upstream a hold's capacity is on (lua/move.lua). */
+export function runMove(redis: RedisClient, keys: string[], args: string[]): Promise<string[]> {
+  return script(redis, 'move', keys, args, true);
 }
 
 /** Records a refusal decided before any budget is read, rate limited (lua/refuse.lua). */

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, miniCall, authorityTest as test } from './harness.js';
-import type { TestAuthority } from '../src/testing.js';
+import { admittedOnDefault, capacityTokens } from './capacity-moves.js';
+import { BASE_CONFIG, authorityTest as test } from './harness.js';
 
 /**
  * An admitted call going on to a fallback (`capacity.move`): its capacity is taken of the
@@ -24,18 +24,6 @@ const config = (backupTpm: number) => ({
   ),
 });
 
-async function admitted(h: TestAuthority): Promise<string> {
-  const call = miniCall(100, 400);
-  expect(admissionOf(await h.client.admit(call)).upstream).toBe('default');
-  return call.reservationId;
-}
-
-async function capacity(h: TestAuthority): Promise<Record<string, number>> {
-  const u = await h.client.usage({});
-  if (!u.ok) throw new Error(u.error.message);
-  return Object.fromEntries(u.value.capacity.map((c) => [c.upstream, c.tokens]));
-}
-
 const move = (reservationId: string, to: string, from?: string) => ({
   reservationId,
   tenant: 'support-bot',
@@ -49,13 +37,13 @@ test('a call moved to a fallback takes its capacity there and gives back its fir
   start,
 }) => {
   const h = await start(config(10_000));
-  const id = await admitted(h);
-  expect(await capacity(h)).toEqual({ default: 500, backup: 0 });
+  const id = await admittedOnDefault(h);
+  expect(await capacityTokens(h)).toEqual({ default: 500, backup: 0 });
   expect(await h.client.moveCapacity(move(id, 'backup', 'default'))).toEqual({
     ok: true,
     value: { moved: true },
   });
-  expect(await capacity(h)).toEqual({ default: 0, backup: 500 });
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 500 });
   // Its close settles the fallback's (counting `requested`: what was taken stays the minute's).
   const settled = await h.client.release({
     reservationId: id,
@@ -65,31 +53,31 @@ test('a call moved to a fallback takes its capacity there and gives back its fir
     reason: 'upstream_error',
   });
   expect(settled.ok).toBe(true);
-  expect(await capacity(h)).toEqual({ default: 0, backup: 0 });
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0 });
 });
 
 test('a fallback without room takes nothing, and the call keeps what it took', async ({
   start,
 }) => {
   const h = await start(config(400));
-  const id = await admitted(h);
+  const id = await admittedOnDefault(h);
   expect(await h.client.moveCapacity(move(id, 'backup', 'default'))).toEqual({
     ok: true,
     value: { moved: false },
   });
-  expect(await capacity(h)).toEqual({ default: 500, backup: 0 });
+  expect(await capacityTokens(h)).toEqual({ default: 500, backup: 0 });
 });
 
 test('a fallback that declares nothing gives back the first upstream; unknown names move nothing', async ({
   start,
 }) => {
   const h = await start(config(10_000));
-  const id = await admitted(h);
+  const id = await admittedOnDefault(h);
   expect(await h.client.moveCapacity(move(id, 'spare', 'default'))).toEqual({
     ok: true,
     value: { moved: true },
   });
-  expect(await capacity(h)).toEqual({ default: 0, backup: 0 });
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0 });
   for (const bad of [
     { ...move(id, 'nowhere', 'default') },
     { ...move(id, 'backup'), tenant: 'no-such-team' },
@@ -97,5 +85,5 @@ test('a fallback that declares nothing gives back the first upstream; unknown na
   ]) {
     expect(await h.client.moveCapacity(bad)).toEqual({ ok: true, value: { moved: false } });
   }
-  expect(await capacity(h)).toEqual({ default: 0, backup: 0 });
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0 });
 });

@@ -120,6 +120,10 @@ function record(h: Record<string, string>): Record<string, string | undefined> {
     'expiresAt',
     // The tool-use prices its settle bills reported uses at (close.lua; absent: the model's).
     'tf',
+    // The upstream a capacity.move put it on, the one it left, its event written (move.lua).
+    'up',
+    'mf',
+    'mr',
   ];
   return Object.fromEntries(pick.map((f) => [f, fixed[f] || '0']));
 }

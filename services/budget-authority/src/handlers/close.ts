@@ -24,7 +24,14 @@ type CloseOp =
   | { op: 'release'; reason: string }
   | { op: 'expire' };
 
-export type CloseResult = CloseReply & { status: CloseStatus | 'expired' | 'not_due' };
+export type CloseResult = CloseReply & {
+  status: CloseStatus | 'expired' | 'not_due';
+  /**
+   * The upstream whose capacity the call holds after a capacity.move ('': one that declares
+   * none); absent when it never moved (the edge's `upstream` is the admission's). Not sent.
+   */
+  capacityOn?: string;
+};
 
 /**
  * Runs close.lua for one reservation. `org` is where the reservation lives (the admission
@@ -88,9 +95,17 @@ export async function closeReservation(
     result = await attempt({ keyId: keyId || null, endUser: endUser || undefined }, false);
   }
   if (!result.ok) return result;
-  const [status = 'unknown', billed = '0', cost = '0', windows = '', overT = '0', overU = '0'] =
-    result.value;
+  const [
+    status = 'unknown',
+    billed = '0',
+    cost = '0',
+    windows = '',
+    overT = '0',
+    overU = '0',
+    on = '-',
+  ] = result.value;
   return Ok({
+    ...(on === '-' ? {} : { capacityOn: on }),
     status: status as CloseStatus,
     billedTokens: Number(billed),
     costMicroUsd: Number(cost),
@@ -163,7 +178,7 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
     outcome: req.outcome,
   });
   if (r.ok && r.value.status === 'settled') {
-    await capacityClosed(ctx, req, 'settle', r.value.billedTokens);
+    await capacityClosed(ctx, req, r.value.capacityOn, 'settle', r.value.billedTokens);
   }
   if (r.ok) {
     ctx.metrics.closes.inc({ op: 'settle', status: r.value.status });
@@ -187,7 +202,9 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
 export async function release(ctx: HandlerContext, req: ReleaseRequest) {
   const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
-  if (r.ok && r.value.status === 'released') await capacityClosed(ctx, req, 'release');
+  if (r.ok && r.value.status === 'released') {
+    await capacityClosed(ctx, req, r.value.capacityOn, 'release');
+  }
   return withOwner(ctx, req, r);
 }
 
@@ -217,10 +234,14 @@ async function withOwner(
     responseId?: string | undefined;
     itemIds?: string[] | undefined;
   },
-  closed: Result<CloseResult, RpcError>,
+  result: Result<CloseResult, RpcError>,
 ): Promise<Result<CloseResult, RpcError>> {
+  if (!result.ok) return result;
+  // Where the call's capacity was is the authority's own business: not in the reply.
+  const { capacityOn: _on, ...reply } = result.value;
+  const closed = Ok(reply);
   const named = [...(req.responseId === undefined ? [] : [req.responseId]), ...(req.itemIds ?? [])];
-  if (!closed.ok || named.length === 0) return closed;
+  if (named.length === 0) return closed;
   const org = ctx.config.current.tenants.get(req.tenant)?.org ?? req.org ?? req.tenant;
   // The org's stored state in its slot; the files a code execution output made in theirs (a
   // team of any org may name one).
@@ -270,7 +291,11 @@ function recordOwner(
   );
 }
 
-/** The upstream's capacity after the call: settled to usage where counted so, or released. */
+/**
+ * The upstream's capacity after the call: settled to usage where counted so, or released. The
+ * upstream a capacity.move put the call on (`on`, the hold's record says) over the one the edge
+ * names: an edge that timed out on a move the authority made names the upstream the call left.
+ */
 async function capacityClosed(
   ctx: HandlerContext,
   req: {
@@ -279,14 +304,16 @@ async function capacityClosed(
     upstream?: string | undefined;
     model?: string | undefined;
   },
+  on: string | undefined,
   how: 'settle' | 'release',
   usageTokens = 0,
 ): Promise<void> {
-  if (!req.upstream) return;
+  const upstream = on ?? req.upstream;
+  if (!upstream) return;
   await closeCapacity(ctx, {
     reservationId: req.reservationId,
     tenant: req.tenant,
-    upstream: req.upstream,
+    upstream,
     model: req.model,
     how,
     usageTokens,

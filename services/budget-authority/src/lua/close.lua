@@ -36,7 +36,9 @@
 --          then the plan (lib.lua's readPlan; tenant '' with expire: whoever holds it). An end
 --          user's windows added here are kept END_USER_KEEP_MS (lib.lua) past its admission.
 --
--- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd};
+-- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd, on};
+-- on (a close that closed the hold): the upstream whose capacity the call holds after a
+-- capacity.move (move.lua `up`; '': one that declares none), '-' when it never moved;
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due. With askSubjects, before any change: {'tenant', tenant,
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
@@ -52,12 +54,13 @@ spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
--- The record: f[1..5] = state, heldT, heldU, createdAt, r. The rest is read only when needed
+-- The record: f[1..6] = state, heldT, heldU, createdAt, r, up (the upstream a capacity.move put
+-- its capacity on: move.lua; returned, for the close of that capacity). The rest is read only when needed
 -- (each field HMGET reads costs as much as a third of an HGET): expiresAt for an expiry;
 -- chargedT, chargedU, potT, potU unless the record is reserve's with `r` (admit writes them
 -- only when not 0, and only estimate and adaptive calls have them); billedT, billedU of a
 -- settled record, expT, expU of an expired one.
-local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r')
+local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up')
 local state = f[1]
 
 if not state then
@@ -438,4 +441,4 @@ if overT > 0 or overU > 0 then
     '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)
 end
 
-return {closed, billedTText, costUText, windows, I(overT), I(overU)}
+return {closed, billedTText, costUText, windows, I(overT), I(overU), f[6] or '-'}

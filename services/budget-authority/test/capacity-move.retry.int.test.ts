@@ -1,0 +1,94 @@
+import { readEvents } from '@holdfast/testkit';
+import { expect } from 'vitest';
+import { admittedOnDefault, capacityTokens } from './capacity-moves.js';
+import { BASE_CONFIG, authorityTest as test } from './harness.js';
+
+/**
+ * `capacity.move` asked again, or raced: the hold remembers the upstream it is on now (the
+ * first move's `to`), so a move asked again with the same `from` and `to` (the edge timed out
+ * on a move the authority completed) answers `moved` and changes nothing, a move whose `from`
+ * is not where the hold is now is refused, and two moves of one call to different fallbacks
+ * at once take one fallback, not both. The call's close gives back the upstream the hold is on,
+ * whatever the edge names. Before, a move after one whose reply was lost named the call's first
+ * upstream (the edge never learnt it had left it) and took a second fallback too, a move asked
+ * again wrote a second `reservation.moved`, and the close named the first upstream, whose
+ * record was gone: the fallback's 500 tokens stayed taken for the rest of the minute.
+ */
+
+const declared = (id: string, port: number) => ({
+  id,
+  baseUrl: `http://127.0.0.1:${port}/v1`,
+  capacity: { tokensPerMinute: 10_000 },
+});
+
+const config = {
+  ...BASE_CONFIG,
+  upstreams: [
+    { ...BASE_CONFIG.upstreams[0]!, capacity: { tokensPerMinute: 10_000 } },
+    declared('backup', 8090),
+    declared('spare', 8091),
+  ],
+  models: BASE_CONFIG.models.map((m) =>
+    m.id === 'gpt-4o-mini' ? { ...m, fallbackUpstreams: ['backup', 'spare'] } : m,
+  ),
+};
+
+const move = (reservationId: string, from: string, to: string) => ({
+  reservationId,
+  tenant: 'support-bot',
+  model: 'gpt-4o-mini',
+  from,
+  to,
+  tokens: 500,
+});
+
+test('a move asked again answers moved and changes nothing; one naming the upstream the call left is refused', async ({
+  start,
+  nc,
+  iso,
+}) => {
+  const h = await start(config);
+  const id = await admittedOnDefault(h);
+  const first = await h.client.moveCapacity(move(id, 'default', 'backup'));
+  expect(first).toEqual({ ok: true, value: { moved: true } });
+  // The edge timed out on it: it asks the same move again.
+  const again = await h.client.moveCapacity(move(id, 'default', 'backup'));
+  expect(again).toEqual({ ok: true, value: { moved: true } });
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 500, spare: 0 });
+  // Or, not knowing the call is on backup now, it moves the call from default to spare.
+  const stale = await h.client.moveCapacity(move(id, 'default', 'spare'));
+  expect(!stale.ok && stale.error.code).toBe('invalid_request');
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 500, spare: 0 });
+  const events = await readEvents(nc, iso.names);
+  expect(events.filter((e) => e.type === 'reservation.moved')).toHaveLength(1);
+  // Its close names default (the edge's word): the upstream the hold is on is given back.
+  const released = await h.client.release({
+    reservationId: id,
+    tenant: 'support-bot',
+    upstream: 'default',
+    model: 'gpt-4o-mini',
+    reason: 'upstream_error',
+  });
+  expect(released.ok && released.value.status).toBe('released');
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
+});
+
+test('two moves of one call to different fallbacks at once: one takes, the other is refused', async ({
+  start,
+}) => {
+  const h = await start(config);
+  for (let i = 0; i < 5; i++) {
+    const id = await admittedOnDefault(h);
+    const [a, b] = await Promise.all([
+      h.client.moveCapacity(move(id, 'default', 'backup')),
+      h.client.moveCapacity(move(id, 'default', 'spare')),
+    ]);
+    const moved = [a, b].filter((r) => r.ok && r.value.moved);
+    expect(moved).toHaveLength(1);
+    const other = moved[0] === a ? b : a;
+    expect(!other.ok && other.error.code).toBe('invalid_request');
+  }
+  const c = await capacityTokens(h);
+  expect(c.default).toBe(0);
+  expect((c.backup ?? 0) + (c.spare ?? 0)).toBe(2_500);
+});
