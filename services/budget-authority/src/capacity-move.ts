@@ -40,9 +40,11 @@ export async function moveCapacity(
   const to = cfg.upstreams.get(req.to);
   if (!tenant || !model || !to || !upstreamsOf(cfg, model).includes(to))
     return Ok({ moved: false });
-  const refused = req.from === req.to ? sameUpstream(req.to) : await notMovable(ctx, tenant, req);
+  // Where the hold lives: the admission's org (a team moved since keeps its calls there).
+  const org = req.org ?? tenant.org;
+  const refused = req.from === req.to ? sameUpstream(req.to) : await notMovable(ctx, org, req);
   if (refused) return Err(new RpcError({ code: 'invalid_request', message: refused }));
-  const hold = ctx.keys.reservation(tenant.org, req.reservationId);
+  const hold = ctx.keys.reservation(org, req.reservationId);
   // No `from`: the call holds no upstream's capacity, on none or one that declares none.
   const undeclared = upstreamsOf(cfg, model).filter((u) => !scopesOn(ctx.keys, u, model));
   const stands = undeclared.map((u) => u.id).join(',');
@@ -57,8 +59,8 @@ export async function moveCapacity(
     await runMove(ctx.redis, [hold], ['undo', ...where, '']);
     return Ok({ moved: false });
   }
-  const event = moveEvent(ctx, tenant.org, { ...req, from });
-  const outbox = ctx.keys.outbox(tenant.org);
+  const event = moveEvent(ctx, org, { ...req, from });
+  const outbox = ctx.keys.outbox(org);
   const recorded = await runMove(ctx.redis, [hold, outbox], ['record', ...where, '', ...event]);
   if (recorded[0] !== 'recorded') {
     // Moved on by another move meanwhile: what this one took of the fallback goes back.
@@ -106,16 +108,16 @@ async function takeOf(
 }
 
 /**
- * Why the call may not move (undefined: it may): it is no live hold of the tenant in its org
+ * Why the call may not move (undefined: it may): it is no live hold of the tenant in `org`
  * (unknown, another team's or org's, or closed), is a call of another model, or `tokens` pass
  * its worst case (its prompt and granted max_tokens, what the edge asks to move).
  */
 async function notMovable(
   ctx: HandlerContext,
-  tenant: CompiledTenant,
+  org: string,
   req: CapacityMoveRequest,
 ): Promise<string | undefined> {
-  const key = ctx.keys.reservation(tenant.org, req.reservationId);
+  const key = ctx.keys.reservation(org, req.reservationId);
   const [state, r, ownTenant, ownModel, ownPrompt, max] = await ctx.redis.hmget(
     key,
     'state',

@@ -1,7 +1,12 @@
-import { readEvents } from '@holdfast/testkit';
+import { readEvents, type Isolation } from '@holdfast/testkit';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
+import { Keys } from '../src/keys.js';
+import type { TestAuthority } from '../src/testing.js';
 import { admittedOnDefault, capacityTokens } from './capacity-moves.js';
 import { BASE_CONFIG, authorityTest as test } from './harness.js';
+import { outboxesRelayed } from './rebuild-activity.js';
 
 /**
  * `capacity.move` asked again, or raced: the hold remembers the upstream it is on now (the
@@ -42,9 +47,29 @@ const move = (reservationId: string, from: string, to: string) => ({
   tokens: 500,
 });
 
+/** The `reservation.moved` events, once every outbox is relayed. */
+async function movesRecorded(redis: Redis, nc: NatsConnection, iso: Isolation) {
+  await outboxesRelayed(redis, new Keys(iso.keyPrefix));
+  return (await readEvents(nc, iso.names)).filter((e) => e.type === 'reservation.moved');
+}
+
+/** Released as the edge names it: on default, the upstream its admission took. */
+async function releasedOnDefault(h: TestAuthority, reservationId: string, org?: string) {
+  const released = await h.client.release({
+    reservationId,
+    tenant: 'support-bot',
+    ...(org === undefined ? {} : { org }),
+    upstream: 'default',
+    model: 'gpt-4o-mini',
+    reason: 'upstream_error',
+  });
+  expect(released.ok && released.value.status).toBe('released');
+}
+
 test('a move asked again answers moved and changes nothing; one naming the upstream the call left is refused', async ({
   start,
   nc,
+  redis,
   iso,
 }) => {
   const h = await start(config);
@@ -59,17 +84,9 @@ test('a move asked again answers moved and changes nothing; one naming the upstr
   const stale = await h.client.moveCapacity(move(id, 'default', 'spare'));
   expect(!stale.ok && stale.error.code).toBe('invalid_request');
   expect(await capacityTokens(h)).toEqual({ default: 0, backup: 500, spare: 0 });
-  const events = await readEvents(nc, iso.names);
-  expect(events.filter((e) => e.type === 'reservation.moved')).toHaveLength(1);
+  expect(await movesRecorded(redis, nc, iso)).toHaveLength(1);
   // Its close names default (the edge's word): the upstream the hold is on is given back.
-  const released = await h.client.release({
-    reservationId: id,
-    tenant: 'support-bot',
-    upstream: 'default',
-    model: 'gpt-4o-mini',
-    reason: 'upstream_error',
-  });
-  expect(released.ok && released.value.status).toBe('released');
+  await releasedOnDefault(h, id);
   expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
 });
 
@@ -91,4 +108,32 @@ test('two moves of one call to different fallbacks at once: one takes, the other
   const c = await capacityTokens(h);
   expect(c.default).toBe(0);
   expect((c.backup ?? 0) + (c.spare ?? 0)).toBe(2_500);
+});
+
+/** support-bot under `org` (acme or globex: two roots, two slots). */
+const inOrg = (org: string) => ({
+  ...config,
+  tenants: [
+    { id: 'acme', budgets: [{ window: 'day', limit: 1_000_000 }] },
+    { id: 'globex', budgets: [{ window: 'day', limit: 1_000_000 }] },
+    ...config.tenants.filter((t) => t.id === 'support-bot').map((t) => ({ ...t, parent: org })),
+  ],
+});
+
+test("a call of a team moved to another org since its admission moves, in its admission's org", async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const h = await start(inOrg('acme'));
+  const id = await admittedOnDefault(h);
+  expect((await h.client.configApply({ document: inOrg('globex') })).ok).toBe(true);
+  // The edge names the org the admission answered, as its closes do.
+  const moved = await h.client.moveCapacity({ ...move(id, 'default', 'backup'), org: 'acme' });
+  expect(moved).toEqual({ ok: true, value: { moved: true } });
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 500, spare: 0 });
+  expect((await movesRecorded(redis, nc, iso)).map((e) => e.org)).toEqual(['acme']);
+  await releasedOnDefault(h, id, 'acme');
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
 });

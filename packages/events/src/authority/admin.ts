@@ -174,6 +174,11 @@ export type CapacityCountReply = z.infer<typeof CapacityCountReply>;
 export const CapacityMoveRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
+  /**
+   * The org the hold lives in (the admission's reply said so), as closes name it: a move works
+   * after the team moved to another org. Absent: the team's org now.
+   */
+  org: TenantId.optional(),
   model: ModelId,
   from: PlainId.optional(),
   to: PlainId,

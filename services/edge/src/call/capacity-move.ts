@@ -33,6 +33,8 @@ export function fallbackClaim(
       {
         reservationId: ref.reservationId,
         tenant: ref.tenant,
+        // The hold's org, as its closes name it: the team may have moved since.
+        ...(ref.org === undefined ? {} : { org: ref.org }),
         model: call.model.id,
         ...(ref.upstream === undefined ? {} : { from: ref.upstream }),
         ...(used === undefined ? {} : { fromUsedTokens: used }),
