@@ -67,18 +67,21 @@ export async function moveCapacity(
     await closeCapacity(ctx, { ...req, upstream: req.to, how: 'release' });
     return Err(new RpcError({ code: 'invalid_request', message: notHere(req, recorded) }));
   }
-  if (from) {
-    // An attempt there that the provider read (it failed inside its stream) was counted by
-    // its account: settled to what it used, not given back.
-    const used = req.fromUsedTokens;
-    await closeCapacity(ctx, {
-      ...req,
-      upstream: from,
-      model: req.model,
-      ...(used === undefined ? { how: 'release' } : { how: 'settle', usageTokens: used }),
-    });
-  }
+  if (from) await closeCapacity(ctx, { ...req, upstream: from, ...leftHow(req) });
   return Ok({ moved: true });
+}
+
+/**
+ * How the take of the upstream left closes. An attempt there that the provider read (it failed
+ * inside its stream) was counted by its account: settled to what it used. One it answered with
+ * an error (a 429 or 5xx): the request was counted, the tokens not, so the request stays and a
+ * client that makes the primary fail cannot send it more than its `requestsPerMinute`. Else
+ * nothing reached it: given back.
+ */
+function leftHow(req: CapacityMoveRequest) {
+  const used = req.fromUsedTokens;
+  if (used !== undefined) return { how: 'settle', usageTokens: used } as const;
+  return { how: req.fromAnswered ? 'answered' : 'release' } as const;
 }
 
 /** Why move.lua refused: the hold closed meanwhile, or it is on another upstream than `from`. */
@@ -168,5 +171,7 @@ function moveEvent(ctx: HandlerContext, org: string, req: CapacityMoveRequest): 
     fromUpstream: req.from,
     tokens: req.tokens,
     fromUsedTokens: req.from ? req.fromUsedTokens : undefined,
+    fromAnswered:
+      req.from && req.fromUsedTokens === undefined && req.fromAnswered ? true : undefined,
   });
 }

@@ -185,7 +185,8 @@ export async function closeCapacity(
     tenant: string | undefined;
     upstream: string | undefined;
     model: string | undefined;
-    how: 'settle' | 'release';
+    /** answered: the provider answered an attempt with an error (its request counted). */
+    how: 'settle' | 'release' | 'answered';
     usageTokens?: number;
   },
 ): Promise<void> {

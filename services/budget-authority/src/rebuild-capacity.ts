@@ -31,7 +31,7 @@ type Moved = Extract<HoldfastEvent, { type: 'reservation.moved' }>;
  * a second longer than live). A settle settles it to its usage where the scope counts usage, a
  * release gives it back, as capacity.lua does while its record lives (2 minutes). A call moved
  * to a fallback upstream (`capacity.move`) has its `reservation.moved`: the take it left is
- * closed so (settled to `fromUsedTokens`, else given back) and its `tokens` are taken of the
+ * closed so (settled to `fromUsedTokens`, its tokens given back and its request kept when `fromAnswered`, else given back) and its `tokens` are taken of the
  * fallback in the move's second, where its close (or, in flight, its record) then is. Not in
  * any event: a provider's 429 or remaining tokens (`capacity.report`) and the counting
  * endpoint's window (`countsPerMinute`).
@@ -77,7 +77,7 @@ export class CapacityReplay {
     const left = this.#takes.get(key);
     if (!left) return;
     this.#takes.delete(key);
-    this.#close(left, at, e.fromUsedTokens);
+    this.#close(left, at, e.fromUsedTokens ?? (e.fromAnswered ? 'answered' : undefined));
   }
 
   closed(e: Closed): void {
@@ -121,11 +121,15 @@ export class CapacityReplay {
     this.#takes.set(key, take);
   }
 
-  /** A take closed at `at`: settled to `usage` where the scope counts usage, else given back. */
-  #close(take: Take, at: number, usage: number | undefined): void {
+  /**
+   * A take closed at `at`: settled to `usage` where the scope counts usage; `answered`, its
+   * tokens given back and its request kept; else given back.
+   */
+  #close(take: Take, at: number, usage: number | 'answered' | undefined): void {
     // Its record had expired: capacity.lua answers `unknown` and changes nothing.
     if (at - take.at >= RECORD_MS) return;
-    if (usage === undefined) this.#bill(take, -take.tokens, -1, at);
+    if (usage === 'answered') this.#bill(take, -take.tokens, 0, at);
+    else if (usage === undefined) this.#bill(take, -take.tokens, -1, at);
     else if (take.counting === 'usage') this.#bill(take, usage - take.tokens, 0, at);
   }
 

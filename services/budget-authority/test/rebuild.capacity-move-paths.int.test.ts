@@ -65,7 +65,8 @@ async function moved(
   reservationId: string,
   to: string,
   from: string | undefined,
-  fromUsedTokens?: number,
+  /** What attempts on `from` were billed; `answered`: the provider answered one with a 5xx. */
+  fromUsedTokens?: number | 'answered',
 ) {
   const r = await h.client.moveCapacity({
     reservationId,
@@ -74,7 +75,11 @@ async function moved(
     ...(from ? { from } : {}),
     to,
     tokens: 500,
-    ...(fromUsedTokens === undefined ? {} : { fromUsedTokens }),
+    ...(fromUsedTokens === undefined
+      ? {}
+      : fromUsedTokens === 'answered'
+        ? { fromAnswered: true }
+        : { fromUsedTokens }),
   });
   expect(r).toEqual({ ok: true, value: { moved: true } });
 }
@@ -245,5 +250,27 @@ rebuiltTest(
     await moved(h, retried, 'backup', 'default'); // the edge's request timed out: asked again
     await Promise.all([1, 2].map(() => moved(h, parallel, 'reserve', 'default', 20)));
     h.clock.advance(1_000);
+  },
+);
+
+rebuiltTest(
+  'moves after the provider answered a 5xx keep the request on the upstream left, its tokens given back: rebuilt equals live key by key',
+  async (h) => {
+    const { once, twice, released } = await admittedAs(h, 'once', 'twice', 'released');
+    h.clock.advance(1_000);
+    for (const id of [once, twice, released]) await moved(h, id, 'backup', 'default', 'answered');
+    h.clock.advance(1_000);
+    await moved(h, twice, 'reserve', 'backup', 'answered');
+    await closed(h, 'release', released, 'backup');
+    const u = await h.client.usage({});
+    if (!u.ok) throw new Error(u.error.message);
+    const seen = u.value.capacity.map((c) => [c.upstream, c.tokens, c.requests]);
+    // default: its 3 requests counted (its account answered them), none of their tokens;
+    // backup: the call still there, and the one moved on (answered there too): 2 requests.
+    expect(seen).toEqual([
+      ['default', 0, 3],
+      ['backup', 500, 2],
+      ['reserve', 500, 1],
+    ]);
   },
 );

@@ -14,8 +14,11 @@ import { chat, edgeTest as test, entry, KEYS, type Stack, type TestConfig } from
 
 const BACKUP_TPM = 1_000;
 
-/** The model's primary (the stack's mock) and its fallback, each declaring its capacity. */
-function withBackup(backup: MockUpstream) {
+/**
+ * The model's primary (the stack's mock) and its fallback, each declaring its capacity; then
+ * `more`, a test's own changes.
+ */
+function withBackup(backup: MockUpstream, more?: (c: TestConfig) => void) {
   return (c: TestConfig) => {
     entry(c.upstreams, 'default').capacity = { tokensPerMinute: 1_000_000, counting: 'requested' };
     entry(c.upstreams, 'default').maxRetries = 0;
@@ -23,6 +26,7 @@ function withBackup(backup: MockUpstream) {
     b.baseUrl = backup.url;
     b.capacity = { tokensPerMinute: BACKUP_TPM, counting: 'requested' };
     entry(c.models, 'gpt-4o-mini').fallbackUpstreams = ['backup'];
+    more?.(c);
   };
 }
 
@@ -152,19 +156,43 @@ test('a fallback without room for the call is skipped for one that declares no c
 }) => {
   await withBackupAccount(async (backup) => {
     const s = await stack({
-      patch: (c) => {
-        withBackup(backup)(c);
+      patch: withBackup(backup, (c) => {
         // Too small for one call of ~430 tokens.
         entry(c.upstreams, 'backup').capacity = { tokensPerMinute: 400, counting: 'requested' };
         // The primary's own account under another name, declaring nothing.
         c.upstreams.push({ ...entry(c.upstreams, 'default'), id: 'spare', capacity: undefined });
         entry(c.models, 'gpt-4o-mini').fallbackUpstreams = ['backup', 'spare'];
-      },
+      }),
     });
     s.upstream.failNext({ status: 500, count: 1 });
     expect(await call(s)).toEqual({ status: 200 });
     expect(s.upstream.stats().completed).toBe(1);
     expect(backup.stats().capacity.peak.requests).toBe(0);
     await s.settled('support-bot');
+  });
+});
+
+test("a client forcing the primary's 5xx cannot send it more than its requestsPerMinute in a minute", async ({
+  stack,
+}) => {
+  await withBackupAccount(async (backup) => {
+    // The primary's account allows 3 requests a minute; the fallback declares nothing.
+    const s = await stack({
+      patch: withBackup(backup, (c) => {
+        entry(c.upstreams, 'default').capacity = { requestsPerMinute: 3, counting: 'requested' };
+        entry(c.upstreams, 'backup').capacity = undefined;
+      }),
+    });
+    // Every request the primary gets is answered 500 (a client whose prompt makes it fail can
+    // do that): each call goes on to the fallback. The provider counted each one it answered.
+    s.upstream.failNext({ status: 500, count: 100 });
+    const results = [];
+    for (let i = 0; i < 8; i++) results.push(await call(s));
+    await s.settled('support-bot');
+    const primary = s.upstream.stats().requests.chatCompletions;
+    console.log(`calls: ${JSON.stringify(results)}; requests to the primary: ${primary}`);
+    // Before, each move gave the primary's request back: all 8 went to it first.
+    expect(primary).toBeGreaterThan(0);
+    expect(primary).toBeLessThanOrEqual(3);
   });
 });

@@ -189,6 +189,11 @@ export const CapacityMoveRequest = z.strictObject({
    * settles, instead of given back. Absent: nothing reached the provider there.
    */
   fromUsedTokens: z.int().min(0).max(100_000_000).optional(),
+  /**
+   * An attempt on `from` was answered by the provider (a 429 or 5xx): its account counted the
+   * request, so `from` keeps it counted and gives back only the tokens. Absent: none reached it.
+   */
+  fromAnswered: z.boolean().optional(),
 });
 export type CapacityMoveRequest = z.infer<typeof CapacityMoveRequest>;
 /** `moved`: send the call to `to`; else `to` has no room for it (`from`'s take stays). */

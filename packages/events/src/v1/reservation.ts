@@ -95,6 +95,11 @@ export const ReservationMoved = z.object({
   tokens: count,
   /** What `fromUpstream`'s take was settled to (attempts there billed); absent: given back. */
   fromUsedTokens: count.optional(),
+  /**
+   * Without `fromUsedTokens`: the provider answered an attempt on `fromUpstream` with an error,
+   * so its take there kept the request and gave back only its tokens.
+   */
+  fromAnswered: z.boolean().optional(),
 });
 
 const SETTLE_OUTCOMES = [

@@ -13,7 +13,8 @@
 --             minutes
 -- KEYS[n+2..2n+1]  take, settle and release, optional: the tenant's own window of each scope
 --             (the same fields but the block and shrink), for `tenantShare`
--- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'report' | 'peek'), noRecord
+-- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'answered' | 'report' | 'peek'),
+--             noRecord
 --             (take: write and read no record, KEYS[n+1] unused), limits
 --             [[tokensPerMinute, requestsPerMinute], ...] (0: no limit), share, tokens,
 --             tenantShare (take, with the tenant's keys: the most of each limit one tenant may
@@ -22,7 +23,8 @@
 --
 -- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit, who}
 --         (who: 'all', the scope is full for the priority; 'tenant', the tenant's share is)
---         settle/release: {'settled' | 'released' | 'unknown'}; report: {'reported'};
+--         settle/release/answered: {'settled' | 'released' | 'answered' | 'unknown'}
+--         (answered: the tokens given back, the request kept); report: {'reported'};
 --         peek: {'tokens,requests,blockedUntil' per scope}
 
 local spec = cjson.decode(ARGV[1])
@@ -221,6 +223,14 @@ for i = 1, n do
       slideOwn(KEYS[n + 1 + i])
     end
   end
+end
+if spec.op == 'answered' then
+  -- The provider answered the call with an error (a 429 or 5xx): its account counted the
+  -- request, not its tokens.
+  for _, key in ipairs(billed) do
+    billCap(key, bucket, -tokens, 0)
+  end
+  return {'answered'}
 end
 if spec.op == 'release' then
   -- The upstream never took the call: it counted nothing.

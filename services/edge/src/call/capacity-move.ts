@@ -10,7 +10,8 @@ import type { ForwardedCall } from './forward-call.js';
  * fallback that declares capacity has it taken there first, as the admission took it (the same
  * tokens, the team's priority share and `tenantShare`: `capacity.move`), and what the call took
  * of the upstream before is given back (settled to what attempts there were billed, when the
- * provider read them and failed inside its stream: its account counted them); the call's close
+ * provider read them and failed inside its stream: its account counted them; the tokens only,
+ * its request kept, when the provider answered an attempt there with a 429/5xx); the call's close
  * then settles the fallback's. A fallback with no room for it is skipped. Before, the call went
  * to every fallback taking nothing of it: a team holding its connection to the first pushed its
  * calls onto a fallback past that one's limit (hostile.capacity-fallback.e2e). A fallback that
@@ -22,13 +23,15 @@ export function fallbackClaim(
   call: ForwardedCall,
   /** The tokens the call's failed attempts on an upstream were billed (none: undefined). */
   billedOn: (upstream: string) => number | undefined,
-): ((target: UpstreamConfig) => Promise<boolean>) | undefined {
+): ((target: UpstreamConfig, answered: ReadonlySet<string>) => Promise<boolean>) | undefined {
   if (!call.admitted) return undefined;
   const { ref } = call.hold;
-  return async (target) => {
+  return async (target, answered) => {
     const declares = declaresCapacity(target, call.model);
     if (ref.upstream === undefined && !declares) return true;
     const used = ref.upstream === undefined ? undefined : billedOn(ref.upstream);
+    // The provider answered an attempt there with an error: its account counted the request.
+    const counted = used === undefined && ref.upstream !== undefined && answered.has(ref.upstream);
     const moved = await deps.authority.moveCapacity(
       {
         reservationId: ref.reservationId,
@@ -38,6 +41,7 @@ export function fallbackClaim(
         model: call.model.id,
         ...(ref.upstream === undefined ? {} : { from: ref.upstream }),
         ...(used === undefined ? {} : { fromUsedTokens: used }),
+        ...(counted ? { fromAnswered: true } : {}),
         to: target.id,
         tokens: call.promptTokens + call.maxOutput,
       },

@@ -141,9 +141,10 @@ export interface UpstreamCall {
   /**
    * Asked before the call goes on to an upstream after its first (a fallback): whether it may.
    * An admitted call takes its capacity of the fallback first (call/capacity-move.ts); false
-   * skips that upstream.
+   * skips that upstream. `answered`: the upstreams that answered the call's attempts with an
+   * error status so far (their accounts counted the requests).
    */
-  claim?: (target: UpstreamConfig) => Promise<boolean>;
+  claim?: (target: UpstreamConfig, answered: ReadonlySet<string>) => Promise<boolean>;
   /**
    * Sent as `x-client-request-id` (OpenAI's correlation header): the reservation id, so a
    * provider's logs and Holdfast's books can be matched call by call.
@@ -266,7 +267,7 @@ export class UpstreamClient {
           return Err({ ...aborted, sent: false, attempts: loop.attempts });
         }
         if (!(await mayRetry())) return givenUp();
-        if (loop.target > 0 && call.claim && !(await call.claim(target))) continue;
+        if (loop.target > 0 && call.claim && !(await call.claim(target, loop.answered))) continue;
         loop.entered = true;
         loop.story.upstreams.push(target.id);
       }
@@ -292,6 +293,8 @@ export class UpstreamClient {
             return Err({ ...loop.last, sent: result.error.sent, attempts: loop.attempts });
           }
           f = result.error.failure;
+          // The provider answered it (a 429 or 5xx): its account counted the request.
+          if (f.kind === 'status') loop.answered.add(target.id);
         }
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
           return Err({ ...loop.last!, sent: false, attempts: loop.attempts });
@@ -443,6 +446,8 @@ class RetryLoop {
   retry = 0;
   /** The current upstream was claimed and named in the story. */
   entered = false;
+  /** The upstreams that answered an attempt with an error status (capacity.move keeps it). */
+  readonly answered = new Set<string>();
   attempts = 0;
   last: { failure: Failure; upstream: string } | undefined;
   /** The failure of an opened stream, handled first when the loop goes on (`again`). */
