@@ -13,6 +13,7 @@ import type { EdgeOptions } from './env.js';
 import { authorityPlugin } from './plugins/authority.js';
 import { errorsPlugin } from './plugins/errors.js';
 import { observabilityPlugin, readinessChecks } from './plugins/observability.js';
+import { requestLogFactory } from './plugins/request-log.js';
 import { suspensionPlugin } from './plugins/suspension.js';
 import { upstreamPlugin } from './plugins/upstream.js';
 import { v1Routes } from './routes/v1.js';
@@ -146,6 +147,8 @@ export async function buildEdge(deps: EdgeDeps): Promise<FastifyInstance> {
     loggerInstance,
     // One summary line per request is written by the observability plugin instead.
     logController: new LogController({ disableRequestLogging: true }),
+    // request.log's child is made on its first line, not with every request (request-log.ts).
+    childLoggerFactory: requestLogFactory,
     bodyLimit: deps.options.bodyLimitBytes,
     // Open streams must not keep close() waiting; their holds are settled as aborted.
     forceCloseConnections: true,
