@@ -9,6 +9,7 @@ type FuzzUrl =
   | '/v1/chat/completions'
   | '/v1/embeddings'
   | '/v1/responses'
+  | '/v1/responses/input_tokens'
   | '/v1/messages'
   | '/v1/messages/count_tokens';
 
@@ -476,14 +477,17 @@ function messagesDefect(r: Rand, count: boolean): SurfaceDefect {
 
 /**
  * A malformed request to any surface: chat and embeddings as `fuzzCase`, and (with a Claude
- * model in the target) the Responses API, Messages and Messages' count_tokens, each with its
- * own fields broken, besides the request's auth, use case, JSON, size and content type.
+ * model in the target) the Responses API and its input_tokens, Messages and Messages'
+ * count_tokens, each with its own fields broken, besides the request's auth, use case, JSON,
+ * size and content type.
  */
 export function fuzzAnySurface(r: Rand, t: FuzzTarget): FuzzCase {
   const which = r();
   if (which < 0.2 || !t.claude) return fuzzCase(r, t);
-  if (which < 0.5)
-    return withDefects(r, t, '/v1/responses', validResponses(r, t), responsesDefect(r));
+  if (which < 0.5) {
+    const url = which < 0.4 ? '/v1/responses' : '/v1/responses/input_tokens';
+    return withDefects(r, t, url, validResponses(r, t), responsesDefect(r));
+  }
   const count = which >= 0.85;
   return withDefects(
     r,

@@ -27,6 +27,20 @@ export function setAt(v: unknown, at: Path, x: unknown): unknown {
 }
 
 const tool = { type: 'object', properties: { a: { type: 'string' } } };
+
+/** A Responses body's counted part: what `/v1/responses/input_tokens` is sent. */
+const responsesCounted = {
+  model: 'gpt-4o-mini',
+  instructions: 'be brief',
+  input: [
+    { role: 'user', content: [{ type: 'input_text', text: 'hi' }] },
+    { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+    { type: 'function_call_output', call_id: 'c1', output: 'ok' },
+  ],
+  tools: [{ type: 'function', name: 'f', parameters: tool }],
+  tool_choice: 'auto',
+  text: { format: { type: 'text' } },
+};
 /** A rich, valid request of each surface (tools, tool calls and results, images, schemas). */
 export const BODIES: Array<[string, unknown]> = [
   [
@@ -63,22 +77,9 @@ export const BODIES: Array<[string, unknown]> = [
   ],
   [
     '/v1/responses',
-    {
-      model: 'gpt-4o-mini',
-      max_output_tokens: 32,
-      instructions: 'be brief',
-      user: 'u1',
-      input: [
-        { role: 'user', content: [{ type: 'input_text', text: 'hi' }] },
-        { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
-        { type: 'function_call_output', call_id: 'c1', output: 'ok' },
-      ],
-      tools: [{ type: 'function', name: 'f', parameters: tool }],
-      tool_choice: 'auto',
-      text: { format: { type: 'text' } },
-      metadata: { a: 'b' },
-    },
+    { ...responsesCounted, max_output_tokens: 32, user: 'u1', metadata: { a: 'b' } },
   ],
+  ['/v1/responses/input_tokens', responsesCounted],
   [
     '/v1/messages',
     {

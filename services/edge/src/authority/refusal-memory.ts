@@ -523,7 +523,7 @@ export class RefusalMemory {
  * not registered for the team, or its model not allowed for that use case.
  */
 export function notRegistered(
-  req: AdmissionRequest,
+  req: Pick<AdmissionRequest, 'caller' | 'model'>,
   code: Refused['code'] = req.caller.tenant.useCases.has(req.caller.useCase)
     ? 'model_not_allowed'
     : 'use_case_not_registered',

@@ -9,9 +9,11 @@ import { ChatRequest } from '../surfaces/chat/schema.js';
 import { embeddingsAdapter } from '../surfaces/embeddings/adapter.js';
 import { EmbeddingsRequest } from '../surfaces/embeddings/schema.js';
 import { messagesAdapter } from '../surfaces/messages/adapter.js';
-import { countTokens } from '../surfaces/messages/count-tokens.js';
+import { serveCount } from '../call/count-route.js';
+import { countTokensRoute } from '../surfaces/messages/count-tokens.js';
 import { CountTokensRequest, MessagesRequest } from '../surfaces/messages/schema.js';
 import { responsesAdapter } from '../surfaces/responses/adapter.js';
+import { inputTokensRoute } from '../surfaces/responses/input-tokens.js';
 import { ResponsesRequest } from '../surfaces/responses/schema.js';
 import { registerModels } from './models.js';
 import { OpenRequests, type Refusal } from '../request/open-requests.js';
@@ -77,6 +79,10 @@ export function v1Routes(app: FastifyInstance): void {
   app.post('/v1/responses', { schema: { body: ResponsesRequest } }, (request, reply) =>
     runCall(deps, request, reply, responsesAdapter, request.body as ResponsesRequest),
   );
+  // Counted as a create of the same body is held (its body, taken as it is).
+  app.post('/v1/responses/input_tokens', { schema: { body: ResponsesRequest } }, (request, reply) =>
+    serveCount(deps, request, reply, inputTokensRoute, request.body as ResponsesRequest),
+  );
   // Anthropic's surface answers errors in Anthropic's shape (validation and auth included).
   const anthropic = { errorShape: 'anthropic' } as const;
   app.post(
@@ -88,7 +94,8 @@ export function v1Routes(app: FastifyInstance): void {
   app.post(
     '/v1/messages/count_tokens',
     { schema: { body: CountTokensRequest }, config: anthropic },
-    (request, reply) => countTokens(deps, request, reply, request.body as CountTokensRequest),
+    (request, reply) =>
+      serveCount(deps, request, reply, countTokensRoute, request.body as CountTokensRequest),
   );
   registerModels(app);
 }

@@ -22,6 +22,7 @@ import type { EdgeError } from '../errors.js';
 const SCHEMAS: Record<string, z.ZodType> = {
   '/v1/chat/completions': ChatRequest,
   '/v1/responses': ResponsesRequest,
+  '/v1/responses/input_tokens': ResponsesRequest,
   '/v1/messages': MessagesRequest,
   '/v1/messages/count_tokens': CountTokensRequest,
   '/v1/embeddings': EmbeddingsRequest,
@@ -205,6 +206,7 @@ describe('the body schemas are ones the fast check can judge exactly', () => {
   const refined: Record<string, string[]> = {
     '/v1/chat/completions': [],
     '/v1/responses': [],
+    '/v1/responses/input_tokens': [],
     '/v1/messages': blocks,
     '/v1/messages/count_tokens': blocks,
     '/v1/embeddings': [],
