@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Counting } from './counting.js';
+import { OpenWeightFamily } from './open-weight/index.js';
 import { SERVER_TOOL_INPUT_TOKENS } from './server-tools.js';
 
 /**
@@ -147,6 +148,13 @@ export const Behaviour = z.strictObject({
   promptCacheMinTokens: z.int().min(1).max(1_000_000),
   /** How many call records the log keeps (oldest dropped first); totals are never dropped. */
   logLimit: z.int().min(1).max(1_000_000),
+  /**
+   * Models served as a vLLM server runs an open-weight family (model id -> family): chat
+   * prompts billed as the family's chat template renders them, counted with its vocabulary
+   * (open-weight/). Other models keep their default counting (OpenAI's framing, or the
+   * ChatML-like o200k render of template.ts).
+   */
+  openWeight: z.record(z.string().min(1), OpenWeightFamily),
 });
 export type Behaviour = z.infer<typeof Behaviour>;
 
@@ -180,6 +188,7 @@ export const DEFAULT_BEHAVIOUR: Behaviour = {
   storedPromptTools: [],
   promptCacheMinTokens: 1024,
   logLimit: 10_000,
+  openWeight: {},
 };
 
 /** `fixed:64`, `fraction:0.5` or `uniform:16-512`, the env/CLI form of a CompletionLength. */

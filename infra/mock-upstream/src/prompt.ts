@@ -4,6 +4,7 @@ import {
   loadTokenizer,
   type ChatPromptRequest,
 } from '@holdfast/tokenizer';
+import { countOpenWeight, type OpenWeightFamily } from './open-weight/index.js';
 import { applyTemplate, countTemplateTokens, TEMPLATE_MODEL } from './template.js';
 
 /**
@@ -19,10 +20,16 @@ export const FILE_INPUT_TOKENS = 3_000;
  * framing in the model's encoding, or for self-hosted (template) models the rendered chat
  * template, as llama-server counts it; each file part adds FILE_INPUT_TOKENS. The Responses
  * API is billed through this too, after its input is turned into messages (responses/input.ts),
- * so /v1/responses/input_tokens agrees.
+ * so /v1/responses/input_tokens agrees. A model in `openWeight` (model id -> family) is billed as
+ * vLLM bills it (open-weight/).
  */
-export async function countPrompt(request: ChatPromptRequest): Promise<number> {
+export async function countPrompt(
+  request: ChatPromptRequest,
+  openWeight: Readonly<Record<string, OpenWeightFamily>> = {},
+): Promise<number> {
   const files = FILE_INPUT_TOKENS * fileParts(request);
+  const family = Object.hasOwn(openWeight, request.model) ? openWeight[request.model] : undefined;
+  if (family) return files + countOpenWeight(family, request as never);
   if (TEMPLATE_MODEL.test(request.model)) {
     const rendered = applyTemplate({ messages: request.messages, tools: request.tools ?? null });
     return files + (await countTemplateTokens(rendered));

@@ -35,10 +35,10 @@ function text(content: unknown): string {
 }
 
 // Qwen 3's template (ChatML), the family the mock's template models stand for.
-const TOOLS_HEAD =
+export const TOOLS_HEAD =
   '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
   'You are provided with function signatures within <tools></tools> XML tags:\n<tools>';
-const TOOLS_TAIL =
+export const TOOLS_TAIL =
   '\n</tools>\n\nFor each function call, return a json object with function name and arguments ' +
   'within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, ' +
   '"arguments": <args-json-object>}\n</tool_call>';

@@ -50,7 +50,8 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
 
     // A search model's search results are input too (billed, not always: chatToolInput).
     const promptTokens =
-      (await countPrompt(body)) + chatToolInput(body.model, plan.toolInputTokens);
+      (await countPrompt(body, state.behaviour.openWeight)) +
+      chatToolInput(body.model, plan.toolInputTokens);
     const stream = body.stream === true;
     const call = startCall(
       state,
