@@ -16,6 +16,8 @@ import {
   SuspensionReply,
   UsageReply,
   type AdmitRequest,
+  OwnsReply,
+  type OwnsRequest,
   type AuthorityOperation,
   type BatchedOperation,
   type ConfigApplyRequest,
@@ -101,6 +103,10 @@ export class AuthorityClient {
   }
   release(req: ReleaseRequest, timeoutMs?: number) {
     return this.#callPath('release', req, CloseReply, timeoutMs);
+  }
+  /** Whether the tenant owns the response and items a count names; read-only. */
+  owns(req: OwnsRequest, timeoutMs?: number) {
+    return this.#call('owns', req, OwnsReply, timeoutMs);
   }
   usage(req: UsageRequest = {}, timeoutMs?: number) {
     return this.#call('usage', req, UsageReply, timeoutMs);

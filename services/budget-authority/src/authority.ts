@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { watchFile, unwatchFile } from 'node:fs';
 import {
   AdmitRequest,
+  OwnsRequest,
   authorityStartedSubject,
   CALL_PATH_CHECKS,
   CapacityCountRequest,
@@ -46,7 +47,7 @@ import { moveCapacity } from './capacity-move.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
 import { ExpirySweeper } from './expiry-sweeper.js';
-import { admit } from './handlers/admit.js';
+import { admit, owns } from './handlers/admit.js';
 import { release, settle } from './handlers/close.js';
 import { extend, renew } from './handlers/extend.js';
 import { reportRefusals } from './handlers/refusals.js';
@@ -172,6 +173,8 @@ export class Authority {
       this.#serve(op as BatchedOperation, r.schema, r.handler, r.check);
     }
     this.#serveBatch(callPath);
+    // Read-only: whether a count's tenant owns what it names (a call's admission checks it).
+    this.#serve('owns', OwnsRequest, (req) => owns(ctx, req));
     this.#serve('usage', UsageRequest, (req) => usage(ctx, req));
     this.#serve('capacity.report', CapacityReportRequest, async (req) =>
       Ok({ recorded: await reportCapacity(ctx, req) }),

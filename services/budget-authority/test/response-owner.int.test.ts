@@ -253,3 +253,62 @@ test("a settle records the output items stored with its response as the tenant's
     expect(!settle.ok && settle.error.code, itemIds[0]).toBe('invalid_request');
   }
 });
+
+/**
+ * `owns` answers whether a tenant owns what a count names, as its admit would, and changes
+ * nothing: no hold, no refusal, no event, no key; a bad request is refused by name.
+ */
+test('owns answers as an admit would and changes nothing', async ({ start, redis, iso, nc }) => {
+  const h = await start(CONFIG);
+  await storedByTeamA(h, { responseId: 'resp_owned1', itemIds: ['rs_item1', 'file_made1'] });
+  const mine = { previousResponseId: 'resp_owned1', itemIds: ['rs_item1', 'file_made1'] };
+  expect(await h.client.owns({ tenant: 'team-a', ...mine })).toEqual({
+    ok: true,
+    value: { owned: true },
+  });
+  // An operator's upload (a file no call made) is every team's, as for an admit.
+  const upload = await h.client.owns({ tenant: 'team-b', itemIds: ['file_upload1'] });
+  expect(upload).toEqual({ ok: true, value: { owned: true } });
+
+  const last = admissionOf(await h.client.admit(admitOf('team-b')));
+  await h.client.release({
+    reservationId: last.reservationId,
+    tenant: 'team-b',
+    reason: 'not_forwarded',
+  });
+  const before = await eventsThrough(() => readEvents(nc, iso.names), last.reservationId);
+  const stateBefore = (await redis.keys(`${iso.keyPrefix}:*`)).sort();
+  const named: [string, { previousResponseId?: string; itemIds?: string[] }][] = [
+    ['team-b', { previousResponseId: 'resp_owned1' }],
+    ['support-bot', { previousResponseId: 'resp_owned1', itemIds: ['rs_item1'] }],
+    ['team-a', { previousResponseId: 'resp_nobody' }],
+    ['team-b', { itemIds: ['rs_item1'] }],
+    ['support-bot', { itemIds: ['file_upload1', 'file_made1'] }],
+  ];
+  const answers = [];
+  for (const [tenant, req] of named) answers.push(await h.client.owns({ tenant, ...req }));
+  expect((await redis.keys(`${iso.keyPrefix}:*`)).sort()).toEqual(stateBefore);
+  await nothingTaken(h, () => readEvents(nc, iso.names), before.length);
+  // The admit's answer, word for word.
+  for (const [i, [tenant, req]] of named.entries()) {
+    const owns = answers[i]!;
+    const admit = await h.client.admit(admitOf(tenant, req));
+    expect(owns.ok, `${tenant} ${JSON.stringify(req)}`).toBe(false);
+    expect(!owns.ok && { code: owns.error.code, message: owns.error.message }).toEqual(
+      !admit.ok && { code: admit.error.code, message: admit.error.message },
+    );
+  }
+
+  for (const [bad, says] of [
+    [{ tenant: 'team-a' }, 'previousResponseId or itemIds'],
+    [{ tenant: 'team-a', previousResponseId: 'resp_{x}' }, 'previousResponseId'],
+    [{ tenant: 'team-a', itemIds: [] }, 'itemIds'],
+    [{ tenant: 'team-a', itemIds: ['rs_a:b'] }, 'itemIds'],
+    [{ tenant: 'team-a', itemIds: ['rs_item1'], reservationId: newId() }, 'reservationId'],
+    [{ tenant: 'nobody', itemIds: ['rs_item1'] }, 'unknown tenant nobody'],
+  ] as const) {
+    const r = await h.client.owns(bad as never);
+    expect(!r.ok && r.error.code, JSON.stringify(bad)).toBe('invalid_request');
+    expect(!r.ok && r.error.message, JSON.stringify(bad)).toContain(says);
+  }
+});

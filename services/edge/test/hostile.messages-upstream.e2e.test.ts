@@ -300,6 +300,13 @@ async function fileOwnerCase(
           message: expect.stringContaining(`File with id '${file}' not found`),
         },
       });
+      // Its count is answered the same, byte for byte but for the request's own id, and the
+      // upstream counts nothing.
+      const path = '/v1/messages/count_tokens';
+      const counting = await post(s, path, asking(block), headers(KEYS.batch));
+      expect(counting.status).toBe(400);
+      const same = (b: object) => JSON.stringify({ ...b, request_id: '' });
+      expect(same(counting.body)).toBe(same(stolen.body));
     }
     expect(seen.calls).toBe(before.calls);
     expect(seen.counts).toBe(before.counts);
@@ -322,6 +329,9 @@ async function fileOwnerCase(
     for (const block of naming(file)) {
       const again = await post(s, '/v1/messages', asking(block), headers(KEYS.support));
       expect(again.status).toBe(200);
+      const path = '/v1/messages/count_tokens';
+      const count = await post(s, path, asking(block), headers(KEYS.support));
+      expect(count.status).toBe(200);
     }
     expect(seen.calls).toBe(before.calls + 4);
   } finally {

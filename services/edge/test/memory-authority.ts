@@ -5,6 +5,8 @@ import type {
   ExtendReply,
   CapacityMoveReply,
   ExtendRequest,
+  OwnsReply,
+  OwnsRequest,
   ReleaseRequest,
   RenewReply,
   SettleRequest,
@@ -35,6 +37,26 @@ export class MemoryAuthority implements AuthorityPort {
   readonly #holds = new Map<string, number>();
 
   constructor(private readonly limit: number) {}
+
+  /** Owned: each id a settle of the tenant's recorded (responseId, itemIds), as the real one. */
+  owns(req: OwnsRequest): Reply<OwnsReply> {
+    const mine = new Set(
+      this.settles
+        .filter((s) => s.tenant === req.tenant)
+        .flatMap((s) => [...(s.responseId ? [s.responseId] : []), ...(s.itemIds ?? [])]),
+    );
+    const { previousResponseId: response } = req;
+    if (response && !mine.has(response)) {
+      const message = `Previous response with id '${response}' not found.`;
+      return Promise.resolve(Err(new RpcError({ code: 'response_not_found', message })));
+    }
+    const item = req.itemIds?.find((id) => !mine.has(id));
+    if (item !== undefined) {
+      const message = `Item with id '${item}' not found.`;
+      return Promise.resolve(Err(new RpcError({ code: 'item_not_found', message })));
+    }
+    return Promise.resolve(Ok({ owned: true as const }));
+  }
 
   admit(raw: AdmitRequest): Reply<AdmitReply> {
     const req = AdmitSchema.parse(raw);

@@ -104,6 +104,26 @@ export const AdmitRequest = z.strictObject({
 });
 export type AdmitRequest = z.input<typeof AdmitRequest>;
 
+/**
+ * Whether the tenant owns what a request names by id (a count's: `/v1/messages/count_tokens`,
+ * `/v1/responses/input_tokens`), checked as an admit checks them (AdmitRequest
+ * previousResponseId and itemIds) and nothing else: read-only, nothing held or taken, no
+ * refusal or event recorded. Names at least one id. Answered `{ owned: true }`, or the admit's
+ * error: `response_not_found` or `item_not_found` (its message names the id).
+ */
+export const OwnsRequest = z
+  .strictObject({
+    tenant: TenantId,
+    previousResponseId: ResponseId.optional(),
+    itemIds: z.array(ItemId).min(1).max(MAX_ITEM_IDS).optional(),
+  })
+  .refine((r) => r.previousResponseId !== undefined || r.itemIds !== undefined, {
+    message: 'name a previousResponseId or itemIds',
+  });
+export type OwnsRequest = z.input<typeof OwnsRequest>;
+export const OwnsReply = z.strictObject({ owned: z.literal(true) });
+export type OwnsReply = z.infer<typeof OwnsReply>;
+
 export const Admitted = z.object({
   admitted: z.literal(true),
   reservationId: Uuid,

@@ -3,6 +3,7 @@ import { z } from 'zod';
 /** The authority's request-reply operations; subject `<authorityPrefix>.<operation>`. */
 export type AuthorityOperation =
   | 'admit'
+  | 'owns'
   | 'extend'
   | 'renew'
   | 'settle'
@@ -84,12 +85,12 @@ export type AuthorityErrorCode =
    */
   | 'not_counted'
   /**
-   * An admit continues a stored response (`previousResponseId`) its tenant does not own: another
+   * An admit or an owns continues a stored response (`previousResponseId`) its tenant does not own: another
    * tenant's, or one nobody recorded. Nothing held or taken, no refusal recorded.
    */
   | 'response_not_found'
   /**
-   * An admit reads stored items by id (`itemIds`) its tenant does not own: another tenant's, or
+   * An admit or an owns reads stored items by id (`itemIds`) its tenant does not own: another tenant's, or
    * ones nobody recorded. Nothing held or taken, no refusal recorded.
    */
   | 'item_not_found'

@@ -5,6 +5,8 @@ import {
   isoTime,
   type AdmitReply,
   type AdmitRequest,
+  type OwnsReply,
+  type OwnsRequest,
   type RefusalCode,
   type WindowState,
 } from '@holdfast/events';
@@ -282,12 +284,34 @@ async function ownsResponse(
   }
   if (id === undefined) return Ok(true);
   const code = id === responseId ? 'response_not_found' : 'item_not_found';
-  ctx.metrics.admissions.inc({ outcome: 'refused', code });
   const message =
     code === 'response_not_found'
       ? `Previous response with id '${id}' not found.`
       : `Item with id '${id}' not found.`;
   return Err(new RpcError({ code, message }));
+}
+
+/**
+ * `owns`: whether the tenant owns the response and items a count names (ownsResponse, the
+ * check its call's admission makes), read-only: nothing held or taken, no refusal, event or
+ * admission metric recorded. A tenant this replica's config does not know (after a config
+ * catch-up, as admit's) owns nothing: `invalid_request`.
+ */
+export async function owns(
+  ctx: HandlerContext,
+  req: z.output<typeof OwnsRequest>,
+): Promise<Result<OwnsReply, RpcError>> {
+  let tenant = ctx.config.current.tenants.get(req.tenant);
+  if (!tenant) {
+    await ctx.config.refresh().catch(() => undefined);
+    tenant = ctx.config.current.tenants.get(req.tenant);
+  }
+  if (!tenant) {
+    const message = `unknown tenant ${req.tenant}`;
+    return Err(new RpcError({ code: 'invalid_request', message }));
+  }
+  const owned = await ownsResponse(ctx, tenant, req);
+  return owned.ok ? Ok({ owned: true }) : owned;
 }
 
 /**
@@ -343,7 +367,10 @@ export async function admit(
     return refused(c, message, { summary: recorded.value });
   }
   const owned = await ownsResponse(ctx, tenant, req);
-  if (!owned.ok) return owned;
+  if (!owned.ok) {
+    ctx.metrics.admissions.inc({ outcome: 'refused', code: owned.error.code });
+    return owned;
+  }
 
   // The hold at the prices of the tier the call is held at; the record keeps the base prices
   // and the other tiers', so settlement bills the tier the provider reports. Checked before

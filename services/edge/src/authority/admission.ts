@@ -276,6 +276,42 @@ export function beforeUpstreamCount(
 }
 
 /**
+ * The check a count (`/v1/messages/count_tokens`, `/v1/responses/input_tokens`) makes of the
+ * stored response and items it names before the upstream counts them, and before it answers:
+ * the authority's read-only `owns`, the check its call's admission makes, so another team's id
+ * gets the 400 its call would get (byte for byte) and the upstream never reads it. Nothing is
+ * held, taken or recorded. No authority answering, or its Redis failing, is the 503 of a call
+ * no authority answered, failOpen or not (only the authority knows whose it is). Throws
+ * RefusedUncounted; asked at most once a count.
+ */
+export function beforeOwnedCount(
+  deps: Pick<AdmissionDeps, 'authority' | 'logger' | 'timeoutMs'>,
+  tenant: string,
+  stored: { previousResponseId?: string | undefined; itemIds?: string[] | undefined },
+): () => Promise<void> {
+  const { previousResponseId, itemIds } = stored;
+  if (!previousResponseId && (itemIds?.length ?? 0) === 0) return () => Promise.resolve();
+  let asked: Promise<void> | undefined;
+  const check = async () => {
+    const body = {
+      tenant,
+      ...(previousResponseId ? { previousResponseId } : {}),
+      ...(itemIds && itemIds.length > 0 ? { itemIds } : {}),
+    };
+    const reply = await deps.authority.owns(body, deps.timeoutMs);
+    if (reply.ok) return;
+    const { code, message } = reply.error;
+    if (code === 'response_not_found') {
+      throw new RefusedUncounted(responseNotFound({ previousResponseId }));
+    }
+    if (code === 'item_not_found') throw new RefusedUncounted(notOwnedItem(message));
+    deps.logger.warn({ tenant, code, message }, 'ownership of a count not checked');
+    throw new RefusedUncounted(authorityUnavailable());
+  };
+  return () => (asked ??= check());
+}
+
+/**
  * Asks the authority an `uncounted` admit (promptTokens 0), which it never admits: it refuses
  * and records the call when its config does not register it or the least prompt would not fit,
  * else answers `not_counted` (the edge counts the prompt and asks again). The refusal, remembered
@@ -327,7 +363,7 @@ async function askUncounted(
  * A previous response the tenant does not own (another tenant's, or none): OpenAI's answer for
  * an unknown id, the same whichever it is.
  */
-function responseNotFound(req: AdmissionRequest): EdgeError {
+function responseNotFound(req: Pick<AdmissionRequest, 'previousResponseId'>): EdgeError {
   return new EdgeError({
     code: 'previous_response_not_found',
     message: `Previous response with id '${req.previousResponseId ?? ''}' not found.`,

@@ -1,22 +1,44 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { registered } from '../authority/admission.js';
+import { beforeOwnedCount, registered } from '../authority/admission.js';
 import { notRegistered } from '../authority/refusal-memory.js';
 import { EdgeError } from '../errors.js';
 import { H } from '../request/headers.js';
-import type { SurfaceAdapter } from './adapter.js';
+import type { Asked, SurfaceAdapter } from './adapter.js';
 import { badForwardedHeader, countContext, resolveModel } from './context.js';
 import { countPrompt } from './count.js';
 import type { CallDeps } from './deps.js';
 
 /** How a surface's counting route reads its body and answers its count. */
 export interface CountRoute<B extends { model: string }> {
-  adapter: Pick<SurfaceAdapter<B>, 'apis' | 'path' | 'forwardHeaders' | 'sendError'>;
+  adapter: Pick<SurfaceAdapter<B>, 'apis' | 'path' | 'forwardHeaders' | 'sendError' | 'asked'>;
   /** The count as its call admits it (the adapter's `countPrompt`, or the part of it a count takes). */
   count: SurfaceAdapter<B>['countPrompt'];
   /** A refusal before anything is counted, if the body asks what a count cannot answer. */
   refuse?: (body: B) => EdgeError | undefined;
   /** The body of the answer. */
   answer: (tokens: number) => object;
+}
+
+/**
+ * The stored response and items the count names, checked as its call's admission checks them
+ * (beforeOwnedCount): before the upstream counts (the count context's check before any) and
+ * before the count is answered. The call that stored them may still be closing on this edge:
+ * its close records the owner, as the call waits for it (pipeline.ts).
+ */
+async function ownedBefore(
+  deps: CallDeps,
+  request: FastifyRequest,
+  asked: Pick<Asked, 'previousResponseId' | 'itemIds'>,
+): Promise<() => Promise<void>> {
+  const tenant = request.caller!.tenant.id;
+  const { admitTimeoutMs } = deps.options;
+  const ids = [
+    ...(asked.previousResponseId ? [asked.previousResponseId] : []),
+    ...(asked.itemIds ?? []),
+  ];
+  await Promise.all(ids.map((id) => deps.holds.ownerRecorded(tenant, id, admitTimeoutMs)));
+  const check = { authority: deps.authority, logger: request.log, timeoutMs: admitTimeoutMs };
+  return beforeOwnedCount(check, tenant, asked);
 }
 
 /**
@@ -44,10 +66,26 @@ export async function serveCount<B extends { model: string }>(
   }
   const refused = badForwardedHeader(request, adapter) ?? route.refuse?.(body);
   if (refused) return adapter.sendError(request, reply, refused);
+  const stored = adapter.asked(body);
+  const owned = await ownedBefore(deps, request, stored);
+  const counting = countContext(
+    deps,
+    request,
+    adapter,
+    resolved.value,
+    undefined,
+    undefined,
+    owned,
+  );
   const counted = await countPrompt(
-    route.count,
+    async (b, ctx) => {
+      const n = await route.count(b, ctx);
+      // Counted here (no upstream asked): still answered only for what the tenant owns.
+      if (n.ok) await owned();
+      return n;
+    },
     body,
-    countContext(deps, request, adapter, resolved.value),
+    counting,
   );
   if (!counted.ok) return adapter.sendError(request, reply, counted.error);
   Object.assign(request.audit, { model: body.model, promptTokens: counted.value });
