@@ -24,6 +24,10 @@ function sent(s: Stack) {
   return { responses: requests.responses, counts: requests.responsesInputTokens };
 }
 
+/** A count of a create's body (`/v1/responses/input_tokens`). */
+const count = (s: Stack, body: object, headers: Record<string, string>) =>
+  post(s, '/v1/responses/input_tokens', body, headers);
+
 const call = (extra: Record<string, unknown>) => ({
   model: 'gpt-4o-mini',
   input: words(12),
@@ -70,6 +74,10 @@ test("a tenant naming another tenant's response is answered as for an unknown id
     code: 'previous_response_not_found',
     param: 'previous_response_id',
   });
+  // Its count is answered the same, body for body, and nothing is counted upstream.
+  const stolenCount = await count(s, call({ previous_response_id: id }), B);
+  expect(stolenCount.status).toBe(400);
+  expect(JSON.stringify(stolenCount.body)).toBe(JSON.stringify(stolen.body));
   // The same answer as for an id nobody stored: nothing tells the two apart.
   const unknown = 'resp_0123456789abcdef0123456789abcdef';
   const none = await post(s, '/v1/responses', call({ previous_response_id: unknown }), B);
@@ -115,13 +123,13 @@ test("a tenant naming another tenant's response is answered as for an unknown id
     }
   }
   expect(ended?.previous_response_id).toBe(id);
-  const third = await post(
-    s,
-    '/v1/responses',
-    call({ previous_response_id: ended!.id, input: 'Once more?' }),
-    A,
-  );
+  // The owner counts its continuation: the count its call is then held with.
+  const continued = call({ previous_response_id: ended!.id, input: 'Once more?' });
+  const counted = await count(s, continued, A);
+  expect(counted.status).toBe(200);
+  const third = await post(s, '/v1/responses', continued, A);
   expect(third.status).toBe(200);
+  expect(third.headers.get('x-holdfast-prompt-tokens')).toBe(String(counted.body.input_tokens));
   const events = await s.events(
     (e) => e.filter((x) => x.type === 'reservation.settled').length >= 5,
   );
@@ -162,6 +170,9 @@ test("a tenant reading another tenant's stored item by id is answered as for an 
     const stolen = await post(s, '/v1/responses', call({ input }), B);
     expect(stolen.status, id).toBe(400);
     expect(stolen.body.error, id).toEqual(notFound(id));
+    const counted = await count(s, call({ input }), B);
+    expect(counted.status, id).toBe(400);
+    expect(JSON.stringify(counted.body), id).toBe(JSON.stringify(stolen.body));
   }
   // Streaming, through the official client: the same error, raised before any event.
   const streamed = await s
@@ -186,8 +197,13 @@ test("a tenant reading another tenant's stored item by id is answered as for an 
   );
   expect(own.status).toBe(200);
   const next = messageId(own.body);
-  const again = await post(s, '/v1/responses', call({ input: [{ id: next }, question] }), A);
+  // The owner counts a read of the items it just stored, as its call is then held.
+  const reading = call({ input: [{ id: next }, question] });
+  const counted = await count(s, reading, A);
+  expect(counted.status).toBe(200);
+  const again = await post(s, '/v1/responses', reading, A);
   expect(again.status).toBe(200);
+  expect(again.headers.get('x-holdfast-prompt-tokens')).toBe(String(counted.body.input_tokens));
   expect(sent(s).responses).toBe(before.responses + 2);
   const events = await s.events(
     (e) => e.filter((x) => x.type === 'reservation.settled').length >= 3,
@@ -267,6 +283,15 @@ test('a failOpen tenant is not served a previous response or a stored item unmet
   const read = await post(s, '/v1/responses', call({ input: [{ id: item }] }), F);
   expect(read.status).toBe(503);
   expect(read.body.error).toMatchObject({ code: 'budget_authority_unavailable' });
+  // Nor counted: only the authority can say whose they are.
+  for (const body of [
+    call({ previous_response_id: first.body.id }),
+    call({ input: [{ id: item }] }),
+  ]) {
+    const counted = await count(s, body, F);
+    expect(counted.status).toBe(503);
+    expect(counted.body.error).toMatchObject({ code: 'budget_authority_unavailable' });
+  }
   expect(sent(s)).toEqual(before);
   // A call without state upstream is still served unmetered, as failOpen says.
   const plain = await post(s, '/v1/responses', call({}), F);

@@ -95,7 +95,7 @@ test('bad input gets the errors /v1/responses gives it; nothing reaches the upst
   expect(requests.responses + requests.responsesInputTokens).toBe(0);
 });
 
-test('a previous response or stored item named by id is refused: the count asks no owner', async ({
+test("a previous response or stored item named by id that is not the team's is answered as its create is: nothing counted", async ({
   stack,
 }) => {
   const s = await stack();
@@ -107,7 +107,7 @@ test('a previous response or stored item named by id is refused: the count asks 
     }),
   );
   expect(err.status).toBe(400);
-  expect(err.param).toBe('previous_response_id');
+  expect(err).toMatchObject({ code: 'previous_response_not_found', param: 'previous_response_id' });
   const ref = await post(
     s,
     PATH,
@@ -115,6 +115,12 @@ test('a previous response or stored item named by id is refused: the count asks 
     { authorization: `Bearer ${KEYS.support}` },
   );
   expect(ref.status).toBe(400);
-  expect(ref.body).toMatchObject({ error: { code: 'invalid_request', param: 'input' } });
+  expect(ref.body).toMatchObject({
+    error: {
+      code: 'invalid_request',
+      param: 'input',
+      message: "Item with id 'msg_0123456789abcdef' not found (read by id in input).",
+    },
+  });
   expect(s.upstream.stats().requests.responsesInputTokens).toBe(0);
 });
