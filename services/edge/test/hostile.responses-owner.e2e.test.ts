@@ -290,7 +290,10 @@ test('a failOpen tenant is not served a previous response or a stored item unmet
   ]) {
     const counted = await count(s, body, F);
     expect(counted.status).toBe(503);
-    expect(counted.body.error).toMatchObject({ code: 'budget_authority_unavailable' });
+    expect(counted.body.error).toMatchObject({
+      code: 'budget_authority_unavailable',
+      message: 'The budget authority is unavailable, so nothing was counted. Retry shortly.',
+    });
   }
   expect(sent(s)).toEqual(before);
   // A call without state upstream is still served unmetered, as failOpen says.

@@ -306,7 +306,7 @@ export function beforeOwnedCount(
     }
     if (code === 'item_not_found') throw new RefusedUncounted(notOwnedItem(message));
     deps.logger.warn({ tenant, code, message }, 'ownership of a count not checked');
-    throw new RefusedUncounted(authorityUnavailable());
+    throw new RefusedUncounted(authorityUnavailable('nothing was counted'));
   };
   return () => (asked ??= check());
 }
@@ -393,11 +393,11 @@ function suspendedError(tenant: string): EdgeError {
   });
 }
 
-/** The 503 of a call no authority answered (the tenant not failOpen). */
-function authorityUnavailable(): EdgeError {
+/** The 503 of a call (or a count) no authority answered (the tenant not failOpen). */
+function authorityUnavailable(what = 'the call was not admitted'): EdgeError {
   return new EdgeError({
     code: 'budget_authority_unavailable',
-    message: 'The budget authority is unavailable, so the call was not admitted. Retry shortly.',
+    message: `The budget authority is unavailable, so ${what}. Retry shortly.`,
     headers: { 'retry-after': '1' },
   });
 }
