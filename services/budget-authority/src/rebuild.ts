@@ -871,8 +871,9 @@ export class Rebuilder {
       sampleN: c.mode === 'adaptive' && tenant ? String(tenant.adaptive.samples) : '0',
       endUser: c.endUser ?? '',
       ...(live.tracked ? { nu: '1' } : {}),
-      // Where its last capacity.move put it (move.lua): its close closes that capacity.
-      ...(live.on ? { up: live.on.up, mf: live.on.from, mr: '1' } : {}),
+      // Where its capacity is (move.lua's `up`): where its last capacity.move put it, else
+      // where its admission took it ('': none). Its close closes that capacity.
+      ...(live.on ? { up: live.on.up, mf: live.on.from, mr: '1' } : { up: c.upstream ?? '' }),
       // admit.lua's: the tool fees of a call that held nothing (adopt holds them too).
       ...(c.toolFeeBoundMicroUsd && c.heldMicroUsd === 0
         ? { tfH: String(c.toolFeeBoundMicroUsd) }

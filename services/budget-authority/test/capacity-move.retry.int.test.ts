@@ -53,13 +53,18 @@ async function movesRecorded(redis: Redis, nc: NatsConnection, iso: Isolation) {
   return (await readEvents(nc, iso.names)).filter((e) => e.type === 'reservation.moved');
 }
 
-/** Released as the edge names it: on default, the upstream its admission took. */
-async function releasedOnDefault(h: TestAuthority, reservationId: string, org?: string) {
+/** Released as the edge names it: on default, the upstream its admission took (or `upstream`). */
+async function releasedOnDefault(
+  h: TestAuthority,
+  reservationId: string,
+  org?: string,
+  upstream = 'default',
+) {
   const released = await h.client.release({
     reservationId,
     tenant: 'support-bot',
     ...(org === undefined ? {} : { org }),
-    upstream: 'default',
+    upstream,
     model: 'gpt-4o-mini',
     reason: 'upstream_error',
   });
@@ -137,3 +142,29 @@ test("a call of a team moved to another org since its admission moves, in its ad
   await releasedOnDefault(h, id, 'acme');
   expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
 });
+
+test("a never-moved call's first move naming another upstream than its admission's is refused; its close gives back the admission's", ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => wrongFromRefused({ start, nc, redis, iso }));
+
+async function wrongFromRefused(o: {
+  start: (config: unknown) => Promise<TestAuthority>;
+  nc: NatsConnection;
+  redis: Redis;
+  iso: Isolation;
+}) {
+  const h = await o.start(config);
+  const id = await admittedOnDefault(h);
+  // The admission took default; an edge names spare as where the call is.
+  const wrong = await h.client.moveCapacity(move(id, 'spare', 'backup'));
+  expect(!wrong.ok && wrong.error.code).toBe('invalid_request');
+  expect(!wrong.ok && wrong.error.message).toContain('on upstream default now, not spare');
+  expect(await capacityTokens(h)).toEqual({ default: 500, backup: 0, spare: 0 });
+  expect(await movesRecorded(o.redis, o.nc, o.iso)).toHaveLength(0);
+  // Its close, naming spare, gives back default, where the admission took it.
+  await releasedOnDefault(h, id, undefined, 'spare');
+  expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
+}

@@ -1,5 +1,7 @@
-import { waitFor } from '@holdfast/testkit';
+import { waitFor, type Isolation } from '@holdfast/testkit';
+import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
+import { Keys } from '../src/keys.js';
 import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, BASE_CONFIG, miniCall, authorityTest as test } from './harness.js';
 import { lostAndRebuilt } from './rebuild-activity.js';
@@ -117,7 +119,7 @@ const without = (s: State, what: string) =>
  */
 function rebuiltTest(
   name: string,
-  activity: (h: TestAuthority) => Promise<void>,
+  activity: (h: TestAuthority, infra: { redis: Redis; iso: Isolation }) => Promise<void>,
   o: {
     rebuiltUnder?: unknown;
     lost?: string;
@@ -126,7 +128,7 @@ function rebuiltTest(
 ) {
   test(name, async ({ start, nc, redis, iso }) => {
     const h = await start(config);
-    await activity(h);
+    await activity(h, { redis, iso });
     const { before, after } = await lostAndRebuilt(h, o.rebuiltUnder ?? config, { nc, redis, iso });
     o.check?.(before, after);
     expect(after).toEqual(o.lost === undefined ? before : without(before, o.lost));
@@ -155,8 +157,12 @@ rebuiltTest(
 
 rebuiltTest(
   'a move that names no upstream it left (an older producer): rebuilt equals live key by key',
-  async (h) => {
+  async (h, { redis, iso }) => {
     const { id, other } = await admittedAs(h, 'id', 'other');
+    // Holds admitted before admissions recorded their upstream (move.lua's `up`): only then
+    // is a move naming none taken at its word.
+    const keys = new Keys(iso.keyPrefix);
+    for (const r of [id, other]) await redis.hdel(keys.reservation(tenant, r), 'up');
     h.clock.advance(2_000);
     // default's take is left as it was (its record too), the fallback's taken.
     await moved(h, id, 'backup', undefined);

@@ -528,7 +528,9 @@ export async function admit(
     created,
     String(fees.value.heldMicroUsd),
     fees.value.prices,
-    req.uncounted ? '1' : '0',
+    // Dry, else '0' and the upstream whose capacity the call took (none: ''): the record's
+    // `up` (move.lua). One argument: each costs Redis ~650 instructions (docs/benchmarks.md).
+    req.uncounted ? '1' : `0${upstream ?? ''}`,
     // The end users the call's key named, where the key has a maxEndUsers (0: none).
     String(
       keyMaxEndUsers !== undefined && req.keyId

@@ -16,7 +16,8 @@
 --          (micro-USD: the bound on each provider-run tool's uses at its fee; '0' none), the
 --          model's tool-use prices for the record's `tf` (admit.ts; '' none), dry ('1': an
 --          uncounted admit, evaluated and never admitted: a refusal is recorded as any other,
---          else {'fits'} and nothing written), keyUsersKey (the KEYS index of the end users
+--          else {'fits'} and nothing written; else '0' and the upstream whose capacity the
+--          call took, '' none: the record's `up`, where move.lua finds the hold), keyUsersKey (the KEYS index of the end users
 --          the call's key named, 0: its key has no maxEndUsers or the call no end user with
 --          budgets);
 --          what only a refusal reports: useCase, model, api, eventId, shadowEventId,
@@ -909,8 +910,10 @@ redis.call('ZADD', KEYS[3], expiresText, resId)
 -- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant
 -- moved to another org or left the config. Amounts that are 0 are left out.
 local covText = covered == maxTokens and maxText or I(covered)
+-- `up`: the upstream whose capacity it took, so a capacity.move and the close know where the
+-- hold is whatever upstream an edge names (move.lua).
 redis.call('HSET', resKey, 'state', 'held', 'r', ARGV[14], 'heldT', heldTText, 'heldU', heldUText,
-  'max', maxText, 'cov', covText, 'createdAt', nowText, 'expiresAt', expiresText)
+  'max', maxText, 'cov', covText, 'createdAt', nowText, 'expiresAt', expiresText, 'up', string.sub(ARGV[18], 2))
 if chargedT ~= 0 or chargedU ~= 0 then
   redis.call('HSET', resKey, 'chargedT', chargedTText, 'chargedU', chargedUText)
 end

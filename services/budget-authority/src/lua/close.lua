@@ -37,8 +37,9 @@
 --          user's windows added here are kept END_USER_KEEP_MS (lib.lua) past its admission.
 --
 -- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd, on};
--- on (a close that closed the hold): the upstream whose capacity the call holds after a
--- capacity.move (move.lua `up`; '': one that declares none), '-' when it never moved;
+-- on (a close that closed the hold): the upstream whose capacity the call holds (move.lua
+-- `up`: its admission's, or its last capacity.move's; '': one that declares none), '-' when
+-- the record has none (admitted before admissions recorded it, never moved);
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due. With askSubjects, before any change: {'tenant', tenant,
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',

@@ -1,9 +1,10 @@
 -- move: where a live hold's upstream capacity is (capacity.move), compared and set in the
 -- hold's own record, in the org's slot (the capacity windows are in the upstreams' slots:
 -- capacity-move.ts runs its steps around this one). The record's fields: `up`, the upstream
--- whose capacity the call holds after its last move ('': one that declares none; absent:
--- never moved, the admission's); `mf`, the upstream that move left ('': none); `mr` '1',
--- that move's reservation.moved is written.
+-- whose capacity the call holds: the one its admission took (admit.lua; '': it took none),
+-- then its last move's `to` ('': one that declares none; absent: a hold admitted before
+-- admissions recorded it); `mf`, the upstream that move left ('': none); `mr` '1', that
+-- move's reservation.moved is written.
 --
 -- KEYS[1]  the reservation hash
 -- KEYS[2]  the org's outbox stream (record)
@@ -43,7 +44,7 @@ if op == 'claim' then
   if mine then
     return {'again', mf}
   end
-  -- A hold never moved is where its admission put it: the edge's word for it.
+  -- A hold admitted before admissions recorded `up` and never moved: the edge's word for it.
   if up ~= false and not isFrom(up) then
     return {'elsewhere', up}
   end
