@@ -28,7 +28,11 @@ import { runMove } from './scripts.js';
  * and a move asked again (the edge timed out on one the authority made) answers `moved` and
  * does again only what was not done (each step is idempotent: the fallback's record says it
  * is taken, `from`'s is gone once closed, the event is written once). The call's close closes
- * the capacity of the upstream the hold is on, whatever the edge names (close.ts).
+ * the capacity of the upstream the hold is on, whatever the edge names (close.ts): the one its
+ * admission took (admit.lua records it), else its last move's. A close that lands while a move
+ * is between its claim and its record closes the upstream the move leaves and gives back the
+ * fallback; the move then finds the hold closed, records nothing and gives back what it took
+ * (a move recorded after the close would leave the fallback's take for its minute).
  */
 export async function moveCapacity(
   ctx: HandlerContext,
@@ -63,7 +67,8 @@ export async function moveCapacity(
   const outbox = ctx.keys.outbox(org);
   const recorded = await runMove(ctx.redis, [hold, outbox], ['record', ...where, '', ...event]);
   if (recorded[0] !== 'recorded') {
-    // Moved on by another move meanwhile: what this one took of the fallback goes back.
+    // Moved on by another move meanwhile, or closed since the claim (its close gave back the
+    // upstream left): what this one took of the fallback goes back, nothing else changes.
     await closeCapacity(ctx, { ...req, upstream: req.to, how: 'release' });
     return Err(new RpcError({ code: 'invalid_request', message: notHere(req, recorded) }));
   }

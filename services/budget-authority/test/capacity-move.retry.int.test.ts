@@ -168,3 +168,55 @@ async function wrongFromRefused(o: {
   await releasedOnDefault(h, id, undefined, 'spare');
   expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
 }
+
+/**
+ * Runs `first` once, just before the authority's next script call that `at` matches (its name,
+ * its arguments): the close lands between two steps of the move, on the same Redis.
+ */
+function landsBefore(
+  h: TestAuthority,
+  at: (fn: string, args: unknown[]) => boolean,
+  first: () => Promise<void>,
+) {
+  const redis = h.authority.ctx.redis as unknown as Record<string, unknown>;
+  const fcall = redis.fcall as (...a: unknown[]) => Promise<unknown>;
+  let done = false;
+  redis.fcall = async (...a: unknown[]) => {
+    if (!done && at(String(a[0]), a.slice(2))) {
+      done = true;
+      await first();
+    }
+    return fcall.apply(redis, a);
+  };
+}
+
+const capacityOp = (op: string) => (fn: string, args: unknown[]) =>
+  fn.startsWith('hf_capacity_') && String(args.at(-1)).includes(`"op":"${op}"`);
+
+/** Where the close lands, and whether the move is recorded (before the close) or refused. */
+const steps: [string, (fn: string, args: unknown[]) => boolean, boolean][] = [
+  ["before the fallback's take", capacityOp('take'), false],
+  [
+    'before the move is recorded',
+    (fn, args) => fn.startsWith('hf_move_') && args.includes('record'),
+    false,
+  ],
+  ['before the upstream left is given back', capacityOp('release'), true],
+];
+
+test.for(steps)(
+  "a close landing %s: no upstream keeps the call's take, and a move it beat says so",
+  async ([, at, recorded], { start, nc, redis, iso }) => {
+    const h = await start(config);
+    const id = await admittedOnDefault(h);
+    landsBefore(h, at, () => releasedOnDefault(h, id));
+    const moved = await h.client.moveCapacity(move(id, 'default', 'backup'));
+    expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
+    // Recorded before the close (which then gave back the fallback), or refused: a move
+    // recorded after the close would put the closed call on the fallback (a rebuild replaying
+    // it takes the fallback for a call no close gives back).
+    if (recorded) expect(moved).toEqual({ ok: true, value: { moved: true } });
+    else expect(!moved.ok && moved.error.message).toContain('released already');
+    expect(await movesRecorded(redis, nc, iso)).toHaveLength(recorded ? 1 : 0);
+  },
+);

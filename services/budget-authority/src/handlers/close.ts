@@ -27,10 +27,16 @@ type CloseOp =
 export type CloseResult = CloseReply & {
   status: CloseStatus | 'expired' | 'not_due';
   /**
-   * The upstream whose capacity the call holds after a capacity.move ('': one that declares
-   * none); absent when it never moved (the edge's `upstream` is the admission's). Not sent.
+   * The upstream whose capacity the call holds: its admission's, or its last capacity.move's
+   * ('': one that declares none); absent for a hold admitted before admissions recorded it and
+   * never moved (the edge's `upstream` is the admission's). Not sent.
    */
   capacityOn?: string;
+  /**
+   * The fallback of a capacity.move claimed and not recorded when the call closed: what it may
+   * have taken there is given back (`capacityOn` is the upstream that move leaves). Not sent.
+   */
+  capacityMoving?: string;
 };
 
 /**
@@ -103,9 +109,11 @@ export async function closeReservation(
     overT = '0',
     overU = '0',
     on = '-',
+    moving,
   ] = result.value;
   return Ok({
     ...(on === '-' ? {} : { capacityOn: on }),
+    ...(moving ? { capacityMoving: moving } : {}),
     status: status as CloseStatus,
     billedTokens: Number(billed),
     costMicroUsd: Number(cost),
@@ -178,7 +186,7 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
     outcome: req.outcome,
   });
   if (r.ok && r.value.status === 'settled') {
-    await capacityClosed(ctx, req, r.value.capacityOn, 'settle', r.value.billedTokens);
+    await capacityClosed(ctx, req, r.value, 'settle', r.value.billedTokens);
   }
   if (r.ok) {
     ctx.metrics.closes.inc({ op: 'settle', status: r.value.status });
@@ -203,7 +211,7 @@ export async function release(ctx: HandlerContext, req: ReleaseRequest) {
   const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
   if (r.ok && r.value.status === 'released') {
-    await capacityClosed(ctx, req, r.value.capacityOn, 'release');
+    await capacityClosed(ctx, req, r.value, 'release');
   }
   return withOwner(ctx, req, r);
 }
@@ -238,7 +246,7 @@ async function withOwner(
 ): Promise<Result<CloseResult, RpcError>> {
   if (!result.ok) return result;
   // Where the call's capacity was is the authority's own business: not in the reply.
-  const { capacityOn: _on, ...reply } = result.value;
+  const { capacityOn: _on, capacityMoving: _moving, ...reply } = result.value;
   const closed = Ok(reply);
   const named = [...(req.responseId === undefined ? [] : [req.responseId]), ...(req.itemIds ?? [])];
   if (named.length === 0) return closed;
@@ -293,8 +301,10 @@ function recordOwner(
 
 /**
  * The upstream's capacity after the call: settled to usage where counted so, or released. The
- * upstream a capacity.move put the call on (`on`, the hold's record says) over the one the edge
- * names: an edge that timed out on a move the authority made names the upstream the call left.
+ * upstream the hold's record says the call is on (`capacityOn`) over the one the edge names:
+ * an edge that timed out on a move the authority made names the upstream the call left, and
+ * one naming another than its admission's would give back a take the call does not hold. A
+ * move claimed and not recorded (`capacityMoving`) has its fallback's take given back too.
  */
 async function capacityClosed(
   ctx: HandlerContext,
@@ -304,18 +314,20 @@ async function capacityClosed(
     upstream?: string | undefined;
     model?: string | undefined;
   },
-  on: string | undefined,
+  on: Pick<CloseResult, 'capacityOn' | 'capacityMoving'>,
   how: 'settle' | 'release',
   usageTokens = 0,
 ): Promise<void> {
-  const upstream = on ?? req.upstream;
-  if (!upstream) return;
-  await closeCapacity(ctx, {
-    reservationId: req.reservationId,
-    tenant: req.tenant,
-    upstream,
-    model: req.model,
-    how,
-    usageTokens,
-  }).catch((err: unknown) => ctx.logger.warn({ err }, 'capacity not closed'));
+  const close = (upstream: string, as: 'settle' | 'release') =>
+    closeCapacity(ctx, {
+      reservationId: req.reservationId,
+      tenant: req.tenant,
+      upstream,
+      model: req.model,
+      how: as,
+      usageTokens,
+    }).catch((err: unknown) => ctx.logger.warn({ err }, 'capacity not closed'));
+  const upstream = on.capacityOn ?? req.upstream;
+  if (on.capacityMoving) await close(on.capacityMoving, 'release');
+  if (upstream) await close(upstream, how);
 }

@@ -36,10 +36,13 @@
 --          then the plan (lib.lua's readPlan; tenant '' with expire: whoever holds it). An end
 --          user's windows added here are kept END_USER_KEEP_MS (lib.lua) past its admission.
 --
--- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd, on};
+-- Returns {status, billedTokens, costMicroUsd, windows, overrunTokens, overrunMicroUsd, on
+--          [, moving]};
 -- on (a close that closed the hold): the upstream whose capacity the call holds (move.lua
 -- `up`: its admission's, or its last capacity.move's; '': one that declares none), '-' when
--- the record has none (admitted before admissions recorded it, never moved);
+-- the record has none (admitted before admissions recorded it, never moved); moving: the
+-- fallback of a capacity.move claimed and not recorded (move.lua `mp`), whose take is given
+-- back (`on` is then the upstream that move leaves: the call never went to the fallback);
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due. With askSubjects, before any change: {'tenant', tenant,
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
@@ -55,13 +58,14 @@ spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
--- The record: f[1..6] = state, heldT, heldU, createdAt, r, up (the upstream a capacity.move put
--- its capacity on: move.lua; returned, for the close of that capacity). The rest is read only when needed
+-- The record: f[1..7] = state, heldT, heldU, createdAt, r, up (the upstream whose capacity the
+-- call holds: move.lua; returned, for the close of that capacity), mp (a capacity.move claimed
+-- and not recorded: move.lua). The rest is read only when needed
 -- (each field HMGET reads costs as much as a third of an HGET): expiresAt for an expiry;
 -- chargedT, chargedU, potT, potU unless the record is reserve's with `r` (admit writes them
 -- only when not 0, and only estimate and adaptive calls have them); billedT, billedU of a
 -- settled record, expT, expU of an expired one.
-local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up')
+local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up', 'mp')
 local state = f[1]
 
 if not state then
@@ -442,4 +446,11 @@ if overT > 0 or overU > 0 then
     '\0overrunTokens\0' .. I(overT) .. '\0overrunMicroUsd\0' .. I(overU) .. ending)
 end
 
+if f[7] then
+  -- A capacity.move is between its claim and its record: the hold's capacity is still on the
+  -- upstream the move leaves, and what it may have taken of the fallback is given back (the
+  -- move's record finds the hold closed and changes nothing: move.lua).
+  return {closed, billedTText, costUText, windows, I(overT), I(overU),
+    redis.call('HGET', resKey, 'mf') or '', f[6] or ''}
+end
 return {closed, billedTText, costUText, windows, I(overT), I(overU), f[6] or '-'}

@@ -4,7 +4,8 @@
 -- whose capacity the call holds: the one its admission took (admit.lua; '': it took none),
 -- then its last move's `to` ('': one that declares none; absent: a hold admitted before
 -- admissions recorded it); `mf`, the upstream that move left ('': none); `mr` '1', that
--- move's reservation.moved is written.
+-- move's reservation.moved is written; `mp` '1', that move is claimed and not recorded (the
+-- hold's close gives back the upstream it leaves and the fallback: close.lua).
 --
 -- KEYS[1]  the reservation hash
 -- KEYS[2]  the org's outbox stream (record)
@@ -19,8 +20,10 @@
 --         it is on `to` now), {'again', from} (this move was claimed before: asked again),
 --         {'closed', state} (no live hold), or {'elsewhere', up} (the hold is on another
 --         upstream than `from`); undo: {'undone'} or {'kept'} (the hold is not on `to` by this
---         move); record (`from` as claim returned it): {'recorded'} (written now or before) or
---         {'elsewhere', up} (the hold is no longer on `to` by this move).
+--         move); record (`from` as claim returned it): {'recorded'} (written now or before),
+--         {'closed', state} (the hold closed since the claim: its close gave back the upstream
+--         left, nothing is recorded) or {'elsewhere', up} (the hold is no longer on `to` by
+--         this move).
 
 local op, from, to = ARGV[1], ARGV[2], ARGV[3]
 local f = redis.call('HMGET', KEYS[1], 'state', 'up', 'mf')
@@ -49,7 +52,7 @@ if op == 'claim' then
     return {'elsewhere', up}
   end
   local left = up or from
-  redis.call('HSET', KEYS[1], 'up', to, 'mf', left)
+  redis.call('HSET', KEYS[1], 'up', to, 'mf', left, 'mp', '1')
   redis.call('HDEL', KEYS[1], 'mr')
   return {'claimed', left}
 end
@@ -60,15 +63,21 @@ if op == 'undo' then
     return {'kept'}
   end
   redis.call('HSET', KEYS[1], 'up', mf)
-  redis.call('HDEL', KEYS[1], 'mf', 'mr')
+  redis.call('HDEL', KEYS[1], 'mf', 'mr', 'mp')
   return {'undone'}
 end
 
+if state ~= 'held' then
+  -- Closed since the claim (the close gave back the upstream left and the fallback): a move
+  -- recorded now would put a closed call on the fallback.
+  return {'closed', state or ''}
+end
 if not mine then
   return {'elsewhere', up or ''}
 end
 if redis.call('HGET', KEYS[1], 'mr') ~= '1' then
   redis.call('XADD', KEYS[2], '*', unpack(ARGV, 5))
   redis.call('HSET', KEYS[1], 'mr', '1')
+  redis.call('HDEL', KEYS[1], 'mp')
 end
 return {'recorded'}
