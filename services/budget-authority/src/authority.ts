@@ -131,6 +131,7 @@ export class Authority {
     this.ctx = { redis: opts.redis, keys, config, logger: opts.logger, metrics, clock, scriptNow };
     this.#relay = new OutboxRelay({
       redis: opts.redis,
+      nc: opts.nc,
       js: jetstream(opts.nc),
       names: opts.names,
       keys,

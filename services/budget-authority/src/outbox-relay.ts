@@ -2,12 +2,14 @@ import { eventSubject, type EventType, type NatsNames } from '@holdfast/events';
 import { Backoff, sleep, type RetryPolicy } from '@holdfast/retry';
 import { DeadLetters, errorMessage, JETSTREAM_OP_TIMEOUT_MS, type Logger } from '@holdfast/runtime';
 import type { JetStreamClient } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Redis } from 'ioredis';
 import { isCluster, keysBySlot, type RedisClient } from './redis.js';
 import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { decodeOutboxEntry, outboxFlat } from './outbox.js';
+import { RelayPublisher, type Publish } from './relay-publisher.js';
 import { claimLease, unclaimLease } from './scripts.js';
 
 /** Takes or renews the relay lease of an org. KEYS[1] lock, ARGV[1] replica id, ARGV[2] ms. */
@@ -30,6 +32,9 @@ const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 500 };
 
 export interface RelayOptions {
   redis: RedisClient;
+  /** The events' publishes and their acks (RelayPublisher). */
+  nc: NatsConnection;
+  /** The dead letters' publishes. */
   js: JetStreamClient;
   names: NatsNames;
   keys: Keys;
@@ -61,6 +66,7 @@ export class OutboxRelay {
   readonly #batch: number;
   readonly #pauseMs: number;
   readonly #letters: DeadLetters;
+  readonly #publisher: RelayPublisher;
   #owned: string[] = [];
   #claimedAt = 0;
   #running = false;
@@ -71,6 +77,7 @@ export class OutboxRelay {
     this.#leaseMs = opts.leaseMs ?? 5_000;
     this.#batch = opts.batch ?? 1_000;
     this.#pauseMs = opts.pauseMs ?? 5;
+    this.#publisher = new RelayPublisher(opts.nc);
     this.#letters = new DeadLetters({
       js: opts.js,
       names: opts.names,
@@ -107,6 +114,7 @@ export class OutboxRelay {
     this.#running = false;
     this.#blocking?.disconnect();
     await this.#loop;
+    this.#publisher.close();
     // Hand the leases over at once instead of making the others wait for them to lapse.
     await Promise.all(
       this.#owned.map((org) =>
@@ -210,26 +218,33 @@ export class OutboxRelay {
    * relay backs off and tries it again.
    */
   async #publish(key: string, entries: [string, string[]][]): Promise<void> {
-    const { js, names, config } = this.#o;
-    // Publishes are pipelined on one connection, so JetStream stores them in outbox order.
-    const stored = await Promise.all(
-      entries.map(async ([id, fields]) => {
-        let event;
-        try {
-          event = decodeOutboxEntry(fields, config.current);
-        } catch (err) {
-          return this.#park(key, id, fields, err);
-        }
-        await js.publish(eventSubject(names, event.tenant, event.type), JSON.stringify(event), {
-          msgID: event.id,
-          timeout: JETSTREAM_OP_TIMEOUT_MS,
-        });
-        return 'published' as const;
-      }),
-    );
-    const done = entries.filter((_, i) => stored[i] !== 'kept').map(([id]) => id);
+    const { names, config } = this.#o;
+    const events: Publish[] = [];
+    // Each invalid entry's dead letter: its id when the letter was not stored (kept).
+    const parked: Promise<string | undefined>[] = [];
+    for (const [id, fields] of entries) {
+      let event;
+      try {
+        event = decodeOutboxEntry(fields, config.current);
+      } catch (err) {
+        parked.push(this.#park(key, id, fields, err).then((r) => (r === 'kept' ? id : undefined)));
+        continue;
+      }
+      events.push({
+        subject: eventSubject(names, event.tenant, event.type),
+        data: JSON.stringify(event),
+        msgId: event.id,
+      });
+    }
+    // Published in outbox order on one connection, so JetStream stores them in that order.
+    const [, ...parks] = await Promise.all([
+      this.#publisher.publish(events, JETSTREAM_OP_TIMEOUT_MS),
+      ...parked,
+    ]);
+    const kept = new Set(parks);
+    const done = entries.filter(([id]) => !kept.has(id)).map(([id]) => id);
     if (done.length > 0) await this.#o.redis.xdel(key, ...done);
-    this.#o.metrics.published.inc(stored.filter((s) => s === 'published').length);
+    this.#o.metrics.published.inc(events.length);
     if (done.length < entries.length) {
       throw new Error(`${key}: a dead letter was not stored; its entry stays in the outbox`);
     }
