@@ -9,7 +9,7 @@
  *   BENCH_PROFILE=<module>: --import'ed into the edge process (e.g. a CPU profiler);
  *   BENCH_ONLY=edge: skip the direct scenarios (to profile the edge alone).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
@@ -23,7 +23,13 @@ import {
   type ServiceProcess,
 } from '@holdfast/testkit/infra';
 import { Pool } from 'undici';
-import { startAuthority, startEdgeProcess, startMock, writeBenchConfig } from './services.js';
+import {
+  benchTenant,
+  startAuthority,
+  startEdgeProcess,
+  startMock,
+  writeBenchConfig,
+} from './services.js';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
@@ -66,14 +72,7 @@ async function main(): Promise<void> {
   const [mockPort, edgePort] = [await freePort(), await freePort()];
   const mockUrl = `http://127.0.0.1:${mockPort}/v1`;
 
-  const config = await writeBenchConfig(mockUrl, [
-    {
-      id: 'bench',
-      budgets: ['minute', 'day', 'month'].map((window) => ({ window, limit: 1e15 })),
-      useCases: [{ id: 'uc', maxTokens: 64, models: ['gpt-4o-mini'] }],
-      keys: [{ id: 'bench', sha256: createHash('sha256').update(KEY).digest('hex') }],
-    },
-  ]);
+  const config = await writeBenchConfig(mockUrl, [benchTenant(KEY)]);
 
   const procs: ServiceProcess[] = [];
   try {

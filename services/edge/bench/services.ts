@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,14 +45,20 @@ export function startEdgeProcess(opts: {
   /** Default: this checkout's edge. */
   entry?: string;
   env?: Record<string, string>;
+  /** Flags for node itself (e.g. `--cpu-prof`). */
+  nodeArgs?: readonly string[];
 }): Promise<ServiceProcess> {
-  return startService(opts.entry ?? here('../dist/main.js'), {
-    NATS_URL: opts.natsUrl,
-    EDGE_PORT: String(opts.port),
-    EDGE_HOST: '127.0.0.1',
-    ...natsNamesToEnv(opts.names),
-    ...opts.env,
-  });
+  return startService(
+    opts.entry ?? here('../dist/main.js'),
+    {
+      NATS_URL: opts.natsUrl,
+      EDGE_PORT: String(opts.port),
+      EDGE_HOST: '127.0.0.1',
+      ...natsNamesToEnv(opts.names),
+      ...opts.env,
+    },
+    { nodeArgs: opts.nodeArgs ?? [] },
+  );
 }
 
 /**
@@ -72,4 +79,14 @@ export async function writeBenchConfig(mockUrl: string, tenants: unknown[]): Pro
     JSON.stringify({ upstreams: [{ id: 'mock', baseUrl: mockUrl }], models: [model], tenants }),
   );
   return path;
+}
+
+/** One tenant without limits in practice (1e15 tokens a minute, day and month), one key. */
+export function benchTenant(key: string): unknown {
+  return {
+    id: 'bench',
+    budgets: ['minute', 'day', 'month'].map((window) => ({ window, limit: 1e15 })),
+    useCases: [{ id: 'uc', maxTokens: 64, models: ['gpt-4o-mini'] }],
+    keys: [{ id: 'bench', sha256: createHash('sha256').update(key).digest('hex') }],
+  };
 }

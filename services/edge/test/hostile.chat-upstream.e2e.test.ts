@@ -1,8 +1,7 @@
-import type { ServerResponse } from 'node:http';
 import { expect } from 'vitest';
 import { edgeTest as test, KEYS, type Stack } from './harness.js';
+import { chatBody, content, DONE, finish, stream, usage } from './chat-chunks.js';
 import { scriptedStack } from './scripted-upstream.js';
-import { words } from './surfaces.js';
 
 /**
  * Red team, Chat Completions streams as no provider means to write them (found by an audit of
@@ -12,26 +11,6 @@ import { words } from './surfaces.js';
 /** The usage the scripted provider reports (not the edge's own count of prompt or reply). */
 const USAGE = { prompt_tokens: 30, completion_tokens: 12, total_tokens: 42 };
 
-const chunk = (extra: object) =>
-  `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', ...extra })}\n\n`;
-const content = (n: number, index = 0) =>
-  Array.from({ length: n }, () =>
-    chunk({ choices: [{ index, delta: { content: ' budget' }, finish_reason: null }] }),
-  );
-const finish = (index = 0) => chunk({ choices: [{ index, delta: {}, finish_reason: 'stop' }] });
-const usage = (u: unknown) => chunk({ choices: [], usage: u });
-const DONE = 'data: [DONE]\n\n';
-
-function stream(
-  up: { next: (s: (res: ServerResponse) => void) => void },
-  write: (res: ServerResponse) => void,
-) {
-  up.next((res) => {
-    res.writeHead(200, { 'content-type': 'text/event-stream' });
-    write(res);
-  });
-}
-
 async function call(
   s: Stack,
   streamed: boolean,
@@ -40,14 +19,7 @@ async function call(
   const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
-    body: JSON.stringify({
-      model: 'gpt-4o-mini',
-      messages: [{ role: 'user', content: words(20) }],
-      max_tokens: 100,
-      stream: streamed,
-      ...(streamed ? { stream_options: { include_usage: true } } : {}),
-      ...extra,
-    }),
+    body: chatBody(streamed, extra),
   });
   return { status: res.status, text: await res.text() };
 }
