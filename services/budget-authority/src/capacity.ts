@@ -188,6 +188,8 @@ export async function closeCapacity(
     /** answered: the provider answered an attempt with an error (its request counted). */
     how: 'settle' | 'release' | 'answered';
     usageTokens?: number;
+    /** answered: how many attempts it answered (each a request its account counted). */
+    requests?: number;
   },
 ): Promise<void> {
   const cfg = ctx.config.current;
@@ -201,7 +203,11 @@ export async function closeCapacity(
     ctx.keys.capacityRecord(upstream.id, call.reservationId),
     ...(call.tenant ? tenantKeys(ctx.keys, s, call.tenant) : []),
   ];
-  await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, usage: call.usageTokens ?? 0 }));
+  const extra = {
+    usage: call.usageTokens ?? 0,
+    ...(call.requests ? { requests: call.requests } : {}),
+  };
+  await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, ...extra }));
 }
 
 /**

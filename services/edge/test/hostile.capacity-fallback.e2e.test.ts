@@ -196,3 +196,31 @@ test("a client forcing the primary's 5xx cannot send it more than its requestsPe
     expect(primary).toBeLessThanOrEqual(3);
   });
 });
+
+for (const maxRetries of [0, 2]) {
+  test(`a client whose calls the model's only upstream answers 500 (maxRetries ${maxRetries}) is held to its share of its requestsPerMinute: each answered attempt counts`, async ({
+    stack,
+  }) => {
+    // The account allows 3 requests a minute; no fallback. A release used to give the request
+    // back to the window: all 8 calls (and each retry) went out.
+    const s = await stack({
+      patch: (c) => {
+        const up = entry(c.upstreams, 'default');
+        up.capacity = { requestsPerMinute: 3, counting: 'requested' };
+        up.maxRetries = maxRetries;
+      },
+    });
+    s.upstream.failNext({ status: 500, count: 100 });
+    const results = [];
+    for (let i = 0; i < 8; i++) results.push(await call(s));
+    const sent = s.upstream.stats().requests.chatCompletions;
+    console.log(`calls: ${JSON.stringify(results)}; requests to the upstream: ${sent}`);
+    expect(sent).toBeGreaterThan(0);
+    // Normal priority's share of 3 is 2 calls; each call's retries are counted when it is
+    // released (not reserved ahead), so a call admitted meanwhile may add its own.
+    expect(sent).toBeLessThanOrEqual(2 * (1 + maxRetries));
+    expect(results.filter((r) => r.code === 'upstream_capacity').length).toBeGreaterThan(0);
+    // Nothing is billed or held for calls the provider answered with an error.
+    expect((await s.settled('support-bot')).billedTokens).toBe(0);
+  });
+}

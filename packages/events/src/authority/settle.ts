@@ -106,6 +106,9 @@ export const Usage = USAGE_RULES.reduce(
 );
 export type Usage = z.infer<typeof Usage>;
 
+/** The most answered attempts a release may name (maxRetries is at most 10 an upstream). */
+export const MAX_ANSWERED_REQUESTS = 100;
+
 /** The reservation a settle or release closes, and the call's parties whose windows it touches. */
 const closeTarget = {
   reservationId: Uuid,
@@ -148,6 +151,13 @@ export type SettleRequest = z.input<typeof SettleRequest>;
 export const ReleaseRequest = z.strictObject({
   ...closeTarget,
   reason: ReleaseReason,
+  /**
+   * The attempts of the call that the upstream its capacity is on answered with an error (a
+   * 429, a 5xx, a 400 about the request, or such an error first in its stream): requests its
+   * account counted, so the release gives back the call's tokens and keeps these requests in
+   * the upstream's minute (absent: none answered, both given back).
+   */
+  answeredRequests: z.int().min(1).max(MAX_ANSWERED_REQUESTS).optional(),
   ...storedOutput,
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequest>;

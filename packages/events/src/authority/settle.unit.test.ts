@@ -24,6 +24,7 @@ test('a settle and a release name the reservation and the stored output with one
   expect(Object.keys(ReleaseRequest.shape)).toEqual([
     ...SHARED.slice(0, 7),
     'reason',
+    'answeredRequests',
     ...SHARED.slice(7),
   ]);
 });

@@ -186,7 +186,7 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
     outcome: req.outcome,
   });
   if (r.ok && r.value.status === 'settled') {
-    await capacityClosed(ctx, req, r.value, 'settle', r.value.billedTokens);
+    await capacityClosed(ctx, req, r.value, 'settle', { usageTokens: r.value.billedTokens });
   }
   if (r.ok) {
     ctx.metrics.closes.inc({ op: 'settle', status: r.value.status });
@@ -211,7 +211,11 @@ export async function release(ctx: HandlerContext, req: ReleaseRequest) {
   const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
   if (r.ok && r.value.status === 'released') {
-    await capacityClosed(ctx, req, r.value, 'release');
+    // Attempts the provider answered with an error were requests its account counted: kept.
+    const answered = req.answeredRequests;
+    await capacityClosed(ctx, req, r.value, answered ? 'answered' : 'release', {
+      requests: answered,
+    });
   }
   return withOwner(ctx, req, r);
 }
@@ -300,11 +304,12 @@ function recordOwner(
 }
 
 /**
- * The upstream's capacity after the call: settled to usage where counted so, or released. The
- * upstream the hold's record says the call is on (`capacityOn`) over the one the edge names:
- * an edge that timed out on a move the authority made names the upstream the call left, and
- * one naming another than its admission's would give back a take the call does not hold. A
- * move claimed and not recorded (`capacityMoving`) has its fallback's take given back too.
+ * The upstream's capacity after the call: settled to usage where counted so, or released (the
+ * requests the provider answered with an error kept: `answered`). The upstream the hold's
+ * record says the call is on (`capacityOn`) over the one the edge names: an edge that timed out
+ * on a move the authority made names the upstream the call left, and one naming another than
+ * its admission's would give back a take the call does not hold. A move claimed and not
+ * recorded (`capacityMoving`) has its fallback's take given back too.
  */
 async function capacityClosed(
   ctx: HandlerContext,
@@ -315,17 +320,18 @@ async function capacityClosed(
     model?: string | undefined;
   },
   on: Pick<CloseResult, 'capacityOn' | 'capacityMoving'>,
-  how: 'settle' | 'release',
-  usageTokens = 0,
+  how: 'settle' | 'release' | 'answered',
+  amounts: { usageTokens?: number; requests?: number | undefined } = {},
 ): Promise<void> {
-  const close = (upstream: string, as: 'settle' | 'release') =>
+  const close = (upstream: string, as: 'settle' | 'release' | 'answered') =>
     closeCapacity(ctx, {
       reservationId: req.reservationId,
       tenant: req.tenant,
       upstream,
       model: req.model,
       how: as,
-      usageTokens,
+      usageTokens: amounts.usageTokens ?? 0,
+      ...(as === 'answered' && amounts.requests ? { requests: amounts.requests } : {}),
     }).catch((err: unknown) => ctx.logger.warn({ err }, 'capacity not closed'));
   const upstream = on.capacityOn ?? req.upstream;
   if (on.capacityMoving) await close(on.capacityMoving, 'release');

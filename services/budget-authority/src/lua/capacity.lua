@@ -19,7 +19,9 @@
 --             [[tokensPerMinute, requestsPerMinute], ...] (0: no limit), share, tokens,
 --             tenantShare (take, with the tenant's keys: the most of each limit one tenant may
 --             take), usage (settle; counting 'usage' only), counting ('requested' | 'usage'),
---             retryAfterMs, remainingTokens, resetMs (report); `now` under a test clock
+--             retryAfterMs, remainingTokens, resetMs (report), requests (answered: the
+--             attempts the provider answered, each a request its account counted; default 1);
+--             `now` under a test clock
 --
 -- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit, who}
 --         (who: 'all', the scope is full for the priority; 'tenant', the tenant's share is)
@@ -226,9 +228,10 @@ for i = 1, n do
 end
 if spec.op == 'answered' then
   -- The provider answered the call with an error (a 429 or 5xx): its account counted the
-  -- request, not its tokens.
+  -- request, not its tokens; `requests` of them when it answered that many attempts (retries).
+  local extra = math.max(0, (tonumber(spec.requests) or 1) - 1)
   for _, key in ipairs(billed) do
-    billCap(key, bucket, -tokens, 0)
+    billCap(key, bucket, -tokens, extra)
   end
   return {'answered'}
 end

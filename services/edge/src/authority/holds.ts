@@ -1,5 +1,6 @@
 import { Backoff, retry, sleep, Wakeup, type RetryPolicy } from '@holdfast/retry';
 import {
+  MAX_ANSWERED_REQUESTS,
   closeSubject,
   type DeferredClose,
   type NatsNames,
@@ -13,7 +14,12 @@ import type { EdgeMetrics } from '../metrics.js';
 
 export type Close = (
   | { how: 'settle'; usage: Usage; outcome: SettleOutcome }
-  | { how: 'release'; reason: ReleaseReason }
+  | {
+      how: 'release';
+      reason: ReleaseReason;
+      /** The attempts its upstream answered with an error (ReleaseRequest.answeredRequests). */
+      answeredRequests?: number;
+    }
 ) & {
   /** The response the upstream stored for the call: recorded as the tenant's (SettleRequest). */
   responseId?: string;
@@ -188,7 +194,7 @@ export class Holds {
       () =>
         close.how === 'settle'
           ? authority.settle({ ...request, usage: close.usage, outcome: close.outcome }, timeoutMs)
-          : authority.release({ ...request, reason: close.reason }, timeoutMs),
+          : authority.release({ ...request, ...releaseFields(close) }, timeoutMs),
       {
         policy: { initialMs: this.#o.backoffMs ?? 100, maxMs: 5_000, maxAttempts: attempts },
         retryIf: (r) => !r.ok && RETRYABLE.has(r.error.code),
@@ -212,6 +218,16 @@ export class Holds {
       const { responseId: _, itemIds: __, ...without } = close;
       return this.#run(ref, without);
     }
+    if (code === 'invalid_request' && close.how === 'release' && close.answeredRequests) {
+      // An authority older than answeredRequests refuses it: released without (the upstream's
+      // capacity gets the requests back, as before), never left held.
+      logger.warn(
+        { ...request, code },
+        'answeredRequests refused by the authority: releasing without',
+      );
+      const { answeredRequests: _, ...without } = close;
+      return this.#run(ref, without);
+    }
     if (!RETRYABLE.has(code)) {
       metrics.holdCloseFailures.inc({ how: close.how });
       logger.error({ ...request, code, close }, `${close.how} refused by the authority`);
@@ -227,7 +243,7 @@ export class Holds {
     const deferred: DeferredClose =
       close.how === 'settle'
         ? { op: 'settle', request: { ...request, usage: close.usage, outcome: close.outcome } }
-        : { op: 'release', request: { ...request, reason: close.reason } };
+        : { op: 'release', request: { ...request, ...releaseFields(close) } };
     const body = JSON.stringify(deferred);
     const backoff = new Backoff(HAND_OVER);
     for (let attempt = 1; ; attempt++) {
@@ -251,6 +267,14 @@ export class Holds {
       }
     }
   }
+}
+
+/** A release's own fields. */
+function releaseFields(close: Extract<Close, { how: 'release' }>) {
+  return {
+    reason: close.reason,
+    ...(close.answeredRequests ? { answeredRequests: close.answeredRequests } : {}),
+  };
 }
 
 /** The fields of a settle or release that name the reservation (and the response it stored). */
@@ -313,8 +337,10 @@ export class Hold {
     });
   }
 
-  release(reason: ReleaseReason): void {
-    this.#close({ how: 'release', reason });
+  /** `answered`: the attempts its upstream answered with an error (requests it counted). */
+  release(reason: ReleaseReason, answered?: number): void {
+    const n = answered === undefined ? 0 : Math.min(answered, MAX_ANSWERED_REQUESTS);
+    this.#close({ how: 'release', reason, ...(n > 0 ? { answeredRequests: n } : {}) });
   }
 
   #close(close: Close): void {

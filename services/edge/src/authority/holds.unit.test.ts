@@ -1,5 +1,5 @@
 import { natsNames } from '@holdfast/config';
-import { Usage, type CloseReply, type SettleRequest } from '@holdfast/events';
+import { Usage, type CloseReply, type ReleaseRequest, type SettleRequest } from '@holdfast/events';
 import { createLogger, Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import { Registry } from 'prom-client';
 import { expect, test } from 'vitest';
@@ -24,10 +24,12 @@ function holdsOver(
     Array<Result<CloseReply, RpcError>> | ((req: SettleRequest) => Result<CloseReply, RpcError>),
   publish: HoldsOptions['js']['publish'] = () => Promise.reject(new Error('no JetStream')),
   backoffMs = 1,
+  release: (req: ReleaseRequest) => Result<CloseReply, RpcError> = () => Ok(SETTLED),
 ) {
   const metrics = new EdgeMetrics(new Registry());
   let settles = 0;
   const sent: SettleRequest[] = [];
+  const released: ReleaseRequest[] = [];
   const holds = new Holds({
     authority: {
       settle: (req) => {
@@ -35,7 +37,10 @@ function holdsOver(
         const i = Math.min(settles++, replies.length - 1);
         return Promise.resolve(typeof replies === 'function' ? replies(req) : replies[i]!);
       },
-      release: () => Promise.resolve(Ok(SETTLED)),
+      release: (req) => {
+        released.push(req);
+        return Promise.resolve(release(req));
+      },
     },
     js: { publish },
     names: natsNames({
@@ -60,7 +65,7 @@ function holdsOver(
         ...(responseId ? { responseId } : {}),
       },
     );
-  return { holds, metrics, pending, settle, settles: () => settles, sent };
+  return { holds, metrics, pending, settle, settles: () => settles, sent, released };
 }
 
 const away = () =>
@@ -120,6 +125,23 @@ test('a settle an older authority refuses for its response id goes again without
   expect(h.sent).toEqual([
     expect.objectContaining({ reservationId: 'res-1', responseId: 'resp_1' }),
     expect.not.objectContaining({ responseId: expect.anything() }),
+  ]);
+  expect((await h.metrics.holdCloseFailures.get()).values).toEqual([]);
+});
+
+test('a release an older authority refuses for its answeredRequests goes again without it: the hold is not left held', async () => {
+  const h = holdsOver([Ok(SETTLED)], undefined, 1, (req) =>
+    'answeredRequests' in req
+      ? Err(new RpcError({ code: 'invalid_request', message: 'unrecognized key' }))
+      : Ok({ ...SETTLED, status: 'released' }),
+  );
+  await h.holds.close(
+    { reservationId: 'res-1', tenant: 'team', org: 'team', upstream: 'default' },
+    { how: 'release', reason: 'upstream_error', answeredRequests: 3 },
+  );
+  expect(h.released).toEqual([
+    expect.objectContaining({ reservationId: 'res-1', answeredRequests: 3 }),
+    expect.not.objectContaining({ answeredRequests: expect.anything() }),
   ]);
   expect((await h.metrics.holdCloseFailures.get()).values).toEqual([]);
 });

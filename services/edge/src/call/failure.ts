@@ -108,13 +108,15 @@ function abortError(why: AbortWhy): EdgeError | undefined {
  * Closes the hold of a call whose upstream never answered 2xx. If the provider may have read
  * the prompt (the request went out and then timed out, dropped, or was aborted), the call is
  * settled with `unreported` (its prompt, priced as the provider may bill it: unreported.ts);
- * otherwise nothing was used and the hold is released. `spent`: what earlier attempts that
- * failed inside their streams billed, settled with it (then never a release).
+ * otherwise nothing was used and the hold is released, keeping in the upstream's capacity the
+ * `answered` attempts it answered with an error (requests its account counted). `spent`: what
+ * earlier attempts that failed inside their streams billed, settled with it (then never a
+ * release).
  */
 export function closeFailedOpen(
   hold: Hold,
   f: Failure,
-  sent: boolean,
+  { sent, answered }: { sent: boolean; answered?: number | undefined },
   unreported: () => Usage,
   spent?: Usage,
 ): void {
@@ -130,6 +132,7 @@ export function closeFailedOpen(
         : why === 'suspended' || f.kind === 'busy'
           ? 'not_forwarded'
           : 'upstream_error',
+      answered,
     );
     return;
   }

@@ -65,6 +65,8 @@ interface Run {
    * reached the client and was retried (undefined: none, or none billed anything).
    */
   spent: Usage | undefined;
+  /** The attempts this upstream answered with an error before this one (requests it counted). */
+  answered: number;
   /**
    * The reply began: an event carrying output (or the terminal one) came. Until then nothing
    * is written to a streaming client, so an error the provider sends first can be retried.
@@ -146,24 +148,27 @@ export async function forwardCall<B>(
     let spent: Usage | undefined;
     const unreported = () => unreportedUsage(call, 0, undefined, () => adapter.cacheWrites?.(body));
     // No attempt answered: the hold closed on what the attempts billed, the client told.
-    const failed = (failure: Failure, sent: boolean) => {
-      closeFailedOpen(call.hold, failure, sent, unreported, spent);
+    const failed = (failure: Failure, sent: boolean, answered?: number) => {
+      closeFailedOpen(call.hold, failure, { sent, answered }, unreported, spent);
       request.audit.outcome = failure.kind;
       return answerFailure(request, reply, adapter, failure);
     };
     for (;;) {
-      if (!attempt.ok) return await failed(attempt.error.failure, attempt.error.sent);
-      const { opened, again } = attempt.value;
+      if (!attempt.ok) {
+        const { failure, sent, answered } = attempt.error;
+        return await failed(failure, sent, answered);
+      }
+      const { opened, again, answered } = attempt.value;
       let outcome: Served;
       try {
-        outcome = await served(opened, spent);
+        outcome = await served(opened, spent, answered);
       } catch (err) {
         // The upstream has the request: a failure of the edge's own from here on is billed as
         // a connection lost (the prompt, and what was read), never released as if nothing was
         // sent.
         if (!call.hold.closed) {
           const dropped: Failure = { kind: 'dropped', message: String(err) };
-          closeFailedOpen(call.hold, dropped, true, unreported, spent);
+          closeFailedOpen(call.hold, dropped, { sent: true }, unreported, spent);
         }
         throw err;
       } finally {
@@ -198,7 +203,11 @@ export async function forwardCall<B>(
     lease?.stop();
   }
 
-  async function served(opened: Opened, spent: Usage | undefined): Promise<Served> {
+  async function served(
+    opened: Opened,
+    spent: Usage | undefined,
+    answered: number,
+  ): Promise<Served> {
     const run: Run = {
       deps,
       request,
@@ -215,6 +224,7 @@ export async function forwardCall<B>(
       growth: growthOf(deps, request, call, adapter.extensible),
       body,
       spent,
+      answered,
       began: false,
       headBy: (headBy ??= Date.now() + deps.options.streamHoldBackMs),
     };
@@ -435,7 +445,8 @@ async function settle(run: Run, failure: Failure | undefined): Promise<Usage> {
   const used = await attemptUsage(run, failure);
   const usage = used && run.spent ? addUsage(run.spent, used) : (used ?? run.spent);
   if (!usage) {
-    run.call.hold.release('upstream_error');
+    // The provider answered this attempt with an error first in its stream: a request too.
+    run.call.hold.release('upstream_error', run.answered + 1);
     Object.assign(run.request.audit, { completionTokens: 0, outcome: 'upstream_error' });
     return plainUsage(0, 0);
   }

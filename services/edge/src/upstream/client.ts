@@ -90,6 +90,11 @@ interface OpenFailure {
   sent: boolean;
   attempts: number;
   upstream: string;
+  /**
+   * The attempts `upstream` answered with an error (a status, or one first in its stream):
+   * requests its account counted, which a release keeps in its capacity.
+   */
+  answered?: number;
 }
 
 /** What a limits report needs of a call's model. */
@@ -102,6 +107,8 @@ export type OpenResult = Result<
   {
     opened: Opened;
     attempts: number;
+    /** The attempts the opened upstream answered with an error before this one. */
+    answered: number;
     /**
      * The opened stream failed with an error inside it before anything reached the client:
      * goes on as if this attempt had answered that status (a retry after backoff on the same
@@ -256,7 +263,8 @@ export class UpstreamClient {
       beforeRetry = undefined;
       return !ask || (await ask());
     };
-    const givenUp = (): OpenResult => Err({ ...loop.told(), sent: false, attempts: loop.attempts });
+    const givenUp = (): OpenResult =>
+      Err({ ...loop.told(), sent: false, attempts: loop.attempts, ...loop.answeredOn() });
     for (; loop.target < call.targets.length; loop.target++, loop.retry = 0, loop.entered = false) {
       const target = call.targets[loop.target]!;
       if (!loop.entered) {
@@ -264,7 +272,7 @@ export class UpstreamClient {
         // nothing of a fallback: capacity.move would hold it there for a call never sent.
         if (loop.target > 0 && call.signal.aborted) {
           const aborted = abortedFailure(call.signal, target.id);
-          return Err({ ...aborted, sent: false, attempts: loop.attempts });
+          return Err({ ...aborted, sent: false, attempts: loop.attempts, ...loop.answeredOn() });
         }
         if (!(await mayRetry())) return givenUp();
         if (loop.target > 0 && call.claim && !(await call.claim(target, loop.answered))) continue;
@@ -286,18 +294,21 @@ export class UpstreamClient {
               loop.last = { failure, upstream: target.id };
               return this.#open(call, loop);
             };
-            return Ok({ opened: result.value, attempts: loop.attempts, again });
+            const answered = loop.answersOn(target.id);
+            return Ok({ opened: result.value, attempts: loop.attempts, answered, again });
           }
           loop.last = { failure: result.error.failure, upstream: target.id };
           if (result.error.sent || result.error.failure.kind === 'aborted') {
-            return Err({ ...loop.last, sent: result.error.sent, attempts: loop.attempts });
+            const { sent } = result.error;
+            return Err({ ...loop.last, sent, attempts: loop.attempts, ...loop.answeredOn() });
           }
           f = result.error.failure;
-          // The provider answered it (a 429 or 5xx): its account counted the request.
-          if (f.kind === 'status') loop.answered.add(target.id);
         }
+        // The provider answered it (a 429 or 5xx, or such an error first in its stream): its
+        // account counted the request.
+        if (f.kind === 'status') loop.answer(target.id);
         if (f.kind === 'status' && !isRetryableStatus(f.status)) {
-          return Err({ ...loop.last!, sent: false, attempts: loop.attempts });
+          return Err({ ...loop.last!, sent: false, attempts: loop.attempts, ...loop.answeredOn() });
         }
         // The tenant's share of this upstream frees only as its own calls end: the next one.
         if (f.kind === 'busy') break;
@@ -319,7 +330,7 @@ export class UpstreamClient {
           await sleep(delay, undefined, { signal: call.signal });
         } catch {
           const aborted = abortedFailure(call.signal, target.id);
-          return Err({ ...aborted, sent: false, attempts: loop.attempts });
+          return Err({ ...aborted, sent: false, attempts: loop.attempts, ...loop.answeredOn() });
         }
       }
     }
@@ -448,6 +459,8 @@ class RetryLoop {
   entered = false;
   /** The upstreams that answered an attempt with an error status (capacity.move keeps it). */
   readonly answered = new Set<string>();
+  /** How many attempts each of them answered so (a release keeps that many requests). */
+  readonly #answers = new Map<string, number>();
   attempts = 0;
   last: { failure: Failure; upstream: string } | undefined;
   /** The failure of an opened stream, handled first when the loop goes on (`again`). */
@@ -458,6 +471,23 @@ class RetryLoop {
 
   constructor(retryAfterCapMs: number) {
     this.story = { attempts: 0, waitedMs: 0, stop: 'retries', retryAfterCapMs, upstreams: [] };
+  }
+
+  /** An attempt on `upstream` was answered with an error status. */
+  answer(upstream: string): void {
+    this.answered.add(upstream);
+    this.#answers.set(upstream, (this.#answers.get(upstream) ?? 0) + 1);
+  }
+
+  /** The attempts `upstream` answered with an error status so far. */
+  answersOn(upstream: string): number {
+    return this.#answers.get(upstream) ?? 0;
+  }
+
+  /** OpenFailure's `answered`: the attempts the last upstream tried answered (none: absent). */
+  answeredOn(): { answered?: number } {
+    const n = this.last ? this.answersOn(this.last.upstream) : 0;
+    return n > 0 ? { answered: n } : {};
   }
 
   /** The call's last failure, with the story of its retries when the upstream refused it. */
