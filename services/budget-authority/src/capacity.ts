@@ -86,7 +86,9 @@ function spec(
  */
 interface CapacityFull {
   code: 'upstream_capacity';
+  /** -1: never (`never` says in which series the call is more than the share allows). */
   retryAfterSeconds: number;
+  never?: 'tokens' | 'requests';
   upstream: string;
   used: number;
   limit: number;
@@ -110,9 +112,14 @@ export async function takeCapacity(ctx: HandlerContext, call: CapacityTake): Pro
     if (!s) return Ok(full ? upstream.id : undefined);
     const refused = await takeOn(ctx, s, call);
     if (!refused) return Ok(upstream.id);
-    if (!full || refused.retryAfterSeconds < full.retryAfterSeconds) full = refused;
+    if (!full || waitOf(refused) < waitOf(full)) full = refused;
   }
   return full ? Err(full) : Ok(undefined);
+}
+
+/** How long a refusal says to wait (a call that never fits: for ever). */
+function waitOf(full: Pick<CapacityFull, 'retryAfterSeconds'>): number {
+  return full.retryAfterSeconds < 0 ? Infinity : full.retryAfterSeconds;
 }
 
 /** What a call takes of an upstream's capacity, and with which shares. */
@@ -173,6 +180,7 @@ async function runTake(
     used: Number(r[3]),
     limit: Number(r[4]),
     who: r[5] === 'tenant' ? 'tenant' : 'all',
+    ...(r[6] === 'tokens' || r[6] === 'requests' ? { never: r[6] } : {}),
   };
 }
 
@@ -247,7 +255,8 @@ export async function takeCount(
   if (!full) return { taken: true };
   return {
     taken: false,
-    retryAfterSeconds: Math.min(3_600, Math.max(1, full.retryAfterSeconds)),
+    // A count never allowed (a share of less than one request a minute): as long as any wait.
+    retryAfterSeconds: Math.min(3_600, Math.max(1, waitOf(full))),
     who: full.who,
   };
 }

@@ -328,3 +328,48 @@ test('a share of a small limit still allows one request a minute: 30% of 3 reque
   // The other team has its own (the normal priority may fill 2 of the 3).
   expect((await one(s, 'fair')).status).toBe(200);
 });
+
+for (const who of ['priority', 'tenant'] as const) {
+  test(`a call larger than its ${who === 'priority' ? "priority's" : "team's"} share of the whole minute can never fit: 429 upstream_capacity at once, no Retry-After, x-should-retry false`, async ({
+    stack,
+  }) => {
+    // ~510 tokens a call (about 100 of prompt and max_tokens 400) against 600 a minute: low
+    // priority's 70% (420) never holds one; high's 100% does, until tenantShare 0.5 (300).
+    const s = await stack({
+      patch: (c) => {
+        twoTeams(c, 600);
+        for (const t of c.tenants) t.maxQueueMs = 5_000;
+        if (who === 'tenant')
+          (c as unknown as { capacity: object }).capacity = { tenantShare: 0.5 };
+      },
+    });
+    const team = who === 'priority' ? 'lo' : 'hi';
+    const started = Date.now();
+    const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer sk-${team}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        messages: [
+          { role: 'user', content: Array.from({ length: 100 }, () => 'report').join(' ') },
+        ],
+        max_tokens: 400,
+      }),
+    });
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    console.log(
+      `${res.status} retry-after ${res.headers.get('retry-after')}: ${body.error.message}`,
+    );
+    expect(res.status).toBe(429);
+    expect(body.error.code).toBe('upstream_capacity');
+    // Before, Retry-After: 60 on every ask, and the edge waited out maxQueueMs for room that
+    // can never come.
+    expect(res.headers.get('retry-after')).toBeNull();
+    expect(res.headers.get('x-should-retry')).toBe('false');
+    expect(Date.now() - started).toBeLessThan(2_500);
+    expect(body.error.message).toContain('never');
+    // The window is empty: nothing was taken for it.
+    expect(s.upstream.stats().requests.chatCompletions).toBe(0);
+    if (who === 'priority') expect((await one(s, 'hi')).status).toBe(200);
+  });
+}

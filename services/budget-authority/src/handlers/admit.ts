@@ -426,6 +426,20 @@ export async function admit(
     const n = (x: number) => x.toLocaleString('en-US');
     const pct = (x: number) => `${Math.round(x * 100)}%`;
     const { shares } = cfg.raw.capacity;
+    if (full.never) {
+      // More than the share allows in a whole minute: no wait helps (no Retry-After).
+      const share = full.who === 'tenant' ? tenantShare(cfg, tenant) : shares[tenant.priority];
+      const whose =
+        full.who === 'tenant'
+          ? `team ${tenant.id} may use (${pct(share)}: ${tenant.capacityShare === undefined ? 'capacity.tenantShare' : 'its capacityShare'})`
+          : `a ${tenant.priority}-priority call may use (${pct(share)})`;
+      const what =
+        full.never === 'tokens'
+          ? `This call could take ${n(req.promptTokens + max)} tokens of upstream ${full.upstream}'s minute, more than the ${n(Math.floor(full.limit * share))} of its ${n(full.limit)} tokens a minute ${whose}`
+          : `Upstream ${full.upstream}'s requests a minute allow no request ${whose}`;
+      const message = `${what}, so it can never be sent there. Lower max_tokens or shorten the prompt, or ask for a larger share. This is the provider's limit, not your budget.`;
+      return refused('upstream_capacity', message);
+    }
     const message =
       full.who === 'tenant'
         ? `Team ${tenant.id} has taken its share of upstream ${full.upstream}'s capacity (${n(full.used)} of the ${n(full.limit)} tokens a minute it allows, ${pct(tenantShare(cfg, tenant))} for this team: ${tenant.capacityShare === undefined ? 'capacity.tenantShare' : 'its capacityShare'}), so other teams keep theirs. This is the provider's limit, not your budget: retry in ${full.retryAfterSeconds} s.`

@@ -23,8 +23,10 @@
 --             attempts the provider answered, each a request its account counted; default 1);
 --             `now` under a test clock
 --
--- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit, who}
---         (who: 'all', the scope is full for the priority; 'tenant', the tenant's share is)
+-- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit, who[,
+--         series]} (who: 'all', the scope is full for the priority; 'tenant', the tenant's
+--         share is; retryAfterSeconds -1: the call is more than that share of the declared
+--         limits allows in a whole minute, in `series` ('tokens' or 'requests'): it never fits)
 --         settle/release/answered: {'settled' | 'released' | 'answered' | 'unknown'}
 --         (answered: the tokens given back, the request kept); report: {'reported'};
 --         peek: {'tokens,requests,blockedUntil' per scope}
@@ -107,12 +109,30 @@ local function waitFor(key, prefix, used, need, allowed)
   return 60
 end
 
+-- What `share` of a window's declared limits allows a minute (tokens, requests). `least`: the
+-- smallest part of a limit the share allows (a tenant's share is at least one request a
+-- minute, however small the limit: else it could never call).
+local function allowed(tpm, rpm, share, least)
+  return math.max(least, math.floor(tpm * share)), math.max(least, math.floor(rpm * share))
+end
+
+-- The series ('tokens' or 'requests') in which a call of spec.tokens is more than `share` of
+-- the declared limits allows in a whole minute: it never fits, however long it waits. nil: it
+-- may fit.
+local function never(lim, share, least)
+  local allowedT, allowedR = allowed(lim[1], lim[2], share, least)
+  if lim[1] > 0 and spec.tokens > allowedT then
+    return 'tokens'
+  end
+  if lim[2] > 0 and allowedR < 1 then
+    return 'requests'
+  end
+  return nil
+end
+
 -- Seconds until a call of spec.tokens fits `share` of a window's limits (0: it fits now).
--- `least`: the smallest part of a limit the share allows (a tenant's share is at least one
--- request a minute, however small the limit: else it could never call).
 local function waitShare(key, st, sr, tpm, rpm, share, least)
-  local allowedT = math.max(least, math.floor(tpm * share))
-  local allowedR = math.max(least, math.floor(rpm * share))
+  local allowedT, allowedR = allowed(tpm, rpm, share, least)
   local waitT = (tpm > 0) and waitFor(key, 't', st, spec.tokens, allowedT) or 0
   local waitR = (rpm > 0) and waitFor(key, 'r', sr, 1, allowedR) or 0
   return math.max(waitT, waitR)
@@ -132,6 +152,17 @@ if spec.op == 'take' then
     local blocked = tonumber(f[1]) or 0
     if blocked > now then
       return {'full', I(math.max(1, math.ceil((blocked - now) / 1000))), I(i), I(st), I(lim[1]), 'all'}
+    end
+    -- A call more than its share of the declared limits allows in a minute: never (-1).
+    local out = never(lim, spec.share, 0)
+    if out then
+      return {'full', '-1', I(i), I(st), I(lim[1]), 'all', out}
+    end
+    if capped then
+      out = never(lim, spec.tenantShare, 1)
+      if out then
+        return {'full', '-1', I(i), I(st), I(lim[1]), 'tenant', out}
+      end
     end
     local tpm = lim[1]
     if tonumber(f[3] or '0') > now and tpm > 0 then

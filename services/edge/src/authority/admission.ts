@@ -423,6 +423,8 @@ async function untilCapacity(
   for (let waitMs = 250; ; waitMs = Math.min(waitMs * 2, 2_000)) {
     const reply = await ask();
     if (!reply.ok || reply.value.admitted || reply.value.code !== 'upstream_capacity') return reply;
+    // No Retry-After: the call is more than its share of the upstream's minute; it never fits.
+    if (reply.value.retryAfterSeconds === null) return reply;
     const left = deadline - Date.now();
     if (left <= 0 || signal?.aborted) return reply;
     const roomIn = (reply.value.retryAfterSeconds ?? 1) * 1_000;
