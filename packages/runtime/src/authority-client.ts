@@ -4,6 +4,8 @@ import {
   type CapacityCountRequest,
   CapacityMoveReply,
   type CapacityMoveRequest,
+  CapacityRetryReply,
+  type CapacityRetryRequest,
   CapacityReportReply,
   type CapacityReportRequest,
   CloseReply,
@@ -128,6 +130,10 @@ export class AuthorityClient {
   /** Takes an admitted call's capacity of a fallback upstream, then gives back its first's. */
   moveCapacity(req: CapacityMoveRequest, timeoutMs?: number) {
     return this.#call('capacity.move', req, CapacityMoveReply, timeoutMs);
+  }
+  /** One more request of the upstream's capacity for a call retried there after an answer. */
+  retryCapacity(req: CapacityRetryRequest, timeoutMs?: number) {
+    return this.#call('capacity.retry', req, CapacityRetryReply, timeoutMs);
   }
   reportRefusals(req: RefusalsReportRequest, timeoutMs?: number) {
     return this.#call('refusals.report', req, RefusalsReportReply, timeoutMs);

@@ -7,6 +7,7 @@ import {
   CALL_PATH_CHECKS,
   CapacityCountRequest,
   CapacityMoveRequest,
+  CapacityRetryRequest,
   CapacityReportRequest,
   RefusalsReportRequest,
   ConfigApplyRequest,
@@ -42,7 +43,7 @@ import type { Logger } from '@holdfast/runtime';
 import type { Registry } from 'prom-client';
 import type { z } from 'zod';
 import { ClosesConsumer } from './closes-consumer.js';
-import { reportCapacity, takeCount } from './capacity.js';
+import { reportCapacity, takeCount, takeRetry } from './capacity.js';
 import { moveCapacity } from './capacity-move.js';
 import { ConfigStore } from './config-store.js';
 import type { HandlerContext } from './context.js';
@@ -187,6 +188,9 @@ export class Authority {
       const r = await withStore(ctx.logger, 'capacity.move', () => moveCapacity(ctx, req));
       return r.ok ? r.value : r;
     });
+    this.#serve('capacity.retry', CapacityRetryRequest, async (req) =>
+      Ok(await takeRetry(ctx, req)),
+    );
     this.#serve('refusals.report', RefusalsReportRequest, (req) => reportRefusals(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));

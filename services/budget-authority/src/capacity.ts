@@ -4,7 +4,7 @@ import type {
   CompiledTenant,
   UpstreamConfig,
 } from '@holdfast/config';
-import type { CapacityCountReply, CapacityUsage } from '@holdfast/events';
+import type { CapacityCountReply, CapacityRetryReply, CapacityUsage } from '@holdfast/events';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import type { Keys } from './keys.js';
@@ -259,6 +259,45 @@ export async function takeCount(
     retryAfterSeconds: Math.min(3_600, Math.max(1, waitOf(full))),
     who: full.who,
   };
+}
+
+/**
+ * One more request of a call's upstream for a retry there after the provider answered an
+ * attempt (a 429/5xx, or an error inside its stream): its account counted that request, so the
+ * retry is taken of the upstream's `requestsPerMinute` as an admission takes (the tenant's
+ * priority up to its share, the tenant up to its `tenantShare`; no tokens: the call's are taken
+ * already), in the second of the retry, and never closed (the provider counted the answered
+ * attempt whatever becomes of the call). Before, the call's 1 + maxRetries attempts were its
+ * one request. Taken when the upstream declares nothing for the model or the names are unknown.
+ */
+export async function takeRetry(
+  ctx: HandlerContext,
+  req: { tenant: string; model: string; upstream: string },
+): Promise<CapacityRetryReply> {
+  const cfg = ctx.config.current;
+  const upstream = cfg.upstreams.get(req.upstream);
+  const model = cfg.models.get(req.model);
+  const tenant = cfg.tenants.get(req.tenant);
+  const s = upstream && model ? scopesOn(ctx.keys, upstream, model) : undefined;
+  if (!s || !tenant) return { taken: true };
+  const share = tenantShare(cfg, tenant);
+  const full = await runTake(
+    ctx,
+    s,
+    [
+      ...s.keys,
+      // Never closed: no record (its place in KEYS, unused).
+      ctx.keys.capacityRecord(s.upstream, 'retry'),
+      ...(share < 1 ? tenantKeys(ctx.keys, s, tenant.id) : []),
+    ],
+    {
+      tokens: 0,
+      share: cfg.raw.capacity.shares[tenant.priority],
+      tenantShare: share,
+      noRecord: true,
+    },
+  );
+  return { taken: full === undefined };
 }
 
 /**

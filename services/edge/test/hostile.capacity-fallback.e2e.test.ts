@@ -216,11 +216,60 @@ for (const maxRetries of [0, 2]) {
     const sent = s.upstream.stats().requests.chatCompletions;
     console.log(`calls: ${JSON.stringify(results)}; requests to the upstream: ${sent}`);
     expect(sent).toBeGreaterThan(0);
-    // Normal priority's share of 3 is 2 calls; each call's retries are counted when it is
-    // released (not reserved ahead), so a call admitted meanwhile may add its own.
-    expect(sent).toBeLessThanOrEqual(2 * (1 + maxRetries));
+    // Normal priority's share of 3 is 2 requests: each retry takes one before it is made
+    // (capacity.retry) and the release keeps the admission's, so retries add none past it.
+    expect(sent).toBeLessThanOrEqual(2);
     expect(results.filter((r) => r.code === 'upstream_capacity').length).toBeGreaterThan(0);
     // Nothing is billed or held for calls the provider answered with an error.
     expect((await s.settled('support-bot')).billedTokens).toBe(0);
   });
 }
+
+/**
+ * The primary declaring `requestsPerMinute` alone, with retries on it (maxRetries 2) and no
+ * fallback: the provider counts every attempt it answers.
+ */
+function retriedPrimary(requestsPerMinute: number) {
+  return (c: TestConfig) => {
+    const u = entry(c.upstreams, 'default');
+    u.capacity = { requestsPerMinute, counting: 'requested' };
+    u.maxRetries = 2;
+  };
+}
+
+/** The requests the upstream's window counts in the last minute. */
+async function windowRequests(s: Stack, upstream: string): Promise<number | undefined> {
+  const usage = await s.client.usage({});
+  if (!usage.ok) throw new Error(usage.error.message);
+  return usage.value.capacity.find((c) => c.upstream === upstream)?.requests;
+}
+
+test('each retry on an upstream after its provider answered an attempt is a request of its requestsPerMinute', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: retriedPrimary(10) });
+  // Two 500s, then the answer: the provider's account counted 3 requests.
+  s.upstream.failNext({ status: 500, count: 2 });
+  expect(await call(s)).toEqual({ status: 200 });
+  await s.settled('support-bot');
+  expect(s.upstream.stats().requests.chatCompletions).toBe(3);
+  // Before, the window counted the call's one request: the gateway then sent the provider 3
+  // times what it counted.
+  expect(await windowRequests(s, 'default')).toBe(3);
+});
+
+test("a client forcing the primary's 5xx cannot send it more than its priority's share of requestsPerMinute through retries on it", async ({
+  stack,
+}) => {
+  // 3 a minute: normal priority's share (0.9) is 2.
+  const s = await stack({ patch: retriedPrimary(3) });
+  s.upstream.failNext({ status: 500, count: 2 });
+  const first = await call(s);
+  const primary = s.upstream.stats().requests.chatCompletions;
+  console.log(`call: ${JSON.stringify(first)}; requests to the primary: ${primary}`);
+  // Before, its 3 attempts were 1 request counted: the third went out past the share (and
+  // answered 200). Now the second retry finds no request left and is not made.
+  expect(primary).toBe(2);
+  expect(first.status).toBe(502);
+  await s.settled('support-bot');
+});

@@ -4,6 +4,7 @@ import type {
   CloseReply,
   ExtendReply,
   CapacityMoveReply,
+  CapacityRetryReply,
   ExtendRequest,
   OwnsReply,
   OwnsRequest,
@@ -123,6 +124,11 @@ export class MemoryAuthority implements AuthorityPort {
   /** No upstream declares capacity here: a fallback always has room. */
   moveCapacity(): Reply<CapacityMoveReply> {
     return Promise.resolve(Ok({ moved: true }));
+  }
+
+  /** No upstream declares capacity here: a retry always has room. */
+  retryCapacity(): Reply<CapacityRetryReply> {
+    return Promise.resolve(Ok({ taken: true }));
   }
 
   renew(): Reply<RenewReply> {

@@ -200,6 +200,25 @@ export type CapacityMoveRequest = z.infer<typeof CapacityMoveRequest>;
 export const CapacityMoveReply = z.object({ moved: z.boolean() });
 export type CapacityMoveReply = z.infer<typeof CapacityMoveReply>;
 
+/**
+ * An admitted call about to be retried on the same upstream after the provider answered an
+ * attempt there (a 429 or 5xx, or an error inside its stream): the provider's account counted
+ * that request, so the retry is one more request of the upstream's `requestsPerMinute`, taken
+ * as an admission takes it (the tenant's priority share and `tenantShare`), in the second it
+ * is made, and kept there for the minute (never given back: the provider counted it).
+ */
+export const CapacityRetryRequest = z.strictObject({
+  reservationId: Uuid,
+  tenant: TenantId,
+  model: ModelId,
+  /** The upstream the retry goes to (the one the call's capacity is on). */
+  upstream: PlainId,
+});
+export type CapacityRetryRequest = z.infer<typeof CapacityRetryRequest>;
+/** `taken`: make the retry; else the upstream has no request left for it this minute. */
+export const CapacityRetryReply = z.object({ taken: z.boolean() });
+export type CapacityRetryReply = z.infer<typeof CapacityRetryReply>;
+
 export const ConfigGetRequest = z.strictObject({});
 export const ConfigGetReply = z.object({
   version: z.int().min(0),

@@ -16,6 +16,7 @@ export type AuthorityOperation =
   | 'capacity.report'
   | 'capacity.count'
   | 'capacity.move'
+  | 'capacity.retry'
   | 'refusals.report'
   | 'batch';
 

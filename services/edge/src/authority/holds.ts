@@ -1,6 +1,5 @@
 import { Backoff, retry, sleep, Wakeup, type RetryPolicy } from '@holdfast/retry';
 import {
-  MAX_ANSWERED_REQUESTS,
   closeSubject,
   type DeferredClose,
   type NatsNames,
@@ -337,10 +336,13 @@ export class Hold {
     });
   }
 
-  /** `answered`: the attempts its upstream answered with an error (requests it counted). */
+  /**
+   * `answered`: the attempts its upstream answered with an error (requests it counted). The
+   * release keeps the admission's request of them: each retry after an answered attempt took
+   * its own request when it was made (capacity.retry), so naming it again would count it twice.
+   */
   release(reason: ReleaseReason, answered?: number): void {
-    const n = answered === undefined ? 0 : Math.min(answered, MAX_ANSWERED_REQUESTS);
-    this.#close({ how: 'release', reason, ...(n > 0 ? { answeredRequests: n } : {}) });
+    this.#close({ how: 'release', reason, ...(answered ? { answeredRequests: 1 } : {}) });
   }
 
   #close(close: Close): void {

@@ -54,3 +54,34 @@ export function fallbackClaim(
     return true;
   };
 }
+
+/**
+ * Whether an admitted call may be retried on the upstream its capacity is on after the
+ * provider answered an attempt there (a 429/5xx, or an error inside its stream): the provider
+ * counted that request, so the retry takes one more of the upstream's declared requests per
+ * minute (`capacity.retry`, the team's priority share and `tenantShare`). Before, the call's
+ * 1 + maxRetries attempts counted as its one request, and a client whose prompts make the
+ * upstream fail sent it up to 1 + maxRetries requests per request counted
+ * (hostile.capacity-fallback.e2e). No room, or no answer from the authority: no retry there.
+ * An upstream the call took no capacity of (it declares none) retries as before.
+ */
+export function retryTake(
+  deps: CallDeps,
+  call: ForwardedCall,
+): ((target: UpstreamConfig) => Promise<boolean>) | undefined {
+  if (!call.admitted) return undefined;
+  const { ref } = call.hold;
+  return async (target) => {
+    if (ref.upstream !== target.id) return true;
+    const taken = await deps.authority.retryCapacity(
+      {
+        reservationId: ref.reservationId,
+        tenant: ref.tenant,
+        model: call.model.id,
+        upstream: target.id,
+      },
+      deps.options.admitTimeoutMs,
+    );
+    return taken.ok && taken.value.taken;
+  };
+}

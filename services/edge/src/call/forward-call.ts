@@ -20,7 +20,7 @@ import { holdCanGrow, holdForRetry, HoldGrowth } from './growth.js';
 import { LeaseKeeper } from './lease.js';
 import { OutputMeter } from './output-meter.js';
 import { forwardedHeaders, targetsOf, tokenizerOf } from './context.js';
-import { fallbackClaim } from './capacity-move.js';
+import { fallbackClaim, retryTake } from './capacity-move.js';
 import type { ToolUses } from './tool-uses.js';
 import { unreportedUsage } from './unreported.js';
 import { pump, type PumpEnd } from './pump.js';
@@ -142,6 +142,7 @@ export async function forwardCall<B>(
       requestId: call.hold.reservationId,
       model: call.model,
       claim: fallbackClaim(deps, call, (id) => billedOn.get(id)),
+      retryTake: retryTake(deps, call),
     });
     let attempt = result;
     // What the attempts that failed inside their streams billed (each retried on this hold).

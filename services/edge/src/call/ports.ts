@@ -6,5 +6,5 @@ import type { AuthorityClient } from '@holdfast/runtime';
  */
 export type AuthorityPort = Pick<
   AuthorityClient,
-  'admit' | 'owns' | 'extend' | 'renew' | 'settle' | 'release' | 'moveCapacity'
+  'admit' | 'owns' | 'extend' | 'renew' | 'settle' | 'release' | 'moveCapacity' | 'retryCapacity'
 >;

@@ -64,9 +64,10 @@ export interface RetryStory {
   waitedMs: number;
   /**
    * Why it stopped: every retry used, a Retry-After longer than it waits (EDGE_RETRY_AFTER_CAP_MS),
-   * or an upstream set to no retries (maxRetries: 0).
+   * an upstream set to no retries (maxRetries: 0), or one with no request of its declared
+   * capacity left for a retry (`capacity`).
    */
-  stop: 'retries' | 'retry_after' | 'no_retries';
+  stop: 'retries' | 'retry_after' | 'no_retries' | 'capacity';
   retryAfterCapMs: number;
   /** The upstreams tried, in order. */
   upstreams: string[];
@@ -152,6 +153,13 @@ export interface UpstreamCall {
    * error status so far (their accounts counted the requests).
    */
   claim?: (target: UpstreamConfig, answered: ReadonlySet<string>) => Promise<boolean>;
+  /**
+   * Asked before a retry on the same upstream after the provider answered an attempt there (a
+   * 429/5xx, or an error inside its stream): its account counted that request, so an admitted
+   * call takes one more of the upstream's declared requests (capacity.retry); false: no room,
+   * no retry there (the call goes on to a fallback, or fails, as when the upstream is full).
+   */
+  retryTake?: (target: UpstreamConfig) => Promise<boolean>;
   /**
    * Sent as `x-client-request-id` (OpenAI's correlation header): the reservation id, so a
    * provider's logs and Holdfast's books can be matched call by call.
@@ -331,6 +339,12 @@ export class UpstreamClient {
         } catch {
           const aborted = abortedFailure(call.signal, target.id);
           return Err({ ...aborted, sent: false, attempts: loop.attempts, ...loop.answeredOn() });
+        }
+        // Taken after the wait (a Retry-After's block of the upstream is over by then): the
+        // request the provider answered was counted, the retry is another.
+        if (f.kind === 'status' && call.retryTake && !(await call.retryTake(target))) {
+          loop.story.stop = 'capacity';
+          break;
         }
       }
     }

@@ -37,6 +37,9 @@ export function rateLimitedMessage(f: Extract<Failure, { kind: 'status' }>): str
           ? `The model ${tried(r)} answered 429 (rate limited)${asked}; the edge waits at most ${duration(r.retryAfterCapMs)} for a retry, so it did not retry.`
           : `The model ${tried(r)} answered 429 (rate limited) to ${r.attempts} attempts (the edge waited ${duration(r.waitedMs)} between them); the last answer asked to wait ${duration(f.retryAfterMs ?? 0)}, longer than the edge waits for a retry (${duration(r.retryAfterCapMs)}), so it stopped.`;
       break;
+    case 'capacity':
+      what = `The model ${tried(r)} answered 429 (rate limited)${asked}; its declared requests per minute had none left for a retry, so the edge did not retry.`;
+      break;
     case 'no_retries':
       what = `The model ${tried(r)} answered 429 (rate limited)${asked}; the edge makes no retries on it (maxRetries: 0).`;
       break;
