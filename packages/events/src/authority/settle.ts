@@ -107,7 +107,7 @@ export const Usage = USAGE_RULES.reduce(
 export type Usage = z.infer<typeof Usage>;
 
 /** The most answered attempts a release may name (maxRetries is at most 10 an upstream). */
-export const MAX_ANSWERED_REQUESTS = 100;
+const MAX_ANSWERED_REQUESTS = 100;
 
 /** The reservation a settle or release closes, and the call's parties whose windows it touches. */
 const closeTarget = {
