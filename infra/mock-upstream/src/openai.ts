@@ -74,6 +74,9 @@ export function chunkFactory(
   return {
     role: (index: number) => choice(index, { role: 'assistant', content: '', refusal: null }, null),
     content: (index: number, content: string) => choice(index, { content }, null),
+    /** An audio reply's id (its bytes and transcript are not modelled). */
+    audio: (index: number, audio: { id: string; expires_at: number }) =>
+      choice(index, { audio: { ...audio, data: '', transcript: '' } }, null),
     finish: (index: number, reason: FinishReason) => choice(index, {}, reason),
     usage: (u: Usage) => ({ ...base, choices: [], usage: u }),
   };

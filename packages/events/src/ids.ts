@@ -77,6 +77,13 @@ export const CONTAINER_ID = /^(cntr|container)_/;
  */
 export const FILE_ID = /^file_/;
 
+/**
+ * An audio reply of Chat Completions (ItemId; `audio_`): the provider keeps it for the whole
+ * upstream account, and an assistant message brings it back by id (`audio: {id}`), so it is
+ * owned by the team whose call made it, as a stored Responses item is.
+ */
+export const AUDIO_ID = /^audio_/;
+
 /** The most stored item ids a settle records, or an admit checks, for one call. */
 export const MAX_ITEM_IDS = 256;
 

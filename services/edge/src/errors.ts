@@ -1,4 +1,4 @@
-import { CONTAINER_ID, FILE_ID } from '@holdfast/events';
+import { AUDIO_ID, CONTAINER_ID, FILE_ID } from '@holdfast/events';
 import { BaseError } from '@holdfast/runtime';
 
 /**
@@ -138,9 +138,19 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
  * Responses: an input item read by id (`item_reference`, a reasoning item without its content)
  * that names no stored item of the caller's tenant (another tenant's, or none): OpenAI's 400
  * for an unknown item, the same whichever it is; a code execution container likewise (Messages
- * too), and a file another team's code execution output made (Messages).
+ * too), a file another team's code execution output made (Messages), and an audio reply
+ * another team's Chat Completions call made (`namedIn` says so for an id no call could have
+ * made, which its prefix cannot tell).
  */
-export function itemNotFound(id: string, namedIn?: 'container' | 'tools'): EdgeError {
+export function itemNotFound(id: string, namedIn?: 'container' | 'tools' | 'audio'): EdgeError {
+  if (namedIn === 'audio' || (namedIn === undefined && AUDIO_ID.test(id))) {
+    // Chat Completions: an earlier audio reply an assistant message brings back by id.
+    return new EdgeError({
+      code: 'invalid_request',
+      message: `Audio with id '${id}' not found.`,
+      param: 'messages',
+    });
+  }
   if (namedIn === undefined && FILE_ID.test(id)) {
     // Messages: a file another team's code execution output made (named by its file_id).
     const message = `File with id '${id}' not found (named in messages).`;

@@ -88,11 +88,13 @@ export function registerChat(app: FastifyInstance, state: MockState): void {
       const { tokens, reasoning, finish } = candidateLength(shape, plan, choiceSeed, budget);
       return { pieces: completionPieces(choiceSeed, tokens), reasoning, finish };
     });
+    // An audio reply gets an id, as OpenAI's: a later call brings it back by it (`audio: {id}`).
+    const audio = call.info.audio?.completion ? `audio_${call.id.replace(/\W/g, '')}` : null;
     if (stream) {
-      await streamChoices(call, body.model, candidates, shape.choices, plan);
+      await streamChoices(call, body.model, candidates, shape.choices, plan, audio);
       return reply;
     }
-    return sendChoices(call, body.model, candidates, shape.choices, plan);
+    return sendChoices(call, body.model, candidates, shape.choices, plan, audio);
   });
 }
 
@@ -128,12 +130,18 @@ function totals(candidates: readonly Candidate[]): { output: number; reasoning: 
   return { output: reasoning + candidates.reduce((n, c) => n + c.pieces.length, 0), reasoning };
 }
 
+/** An audio reply's id and expiry (one hour, as OpenAI's), for choice `index`. */
+function replyAudio(id: string, index: number) {
+  return { id: `${id}_${index}`, expires_at: Math.floor(Date.now() / 1000) + 3600 };
+}
+
 async function sendChoices(
   call: ModelCall,
   model: string,
   candidates: Candidate[],
   returned: number,
   plan: Plan,
+  audio: string | null,
 ) {
   const { output, reasoning } = totals(candidates);
   const longest = Math.max(...candidates.map((c) => c.pieces.length + c.reasoning));
@@ -160,6 +168,7 @@ async function sendChoices(
         content: choice.pieces.join(''),
         refusal: null,
         annotations: [],
+        ...(audio ? { audio: { ...replyAudio(audio, index), data: '', transcript: '' } } : {}),
       },
       logprobs: null,
       finish_reason: choice.finish,
@@ -179,6 +188,7 @@ async function streamChoices(
   candidates: Candidate[],
   returned: number,
   plan: Plan,
+  audio: string | null,
 ): Promise<void> {
   call.openStream({ 'x-request-id': call.id });
   const choices = candidates.slice(0, returned);
@@ -204,6 +214,7 @@ async function streamChoices(
       if (!(await out.token(sse(chunks.content(index, piece))))) return;
     }
     if (!(await out.checkpoint())) return;
+    if (audio && !(await out.event(sse(chunks.audio(index, replyAudio(audio, index)))))) return;
     if (!(await out.event(sse(chunks.finish(index, choice.finish))))) return;
   }
   const { includeUsage } = call.info;

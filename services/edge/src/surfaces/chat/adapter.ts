@@ -1,9 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Ok } from '@holdfast/runtime';
+import { ItemId, MAX_ITEM_IDS } from '@holdfast/events';
+import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
 import { countUnseen, type UnseenInput } from '../../call/unseen.js';
-import type { EdgeError } from '../../errors.js';
+import { EdgeError, itemNotFound } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
 import { bodyEndUser } from '../../request/end-user.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -58,6 +59,8 @@ const SEARCH_CHAT_FIELDS: ReadonlySet<string> = new Set([...CHAT_FIELDS, 'web_se
  * Responses web search is held it per use (docs/budgets.md, "How unseen tool input is held").
  */
 async function countPrompt(body: ChatRequest, ctx: CountContext): Promise<Counted> {
+  const unowned = unownedAudio(body);
+  if (unowned) return Err(unowned);
   const counted = await countRequest(body, ctx);
   const search = ctx.model?.searchModel ? (ctx.model.upstreamStateAllowanceTokens ?? 0) : 0;
   return counted.ok && search > 0 ? Ok(counted.value + search) : counted;
@@ -115,6 +118,35 @@ function unseenInputs(body: ChatRequest): UnseenInput[] {
         )
       : []),
   ]);
+}
+
+/**
+ * The earlier audio replies the call brings back by id (an assistant message's `audio.id`), each
+ * once: the provider keeps an audio reply for every team of the upstream account, so a call
+ * naming one is admitted only for the team whose call made it (Asked.itemIds; its settle
+ * recorded it: ChatTranscript.storedItemIds).
+ */
+function audioIds(body: ChatRequest): string[] {
+  const ids = new Set<string>();
+  for (const message of body.messages) {
+    if (message.role !== 'assistant') continue;
+    const id = (message as { audio?: { id?: unknown } | null }).audio?.id;
+    if (typeof id === 'string') ids.add(id);
+  }
+  return [...ids];
+}
+
+/**
+ * An audio id no call could have made (not an ItemId: whitespace, another alphabet), or more of
+ * them than an admit checks: refused before anything is counted, as an unknown one is.
+ */
+function unownedAudio(body: ChatRequest): EdgeError | undefined {
+  const ids = audioIds(body);
+  const unowned = ids.find((id) => !ItemId.safeParse(id).success);
+  if (unowned !== undefined) return itemNotFound(unowned, 'audio');
+  if (ids.length <= MAX_ITEM_IDS) return undefined;
+  const message = `messages bring back more than ${MAX_ITEM_IDS} audio replies by id. Send fewer in one call.`;
+  return new EdgeError({ code: 'invalid_request', message, param: 'messages' });
 }
 
 /** An assistant message that refers to an earlier audio reply (its `audio.id`). */
@@ -206,6 +238,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     reasoning: body.reasoning_effort != null && body.reasoning_effort !== 'none',
     // A search model searches on every call (heldToolUses: one web search held, one choice).
     tools: { per: 'model', choices: body.n ?? 1 },
+    ...(audioIds(body).length > 0 ? { itemIds: audioIds(body).slice(0, MAX_ITEM_IDS) } : {}),
   }),
   countPrompt,
   upstreamBody,

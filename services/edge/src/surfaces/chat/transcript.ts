@@ -1,4 +1,4 @@
-import type { Usage } from '@holdfast/events';
+import { ItemId, MAX_ITEM_IDS, type Usage } from '@holdfast/events';
 import type { Accepted, StreamError, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
@@ -229,6 +229,16 @@ export class ChatTranscript implements Transcript {
    */
   usageLast(): boolean {
     return !this.#afterUsage;
+  }
+
+  /**
+   * The audio replies the upstream made (`audio.id` of each choice): the provider keeps them for
+   * whoever names one (any team: the same upstream account), so they are recorded as the
+   * tenant's with the call's settle, as a stored Responses item is (chat adapter `audioIds`).
+   */
+  storedItemIds(): string[] {
+    const ids = [...this.#choices.values()].flatMap((s) => (s.audio ? [s.audio.id] : []));
+    return ids.filter((id) => ItemId.safeParse(id).success).slice(0, MAX_ITEM_IDS);
   }
 
   /** The provider's error chunk's message, when it sent one. */
