@@ -69,13 +69,16 @@ export const ItemId = z
 export const CONTAINER_ID = /^(cntr|container)_/;
 
 /**
- * An Anthropic Files API file's id (ItemId; `file_`), as a code execution output reports one
- * and a later call names one (`container_upload`, a `file` source): the provider keeps it for
- * every team of the upstream account, so one a call's output made is owned by its team, across
- * orgs (the authority's `fileOwner` key). A file nobody's call made (the operator's upload) is
- * no team's, and every team may read it.
+ * A file a call's code wrote (ItemId): an Anthropic Files API file (`file_`), as a code
+ * execution output reports one and a later call names one (`container_upload`, a `file`
+ * source), or a file in an OpenAI code interpreter container (`cfile_`), as a message cites
+ * one (`container_file_citation`) and a later Responses call names one (`input_file`,
+ * `input_image`). The provider keeps it for every team of the upstream account, so one a
+ * call's output made is owned by its team, across orgs (the authority's `fileOwner` key). A
+ * file nobody's call made (the operator's upload; OpenAI's `file-...` never is one) is no
+ * team's, and every team may read it.
  */
-export const FILE_ID = /^file_/;
+export const FILE_ID = /^c?file_/;
 
 /**
  * An audio reply of Chat Completions (ItemId; `audio_`): the provider keeps it for the whole

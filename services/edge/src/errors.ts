@@ -138,11 +138,23 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
  * Responses: an input item read by id (`item_reference`, a reasoning item without its content)
  * that names no stored item of the caller's tenant (another tenant's, or none): OpenAI's 400
  * for an unknown item, the same whichever it is; a code execution container likewise (Messages
- * too), a file another team's code execution output made (Messages), and an audio reply
+ * too), a file another team's code execution output made (Messages; Responses: a container
+ * file its code interpreter wrote, named by an input part's `file_id`), and an audio reply
  * another team's Chat Completions call made (`namedIn` says so for an id no call could have
  * made, which its prefix cannot tell).
  */
-export function itemNotFound(id: string, namedIn?: 'container' | 'tools' | 'audio'): EdgeError {
+export function itemNotFound(
+  id: string,
+  namedIn?: 'container' | 'tools' | 'audio' | 'file',
+): EdgeError {
+  if (namedIn === 'file' || (namedIn === undefined && id.startsWith('cfile_'))) {
+    // Responses: a file another team's code interpreter wrote (an input part's file_id).
+    return new EdgeError({
+      code: 'invalid_request',
+      message: `File with id '${id}' not found.`,
+      param: 'input',
+    });
+  }
   if (namedIn === 'audio' || (namedIn === undefined && AUDIO_ID.test(id))) {
     // Chat Completions: an earlier audio reply an assistant message brings back by id.
     return new EdgeError({

@@ -47,6 +47,14 @@ async function storedBySupport(s: Stack) {
   return first.body;
 }
 
+/** The 400 of an id the caller's team does not own, as the edge words it. */
+const notFound = (message: string, param = 'input') => ({
+  message,
+  type: 'invalid_request_error',
+  code: 'invalid_request',
+  param,
+});
+
 /** The response-owner keys under the test's prefix. */
 const ownerKeys = (redis: { keys(p: string): Promise<string[]> }, prefix: string) =>
   redis.keys(`${prefix}:{*}:ro:*`);
@@ -301,20 +309,23 @@ test('a failOpen tenant is not served a previous response or a stored item unmet
   expect(plain.status).toBe(200);
 });
 
+/** The mock runs code once a call; gpt-4o-mini prices it, and holds what it reads. */
+const CODE_INTERPRETER = {
+  behaviour: { toolUses: 1 },
+  patch: (c: TestConfig) => {
+    const model = entry(c.models, 'gpt-4o-mini') as Record<string, unknown>;
+    (model.price as Record<string, unknown>).toolUses = { code_interpreter: 30 };
+    // What the tool reads is held at the allowance (call/unseen.ts).
+    model.upstreamStateAllowanceTokens = 2_000;
+  },
+};
+
 test("a tenant reusing another tenant's code_interpreter container is answered as for an unknown container: nothing counted, held or sent; the owner reuses it", async ({
   stack,
   redis,
   iso,
 }) => {
-  const s = await stack({
-    behaviour: { toolUses: 1 },
-    patch: (c: TestConfig) => {
-      const model = entry(c.models, 'gpt-4o-mini') as Record<string, unknown>;
-      (model.price as Record<string, unknown>).toolUses = { code_interpreter: 30 };
-      // What the tool reads is held at the allowance (call/unseen.ts).
-      model.upstreamStateAllowanceTokens = 2_000;
-    },
-  });
+  const s = await stack(CODE_INTERPRETER);
   const code = (container: unknown) => ({
     tools: [{ type: 'code_interpreter', container }],
     max_tool_calls: 1,
@@ -353,4 +364,84 @@ test("a tenant reusing another tenant's code_interpreter container is answered a
   // Its owner reuses it.
   const again = await post(s, '/v1/responses', call(code(container)), A);
   expect(again.status).toBe(200);
+});
+
+test("a tenant naming a file another tenant's code interpreter wrote, anywhere in its input, is answered as for an unknown file: nothing counted, held or sent; an operator's upload is anyone's", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack(CODE_INTERPRETER);
+  // support-bot's code writes a file; the message cites it (container_file_citation).
+  const first = await post(
+    s,
+    '/v1/responses',
+    call({ tools: [{ type: 'code_interpreter', container: { type: 'auto' } }], max_tool_calls: 1 }),
+    A,
+  );
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  const message = (first.body.output as { type: string; content?: unknown[] }[]).find(
+    (o) => o.type === 'message',
+  )!;
+  const [cited] = (message.content![0] as { annotations: { file_id: string }[] }).annotations;
+  const file = cited!.file_id;
+  expect(file).toMatch(/^cfile_/);
+  await s.settled('support-bot');
+  // Owned across orgs, as a Messages code execution file is.
+  expect(await redis.get(`${iso.keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
+
+  const fileInputs = (id: string) => [
+    [{ role: 'user', content: [{ type: 'input_file', file_id: id }] }],
+    [{ role: 'user', content: [{ type: 'input_image', file_id: id, detail: 'low' }] }],
+    [
+      { type: 'function_call', call_id: 'c1', name: 'read', arguments: '{}' },
+      {
+        type: 'function_call_output',
+        call_id: 'c1',
+        output: [{ type: 'input_file', file_id: id }],
+      },
+    ],
+    [
+      { type: 'custom_tool_call', call_id: 'c2', name: 'read', input: 'x' },
+      {
+        type: 'custom_tool_call_output',
+        call_id: 'c2',
+        output: [
+          { type: 'input_text', text: 'see' },
+          { type: 'input_image', file_id: id },
+        ],
+      },
+    ],
+  ];
+  const before = sent(s);
+  for (const named of [file, ` ${file}`, file.toUpperCase(), `${file}\u200b`]) {
+    for (const input of fileInputs(named)) {
+      const stolen = await post(s, '/v1/responses', call({ input }), B);
+      expect([stolen.status, stolen.body.error]).toEqual([
+        400,
+        notFound(`File with id '${named}' not found.`),
+      ]);
+      const counted = await count(s, call({ input }), B);
+      expect(JSON.stringify(counted.body)).toBe(JSON.stringify(stolen.body));
+    }
+  }
+  // Streaming, through the official client: the same error, before any event.
+  const streamed = await s
+    .openai(KEYS.batch)
+    .responses.create({ ...call({ input: fileInputs(file)[0] }), stream: true } as never)
+    .catch((e: unknown) => e);
+  expect(streamed).toMatchObject({ status: 400, param: 'input' });
+  expect(sent(s)).toEqual(before);
+  const usageB = await s.settled('batch-summariser');
+  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+
+  // A file no call wrote (the operator's upload, `file-...`; a container file nobody's call
+  // cited) is every team's, as files by id are: forwarded.
+  for (const upload of ['file-0123456789abcdef', 'cfile_0123456789abcdef']) {
+    const shared = await post(s, '/v1/responses', call({ input: fileInputs(upload)[0] }), B);
+    expect(shared.status).toBe(200);
+  }
+  // Its owner reads its own file.
+  const own = await post(s, '/v1/responses', call({ input: fileInputs(file)[2] }), A);
+  expect(own.status).toBe(200);
 });

@@ -13,6 +13,11 @@ export interface ResponsesOutput {
   pieces: { text: string; tokens: number }[];
   /** The cap (max_output_tokens) ended it. */
   incomplete: boolean;
+  /**
+   * The files its code interpreter calls wrote in their container, which the message cites
+   * (`container_file_citation` annotations), as OpenAI's does.
+   */
+  files?: { containerId: string; fileId: string }[];
 }
 
 export const visibleTokens = (out: ResponsesOutput) => out.pieces.reduce((n, p) => n + p.tokens, 0);
@@ -47,12 +52,24 @@ export function visibleItem(
     type: 'message',
     status,
     role: 'assistant',
-    content: status === 'in_progress' ? [] : [outputText(sofar)],
+    content: status === 'in_progress' ? [] : [outputText(sofar, citations(out))],
   };
 }
 
-export function outputText(value: string) {
-  return { type: 'output_text', text: value, annotations: [], logprobs: [] };
+export function outputText(value: string, annotations: object[] = []) {
+  return { type: 'output_text', text: value, annotations, logprobs: [] };
+}
+
+/** The message's citations of the files its code wrote. */
+function citations(out: ResponsesOutput): object[] {
+  return (out.files ?? []).map((f) => ({
+    type: 'container_file_citation',
+    container_id: f.containerId,
+    file_id: f.fileId,
+    filename: 'output.csv',
+    start_index: 0,
+    end_index: 0,
+  }));
 }
 
 /** All output items of a finished response. A cap spent on reasoning leaves no message. */

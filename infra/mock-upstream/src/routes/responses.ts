@@ -83,6 +83,10 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
     if (!call || (await call.failBeforeResponse())) return reply;
 
     const out = await generate(call, state, body, shaped.value, plan);
+    if ((call.info.toolUses?.code_interpreter ?? 0) > 0) {
+      // Its code wrote a file in its container, which the message cites.
+      out.files = [{ containerId: `cntr_${call.id}`, fileId: `cfile_${call.id}_0` }];
+    }
     const createdAt = Math.floor(Date.now() / 1000);
     const finalize = () => {
       const output = visibleTokens(out) + out.reasoning;

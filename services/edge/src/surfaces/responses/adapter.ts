@@ -14,7 +14,7 @@ import { sendError } from '../../plugins/errors.js';
 import { bodyEndUser } from '../../request/end-user.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { CountError } from '../../upstream/counting.js';
-import { asChatPrompt, referencedItems, toolContainers, unseenState } from './input.js';
+import { asChatPrompt, namedFiles, referencedItems, toolContainers, unseenState } from './input.js';
 import type { ResponsesRequest } from './schema.js';
 import { ResponsesTranscript } from './transcript.js';
 
@@ -91,6 +91,9 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
       'conversation is not supported: Holdfast cannot tell which team a provider-side conversation belongs to. Chain responses with previous_response_id, or send the conversation as input.';
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'conversation' }));
   }
+  const { disguised } = namedFiles(body);
+  // No call wrote a file under such an id: refused as an unknown one, never sent.
+  if (disguised !== undefined) return Err(itemNotFound(disguised, 'file'));
   const referenced = referencedItems(body);
   const unowned = referenced.find((id) => !ItemId.safeParse(id).success);
   if (unowned !== undefined) {
@@ -98,7 +101,7 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
     return Err(itemNotFound(unowned, toolContainers(body).includes(unowned) ? 'tools' : undefined));
   }
   if (referenced.length > MAX_ITEM_IDS) {
-    const message = `input reads more than ${MAX_ITEM_IDS} stored items by id (item_reference, reasoning items without their content). Send the items themselves instead.`;
+    const message = `input reads more than ${MAX_ITEM_IDS} stored items by id (item_reference, reasoning items without their content, containers, files its code wrote). Send the items themselves instead.`;
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'input' }));
   }
   const audio = ctx.model && audioPart(body);

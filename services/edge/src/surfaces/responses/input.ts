@@ -1,3 +1,4 @@
+import { FILE_ID, ItemId } from '@holdfast/events';
 import type {
   ChatPromptRequest,
   PromptContentPart,
@@ -126,13 +127,14 @@ const LEAVE_OUT = 'Leave it out of the input';
  * stored, whoever stored them: the authority admits the call only for their owner): an
  * `item_reference` (or an item of no type with an id), a reasoning item with an id and no
  * `encrypted_content` (its reasoning is read from the store), and any other item that carries
- * its id and nothing else; and the code execution containers its tools name by id. Each id
- * once, in order.
+ * its id and nothing else; the code execution containers its tools name by id; and the files
+ * its code wrote that it names by `file_id` (namedFiles). Each id once.
  */
 export function referencedItems(body: ResponsesRequest): string[] {
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
   const ids = new Set<string>();
   for (const container of toolContainers(body)) ids.add(container);
+  for (const file of namedFiles(body).ids) ids.add(file);
   for (const item of input) {
     if (item.id == null) continue;
     const type = itemType(item);
@@ -143,6 +145,63 @@ export function referencedItems(body: ResponsesRequest): string[] {
   }
   return [...ids];
 }
+
+/**
+ * The files the request names by `file_id` anywhere in its input (a message's `input_file` /
+ * `input_image`, the output parts of a function or custom tool call, a computer call's
+ * screenshot, ...) or in its tools' containers (`container.file_ids`), each once. Those a
+ * call's code could have written (FILE_ID: a container file a message cited) are checked by the
+ * authority: another team's is refused. Any other (the operator's upload, `file-...`) is every
+ * team's. `disguised` is the first that reads as such a file once spaces, invisible characters,
+ * width and case are set aside, but is not one exactly: no call made it, and the upstream gets
+ * no chance to read it as one.
+ */
+export function namedFiles(body: ResponsesRequest): NamedFiles {
+  let named = NAMED_FILES.get(body);
+  if (!named) NAMED_FILES.set(body, (named = walkFiles(body)));
+  return named;
+}
+
+interface NamedFiles {
+  ids: string[];
+  disguised?: string;
+}
+
+/** namedFiles' answer per body: a call asks it three times (its admit, count, refusal). */
+const NAMED_FILES = new WeakMap<ResponsesRequest, NamedFiles>();
+
+function walkFiles(body: ResponsesRequest): NamedFiles {
+  const ids = new Set<string>();
+  let disguised: string | undefined;
+  const name = (id: unknown) => {
+    if (typeof id !== 'string') return;
+    if (FILE_ID.test(id) && ItemId.safeParse(id).success) ids.add(id);
+    else if (FILE_ID.test(canonical(id))) disguised ??= id;
+  };
+  const containers = (body.tools ?? []).map((t) => (t as { container?: unknown }).container);
+  // Every object of the input, however nested (no recursion: a deep body cannot overflow it).
+  const stack: unknown[] = [body.input, containers];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value !== 'object' || value === null) continue;
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i]);
+      continue;
+    }
+    const o = value as Record<string, unknown>;
+    name(o.file_id);
+    if (Array.isArray(o.file_ids)) for (const id of o.file_ids as unknown[]) name(id);
+    for (const child of Object.values(o)) if (typeof child === 'object') stack.push(child);
+  }
+  return { ids: [...ids], ...(disguised === undefined ? {} : { disguised }) };
+}
+
+/** An id as a lenient reader might take it: compatibility forms, no spaces or invisibles, lowercase. */
+const canonical = (id: string) =>
+  id
+    .normalize('NFKC')
+    .replace(/[\s\u200b-\u200d\u2060\ufeff]/gu, '')
+    .toLowerCase();
 
 /**
  * The containers the request's code_interpreter tools reuse by id: the provider keeps a

@@ -1,5 +1,5 @@
 import { toolUseKind } from '@holdfast/config';
-import { ItemId, MAX_ITEM_IDS, ResponseId, type Usage } from '@holdfast/events';
+import { FILE_ID, ItemId, MAX_ITEM_IDS, ResponseId, type Usage } from '@holdfast/events';
 import type { Accepted, StreamError, Transcript } from '../../call/adapter.js';
 import { parseObject } from '../../call/pump.js';
 import { reportedServiceTier } from '../../call/service-tier.js';
@@ -86,6 +86,9 @@ export class ResponsesTranscript implements Transcript {
           if (text) texts.push({ choice: 0, text });
         }
       }
+    } else if (type === 'response.output_text.annotation.added') {
+      // A file the code wrote, cited as it streams (before its item is done: a cut stream too).
+      this.#citedFile(data.annotation);
     } else if (TERMINAL.has(type)) {
       // One terminal event ends a response; a later one (a broken upstream) replaces it only
       // when it reported no usage, never wiping out a usage that came.
@@ -155,7 +158,8 @@ export class ResponsesTranscript implements Transcript {
   /**
    * The ids of the output items the upstream stored with the response (`output_item.added` /
    * `.done`, the terminal response's output), none with `store: false`, and the containers its
-   * code_interpreter calls ran in (with `store: false` too: the provider keeps them): the first
+   * code_interpreter calls ran in and the files its messages cite from them (with `store: false`
+   * too: the provider keeps them): the first
    * MAX_ITEM_IDS, each an item id (ItemId). An item past them stays unowned: no call may read it
    * by id.
    */
@@ -166,10 +170,31 @@ export class ResponsesTranscript implements Transcript {
   #storedItem(item: Item | null | undefined): void {
     // A code_interpreter call's container is kept by the provider whatever `store` says.
     const ids = [this.opts.store === false ? undefined : item?.id, item?.container_id];
-    for (const id of ids) {
-      if (this.#storedItems.size >= MAX_ITEM_IDS) return;
-      if (typeof id === 'string' && ItemId.safeParse(id).success) this.#storedItems.add(id);
+    for (const id of ids) this.#keep(id);
+    const content: unknown = item?.content;
+    if (!Array.isArray(content)) return;
+    for (const part of content as { annotations?: unknown }[]) {
+      const annotations = part?.annotations;
+      if (Array.isArray(annotations)) for (const a of annotations as unknown[]) this.#citedFile(a);
     }
+  }
+
+  /**
+   * A file the code interpreter wrote in its container, as the message cites it
+   * (`container_file_citation`, `cfile_...`): kept with the container whatever `store` says, and
+   * named by id by a later call's `input_file` / `input_image`, so it is the tenant's
+   * (the authority records it as a file: FILE_ID).
+   */
+  #citedFile(annotation: unknown): void {
+    const a = annotation as { type?: unknown; file_id?: unknown } | null | undefined;
+    if (a?.type === 'container_file_citation' && typeof a.file_id === 'string') {
+      if (FILE_ID.test(a.file_id)) this.#keep(a.file_id);
+    }
+  }
+
+  #keep(id: unknown): void {
+    if (this.#storedItems.size >= MAX_ITEM_IDS) return;
+    if (typeof id === 'string' && ItemId.safeParse(id).success) this.#storedItems.add(id);
   }
 
   #storedId(): string | undefined {
