@@ -445,3 +445,31 @@ test("a tenant naming a file another tenant's code interpreter wrote, anywhere i
   const own = await post(s, '/v1/responses', call({ input: fileInputs(file)[2] }), A);
   expect(own.status).toBe(200);
 });
+
+test("a response whose client hung up mid-stream is still its team's: recorded with the release, never open to another team", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack({ behaviour: { tokenDelayMs: 50 } });
+  const stream = await s
+    .openai(KEYS.support)
+    .responses.create({ ...call({ max_output_tokens: 200 }), stream: true });
+  let id: string | undefined;
+  for await (const event of stream) {
+    if (event.type === 'response.created') id = event.response.id;
+    // Gone once the first text arrives: the edge ends the upstream call.
+    if (event.type === 'response.output_text.delta') break;
+  }
+  expect(id).toMatch(/^resp_/);
+  await s.settled('support-bot');
+  await expect.poll(() => redis.get(`${iso.keyPrefix}:{support-bot}:ro:${id}`)).toBe('support-bot');
+  const stolen = await post(s, '/v1/responses', call({ previous_response_id: id }), B);
+  expect([stolen.status, stolen.body.error]).toEqual([
+    400,
+    {
+      ...notFound(`Previous response with id '${id}' not found.`, 'previous_response_id'),
+      code: 'previous_response_not_found',
+    },
+  ]);
+});
