@@ -145,8 +145,16 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
  */
 export function itemNotFound(
   id: string,
-  namedIn?: 'container' | 'tools' | 'audio' | 'file',
+  namedIn?: 'container' | 'tools' | 'audio' | 'file' | 'chat-file',
 ): EdgeError {
+  if (namedIn === 'chat-file') {
+    // Chat Completions: a `file` part naming a file another team's code wrote.
+    return new EdgeError({
+      code: 'invalid_request',
+      message: `File with id '${id}' not found.`,
+      param: 'messages',
+    });
+  }
   if (namedIn === 'file' || (namedIn === undefined && id.startsWith('cfile_'))) {
     // Responses: a file another team's code interpreter wrote (an input part's file_id).
     return new EdgeError({

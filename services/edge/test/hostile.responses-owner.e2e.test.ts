@@ -320,6 +320,20 @@ const CODE_INTERPRETER = {
   },
 };
 
+/** support-bot's code writes a file, which the message cites (container_file_citation); settled. */
+async function fileWrittenBySupport(s: Stack): Promise<string> {
+  const code = { tools: [{ type: 'code_interpreter', container: { type: 'auto' } }] };
+  const first = await post(s, '/v1/responses', call({ ...code, max_tool_calls: 1 }), A);
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  const message = (first.body.output as { type: string; content?: unknown[] }[]).find(
+    (o) => o.type === 'message',
+  )!;
+  const [cited] = (message.content![0] as { annotations: { file_id: string }[] }).annotations;
+  expect(cited?.file_id).toMatch(/^cfile_/);
+  await s.settled('support-bot');
+  return cited!.file_id;
+}
+
 test("a tenant reusing another tenant's code_interpreter container is answered as for an unknown container: nothing counted, held or sent; the owner reuses it", async ({
   stack,
   redis,
@@ -372,21 +386,7 @@ test("a tenant naming a file another tenant's code interpreter wrote, anywhere i
   iso,
 }) => {
   const s = await stack(CODE_INTERPRETER);
-  // support-bot's code writes a file; the message cites it (container_file_citation).
-  const first = await post(
-    s,
-    '/v1/responses',
-    call({ tools: [{ type: 'code_interpreter', container: { type: 'auto' } }], max_tool_calls: 1 }),
-    A,
-  );
-  expect(first.status, JSON.stringify(first.body)).toBe(200);
-  const message = (first.body.output as { type: string; content?: unknown[] }[]).find(
-    (o) => o.type === 'message',
-  )!;
-  const [cited] = (message.content![0] as { annotations: { file_id: string }[] }).annotations;
-  const file = cited!.file_id;
-  expect(file).toMatch(/^cfile_/);
-  await s.settled('support-bot');
+  const file = await fileWrittenBySupport(s);
   // Owned across orgs, as a Messages code execution file is.
   expect(await redis.get(`${iso.keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
 
@@ -472,4 +472,31 @@ test("a response whose client hung up mid-stream is still its team's: recorded w
       code: 'previous_response_not_found',
     },
   ]);
+});
+
+test("a file another team's code interpreter wrote is refused on Chat Completions too (a `file` part by file_id): nothing counted, held or sent", async ({
+  stack,
+}) => {
+  const s = await stack(CODE_INTERPRETER);
+  const file = await fileWrittenBySupport(s);
+  const chat = (id: string) => ({
+    model: 'gpt-4o-mini',
+    messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: id } }] }],
+    max_tokens: 40,
+  });
+  const chats = () => s.upstream.stats().requests.chatCompletions;
+  const before = chats();
+  for (const named of [file, file.toUpperCase(), ` ${file}`]) {
+    const stolen = await post(s, '/v1/chat/completions', chat(named), B);
+    expect([stolen.status, stolen.body.error]).toEqual([
+      400,
+      notFound(`File with id '${named}' not found.`, 'messages'),
+    ]);
+  }
+  expect(chats()).toBe(before);
+  // The operator's upload is every team's; the owner reads its own.
+  expect((await post(s, '/v1/chat/completions', chat('file-0123456789abcdef'), B)).status).toBe(
+    200,
+  );
+  expect((await post(s, '/v1/chat/completions', chat(file), A)).status).toBe(200);
 });

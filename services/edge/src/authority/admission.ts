@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
+  FILE_ID,
   LIMITS,
   type AdmitRequest,
   type Admitted,
@@ -112,7 +113,7 @@ export async function admit(
     const { code } = reply.error;
     // Decided before anything was held: nothing to give back.
     if (code === 'response_not_found') return Err(responseNotFound(req));
-    if (code === 'item_not_found') return Err(notOwnedItem(reply.error.message));
+    if (code === 'item_not_found') return Err(notOwnedItem(reply.error.message, req.api));
     if (code !== 'no_responders') {
       void deps.holds.close(ref, { how: 'release', reason: 'admit_abandoned' });
     }
@@ -336,7 +337,7 @@ async function askUncounted(
     if (code === 'timeout' || code === 'no_responders') return 'unreachable';
     // Not the tenant's response: refused before the upstream counts it (never remembered).
     if (code === 'response_not_found') return responseNotFound(req);
-    if (code === 'item_not_found') return notOwnedItem(reply.error.message);
+    if (code === 'item_not_found') return notOwnedItem(reply.error.message, req.api);
     // Its Redis failing: the admit after the count would fail closed, so no count is spent.
     return code === 'budget_store_unavailable' ? 'store_down' : undefined;
   }
@@ -375,9 +376,10 @@ function responseNotFound(req: Pick<AdmissionRequest, 'previousResponseId'>): Ed
  * A stored item the tenant does not own (another tenant's, or none): OpenAI's answer for an
  * unknown item, the same whichever it is; the authority's message names the item.
  */
-function notOwnedItem(message: string): EdgeError {
+function notOwnedItem(message: string, api?: ApiSurface): EdgeError {
   const id = /'([^']*)'/.exec(message)?.[1] ?? '';
-  return itemNotFound(id);
+  // A file on Chat Completions is named in a message's `file` part.
+  return itemNotFound(id, api === 'chat' && FILE_ID.test(id) ? 'chat-file' : undefined);
 }
 
 /** Whether the call reads what the upstream stored (only the authority knows whose it is). */

@@ -6,6 +6,7 @@ import { forwardedBody } from '../../call/forward.js';
 import { countUnseen, type UnseenInput } from '../../call/unseen.js';
 import { EdgeError, itemNotFound } from '../../errors.js';
 import { sendError } from '../../plugins/errors.js';
+import { fileIdKind } from '../file-ids.js';
 import { bodyEndUser } from '../../request/end-user.js';
 import type { SseEvent } from '../../upstream/sse.js';
 import type { ChatRequest } from './schema.js';
@@ -137,15 +138,39 @@ function audioIds(body: ChatRequest): string[] {
 }
 
 /**
- * An audio id no call could have made (not an ItemId: whitespace, another alphabet), or more of
- * them than an admit checks: refused before anything is counted, as an unknown one is.
+ * The files the call's `file` parts name by id (`file: {file_id}`), each once, by their kind
+ * (file-ids.ts): a file another team's code wrote (a Responses code interpreter's `cfile_`) is
+ * refused by the authority; the operator's uploads (`file-...`) are every team's.
+ */
+function namedFiles(body: ChatRequest): string[] {
+  const ids = new Set<string>();
+  for (const message of body.messages) {
+    if (!Array.isArray(message.content)) continue;
+    for (const part of message.content as { type: string; file?: { file_id?: unknown } }[]) {
+      const id = part.type === 'file' ? part.file?.file_id : undefined;
+      if (typeof id === 'string') ids.add(id);
+    }
+  }
+  return [...ids];
+}
+
+/** The audio replies and owned files the call names by id (Asked.itemIds). */
+function namedStored(body: ChatRequest): string[] {
+  return [...audioIds(body), ...namedFiles(body).filter((id) => fileIdKind(id) === 'owned')];
+}
+
+/**
+ * An audio id no call could have made (not an ItemId: whitespace, another alphabet), a disguised
+ * file id, or more of them than an admit checks: refused before anything is counted, as an
+ * unknown one is.
  */
 function unownedAudio(body: ChatRequest): EdgeError | undefined {
-  const ids = audioIds(body);
-  const unowned = ids.find((id) => !ItemId.safeParse(id).success);
+  const unowned = audioIds(body).find((id) => !ItemId.safeParse(id).success);
   if (unowned !== undefined) return itemNotFound(unowned, 'audio');
-  if (ids.length <= MAX_ITEM_IDS) return undefined;
-  const message = `messages bring back more than ${MAX_ITEM_IDS} audio replies by id. Send fewer in one call.`;
+  const disguised = namedFiles(body).find((id) => fileIdKind(id) === 'disguised');
+  if (disguised !== undefined) return itemNotFound(disguised, 'chat-file');
+  if (namedStored(body).length <= MAX_ITEM_IDS) return undefined;
+  const message = `messages name more than ${MAX_ITEM_IDS} audio replies and files by id. Send fewer in one call.`;
   return new EdgeError({ code: 'invalid_request', message, param: 'messages' });
 }
 
@@ -238,7 +263,7 @@ export const chatAdapter: SurfaceAdapter<ChatRequest> = {
     reasoning: body.reasoning_effort != null && body.reasoning_effort !== 'none',
     // A search model searches on every call (heldToolUses: one web search held, one choice).
     tools: { per: 'model', choices: body.n ?? 1 },
-    ...(audioIds(body).length > 0 ? { itemIds: audioIds(body).slice(0, MAX_ITEM_IDS) } : {}),
+    ...(namedStored(body).length > 0 ? { itemIds: namedStored(body).slice(0, MAX_ITEM_IDS) } : {}),
   }),
   countPrompt,
   upstreamBody,

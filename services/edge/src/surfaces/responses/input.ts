@@ -1,4 +1,3 @@
-import { FILE_ID, ItemId } from '@holdfast/events';
 import type {
   ChatPromptRequest,
   PromptContentPart,
@@ -6,6 +5,7 @@ import type {
   PromptTool,
 } from '@holdfast/tokenizer';
 import type { UnseenInput } from '../../call/unseen.js';
+import { fileIdKind } from '../file-ids.js';
 import type { ResponsesContent, ResponsesItem, ResponsesRequest, ResponsesTool } from './schema.js';
 
 /**
@@ -149,12 +149,9 @@ export function referencedItems(body: ResponsesRequest): string[] {
 /**
  * The files the request names by `file_id` anywhere in its input (a message's `input_file` /
  * `input_image`, the output parts of a function or custom tool call, a computer call's
- * screenshot, ...) or in its tools' containers (`container.file_ids`), each once. Those a
- * call's code could have written (FILE_ID: a container file a message cited) are checked by the
- * authority: another team's is refused. Any other (the operator's upload, `file-...`) is every
- * team's. `disguised` is the first that reads as such a file once spaces, invisible characters,
- * width and case are set aside, but is not one exactly: no call made it, and the upstream gets
- * no chance to read it as one.
+ * screenshot, ...) or in its tools' containers (`container.file_ids`), each once, by their
+ * kind (file-ids.ts): the owned ones are checked by the authority (another team's is refused);
+ * `disguised` is the first that is disguised.
  */
 export function namedFiles(body: ResponsesRequest): NamedFiles {
   let named = NAMED_FILES.get(body);
@@ -175,8 +172,9 @@ function walkFiles(body: ResponsesRequest): NamedFiles {
   let disguised: string | undefined;
   const name = (id: unknown) => {
     if (typeof id !== 'string') return;
-    if (FILE_ID.test(id) && ItemId.safeParse(id).success) ids.add(id);
-    else if (FILE_ID.test(canonical(id))) disguised ??= id;
+    const kind = fileIdKind(id);
+    if (kind === 'owned') ids.add(id);
+    else if (kind === 'disguised') disguised ??= id;
   };
   const containers = (body.tools ?? []).map((t) => (t as { container?: unknown }).container);
   // Every object of the input, however nested (no recursion: a deep body cannot overflow it).
@@ -195,13 +193,6 @@ function walkFiles(body: ResponsesRequest): NamedFiles {
   }
   return { ids: [...ids], ...(disguised === undefined ? {} : { disguised }) };
 }
-
-/** An id as a lenient reader might take it: compatibility forms, no spaces or invisibles, lowercase. */
-const canonical = (id: string) =>
-  id
-    .normalize('NFKC')
-    .replace(/[\s\u200b-\u200d\u2060\ufeff]/gu, '')
-    .toLowerCase();
 
 /**
  * The containers the request's code_interpreter tools reuse by id: the provider keeps a
