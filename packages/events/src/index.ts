@@ -20,3 +20,4 @@ export * from './authority/admin.js';
 export * from './authority/fast-check.js';
 export * from './request-check.js';
 export * from './odd-values.js';
+export * from './examples.js';

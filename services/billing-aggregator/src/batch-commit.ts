@@ -12,7 +12,7 @@ import { REDELIVER } from './consumer.js';
 import type { HealthGate } from './health-gate.js';
 import type { AggregatorMetrics } from './metrics.js';
 import { RowBinaryEncoder } from './rowbinary.js';
-import { rowProblem, toEventRow, writeEventRow } from './rows.js';
+import { encodeEventRow } from './event-row.js';
 import type { EventsWriter } from './writer.js';
 
 /** A message that parsed into a row and waits in a batch. */
@@ -61,12 +61,13 @@ export class BatchCommit {
   accept(msg: JsMsg): Pending | Promise<void> {
     const parsed = parseEvent(msg.data);
     if (!parsed.ok) return this.#deadLetter(msg, parsed.error.message);
-    const row = toEventRow(parsed.value, streamSequence(msg));
-    const problem = rowProblem(row);
-    if (problem !== undefined) {
-      return this.#deadLetter(msg, `row does not fit events_raw_v1: ${problem}`);
+    const e = parsed.value;
+    const timeMs = Date.parse(e.time);
+    const bytes = encodeEventRow(this.#encoder, e, timeMs, streamSequence(msg), Date.now());
+    if (typeof bytes === 'string') {
+      return this.#deadLetter(msg, `row does not fit events_raw_v1: ${bytes}`);
     }
-    return { msg, id: row.id, timeMs: row.time_ms, bytes: writeEventRow(this.#encoder, row) };
+    return { msg, id: e.id, timeMs, bytes };
   }
 
   /** The dead letter, stored, then the term; or a nak when it could not be stored. */

@@ -143,16 +143,29 @@ test('a malformed event is dead-lettered with its reason and the pipeline goes o
       'batch-summariser.reservation.settled',
       JSON.stringify({ ...settled, id: randomUUID(), schemaVersion: 99 }),
     );
+    // A valid event whose prompt does not fit its UInt32 column: refused before its batch.
+    await publishRaw(
+      nc,
+      iso.names,
+      'batch-summariser.reservation.created',
+      JSON.stringify({ ...created, id: randomUUID(), promptTokens: 2 ** 32 }),
+    );
     await publishEvents(nc, iso.names, [created, settled]);
-    await waitFor(async () => dead.length === 3 && (await countEvents(ch, iso.database)) === 2, {
-      what: 'three dead letters and the two valid events',
+    await waitFor(async () => dead.length === 4 && (await countEvents(ch, iso.database)) === 2, {
+      what: 'four dead letters and the two valid events',
     });
     const reasons = dead.map((m) => m.headers?.get(DEAD_LETTER_HEADERS.reason));
     expect(reasons[0]).toBe('event is not valid JSON');
     expect(reasons[1]).toMatch(/billedTokens/);
     expect(reasons[2]).toBe('unsupported schemaVersion 99');
+    expect(reasons[3]).toBe('row does not fit events_raw_v1: prompt_tokens');
     expect(dead[0]?.string()).toBe('{not json');
-    expect(dead.map((m) => m.headers?.get(DEAD_LETTER_HEADERS.streamSeq))).toEqual(['1', '2', '3']);
+    expect(dead.map((m) => m.headers?.get(DEAD_LETTER_HEADERS.streamSeq))).toEqual([
+      '1',
+      '2',
+      '3',
+      '4',
+    ]);
     // Terminated, not redelivered.
     const jsm = await jetstreamManager(nc);
     await waitFor(
@@ -161,7 +174,7 @@ test('a malformed event is dead-lettered with its reason and the pipeline goes o
         0,
       { what: 'nothing left unacked' },
     );
-    expect(await eventsCounter(agg.registry, 'dead_lettered')).toBe(3);
+    expect(await eventsCounter(agg.registry, 'dead_lettered')).toBe(4);
   } finally {
     sub.unsubscribe();
     await agg.stop();

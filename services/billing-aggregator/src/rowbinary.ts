@@ -49,6 +49,11 @@ export class RowBinaryEncoder {
     return bytes;
   }
 
+  /** Drops the row written since the last `end()` (a column that did not fit). */
+  abort(): void {
+    this.#pos = this.#rowStart;
+  }
+
   u8(v: number): void {
     this.#ensure(1);
     this.#slab[this.#pos++] = v;

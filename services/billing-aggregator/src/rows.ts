@@ -208,19 +208,19 @@ function text(e: object, key: string): string {
 }
 
 /** How long the call or the lease lasted (settled/released: durationMs; expired: leaseMs). */
-function duration(e: HoldfastEvent): number {
+export function duration(e: HoldfastEvent): number {
   if (e.type === 'reservation.expired') return e.leaseMs;
   return num(e, 'durationMs');
 }
 
 /** The tier a settlement billed or a hold was held at (`default` before tiers); '' elsewhere. */
-function serviceTier(e: HoldfastEvent): string {
+export function serviceTier(e: HoldfastEvent): string {
   if (e.type !== 'reservation.settled' && e.type !== 'reservation.created') return '';
   return e.serviceTier ?? 'default';
 }
 
 /** Why: release reason, suspension reason, or who resumed. */
-function reason(e: HoldfastEvent): string {
+export function reason(e: HoldfastEvent): string {
   if (e.type === 'tenant.resumed') return e.by;
   return text(e, 'reason');
 }
@@ -275,15 +275,14 @@ const COLUMN_FIELDS = new Set([
 ]);
 
 /** The fields without a column, as JSON ('' when none): nothing of an event is dropped. */
-function extra(e: HoldfastEvent): string {
-  const rest: Record<string, unknown> = {};
-  let any = false;
+export function extra(e: HoldfastEvent): string {
+  // Built only when there is a field to keep (a settlement has none).
+  let rest: Record<string, unknown> | undefined;
   for (const k in e) {
     if (COLUMN_FIELDS.has(k)) continue;
-    rest[k] = (e as Record<string, unknown>)[k];
-    any = true;
+    (rest ??= {})[k] = (e as Record<string, unknown>)[k];
   }
-  return any ? JSON.stringify(rest) : '';
+  return rest ? JSON.stringify(rest) : '';
 }
 
 /**
