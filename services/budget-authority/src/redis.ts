@@ -1,6 +1,7 @@
 import type { RedisTarget } from '@holdfast/config';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
+import { corkEachTurn } from './cork.js';
 
 /** One Redis, or a Redis Cluster: every part of the authority takes either. */
 export type RedisClient = Redis | Cluster;
@@ -20,7 +21,9 @@ function nodeOptions(url: string): RedisOptions & { host: string; port: number }
  * The authority's command connection (the authority and its rebuild tool open Redis only
  * here). No offline queue and a command timeout: while Redis is down a request fails at once
  * with budget_store_unavailable instead of waiting (fail closed). No auto-pipelining: it made
- * the Lua path slower on this hardware (measured here). On Redis Cluster the same holds per node: a
+ * the Lua path slower on this hardware (measured here); instead each node's socket is corked
+ * for a turn of the event loop (cork.ts), so a batch's script calls leave in one write. On
+ * Redis Cluster the same holds per node: a
  * master that is down fails the orgs whose slots it serves, the others go on; MOVED and ASK
  * (resharding, a promoted replica) are followed and the slot map refreshed.
  */
@@ -28,17 +31,19 @@ export function createRedis(target: RedisTarget | string, commandTimeoutMs = 1_0
   const t = typeof target === 'string' ? { nodes: [target], cluster: false } : target;
   const retryStrategy = (times: number) => Math.min(times * 100, 1_000);
   if (!t.cluster) {
-    return new Redis(t.nodes[0]!, {
+    const redis = new Redis(t.nodes[0]!, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout: commandTimeoutMs,
       retryStrategy,
       lazyConnect: true,
     });
+    corkEachTurn(redis);
+    return redis;
   }
   const nodes = t.nodes.map(nodeOptions);
   const { host: _h, port: _p, ...auth } = nodes[0]!;
-  return new Cluster(
+  const cluster = new Cluster(
     nodes.map(({ host, port }) => ({ host, port })),
     {
       lazyConnect: true,
@@ -59,6 +64,8 @@ export function createRedis(target: RedisTarget | string, commandTimeoutMs = 1_0
       },
     },
   );
+  cluster.on('+node', (node: Redis) => corkEachTurn(node));
+  return cluster;
 }
 
 export function isCluster(redis: RedisClient): redis is Cluster {
