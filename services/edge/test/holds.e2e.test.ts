@@ -9,6 +9,7 @@ import {
   type Stack,
   UNREAD_AT_HANGUP,
 } from './harness.js';
+import { GENERATING, STALLS } from './surfaces.js';
 
 /**
  * No code path leaves a hold behind: after every failure the tenant holds nothing and has no
@@ -31,12 +32,8 @@ async function outcomeOf(s: Stack, type: 'reservation.settled' | 'reservation.re
   return events.find((e) => e.type === type);
 }
 
-test('client disconnect mid-stream: the upstream sees the abort, the ledger has prompt + streamed output', async ({
-  stack,
-}) => {
-  const s = await stack({
-    behaviour: { tokenDelayMs: 20, completion: { mode: 'fixed', tokens: 400 } },
-  });
+/** Streams a chat reply and leaves after `deltas` content chunks; checks it received them. */
+async function leaveAfter(s: Stack, deltas: number): Promise<void> {
   const aborter = new AbortController();
   const stream = await s
     .openai(KEYS.support)
@@ -45,10 +42,17 @@ test('client disconnect mid-stream: the upstream sees the abort, the ledger has 
   // The SDK ends the iteration quietly when its own signal aborts it.
   for await (const chunk of stream) {
     if (chunk.choices[0]?.delta.content) received++;
-    if (received === 10) aborter.abort();
+    if (received === deltas) aborter.abort();
   }
-  expect(received).toBe(10);
+  expect(received).toBe(deltas);
   await waitFor(() => s.upstream.stats().abortedByClient === 1, { what: 'the upstream abort' });
+}
+
+test('client disconnect mid-stream: the upstream sees the abort, the ledger has prompt + streamed output', async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour: GENERATING });
+  await leaveAfter(s, 10);
   const usage = await expectNoHoldAndProviderBilling(s, { cut: true });
   expect(usage.billedTokens).toBeGreaterThanOrEqual(27 + 10);
   expect(usage.billedTokens).toBeLessThan(27 + 400);
@@ -58,12 +62,24 @@ test('client disconnect mid-stream: the upstream sees the abort, the ledger has 
   });
 });
 
+test('client disconnect while the model stalls: every token streamed before it is billed, to the token', async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour: STALLS.behaviour });
+  s.upstream.failNext(STALLS.fail);
+  await leaveAfter(s, STALLS.fail.afterTokens);
+  // The model wrote nothing after the edge hung up: nothing is left for UNREAD_AT_HANGUP.
+  const usage = await expectNoHoldAndProviderBilling(s);
+  expect(usage.billedTokens).toBe(27 + STALLS.fail.afterTokens);
+  expect(await outcomeOf(s, 'reservation.settled')).toMatchObject({
+    outcome: 'client_disconnected',
+  });
+});
+
 test('client disconnect while a non-streaming reply is generated: aborted upstream, usage so far', async ({
   stack,
 }) => {
-  const s = await stack({
-    behaviour: { tokenDelayMs: 20, completion: { mode: 'fixed', tokens: 400 } },
-  });
+  const s = await stack({ behaviour: GENERATING });
   const aborter = new AbortController();
   const call = s
     .openai(KEYS.support)

@@ -1,5 +1,5 @@
 import { expect } from 'vitest';
-import { edgeTest as test, entry, KEYS, type TestConfig } from './harness.js';
+import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 import {
   adaptiveBatch,
   anthropic,
@@ -8,8 +8,11 @@ import {
   clientError,
   expectAbortBilled,
   expectGrown,
+  expectStallBilled,
   expectStripped,
+  GENERATING,
   post,
+  STALLS,
   withClaude,
   words,
 } from './surfaces.js';
@@ -80,18 +83,27 @@ test('budget refusal: 429 rate_limit_error with Retry-After and budget_exceeded 
 test('client disconnect mid-stream: the upstream sees the abort, prompt and streamed output billed, nothing held', async ({
   stack,
 }) => {
-  const s = await stack({
-    patch: withClaude,
-    behaviour: { tokenDelayMs: 20, completion: { mode: 'fixed', tokens: 400 } },
-  });
+  const s = await stack({ patch: withClaude, behaviour: GENERATING });
+  await expectAbortBilled(s, 'messages', await leaveAfter(s, 10));
+});
+
+test('client disconnect while the model stalls: every token streamed before it is billed, to the token', async ({
+  stack,
+}) => {
+  const s = await stack({ patch: withClaude, behaviour: STALLS.behaviour });
+  await expectStallBilled(s, 'messages', (n) => leaveAfter(s, n));
+});
+
+/** Streams a reply and leaves after `deltas` text deltas; how many the client received. */
+async function leaveAfter(s: Stack, deltas: number): Promise<number> {
   const stream = anthropic(s, KEYS.support).messages.stream(ask());
-  let deltas = 0;
+  let received = 0;
   stream.on('text', () => {
-    if (++deltas === 10) stream.abort();
+    if (++received === deltas) stream.abort();
   });
   await stream.done().catch(() => undefined);
-  await expectAbortBilled(s, 'messages');
-});
+  return received;
+}
 
 test('upstream 529 overloaded and 429: retried with backoff, the call served and billed once', async ({
   stack,

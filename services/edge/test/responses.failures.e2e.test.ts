@@ -1,12 +1,15 @@
 import { expect } from 'vitest';
-import { apiError, edgeTest as test, entry, KEYS } from './harness.js';
+import { apiError, edgeTest as test, entry, KEYS, type Stack } from './harness.js';
 import {
   adaptiveBatch,
   billedAsProvider,
   expectAbortBilled,
   expectGrown,
+  expectStallBilled,
   expectStripped,
+  GENERATING,
   post,
+  STALLS,
   words,
 } from './surfaces.js';
 
@@ -61,19 +64,29 @@ test('budget refusal: 429 budget_exceeded with Retry-After, nothing reaches the 
 test('client disconnect mid-stream: the upstream sees the abort, the streamed output is billed, nothing held', async ({
   stack,
 }) => {
-  const s = await stack({
-    behaviour: { tokenDelayMs: 20, completion: { mode: 'fixed', tokens: 400 } },
-  });
+  const s = await stack({ behaviour: GENERATING });
+  await expectAbortBilled(s, 'responses', await leaveAfter(s, 10));
+});
+
+test('client disconnect while the model stalls: every token streamed before it is billed, to the token', async ({
+  stack,
+}) => {
+  const s = await stack({ behaviour: STALLS.behaviour });
+  await expectStallBilled(s, 'responses', (n) => leaveAfter(s, n));
+});
+
+/** Streams a reply and leaves after `deltas` text deltas; how many the client received. */
+async function leaveAfter(s: Stack, deltas: number): Promise<number> {
   const aborter = new AbortController();
   const stream = await s
     .openai(KEYS.support)
     .responses.create(streamed(), { signal: aborter.signal });
-  let deltas = 0;
+  let received = 0;
   for await (const event of stream) {
-    if (event.type === 'response.output_text.delta' && ++deltas === 10) aborter.abort();
+    if (event.type === 'response.output_text.delta' && ++received === deltas) aborter.abort();
   }
-  await expectAbortBilled(s, 'responses');
-});
+  return received;
+}
 
 test('upstream 500 twice, then 429: retried with backoff, the call served and billed once', async ({
   stack,

@@ -3,7 +3,13 @@ import { APIError as OpenAIError } from 'openai';
 import type { TenantUsage } from '@holdfast/events';
 import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
-import { entry, UPSTREAM_TIMEOUT_MS, type Stack, type TestConfig } from './harness.js';
+import {
+  entry,
+  UNREAD_AT_HANGUP,
+  UPSTREAM_TIMEOUT_MS,
+  type Stack,
+  type TestConfig,
+} from './harness.js';
 import { CLAUDE } from './rich-bodies.js';
 
 /** The Claude model of the surface tests: on an `anthropic` upstream (the mock's Messages API). */
@@ -164,17 +170,52 @@ export async function expectGrown(s: Stack, api: 'responses' | 'messages'): Prom
   );
 }
 
+/** A model still generating when its client leaves: 400 tokens, 20 ms apart. */
+export const GENERATING = { tokenDelayMs: 20, completion: { mode: 'fixed', tokens: 400 } } as const;
+
+/** A model that writes 12 tokens of its 400, then stalls (until its client leaves). */
+export const STALLS = {
+  behaviour: { tokenDelayMs: 5, completion: { mode: 'fixed', tokens: 400 } },
+  fail: { status: 'hang', afterTokens: 12 },
+} as const;
+
 /**
- * A stream the client left after 10 of 400 tokens: the upstream saw the abort, the tenant
- * holds nothing, and the ledger has the provider's bill (less at most the one token that may
- * have been on the wire when the edge aborted), the prompt as the provider counted it.
+ * The next call's model stalls after 12 tokens, and `leave` (its client) leaves once it has
+ * them all: billed to the token (expectAbortBilled, `stalled`).
  */
-export async function expectAbortBilled(s: Stack, api: 'responses' | 'messages'): Promise<void> {
+export async function expectStallBilled(
+  s: Stack,
+  api: 'responses' | 'messages',
+  leave: (deltas: number) => Promise<number>,
+): Promise<void> {
+  s.upstream.failNext(STALLS.fail);
+  const received = await leave(STALLS.fail.afterTokens);
+  await expectAbortBilled(s, api, received, { stalled: true });
+}
+
+/**
+ * A stream the client left after `received` of its tokens: the upstream saw the abort, the
+ * tenant holds nothing, the prompt is billed as the provider counted it, and so is every token
+ * the edge read: at least what the client received, and all of the provider's bill when the
+ * model had stopped writing before the client left (`stalled`). A model still generating
+ * writes tokens the edge never reads (those written after the edge hung up and before the
+ * model saw it, 2 under load here): the provider bills them, Holdfast cannot
+ * (`UNREAD_AT_HANGUP`, docs/budgets.md "What Holdfast cannot see").
+ */
+export async function expectAbortBilled(
+  s: Stack,
+  api: 'responses' | 'messages',
+  received: number,
+  opts: { stalled?: boolean } = {},
+): Promise<void> {
   await waitFor(() => s.upstream.stats().abortedByClient === 1, { what: 'the upstream abort' });
   const usage = await s.settled('support-bot');
   const b = s.upstream.stats().billed;
-  expect(usage.billedTokens).toBeLessThanOrEqual(b.promptTokens + b.completionTokens);
-  expect(usage.billedTokens).toBeGreaterThanOrEqual(b.promptTokens + b.completionTokens - 1);
+  const provider = b.promptTokens + b.completionTokens;
+  if (opts.stalled) expect(usage.billedTokens).toBe(provider);
+  expect(usage.billedTokens).toBeLessThanOrEqual(provider);
+  expect(usage.billedTokens).toBeGreaterThanOrEqual(provider - UNREAD_AT_HANGUP);
+  expect(usage.billedTokens).toBeGreaterThanOrEqual(b.promptTokens + received);
   expect(b.completionTokens).toBeLessThan(400);
   const events = await s.events((e) => e.some((x) => x.type === 'reservation.settled'));
   expect(events.find((e) => e.type === 'reservation.settled')).toMatchObject({
