@@ -1,3 +1,4 @@
+import Anthropic from '@anthropic-ai/sdk';
 import { expect } from 'vitest';
 import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 import {
@@ -101,7 +102,12 @@ async function leaveAfter(s: Stack, deltas: number): Promise<number> {
   stream.on('text', () => {
     if (++received === deltas) stream.abort();
   });
-  await stream.done().catch(() => undefined);
+  // Only the client's own abort ends it quietly: a call that failed (an error status after
+  // the SDK's retries) says so here, not as an upstream abort never seen 10 s later.
+  await stream.done().catch((err: unknown) => {
+    if (!(err instanceof Anthropic.APIUserAbortError)) throw err;
+  });
+  expect(received).toBe(deltas);
   return received;
 }
 

@@ -85,6 +85,7 @@ async function leaveAfter(s: Stack, deltas: number): Promise<number> {
   for await (const event of stream) {
     if (event.type === 'response.output_text.delta' && ++received === deltas) aborter.abort();
   }
+  expect(received).toBe(deltas);
   return received;
 }
 
