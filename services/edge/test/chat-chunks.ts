@@ -3,7 +3,7 @@ import { words } from './surfaces.js';
 
 /** Chat Completions stream chunks as a scripted upstream writes them (scripted-upstream.ts). */
 
-const chunk = (extra: object) =>
+export const chunk = (extra: object) =>
   `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'gpt-4o-mini', ...extra })}\n\n`;
 /** `n` content chunks of one token (` budget`) each, for choice `index`. */
 export const content = (n: number, index = 0) =>

@@ -1,6 +1,7 @@
 import { expect } from 'vitest';
-import { edgeTest as test, KEYS, type Stack } from './harness.js';
-import { chatBody, content, DONE, finish, stream, usage } from './chat-chunks.js';
+import { waitFor } from '@holdfast/testkit';
+import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
+import { chatBody, chunk, content, DONE, finish, stream, usage } from './chat-chunks.js';
 import { scriptedStack } from './scripted-upstream.js';
 
 /**
@@ -281,6 +282,78 @@ test('a usage chunk before any content, then the stream ends without a finish_re
     );
     const settled = events.filter((e) => e.type === 'reservation.settled');
     expect(settled.map((e) => e.outcome)).toEqual(['upstream_error', 'upstream_error']);
+  } finally {
+    await up.stop();
+  }
+});
+
+test('the client leaves while the upstream counts the reply before a cut: what the edge had read behind the count is billed', async ({
+  stack,
+}) => {
+  // gpt-4o-mini counted by its upstream (llama-server's /tokenize, one token a word here): the
+  // edge's o200k cut counter, which counts the long word below as several tokens, asks the
+  // upstream before it cuts, and the stream waits for that count.
+  const { s, up } = await scriptedStack(stack, 'default', (c) => {
+    entry(c.models, 'gpt-4o-mini').tokenizer = 'upstream';
+  });
+  try {
+    const WORDS = 30;
+    const word = ' incomprehensibilities';
+    const reply = Array.from({ length: WORDS }, () =>
+      chunk({ choices: [{ index: 0, delta: { content: word }, finish_reason: null }] }),
+    ).join('');
+    let modelClosed: Promise<void> | undefined;
+    let heldCount: (() => void) | undefined;
+    up.next((res, body, path) => {
+      if (path.endsWith('/tokenize')) {
+        const answer = () => {
+          const n = (typeof body.content === 'string' ? body.content : '')
+            .split(/\s+/)
+            .filter(Boolean).length;
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ tokens: Array.from({ length: n }, (_, i) => i) }));
+        };
+        // The count before the cut (the first once the reply began) waits for the test.
+        if (modelClosed && !heldCount) heldCount = answer;
+        else answer();
+        return;
+      }
+      if (!path.endsWith('/chat/completions')) {
+        res.writeHead(404).end();
+        return;
+      }
+      modelClosed = new Promise((resolve) => res.once('close', () => resolve()));
+      // The whole reply in one write, then the model stalls: every word reaches the edge in
+      // one read, and the provider bills all 30 of them.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(reply);
+    });
+    const aborter = new AbortController();
+    const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
+      body: chatBody(true),
+      signal: aborter.signal,
+    });
+    expect(res.status).toBe(200);
+    const prompt = Number(res.headers.get('x-holdfast-prompt-tokens'));
+    const reader = res.body!.getReader();
+    let received = '';
+    while (!received.includes('incomprehensibilities')) {
+      const { value } = await reader.read();
+      received += new TextDecoder().decode(value);
+    }
+    await waitFor(() => heldCount !== undefined, { what: 'the count before the cut' });
+    const got = received.split('incomprehensibilities').length - 1;
+    expect(got).toBeGreaterThan(0);
+    expect(got).toBeLessThan(WORDS);
+    // The client leaves while the count is pending; the count answers once the edge hung up.
+    aborter.abort();
+    await modelClosed;
+    heldCount!();
+    const usage = await s.settled('support-bot');
+    expect(usage.inFlight).toBe(0);
+    expect(usage.billedTokens).toBe(prompt + WORDS);
   } finally {
     await up.stop();
   }

@@ -11,7 +11,7 @@ import { recordRequest } from '../plugins/observability.js';
 import { printable } from '../request/auth.js';
 import { untilTaken } from '../request/response-gone.js';
 import { closeFailedOpen, settleOutcome, upstreamError } from './failure.js';
-import type { Failure, Opened, StreamFailure } from '../upstream/client.js';
+import { CallAborted, type Failure, type Opened, type StreamFailure } from '../upstream/client.js';
 import { isRetryableStatus } from '../upstream/retry.js';
 import type { SseEvent } from '../upstream/sse.js';
 import type { Asked, Grant, SurfaceAdapter, Transcript } from './adapter.js';
@@ -362,6 +362,23 @@ function handler(run: Run, write: (forward: string) => void) {
 }
 
 /**
+ * A payload the edge read but did not hand over, its call aborted meanwhile (pump's `onUnsent`):
+ * the provider wrote it before it saw the hangup and bills it, so its text is counted, and a
+ * usage it carries is the provider's word, as if it had been handed over. Not after the edge's
+ * own cut (output limit, budget, suspension): what the client got there is what is billed, and
+ * a cut never bills past the limit or the hold that made it (docs/budgets.md).
+ */
+function unsentCounter(run: Run) {
+  const { meter, transcript, call } = run;
+  return (event: SseEvent): void => {
+    const reason: unknown = call.live.signal.reason;
+    if (reason instanceof CallAborted && edgeCut({ kind: 'aborted', why: reason.why })) return;
+    const accepted = transcript.accept(event);
+    if (accepted) for (const t of accepted.texts) meter.add(t.choice, t.text);
+  };
+}
+
+/**
  * How the call failed, if it did: its read failed, the provider wrote an error into the stream
  * (`streamError`: the status it stands for), or the stream ran to its end but did not
  * finish (no terminal event). A connection lost or timed out once the provider had finished
@@ -522,7 +539,7 @@ async function collect(run: Run): Promise<Served> {
     run.opened,
     run.call.live,
     handler(run, () => undefined),
-    { asJson: (json) => run.adapter.asEvents(json) },
+    { asJson: (json) => run.adapter.asEvents(json), onUnsent: unsentCounter(run) },
   );
   const failure = endFailure(end, run.transcript);
   const retry = retryable(run, failure);
@@ -610,6 +627,7 @@ async function relay(run: Run): Promise<Served> {
         keepsUnread: (bytes) =>
           bytes <= run.deps.options.streamLagBytes && (run.request.open?.holdReply(bytes) ?? true),
         onLag: () => tooSlow(run),
+        onUnsent: unsentCounter(run),
       },
     );
   } finally {

@@ -49,6 +49,12 @@ export async function pump(
      */
     keepsUnread?: (bytes: number) => boolean;
     onLag?: () => void;
+    /**
+     * A payload the edge read but never handed to `onData`: the call was aborted while it
+     * waited behind a held one (a hold extension, a count) or behind the payload that ended the
+     * call, in the same read. The provider wrote it, and bills it, before it saw the hangup.
+     */
+    onUnsent?: (event: SseEvent) => void;
   } = {},
 ): Promise<PumpEnd> {
   const failed = (err: unknown): PumpEnd => Err(classify(err, live.signal, opened.signal));
@@ -59,8 +65,11 @@ export async function pump(
       const events = opts.asJson
         ? opts.asJson(json)
         : [{ event: undefined, data: JSON.stringify(json) }];
-      for (const event of events) {
-        if (live.signal.aborted) break;
+      for (const [i, event] of events.entries()) {
+        if (live.signal.aborted) {
+          for (const unsent of events.slice(i)) opts.onUnsent?.(unsent);
+          break;
+        }
         await onData(event);
       }
       return live.signal.aborted ? failed(live.signal.reason) : Ok({ sawDone: true });
@@ -74,11 +83,19 @@ export async function pump(
   const queue: SseEvent[] = [];
   let waiting = false;
   let ended = false;
+  // What was read and will not be handed over (the call was aborted): counted, not passed on.
+  const unsent = (): void => {
+    for (const event of queue) opts.onUnsent?.(event);
+    queue.length = 0;
+  };
   return new Promise<PumpEnd>((resolve) => {
     let done = false;
     const finish = (end: PumpEnd) => {
       if (!done) {
         done = true;
+        // An aborted read ends (its socket destroyed) before a held payload's wait settles:
+        // what queued behind it is counted now, before the caller settles.
+        if (!end.ok) unsent();
         resolve(end);
       }
     };
@@ -90,7 +107,7 @@ export async function pump(
     const drain = (): void => {
       while (!waiting && queue.length > 0) {
         if (live.signal.aborted) {
-          queue.length = 0;
+          unsent();
           break;
         }
         const event = queue.shift()!;
