@@ -9,12 +9,6 @@ const logger = createLogger({
   level: process.env.TEST_LOG_LEVEL ?? 'silent',
 });
 
-/** The two loops every shared test runs on: consume() and burst pulls (50 ms apart). */
-export const MODES = [
-  { mode: 'consume()', everyMs: undefined },
-  { mode: 'bursts', everyMs: 50 },
-] as const;
-
 export type ConsumerSetup = Pick<DurableConsumerOptions, 'onMessage'> &
   Partial<DurableConsumerOptions> & {
     /** Pull in bursts this often, on the helper's own connection. */
@@ -32,7 +26,6 @@ export async function consumerOn(
 ): Promise<{ consumer: DurableConsumer; nc: NatsConnection; stop: () => Promise<void> }> {
   const nc = await connect({ servers: natsUrl, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
   const consumer = new DurableConsumer({
-    nc,
     js: jetstream(nc),
     jsm: await jetstreamManager(nc),
     stream,
@@ -42,7 +35,7 @@ export async function consumerOn(
     redeliver: { initialMs: 800, maxMs: 800, factor: 1 },
     maxMissedHeartbeats: 3,
     logger,
-    ...(everyMs === undefined ? {} : { bursts: { everyMs } }),
+    ...(everyMs === undefined ? {} : { bursts: { nc, everyMs } }),
     ...setup,
   });
   await consumer.start();

@@ -1,4 +1,4 @@
-import { eventSubject } from '@holdfast/events';
+import { eventSubject, type NatsNames } from '@holdfast/events';
 import {
   findBinary,
   infraTest as test,
@@ -6,7 +6,7 @@ import {
   waitFor,
 } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
 import { acking, consumerOn } from '../../test/consumer-on.js';
 import { ensureEventsStream } from '../nats.js';
@@ -285,4 +285,177 @@ test('bursts: through a NATS server restart consumption resumes at once (not aft
     await nc.close();
     await server.stop();
   }
+});
+
+test('bursts: stop() hands back what is buffered at once and pulls nothing after', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const jsm = await jetstreamManager(nc);
+  await ensureEventsStream(jsm, iso.names);
+  const js = jetstream(nc);
+  for (let i = 0; i < 5; i++) {
+    await js.publish(eventSubject(iso.names, 'team', 'reservation.created'), '{}');
+  }
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => (release = r));
+  const handled: number[] = [];
+  const {
+    consumer,
+    nc: own,
+    stop,
+  } = await consumerOn(natsUrl, iso.names.eventsStream, {
+    everyMs: 50,
+    onMessage: async (m) => {
+      handled.push(m.seq);
+      // The first message holds the loop: the other four stay buffered behind it.
+      if (m.seq === 1) await held;
+      m.ack();
+    },
+  });
+  try {
+    await waitFor(() => handled.length === 1, { what: 'the first message in the handler' });
+    await waitFor(
+      async () => (await jsm.consumers.info(iso.names.eventsStream, 'test')).num_ack_pending === 5,
+      { what: 'the batch out' },
+    );
+    const stopped = consumer.stop();
+    release();
+    await stopped;
+    expect(handled).toEqual([1]);
+    // Nothing pulled after stop: a new message stays in the stream, and no pull waits.
+    await js.publish(eventSubject(iso.names, 'team', 'reservation.settled'), '{}');
+    await delay(300);
+    const info = await jsm.consumers.info(iso.names.eventsStream, 'test');
+    expect(info.num_waiting).toBe(0);
+    expect(info.num_pending).toBe(1);
+    expect(handled).toEqual([1]);
+    // The four buffered were nak'd, not left to the ack wait (30 s): the next replica gets them now.
+    const next: { seq: number; count: number }[] = [];
+    const replica = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: acking((m) => next.push({ seq: m.seq, count: m.info.deliveryCount })),
+    });
+    try {
+      await waitFor(() => next.length === 5, { timeoutMs: 3_000, what: 'the rest, at once' });
+    } finally {
+      await replica.stop();
+    }
+    expect(next.sort((x, y) => x.seq - y.seq)).toEqual([
+      { seq: 2, count: 2 },
+      { seq: 3, count: 2 },
+      { seq: 4, count: 2 },
+      { seq: 5, count: 2 },
+      { seq: 6, count: 1 },
+    ]);
+  } finally {
+    await stop();
+    expect(own.isClosed()).toBe(true);
+  }
+});
+
+/**
+ * The events stream of a test, its manager, a publish of one event, and a wait for the
+ * consumer `test`'s waiting pull (it is idle).
+ */
+async function eventsOf(nc: NatsConnection, names: NatsNames) {
+  const jsm = await jetstreamManager(nc);
+  await ensureEventsStream(jsm, names);
+  const js = jetstream(nc);
+  const stream = names.eventsStream;
+  return {
+    jsm,
+    publish: () => js.publish(eventSubject(names, 'team', 'reservation.created'), '{}'),
+    waitingPullOut: () =>
+      waitFor(async () => (await jsm.consumers.info(stream, 'test')).num_waiting === 1, {
+        what: 'the waiting pull',
+      }),
+  };
+}
+
+test('bursts: what a pull brings during stop() is handed back before stop() returns, though the connection is closed right after', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const { jsm, publish, waitingPullOut } = await eventsOf(nc, iso.names);
+  let published = 0;
+  // Every delivery to a handler, by sequence, across the consumers one after the other.
+  const { seen, take } = tally();
+  const handler = (m: JsMsg) => {
+    take(m);
+    return m.ackAck().then(() => undefined);
+  };
+  for (let round = 0; round < 5; round++) {
+    const { consumer, stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: handler,
+    });
+    try {
+      await waitFor(() => seen.size === published, { what: 'the messages before' });
+      await waitingPullOut();
+      // Published as the stop begins: the first may come to the waiting pull (handed back),
+      // the rest stay in the stream.
+      const stopping = consumer.stop();
+      await Promise.all(Array.from({ length: 5 }, publish));
+      published += 5;
+      await stopping;
+    } finally {
+      // nc.close(), not drain(): what was not written yet is dropped.
+      await stop();
+    }
+  }
+  const { stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+    everyMs: 50,
+    onMessage: handler,
+  });
+  try {
+    // Not after the ack wait (30 s): nothing a stopped consumer's pull brought is left pending.
+    await waitFor(() => seen.size === published, { timeoutMs: 3_000, what: 'every message' });
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    expect((await jsm.consumers.info(iso.names.eventsStream, 'test')).num_ack_pending).toBe(0);
+  } finally {
+    await stop();
+  }
+});
+
+test('bursts: stop() of an idle consumer ends its waiting pull at once, and a message published right after goes to the next consumer, delivered once', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  const { jsm, publish, waitingPullOut } = await eventsOf(nc, iso.names);
+  const stopMs: number[] = [];
+  const firsts: number[] = [];
+  for (let round = 0; round < 3; round++) {
+    const { consumer, stop } = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: acking((m) => firsts.push(m.info.deliveryCount)),
+    });
+    try {
+      await waitingPullOut();
+      const startedAt = performance.now();
+      await consumer.stop();
+      stopMs.push(performance.now() - startedAt);
+      // The pull is gone from the server, not left to take this one with nobody to hand it to.
+      await publish();
+    } finally {
+      await stop();
+    }
+    const { stop: stopNext } = await consumerOn(natsUrl, iso.names.eventsStream, {
+      everyMs: 50,
+      onMessage: acking((m) => firsts.push(m.info.deliveryCount)),
+    });
+    try {
+      // Not after the ack wait (30 s).
+      await waitFor(() => firsts.length === round + 1, { timeoutMs: 3_000, what: 'the message' });
+    } finally {
+      await stopNext();
+    }
+  }
+  expect(firsts).toEqual([1, 1, 1]);
+  expect((await jsm.consumers.info(iso.names.eventsStream, 'test')).num_ack_pending).toBe(0);
+  // Not the waiting pull's second: stop() waited it out (0.6-1 s) before.
+  expect(Math.max(...stopMs)).toBeLessThan(200);
 });

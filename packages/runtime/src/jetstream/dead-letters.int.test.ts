@@ -29,7 +29,6 @@ async function poisonConsumer(
   const outcomes: { parked: boolean; deliveryCount: number }[] = [];
   const handled: JsMsg[] = [];
   const consumer = new DurableConsumer({
-    nc,
     js,
     jsm,
     stream: names.eventsStream,
