@@ -100,6 +100,7 @@ describe('bad input gets a coded error and changes nothing', () => {
     admissionOf(await h.client.admit(held));
     const before = await snapshot(redis, iso.keyPrefix);
     const base = { reservationId: held.reservationId, tenant: held.tenant };
+    const retry = { ...base, model: held.model, upstream: 'default' };
     const cases: [string, string, unknown][] = [
       [
         'settle',
@@ -125,6 +126,20 @@ describe('bad input gets a coded error and changes nothing', () => {
       ],
       ['release', 'unknown reason', { ...base, reason: 'because' }],
       ['release', 'tenant wildcard', { ...base, tenant: '>', reason: 'timeout' }],
+      ...[0, -1, 1.5, 101, '2', 1e20].map((n): [string, string, unknown] => [
+        'release',
+        `answeredRequests ${JSON.stringify(n)}`,
+        { ...base, reason: 'upstream_error', answeredRequests: n },
+      ]),
+      ...(
+        [
+          ['no upstream', { ...retry, upstream: undefined }],
+          ['upstream subject injection', { ...retry, upstream: 'default.>' }],
+          ['tenant wildcard', { ...retry, tenant: '*' }],
+          ['reservation not a uuid', { ...retry, reservationId: 'res 1' }],
+          ['extra field', { ...retry, requests: 5 }],
+        ] as const
+      ).map(([name, body]): [string, string, unknown] => ['capacity.retry', name, body]),
       ['usage', 'tenant wildcard', { tenant: '*' }],
       ['usage', 'unknown tenant', { tenant: 'nobody' }],
       [
