@@ -9,6 +9,12 @@ const logger = createLogger({
   level: process.env.TEST_LOG_LEVEL ?? 'silent',
 });
 
+/** The two loops every shared test runs on: consume() and burst pulls (50 ms apart). */
+export const MODES = [
+  { mode: 'consume()', everyMs: undefined },
+  { mode: 'bursts', everyMs: 50 },
+] as const;
+
 export type ConsumerSetup = Pick<DurableConsumerOptions, 'onMessage'> &
   Partial<DurableConsumerOptions> & {
     /** Pull in bursts this often, on the helper's own connection. */
@@ -26,6 +32,7 @@ export async function consumerOn(
 ): Promise<{ consumer: DurableConsumer; nc: NatsConnection; stop: () => Promise<void> }> {
   const nc = await connect({ servers: natsUrl, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
   const consumer = new DurableConsumer({
+    nc,
     js: jetstream(nc),
     jsm: await jetstreamManager(nc),
     stream,
@@ -35,7 +42,7 @@ export async function consumerOn(
     redeliver: { initialMs: 800, maxMs: 800, factor: 1 },
     maxMissedHeartbeats: 3,
     logger,
-    ...(everyMs === undefined ? {} : { bursts: { nc, everyMs } }),
+    ...(everyMs === undefined ? {} : { bursts: { everyMs } }),
     ...setup,
   });
   await consumer.start();

@@ -37,7 +37,7 @@ const ACK_WAIT_MS = 30_000;
 export const RESTART: RetryPolicy = { initialMs: 1_000, maxMs: 1_000, factor: 1 };
 
 export interface EventConsumerOptions {
-  /** The connection burst pulls go on (settings.pullEveryMs). */
+  /** The connection `js` and `jsm` were made from: burst pulls go on it, and stop() flushes it. */
   nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
@@ -79,6 +79,7 @@ export class EventConsumer {
       ackWaitMs: ACK_WAIT_MS,
     });
     this.#loop = new DurableConsumer({
+      nc: opts.nc,
       js,
       jsm,
       stream: names.eventsStream,
@@ -90,9 +91,7 @@ export class EventConsumer {
         max_ack_pending: 10_000,
       },
       pullSize: settings.eventConcurrency,
-      ...(settings.pullEveryMs > 0
-        ? { bursts: { nc: opts.nc, everyMs: settings.pullEveryMs } }
-        : {}),
+      ...(settings.pullEveryMs > 0 ? { bursts: { everyMs: settings.pullEveryMs } } : {}),
       concurrency: settings.eventConcurrency,
       onMessage: (m) => this.#handle(m),
       restart: RESTART,

@@ -59,14 +59,13 @@ export function createEventConsumer(opts: {
   onMessage: (msg: JsMsg) => Promise<void> | undefined;
 }): DurableConsumer {
   return new DurableConsumer({
+    nc: opts.nc,
     js: opts.js,
     jsm: opts.jsm,
     stream: opts.names.eventsStream,
     durable: durableConfig(opts.names, opts.settings),
     pullSize: opts.settings.fetchSize,
-    ...(opts.settings.pullEveryMs
-      ? { bursts: { nc: opts.nc, everyMs: opts.settings.pullEveryMs } }
-      : {}),
+    ...(opts.settings.pullEveryMs ? { bursts: { everyMs: opts.settings.pullEveryMs } } : {}),
     onMessage: opts.onMessage,
     restart: { initialMs: 250, maxMs: 5_000 },
     redeliver: REDELIVER,

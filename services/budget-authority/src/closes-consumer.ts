@@ -84,12 +84,13 @@ export class ClosesConsumer {
       ackWaitMs: ACK_WAIT_MS,
     });
     this.#loop = new DurableConsumer({
+      nc,
       js,
       jsm,
       stream: closesStream(names).name,
       durable: { durable_name: CLOSES_DURABLE, ack_wait: nanos(ACK_WAIT_MS) },
       pullSize: 64,
-      bursts: { nc, everyMs: PULL_EVERY_MS },
+      bursts: { everyMs: PULL_EVERY_MS },
       concurrency: 8,
       onMessage: (m) => this.#apply(m),
       restart: RESTART,

@@ -3,16 +3,10 @@ import { infraTest as test, waitFor } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { describe, expect } from 'vitest';
-import { acking, consumerOn } from '../../test/consumer-on.js';
+import { acking, consumerOn, MODES } from '../../test/consumer-on.js';
 import { stallProxy } from '../../test/stall-proxy.js';
 import { ensureEventsStream } from '../nats.js';
 import { nakLater } from './messages.js';
-
-/** Every test runs on both loops: consume() and burst pulls (50 ms apart). */
-const MODES = [
-  { mode: 'consume()', everyMs: undefined },
-  { mode: 'bursts', everyMs: 50 },
-];
 
 for (const { mode, everyMs } of MODES) {
   describe(mode, () => {

@@ -7,22 +7,25 @@ import {
   type JetStreamManager,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { millis, type NatsConnection } from '@nats-io/transport-node';
+import { millis, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { ensureDurable, type DurableConfig } from './durable.js';
 import { DEFAULT_ACK_WAIT_MS, nakLater, workingEveryMs } from './messages.js';
-import { BurstPulls, PULL_ANSWER_GRACE_MS } from './pull.js';
+import { BurstPulls, consumeInbox, endPull, PULL_ANSWER_GRACE_MS, within } from './pull.js';
 
 /** Deliveries in bursts: one `no_wait` pull every `everyMs` instead of consume(). */
 export interface Bursts {
-  /** The connection `js` and `jsm` were made from: the pulls are plain requests on it. */
-  nc: NatsConnection;
   /** Pause between two pulls (none after a pull that came back full). */
   everyMs: number;
 }
 
 export interface DurableConsumerOptions {
+  /**
+   * The connection `js` and `jsm` were made from: burst pulls are plain requests on it, and
+   * stop() flushes it.
+   */
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   stream: string;
@@ -70,8 +73,8 @@ const IDLE_WAIT_MAX_MS = 1_000;
  */
 const LEADERLESS_PAUSE_MS = 250;
 /**
- * After stop(), how long a round trip to the server is waited for: the drain that ends a pull
- * still out, the flush of the naks and acks stop() leaves.
+ * After stop(), how long a round trip to the server is waited for: the drain that ends the
+ * pulls still out, the flush of the naks and acks stop() leaves.
  */
 const STOP_FLUSH_MAX_MS = 1_000;
 
@@ -81,29 +84,26 @@ const STOP_FLUSH_MAX_MS = 1_000;
  * next turn of the event loop: a connection closed (not drained) right after stop() would
  * drop it, and the message would come back only after the ack wait.
  */
-async function written(nc: NatsConnection): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_FLUSH_MAX_MS)));
-  try {
-    await Promise.race([nc.flush().catch(() => undefined), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+function written(nc: NatsConnection): Promise<void> {
+  return within(nc.flush(), STOP_FLUSH_MAX_MS);
 }
 
 /**
  * The one JetStream consume loop (docs/events.md, "Consuming"): ensure the durable, consume,
  * watch heartbeats and the consumer's fate, and start again with backoff whenever the
  * iterator ends. While a handler's promise is pending its message gets `working()` at a third
- * of the ack wait (every handler bounds its own work with timeouts). `stop()` naks what is
- * buffered, so another replica gets it at once, and waits for the handlers still running.
- * With `bursts`, each round pulls instead of consuming (`#pullRound`).
+ * of the ack wait (every handler bounds its own work with timeouts). With `bursts`, each round
+ * pulls instead of consuming (`#pullRound`). `stop()` is the same for both: it ends the pulls
+ * out at once (`endPull`: what the server sent them before it read the UNSUB still arrives),
+ * naks what they brought and what is buffered, so another replica gets it at once, waits for
+ * the handlers still running, and returns once its naks and acks reached the server.
  */
 export class DurableConsumer {
   readonly #o: DurableConsumerOptions;
   readonly #inflight = new Map<Promise<void>, JsMsg>();
   readonly #stop = new AbortController();
-  #messages: ConsumerMessages | undefined;
+  /** Taken by a round but not handed over (after stop, or a throw): nak'd as the round ends. */
+  readonly #handBack: JsMsg[] = [];
   #pulls: BurstPulls | undefined;
   #loop: Promise<void> | undefined;
   #working: NodeJS.Timeout | undefined;
@@ -142,13 +142,13 @@ export class DurableConsumer {
     this.#loop = this.#run();
   }
 
+  /** Both loops see the abort and end their pulls (`endPull`); then every nak is flushed. */
   async stop(): Promise<void> {
     this.#stop.abort();
-    this.#messages?.stop();
     await this.#loop;
     await Promise.allSettled([...this.#inflight.keys()]);
     clearInterval(this.#working);
-    if (this.#o.bursts) await written(this.#o.bursts.nc);
+    await written(this.#o.nc);
   }
 
   async #run(): Promise<void> {
@@ -165,6 +165,7 @@ export class DurableConsumer {
         logger.warn({ err: errorMessage(err), stream }, 'consume loop failed');
       } finally {
         this.#consuming = false;
+        await this.#handBackAll();
       }
       if (stopped.aborted) break;
       const delayMs = backoff.next();
@@ -174,7 +175,11 @@ export class DurableConsumer {
     }
   }
 
-  /** One consume() iterator, until it ends (stop, heartbeats missed, consumer gone). */
+  /**
+   * One consume() iterator, until it ends (stop, heartbeats missed, consumer gone). On stop
+   * its pulls are ended as a burst pull is (`endPull` on the iterator's inbox subscription),
+   * and the iterator after: what they brought until then is handed back below.
+   */
   async #consumeRound(backoff: Backoff): Promise<void> {
     const { js, stream, durable, logger } = this.#o;
     const stopped = this.#stop.signal;
@@ -184,20 +189,32 @@ export class DurableConsumer {
       idle_heartbeat: this.#o.idleHeartbeatMs ?? 5_000,
       expires: this.#o.expiresMs ?? 30_000,
     });
-    this.#messages = messages;
+    let inbox: Subscription;
+    try {
+      inbox = consumeInbox(messages);
+    } catch (err) {
+      messages.stop();
+      throw err;
+    }
+    const end = () => void endPull(inbox, STOP_FLUSH_MAX_MS).then(() => messages.stop());
     // stop() may have come while this round was being set up.
-    if (stopped.aborted) messages.stop();
+    if (stopped.aborted) end();
+    else stopped.addEventListener('abort', end, { once: true });
     void this.#watch(messages);
     this.#consuming = true;
     logger.info({ stream, durable: durable.durable_name }, 'consuming');
-    for await (const m of messages) {
-      backoff.reset();
-      if (stopped.aborted) {
-        m.nak();
-        continue;
+    try {
+      for await (const m of messages) {
+        backoff.reset();
+        if (stopped.aborted) {
+          this.#handBack.push(m);
+          continue;
+        }
+        const wait = this.#handle(m);
+        if (wait) await wait;
       }
-      const wait = this.#handle(m);
-      if (wait) await wait;
+    } finally {
+      stopped.removeEventListener('abort', end);
     }
   }
 
@@ -222,7 +239,7 @@ export class DurableConsumer {
     const stopped = this.#stop.signal;
     const silenceMs = this.#o.idleHeartbeatMs ?? 5_000;
     const pulls = new BurstPulls(
-      bursts.nc,
+      this.#o.nc,
       js.apiPrefix,
       stream,
       name,
@@ -242,13 +259,13 @@ export class DurableConsumer {
     logger.info({ stream, durable: name, everyMs }, 'consuming in bursts');
     try {
       for (;;) {
-        // Every delivery is handed over (nak'd after stop) before anything else is decided.
+        // Every delivery is handed over (back, after stop) before anything else is decided.
         for (let m = pulls.buffered.shift(); m; m = pulls.buffered.shift()) {
           backoff.reset();
           missed = 0;
           heardAt = Date.now();
           if (stopped.aborted) {
-            m.nak();
+            this.#handBack.push(m);
             continue;
           }
           const wait = this.#handle(m);
@@ -320,8 +337,23 @@ export class DurableConsumer {
       pulls.close();
       this.#pulls = undefined;
       // Nothing is left here but after a throw: handed back for another delivery at once.
-      for (const m of pulls.buffered.splice(0)) m.nak();
+      this.#handBack.push(...pulls.buffered.splice(0));
     }
+  }
+
+  /**
+   * Naks what the round took but did not hand over, once its pulls are ended, so another
+   * replica gets it at once. First a consumer info, which makes nats-server 2.9.10 drop the
+   * waiting pulls no subscriber is left for (`processWaiting`): a nak that finds only such
+   * pulls is lost there (the redelivery is popped for a pull `nextWaiting` then discards, and
+   * the consumer's position is stepped back one: the message comes back after the ack wait, and
+   * the one before its position is delivered again). Bounded by `STOP_FLUSH_MAX_MS`.
+   */
+  async #handBackAll(): Promise<void> {
+    const msgs = this.#handBack.splice(0);
+    if (msgs.length === 0) return;
+    await this.#consumerGone(STOP_FLUSH_MAX_MS);
+    for (const m of msgs) m.nak();
   }
 
   /**

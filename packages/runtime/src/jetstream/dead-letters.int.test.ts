@@ -29,6 +29,7 @@ async function poisonConsumer(
   const outcomes: { parked: boolean; deliveryCount: number }[] = [];
   const handled: JsMsg[] = [];
   const consumer = new DurableConsumer({
+    nc,
     js,
     jsm,
     stream: names.eventsStream,

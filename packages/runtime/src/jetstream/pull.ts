@@ -1,4 +1,4 @@
-import type { JsMsg } from '@nats-io/jetstream';
+import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { JetStreamStatus, toJsMsg } from '@nats-io/jetstream/internal';
 import {
   createInbox,
@@ -36,6 +36,46 @@ export interface PullEnd {
  * a consumer leader that was killed is never answered at all.
  */
 export const PULL_ANSWER_GRACE_MS = 1_000;
+
+/**
+ * Ends for good the pulls answered on `sub`, a burst round's or consume()'s inbox (stop): it is
+ * drained, an UNSUB then a PING, and what arrives until the PONG still goes to its callback.
+ * The server reads them in order, and it hands a pull a message only while its reply subject
+ * has a subscriber, under the connection's lock that the UNSUB takes too. So by the PONG every
+ * delivery it made to the pulls has been handed over, and one it tries after finds nobody and
+ * is queued for redelivery at once (nats-server 2.9.10: `nextWaiting` drops the pull,
+ * `didNotDeliver` the message). A pull sent after the UNSUB (consume() pulls again as
+ * deliveries come in) has no subscriber from the start: dropped the same way. In a cluster a
+ * consumer leader on another server learns of the UNSUB through its route: a message it hands
+ * the pull in that sub-millisecond is dropped by our server and comes back after the ack wait.
+ * Bounded by `maxMs` (a connection down): what comes later is dropped, back after the ack wait
+ * too.
+ */
+export function endPull(sub: Subscription, maxMs: number): Promise<void> {
+  return within(sub.drain(), maxMs);
+}
+
+/** Resolves once `work` settles, or after `maxMs`, whichever is first; never rejects. */
+export async function within(work: Promise<unknown>, maxMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
+  try {
+    await Promise.race([work.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The inbox subscription a consume() iterator's pulls are answered on, for `endPull`: nats.js
+ * 3.4's `PullConsumerMessagesImpl.sub`, which its public type leaves out (its `stop()` only
+ * unsubscribes, and drops what is on its way).
+ */
+export function consumeInbox(messages: ConsumerMessages): Subscription {
+  const sub = (messages as ConsumerMessages & { readonly sub?: Subscription }).sub;
+  if (sub === undefined) throw new Error('consume() has no inbox subscription to end');
+  return sub;
+}
 
 /**
  * One round of burst pulls (docs/events.md, "Consuming") on
@@ -160,25 +200,9 @@ export class BurstPulls {
     });
   }
 
-  /**
-   * Ends the pull out for good (stop): its inbox is drained, an UNSUB then a PING. The server
-   * reads them in order, and it hands a pull a message only while its reply subject has a
-   * subscriber, under the connection's lock that the UNSUB takes too. So by the PONG every
-   * delivery it made to the pull is in `buffered`, and one it tries after finds nobody and is
-   * queued for redelivery at once (nats-server 2.9.10: `nextWaiting` drops the pull,
-   * `didNotDeliver` the message). In a cluster a consumer leader on another server learns of
-   * the UNSUB through its route: a message it hands the pull in that sub-millisecond is dropped
-   * by our server and comes back after the ack wait. Bounded by `maxMs` (a connection down):
-   * then `close()` drops what comes later, back after the ack wait too.
-   */
+  /** Ends the pull out for good (stop): see `endPull`. */
   async end(maxMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, maxMs)));
-    try {
-      await Promise.race([this.#sub.drain().catch(() => undefined), late]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await endPull(this.#sub, maxMs);
     this.#ended(this.#open, false);
   }
 

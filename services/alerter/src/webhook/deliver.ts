@@ -167,6 +167,7 @@ export class DeliveryWorker {
   #consumer(source: JobSource, hookId: string): DurableConsumer {
     const perHook = this.#perHook;
     return new DurableConsumer({
+      nc: this.#o.nc,
       js: this.#o.js,
       jsm: this.#o.jsm,
       stream: source.stream,
@@ -181,9 +182,8 @@ export class DeliveryWorker {
       },
       pullSize: perHook,
       concurrency: perHook,
-      // Pulled in bursts: after stop() a job the last pull still brings is handed back at
-      // once, where consume() left it for the ack wait (40 s by default).
-      bursts: { nc: this.#o.nc, everyMs: PULL_EVERY_MS },
+      // Pulled in bursts: a job at a time per slot, one pull out.
+      bursts: { everyMs: PULL_EVERY_MS },
       onMessage: (m) => this.#take(hookId, m),
       restart: RESTART,
       redeliver: RESTART,
