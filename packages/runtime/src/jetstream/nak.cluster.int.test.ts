@@ -1,5 +1,5 @@
 import { eventSubject } from '@holdfast/events';
-import { findBinary, isolation, startNatsCluster, type NatsCluster } from '@holdfast/testkit';
+import { isolation } from '@holdfast/testkit';
 import {
   AckPolicy,
   jetstream,
@@ -7,35 +7,20 @@ import {
   type Consumer,
   type JsMsg,
 } from '@nats-io/jetstream';
-import { nanos, type NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, expect, test } from 'vitest';
+import { nanos } from '@nats-io/transport-node';
+import { expect, test } from 'vitest';
+import { natsClusterForFile } from '../../test/nats-cluster.js';
 import { createLogger } from '../logger.js';
 import { connectNats, ensureEventsStream } from '../nats.js';
 import { nakLater } from './messages.js';
 
-let cluster: NatsCluster;
-const conns: NatsConnection[] = [];
-
-const connect = async (servers: string) => {
-  const nc = await connectNats({
+const { cluster: theCluster, connect } = natsClusterForFile((servers) =>
+  connectNats({
     servers,
     name: 'nak-cluster-test',
     logger: createLogger({ name: 'nak-cluster-test', level: 'silent' }),
-  });
-  conns.push(nc);
-  return nc;
-};
-
-beforeAll(async () => {
-  const bin = findBinary('nats-server');
-  if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
-  cluster = await startNatsCluster(bin, { nodes: 3 });
-}, 90_000);
-
-afterAll(async () => {
-  for (const nc of conns) await nc.close();
-  await cluster?.stop();
-});
+  }),
+);
 
 /** The next delivery, through the errors and empty pulls of an election. */
 async function nextDelivery(consumer: Consumer, deadline: number): Promise<JsMsg> {
@@ -54,6 +39,7 @@ const ACK_WAIT_MS = 30_000;
 const NAK_DELAY_MS = 500;
 
 test('a nak sent while its consumer has no leader (the leader just killed) brings the message back after the election and the delay, not after the ack wait', async () => {
+  const cluster = theCluster();
   const nc = await connect(cluster.url);
   const jsm = await jetstreamManager(nc);
   const { names } = isolation();
