@@ -1,6 +1,6 @@
 import { createLogger, DeadLetters, ensureEventsStream } from '@holdfast/runtime';
 import { infraTest as test } from '@holdfast/testkit';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { holdfast } from './stack.js';
 
@@ -12,7 +12,7 @@ test('holdfast dead-letters shows an operator every parked message: reason, serv
   await ensureEventsStream(await jetstreamManager(nc), iso.names);
   const letters = (source: string) =>
     new DeadLetters({
-      js: jetstream(nc),
+      nc,
       names: iso.names,
       service: 'budget-authority',
       source,

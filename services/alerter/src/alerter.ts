@@ -125,7 +125,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     metrics,
     log: new DeliveryLog({ js, names: own }),
     deadLetters: new DeadLetters({
-      js,
+      nc,
       names,
       service: 'alerter',
       source: 'alerter-webhooks',

@@ -70,7 +70,7 @@ export class EventConsumer {
     this.#logger = opts.logger.child({ component: 'events' });
     const { js, jsm, names, settings } = opts;
     this.#letters = new DeadLetters({
-      js,
+      nc: opts.nc,
       names,
       service: 'alerter',
       source: settings.consumer,

@@ -66,7 +66,7 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
     });
     const commit = new BatchCommit({
       deadLetters: new DeadLetters({
-        js,
+        nc,
         names: config.nats.names,
         service: 'billing-aggregator',
         source: CONSUMER_NAME,

@@ -36,7 +36,7 @@ import {
   type Periodic,
   type Route,
 } from '@holdfast/runtime';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import type { RedisClient } from './redis.js';
 import type { Logger } from '@holdfast/runtime';
@@ -133,7 +133,6 @@ export class Authority {
     this.#relay = new OutboxRelay({
       redis: opts.redis,
       nc: opts.nc,
-      js: jetstream(opts.nc),
       names: opts.names,
       keys,
       config,

@@ -76,7 +76,7 @@ export class ClosesConsumer {
     const js = (this.#js = jetstream(nc));
     this.#forgetsPending = purgeForgetsPending(nc.info?.version);
     this.#letters = new DeadLetters({
-      js,
+      nc,
       names,
       service: 'budget-authority',
       source: CLOSES_DURABLE,

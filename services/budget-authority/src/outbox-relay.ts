@@ -1,7 +1,13 @@
 import { eventSubject, type EventType, type NatsNames } from '@holdfast/events';
 import { Backoff, sleep, type RetryPolicy } from '@holdfast/retry';
-import { DeadLetters, errorMessage, JETSTREAM_OP_TIMEOUT_MS, type Logger } from '@holdfast/runtime';
-import type { JetStreamClient } from '@nats-io/jetstream';
+import {
+  DeadLetters,
+  errorMessage,
+  JETSTREAM_OP_TIMEOUT_MS,
+  JetStreamPublisher,
+  type Logger,
+  type Publish,
+} from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Redis } from 'ioredis';
 import { isCluster, keysBySlot, type RedisClient } from './redis.js';
@@ -9,10 +15,8 @@ import type { ConfigStore } from './config-store.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { decodeOutboxEntry, outboxFlat } from './outbox.js';
-import { RelayPublisher, type Publish } from './relay-publisher.js';
 import { claimLease, unclaimLease } from './scripts.js';
 
-/** Takes or renews the relay lease of an org. KEYS[1] lock, ARGV[1] replica id, ARGV[2] ms. */
 /** Redis Cluster: the pause between two polls that found nothing, ms. */
 const POLL_IDLE_MS = 20;
 
@@ -32,10 +36,8 @@ const ROUND_RETRY: RetryPolicy = { initialMs: 50, maxMs: 500 };
 
 export interface RelayOptions {
   redis: RedisClient;
-  /** The events' publishes and their acks (RelayPublisher). */
+  /** The events' and the dead letters' publishes and their acks (JetStreamPublisher). */
   nc: NatsConnection;
-  /** The dead letters' publishes. */
-  js: JetStreamClient;
   names: NatsNames;
   keys: Keys;
   config: ConfigStore;
@@ -66,7 +68,7 @@ export class OutboxRelay {
   readonly #batch: number;
   readonly #pauseMs: number;
   readonly #letters: DeadLetters;
-  readonly #publisher: RelayPublisher;
+  readonly #publisher: JetStreamPublisher;
   #owned: string[] = [];
   #claimedAt = 0;
   #running = false;
@@ -77,9 +79,9 @@ export class OutboxRelay {
     this.#leaseMs = opts.leaseMs ?? 5_000;
     this.#batch = opts.batch ?? 1_000;
     this.#pauseMs = opts.pauseMs ?? 5;
-    this.#publisher = new RelayPublisher(opts.nc);
+    this.#publisher = new JetStreamPublisher(opts.nc);
     this.#letters = new DeadLetters({
-      js: opts.js,
+      nc: opts.nc,
       names: opts.names,
       service: 'budget-authority',
       source: 'outbox-relay',

@@ -19,7 +19,7 @@ async function poisonConsumer(
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   const letters = new DeadLetters({
-    js,
+    nc,
     names,
     service: 'test-service',
     source: 'test-consumer',

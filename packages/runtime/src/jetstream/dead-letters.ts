@@ -5,14 +5,16 @@ import {
   type NatsNames,
 } from '@holdfast/events';
 import type { RetryPolicy } from '@holdfast/retry';
-import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { headers, type Payload } from '@nats-io/transport-node';
+import type { JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection, Payload } from '@nats-io/transport-node';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { nakLater } from './messages.js';
+import { JetStreamPublisher } from './publisher.js';
 
 export interface DeadLettersOptions {
-  js: JetStreamClient;
+  /** The dead letters' publishes and their acks (JetStreamPublisher). */
+  nc: NatsConnection;
   names: NatsNames;
   /** The service that parks messages (a header of every dead letter). */
   service: string;
@@ -38,23 +40,21 @@ const REDELIVER: RetryPolicy = { initialMs: 1_000, maxMs: 30_000 };
 export class DeadLetters {
   readonly subject: string;
   readonly #o: DeadLettersOptions;
+  readonly #publisher: JetStreamPublisher;
 
   constructor(opts: DeadLettersOptions) {
     this.#o = opts;
     this.subject = deadLetterSubject(opts.names, opts.source);
+    this.#publisher = new JetStreamPublisher(opts.nc);
   }
 
   /** Stores a dead letter; resolves once JetStream has it, rejects when it does not. */
-  async publish(data: Payload, info: Omit<DeadLetterInfo, 'service'>, msgID: string) {
-    const h = headers();
-    for (const [name, value] of deadLetterHeaders({ ...info, service: this.#o.service })) {
-      h.set(name, value);
-    }
-    await this.#o.js.publish(this.subject, data, {
-      headers: h,
-      msgID,
-      timeout: this.#o.timeoutMs ?? 5_000,
-    });
+  publish(data: Payload, info: Omit<DeadLetterInfo, 'service'>, msgId: string): Promise<void> {
+    const h = deadLetterHeaders({ ...info, service: this.#o.service });
+    return this.#publisher.publish(
+      [{ subject: this.subject, data, msgId, headers: h }],
+      this.#o.timeoutMs ?? 5_000,
+    );
   }
 
   /**

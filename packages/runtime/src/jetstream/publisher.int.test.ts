@@ -7,7 +7,7 @@ import {
 } from '@holdfast/testkit';
 import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
-import { RelayPublisher, type Publish } from '../src/relay-publisher.js';
+import { JetStreamPublisher, type Publish } from './publisher.js';
 
 const events = (prefix: string, n: number): Publish[] =>
   Array.from({ length: n }, (_, i) => ({
@@ -21,7 +21,7 @@ async function setUp(nc: NatsConnection, iso: Isolation) {
   return {
     jsm: await jetstreamManager(nc),
     stream: iso.names.eventsStream,
-    publisher: new RelayPublisher(nc),
+    publisher: new JetStreamPublisher(nc),
   };
 }
 
@@ -64,7 +64,7 @@ test('a round fails when no stream takes its subject, when the stream refuses an
     discard: DiscardPolicy.New,
   });
   await expect(publisher.publish(events(iso.names.eventsPrefix, 3), 2_000)).rejects.toThrow(
-    /JetStream refused the event/,
+    /JetStream refused the message/,
   );
   expect((await jsm.streams.info(stream)).state.messages).toBe(2);
 
@@ -78,11 +78,11 @@ test('a round fails when no stream takes its subject, when the stream refuses an
   });
   await nc.flush();
   await expect(publisher.publish(events(`${iso.token}.late`, 2), 200)).rejects.toThrow(
-    /did not ack 2 of 2 events/,
+    /did not ack 2 of 2 in time/,
   );
   // The late acks come while this round waits: they are the other round's, not its own.
   await expect(publisher.publish(events(`${iso.token}.silent`, 2), 1_000)).rejects.toThrow(
-    /did not ack 2 of 2 events/,
+    /did not ack 2 of 2 in time/,
   );
   silent.unsubscribe();
   late.unsubscribe();
@@ -95,4 +95,33 @@ test('a round fails when no stream takes its subject, when the stream refuses an
   expect((await jsm.streams.info(stream)).state.messages).toBe(6);
   publisher.close();
   await expect(publisher.publish(next, 2_000)).resolves.toBeUndefined();
+});
+
+test('rounds in flight at once are each answered by their own acks, their messages stored once with their headers', async ({
+  nc,
+  iso,
+}) => {
+  const { jsm, stream, publisher } = await setUp(nc, iso);
+  await jsm.streams.add({ name: stream, subjects: [`${iso.names.eventsPrefix}.>`] });
+  const rounds = Array.from({ length: 8 }, (_, r) =>
+    events(iso.names.eventsPrefix, 1 + r * 7).map((e) => ({
+      ...e,
+      headers: [['Holdfast-Round', String(r)]] as const,
+    })),
+  );
+  // A round that fails (a subject no stream takes) beside them fails alone.
+  const [failed, ...stored] = await Promise.allSettled([
+    publisher.publish(events(`${iso.token}.nowhere`, 2), 2_000),
+    ...rounds.map((round) => publisher.publish(round, 2_000)),
+  ]);
+  expect(failed?.status).toBe('rejected');
+  expect(stored.map((s) => s.status)).toEqual(rounds.map(() => 'fulfilled'));
+  const messages = await readStream(nc, stream);
+  const all = rounds.flat();
+  expect(messages).toHaveLength(all.length);
+  const byId = new Map(messages.map((m) => [m.headers?.get('Nats-Msg-Id'), m]));
+  for (const e of all) {
+    expect(byId.get(e.msgId)?.headers?.get('Holdfast-Round')).toBe(e.headers[0][1]);
+  }
+  publisher.close();
 });
