@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { infraTest as test, waitFor } from '@holdfast/testkit';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { describe, expect } from 'vitest';
@@ -135,7 +135,7 @@ describe('the floor', () => {
     });
     const relay = new Relay({
       redis: new Redis(redisUrl),
-      js: jetstream(nc),
+      nc,
       outboxes: ['floor:{bench-org}:outbox'],
       batch: 1_000,
       pauseMs: 20,

@@ -1,4 +1,3 @@
-import { jetstream } from '@nats-io/jetstream';
 import { connect, type Msg, type NatsConnection } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import { z } from 'zod';
@@ -70,7 +69,7 @@ async function start(c: NatsConnection): Promise<() => Promise<void>> {
     const authority = new FloorAuthority({ nc: c, redis, plans });
     const relay = new Relay({
       redis: new Redis(url),
-      js: jetstream(c),
+      nc: c,
       outboxes: orgs.map((org) => `${NAMES.keyPrefix}:{${org}}:outbox`),
       batch: 1_000,
       pauseMs: env.FLOOR_RELAY_PAUSE_MS,

@@ -1,4 +1,5 @@
-import type { JetStreamClient } from '@nats-io/jetstream';
+import { JetStreamPublisher } from '@holdfast/runtime';
+import type { NatsConnection } from '@nats-io/transport-node';
 import type { Redis } from 'ioredis';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -6,25 +7,29 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /**
  * The floor's outbox relay, as the authority's (services/budget-authority/src/outbox-relay.ts)
  * without leases or checks: XREAD what the outboxes hold (blocking until something is there),
- * publish each event to JetStream with `Nats-Msg-Id` = its id, pipelined on one connection and
- * each ack awaited, XDEL what was stored; after a round smaller than a batch, pause `pauseMs`
- * (the authority's AUTHORITY_RELAY_PAUSE_MS, 20 ms) so that the next one carries several events.
+ * publish each event to JetStream with `Nats-Msg-Id` = its id through the authority's
+ * publisher (`JetStreamPublisher`: an outbox's events pipelined on one connection, each ack
+ * awaited on one inbox), XDEL what was stored; after a round smaller than a batch, pause
+ * `pauseMs` (the authority's AUTHORITY_RELAY_PAUSE_MS) so that the next one carries several.
  */
 export class Relay {
   #running = false;
   #loop: Promise<void> | undefined;
+  readonly #publisher: JetStreamPublisher;
 
   constructor(
     private readonly o: {
       /** Its own connection: XREAD BLOCK holds it. */
       redis: Redis;
-      js: JetStreamClient;
+      nc: NatsConnection;
       outboxes: readonly string[];
       batch: number;
       pauseMs: number;
       blockMs: number;
     },
-  ) {}
+  ) {
+    this.#publisher = new JetStreamPublisher(o.nc);
+  }
 
   start(): void {
     this.#running = true;
@@ -35,6 +40,7 @@ export class Relay {
     this.#running = false;
     this.o.redis.disconnect();
     await this.#loop;
+    this.#publisher.close();
   }
 
   async #run(): Promise<void> {
@@ -51,7 +57,7 @@ export class Relay {
   }
 
   async #once(): Promise<number> {
-    const { redis, js, outboxes, batch, blockMs } = this.o;
+    const { redis, outboxes, batch, blockMs } = this.o;
     const zeros = outboxes.map(() => '0');
     const reply = await redis.xread(
       'COUNT',
@@ -66,7 +72,10 @@ export class Relay {
     let relayed = 0;
     for (const [key, entries] of reply) {
       // Each entry's fields as floor.lua writes them: `s` subject, `i` event id, `e` its JSON.
-      await Promise.all(entries.map(([, f]) => js.publish(f[1]!, f[5], { msgID: f[3]! })));
+      await this.#publisher.publish(
+        entries.map(([, f]) => ({ subject: f[1]!, data: f[5]!, msgId: f[3]! })),
+        2_000,
+      );
       await redis.xdel(key, ...entries.map(([id]) => id));
       relayed += entries.length;
     }
