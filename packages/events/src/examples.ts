@@ -4,7 +4,8 @@ import { SYSTEM_TENANT } from './ids.js';
 
 /**
  * One valid event of every type, as JSON-ready objects (every optional field that has a column
- * somewhere set): the seeds the tests that hold a fast path equal to zod mutate.
+ * somewhere set): the seeds the tests that hold a fast path equal to zod mutate. For tests and
+ * benches only (`@holdfast/events/testing`).
  */
 const at = '2026-11-30T12:00:00.000Z';
 export const EXAMPLE_WINDOW = {

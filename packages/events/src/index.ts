@@ -19,5 +19,3 @@ export * from './authority/settle.js';
 export * from './authority/admin.js';
 export * from './authority/fast-check.js';
 export * from './request-check.js';
-export * from './odd-values.js';
-export * from './examples.js';

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
-import { EVENT_EXAMPLES, EXAMPLE_WINDOW } from '@holdfast/events';
+import { EVENT_EXAMPLES, EXAMPLE_WINDOW } from '@holdfast/events/testing';
 
 const { values } = parseArgs({
   options: {

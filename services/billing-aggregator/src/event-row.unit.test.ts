@@ -1,10 +1,5 @@
-import {
-  EVENT_EXAMPLES,
-  EXAMPLE_WINDOW,
-  ODD_VALUES,
-  parseEvent,
-  type HoldfastEvent,
-} from '@holdfast/events';
+import { parseEvent, type HoldfastEvent } from '@holdfast/events';
+import { EVENT_EXAMPLES, EXAMPLE_WINDOW, ODD_VALUES } from '@holdfast/events/testing';
 import { describe, expect, it } from 'vitest';
 import { encodeEventRow } from './event-row.js';
 import { RowBinaryEncoder } from './rowbinary.js';

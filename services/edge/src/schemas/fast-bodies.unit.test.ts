@@ -1,4 +1,4 @@
-import { ODD_VALUES } from '@holdfast/events';
+import { ODD_VALUES } from '@holdfast/events/testing';
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { BODIES, CLAUDE, paths, setAt } from '../../test/rich-bodies.js';
