@@ -94,34 +94,6 @@ function text(v: unknown): string {
 
 const NO_WINDOWS: readonly WindowState[] = [];
 
-/** One `w_*` column: the windows' count, then each window's value. */
-function strings(
-  enc: RowBinaryEncoder,
-  ws: readonly WindowState[],
-  of: (w: WindowState) => string,
-) {
-  enc.length(ws.length);
-  for (const w of ws) if (!str(enc, of(w))) return false;
-  return true;
-}
-function ints(enc: RowBinaryEncoder, ws: readonly WindowState[], of: (w: WindowState) => number) {
-  enc.length(ws.length);
-  for (const w of ws) if (!i64(enc, of(w))) return false;
-  return true;
-}
-function bits(enc: RowBinaryEncoder, ws: readonly WindowState[], of: (w: WindowState) => unknown) {
-  enc.length(ws.length);
-  for (const w of ws) enc.u8(of(w) ? 1 : 0);
-}
-const budgetOf = (w: WindowState) => w.budget;
-const windowOf = (w: WindowState) => w.window;
-const unitOf = (w: WindowState) => w.unit;
-const limitOf = (w: WindowState) => w.limit;
-const usedOf = (w: WindowState) => w.used;
-const heldOf = (w: WindowState) => w.held;
-const enforceOf = (w: WindowState) => w.enforce;
-const removedOf = (w: WindowState) => w.removed;
-
 /**
  * Writes an event's row of `events_raw_v1` straight from the event, in EVENTS_RAW_COLUMNS
  * order: the bytes `writeEventRow(encoder, toEventRow(e, streamSeq, nowMs))` writes, without
@@ -189,14 +161,25 @@ function writeColumns(
   if (!str(enc, text(f.budget))) return 'budget';
   if (!str(enc, text(f.level))) return 'level';
   if (!u32(enc, duration(e))) return 'duration_ms';
-  if (!strings(enc, ws, windowLevel)) return 'w_level';
-  if (!strings(enc, ws, budgetOf)) return 'w_budget';
-  if (!strings(enc, ws, windowOf)) return 'w_window';
-  if (!strings(enc, ws, unitOf)) return 'w_unit';
-  if (!ints(enc, ws, limitOf)) return 'w_limit';
-  if (!ints(enc, ws, usedOf)) return 'w_used';
-  if (!ints(enc, ws, heldOf)) return 'w_held';
-  bits(enc, ws, enforceOf);
+  // Each `w_*` column: the windows' count, then each window's value. A loop per column (not
+  // one loop given each column's getter: that call site saw every getter and was not inlined).
+  const n = ws.length;
+  enc.length(n);
+  for (const w of ws) if (!str(enc, windowLevel(w))) return 'w_level';
+  enc.length(n);
+  for (const w of ws) if (!str(enc, w.budget)) return 'w_budget';
+  enc.length(n);
+  for (const w of ws) if (!str(enc, w.window)) return 'w_window';
+  enc.length(n);
+  for (const w of ws) if (!str(enc, w.unit)) return 'w_unit';
+  enc.length(n);
+  for (const w of ws) if (!i64(enc, w.limit)) return 'w_limit';
+  enc.length(n);
+  for (const w of ws) if (!i64(enc, w.used)) return 'w_used';
+  enc.length(n);
+  for (const w of ws) if (!i64(enc, w.held)) return 'w_held';
+  enc.length(n);
+  for (const w of ws) enc.u8(w.enforce ? 1 : 0);
   if (!str(enc, extra(e))) return 'extra';
   if (!u64(enc, streamSeq)) return 'stream_seq';
   if (!u32(enc, Math.floor(nowMs / 1000))) return 'ingested_at';
@@ -212,8 +195,9 @@ function writeColumns(
   enc.u8(call && e.longContext ? 1 : 0);
   if (!u32(enc, num(f.toolUses))) return 'tool_uses';
   if (!u64(enc, num(f.toolFeeMicroUsd))) return 'tool_fee_micro_usd';
-  enc.length(ws.length);
+  enc.length(n);
   for (const w of ws) if (!i64(enc, windowCharge(charge, w))) return 'w_charged';
-  bits(enc, ws, removedOf);
+  enc.length(n);
+  for (const w of ws) enc.u8(w.removed ? 1 : 0);
   return undefined;
 }

@@ -61,16 +61,33 @@ export class RowBinaryEncoder {
 
   u32(v: number): void {
     this.#ensure(4);
-    this.#pos = this.#slab.writeUInt32LE(v, this.#pos);
+    const s = this.#slab;
+    const p = this.#pos;
+    // Byte stores (a typed array keeps each value's low 8 bits): Buffer's writeUInt32LE
+    // checks the value and the offset again, a third of this encoder's time (issue 14).
+    s[p] = v;
+    s[p + 1] = v >>> 8;
+    s[p + 2] = v >>> 16;
+    s[p + 3] = v >>> 24;
+    this.#pos = p + 4;
   }
 
   /** UInt64 and Int64 (a safe integer; both share the two's-complement bit pattern). */
   i64(v: number): void {
     this.#ensure(8);
     const s = this.#slab;
-    s.writeUInt32LE(v >>> 0, this.#pos);
-    s.writeInt32LE(Math.floor(v / TWO_32) | 0, this.#pos + 4);
-    this.#pos += 8;
+    const p = this.#pos;
+    const lo = v >>> 0;
+    const hi = Math.floor(v / TWO_32) | 0;
+    s[p] = lo;
+    s[p + 1] = lo >>> 8;
+    s[p + 2] = lo >>> 16;
+    s[p + 3] = lo >>> 24;
+    s[p + 4] = hi;
+    s[p + 5] = hi >>> 8;
+    s[p + 6] = hi >>> 16;
+    s[p + 7] = hi >>> 24;
+    this.#pos = p + 8;
   }
 
   string(v: string): void {

@@ -40,6 +40,25 @@ describe('RowBinary encoder', () => {
     ]);
   });
 
+  it('writes UInt32 and (U)Int64 as Buffer writes them, at the edges of their ranges', () => {
+    const write = compileRowWriter<{ u: number; i: number }>([
+      ['u', 'UInt32'],
+      ['i', 'Int64'],
+    ]);
+    const encoder = new RowBinaryEncoder();
+    const u32s = [0, 1, 0x7f, 0x80, 0xff, 0x100, 0x7fffffff, 0x80000000, 2 ** 32 - 1];
+    const i64s = [0, 1, -1, -2, 2 ** 31, -(2 ** 31), 2 ** 32, -(2 ** 32), 2 ** 32 + 5];
+    i64s.push(2 ** 53 - 1, -(2 ** 53 - 1), 0x0123456789abcd, -0x0123456789abcd);
+    for (const u of u32s) {
+      for (const i of i64s) {
+        const want = Buffer.alloc(12);
+        want.writeUInt32LE(u, 0);
+        want.writeBigInt64LE(BigInt(i), 4);
+        expect([...write(encoder, { u, i })], `${u}, ${i}`).toEqual([...want]);
+      }
+    }
+  });
+
   it('writes string lengths as LEB128 and moves a row that outgrows its slab', () => {
     const write = compileRowWriter<{ s: string }>([['s', 'String']]);
     const encoder = new RowBinaryEncoder();

@@ -1,4 +1,4 @@
-import { windowCharge, type HoldfastEvent, type WindowState } from '@holdfast/events';
+import { HoldfastEvent, windowCharge, type WindowState } from '@holdfast/events';
 import { z } from 'zod';
 import { compileRowWriter, type Column } from './rowbinary.js';
 import { isIdentifier } from './sql.js';
@@ -274,13 +274,30 @@ const COLUMN_FIELDS = new Set([
   'upstream',
 ]);
 
-/** The fields without a column, as JSON ('' when none): nothing of an event is dropped. */
+/**
+ * Each event type's fields without a column (a hold's `expiresAt`, a move's `fromUpstream`...),
+ * in its schema's order; most types have none. A parsed event holds its schema's fields and no
+ * other (unknown keys are removed), so these are all `extra` has to look at.
+ */
+const EXTRA_FIELDS: ReadonlyMap<string, readonly string[]> = new Map(
+  HoldfastEvent.options.map((o) => [
+    o.shape.type.value,
+    Object.keys(o.shape).filter((k) => !COLUMN_FIELDS.has(k)),
+  ]),
+);
+
+/**
+ * The fields without a column, as JSON in the schema's order ('' when none): nothing of a
+ * parsed event is dropped. `e` as `parseEvent` returns it (no field its schema does not name).
+ */
 export function extra(e: HoldfastEvent): string {
-  // Built only when there is a field to keep (a settlement has none).
+  const fields = EXTRA_FIELDS.get(e.type);
+  if (fields === undefined || fields.length === 0) return '';
+  // Built only when there is a field to keep.
   let rest: Record<string, unknown> | undefined;
-  for (const k in e) {
-    if (COLUMN_FIELDS.has(k)) continue;
-    (rest ??= {})[k] = (e as Record<string, unknown>)[k];
+  for (const k of fields) {
+    const v = (e as Record<string, unknown>)[k];
+    if (v !== undefined) (rest ??= {})[k] = v;
   }
   return rest ? JSON.stringify(rest) : '';
 }

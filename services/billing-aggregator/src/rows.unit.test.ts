@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { HoldfastEvent } from '@holdfast/events';
+import { EVENT_EXAMPLES, HoldfastEvent, parseEvent } from '@holdfast/events';
 import { describe, expect, it } from 'vitest';
 import { refusal, settledCall } from '../test/events.js';
-import { EventRow, rowProblem, toEventRow } from './rows.js';
+import { EventRow, extra, rowProblem, toEventRow } from './rows.js';
 
 describe('event rows', () => {
   it('maps a settled call to columns, with nothing left over', () => {
@@ -170,5 +170,23 @@ describe('event rows for types without a call', () => {
     }
     expect(toEventRow(extended, 1)).toMatchObject({ held_tokens: 900, charged_tokens: 0 });
     expect(toEventRow(crossed, 1)).toMatchObject({ budget: 'month-tokens', level: 't' });
+  });
+
+  it('keeps in extra every field of every event type that has no column, and nothing else', () => {
+    // What every column maps, whatever the type (`windows`: the w_* arrays).
+    const row = toEventRow(EVENT_EXAMPLES['reservation.settled'] as HoldfastEvent, 1);
+    const mapped = new Set(['time', 'schemaVersion', 'durationMs', 'leaseMs', 'windows']);
+    const camel = (c: string) => c.replace(/_([a-z0-9])/g, (_, x: string) => x.toUpperCase());
+    for (const column of Object.keys(row)) mapped.add(camel(column));
+    for (const [type, example] of Object.entries(EVENT_EXAMPLES)) {
+      // An unknown field too: the parse removes it, so it is not kept either.
+      const parsed = parseEvent(JSON.stringify({ ...example, notInTheSchema: 1 }));
+      if (!parsed.ok) throw new Error(`${type}: ${parsed.error.message}`);
+      const e = parsed.value;
+      const want = Object.fromEntries(Object.entries(e).filter(([k]) => !mapped.has(k)));
+      const got = extra(e);
+      expect(got === '' ? {} : JSON.parse(got), type).toEqual(want);
+      if (Object.keys(want).length === 0) expect(got, type).toBe('');
+    }
   });
 });
