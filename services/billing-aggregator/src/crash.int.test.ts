@@ -14,13 +14,17 @@ test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lo
   const common = {
     BILLING_AGGREGATOR_BATCH_SIZE: '1000',
     BILLING_AGGREGATOR_FETCH_SIZE: '500',
-    // A killed replica's unacked messages come back after this.
-    BILLING_AGGREGATOR_ACK_WAIT_MS: '3000',
   };
-  // Only full batches flush: the tail of the backlog waits in memory, delivered and unacked.
+  // Only full batches flush: the tail of the backlog waits in memory, delivered and unacked,
+  // for as long as the test needs on a busy box (with a 3 s ack wait, the tail came back
+  // while the first two batches were still going in, filled the third and was inserted).
   const first = await startService(
     MAIN_JS,
-    aggregatorEnv(infra, { ...common, BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '600000' }),
+    aggregatorEnv(infra, {
+      ...common,
+      BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '600000',
+      BILLING_AGGREGATOR_ACK_WAIT_MS: '600000',
+    }),
   );
   const jsm = await jetstreamManager(nc);
   try {
@@ -44,7 +48,12 @@ test('kill -9 with a batch delivered but not yet inserted: after a restart, 0 lo
     await publishEvents(nc, iso.names, after.events);
     const second = await startService(
       MAIN_JS,
-      aggregatorEnv(infra, { ...common, BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '200' }),
+      // The replica brings the durable to its 3 s ack wait: the dead one's tail comes back.
+      aggregatorEnv(infra, {
+        ...common,
+        BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '200',
+        BILLING_AGGREGATOR_ACK_WAIT_MS: '3000',
+      }),
     );
     try {
       const total = before.events.length + after.events.length;
