@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { EVENT_EXAMPLES, HoldfastEvent, parseEvent } from '@holdfast/events';
+import { HoldfastEvent, parseEvent } from '@holdfast/events';
+import { EVENT_EXAMPLES } from '@holdfast/events/testing';
 import { describe, expect, it } from 'vitest';
 import { refusal, settledCall } from '../test/events.js';
 import { EventRow, extra, rowProblem, toEventRow } from './rows.js';
