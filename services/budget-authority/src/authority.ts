@@ -187,9 +187,10 @@ export class Authority {
       const r = await withStore(ctx.logger, 'capacity.move', () => moveCapacity(ctx, req));
       return r.ok ? r.value : r;
     });
-    this.#serve('capacity.retry', CapacityRetryRequest, async (req) =>
-      Ok(await takeRetry(ctx, req)),
-    );
+    this.#serve('capacity.retry', CapacityRetryRequest, async (req) => {
+      const r = await withStore(ctx.logger, 'capacity.retry', () => takeRetry(ctx, req));
+      return r.ok ? r.value : r;
+    });
     this.#serve('refusals.report', RefusalsReportRequest, (req) => reportRefusals(ctx, req));
     this.#serve('suspend', SuspendRequest, (req) => setSuspension(ctx, { op: 'suspend', req }));
     this.#serve('resume', ResumeRequest, (req) => setSuspension(ctx, { op: 'resume', req }));

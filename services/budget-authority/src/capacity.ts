@@ -5,10 +5,10 @@ import type {
   UpstreamConfig,
 } from '@holdfast/config';
 import type { CapacityCountReply, CapacityRetryReply, CapacityUsage } from '@holdfast/events';
-import { Err, Ok, type Result } from '@holdfast/runtime';
+import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import type { Keys } from './keys.js';
-import { runCapacity } from './scripts.js';
+import { runCapacity, runRetry } from './scripts.js';
 
 type Limits = NonNullable<UpstreamConfig['capacity']>;
 
@@ -269,17 +269,32 @@ export async function takeCount(
  * already), in the second of the retry, and never closed (the provider counted the answered
  * attempt whatever becomes of the call). Before, the call's 1 + maxRetries attempts were its
  * one request. Taken when the upstream declares nothing for the model or the names are unknown.
+ *
+ * Only a live hold of the tenant (in its org), of the model named, whose capacity is on that
+ * upstream, takes: anything else (settled, released, expired or past its lease, unknown,
+ * another team's or model's, on another upstream) is `invalid_request` and takes nothing.
+ * Before, any of them took the request for its minute.
  */
 export async function takeRetry(
   ctx: HandlerContext,
-  req: { tenant: string; model: string; upstream: string },
-): Promise<CapacityRetryReply> {
+  req: { reservationId: string; tenant: string; model: string; upstream: string },
+): Promise<Result<CapacityRetryReply, RpcError>> {
   const cfg = ctx.config.current;
   const upstream = cfg.upstreams.get(req.upstream);
   const model = cfg.models.get(req.model);
   const tenant = cfg.tenants.get(req.tenant);
   const s = upstream && model ? scopesOn(ctx.keys, upstream, model) : undefined;
-  if (!s || !tenant) return { taken: true };
+  if (!s || !tenant) return Ok({ taken: true });
+  const hold = ctx.keys.reservation(tenant.org, req.reservationId);
+  const now = ctx.scriptNow();
+  const live = await runRetry(
+    ctx.redis,
+    [hold],
+    ['check', now === undefined ? '' : String(now), req.tenant, req.model, req.upstream],
+  );
+  if (live[0] !== 'live') {
+    return Err(new RpcError({ code: 'invalid_request', message: notRetryable(req, live) }));
+  }
   const share = tenantShare(cfg, tenant);
   const full = await runTake(
     ctx,
@@ -297,7 +312,18 @@ export async function takeRetry(
       noRecord: true,
     },
   );
-  return { taken: full === undefined };
+  return Ok({ taken: full === undefined });
+}
+
+/** Why retry.lua found no live hold to retry (nothing taken). */
+function notRetryable(req: { reservationId: string; tenant: string }, r: string[]): string {
+  const id = req.reservationId;
+  if (r[0] === 'closed') {
+    return r[1]
+      ? `reservation ${id} is ${r[1]}: a closed call takes no retry`
+      : `reservation ${id} is no hold of team ${req.tenant}: no retry taken`;
+  }
+  return `reservation ${id} is a call of ${r[1] ?? ''} ${r[2] ?? ''}, not the one named: no retry taken`;
 }
 
 /**

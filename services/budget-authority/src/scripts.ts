@@ -22,6 +22,7 @@ const SCRIPTS = [
   'unclaim',
   'migrate',
   'move',
+  'retry',
 ] as const;
 type ScriptName = (typeof SCRIPTS)[number];
 
@@ -200,6 +201,11 @@ export function runCapacity(redis: RedisClient, keys: string[], spec: string): P
 /** Compares and sets the upstream a hold's capacity is on (lua/move.lua). */
 export function runMove(redis: RedisClient, keys: string[], args: string[]): Promise<string[]> {
   return script(redis, 'move', keys, args, true);
+}
+
+/** Whether a hold may take a request for a retry (lua/retry.lua). */
+export function runRetry(redis: RedisClient, keys: string[], args: string[]): Promise<string[]> {
+  return script(redis, 'retry', keys, args, false);
 }
 
 /** Records a refusal decided before any budget is read, rate limited (lua/refuse.lua). */

@@ -1,0 +1,41 @@
+-- retry: whether a retry of a call may take a request of an upstream (capacity.retry): only a
+-- live hold of the tenant and model named, on the upstream its capacity is on, read in the
+-- hold's own record in the org's slot (the capacity windows are in the upstream's slot:
+-- capacity.ts takes the request there after this step).
+--
+-- KEYS[1]  the reservation hash
+-- ARGV[1]  op: 'check'
+-- ARGV[2]  now ('': Redis TIME; a test clock's instant)
+-- ARGV[3]  tenant   ARGV[4]  model   ARGV[5]  upstream
+--
+-- Returns {'live'}, {'closed', state} (no live hold: settled, released, expired,
+--         its lease past; '' unknown), or {'other', what, value} (what: 'tenant', 'model' or
+--         'upstream', the hold's, not the one named)
+
+local f = redis.call('HMGET', KEYS[1], 'state', 'r', 'tenant', 'model', 'up', 'expiresAt')
+local state = f[1]
+
+if state ~= 'held' then
+  return {'closed', state or ''}
+end
+local now = clockNow({now = tonumber(ARGV[2])})
+if tonumber(f[6] or '0') <= now then
+  return {'closed', 'expired'}
+end
+-- The record's fixed fields, or fields of their own in a record written before `r`.
+local tenant, model = f[3], f[4]
+if f[2] then
+  local x = recordFixed(KEYS[1], f[2])
+  tenant, model = x[1], x[5]
+end
+if tenant ~= ARGV[3] then
+  return {'other', 'tenant', tenant or ''}
+end
+if model ~= ARGV[4] then
+  return {'other', 'model', model or ''}
+end
+-- `up` absent: admitted before admissions recorded it, never moved (the edge's word stands).
+if f[5] and f[5] ~= ARGV[5] then
+  return {'other', 'upstream', f[5]}
+end
+return {'live'}
