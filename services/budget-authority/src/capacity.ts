@@ -290,9 +290,9 @@ export async function takeRetry(
   const live = await runRetry(
     ctx.redis,
     [hold],
-    ['check', now === undefined ? '' : String(now), req.tenant, req.model, req.upstream],
+    ['count', now === undefined ? '' : String(now), req.tenant, req.model, req.upstream],
   );
-  if (live[0] !== 'live') {
+  if (live[0] !== 'counted') {
     return Err(new RpcError({ code: 'invalid_request', message: notRetryable(req, live) }));
   }
   const share = tenantShare(cfg, tenant);
@@ -312,6 +312,8 @@ export async function takeRetry(
       noRecord: true,
     },
   );
+  // No request left: the hold's count of retries (its close's `retryRequests`) taken back.
+  if (full) await runRetry(ctx.redis, [hold], ['undo']);
   return Ok({ taken: full === undefined });
 }
 

@@ -32,9 +32,12 @@ type Moved = Extract<HoldfastEvent, { type: 'reservation.moved' }>;
  * release gives it back, as capacity.lua does while its record lives (2 minutes). A call moved
  * to a fallback upstream (`capacity.move`) has its `reservation.moved`: the take it left is
  * closed so (settled to `fromUsedTokens`, its tokens given back and its request kept when `fromAnswered`, else given back) and its `tokens` are taken of the
- * fallback in the move's second, where its close (or, in flight, its record) then is. Not in
- * any event: a provider's 429 or remaining tokens (`capacity.report`) and the counting
- * endpoint's window (`countsPerMinute`).
+ * fallback in the move's second, where its close (or, in flight, its record) then is. A
+ * release that kept its requests (`answeredRequests`) gives back only the tokens, and a close's
+ * `retryRequests` (its retries' requests, capacity.retry) are counted in the close's second on
+ * the upstream its take is on then. Not in any event: a provider's 429 or remaining tokens
+ * (`capacity.report`), the counting endpoint's window (`countsPerMinute`), and the retries of a
+ * call still in flight at the rebuild (given back for the minute after it).
  *
  * The takes are kept as capacity.lua keeps them, one record per upstream and call: a move that
  * finds the call's record on the fallback still live took nothing there (a retried or doubled
@@ -86,11 +89,18 @@ export class CapacityReplay {
     const take = key === undefined ? undefined : this.#takes.get(key);
     if (!take || key === undefined) return;
     this.#takes.delete(key);
+    const at = Date.parse(e.time);
+    const answered = e.type === 'reservation.released' ? e.answeredRequests : undefined;
     this.#close(
       take,
-      Date.parse(e.time),
-      e.type === 'reservation.settled' ? e.billedTokens : undefined,
+      at,
+      e.type === 'reservation.settled' ? e.billedTokens : answered && 'answered',
+      answered,
     );
+    // Its retries' requests (capacity.retry), each taken in its own second before the close:
+    // counted in the close's (they leave the window no sooner than live), kept whatever the
+    // record, as capacity.lua keeps them.
+    if (e.retryRequests) this.#bill(take, 0, e.retryRequests, at, Math.floor(at / 1000));
   }
 
   /**
@@ -123,22 +133,23 @@ export class CapacityReplay {
 
   /**
    * A take closed at `at`: settled to `usage` where the scope counts usage; `answered`, its
-   * tokens given back and its request kept; else given back.
+   * tokens given back and its request kept (`requests` of them: the release's
+   * `answeredRequests`); else given back.
    */
-  #close(take: Take, at: number, usage: number | 'answered' | undefined): void {
+  #close(take: Take, at: number, usage: number | 'answered' | undefined, requests = 1): void {
     // Its record had expired: capacity.lua answers `unknown` and changes nothing.
     if (at - take.at >= RECORD_MS) return;
-    if (usage === 'answered') this.#bill(take, -take.tokens, 0, at);
+    if (usage === 'answered') this.#bill(take, -take.tokens, requests - 1, at);
     else if (usage === undefined) this.#bill(take, -take.tokens, -1, at);
     else if (take.counting === 'usage') this.#bill(take, usage - take.tokens, 0, at);
   }
 
-  #bill(take: Take, tokens: number, requests: number, at: number): void {
+  #bill(take: Take, tokens: number, requests: number, at: number, bucket = take.bucket): void {
     for (const key of [...take.scopes, ...take.own]) {
       const buckets = this.#windows.get(key) ?? new Map<number, [number, number]>();
       this.#windows.set(key, buckets);
-      const [t, r] = buckets.get(take.bucket) ?? [0, 0];
-      buckets.set(take.bucket, [t + tokens, r + requests]);
+      const [t, r] = buckets.get(bucket) ?? [0, 0];
+      buckets.set(bucket, [t + tokens, r + requests]);
     }
     for (const key of take.own) this.#touched.set(key, at);
   }

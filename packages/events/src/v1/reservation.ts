@@ -102,6 +102,13 @@ export const ReservationMoved = z.object({
   fromAnswered: z.boolean().optional(),
 });
 
+/**
+ * The requests the call's retries took of the upstream its capacity is on (`capacity.retry`,
+ * each after its provider answered an attempt there), kept in that upstream's minute whatever
+ * the close: a rebuild counts them there. Absent: none.
+ */
+const retryRequestsField = { retryRequests: z.int().min(1).optional() };
+
 const SETTLE_OUTCOMES = [
   'completed',
   'client_disconnected',
@@ -164,6 +171,7 @@ export const ReservationSettled = z.object({
   outcome: SettleOutcome,
   /** Time from admission to settlement. */
   durationMs: count,
+  ...retryRequestsField,
   ...windowsField,
 });
 
@@ -192,6 +200,13 @@ export const ReservationReleased = z.object({
   chargedMicroUsd: z.int(),
   reason: ReleaseReason,
   durationMs: count,
+  ...retryRequestsField,
+  /**
+   * Requests of its upstream's capacity the release kept (its provider answered the call's
+   * attempts with an error: its account counted them; the release's `answeredRequests`).
+   * Absent: none, its request given back.
+   */
+  answeredRequests: z.int().min(1).optional(),
   ...windowsField,
 });
 

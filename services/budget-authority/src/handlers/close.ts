@@ -21,7 +21,7 @@ import { toolUsePrices, toolUsesText } from '@holdfast/config';
 
 type CloseOp =
   | { op: 'settle'; usage: Usage; outcome: string }
-  | { op: 'release'; reason: string }
+  | { op: 'release'; reason: string; answeredRequests?: number | undefined }
   | { op: 'expire' };
 
 export type CloseResult = CloseReply & {
@@ -174,9 +174,16 @@ function closeSpec(
     askSubjects ? '1' : '0',
     u?.serviceTier ?? '',
     // Read on an overrun or a release only.
-    `${closeEventId(reservationId, `${what.op}:overrun`)}\u0001${what.op === 'release' ? what.reason : ''}`,
+    `${closeEventId(reservationId, `${what.op}:overrun`)}\u0001${releaseText(what)}`,
     rare,
   ];
+}
+
+/** A release's reason, then the requests it keeps when named (close.lua's ARGV[12]). */
+function releaseText(what: CloseOp): string {
+  if (what.op !== 'release') return '';
+  const kept = what.answeredRequests;
+  return kept === undefined ? what.reason : `${what.reason}\u0001${kept}`;
 }
 
 export async function settle(ctx: HandlerContext, req: z.output<typeof SettleRequest>) {
@@ -208,7 +215,11 @@ export async function settle(ctx: HandlerContext, req: z.output<typeof SettleReq
 }
 
 export async function release(ctx: HandlerContext, req: ReleaseRequest) {
-  const r = await closeReservation(ctx, req, { op: 'release', reason: req.reason });
+  const r = await closeReservation(ctx, req, {
+    op: 'release',
+    reason: req.reason,
+    answeredRequests: req.answeredRequests,
+  });
   if (r.ok) ctx.metrics.closes.inc({ op: 'release', status: r.value.status });
   if (r.ok && r.value.status === 'released') {
     // Attempts the provider answered with an error were requests its account counted: kept.

@@ -24,8 +24,9 @@
 --          eventId, op ('settle' | 'release' | 'expire'), the usage (prompt, completion,
 --          cached: a part of prompt, reasoning), outcome, askSubjects, the service tier the
 --          provider reported ('' none: the tier held is billed);
---          ARGV[12] the overrun event's id and a release's reason, '\1'-joined (lib.lua's
---          fields: read on an overrun or a release);
+--          ARGV[12] the overrun event's id, a release's reason and the requests it keeps
+--          (answeredRequests, when named), '\1'-joined (lib.lua's fields: read on an overrun or
+--          a release);
 --          ARGV[13] the usage's rarer parts, '' when the provider reported none of them, else
 --          '\1'-joined: the cache writes (5-minute, 1-hour: parts of prompt), the audio usage
 --          (audio prompt, audio completion: parts of prompt and completion), the prompt of the
@@ -58,14 +59,15 @@ spec.now = clockNow(spec)
 local now = spec.now
 local resKey = KEYS[2]
 
--- The record: f[1..7] = state, heldT, heldU, createdAt, r, up (the upstream whose capacity the
+-- The record: f[1..8] = state, heldT, heldU, createdAt, r, up (the upstream whose capacity the
 -- call holds: move.lua; returned, for the close of that capacity), mp (a capacity.move claimed
--- and not recorded: move.lua). The rest is read only when needed
+-- and not recorded: move.lua), rq (the retries capacity.retry counted: retry.lua). The rest is
+-- read only when needed
 -- (each field HMGET reads costs as much as a third of an HGET): expiresAt for an expiry;
 -- chargedT, chargedU, potT, potU unless the record is reserve's with `r` (admit writes them
 -- only when not 0, and only estimate and adaptive calls have them); billedT, billedU of a
 -- settled record, expT, expU of an expired one.
-local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up', 'mp')
+local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up', 'mp', 'rq')
 local state = f[1]
 
 if not state then
@@ -416,6 +418,9 @@ local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spe
   '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api
 local ending = '\0windows\0' .. windows .. (endUser ~= '' and ('\0endUser\0' .. endUser) or '')
 local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
+-- The requests the call's retries took of its upstream's capacity (kept there for their
+-- minute): in its close's event, for a rebuild.
+local retried = (f[8] and f[8] ~= '0') and ('\0retryRequests\0' .. f[8]) or ''
 local body
 if op == 'settle' then
   body = '\0promptTokens\0' .. ARGV[5] .. '\0completionTokens\0' .. ARGV[6] ..
@@ -425,9 +430,12 @@ if op == 'settle' then
     '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
     (toolUses and '\0toolUses\0' .. I(toolUses) .. '\0toolFeeMicroUsd\0' .. I(toolFee) or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
-    '\0outcome\0' .. outcome .. '\0durationMs\0' .. elapsed(now, f[4])
+    '\0outcome\0' .. outcome .. '\0durationMs\0' .. elapsed(now, f[4]) .. retried
 elseif op == 'release' then
-  body = '\0reason\0' .. select(2, fields(12, 2)) .. '\0durationMs\0' .. elapsed(now, f[4])
+  -- The reason, then the requests its upstream answered that the release keeps ('' none).
+  local reason, answered = string.match(select(2, fields(12, 2)), '^([^\1]*)\1?(.*)$')
+  body = '\0reason\0' .. reason .. '\0durationMs\0' .. elapsed(now, f[4]) .. retried ..
+    (answered ~= '' and ('\0answeredRequests\0' .. answered) or '')
 else
   body = '\0leaseMs\0' .. leaseMs
 end

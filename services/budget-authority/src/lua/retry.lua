@@ -1,20 +1,28 @@
 -- retry: whether a retry of a call may take a request of an upstream (capacity.retry): only a
 -- live hold of the tenant and model named, on the upstream its capacity is on, read in the
 -- hold's own record in the org's slot (the capacity windows are in the upstream's slot:
--- capacity.ts takes the request there after this step).
+-- capacity.ts takes the request there after this step, and undoes the count when the
+-- upstream has none left). The record's `rq`: the retries counted, which its close writes
+-- into its event (`retryRequests`) for a rebuild to replay onto the upstream's minute.
 --
 -- KEYS[1]  the reservation hash
--- ARGV[1]  op: 'check'
+-- ARGV[1]  op: 'count' | 'undo'
 -- ARGV[2]  now ('': Redis TIME; a test clock's instant)
 -- ARGV[3]  tenant   ARGV[4]  model   ARGV[5]  upstream
 --
--- Returns {'live'}, {'closed', state} (no live hold: settled, released, expired,
+-- Returns count: {'counted'}, {'closed', state} (no live hold: settled, released, expired,
 --         its lease past; '' unknown), or {'other', what, value} (what: 'tenant', 'model' or
---         'upstream', the hold's, not the one named)
+--         'upstream', the hold's, not the one named; nothing counted); undo: {'undone'}
 
 local f = redis.call('HMGET', KEYS[1], 'state', 'r', 'tenant', 'model', 'up', 'expiresAt')
 local state = f[1]
 
+if ARGV[1] == 'undo' then
+  if state == 'held' then
+    redis.call('HINCRBY', KEYS[1], 'rq', -1)
+  end
+  return {'undone'}
+end
 if state ~= 'held' then
   return {'closed', state or ''}
 end
@@ -38,4 +46,5 @@ end
 if f[5] and f[5] ~= ARGV[5] then
   return {'other', 'upstream', f[5]}
 end
-return {'live'}
+redis.call('HINCRBY', KEYS[1], 'rq', 1)
+return {'counted'}

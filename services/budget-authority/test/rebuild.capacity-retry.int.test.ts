@@ -1,0 +1,89 @@
+import { expect } from 'vitest';
+import type { TestAuthority } from '../src/testing.js';
+import { admissionOf, BASE_CONFIG, miniCall, refusalOf, authorityTest as test } from './harness.js';
+import { lostAndRebuilt } from './rebuild-activity.js';
+
+/**
+ * The requests an upstream's provider counted beyond a call's admission: its retries after an
+ * answered attempt (`capacity.retry`) and the request a release keeps when the provider
+ * answered the call with an error (`answeredRequests`). Before, no event carried them: a
+ * rebuild of Redis gave them back, and for the minute after it the upstream admitted calls the
+ * provider would refuse (here 3 more against a limit of 10).
+ */
+
+const config = {
+  ...BASE_CONFIG,
+  upstreams: [{ ...BASE_CONFIG.upstreams[0]!, capacity: { requestsPerMinute: 10 } }],
+  capacity: { shares: { high: 1, normal: 1, low: 1 } },
+};
+
+const on = { upstream: 'default', model: 'gpt-4o-mini' };
+
+async function admitted(h: TestAuthority): Promise<string> {
+  const call = miniCall(100, 400);
+  expect(admissionOf(await h.client.admit(call)).upstream).toBe('default');
+  return call.reservationId;
+}
+
+async function retried(h: TestAuthority, reservationId: string): Promise<void> {
+  const r = await h.client.retryCapacity({ reservationId, tenant: 'support-bot', ...on });
+  expect(r).toEqual({ ok: true, value: { taken: true } });
+}
+
+async function requests(h: TestAuthority): Promise<number> {
+  const u = await h.client.usage({});
+  if (!u.ok) throw new Error(u.error.message);
+  return u.value.capacity.find((c) => c.upstream === 'default')!.requests;
+}
+
+test("a call's retries and a release's kept request are rebuilt: the upstream still counts them", async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const h = await start(config);
+  // Answered 500, 500, then 200: its admission's request and two retries'.
+  const settled = await admitted(h);
+  await retried(h, settled);
+  await retried(h, settled);
+  const s = await h.client.settle({
+    reservationId: settled,
+    tenant: 'support-bot',
+    usage: { promptTokens: 100, completionTokens: 20 },
+    ...on,
+  });
+  expect(s.ok && s.value.status).toBe('settled');
+  h.clock.advance(1_000);
+  // Answered 500 twice, then given up: its admission's request kept, and its retry's.
+  const released = await admitted(h);
+  await retried(h, released);
+  const r = await h.client.release({
+    reservationId: released,
+    tenant: 'support-bot',
+    reason: 'upstream_error',
+    answeredRequests: 1,
+    ...on,
+  });
+  expect(r.ok && r.value.status).toBe('released');
+  h.clock.advance(1_000);
+  // One in flight, given back at its release (the provider never answered it).
+  const given = await admitted(h);
+  const g = await h.client.release({
+    reservationId: given,
+    tenant: 'support-bot',
+    reason: 'client_disconnected',
+    ...on,
+  });
+  expect(g.ok && g.value.status).toBe('released');
+  expect(await requests(h)).toBe(5);
+
+  const { before, after } = await lostAndRebuilt(h, config, { nc, redis, iso });
+  expect.soft(after).toEqual(before);
+  const h2 = await start(config);
+  h2.clock.now = h.clock.now;
+  expect(await requests(h2)).toBe(5);
+  // 5 more fit the limit of 10, the sixth does not.
+  for (let i = 0; i < 5; i++) await admitted(h2);
+  expect(refusalOf(await h2.client.admit(miniCall(100, 400))).code).toBe('upstream_capacity');
+});
