@@ -184,7 +184,38 @@ async function runTake(
   };
 }
 
-/** Closes what a reservation took of an upstream's capacity (no-op where none was declared). */
+/**
+ * Every scope a call's take on `upstream` may have billed, declared now or not (the upstream's,
+ * then the model's on it): capacity.lua closes those its record names. `declared`: their
+ * 1-based indexes the current config declares (a record from before `scopes` closes those).
+ * Before, a close passed only the current config's scopes, so one removed or moved while the
+ * call ran kept the call's take for its minute.
+ */
+function closingScopes(
+  keys: Keys,
+  upstream: string,
+  model: string | undefined,
+  now: Scopes | undefined,
+): Scopes & { declared: number[] } {
+  const models = model === undefined ? [null] : [null, model];
+  const limits = models.map((m): [number, number] => {
+    const at = now ? now.models.indexOf(m) : -1;
+    return at < 0 ? [0, 0] : now!.limits[at]!;
+  });
+  return {
+    upstream,
+    keys: models.map((m) => keys.capacity(upstream, m)),
+    models,
+    limits,
+    counting: now?.counting ?? 'requested',
+    declared: models.flatMap((m, i) => (now?.models.includes(m) ? [i + 1] : [])),
+  };
+}
+
+/**
+ * Closes what a reservation took of an upstream's capacity: the scopes its record says it
+ * took, whatever the config declares now (nothing where it took none).
+ */
 export async function closeCapacity(
   ctx: HandlerContext,
   call: {
@@ -200,19 +231,20 @@ export async function closeCapacity(
     requests?: number;
   },
 ): Promise<void> {
+  if (!call.upstream) return;
   const cfg = ctx.config.current;
-  const upstream = call.upstream ? cfg.upstreams.get(call.upstream) : undefined;
-  const model = call.model ? cfg.models.get(call.model) : undefined;
-  if (!upstream || !model) return;
-  const s = scopesOn(ctx.keys, upstream, model);
-  if (!s) return;
+  const upstream = cfg.upstreams.get(call.upstream);
+  const model = call.model === undefined ? undefined : cfg.models.get(call.model);
+  const now = upstream && model ? scopesOn(ctx.keys, upstream, model) : undefined;
+  const s = closingScopes(ctx.keys, call.upstream, call.model, now);
   const keys = [
     ...s.keys,
-    ctx.keys.capacityRecord(upstream.id, call.reservationId),
+    ctx.keys.capacityRecord(s.upstream, call.reservationId),
     ...(call.tenant ? tenantKeys(ctx.keys, s, call.tenant) : []),
   ];
   const extra = {
     usage: call.usageTokens ?? 0,
+    declared: s.declared,
     ...(call.requests ? { requests: call.requests } : {}),
   };
   await runCapacity(ctx.redis, keys, spec(ctx, s, { op: call.how, ...extra }));

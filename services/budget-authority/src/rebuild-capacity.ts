@@ -183,6 +183,7 @@ export class CapacityReplay {
         bucket: String(take.bucket),
         tokens: String(take.tokens),
         scopes: take.scopes.join('\n'),
+        cu: take.counting === 'usage' ? '1' : '0',
         ...(take.own.length > 0 ? { tenant: '1' } : {}),
       };
       multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));

@@ -1,5 +1,25 @@
 import { expect } from 'vitest';
+import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, BASE_CONFIG, miniCall, authorityTest as test } from './harness.js';
+
+/** Settles the call at 150 tokens (100 prompt, 50 completion) on the default upstream. */
+async function settled(h: TestAuthority, reservationId: string): Promise<void> {
+  const r = await h.client.settle({
+    reservationId,
+    tenant: 'support-bot',
+    upstream: 'default',
+    model: 'gpt-4o-mini',
+    usage: { promptTokens: 100, completionTokens: 50 },
+  });
+  expect(r).toMatchObject({ ok: true, value: { status: 'settled' } });
+}
+
+/** The tokens each declared scope counts in the last minute ('-': the upstream's own). */
+async function tokensByScope(h: TestAuthority): Promise<Record<string, number>> {
+  const u = await h.client.usage({});
+  if (!u.ok) throw new Error(u.error.message);
+  return Object.fromEntries(u.value.capacity.map((c) => [c.model ?? '-', c.tokens]));
+}
 
 /**
  * A call's share of an upstream's capacity is given back (or settled to its usage) on the
@@ -29,17 +49,56 @@ test('a capacity declared while a call is in flight is not given back what the c
     },
   });
   expect(applied.ok).toBe(true);
-  const settled = await h.client.settle({
-    reservationId,
-    tenant: 'support-bot',
-    upstream: 'default',
-    model: 'gpt-4o-mini',
-    usage: { promptTokens: 100, completionTokens: 50 },
-  });
-  expect(settled).toMatchObject({ ok: true, value: { status: 'settled' } });
-  const u = await h.client.usage({});
-  if (!u.ok) throw new Error(u.error.message);
-  const rows = Object.fromEntries(u.value.capacity.map((c) => [c.model ?? '-', c.tokens]));
+  await settled(h, reservationId);
+  const rows = await tokensByScope(h);
   // The upstream's scope: settled to the call's usage. The model's: nothing was taken of it.
   expect(rows).toEqual({ '-': 150, 'gpt-4o-mini': 0 });
 });
+
+/**
+ * The other way round: a capacity removed (or moved to another upstream) while a call holds a
+ * take of it. Before, the close read the current config's scopes, so the take stayed in the
+ * removed scope for its minute: declared again, that scope counted a call that had ended (and
+ * with every capacity of the upstream removed, nothing was given back anywhere). Now the close
+ * gives back (or settles to usage) every scope its take's record names, declared or not.
+ */
+test.for([
+  ['the model\u2019s capacity removed', 'model'],
+  ['the model\u2019s capacity moved to another upstream', 'moved'],
+  ['every capacity of the upstream removed', 'all'],
+] as const)(
+  '%s while a call is in flight: its close gives back what it took',
+  async ([, change], { start }) => {
+    const upstream = {
+      ...BASE_CONFIG.upstreams[0]!,
+      capacity: { tokensPerMinute: 100_000, counting: 'usage' as const },
+    };
+    const other = { id: 'other', baseUrl: 'http://127.0.0.1:8090/v1' };
+    const [mini, ...rest] = BASE_CONFIG.models;
+    const declared = {
+      ...BASE_CONFIG,
+      upstreams: [upstream, other],
+      models: [{ ...mini!, capacity: { tokensPerMinute: 10_000 } }, ...rest],
+    };
+    const h = await start(declared);
+    const { reservationId, ...call } = miniCall(100, 400);
+    expect(admissionOf(await h.client.admit({ reservationId, ...call })).upstream).toBe('default');
+    const changed =
+      change === 'model'
+        ? { ...declared, models: [mini!, ...rest] }
+        : change === 'moved'
+          ? { ...declared, models: [{ ...declared.models[0]!, upstream: 'other' }, ...rest] }
+          : {
+              ...declared,
+              upstreams: [BASE_CONFIG.upstreams[0]!, other],
+              models: [mini!, ...rest],
+            };
+    expect((await h.client.configApply({ document: changed })).ok).toBe(true);
+    await settled(h, reservationId);
+    // Declared again, within the minute: each scope counts what the call used, not its take.
+    expect((await h.client.configApply({ document: declared })).ok).toBe(true);
+    const rows = await tokensByScope(h);
+    // Both count usage (the upstream's `counting`), as when nothing changed.
+    expect(rows).toEqual({ '-': 150, 'gpt-4o-mini': 150 });
+  },
+);

@@ -9,8 +9,8 @@
 -- KEYS[1..n]  the scopes' window hashes (t<bucket>, r<bucket>, st, sr, lo; blockedUntil;
 --             shrunkLimit, shrunkUntil)
 -- KEYS[n+1]   the reservation's capacity record (bucket, tokens; tenant: 1 when the tenant's
---             windows were billed too; scopes: the scope keys billed, '\n'-joined), kept 2
---             minutes
+--             windows were billed too; scopes: the scope keys billed, '\n'-joined; cu: '1'
+--             when they count usage, '0' requested), kept 2 minutes
 -- KEYS[n+2..2n+1]  take, settle and release, optional: the tenant's own window of each scope
 --             (the same fields but the block and shrink), for `tenantShare`
 -- ARGV[1]     spec (JSON): op ('take' | 'settle' | 'release' | 'answered' | 'report' | 'peek'),
@@ -21,7 +21,9 @@
 --             take), usage (settle; counting 'usage' only), counting ('requested' | 'usage'),
 --             retryAfterMs, remainingTokens, resetMs (report), requests (answered: the
 --             attempts the provider answered, each a request its account counted; default 1);
---             `now` under a test clock
+--             declared (settle/release/answered: the 1-based indexes of KEYS[1..n] the config
+--             declares now, closed for a record without `scopes`; the close passes every scope
+--             the take may have billed, declared or not); `now` under a test clock
 --
 -- Returns take: {'ok'} or {'full', retryAfterSeconds, scope (1-based), used, limit, who[,
 --         series]} (who: 'all', the scope is full for the priority; 'tenant', the tenant's
@@ -198,7 +200,7 @@ if spec.op == 'take' then
     scopes[i] = KEYS[i]
   end
   redis.call('HSET', record, 'bucket', I(current), 'tokens', I(spec.tokens), 'scopes',
-    table.concat(scopes, '\n'))
+    table.concat(scopes, '\n'), 'cu', spec.counting == 'usage' and '1' or '0')
   if capped then
     redis.call('HSET', record, 'tenant', '1')
   end
@@ -231,7 +233,7 @@ if spec.op == 'report' then
   return {'reported'}
 end
 
-local r = redis.call('HMGET', record, 'bucket', 'tokens', 'tenant', 'scopes')
+local r = redis.call('HMGET', record, 'bucket', 'tokens', 'tenant', 'scopes', 'cu')
 if not r[1] then
   return {'unknown'}
 end
@@ -239,16 +241,25 @@ local bucket, tokens = tonumber(r[1]), tonumber(r[2])
 redis.call('DEL', record)
 -- The scopes billed: the shared windows the take billed (a record from before `scopes`: all
 -- of them), and the tenant's when the take billed them.
-local taken = nil
+local taken = {}
 if r[4] then
-  taken = {}
   for key in string.gmatch(r[4], '[^\n]+') do
     taken[key] = true
   end
+else
+  for _, i in ipairs(spec.declared or {}) do
+    taken[KEYS[i]] = true
+  end
+end
+-- How the take counts: as its record says (the config may declare it no more), else the
+-- config's.
+local counting = spec.counting
+if r[5] then
+  counting = r[5] == '1' and 'usage' or 'requested'
 end
 local billed = {}
 for i = 1, n do
-  if not taken or taken[KEYS[i]] then
+  if taken[KEYS[i]] then
     billed[#billed + 1] = KEYS[i]
     slideCap(KEYS[i])
     if r[3] == '1' and tenantKeys then
@@ -273,7 +284,7 @@ if spec.op == 'release' then
   end
   return {'released'}
 end
-if spec.counting == 'usage' then
+if counting == 'usage' then
   for _, key in ipairs(billed) do
     billCap(key, bucket, spec.usage - tokens, 0)
   end
