@@ -145,7 +145,7 @@ export class EdgeError extends BaseError<EdgeErrorCode> {
  */
 export function itemNotFound(
   id: string,
-  namedIn?: 'container' | 'tools' | 'audio' | 'file' | 'chat-file',
+  namedIn?: 'container' | 'tools' | 'audio' | 'file' | 'chat-file' | 'messages-file',
 ): EdgeError {
   if (namedIn === 'chat-file') {
     // Chat Completions: a `file` part naming a file another team's code wrote.
@@ -171,7 +171,7 @@ export function itemNotFound(
       param: 'messages',
     });
   }
-  if (namedIn === undefined && FILE_ID.test(id)) {
+  if (namedIn === 'messages-file' || (namedIn === undefined && FILE_ID.test(id))) {
     // Messages: a file another team's code execution output made (named by its file_id).
     const message = `File with id '${id}' not found (named in messages).`;
     return new EdgeError({ code: 'invalid_request', message, param: 'messages' });

@@ -277,6 +277,22 @@ async function fileOwnerCase(
       { type: 'document', source: { type: 'file', file_id: id } },
       { type: 'image', source: { type: 'file', file_id: id } },
     ];
+    // Anywhere else the Messages API reads a file by id: an image in a document's own content,
+    // a tool result's image or document.
+    const nested = (id: string) => [
+      {
+        type: 'document',
+        source: {
+          type: 'content',
+          content: [{ type: 'image', source: { type: 'file', file_id: id } }],
+        },
+      },
+      {
+        type: 'tool_result',
+        tool_use_id: 'toolu_1',
+        content: [{ type: 'document', source: { type: 'file', file_id: id } }],
+      },
+    ];
     const asking = (block: object) =>
       ask({ messages: [{ role: 'user', content: [{ type: 'text', text: words(20) }, block] }] });
     // support-bot's call wrote a file (its output names the file_id).
@@ -290,14 +306,25 @@ async function fileOwnerCase(
       counts: seen.counts,
       billed: (await s.settled('batch-summariser')).billedTokens,
     };
-    for (const block of naming(file)) {
+    // The file, and the same id disguised (a space, upper case, a zero-width space: no call
+    // made such an id, and a lenient reader upstream could take it for the file).
+    const disguised = [
+      ` ${file}`,
+      file.toUpperCase(),
+      `${file}\u200b`,
+      `\uff46ile_${file.slice(5)}`,
+    ];
+    const blocks = [file, ...disguised].flatMap((id) =>
+      [...naming(id), ...nested(id)].map((block) => [id, block] as const),
+    );
+    for (const [id, block] of blocks) {
       const stolen = await post(s, '/v1/messages', asking(block), headers(KEYS.batch));
-      expect(stolen.status).toBe(400);
+      expect(stolen.status, `${JSON.stringify(block)}`).toBe(400);
       expect(stolen.body).toMatchObject({
         type: 'error',
         error: {
           type: 'invalid_request_error',
-          message: expect.stringContaining(`File with id '${file}' not found`),
+          message: `invalid_request: File with id '${id}' not found (named in messages).`,
         },
       });
       // Its count is answered the same, byte for byte but for the request's own id, and the
@@ -320,12 +347,26 @@ async function fileOwnerCase(
       headers(KEYS.batch),
     );
     expect(operator.status).toBe(200);
-    expect(seen.calls).toBe(before.calls + 1);
+    // A tool's own arguments are not read as a file: a file_id there, even disguised, goes on.
+    const toolTurn = ask({
+      messages: [
+        { role: 'user', content: words(20) },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 'toolu_1', name: 'open', input: { file_id: ` ${file}` } },
+          ],
+        },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'ok' }] },
+      ],
+    });
+    expect((await post(s, '/v1/messages', toolTurn, headers(KEYS.batch))).status).toBe(200);
+    expect(seen.calls).toBe(before.calls + 2);
     // Its output repeats support-bot's file: the file stays support-bot's.
     await s.settled('batch-summariser');
     expect(await redis.get(`${keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
 
-    // Its owner reads it, at once.
+    // Its owner reads it, at once (but not disguised: nobody made such an id).
     for (const block of naming(file)) {
       const again = await post(s, '/v1/messages', asking(block), headers(KEYS.support));
       expect(again.status).toBe(200);
@@ -333,7 +374,7 @@ async function fileOwnerCase(
       const count = await post(s, path, asking(block), headers(KEYS.support));
       expect(count.status).toBe(200);
     }
-    expect(seen.calls).toBe(before.calls + 4);
+    expect(seen.calls).toBe(before.calls + 5);
   } finally {
     await up.stop();
   }

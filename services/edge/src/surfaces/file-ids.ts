@@ -18,3 +18,44 @@ const canonical = (id: string) =>
     .normalize('NFKC')
     .replace(/[\s\u200b-\u200d\u2060\ufeff]/gu, '')
     .toLowerCase();
+
+/** The files a request names by `file_id`: the owned ones, each once, and the first disguised. */
+export interface NamedFiles {
+  ids: string[];
+  disguised?: string;
+}
+
+/**
+ * Every `file_id` (and `file_ids` entry) of the objects under `roots`, however nested (no
+ * recursion: a deep body cannot overflow it), by kind (fileIdKind). `skip` leaves an object's
+ * field out (what the provider never reads as a file: a tool call's own arguments).
+ */
+export function walkFileIds(
+  roots: unknown[],
+  skip: (o: Record<string, unknown>, key: string) => boolean = () => false,
+): NamedFiles {
+  const ids = new Set<string>();
+  let disguised: string | undefined;
+  const name = (id: unknown) => {
+    if (typeof id !== 'string') return;
+    const kind = fileIdKind(id);
+    if (kind === 'owned') ids.add(id);
+    else if (kind === 'disguised') disguised ??= id;
+  };
+  const stack: unknown[] = [...roots].reverse();
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (typeof value !== 'object' || value === null) continue;
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i]);
+      continue;
+    }
+    const o = value as Record<string, unknown>;
+    name(o.file_id);
+    if (Array.isArray(o.file_ids)) for (const id of o.file_ids as unknown[]) name(id);
+    for (const [key, child] of Object.entries(o)) {
+      if (typeof child === 'object' && !skip(o, key)) stack.push(child);
+    }
+  }
+  return { ids: [...ids], ...(disguised === undefined ? {} : { disguised }) };
+}

@@ -1,5 +1,5 @@
 import { longContextPrices, tierPrices } from '@holdfast/config';
-import { FILE_ID, ItemId, MAX_ITEM_IDS } from '@holdfast/events';
+import { ItemId, MAX_ITEM_IDS } from '@holdfast/events';
 import { Err, Ok } from '@holdfast/runtime';
 import type { CountContext, Counted, Grant, SurfaceAdapter } from '../../call/adapter.js';
 import { forwardedBody } from '../../call/forward.js';
@@ -17,6 +17,7 @@ import { asChatPrompt } from './input.js';
 import type { CountTokensRequest, MessagesRequest } from './schema.js';
 import type { CountError } from '../../upstream/counting.js';
 import { hiddenInput, messagesProviderTools } from './hidden.js';
+import { walkFileIds, type NamedFiles } from '../file-ids.js';
 import { MessagesTranscript } from './transcript.js';
 
 /** The Messages fields the edge forwards as sent (max_tokens and stream it sets). */
@@ -64,7 +65,11 @@ export async function countMessagesPrompt(
   ctx: CountContext,
 ): Promise<Counted> {
   const refused =
-    compactEdit(body) ?? advisorTool(body) ?? unownedContainer(body) ?? tooManyFiles(body);
+    compactEdit(body) ??
+    advisorTool(body) ??
+    unownedContainer(body) ??
+    disguisedFile(body) ??
+    tooManyFiles(body);
   if (refused) return Err(refused);
   const counted = await withProviderTool(messagesProviderTools(body), ctx.model, perToolReads, () =>
     countInput(body, ctx),
@@ -153,42 +158,45 @@ function unownedContainer(body: CountTokensRequest): EdgeError | undefined {
 }
 
 /**
- * The files the request reads by id (`container_upload`, a `document` or `image` whose source
- * is `{type: "file", file_id}`, in a message or a tool result), each once: the provider keeps a
- * file for every team of the upstream account, so one another team's code execution output made
- * is refused (Asked.itemIds; its settle recorded it: MessagesTranscript.storedItemIds). Only ids
- * a call could have recorded (ItemId, `file_`): any other is nobody's.
+ * The files the request reads by id, each once, by their kind (file-ids.ts): every `file_id` of
+ * its messages and system blocks, however nested (a `container_upload`, a `document` or `image`
+ * whose source is `{type: "file", file_id}`, in a message, a tool result or a document's own
+ * content, a code execution result's files sent back), but a tool call's `input` (its
+ * arguments, which the provider never reads as a file). The provider keeps a file for every
+ * team of the upstream account, so an owned one (`file_`, ItemId) another team's code execution
+ * output made is refused (Asked.itemIds; its settle recorded it:
+ * MessagesTranscript.storedItemIds); a disguised one (a space, an invisible character, width or
+ * case from an owned one) is refused as unknown, never sent; any other is the operator's.
  */
-function namedFiles(body: Pick<CountTokensRequest, 'messages'>): string[] {
-  const ids = new Set<string>();
-  const visit = (blocks: unknown): void => {
-    if (!Array.isArray(blocks)) return;
-    for (const block of blocks as ({
-      content?: unknown;
-      file_id?: unknown;
-      source?: unknown;
-    } | null)[]) {
-      if (typeof block !== 'object' || block === null) continue;
-      const source = block.source as { type?: unknown; file_id?: unknown } | null | undefined;
-      const id = source?.type === 'file' ? source.file_id : block.file_id;
-      if (typeof id === 'string' && FILE_ID.test(id) && ItemId.safeParse(id).success) ids.add(id);
-      visit(block.content);
-    }
-  };
-  for (const message of body.messages ?? []) visit(message.content);
-  return [...ids];
+function namedFiles(body: Pick<CountTokensRequest, 'messages' | 'system'>): NamedFiles {
+  let named = NAMED_FILES.get(body);
+  if (!named) NAMED_FILES.set(body, (named = walkFileIds([body.messages, body.system], toolInput)));
+  return named;
+}
+
+/** namedFiles' answer per body: a call asks it for its admit and its count. */
+const NAMED_FILES = new WeakMap<object, NamedFiles>();
+
+/** A tool call's arguments (`tool_use`, `server_tool_use`, `mcp_tool_use`: its `input`). */
+const toolInput = (o: Record<string, unknown>, key: string) =>
+  key === 'input' && typeof o.type === 'string' && o.type.endsWith('tool_use');
+
+/** A disguised file id: no call made it, so it is refused as an unknown file, never sent. */
+function disguisedFile(body: CountTokensRequest): EdgeError | undefined {
+  const { disguised } = namedFiles(body);
+  return disguised === undefined ? undefined : itemNotFound(disguised, 'messages-file');
 }
 
 /** The container and the files the call names by id (Asked.itemIds): the first MAX_ITEM_IDS. */
 function namedStored(body: CountTokensRequest): { itemIds?: string[] } {
   const container = namedContainer(body);
-  const ids = [...(container === undefined ? [] : [container]), ...namedFiles(body)];
+  const ids = [...(container === undefined ? [] : [container]), ...namedFiles(body).ids];
   return ids.length === 0 ? {} : { itemIds: ids.slice(0, MAX_ITEM_IDS) };
 }
 
 /** More files named than an admit checks (namedStored keeps the first MAX_ITEM_IDS). */
 function tooManyFiles(body: CountTokensRequest): EdgeError | undefined {
-  const n = (namedContainer(body) === undefined ? 0 : 1) + namedFiles(body).length;
+  const n = (namedContainer(body) === undefined ? 0 : 1) + namedFiles(body).ids.length;
   if (n <= MAX_ITEM_IDS) return undefined;
   const message = `messages name more than ${MAX_ITEM_IDS} files by file_id (with the container). Send fewer in one call.`;
   return new EdgeError({ code: 'invalid_request', message, param: 'messages' });

@@ -5,7 +5,7 @@ import type {
   PromptTool,
 } from '@holdfast/tokenizer';
 import type { UnseenInput } from '../../call/unseen.js';
-import { fileIdKind } from '../file-ids.js';
+import { walkFileIds, type NamedFiles } from '../file-ids.js';
 import type { ResponsesContent, ResponsesItem, ResponsesRequest, ResponsesTool } from './schema.js';
 
 /**
@@ -159,39 +159,12 @@ export function namedFiles(body: ResponsesRequest): NamedFiles {
   return named;
 }
 
-interface NamedFiles {
-  ids: string[];
-  disguised?: string;
-}
-
 /** namedFiles' answer per body: a call asks it three times (its admit, count, refusal). */
 const NAMED_FILES = new WeakMap<ResponsesRequest, NamedFiles>();
 
 function walkFiles(body: ResponsesRequest): NamedFiles {
-  const ids = new Set<string>();
-  let disguised: string | undefined;
-  const name = (id: unknown) => {
-    if (typeof id !== 'string') return;
-    const kind = fileIdKind(id);
-    if (kind === 'owned') ids.add(id);
-    else if (kind === 'disguised') disguised ??= id;
-  };
   const containers = (body.tools ?? []).map((t) => (t as { container?: unknown }).container);
-  // Every object of the input, however nested (no recursion: a deep body cannot overflow it).
-  const stack: unknown[] = [body.input, containers];
-  while (stack.length > 0) {
-    const value = stack.pop();
-    if (typeof value !== 'object' || value === null) continue;
-    if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i]);
-      continue;
-    }
-    const o = value as Record<string, unknown>;
-    name(o.file_id);
-    if (Array.isArray(o.file_ids)) for (const id of o.file_ids as unknown[]) name(id);
-    for (const child of Object.values(o)) if (typeof child === 'object') stack.push(child);
-  }
-  return { ids: [...ids], ...(disguised === undefined ? {} : { disguised }) };
+  return walkFileIds([body.input, containers]);
 }
 
 /**
