@@ -212,6 +212,65 @@ describe('POST /v1/responses with the official client', () => {
   });
 });
 
+describe('MCP approvals on /v1/responses', () => {
+  const mcp = {
+    type: 'mcp' as const,
+    server_label: 'docs',
+    server_url: 'https://mcp.example.test',
+    require_approval: 'always' as const,
+  };
+
+  it('asks to approve an mcp call (JSON and stream), and takes an approval only of a request it made', async () => {
+    const client = mock.client();
+    const res = await client.responses.create({ ...base, tools: [mcp] });
+    const asked = res.output.find((o) => o.type === 'mcp_approval_request');
+    expect(asked).toMatchObject({ id: expect.stringMatching(/^mcpr_/), server_label: 'docs' });
+    const stream = await client.responses.create({ ...base, tools: [mcp], stream: true });
+    const added = (await collect(stream)).find(
+      (e) => e.type === 'response.output_item.added' && e.item.type === 'mcp_approval_request',
+    );
+    expect(added).toBeDefined();
+    // No request without a tool that asks (`never`).
+    const never = await client.responses.create({
+      ...base,
+      tools: [{ ...mcp, require_approval: 'never' }],
+    });
+    expect(never.output.some((o) => o.type === 'mcp_approval_request')).toBe(false);
+
+    const approve = (id: string): ResponseInputItem => ({
+      type: 'mcp_approval_response',
+      approval_request_id: id,
+      approve: true,
+    });
+    // A stored request is approved by id, after its response; one of the input too (store: false).
+    const approved = await client.responses.create({
+      ...base,
+      tools: [mcp],
+      previous_response_id: res.id,
+      input: [approve(asked!.id)],
+    });
+    expect(approved.output.some((o) => o.type === 'mcp_approval_request')).toBe(false);
+    const request = {
+      type: 'mcp_approval_request',
+      id: 'mcpr_x',
+      server_label: 'docs',
+      name: 'search',
+      arguments: '{}',
+    } as ResponseInputItem;
+    const sent = await client.responses.create({
+      ...base,
+      tools: [mcp],
+      input: [request, approve('mcpr_x')],
+    });
+    expect(sent.status).toBe('completed');
+    // A request it never made: refused, as an unknown item.
+    const unknown = await client.responses
+      .create({ ...base, tools: [mcp], input: [approve('mcpr_unknown')] })
+      .catch((e: unknown) => e);
+    expect(unknown).toMatchObject({ status: 404, param: 'input' });
+  });
+});
+
 describe('POST /v1/responses/input_tokens', () => {
   it("counts a custom tool's output as a function's, parts and all", async () => {
     const client = mock.client();

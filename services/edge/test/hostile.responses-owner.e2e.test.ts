@@ -55,6 +55,21 @@ const notFound = (message: string, param = 'input') => ({
   param,
 });
 
+/**
+ * batch-summariser's call streamed through the official client is refused with the same 400
+ * before any event, and nothing of its refused calls reached the upstream or its windows.
+ */
+async function refusedUnspent(s: Stack, body: object, before: ReturnType<typeof sent>) {
+  const streamed = await s
+    .openai(KEYS.batch)
+    .responses.create({ ...body, stream: true } as never)
+    .catch((e: unknown) => e);
+  expect(streamed).toMatchObject({ status: 400, param: 'input' });
+  expect(sent(s)).toEqual(before);
+  const usageB = await s.settled('batch-summariser');
+  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+}
+
 /** The response-owner keys under the test's prefix. */
 const ownerKeys = (redis: { keys(p: string): Promise<string[]> }, prefix: string) =>
   redis.keys(`${prefix}:{*}:ro:*`);
@@ -182,18 +197,11 @@ test("a tenant reading another tenant's stored item by id is answered as for an 
     expect(counted.status, id).toBe(400);
     expect(JSON.stringify(counted.body), id).toBe(JSON.stringify(stolen.body));
   }
-  // Streaming, through the official client: the same error, raised before any event.
-  const streamed = await s
-    .openai(KEYS.batch)
-    .responses.create({
-      ...call({ input: [{ type: 'item_reference', id: item }, question] }),
-      stream: true,
-    })
-    .catch((e: unknown) => e);
-  expect(streamed).toMatchObject({ status: 400, param: 'input' });
-  expect(sent(s)).toEqual(before);
-  const usageB = await s.settled('batch-summariser');
-  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+  await refusedUnspent(
+    s,
+    call({ input: [{ type: 'item_reference', id: item }, question] }),
+    before,
+  );
 
   // The owner reads its own item, and at once the items of a response it just stored (the
   // read waits on this edge for the settle that owns them).
@@ -425,15 +433,7 @@ test("a tenant naming a file another tenant's code interpreter wrote, anywhere i
       expect(JSON.stringify(counted.body)).toBe(JSON.stringify(stolen.body));
     }
   }
-  // Streaming, through the official client: the same error, before any event.
-  const streamed = await s
-    .openai(KEYS.batch)
-    .responses.create({ ...call({ input: fileInputs(file)[0] }), stream: true } as never)
-    .catch((e: unknown) => e);
-  expect(streamed).toMatchObject({ status: 400, param: 'input' });
-  expect(sent(s)).toEqual(before);
-  const usageB = await s.settled('batch-summariser');
-  expect(usageB.windows.every((w) => w.used === 0 && w.held === 0)).toBe(true);
+  await refusedUnspent(s, call({ input: fileInputs(file)[0] }), before);
 
   // A file no call wrote (the operator's upload, `file-...`; a container file nobody's call
   // cited) is every team's, as files by id are: forwarded.
@@ -499,4 +499,93 @@ test("a file another team's code interpreter wrote is refused on Chat Completion
     200,
   );
   expect((await post(s, '/v1/chat/completions', chat(file), A)).status).toBe(200);
+});
+
+/** An MCP tool that asks the client to approve each call (the mock asks once a response). */
+const MCP = {
+  tools: [
+    {
+      type: 'mcp',
+      server_label: 'docs',
+      server_url: 'https://mcp.example.test',
+      require_approval: 'always',
+    },
+  ],
+  max_tool_calls: 1,
+};
+
+/** The mcp_approval_request item of a Responses answer. */
+const approvalRequest = (body: Record<string, unknown>) =>
+  (body.output as { id: string; type: string }[]).find((o) => o.type === 'mcp_approval_request')!;
+
+const approve = (id: string) => ({
+  type: 'mcp_approval_response',
+  approval_request_id: id,
+  approve: true,
+});
+
+test("a tenant approving another tenant's MCP approval request is answered as for an unknown item: nothing counted, held or sent; the owner approves its own (JSON, stream, store: false)", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  const s = await stack(CODE_INTERPRETER);
+  // support-bot's calls ask to approve an MCP call: answered as JSON, streamed, and unstored.
+  const json = await post(s, '/v1/responses', call(MCP), A);
+  expect(json.status, JSON.stringify(json.body)).toBe(200);
+  const asked = approvalRequest(json.body).id;
+  expect(asked).toMatch(/^mcpr_/);
+  let streamed: string | undefined;
+  const stream = await s
+    .openai(KEYS.support)
+    .responses.create({ ...call(MCP), stream: true } as never);
+  type Event = { type: string; item?: { type: string; id: string } };
+  for await (const event of stream as unknown as AsyncIterable<Event>) {
+    if (event.type === 'response.output_item.done' && event.item?.type === 'mcp_approval_request')
+      streamed = event.item.id;
+  }
+  expect(streamed).toMatch(/^mcpr_/);
+  const unstored = await post(s, '/v1/responses', call({ ...MCP, store: false }), A);
+  expect(unstored.status).toBe(200);
+  const unstoredAsked = approvalRequest(unstored.body);
+  await s.settled('support-bot');
+  for (const id of [asked, streamed!, unstoredAsked.id]) {
+    expect(await redis.get(`${iso.keyPrefix}:{support-bot}:ro:${id}`), id).toBe('support-bot');
+  }
+
+  const before = sent(s);
+  const unknown = 'mcpr_0123456789abcdef0123456789abcdef';
+  for (const id of [asked, streamed!, unstoredAsked.id, unknown, `${asked} `, 'mcpr_a b']) {
+    for (const extra of [
+      { previous_response_id: undefined },
+      // The request sent back with it (as a store: false conversation is): still not its.
+      { input: [{ ...unstoredAsked, id }, approve(id)] },
+    ]) {
+      const body = call({ ...MCP, input: [approve(id)], ...extra });
+      const stolen = await post(s, '/v1/responses', body, B);
+      expect([stolen.status, stolen.body.error], id).toEqual([
+        400,
+        notFound(`Item with id '${id}' not found (read by id in input).`),
+      ]);
+      const counted = await count(s, body, B);
+      expect(JSON.stringify(counted.body), id).toBe(JSON.stringify(stolen.body));
+    }
+  }
+  await refusedUnspent(s, call({ ...MCP, input: [approve(asked)] }), before);
+
+  // The owner approves its own: stored (after its response), and unstored (the request sent back).
+  const approved = await post(
+    s,
+    '/v1/responses',
+    call({ ...MCP, previous_response_id: json.body.id, input: [approve(asked)] }),
+    A,
+  );
+  expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+  const again = await post(
+    s,
+    '/v1/responses',
+    call({ ...MCP, store: false, input: [unstoredAsked, approve(unstoredAsked.id)] }),
+    A,
+  );
+  expect(again.status, JSON.stringify(again.body)).toBe(200);
 });

@@ -158,11 +158,31 @@ function toEntries(
       return Err(invalid(`input[${i}]: item_reference needs an id`, 'input'));
     } else if (type === 'reasoning') {
       entries.push({ reasoning: { hidden: 0, text: shownText(item) } });
+    } else if (type === 'mcp_approval_response' && !approvable(item, input, ctx)) {
+      // It approves (or denies) a call the model asked for: one OpenAI knows, stored or sent.
+      const id = (item as { approval_request_id?: unknown }).approval_request_id;
+      return Err(notFound(typeof id === 'string' ? id : ''));
     } else {
       entries.push({ message: { role: 'user', content: JSON.stringify(item) } });
     }
   }
   return Ok(entries);
+}
+
+/**
+ * Whether an `mcp_approval_response` names an approval request the model made: one of a stored
+ * response, or an `mcp_approval_request` item of the same input (a `store: false` conversation
+ * sent back).
+ */
+function approvable(
+  item: ResponsesItem,
+  input: readonly ResponsesItem[],
+  ctx: InputContext,
+): boolean {
+  const id = (item as { approval_request_id?: unknown }).approval_request_id;
+  if (typeof id !== 'string') return false;
+  if (ctx.store.item(id)) return true;
+  return input.some((i) => i.type === 'mcp_approval_request' && i.id === id);
 }
 
 /** A reasoning item's summary and reasoning text. */

@@ -18,6 +18,22 @@ export interface ResponsesOutput {
    * (`container_file_citation` annotations), as OpenAI's does.
    */
   files?: { containerId: string; fileId: string }[];
+  /**
+   * The MCP tool call the model asks the client to approve (an `mcp_approval_request` item,
+   * before its answer), as OpenAI's does when an `mcp` tool requires approval.
+   */
+  approval?: { id: string; serverLabel: string };
+}
+
+/** The `mcp_approval_request` item of a response that asks for one. */
+export function approvalItem(approval: NonNullable<ResponsesOutput['approval']>) {
+  return {
+    id: approval.id,
+    type: 'mcp_approval_request',
+    server_label: approval.serverLabel,
+    name: 'search',
+    arguments: '{}',
+  };
 }
 
 export const visibleTokens = (out: ResponsesOutput) => out.pieces.reduce((n, p) => n + p.tokens, 0);
@@ -74,7 +90,8 @@ function citations(out: ResponsesOutput): object[] {
 
 /** All output items of a finished response. A cap spent on reasoning leaves no message. */
 export function outputItems(id: string, out: ResponsesOutput): object[] {
-  const items: object[] = out.reasoning > 0 ? [reasoningItem(id, out)] : [];
+  const items: object[] = out.approval ? [approvalItem(out.approval)] : [];
+  if (out.reasoning > 0) items.push(reasoningItem(id, out));
   if (out.pieces.length > 0 || !out.incomplete) {
     items.push(visibleItem(id, out, out.incomplete ? 'incomplete' : 'completed'));
   }

@@ -2,6 +2,7 @@ import type { ModelCall } from '../call.js';
 import type { Plan } from '../plan.js';
 import { TokenStream } from '../stream.js';
 import {
+  approvalItem,
   outputText,
   reasoningItem,
   responseObject,
@@ -73,6 +74,12 @@ export async function streamResponse(
     if (image && !((await progress('in_progress')) && (await progress('generating')))) return;
     if (!(await pump.pause(plan.firstTokenLatencyMs))) return;
     if (image && !(await progress('completed'))) return;
+    if (!(await pump.event(ev('response.output_item.done', { output_index, item })))) return;
+    output_index += 1;
+  }
+  if (out.approval) {
+    const item = approvalItem(out.approval);
+    if (!(await pump.event(ev('response.output_item.added', { output_index, item })))) return;
     if (!(await pump.event(ev('response.output_item.done', { output_index, item })))) return;
     output_index += 1;
   }

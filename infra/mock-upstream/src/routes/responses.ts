@@ -8,6 +8,7 @@ import type { Plan } from '../plan.js';
 import { readRequest } from '../request.js';
 import { countInput, type InputRefusal } from '../responses/input.js';
 import {
+  approvalItem,
   outputItems,
   reasoningItem,
   responseObject,
@@ -87,6 +88,8 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
       // Its code wrote a file in its container, which the message cites.
       out.files = [{ containerId: `cntr_${call.id}`, fileId: `cfile_${call.id}_0` }];
     }
+    const mcp = approvalAsked(body);
+    if (mcp !== undefined) out.approval = { id: `mcpr_${call.id}`, serverLabel: mcp };
     const createdAt = Math.floor(Date.now() / 1000);
     const finalize = () => {
       const output = visibleTokens(out) + out.reasoning;
@@ -214,11 +217,31 @@ async function generate(
 }
 
 /**
+ * The server label of the first `mcp` tool that requires approval (`require_approval` other than
+ * `never`; OpenAI's default is to ask), when the input approves nothing yet: the model asks to
+ * call it (an `mcp_approval_request` item) before it answers.
+ */
+function approvalAsked(body: ResponsesBody): string | undefined {
+  const input = typeof body.input === 'string' ? [] : (body.input ?? []);
+  if (input.some((item) => item.type === 'mcp_approval_response')) return undefined;
+  const tool = (body.tools ?? []).find(
+    (t) => t.type === 'mcp' && (t as { require_approval?: unknown }).require_approval !== 'never',
+  );
+  const label = (tool as { server_label?: unknown } | undefined)?.server_label;
+  return tool ? (typeof label === 'string' ? label : 'mcp') : undefined;
+}
+
+/**
  * This response's output items by id, as a later call reads them: its reasoning (hidden, the
  * tokens it spent), then its message or function call.
  */
 function outputEntries(id: string, out: ResponsesOutput): Map<string, ContextEntry[]> {
   const items = new Map<string, ContextEntry[]>();
+  if (out.approval) {
+    // What the model reads of its request: the item, as its JSON.
+    const content = JSON.stringify(approvalItem(out.approval));
+    items.set(out.approval.id, [{ message: { role: 'assistant', content } }]);
+  }
   if (out.reasoning > 0) {
     items.set(reasoningItem(id, out).id, [{ reasoning: { hidden: out.reasoning, text: '' } }]);
   }

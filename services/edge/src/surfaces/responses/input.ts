@@ -127,8 +127,9 @@ const LEAVE_OUT = 'Leave it out of the input';
  * stored, whoever stored them: the authority admits the call only for their owner): an
  * `item_reference` (or an item of no type with an id), a reasoning item with an id and no
  * `encrypted_content` (its reasoning is read from the store), and any other item that carries
- * its id and nothing else; the code execution containers its tools name by id; and the files
- * its code wrote that it names by `file_id` (namedFiles). Each id once.
+ * its id and nothing else; the code execution containers its tools name by id; the files
+ * its code wrote that it names by `file_id` (namedFiles); and the MCP approval requests it
+ * answers (approvedRequests). Each id once.
  */
 export function referencedItems(body: ResponsesRequest): string[] {
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
@@ -143,7 +144,23 @@ export function referencedItems(body: ResponsesRequest): string[] {
       type === 'item_reference' || (type === 'reasoning' && item.encrypted_content == null) || only;
     if (byId) ids.add(item.id);
   }
+  for (const id of approvedRequests(body)) ids.add(id);
   return [...ids];
+}
+
+/**
+ * The MCP approval requests the input answers (`mcp_approval_response.approval_request_id`):
+ * the provider runs the pending MCP call the request names, whoever's call asked for it (the
+ * same upstream account), so a request is owned as a stored item is (its settle recorded it:
+ * ResponsesTranscript.storedItemIds, whatever `store` says). A missing or non-string id is
+ * left to the upstream, which refuses it.
+ */
+function approvedRequests(body: ResponsesRequest): string[] {
+  const input = typeof body.input === 'string' ? [] : (body.input ?? []);
+  return input.flatMap((item) => {
+    const id = (item as { approval_request_id?: unknown }).approval_request_id;
+    return item.type === 'mcp_approval_response' && typeof id === 'string' ? [id] : [];
+  });
 }
 
 /**

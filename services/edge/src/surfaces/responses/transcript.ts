@@ -157,7 +157,8 @@ export class ResponsesTranscript implements Transcript {
 
   /**
    * The ids of the output items the upstream stored with the response (`output_item.added` /
-   * `.done`, the terminal response's output), none with `store: false`, and the containers its
+   * `.done`, the terminal response's output), none with `store: false` but its MCP approval
+   * requests, and the containers its
    * code_interpreter calls ran in and the files its messages cite from them (with `store: false`
    * too: the provider keeps them): the first
    * MAX_ITEM_IDS, each an item id (ItemId). An item past them stays unowned: no call may read it
@@ -168,8 +169,11 @@ export class ResponsesTranscript implements Transcript {
   }
 
   #storedItem(item: Item | null | undefined): void {
-    // A code_interpreter call's container is kept by the provider whatever `store` says.
-    const ids = [this.opts.store === false ? undefined : item?.id, item?.container_id];
+    // A code_interpreter call's container is kept by the provider whatever `store` says; an MCP
+    // approval request is answered by id whatever it says (sent back with a store: false
+    // conversation), so it is the team's either way.
+    const always = item?.type === 'mcp_approval_request';
+    const ids = [this.opts.store === false && !always ? undefined : item?.id, item?.container_id];
     for (const id of ids) this.#keep(id);
     const content: unknown = item?.content;
     if (!Array.isArray(content)) return;
