@@ -322,7 +322,12 @@ const CODE_INTERPRETER = {
   behaviour: { toolUses: 1 },
   patch: (c: TestConfig) => {
     const model = entry(c.models, 'gpt-4o-mini') as Record<string, unknown>;
-    (model.price as Record<string, unknown>).toolUses = { code_interpreter: 30 };
+    (model.price as Record<string, unknown>).toolUses = {
+      code_interpreter: 30,
+      image_generation: 40,
+      web_search: 10,
+      file_search: 2.5,
+    };
     // What the tool reads is held at the allowance (call/unseen.ts).
     model.upstreamStateAllowanceTokens = 2_000;
   },
@@ -422,14 +427,29 @@ test("a tenant naming a file another tenant's code interpreter wrote, anywhere i
     ],
   ];
   const before = sent(s);
+  // Outside the input too: a stored prompt's variables, an image_generation tool's mask.
+  const fileFields = (id: string) => [
+    {
+      prompt: {
+        id: 'pmpt_0123456789abcdef',
+        variables: { doc: { type: 'input_file', file_id: id } },
+      },
+      max_tool_calls: 1,
+    },
+    { tools: [{ type: 'image_generation', input_image_mask: { file_id: id } }], max_tool_calls: 1 },
+  ];
   for (const named of [file, ` ${file}`, file.toUpperCase(), `${file}\u200b`]) {
-    for (const input of fileInputs(named)) {
-      const stolen = await post(s, '/v1/responses', call({ input }), B);
-      expect([stolen.status, stolen.body.error]).toEqual([
+    const bodies = [
+      ...fileInputs(named).map((input) => call({ input })),
+      ...fileFields(named).map((fields) => call(fields)),
+    ];
+    for (const body of bodies) {
+      const stolen = await post(s, '/v1/responses', body, B);
+      expect([stolen.status, stolen.body.error], JSON.stringify(body)).toEqual([
         400,
         notFound(`File with id '${named}' not found.`),
       ]);
-      const counted = await count(s, call({ input }), B);
+      const counted = await count(s, body, B);
       expect(JSON.stringify(counted.body)).toBe(JSON.stringify(stolen.body));
     }
   }

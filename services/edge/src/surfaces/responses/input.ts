@@ -166,7 +166,9 @@ function approvedRequests(body: ResponsesRequest): string[] {
 /**
  * The files the request names by `file_id` anywhere in its input (a message's `input_file` /
  * `input_image`, the output parts of a function or custom tool call, a computer call's
- * screenshot, ...) or in its tools' containers (`container.file_ids`), each once, by their
+ * screenshot, ...), in a stored prompt's `variables`, or in its tools (a container's
+ * `file_ids`, an image_generation tool's `input_image_mask`; not a function or custom tool's
+ * own definition), each once, by their
  * kind (file-ids.ts): the owned ones are checked by the authority (another team's is refused);
  * `disguised` is the first that is disguised.
  */
@@ -180,9 +182,12 @@ export function namedFiles(body: ResponsesRequest): NamedFiles {
 const NAMED_FILES = new WeakMap<ResponsesRequest, NamedFiles>();
 
 function walkFiles(body: ResponsesRequest): NamedFiles {
-  const containers = (body.tools ?? []).map((t) => (t as { container?: unknown }).container);
-  return walkFileIds([body.input, containers]);
+  return walkFileIds([body.input, body.prompt, body.tools], toolDefinition);
 }
+
+/** A function or custom tool's own definition (its JSON schema, its grammar): never a file. */
+const toolDefinition = (o: Record<string, unknown>, key: string) =>
+  (key === 'parameters' || key === 'format') && (o.type === 'function' || o.type === 'custom');
 
 /**
  * The containers the request's code_interpreter tools reuse by id: the provider keeps a
