@@ -44,4 +44,11 @@ test('a plain call sends admit and close only the arguments their common path re
   };
   expect(own(admit)).toBe(27);
   expect(own(close)).toBe(13);
+  // Each key costs Redis a string and a slot too: a reserve call's admit names no adaptive
+  // samples list (only adaptive mode reads one; admit.lua ARGV[26]).
+  const keys = (fn: string) => {
+    const call = calls.filter((c) => c[0] === fn).pop()!;
+    return call.slice(2, 2 + Number(call[1]));
+  };
+  expect(keys(admit).filter((k) => k.includes(':out:'))).toEqual([]);
 });

@@ -515,13 +515,18 @@ export async function admit(
   // adaptive mode or a new or adopted end user reads travels in one text each (ARGV[26],
   // ARGV[27]): each argument costs Redis a string and a slot whether the script reads it or
   // not, and a field matched out of a text about as much again (docs/benchmarks.md).
-  const adaptive = [
-    // Where recent output sizes of this use case and model are kept.
-    String(plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model))),
-    String(tenant.adaptive.percentile),
-    String(tenant.adaptive.minSamples),
-    String(tenant.adaptive.samples),
-  ];
+  // Only in adaptive mode: another mode's admit names no samples list (a key costs Redis a
+  // string and a slot as an argument does, ~1,200 instructions an admit: docs/benchmarks.md).
+  const adaptive =
+    tenant.mode === 'adaptive'
+      ? [
+          // Where recent output sizes of this use case and model are kept.
+          String(plan.keys.push(ctx.keys.samples(tenant.org, tenant.id, req.useCase, req.model))),
+          String(tenant.adaptive.percentile),
+          String(tenant.adaptive.minSamples),
+          String(tenant.adaptive.samples),
+        ]
+      : [];
   const spec = [
     now === undefined ? '' : String(now),
     req.reservationId,

@@ -23,7 +23,8 @@
 --          what only a refusal reports: useCase, model, api, eventId, shadowEventId,
 --          refusalsPerSecond;
 --          ARGV[26] what only adaptive mode reads, '\1'-joined (lib.lua's fields): samplesKey,
---          percentile, minSamples, sampleWindow;
+--          percentile, minSamples, sampleWindow ('' in another mode, whose KEYS name no samples
+--          list);
 --          ARGV[27] what only a new or adopted end user reads, '\1'-joined: maxEndUsers, the
 --          key's maxEndUsers, '1' when an end_user_limit refusal carries the end users tracked
 --          (the edge remembers them), the tenant's keys with a maxEndUsers (',k1,k2,'; '' none,
