@@ -42,10 +42,10 @@ test('a plain call sends admit and close only the arguments their common path re
     expect(call.slice(-2)).toEqual(['0', '0']);
     return call.length - 2 - Number(call[1]) - 3;
   };
-  expect(own(admit)).toBe(27);
+  expect(own(admit)).toBe(26);
   expect(own(close)).toBe(13);
   // Each key costs Redis a string and a slot too: a reserve call's admit names no adaptive
-  // samples list (only adaptive mode reads one; admit.lua ARGV[26]).
+  // samples list (only adaptive mode reads one; admit.lua ARGV[25]).
   const keys = (fn: string) => {
     const call = calls.filter((c) => c[0] === fn).pop()!;
     return call.slice(2, 2 + Number(call[1]));

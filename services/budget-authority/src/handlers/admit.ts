@@ -512,8 +512,8 @@ export async function admit(
     ...(upstream ? ['upstream', upstream] : []),
   ].join('\u0000');
   // admit.lua's ARGV, in its order (see its header); the plan's follow (run). What only
-  // adaptive mode or a new or adopted end user reads travels in one text each (ARGV[26],
-  // ARGV[27]): each argument costs Redis a string and a slot whether the script reads it or
+  // adaptive mode or a new or adopted end user reads travels in one text each (ARGV[25],
+  // ARGV[26]): each argument costs Redis a string and a slot whether the script reads it or
   // not, and a field matched out of a text about as much again (docs/benchmarks.md).
   // Only in adaptive mode: another mode's admit names no samples list (a key costs Redis a
   // string and a slot as an argument does, ~1,200 instructions an admit: docs/benchmarks.md).
@@ -560,7 +560,8 @@ export async function admit(
     req.useCase,
     req.model,
     req.api,
-    eventId,
+    // A shadow refusal's event id (a refusal that refuses takes the created event's, which it
+    // replaces: admit.lua reads it from `created`, not sent twice).
     randomUUID(),
     String(tenant.refusalEventsPerSecond),
     adaptive.join('\u0001'),

@@ -20,12 +20,13 @@
 --          call took, '' none: the record's `up`, where move.lua finds the hold), keyUsersKey (the KEYS index of the end users
 --          the call's key named, 0: its key has no maxEndUsers or the call no end user with
 --          budgets);
---          what only a refusal reports: useCase, model, api, eventId, shadowEventId,
---          refusalsPerSecond;
---          ARGV[26] what only adaptive mode reads, '\1'-joined (lib.lua's fields): samplesKey,
+--          what only a refusal reports: useCase, model, api, shadowEventId (a shadow
+--          refusal's; one that refuses takes the reservation.created event's id, from its
+--          fixed fields: createdId), refusalsPerSecond;
+--          ARGV[25] what only adaptive mode reads, '\1'-joined (lib.lua's fields): samplesKey,
 --          percentile, minSamples, sampleWindow ('' in another mode, whose KEYS name no samples
 --          list);
---          ARGV[27] what only a new or adopted end user reads, '\1'-joined: maxEndUsers, the
+--          ARGV[26] what only a new or adopted end user reads, '\1'-joined: maxEndUsers, the
 --          key's maxEndUsers, '1' when an end_user_limit refusal carries the end users tracked
 --          (the edge remembers them), the tenant's keys with a maxEndUsers (',k1,k2,'; '' none,
 --          or the call has no end user with budgets: adoptOwn registers an adopted end user
@@ -66,6 +67,13 @@ local function forgetWindows(spec)
   end
 end
 
+-- The reservation.created event's id, the third of its fixed fields (ARGV[15]: 'type',
+-- 'reservation.created', 'id', <id>, ...): a refusal that refuses writes no created event, and
+-- takes its id (one argument fewer on every admit).
+local function createdId()
+  return string.match(ARGV[15], '^[^%z]*%z[^%z]*%zid%z([^%z]*)')
+end
+
 -- `scope` names whose limit refused when no budget did (end_user_limit: 'key' or 'tenant';
 -- concurrency_limit: 'adopting' when a walk not done refused, the summary kind's last field);
 -- `tracked`, on end_user_limit, the end users the tenant tracks (trackedFilter).
@@ -73,7 +81,7 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
   local now, b = spec.now, spec.budgets[bi]
   local resId, keyId, useCase, model, mode, api = ARGV[2], ARGV[3], ARGV[20], ARGV[21], ARGV[4], ARGV[22]
   local list = {
-    'type', 'admission.refused', 'id', shadow and ARGV[24] or ARGV[23],
+    'type', 'admission.refused', 'id', shadow and ARGV[23] or createdId(),
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
     'reservationId', resId, 'keyId', keyId, 'useCase', useCase,
     'model', model, 'mode', mode, 'api', api, 'code', code,
@@ -97,7 +105,7 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
   end
   local kind = table.concat({spec.tenant, code, b and b.id or '', b and b.tenant or '',
     useCase, model, keyId, shadow and '1' or '0', api, b and b.scope or scope or ''}, '|')
-  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, N(ARGV[25]), kind, list) then
+  if refusalWritten(KEYS[spec.levels[1].state], KEYS[4], now, N(ARGV[24]), kind, list) then
     emit(list)
   end
   if (code == 'budget_exceeded' or code == 'concurrency_limit' or code == 'tenant_suspended')
@@ -509,7 +517,7 @@ end
 -- so adopted is one with budgets: in the tenant's registry (KEYS[usersKey]) as seen when its
 -- call was admitted, as a rebuild registers it (so neither counts it new, whose windows a
 -- refusal takes away), and in its call's key's when that key has a maxEndUsers (the
--- tenant's keys with one, ARGV[27]'s 4th, list them: it counts there at once, not at its next admission, which no key check sees:
+-- tenant's keys with one, ARGV[26]'s 4th, list them: it counts there at once, not at its next admission, which no key check sees:
 -- it is no new end user of the tenant any more). A key and an
 -- end user belong to one tenant: the walk is the leaf's in-flight set (at most its
 -- maxInFlight records), those of the tenant's own calls (a tenant with teams under it holds
@@ -519,7 +527,7 @@ local function adoptOwn(spec, scope, ids)
   local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
   local keyId, endUser, letter = ARGV[3], ARGV[12], scope == 'k' and 'K' or 'U'
   local codes, mine = windowCodes(spec), false
-  local cappedKeys = select(4, fields(27, 4))
+  local cappedKeys = select(4, fields(26, 4))
   for _, id in ipairs(ids) do
     local key = prefix .. id
     local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r', 'createdAt')
@@ -571,7 +579,7 @@ local function adoptOwn(spec, scope, ids)
 end
 
 -- @call
-local spec = readPlan(28)
+local spec = readPlan(27)
 spec.now = tonumber(ARGV[1])
 -- The call's fields are locals, not fields of `spec` (each new field of a table is a rehash).
 -- (The fields only a refusal reports are read there.)
@@ -608,7 +616,7 @@ local newUser = usersKey > 0 and not redis.call('ZSCORE', KEYS[usersKey], endUse
 -- A new end user gets budgets only while the tenant has room for one more (maxEndUsers), and
 -- its key too when the key has a maxEndUsers of its own (so no key takes the tenant's all).
 if newUser then
-  local maxEndUsers, keyMaxEndUsers, remember = fields(27, 4)
+  local maxEndUsers, keyMaxEndUsers, remember = fields(26, 4)
   if full(KEYS[usersKey], tonumber(maxEndUsers), now) then
     -- The end users tracked go to an edge that remembers them only once the calls in flight
     -- are adopted into the end users' budgets as they are now (the leaf's `au`): until then an
@@ -770,7 +778,7 @@ local promptT, promptU = prompt, cost(prompt, 0, 0, price)
 -- adaptive: the hold covers a recent percentile of real output, not max_tokens.
 local covered = maxAsked
 if mode == 'adaptive' then
-  local samplesKey, percentile, minSamples, sampleWindow = fields(26, 4)
+  local samplesKey, percentile, minSamples, sampleWindow = fields(25, 4)
   local recent = redis.call('LRANGE', KEYS[tonumber(samplesKey)], 0, tonumber(sampleWindow) - 1)
   if #recent >= tonumber(minSamples) then
     local xs = {}
