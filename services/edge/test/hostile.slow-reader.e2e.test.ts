@@ -12,6 +12,8 @@ import {
   type Stack,
   type StackOptions,
 } from './harness.js';
+import { chunk, content, stream } from './chat-chunks.js';
+import { scriptedStack } from './scripted-upstream.js';
 
 /**
  * A client that stops reading its stream. The provider bills every token it writes, read or
@@ -184,4 +186,31 @@ test('a client that stops reading a reply the edge has finished is closed once i
   socket.destroy();
   await billedAsProvider(s);
   await servedInFull(s);
+});
+
+test("an event larger than EDGE_STREAM_LAG_BYTES, waiting in the client's socket, is lag: a client that reads nothing of it is closed", async ({
+  stack,
+}) => {
+  // One event of 12 MB (a provider's image or a long tool call comes in one): the edge writes
+  // it into the client's socket at once, where what the kernel does not take (~4 MB at most
+  // here) waits in the socket's own buffer. Before, the edge looked only at its stream to the
+  // socket, empty, so a client that read nothing kept the rest on the edge, far past
+  // EDGE_STREAM_LAG_BYTES (1 MiB), as long as its upstream stayed open.
+  const { s, up } = await scriptedStack(stack);
+  try {
+    const pad = 'x'.repeat(12 * 1024 * 1024);
+    stream(up, (res) => {
+      res.write(content(1).join(''));
+      res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: null }], pad }));
+      // The provider goes on generating (slowly): the call stays open.
+    });
+    const socket = neverReads(s, 100);
+    await closedSlow(s);
+    socket.destroy();
+    const u = await s.settled('support-bot');
+    expect(u.windows[0]!.held).toBe(0);
+    expect(u.inFlight).toBe(0);
+  } finally {
+    await up.stop();
+  }
 });

@@ -621,7 +621,9 @@ async function relay(run: Run): Promise<Served> {
         out.write(forward);
       }),
       {
-        out: pass,
+        // In the stream (both its sides) and in the response: what waits for its turn on a
+        // pipelined connection, and the socket's own buffer.
+        unread: () => pass.writableLength + pass.readableLength + reply.raw.writableLength,
         flush: () => out.flush(),
         asJson: (json) => run.adapter.asEvents(json),
         keepsUnread: (bytes) =>

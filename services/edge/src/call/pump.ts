@@ -1,4 +1,3 @@
-import type { Writable } from 'node:stream';
 import { Err, Ok, type Result } from '@holdfast/runtime';
 import type { LiveCall } from './in-flight.js';
 import { classify, type Failure, type Opened } from '../upstream/client.js';
@@ -20,8 +19,8 @@ export type OnData = (event: SseEvent) => void | Promise<void>;
 /**
  * Feeds every SSE `data` payload of an upstream response to `onData`, in order, as the bytes
  * arrive (event-driven: a reply of a thousand chunks costs no promise per chunk). The upstream
- * is read at its own pace whatever the client does: what `out` (the client's stream) has not
- * taken yet waits in it, and once `keepsUnread` will not keep that much the client is too slow
+ * is read at its own pace whatever the client does: what the client has not taken yet waits on
+ * the edge (`unread`), and once `keepsUnread` will not keep that much the client is too slow
  * and `onLag` is called (once; the caller ends the call). Reading never pauses for the client: the
  * provider bills every token it writes, and one written into the connection but left unread
  * when the call ends is billed by the provider and not by Holdfast, so a client that stopped
@@ -35,17 +34,21 @@ export async function pump(
   live: LiveCall,
   onData: OnData,
   opts: {
-    out?: Writable;
+    /**
+     * Bytes written for the client that it has not taken yet: all that waits on the edge, in
+     * the client's stream and in its socket's own buffer.
+     */
+    unread?: () => number;
     /**
      * Called once the payloads at hand are handed over (after each read, and after a held
-     * payload is let through), before `out`'s lag is looked at: where the events
-     * written meanwhile leave in one write (`SseBatch`).
+     * payload is let through): where the events written meanwhile leave in one write
+     * (`WriteBatch`).
      */
     flush?: () => void;
     asJson?: (body: unknown) => SseEvent[];
     /**
-     * Whether `out` may hold this many bytes the client has not taken (asked after each read);
-     * once it may not, `onLag`.
+     * Whether the edge may keep this many `unread` bytes (asked at the end of each turn of the
+     * event loop that read the upstream); once it may not, `onLag`.
      */
     keepsUnread?: (bytes: number) => boolean;
     onLag?: () => void;
@@ -138,8 +141,19 @@ export async function pump(
         }
       }
     };
-    const { out, keepsUnread, onLag } = opts;
+    const { unread, keepsUnread, onLag } = opts;
     let lagged = false;
+    let looking = false;
+    // The client's lag is looked at once the turn's writes have gone as far as they can (a
+    // turn can read megabytes of a fast upstream, and node hands them to the socket on later
+    // ticks of it): what is only waiting for the turn to end is not lag, and everything the
+    // client has not taken is, wherever on the edge it waits.
+    const lookAtLag = (): void => {
+      looking = false;
+      if (done || lagged || !unread || !keepsUnread || keepsUnread(unread())) return;
+      lagged = true;
+      onLag?.();
+    };
     const onBytes = (bytes: Buffer) => {
       try {
         for (const event of parser.push(bytes)) {
@@ -151,9 +165,9 @@ export async function pump(
       }
       drain();
       opts.flush?.();
-      if (!lagged && out && keepsUnread && !keepsUnread(out.writableLength)) {
-        lagged = true;
-        onLag?.();
+      if (!looking && !lagged && unread) {
+        looking = true;
+        setImmediate(lookAtLag);
       }
     };
     body.on('data', onBytes);
