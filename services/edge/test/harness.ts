@@ -173,6 +173,8 @@ export interface StackOptions {
   nats?: { url: string; stop: () => Promise<void> };
   /** Replicas each write of the authority waits for (Redis WAIT). */
   waitReplicas?: number;
+  /** The authority's Redis command timeout (AUTHORITY_REDIS_TIMEOUT_MS; 1 s by default). */
+  redisTimeoutMs?: number;
 }
 
 async function startStack(
@@ -214,6 +216,7 @@ async function startStack(
       keyPrefix: iso.keyPrefix,
       clock: false,
       ...(opts.waitReplicas ? { durability: { replicas: opts.waitReplicas, timeoutMs: 500 } } : {}),
+      ...(opts.redisTimeoutMs ? { redisTimeoutMs: opts.redisTimeoutMs } : {}),
     });
   let running = await startAuthority();
   let authorityUp = true;

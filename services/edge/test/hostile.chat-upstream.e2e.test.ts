@@ -3,6 +3,7 @@ import { waitFor } from '@holdfast/testkit';
 import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
 import { chatBody, chunk, content, DONE, finish, stream, usage } from './chat-chunks.js';
 import { scriptedStack } from './scripted-upstream.js';
+import { ownRedis } from './own-redis.js';
 
 /**
  * Red team, Chat Completions streams as no provider means to write them (found by an audit of
@@ -356,5 +357,122 @@ test('the client leaves while the upstream counts the reply before a cut: what t
     expect(usage.billedTokens).toBe(prompt + WORDS);
   } finally {
     await up.stop();
+  }
+});
+
+/**
+ * support-bot in adaptive mode, on a Redis of the test's own that the authority waits 10 s for:
+ * after three calls of 50 output tokens its hold covers 50, and the first output asks the
+ * authority to grow it. With Redis paused that extension waits, and so does the stream, 16
+ * tokens before the cover ends.
+ */
+async function heldByExtension(stack: (o: object) => Promise<Stack>) {
+  const redis = await ownRedis();
+  const { s, up } = await scriptedStack(
+    stack,
+    'default',
+    (c) => {
+      const t = entry(c.tenants, 'support-bot');
+      t.mode = 'adaptive';
+      t.adaptive = { percentile: 0.95, minSamples: 3, samples: 20 };
+      t.budgets = [{ window: 'month', limit: 1_000_000, unit: 'tokens' }];
+    },
+    { redisUrl: redis.url, redisTimeoutMs: 10_000 },
+  );
+  const learned = usage({ prompt_tokens: 30, completion_tokens: 50, total_tokens: 80 });
+  stream(up, (res) => res.end([...content(50), finish(), learned, DONE].join('')));
+  for (let i = 0; i < 3; i++) expect((await call(s, true)).status).toBe(200);
+  const before = await s.settled('support-bot');
+  return { s, up, redis, before };
+}
+
+/**
+ * A streamed call whose extension waits (Redis paused for 3 s when the model is called): the
+ * model writes `first` tokens in one write, then `later` once the edge is waiting; the client
+ * leaves once it has some of them. Returns the prompt, what the client got, and the model's
+ * connection's close.
+ */
+async function leaveDuringExtension(
+  s: Stack,
+  up: { next: Parameters<typeof stream>[0]['next'] },
+  redis: { pause: (ms: number) => Promise<unknown> },
+  first: number,
+  later: number,
+) {
+  let modelClosed: Promise<void> | undefined;
+  stream(up, (res) => {
+    modelClosed = new Promise((resolve) => res.once('close', () => resolve()));
+    void redis.pause(3_000).then(() => {
+      res.write(content(first).join(''));
+      if (later > 0) setTimeout(() => res.write(content(later).join('')), 200);
+    });
+  });
+  const aborter = new AbortController();
+  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
+    body: chatBody(true, { max_tokens: 1_000 }),
+    signal: aborter.signal,
+  });
+  expect(res.status).toBe(200);
+  const prompt = Number(res.headers.get('x-holdfast-prompt-tokens'));
+  const reader = res.body!.getReader();
+  let received = '';
+  while (!received.includes(' budget')) {
+    const { value } = await reader.read();
+    received += new TextDecoder().decode(value);
+  }
+  // Later tokens reach the edge's socket while it waits (and does not read).
+  if (later > 0) await new Promise((r) => setTimeout(r, 500));
+  aborter.abort();
+  await modelClosed;
+  return { prompt, got: received.split(' budget').length - 1 };
+}
+
+test('the client leaves while a hold extension holds the stream: every event the edge read behind it is billed', async ({
+  stack,
+}) => {
+  const { s, up, redis, before } = await heldByExtension(stack);
+  try {
+    const { prompt, got } = await leaveDuringExtension(s, up, redis, 400, 0);
+    expect(got).toBeGreaterThan(0);
+    expect(got).toBeLessThan(400);
+    const u = await s.settled('support-bot');
+    expect(u.inFlight).toBe(0);
+    expect(u.windows[0]!.held).toBe(0);
+    expect(u.billedTokens - before.billedTokens).toBe(prompt + 400);
+  } finally {
+    await up.stop();
+    await redis.stop();
+  }
+});
+
+test('the upstream is not read while a hold extension holds the stream, and the client leaves: billed at least the prompt and what the edge read, the hold closed once', async ({
+  stack,
+}) => {
+  const { s, up, redis, before } = await heldByExtension(stack);
+  try {
+    const { prompt } = await leaveDuringExtension(s, up, redis, 400, 300);
+    const u = await s.settled('support-bot');
+    expect(u.inFlight).toBe(0);
+    expect(u.windows[0]!.held).toBe(0);
+    const billed = u.billedTokens - before.billedTokens;
+    expect(billed).toBeGreaterThanOrEqual(prompt + 400);
+    expect(billed).toBeLessThanOrEqual(prompt + 700);
+    const all = await s.events(
+      (e) => e.filter((x) => x.type === 'reservation.settled').length >= 4,
+    );
+    const created = all.filter((e) => e.type === 'reservation.created');
+    const last = created[created.length - 1] as { reservationId: string };
+    const closing = all.filter(
+      (e) =>
+        'reservationId' in e &&
+        e.reservationId === last.reservationId &&
+        (e.type === 'reservation.settled' || e.type === 'reservation.released'),
+    );
+    expect(closing.map((e) => e.type)).toEqual(['reservation.settled']);
+  } finally {
+    await up.stop();
+    await redis.stop();
   }
 });

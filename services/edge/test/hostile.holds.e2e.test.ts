@@ -3,12 +3,10 @@ import { closesStream } from '@holdfast/events';
 import {
   findBinary,
   startKillableRedis,
-  startRedisServer,
   startRestartableNatsServer,
   waitFor,
 } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { createRedis } from '@holdfast/budget-authority';
 import type { Redis } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
@@ -20,6 +18,7 @@ import {
   type Stack,
   type TestConfig,
 } from './harness.js';
+import { ownRedis } from './own-redis.js';
 
 /**
  * Issue 11, "no hold leaks, whatever fails": every way a call can end without a clean answer
@@ -32,24 +31,6 @@ const eventsOf = (s: Stack, reservationId: string) =>
   s
     .events()
     .then((all) => all.filter((e) => 'reservationId' in e && e.reservationId === reservationId));
-
-/** A Redis of this test's own, so pausing it stalls no other test. */
-async function ownRedis() {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH');
-  const server = await startRedisServer(bin);
-  const admin = createRedis(server.url, 5_000);
-  await admin.connect();
-  return {
-    url: server.url,
-    /** Every client waits this long: commands queue, then run in order. */
-    pause: (ms: number) => admin.call('CLIENT', 'PAUSE', String(ms), 'ALL'),
-    stop: async () => {
-      admin.disconnect();
-      await server.stop();
-    },
-  };
-}
 
 test('an admit Redis answers too late is released: the hold the script made is given back', async ({
   stack,

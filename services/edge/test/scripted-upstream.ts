@@ -53,9 +53,12 @@ export async function scriptedStack(
   stack: (o: object) => Promise<Stack>,
   upstreamId = 'default',
   patch: (c: TestConfig) => void = () => undefined,
+  /** More of the stack's options (its Redis, ...). */
+  more: object = {},
 ): Promise<{ s: Stack; up: ScriptedUpstream }> {
   const up = await scriptedUpstream();
   const s = await stack({
+    ...more,
     patch: (c: TestConfig) => {
       patch(c);
       const upstream = entry(c.upstreams, upstreamId);

@@ -91,14 +91,34 @@ export async function pump(
     for (const event of queue) opts.onUnsent?.(event);
     queue.length = 0;
   };
+  // What the body took from the socket and still buffers (read while it was paused), parsed
+  // into the queue; a line the upstream had not finished is left out.
+  const unparsed = (): void => {
+    body.removeAllListeners('data');
+    try {
+      for (
+        let bytes = body.read() as Buffer | null;
+        bytes !== null;
+        bytes = body.read() as Buffer | null
+      ) {
+        for (const event of parser.push(bytes)) if (event.data !== '[DONE]') queue.push(event);
+      }
+    } catch {
+      // What could not be parsed is not counted (as if it had come after the hangup).
+    }
+  };
   return new Promise<PumpEnd>((resolve) => {
     let done = false;
     const finish = (end: PumpEnd) => {
       if (!done) {
         done = true;
         // An aborted read ends (its socket destroyed) before a held payload's wait settles:
-        // what queued behind it is counted now, before the caller settles.
-        if (!end.ok) unsent();
+        // what queued behind it is counted now, before the caller settles, and so is what the
+        // body took from the socket while it was paused for that wait, still unparsed.
+        if (!end.ok) {
+          unparsed();
+          unsent();
+        }
         resolve(end);
       }
     };
