@@ -581,7 +581,7 @@ async function relay(run: Run): Promise<Served> {
   const { reply, call } = run;
   const pass = new PassThrough();
   pass.on('error', () => undefined);
-  const out = new WriteBatch(pass);
+  const out = new WriteBatch(pass, () => reply.raw.socket);
   // The events before the reply begins (Anthropic's message_start, a Responses
   // response.created) are held back with the response's head, so an error the provider
   // sends before the reply can still be retried, or answered with its status.
