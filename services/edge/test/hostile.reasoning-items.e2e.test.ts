@@ -317,7 +317,7 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
   const content = reasoning(sealed).encrypted_content as string;
   const forged = { ...reasoning(sealed), encrypted_content: `${content.slice(0, -6)}AAAAA=` };
   const refused = await apiError(
-    client.responses.create({ model: MODEL, input: turn(forged) } as never),
+    client.responses.create({ model: MODEL, input: turn(forged), store: false } as never),
   );
   expect(refused.status).toBe(400);
   expect(refused.message).toContain('could not be verified');

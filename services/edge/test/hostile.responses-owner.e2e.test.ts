@@ -228,6 +228,65 @@ test("a tenant reading another tenant's stored item by id is answered as for an 
   expect(events.filter((e) => e.type === 'admission.refused')).toEqual([]);
 });
 
+test("a tenant sending another tenant's item id on a whole item (its content along) is answered as for an unknown item when store is on; a team replays its own output verbatim", async ({
+  stack,
+}) => {
+  const s = await stack();
+  const first = await storedBySupport(s);
+  const item = messageId(first);
+  const before = sent(s);
+  const question = { role: 'user', content: 'What was the code word?' };
+  const unknown = 'fc_0123456789abcdef0123456789abcdef';
+  // With store on, OpenAI reads such an id against what it stored (a reasoning item's id links
+  // to its stored reasoning, a message's to the reasoning it followed), whoever stored it.
+  for (const [whole, id] of [
+    [
+      {
+        type: 'message',
+        id: item,
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text: 'Anything.', annotations: [] }],
+      },
+      item,
+    ],
+    [
+      { type: 'function_call', id: unknown, call_id: 'call_1', name: 'f', arguments: '{}' },
+      unknown,
+    ],
+    [{ type: 'reasoning', id: 'rs_a b', summary: [], encrypted_content: 'sealed' }, 'rs_a b'],
+  ] as const) {
+    const input = [question, whole];
+    const stolen = await post(s, '/v1/responses', call({ input }), B);
+    expect(stolen.status, id).toBe(400);
+    expect(stolen.body.error, id).toEqual(
+      notFound(`Item with id '${id}' not found (read by id in input).`),
+    );
+    const counted = await count(s, call({ input }), B);
+    expect(counted.status, id).toBe(400);
+    expect(JSON.stringify(counted.body), id).toBe(JSON.stringify(stolen.body));
+  }
+  await refusedUnspent(
+    s,
+    call({ input: [question, { type: 'message', id: item, role: 'assistant', content: 'x' }] }),
+    before,
+  );
+
+  // The owner replays its output verbatim (as the SDKs do), store on; at once too, before the
+  // settle of the response it replays (the read waits on this edge for it).
+  const replay = (r: Record<string, unknown>) => [question, ...(r.output as object[]), question];
+  const own = await post(s, '/v1/responses', call({ input: replay(first) }), A);
+  expect(own.status).toBe(200);
+  const again = await post(s, '/v1/responses', call({ input: replay(own.body) }), A);
+  expect(again.status).toBe(200);
+  // store: false reads no item by id: a team replays the output of its store: false calls.
+  const unstored = await post(s, '/v1/responses', call({ store: false }), B);
+  expect(unstored.status).toBe(200);
+  const next = call({ store: false, input: replay(unstored.body) });
+  expect((await post(s, '/v1/responses', next, B)).status).toBe(200);
+  expect(sent(s).responses).toBe(before.responses + 4);
+});
+
 test('store: false records no owner: its id cannot be continued, and the upstream is not asked', async ({
   stack,
   redis,

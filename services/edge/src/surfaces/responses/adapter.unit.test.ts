@@ -217,9 +217,16 @@ describe('the Responses adapter', () => {
         { type: 'item_reference', id: 'msg_1' },
       ],
     });
-    expect(referencedItems(body)).toEqual(['msg_1', 'msg_2', 'rs_3', 'msg_5']);
+    // With store on (its default), an item that carries its id with its content too: OpenAI
+    // reads the id against what it stored.
+    const all = ['msg_1', 'msg_2', 'rs_3', 'rs_4', 'msg_5', 'msg_6', 'fc_7'];
+    expect(referencedItems(body)).toEqual(all);
+    expect(referencedItems({ ...body, store: null })).toEqual(all);
+    expect(responsesAdapter.asked(body).itemIds).toEqual(all);
+    // store: false: only the items read by id alone.
+    const unstored = { ...body, store: false };
+    expect(referencedItems(unstored)).toEqual(['msg_1', 'msg_2', 'rs_3', 'msg_5']);
     expect(referencedItems(ResponsesRequest.parse({ model: 'm', input: 'hi' }))).toEqual([]);
-    expect(responsesAdapter.asked(body).itemIds).toEqual(['msg_1', 'msg_2', 'rs_3', 'msg_5']);
   });
 
   test('lists every piece, each of which gets the allowance', () => {

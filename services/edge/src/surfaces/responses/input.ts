@@ -126,22 +126,29 @@ const LEAVE_OUT = 'Leave it out of the input';
  * The ids of the stored items the input reads by id (the upstream reads them from what it
  * stored, whoever stored them: the authority admits the call only for their owner): an
  * `item_reference` (or an item of no type with an id), a reasoning item with an id and no
- * `encrypted_content` (its reasoning is read from the store), and any other item that carries
- * its id and nothing else; the code execution containers its tools name by id; the files
- * its code wrote that it names by `file_id` (namedFiles); and the MCP approval requests it
- * answers (approvedRequests). Each id once.
+ * `encrypted_content` (its reasoning is read from the store), any other item that carries
+ * its id and nothing else, and, unless `store` is false, every item that carries an id with
+ * its content (OpenAI then reads the id against what it stored: a message's id links to the
+ * reasoning it followed, a reasoning item's to its stored reasoning; a team's own output
+ * items, replayed verbatim, are its own); the code execution containers its tools name by
+ * id; the files its code wrote that it names by `file_id` (namedFiles); and the MCP approval
+ * requests it answers (approvedRequests). Each id once.
  */
 export function referencedItems(body: ResponsesRequest): string[] {
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
   const ids = new Set<string>();
   for (const container of toolContainers(body)) ids.add(container);
   for (const file of namedFiles(body).ids) ids.add(file);
+  const stored = body.store !== false;
   for (const item of input) {
     if (item.id == null) continue;
     const type = itemType(item);
     const only = Object.entries(item).every(([k, v]) => k === 'id' || k === 'type' || v == null);
     const byId =
-      type === 'item_reference' || (type === 'reasoning' && item.encrypted_content == null) || only;
+      stored ||
+      type === 'item_reference' ||
+      (type === 'reasoning' && item.encrypted_content == null) ||
+      only;
     if (byId) ids.add(item.id);
   }
   for (const id of approvedRequests(body)) ids.add(id);
