@@ -103,7 +103,10 @@ test(
       { timeoutMs: 5_000, what: 'the authority saying it kept the stored config' },
     );
     const again = await chat(stack, secret);
-    expect(again.status).toBe(200);
+    // A 503 here (twice on 2026-12-07, on a box loaded far past CI's usual) is the edge not
+    // hearing from the authority: the services' own lines say why.
+    const said = stack.lines.filter((l) => !/^nats-|^redis-/.test(l)).slice(-40);
+    expect(again.status, said.join('\n')).toBe(200);
     const diff = await holdfast(['diff'], dir);
     expect(diff.stdout).toContain('+ tenants[id=support-bot].keys[id=tour-key] (added)');
     // The stream kept the call from before the restart; both show from a time.

@@ -580,6 +580,9 @@ fxTest(
         Promise.all(Array.from({ length: n }, call));
       await all(calls, () => leaveAt(s, '/v1/messages', claudeSearch, '"server_tool_use"'));
       await all(calls, () => leaveAt(s, '/v1/responses', gptSearch, '"web_search_call"'));
+      // The leavers' holds close once the edge saw them go; until then they count against the
+      // day window (on a loaded box a call below was refused budget_exceeded behind them).
+      await s.settled(TEAM);
       // The upstream's error event right after the first search block (its first break point).
       s.upstream.failNext({ status: 'error', count: calls, afterTokens: 0 });
       await all(calls, async () => {
