@@ -1,7 +1,8 @@
 import { expect } from 'vitest';
 import type { TestAuthority } from '../src/testing.js';
 import { admittedOnDefault } from './capacity-moves.js';
-import { BASE_CONFIG, miniCall, newId, authorityTest as test } from './harness.js';
+import { waitFor } from '@holdfast/testkit';
+import { BASE_CONFIG, miniCall, newId, readEvents, authorityTest as test } from './harness.js';
 
 /**
  * `capacity.retry`: a retry on the upstream a call's capacity is on, after the provider
@@ -114,4 +115,42 @@ test('a retry of a call moved to a fallback takes a request there', async ({ sta
   const onDefault = await h.client.retryCapacity(retry(id));
   expect(onDefault.ok ? onDefault.value : onDefault.error.code).toBe('invalid_request');
   expect(await requests(h)).toEqual({ default: 0, backup: 2 });
+});
+
+test("a retry the upstream has no request left for is refused and taken back from the hold's count: its close counts only the retries taken", async ({
+  start,
+  nc,
+  iso,
+}) => {
+  // Two requests a minute: the admission's and one retry's.
+  const h = await start({
+    ...config,
+    upstreams: [{ ...config.upstreams[0]!, capacity: { requestsPerMinute: 2 } }],
+    models: BASE_CONFIG.models,
+    capacity: { shares: { high: 1, normal: 1, low: 1 } },
+  });
+  const id = await admittedOnDefault(h);
+  expect(await h.client.retryCapacity(retry(id))).toEqual({ ok: true, value: { taken: true } });
+  for (let i = 0; i < 3; i++) {
+    expect(await h.client.retryCapacity(retry(id))).toEqual({ ok: true, value: { taken: false } });
+  }
+  expect(await requests(h)).toEqual({ default: 2 });
+  const s = await h.client.settle({
+    reservationId: id,
+    tenant: 'support-bot',
+    usage: { promptTokens: 100, completionTokens: 10 },
+    upstream: 'default',
+    model: 'gpt-4o-mini',
+  });
+  expect(s.ok && s.value.status).toBe('settled');
+  expect(await requests(h)).toEqual({ default: 2 });
+  // The close's event says one retry (a rebuild replays it), not the four asked.
+  const settled = await waitFor(
+    async () =>
+      (await readEvents(nc, iso.names)).find(
+        (e) => e.type === 'reservation.settled' && e.reservationId === id,
+      ),
+    { what: 'the settle event' },
+  );
+  expect(settled).toMatchObject({ retryRequests: 1 });
 });
