@@ -4,7 +4,12 @@ import type {
   CompiledTenant,
   UpstreamConfig,
 } from '@holdfast/config';
-import type { CapacityCountReply, CapacityRetryReply, CapacityUsage } from '@holdfast/events';
+import type {
+  CapacityCountReply,
+  CapacityRetryReply,
+  CapacityRetryRequest,
+  CapacityUsage,
+} from '@holdfast/events';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import type { Keys } from './keys.js';
@@ -302,14 +307,16 @@ export async function takeCount(
  * attempt whatever becomes of the call). Before, the call's 1 + maxRetries attempts were its
  * one request. Taken when the upstream declares nothing for the model or the names are unknown.
  *
- * Only a live hold of the tenant (in its org), of the model named, whose capacity is on that
- * upstream, takes: anything else (settled, released, expired or past its lease, unknown,
- * another team's or model's, on another upstream) is `invalid_request` and takes nothing.
- * Before, any of them took the request for its minute.
+ * Only a live hold of the tenant (in the org named, else the team's org now), of the model
+ * named, whose capacity is on that upstream, takes: anything else (settled, released, expired
+ * or past its lease, unknown, another team's or model's, on another upstream) is
+ * `invalid_request` and takes nothing. Before, any of them took the request for its minute;
+ * and with no org in the request, a team moved to another org since its admission had every
+ * retry of its calls in flight refused (its hold is in the old org's slot).
  */
 export async function takeRetry(
   ctx: HandlerContext,
-  req: { reservationId: string; tenant: string; model: string; upstream: string },
+  req: CapacityRetryRequest,
 ): Promise<Result<CapacityRetryReply, RpcError>> {
   const cfg = ctx.config.current;
   const upstream = cfg.upstreams.get(req.upstream);
@@ -317,7 +324,8 @@ export async function takeRetry(
   const tenant = cfg.tenants.get(req.tenant);
   const s = upstream && model ? scopesOn(ctx.keys, upstream, model) : undefined;
   if (!s || !tenant) return Ok({ taken: true });
-  const hold = ctx.keys.reservation(tenant.org, req.reservationId);
+  // Where the hold lives: the admission's org (a team moved since keeps its calls there).
+  const hold = ctx.keys.reservation(req.org ?? tenant.org, req.reservationId);
   const now = ctx.scriptNow();
   const live = await runRetry(
     ctx.redis,

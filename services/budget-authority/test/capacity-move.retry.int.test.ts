@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { expect } from 'vitest';
 import { Keys } from '../src/keys.js';
 import type { TestAuthority } from '../src/testing.js';
-import { admittedOnDefault, capacityTokens } from './capacity-moves.js';
+import { admittedOnDefault, capacityTokens, inOrg as inOrgOf } from './capacity-moves.js';
 import { BASE_CONFIG, authorityTest as test } from './harness.js';
 import { outboxesRelayed } from './rebuild-activity.js';
 
@@ -116,14 +116,7 @@ test('two moves of one call to different fallbacks at once: one takes, the other
 });
 
 /** support-bot under `org` (acme or globex: two roots, two slots). */
-const inOrg = (org: string) => ({
-  ...config,
-  tenants: [
-    { id: 'acme', budgets: [{ window: 'day', limit: 1_000_000 }] },
-    { id: 'globex', budgets: [{ window: 'day', limit: 1_000_000 }] },
-    ...config.tenants.filter((t) => t.id === 'support-bot').map((t) => ({ ...t, parent: org })),
-  ],
-});
+const inOrg = (org: string) => inOrgOf(config, org);
 
 test("a call of a team moved to another org since its admission moves, in its admission's org", async ({
   start,

@@ -15,3 +15,15 @@ export async function capacityTokens(h: TestAuthority): Promise<Record<string, n
   if (!u.ok) throw new Error(u.error.message);
   return Object.fromEntries(u.value.capacity.map((c) => [c.upstream, c.tokens]));
 }
+
+/** `config` with support-bot under `org` (acme or globex: two roots, two slots). */
+export function inOrg<C extends { tenants: { id: string }[] }>(config: C, org: string) {
+  return {
+    ...config,
+    tenants: [
+      { id: 'acme', budgets: [{ window: 'day', limit: 1_000_000 }] },
+      { id: 'globex', budgets: [{ window: 'day', limit: 1_000_000 }] },
+      ...config.tenants.filter((t) => t.id === 'support-bot').map((t) => ({ ...t, parent: org })),
+    ],
+  };
+}

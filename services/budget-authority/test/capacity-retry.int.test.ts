@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import type { TestAuthority } from '../src/testing.js';
-import { admittedOnDefault } from './capacity-moves.js';
+import { admittedOnDefault, inOrg } from './capacity-moves.js';
 import { waitFor } from '@holdfast/testkit';
 import { BASE_CONFIG, miniCall, newId, readEvents, authorityTest as test } from './harness.js';
 
@@ -153,4 +153,33 @@ test("a retry the upstream has no request left for is refused and taken back fro
     { what: 'the settle event' },
   );
   expect(settled).toMatchObject({ retryRequests: 1 });
+});
+
+test("a retry of a call of a team moved to another org since its admission takes its request, in its admission's org", async ({
+  start,
+}) => {
+  const h = await start(inOrg(config, 'acme'));
+  const id = await admittedOnDefault(h);
+  expect((await h.client.configApply({ document: inOrg(config, 'globex') })).ok).toBe(true);
+  // The edge names the org the admission answered, as its closes and moves do.
+  expect(await h.client.retryCapacity({ ...retry(id), org: 'acme' })).toEqual({
+    ok: true,
+    value: { taken: true },
+  });
+  // Named in another org (or in none: the team's now), no hold is found: nothing taken.
+  for (const org of ['globex', undefined]) {
+    const r = await h.client.retryCapacity({ ...retry(id), ...(org ? { org } : {}) });
+    expect.soft(r.ok ? r.value : r.error.code, String(org)).toBe('invalid_request');
+  }
+  expect(await requests(h)).toEqual({ default: 2, backup: 0 });
+  const s = await h.client.settle({
+    reservationId: id,
+    tenant: 'support-bot',
+    org: 'acme',
+    usage: { promptTokens: 100, completionTokens: 10 },
+    upstream: 'default',
+    model: 'gpt-4o-mini',
+  });
+  expect(s.ok && s.value.status).toBe('settled');
+  expect(await requests(h)).toEqual({ default: 2, backup: 0 });
 });

@@ -210,6 +210,11 @@ export type CapacityMoveReply = z.infer<typeof CapacityMoveReply>;
 export const CapacityRetryRequest = z.strictObject({
   reservationId: Uuid,
   tenant: TenantId,
+  /**
+   * The org the hold lives in (the admission's reply said so), as closes and moves name it: a
+   * retry works after the team moved to another org. Absent: the team's org now.
+   */
+  org: TenantId.optional(),
   model: ModelId,
   /** The upstream the retry goes to (the one the call's capacity is on). */
   upstream: PlainId,

@@ -77,6 +77,8 @@ export function retryTake(
       {
         reservationId: ref.reservationId,
         tenant: ref.tenant,
+        // The hold's org, as its closes and moves name it: the team may have moved since.
+        ...(ref.org === undefined ? {} : { org: ref.org }),
         model: call.model.id,
         upstream: target.id,
       },

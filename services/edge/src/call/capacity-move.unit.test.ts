@@ -1,22 +1,26 @@
 import type { UpstreamConfig } from '@holdfast/config';
 import { Ok } from '@holdfast/events';
 import { expect, test } from 'vitest';
-import { fallbackClaim } from './capacity-move.js';
+import { fallbackClaim, retryTake } from './capacity-move.js';
 import type { CallDeps } from './deps.js';
 import type { ForwardedCall } from './forward-call.js';
+
+/** Deps whose authority answers `method` with `reply`, recording in `asked` what it was asked. */
+function asking(method: string, reply: unknown, asked: unknown[]): CallDeps {
+  const answer = (req: unknown) => {
+    asked.push(req);
+    return Promise.resolve(Ok(reply));
+  };
+  return {
+    authority: { [method]: answer },
+    options: { admitTimeoutMs: 1_000 },
+  } as unknown as CallDeps;
+}
 
 /** What the edge asks the authority to move, for a hold with `ref`, after attempts on it. */
 async function moveOf(ref: Record<string, unknown>, answered: string[], billed?: number) {
   const asked: unknown[] = [];
-  const deps = {
-    authority: {
-      moveCapacity: (req: unknown) => {
-        asked.push(req);
-        return Promise.resolve(Ok({ moved: true }));
-      },
-    },
-    options: { admitTimeoutMs: 1_000 },
-  } as unknown as CallDeps;
+  const deps = asking('moveCapacity', { moved: true }, asked);
   const call = {
     admitted: true,
     hold: { ref },
@@ -58,4 +62,25 @@ test('a move keeps the request on the upstream the provider answered (429/5xx), 
   const [billed] = await moveOf({ ...ref }, ['default'], 42);
   expect(billed).toMatchObject({ from: 'default', fromUsedTokens: 42 });
   expect(billed).not.toHaveProperty('fromAnswered');
+});
+
+test("a retry names the hold's org (the team may have moved since its admission), as its moves do", async () => {
+  const asked: unknown[] = [];
+  const deps = asking('retryCapacity', { taken: true }, asked);
+  const call = {
+    admitted: true,
+    hold: { ref: { ...ref, org: 'acme' } },
+    model: { id: 'gpt-4o-mini', upstream: 'default' },
+  } as unknown as ForwardedCall;
+  const retried = retryTake(deps, call)!;
+  expect(await retried({ id: 'default' } as UpstreamConfig)).toBe(true);
+  expect(asked).toEqual([
+    {
+      reservationId: 'r1',
+      tenant: 'batch',
+      org: 'acme',
+      model: 'gpt-4o-mini',
+      upstream: 'default',
+    },
+  ]);
 });
