@@ -53,7 +53,7 @@ export class CapacityReplay {
   readonly #current = new Map<string, string>();
   /** By window key: second -> [tokens, requests]. */
   readonly #windows = new Map<string, Map<number, [number, number]>>();
-  /** A tenant's own window by key: when a take or close last touched it (its TTL). */
+  /** A window by key: when a take or close last changed it (its TTL, as capacity.lua's). */
   readonly #touched = new Map<string, number>();
 
   constructor(keys: Keys, config: CompiledConfig) {
@@ -150,8 +150,8 @@ export class CapacityReplay {
       this.#windows.set(key, buckets);
       const [t, r] = buckets.get(bucket) ?? [0, 0];
       buckets.set(bucket, [t + tokens, r + requests]);
+      this.#touched.set(key, at);
     }
-    for (const key of take.own) this.#touched.set(key, at);
   }
 
   /** The windows' buckets still in the minute at `now`, and the records still kept. */

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { Keys } from '../src/keys.js';
 import type { TestAuthority } from '../src/testing.js';
 import { admissionOf, BASE_CONFIG, miniCall, authorityTest as test } from './harness.js';
 
@@ -102,3 +103,60 @@ test.for([
     expect(rows).toEqual({ '-': 150, 'gpt-4o-mini': 150 });
   },
 );
+
+/**
+ * An upstream's capacity windows live as long as what they hold counts (2 minutes past their
+ * last change, or to the end of a provider's block): an admin who declares and removes
+ * capacities (or whole upstreams) again and again leaves no key behind. Before, every scope's
+ * window lived forever, and a close of a call on a removed scope wrote into it (or made it
+ * again once gone).
+ */
+test("a removed capacity's window expires with its minute; a declared one is kept by its takes, a block for as long as it lasts", async ({
+  start,
+  redis,
+  iso,
+}) => {
+  const keys = new Keys(iso.keyPrefix);
+  const upstreamKey = keys.capacity('default', null);
+  const modelKey = keys.capacity('default', 'gpt-4o-mini');
+  const ttl = (key: string) => redis.pttl(key);
+  const upstream = { ...BASE_CONFIG.upstreams[0]!, capacity: { tokensPerMinute: 100_000 } };
+  const [mini, ...rest] = BASE_CONFIG.models;
+  const declared = {
+    ...BASE_CONFIG,
+    upstreams: [upstream],
+    models: [{ ...mini!, capacity: { tokensPerMinute: 10_000 } }, ...rest],
+  };
+  const h = await start(declared);
+  const first = miniCall(100, 400);
+  admissionOf(await h.client.admit(first));
+  for (const key of [upstreamKey, modelKey]) {
+    expect.soft(await ttl(key), key).toBeGreaterThan(0);
+    expect.soft(await ttl(key), key).toBeLessThanOrEqual(120_000);
+  }
+
+  // The model's capacity removed while the call runs: its close gives back, and the window
+  // still expires.
+  expect(
+    (await h.client.configApply({ document: { ...declared, models: [mini!, ...rest] } })).ok,
+  ).toBe(true);
+  await settled(h, first.reservationId);
+  expect(await ttl(modelKey)).toBeGreaterThan(0);
+  expect(await ttl(modelKey)).toBeLessThanOrEqual(120_000);
+  // Gone (its minute long past): a close of a call on it makes no key.
+  const second = miniCall(100, 400);
+  expect((await h.client.configApply({ document: declared })).ok).toBe(true);
+  admissionOf(await h.client.admit(second));
+  expect(
+    (await h.client.configApply({ document: { ...declared, models: [mini!, ...rest] } })).ok,
+  ).toBe(true);
+  await redis.del(modelKey);
+  await settled(h, second.reservationId);
+  expect(await redis.exists(modelKey)).toBe(0);
+  // The provider then blocks the upstream for 5 minutes: its window lives that long.
+  expect(await h.client.reportCapacity({ upstream: 'default', retryAfterMs: 300_000 })).toEqual({
+    ok: true,
+    value: { recorded: true },
+  });
+  expect(await ttl(upstreamKey)).toBeGreaterThan(120_000);
+});

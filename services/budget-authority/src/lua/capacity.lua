@@ -84,6 +84,16 @@ local function slideOwn(key)
   return st, sr
 end
 
+-- A scope's window lives 2 minutes past its last change (what it holds has left the minute by
+-- then), or until the provider's block or shrink it keeps ends, whichever is later: a scope an
+-- admin removes goes with its window. Before, every scope's window lived forever, one key per
+-- scope ever declared (and a close of a call on a removed one wrote into it).
+local function keepCap(key)
+  local f = redis.call('HMGET', key, 'blockedUntil', 'shrunkUntil')
+  local til = math.max(tonumber(f[1]) or 0, tonumber(f[2]) or 0)
+  redis.call('PEXPIRE', key, math.max(120000, til - now))
+end
+
 local function billCap(key, bucket, tokens, requests)
   if bucket < oldest then
     return -- already left the window
@@ -186,6 +196,7 @@ if spec.op == 'take' then
   end
   for i = 1, n do
     billCap(KEYS[i], current, spec.tokens, 1)
+    keepCap(KEYS[i])
     if capped then
       billCap(KEYS[n + 1 + i], current, spec.tokens, 1)
     end
@@ -213,6 +224,7 @@ if spec.op == 'peek' then
   local out = {}
   for i = 1, n do
     local st, sr = slideCap(KEYS[i])
+    keepCap(KEYS[i])
     out[#out + 1] = I(st) .. ',' .. I(sr) .. ',' .. (redis.call('HGET', KEYS[i], 'blockedUntil') or '0')
   end
   return out
@@ -229,6 +241,7 @@ if spec.op == 'report' then
     if spec.remainingTokens and spec.resetMs and spec.resetMs > 0 then
       redis.call('HSET', key, 'shrunkLimit', I(st + spec.remainingTokens), 'shrunkUntil', I(now + spec.resetMs))
     end
+    keepCap(key)
   end
   return {'reported'}
 end
@@ -259,9 +272,12 @@ if r[5] then
 end
 local billed = {}
 for i = 1, n do
-  if taken[KEYS[i]] then
+  -- A window gone (expired: every take in it left the minute long ago) gets nothing back, and
+  -- no key is made for it.
+  if taken[KEYS[i]] and redis.call('EXISTS', KEYS[i]) == 1 then
     billed[#billed + 1] = KEYS[i]
     slideCap(KEYS[i])
+    keepCap(KEYS[i])
     if r[3] == '1' and tenantKeys then
       billed[#billed + 1] = KEYS[n + 1 + i]
       slideOwn(KEYS[n + 1 + i])
