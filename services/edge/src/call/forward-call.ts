@@ -579,7 +579,11 @@ function tooSlow(run: Run): void {
 /** Streaming client: pass each event on as it arrives (what one read brings, in one write). */
 async function relay(run: Run): Promise<Served> {
   const { reply, call } = run;
-  const pass = new PassThrough();
+  // Its readable side takes every chunk at once (no high-water mark to wait for): past one,
+  // node holds a chunk written in both of the stream's sides until the client reads on, and
+  // counted twice in `unread` a rightful client was closed as too slow
+  // (hostile.pipelined-lag.e2e). The edge bounds what waits itself (`keepsUnread`).
+  const pass = new PassThrough({ readableHighWaterMark: Number.MAX_SAFE_INTEGER });
   pass.on('error', () => undefined);
   const out = new WriteBatch(pass, () => reply.raw.socket);
   // The events before the reply begins (Anthropic's message_start, a Responses
