@@ -149,7 +149,9 @@ describe('reasoning items on /v1/responses', () => {
     const first = await client.responses.create({ ...step, input: [question] }, REASONING);
     const [reasoning, fn] = first.output as unknown as Item[];
     expect(reasoning).not.toHaveProperty('encrypted_content');
-    const without = await counted(asInput([question, fn!, output(fn!)]));
+    // The call without its id (with it, store on, it needs its reasoning item: below).
+    const { id: _id, ...anonymous } = fn!;
+    const without = await counted(asInput([question, anonymous, output(fn!)]));
     const byId = { type: 'reasoning', id: reasoning!.id, summary: [] };
     expect(await counted(asInput([question, byId, fn!, output(fn!)]))).toBe(without + 1_000);
     const reference = { type: 'item_reference', id: reasoning!.id };
@@ -179,13 +181,55 @@ describe('reasoning items on /v1/responses', () => {
     expect(gone.status).toBe(404);
   });
 
+  it("refuses a reasoning model's function call sent back by id without the reasoning item it followed (store on), as OpenAI does", async () => {
+    const client = mock.client();
+    const first = await client.responses.create({ ...step, input: [question] }, REASONING);
+    const [reasoning, fn] = first.output as unknown as Item[];
+    const res = await call(mock.upstream(), 'POST', '/v1/responses', {
+      ...step,
+      input: [question, fn, output(fn!)],
+    });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({
+      error: {
+        message: `Item '${fn!.id}' of type 'function_call' was provided without its required 'reasoning' item: '${reasoning!.id}'.`,
+        type: 'invalid_request_error',
+        param: 'input',
+        code: null,
+      },
+    });
+    const count = await call(mock.upstream(), 'POST', '/v1/responses/input_tokens', {
+      model: 'gpt-5',
+      input: [question, fn, output(fn!)],
+    });
+    expect(count.status).toBe(400);
+    // Read with its reasoning item before it (whole, by id, by reference), after the response
+    // that holds it (previous_response_id), with store false, or without its id.
+    const byId = { type: 'reasoning', id: reasoning!.id, summary: [] };
+    const reference = { type: 'item_reference', id: reasoning!.id };
+    const { id: _id, ...anonymous } = fn!;
+    for (const [input, extra] of [
+      [[question, reasoning, fn, output(fn!)], {}],
+      [[question, byId, fn, output(fn!)], {}],
+      [[question, reference, fn, output(fn!)], {}],
+      [[fn, output(fn!)], { previous_response_id: first.id }],
+      [[question, fn, output(fn!)], { store: false }],
+      [[question, anonymous, output(fn!)], {}],
+    ] as const) {
+      const ok = await call(mock.upstream(), 'POST', '/v1/responses', { ...step, input, ...extra });
+      expect(ok.status, JSON.stringify(input)).toBe(200);
+    }
+  });
+
   it('bills the stored reasoning of previous_response_id within the turn, not after a new user message', async () => {
     const client = mock.client();
     const first = await client.responses.create({ ...step, input: [question] }, REASONING);
-    const fn = first.output[1] as unknown as Item;
+    // The call as a fresh conversation sends it: without its id (with it, store on, it needs
+    // its reasoning item along).
+    const { id: _id, ...fn } = first.output[1] as unknown as Item;
     const next = { previous_response_id: first.id };
-    const continued = await counted(asInput([output(fn)]), next);
-    const fresh = await counted(asInput([question, fn, output(fn)]));
+    const continued = await counted(asInput([output(fn as Item)]), next);
+    const fresh = await counted(asInput([question, fn, output(fn as Item)]));
     expect(continued).toBe(fresh + 1_000);
     const newTurn = await counted(asInput([{ role: 'user', content: 'And next month?' }]), next);
     const newTurnFresh = await counted(

@@ -368,3 +368,70 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
   expect(events.filter((e) => e.type === 'reservation.overrun')).toEqual([]);
   expect(u.windows.every((w) => w.held === 0)).toBe(true);
 });
+
+test("a reasoning model's function call sent back by id without its reasoning item (store on) is the upstream's 400: the client gets it, the hold is released, nothing billed", async ({
+  stack,
+}) => {
+  // OpenAI reads the id of a whole item against what it stored: the call followed a reasoning
+  // item, which must come with it. The team owns the call (its own output), so the edge admits
+  // it, and the upstream refuses it.
+  const s = await stack({ patch: agents, behaviour: { reasoningTokens: 600 } });
+  const client = s.openai(KEY);
+  const r = prng(5);
+  const step = {
+    tool_choice: 'required',
+    reasoning: { effort: 'medium' },
+    max_output_tokens: 1_500,
+  };
+  const first = await respond(
+    client,
+    { input: [question(r)], ...step, store: true, include: [] },
+    false,
+  );
+  const call = first.output.find((x) => x.type === 'function_call')!;
+  const rs = first.output.find((x) => x.type === 'reasoning')!;
+  const before = await s.settled(TENANT);
+  const billedBefore = s.upstream.stats().billed;
+  const input = [question(r), call, answer(call)];
+  for (const stream of [false, true]) {
+    const err = await apiError(
+      client.responses.create({
+        model: MODEL,
+        tools: TOOLS,
+        input,
+        max_output_tokens: 100,
+        ...(stream ? { stream: true } : {}),
+      } as never),
+    );
+    expect(err.status, `stream ${stream}`).toBe(400);
+    expect(err.code).toBe('invalid_request');
+    expect(err.message).toContain(
+      `Item '${String(call.id)}' of type 'function_call' was provided without its required 'reasoning' item: '${String(rs.id)}'.`,
+    );
+  }
+  const after = await s.settled(TENANT);
+  expect(after.windows.map((w) => w.used)).toEqual(before.windows.map((w) => w.used));
+  expect(after.windows.every((w) => w.held === 0)).toBe(true);
+  expect(s.upstream.stats().billed).toEqual(billedBefore);
+  const events = await s.events(
+    (e) => e.filter((x) => x.type === 'reservation.released').length === 2,
+  );
+  const released = events.filter((e) => e.type === 'reservation.released');
+  expect(released.map((e) => [e.reason, e.chargedTokens])).toEqual([
+    ['upstream_error', 0],
+    ['upstream_error', 0],
+  ]);
+  expect(events.filter((e) => e.type === 'reservation.settled')).toHaveLength(1);
+  // With its reasoning item (by id) along, the same call is served.
+  const served = await respond(
+    client,
+    {
+      input: [question(r), { type: 'reasoning', id: rs.id, summary: [] }, call, answer(call)],
+      store: true,
+      include: [],
+      max_output_tokens: 100,
+    },
+    false,
+  );
+  expect(served.status).toBe(200);
+});

@@ -61,6 +61,10 @@ export async function countInput(body: InputTokensBody, ctx: InputContext): Prom
     });
   }
   const own = toEntries(body.input ?? [], ctx);
+  if (own.ok && body.store !== false) {
+    const missing = reasoningMissing(body.input ?? [], ctx, previous?.items);
+    if (missing) return Err(missing);
+  }
   if (!own.ok) return own;
   const conversation = [...(previous?.conversation ?? []), ...own.value];
   const read = contextRead(conversation);
@@ -189,6 +193,37 @@ function approvable(
 function shownText(item: ResponsesItem): string {
   const content = Array.isArray(item.content) ? item.content : [];
   return [...(item.summary ?? []), ...content].map((p) => p.text ?? '').join('');
+}
+
+/**
+ * With store on, OpenAI reads the id of a whole item against what it stored: a reasoning model's
+ * function call (or message) needs the reasoning item it followed in the same input (or in the
+ * previous response), else the 400 OpenAI answers.
+ */
+function reasoningMissing(
+  input: string | readonly ResponsesItem[],
+  ctx: InputContext,
+  previous: ReadonlyMap<string, ContextEntry[]> | undefined,
+): InputRefusal | undefined {
+  if (typeof input === 'string') return undefined;
+  const seen = new Set<string>();
+  for (const item of input) {
+    const type = item.type ?? 'message';
+    const needs =
+      item.id !== undefined && (type === 'function_call' || (type === 'message' && item.role))
+        ? ctx.store.reasoningBefore(item.id)
+        : undefined;
+    if (needs !== undefined && !seen.has(needs) && !previous?.has(needs)) {
+      return {
+        kind: 'invalid',
+        code: null,
+        message: `Item '${item.id}' of type '${type}' was provided without its required 'reasoning' item: '${needs}'.`,
+        param: 'input',
+      };
+    }
+    if (item.id !== undefined) seen.add(item.id);
+  }
+  return undefined;
 }
 
 /** OpenAI's answer to encrypted content it did not seal (or that was altered). */

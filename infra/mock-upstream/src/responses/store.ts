@@ -21,6 +21,11 @@ export interface StoredResponse {
   conversation: ContextEntry[];
   /** Its output items by id: what an input item that names one (`item_reference`, a reasoning item by id) reads. */
   items: ReadonlyMap<string, ContextEntry[]>;
+  /**
+   * The reasoning item each output item followed (item id -> reasoning item id): a reasoning
+   * model's function call or message sent back by id, store on, needs it sent along (input.ts).
+   */
+  follows?: ReadonlyMap<string, string>;
 }
 
 // Like OpenAI's store, bounded: the oldest responses go first.
@@ -40,6 +45,12 @@ export class ResponseStore {
   item(id: string): ContextEntry[] | undefined {
     const owner = this.itemOwner.get(id);
     return owner === undefined ? undefined : this.byId.get(owner)?.items.get(id);
+  }
+
+  /** The reasoning item a stored output item followed, by the item's id. */
+  reasoningBefore(id: string): string | undefined {
+    const owner = this.itemOwner.get(id);
+    return owner === undefined ? undefined : this.byId.get(owner)?.follows?.get(id);
   }
 
   put(id: string, stored: StoredResponse): void {

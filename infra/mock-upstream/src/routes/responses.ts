@@ -104,6 +104,7 @@ export function registerResponses(app: FastifyInstance, state: MockState): void 
           response,
           conversation: [...counted.value.conversation, ...[...items.values()].flat()],
           items,
+          follows: reasoningFollowed(call.id, out),
         });
       }
       return response;
@@ -257,4 +258,12 @@ function outputEntries(id: string, out: ResponsesOutput): Map<string, ContextEnt
       : null;
   items.set(visibleItem(id, out, 'completed').id, message ? [{ message }] : []);
   return items;
+}
+
+/** The reasoning item this response's message or function call followed (input.ts). */
+function reasoningFollowed(id: string, out: ResponsesOutput): Map<string, string> {
+  const follows = new Map<string, string>();
+  if (out.reasoning > 0)
+    follows.set(visibleItem(id, out, 'completed').id, reasoningItem(id, out).id);
+  return follows;
 }
