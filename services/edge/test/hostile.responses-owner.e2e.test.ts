@@ -287,6 +287,35 @@ test("a tenant sending another tenant's item id on a whole item (its content alo
   expect(sent(s).responses).toBe(before.responses + 4);
 });
 
+test("the stored-response endpoints (retrieve, list input items, delete, cancel) are not served: any team's request is the edge's 404, never the upstream's; the owner continues its response", async ({
+  stack,
+}) => {
+  // OpenAI serves a stored response, its input items and its deletion to whoever names its id
+  // with the account's key: were the edge to pass them on, any team could read or delete any
+  // other's. It serves none of them (docs/api.md).
+  const s = await stack();
+  const first = await storedBySupport(s);
+  const id = first.id as string;
+  const routes = [
+    ['GET', `/v1/responses/${id}`],
+    ['GET', `/v1/responses/${id}/input_items`],
+    ['GET', `/v1/responses/${id}/input_items?limit=100&order=asc`],
+    ['DELETE', `/v1/responses/${id}`],
+    ['POST', `/v1/responses/${id}/cancel`],
+  ] as const;
+  for (const [method, url] of routes) {
+    for (const headers of [A, B]) {
+      const res = await s.edge.app.inject({ method, url, headers });
+      expect(res.statusCode, `${method} ${url}`).toBe(404);
+      expect(res.json<{ error: { code: string } }>().error.code).toBe('not_found');
+      expect(res.body).not.toContain('code word');
+    }
+  }
+  // Nothing was deleted upstream: its owner continues it.
+  const next = await post(s, '/v1/responses', call({ previous_response_id: id }), A);
+  expect(next.status).toBe(200);
+});
+
 test('store: false records no owner: its id cannot be continued, and the upstream is not asked', async ({
   stack,
   redis,
