@@ -26,6 +26,35 @@ async function call(
   return { status: res.status, text: await res.text() };
 }
 
+/**
+ * A streamed call read until `word` arrived (the rest is left unread): the abort that makes
+ * the client leave, the prompt the edge counted, and what the client got.
+ */
+async function streamUntil(
+  s: Stack,
+  extra: object,
+  word: string,
+): Promise<{ aborter: AbortController; prompt: number; received: string }> {
+  const aborter = new AbortController();
+  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
+    body: chatBody(true, extra),
+    signal: aborter.signal,
+  });
+  expect(res.status).toBe(200);
+  const prompt = Number(res.headers.get('x-holdfast-prompt-tokens'));
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let received = '';
+  while (!received.includes(word)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the stream ended before ${JSON.stringify(word)}`);
+    received += decoder.decode(value, { stream: true });
+  }
+  return { aborter, prompt, received };
+}
+
 test('the connection lost after the usage chunk, before [DONE]: the client gets the completion it was billed for, not a 502', async ({
   stack,
 }) => {
@@ -329,21 +358,7 @@ test('the client leaves while the upstream counts the reply before a cut: what t
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(reply);
     });
-    const aborter = new AbortController();
-    const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
-      body: chatBody(true),
-      signal: aborter.signal,
-    });
-    expect(res.status).toBe(200);
-    const prompt = Number(res.headers.get('x-holdfast-prompt-tokens'));
-    const reader = res.body!.getReader();
-    let received = '';
-    while (!received.includes('incomprehensibilities')) {
-      const { value } = await reader.read();
-      received += new TextDecoder().decode(value);
-    }
+    const { aborter, prompt, received } = await streamUntil(s, {}, 'incomprehensibilities');
     await waitFor(() => heldCount !== undefined, { what: 'the count before the cut' });
     const got = received.split('incomprehensibilities').length - 1;
     expect(got).toBeGreaterThan(0);
@@ -407,21 +422,7 @@ async function leaveDuringExtension(
       if (later > 0) setTimeout(() => res.write(content(later).join('')), 200);
     });
   });
-  const aborter = new AbortController();
-  const res = await fetch(`${s.edge.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${KEYS.support}` },
-    body: chatBody(true, { max_tokens: 1_000 }),
-    signal: aborter.signal,
-  });
-  expect(res.status).toBe(200);
-  const prompt = Number(res.headers.get('x-holdfast-prompt-tokens'));
-  const reader = res.body!.getReader();
-  let received = '';
-  while (!received.includes(' budget')) {
-    const { value } = await reader.read();
-    received += new TextDecoder().decode(value);
-  }
+  const { aborter, prompt, received } = await streamUntil(s, { max_tokens: 1_000 }, ' budget');
   // Later tokens reach the edge's socket while it waits (and does not read).
   if (later > 0) await new Promise((r) => setTimeout(r, 500));
   aborter.abort();
