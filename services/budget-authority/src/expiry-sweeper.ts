@@ -17,10 +17,14 @@ const FLUSH_BATCH = 1_024;
 /** Overdue holds read per org per pass. */
 const EXPIRE_BATCH = 500;
 
-/** An overdue hold's org, and its tenant when it was found in a tenant's own set. */
+/**
+ * An overdue hold's org, its tenant when it was found in a tenant's own set, and `legacy` when
+ * it was found in the org's old lease index (keys.ts legacyLeases), which this pass drains.
+ */
 interface Hold {
   org: string;
   tenant: string;
+  legacy?: boolean;
 }
 
 /**
@@ -78,13 +82,22 @@ export class ExpirySweeper {
     if (orgs.length === 0) return { due: new Map(), refusing: [] };
     const now = this.ctx.clock();
     const read = new SlotBatch(redis);
-    // Holds admitted before the lease index existed sit only in their tenants' sets.
-    const legacy = [...this.ctx.config.current.tenants.values()].filter((t) =>
-      orgs.includes(t.org),
+    // The org's lease index is its root level's in-flight set (whoever holds it: tenant '').
+    // Holds admitted before the lease index existed sit only in their tenants' sets; holds an
+    // authority from before issue 14's cut admitted are also in the old index, drained here
+    // (its due ids are in the root's set too: expired from there, only taken out of it).
+    const legacy = [...this.ctx.config.current.tenants.values()].filter(
+      (t) => orgs.includes(t.org) && t.id !== t.org,
     );
     const holds = [
-      ...orgs.map((org) => ({ org, tenant: '', key: keys.leases(org) })),
-      ...legacy.map((t) => ({ org: t.org, tenant: t.id, key: keys.holds(t.org, t.id) })),
+      ...orgs.map((org) => ({ org, tenant: '', key: keys.leases(org), legacy: false })),
+      ...orgs.map((org) => ({ org, tenant: '', key: keys.legacyLeases(org), legacy: true })),
+      ...legacy.map((t) => ({
+        org: t.org,
+        tenant: t.id,
+        key: keys.holds(t.org, t.id),
+        legacy: false,
+      })),
     ];
     for (const { key } of holds) {
       read.add(key, (p) => p.zrangebyscore(key, '-inf', now, 'LIMIT', 0, EXPIRE_BATCH));
@@ -97,10 +110,14 @@ export class ExpirySweeper {
     }
     const replies = await read.exec();
     const due = new Map<string, Hold>();
-    holds.forEach(({ org, tenant }, i) => {
+    holds.forEach(({ org, tenant, legacy: old }, i) => {
       const [err, ids] = replies[i]!;
       if (err || !Array.isArray(ids)) return;
-      for (const id of ids as string[]) if (!due.has(id)) due.set(id, { org, tenant });
+      for (const id of ids as string[]) {
+        const seen = due.get(id);
+        if (!seen) due.set(id, old ? { org, tenant, legacy: true } : { org, tenant });
+        else if (old) seen.legacy = true;
+      }
     });
     // The hash holds two fields a kind (its count and its last refusal's fields).
     const refusing = replies
@@ -113,12 +130,15 @@ export class ExpirySweeper {
 
   async #expire(due: Map<string, Hold>): Promise<number> {
     let expired = 0;
-    for (const [reservationId, { org, tenant }] of due) {
+    for (const [reservationId, { org, tenant, legacy }] of due) {
       const r = await closeReservation(this.ctx, { tenant, org, reservationId }, { op: 'expire' });
       if (r.ok && r.value.status === ('expired' as string)) {
         expired += 1;
         this.ctx.metrics.closes.inc({ op: 'expire', status: 'expired' });
       }
+      // Whatever the close said: a hold still live (renewed since) is in its root level's set,
+      // the index now, and one closed has no business in either.
+      if (r.ok && legacy) await this.ctx.redis.zrem(this.ctx.keys.legacyLeases(org), reservationId);
     }
     return expired;
   }

@@ -4,7 +4,10 @@
  * can check and charge every level atomically.
  *
  *   <p>:{<org>}:t:<tenant>:state         hash: suspended, billedT, billedU (lifetime)
- *   <p>:{<org>}:t:<tenant>:holds         zset: reservation id -> lease expiry (ms)
+ *   <p>:{<org>}:t:<tenant>:holds         zset: reservation id -> lease expiry (ms); the org's
+ *                                        own (`t:<org>:holds`, the root level's) holds every
+ *                                        live hold of the org whatever tenant it belongs to
+ *                                        now: it is the org's lease index (the sweeper's)
  *   <p>:{<org>}:t:<tenant>:w:<budget>    hash: s (billed in window), h (held), p (overrun
  *                                        adaptive calls could still make), lo, b<bucket>
  *   <p>:{<org>}:t:<tenant>:out:<uc>:<m>  list: recent completion sizes (adaptive mode)
@@ -15,8 +18,9 @@
  *   <p>:{<org>}:k:<tenant>:<key>:users   zset: the end users a key with a maxEndUsers named
  *                                        -> when it last did (ms; expires 31 days after)
  *   <p>:{<org>}:r:<reservation>          hash: the hold record
- *   <p>:{<org>}:leases                   zset: every live hold of the org -> lease expiry (ms),
- *                                        whatever tenant it belongs to now (the sweeper's index)
+ *   <p>:{<org>}:leases                   zset: the lease index before it was the root level's
+ *                                        in-flight set (issue 14): only authorities before that
+ *                                        write it; the sweeper drains what they left (legacyLeases)
  *   <p>:{<org>}:refusals                 hash: rate-limited refusals by kind, not yet evented
  *   <p>:{<org>}:rr:<report item>         string: an edge's refusal report item counted (10 min,
  *                                        so a retried report counts nothing twice)
@@ -90,8 +94,19 @@ export class Keys {
   reservation(org: string, id: string): string {
     return `${this.#org(org)}:r:${id}`;
   }
-  /** Every live hold of the org by lease expiry, so expiry finds holds of removed tenants. */
+  /**
+   * Every live hold of the org by lease expiry, so expiry finds holds of removed tenants: the
+   * root level's in-flight set, which every admission of the org adds to (the org is the last
+   * level of every chain in its tag), so one ZADD an admit and one ZREM a close keep both.
+   */
   leases(org: string): string {
+    return this.holds(org, org);
+  }
+  /**
+   * The lease index as authorities before issue 14's cut kept it, beside the root's set (same
+   * members, same scores): read and drained by the sweeper, written by no current script.
+   */
+  legacyLeases(org: string): string {
     return `${this.#org(org)}:leases`;
   }
   /** Refusals an admission rate-limited, counted by kind until the sweeper events them. */

@@ -884,7 +884,8 @@ export class Rebuilder {
     };
     const ttl = Math.max(1, expiresAt - (this.#o.now ?? Date.now())) + KEEP_CLOSED_MS;
     multi.add(key, (p) => p.hset(key, record).pexpire(key, ttl));
-    for (const k of [...[...chain, ...moved].map((l) => keys.holds(org, l)), keys.leases(org)]) {
+    // The chain's root (the org) has the org's lease index as its set (keys.leases).
+    for (const k of [...chain, ...moved].map((l) => keys.holds(org, l))) {
       multi.add(k, (p) => p.zadd(k, expiresAt, id));
     }
   }

@@ -50,7 +50,8 @@ interface PlanLevel {
 
 /**
  * What a script needs to touch a tenant's tree: its keys (KEYS[1] the org's outbox, KEYS[2]
- * the reservation or state hash, KEYS[3] the org's lease index, KEYS[4] its refusal summaries,
+ * the reservation or state hash, KEYS[3] the org's lease index (also the root level's holds:
+ * its `holds` is 3), KEYS[4] its refusal summaries,
  * then the rest) and, in the spec, where each key sits. `json(extra)` is the spec as the
  * script's ARGV[1], with the call's own fields added.
  */
@@ -98,6 +99,8 @@ function fixedKeys(keys: Keys, org: string, second: string): string[] {
   return [keys.outbox(org), second, keys.leases(org), keys.refusals(org)];
 }
 const FIXED_KEYS = 4;
+/** The index (1-based) of the org's lease index among the fixed keys. */
+const LEASES_KEY = 3;
 
 const templates = new WeakMap<CompiledConfig, Map<string, Template>>();
 
@@ -110,10 +113,11 @@ function template(cfg: CompiledConfig, tenant: CompiledTenant, keys: Keys): Temp
   const org = tenant.org;
   const list: string[] = [];
   const add = (k: string): number => list.push(k) + FIXED_KEYS;
+  // The root level's in-flight set is the org's lease index, KEYS[3] (keys.leases): named once.
   const levels: PlanLevel[] = tenant.chain.map((id) => ({
     tenant: id,
     state: add(keys.state(org, id)),
-    holds: add(keys.holds(org, id)),
+    holds: id === org ? LEASES_KEY : add(keys.holds(org, id)),
     maxInFlight: cfg.tenants.get(id)?.maxInFlight ?? 0,
   }));
   const budgets: PlanBudget[] = budgetsInChain(cfg, tenant).map((b) =>

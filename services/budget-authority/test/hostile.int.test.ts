@@ -280,8 +280,10 @@ test('the lease index carries every hold: it drains with the holds', async ({
   const ids = await Promise.all(
     [1, 2, 3].map(async () => admissionOf(await h.client.admit(call())).reservationId),
   );
-  const index = `${iso.keyPrefix}:{team}:leases`;
+  // The root level's in-flight set is the org's lease index (issue 14): no other key.
+  const index = `${iso.keyPrefix}:{team}:t:team:holds`;
   expect(await redis.zcard(index)).toBe(3);
+  expect(await redis.exists(`${iso.keyPrefix}:{team}:leases`)).toBe(0);
   for (const reservationId of ids) {
     await h.client.settle({
       reservationId,
@@ -290,6 +292,68 @@ test('the lease index carries every hold: it drains with the holds', async ({
     });
   }
   await waitFor(async () => (await redis.zcard(index)) === 0, { what: 'the index empty' });
+});
+
+/** An org above the team: the team's set and the org's (the lease index) are two keys. */
+const orgAndTeam = () => {
+  const base = team();
+  return {
+    ...base,
+    tenants: [
+      { id: 'acme', budgets: [{ window: 'month', limit: 100_000, unit: 'tokens' }] },
+      { ...base.tenants[0]!, parent: 'acme' },
+    ],
+  };
+};
+
+test("a hold an older authority admitted (also in the org's old `leases` index) settles and expires under this one, and the old index drains", async ({
+  start,
+  redis,
+  nc,
+  iso,
+}) => {
+  const h = await start(orgAndTeam());
+  const [settled, abandoned] = await Promise.all(
+    [1, 2].map(async () => admissionOf(await h.client.admit(call())).reservationId),
+  );
+  const index = `${iso.keyPrefix}:{acme}:t:acme:holds`;
+  const teamSet = `${iso.keyPrefix}:{acme}:t:team:holds`;
+  const old = `${iso.keyPrefix}:{acme}:leases`;
+  // What an older admit left: the same member with the same score in the old index too.
+  for (const id of [settled!, abandoned!]) {
+    expect(await redis.zscore(teamSet, id)).toBe(await redis.zscore(index, id));
+    await redis.zadd(old, Number(await redis.zscore(index, id)), id);
+  }
+  expect(await redis.zcard(index)).toBe(2);
+
+  await h.client.settle({
+    reservationId: settled!,
+    tenant: 'team',
+    usage: { promptTokens: 100, completionTokens: 5 },
+  });
+  expect(await redis.zrange(index, 0, -1)).toEqual([abandoned]);
+  expect(await redis.zrange(teamSet, 0, -1)).toEqual([abandoned]);
+
+  // Past the lease: the sweeper expires the abandoned hold once (found in both indexes) and
+  // takes both ids out of the old index, the settled one too.
+  h.clock.advance(31 * 60_000);
+  await waitFor(async () => (await redis.exists(old, index, teamSet)) === 0, {
+    what: 'every index drained',
+  });
+  const closed = async () =>
+    (await readEvents(nc, iso.names))
+      .filter((e) => e.type === 'reservation.settled' || e.type === 'reservation.expired')
+      .map((e) => [e.type, 'reservationId' in e ? e.reservationId : ''])
+      .sort();
+  await waitFor(async () => (await closed()).length >= 2, { what: 'both closes relayed' });
+  expect(await closed()).toEqual(
+    [
+      ['reservation.expired', abandoned],
+      ['reservation.settled', settled],
+    ].sort(),
+  );
+  const window = await redis.hget(`${iso.keyPrefix}:{acme}:t:team:w:month-tokens`, 'h');
+  expect(Number(window ?? 0)).toBe(0);
 });
 
 describe('refusals an edge answered itself (refusals.report)', () => {

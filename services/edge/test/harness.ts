@@ -390,7 +390,8 @@ export async function nothingHeldAnywhere(redis: RedisReads, keyPrefix: string):
       const keys = await redis.keys(`${keyPrefix}:*`);
       const windows = keys.filter((k) => k.includes(':w:'));
       const held = await Promise.all(windows.map((k) => redis.hget(k, 'h')));
-      const leases = keys.filter((k) => k.endsWith(':leases'));
+      // Every in-flight set, the org's lease index (its root level's) among them.
+      const leases = keys.filter((k) => k.endsWith(':holds') || k.endsWith(':leases'));
       const live = await Promise.all(leases.map((k) => redis.zcard(k)));
       return held.every((h) => Number(h ?? 0) === 0) && live.every((n) => n === 0);
     },

@@ -3,7 +3,9 @@
 --
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
--- KEYS[3]  the org's lease index (zset: reservation id -> lease expiry), read by the sweeper
+-- KEYS[3]  the org's lease index (zset: reservation id -> lease expiry), read by the sweeper:
+--          the root level's in-flight set (that level's holds index is 3), so the levels'
+--          ZADDs write it
 -- KEYS[4]  the org's refusal summaries (hash), flushed by the sweeper
 -- KEYS[n]  the levels' state hashes and holds sorted sets, the budgets' window hashes
 --          (their indexes are in the spec)
@@ -913,7 +915,7 @@ for n = 1, #spec.levels do
     redis.call('HINCRBY', KEYS[lv.state], 'billedU', chargedUText)
   end
 end
-redis.call('ZADD', KEYS[3], expiresText, resId)
+-- (The root level's ZADD above is the lease index's: KEYS[3].)
 
 -- The record carries everything its close needs (org, levels, windows, prices, what expiry
 -- bills: the fixed text, see lib.lua's RECORD_FIXED), so it can be closed after the tenant

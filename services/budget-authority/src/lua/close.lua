@@ -16,7 +16,8 @@
 --
 -- KEYS[1]  the org's outbox stream
 -- KEYS[2]  the reservation hash
--- KEYS[3]  the org's lease index
+-- KEYS[3]  the org's lease index: the root level's in-flight set (the plan's root level's holds
+--          index is 3; a record's root level is its org), left with the levels' sets
 -- KEYS[4]  unused (the refusal summaries, for a uniform key layout)
 -- KEYS[n]  the levels' state hashes and holds sorted sets and the budgets' window hashes of
 --          the tenant's current plan, when it has one in this org (indexes in the spec)
@@ -381,12 +382,13 @@ if billing then
   end
 end
 if isHeld then
-  -- Leave the in-flight sets.
+  -- Leave the in-flight sets, the root level's (the org's lease index) among them. A hold an
+  -- older authority admitted is also in the org's old lease index (`leases`): the sweeper
+  -- drains that (keys.ts legacyLeases), not each close.
   for n = 1, #holdsKeys do
     local holdsKey = holdsKeys[n]
     redis.call('ZREM', holdsKey, resId)
   end
-  redis.call('ZREM', KEYS[3], resId)
 end
 
 local nowText = I(now)

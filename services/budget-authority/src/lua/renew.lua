@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  unused (the org's outbox, for a uniform key layout)
 -- KEYS[2]  the reservation hash
--- KEYS[3]  the org's lease index
+-- KEYS[3]  the org's lease index: the root level's in-flight set, among the record's levels'
 -- ARGV[1]  spec (JSON): kp, org, tenant, resId, keepMs; `now` only under a test clock
 --
 -- Returns {status ('renewed' | 'closed' | 'unknown'), expiresAt}
@@ -24,7 +24,6 @@ local expiresAt = spec.now + tonumber(f[3])
 for _, level in ipairs(recordLevels(f[4])) do
   redis.call('ZADD', tenantKey(spec, level, ':holds'), 'XX', I(expiresAt), spec.resId)
 end
-redis.call('ZADD', KEYS[3], 'XX', I(expiresAt), spec.resId)
 redis.call('HSET', KEYS[2], 'expiresAt', I(expiresAt))
 redis.call('PEXPIRE', KEYS[2], tonumber(f[3]) + spec.keepMs)
 return {'renewed', I(expiresAt)}
