@@ -141,6 +141,14 @@ export function parseEvent(data: string | Uint8Array): ParseResult {
   return Ok(parsed.data);
 }
 
+/**
+ * Compiles the events' checks now instead of on the first event: a server that checks events
+ * on its call path (the authority's relay) does before it serves.
+ */
+export function prepareEventChecks(): void {
+  fastChecks ??= compileFastChecks();
+}
+
 /** ajv's verdict on an event of the current schema (defaults filled, unknown keys removed). */
 function fastCheck(value: Record<string, unknown>): boolean {
   fastChecks ??= compileFastChecks();

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { replyParse, requestCheck } from '../request-check.js';
+import { replyParse, requestCheck, type RequestCheck } from '../request-check.js';
 import {
   AdmitReply,
   AdmitRequest,
@@ -21,7 +21,7 @@ export const CALL_PATH_CHECKS = {
   renew: requestCheck(RenewRequest),
   settle: requestCheck(SettleRequest, [(r) => USAGE_RULES.every((rule) => rule.holds(r.usage))]),
   release: requestCheck(ReleaseRequest),
-} satisfies Record<BatchedOperation, (body: unknown) => boolean>;
+} satisfies Record<BatchedOperation, RequestCheck>;
 
 /**
  * The call path's replies (every call's admit and settle, as the edge reads them), each parsed
