@@ -39,6 +39,8 @@ export const HoldfastEvent = z.discriminatedUnion('type', [
 ]);
 export type HoldfastEvent = z.infer<typeof HoldfastEvent>;
 export type EventOf<T extends HoldfastEvent['type']> = Extract<HoldfastEvent, { type: T }>;
+/** An event as it goes on the wire: a field with a default may be left out (parseEvent fills it). */
+export type WireEvent = z.input<typeof HoldfastEvent>;
 
 const decoder = new TextDecoder();
 
@@ -92,11 +94,17 @@ function keepKnown(value: Record<string, unknown>, plan: KeepPlan): void {
  */
 let fastChecks: Map<string, (v: unknown) => boolean> | undefined;
 
+/**
+ * The same checks without filling defaults (checkEvent): an event goes on the wire without
+ * the fields at their defaults, which every reader's parseEvent fills (issue 14).
+ */
+let wireChecks: Map<string, (v: unknown) => boolean> | undefined;
+
 /** Compiled on first use (~0.1 s): processes that never parse an event do not pay for it. */
-function compileFastChecks(): Map<string, (v: unknown) => boolean> {
+function compileFastChecks(fill: boolean): Map<string, (v: unknown) => boolean> {
   const ajv = new Ajv({
-    // Fields added to a version later carry defaults (zod applies them; so must this).
-    useDefaults: true,
+    // Fields added to a version later carry defaults (zod applies them; so must a parse).
+    useDefaults: fill,
     unicodeRegExp: false,
     validateFormats: false,
     allErrors: false,
@@ -151,14 +159,21 @@ export function prepareEventChecks(): void {
 
 /** ajv's verdict on an event of the current schema (defaults filled, unknown keys removed). */
 function fastCheck(value: Record<string, unknown>): boolean {
-  fastChecks ??= compileFastChecks();
+  fastChecks ??= compileFastChecks(true);
   return fastChecks.get(value.type as string)?.(value) ?? false;
 }
 
 /**
- * Validates an event object of the current schema (the authority's outbox entries), as
- * HoldfastEvent.parse does and with its error when invalid, at parseEvent's cost.
+ * Validates an event object of the current schema as it goes on the wire (the authority's
+ * outbox entries), as HoldfastEvent.parse does and with its error when invalid, at
+ * parseEvent's cost. Unknown keys are removed; a field with a default that the object leaves
+ * out stays out (the scripts write none at its default: `api` chat, the settle's cache writes,
+ * reasoning and audio at 0), as every reader's parseEvent, old ones too, fills it: the value
+ * is the event's wire form (parseEvent of its JSON gives the HoldfastEvent).
  */
-export function checkEvent(value: Record<string, unknown>): HoldfastEvent {
-  return fastCheck(value) ? (value as HoldfastEvent) : HoldfastEvent.parse(value);
+export function checkEvent(value: Record<string, unknown>): WireEvent {
+  wireChecks ??= compileFastChecks(false);
+  if (wireChecks.get(value.type as string)?.(value)) return value as WireEvent;
+  // Invalid (zod throws its error), or valid to zod only: its output, defaults filled.
+  return HoldfastEvent.parse(value);
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { parseEvent } from './events.js';
+import { checkEvent, parseEvent } from './events.js';
 import { Usage } from './authority/settle.js';
 import { TenantId } from './ids.js';
 import { windowCharge } from './windows.js';
@@ -112,6 +112,21 @@ describe('fields added to v1 later', () => {
     expect(parseEvent(JSON.stringify({ ...settled, api: 'completions' }))).toMatchObject({
       ok: false,
     });
+  });
+});
+
+describe('checkEvent (the authority publishes what it returns)', () => {
+  it('leaves the fields with defaults out where the event does, as every reader fills them', () => {
+    const wire = structuredClone(settled);
+    expect(checkEvent(wire)).toStrictEqual(settled);
+    const read = parseEvent(JSON.stringify(checkEvent(structuredClone(settled))));
+    expect(read).toMatchObject({ ok: true, value: { api: 'chat', reasoningTokens: 0 } });
+  });
+
+  it('keeps them where the event has them, drops unknown keys and throws on an invalid one', () => {
+    const full = { ...settled, api: 'responses', reasoningTokens: 0, serviceTier: 'flex' };
+    expect(checkEvent({ ...full, extra: 1 })).toStrictEqual(full);
+    expect(() => checkEvent({ ...settled, heldTokens: -1 })).toThrow();
   });
 });
 

@@ -109,6 +109,49 @@ describe('encodeEventRow', () => {
     // shared box at load average 20-25, past the unit tests' 30 s.
   }, 180_000);
 
+  it('writes the same row for an event published without the fields at their defaults', () => {
+    // What the authority leaves out (issue 14), at the value each reader fills in its place.
+    const atDefault: Record<string, unknown> = {
+      api: 'chat',
+      serviceTier: 'default',
+      cacheWrite5mTokens: 0,
+      cacheWrite1hTokens: 0,
+      reasoningTokens: 0,
+      audioPromptTokens: 0,
+      audioCompletionTokens: 0,
+    };
+    const encoder = new RowBinaryEncoder();
+    const row = (input: Record<string, unknown>) => {
+      const parsed = parseEvent(JSON.stringify(input));
+      if (!parsed.ok) throw new Error(parsed.error.message);
+      const got = encodeEventRow(encoder, parsed.value, Date.parse(parsed.value.time), 1, NOW);
+      if (!Buffer.isBuffer(got)) throw new Error(`refused at ${got}`);
+      return Buffer.from(got);
+    };
+    let compared = 0;
+    for (const seed of seeds()) {
+      const type = String(seed.type);
+      // The fields each type has: all on a settle, api and serviceTier on a created, api on
+      // every other call event and refusal (a moved event has none of them).
+      const keys =
+        type === 'reservation.settled'
+          ? Object.keys(atDefault)
+          : type === 'reservation.created'
+            ? ['api', 'serviceTier']
+            : ['api'];
+      if (type === 'reservation.moved' || !/^(reservation|admission)\./.test(type)) continue;
+      const full = { ...seed };
+      const wire = { ...seed };
+      for (const key of keys) {
+        full[key] = atDefault[key];
+        delete wire[key];
+      }
+      expect(row(wire).equals(row(full)), type).toBe(true);
+      compared++;
+    }
+    expect(compared).toBeGreaterThan(8);
+  });
+
   it('moves a row begun at the end of a slab whole, and drops a refused one there too', () => {
     const e = parseEvent(JSON.stringify(EVENT_EXAMPLES['reservation.settled']));
     const huge = parseEvent(

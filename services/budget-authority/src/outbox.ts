@@ -4,6 +4,7 @@ import {
   HoldfastEvent,
   checkEvent,
   type RefusalCode,
+  type WireEvent,
 } from '@holdfast/events';
 import type { CompiledConfig } from '@holdfast/config';
 import type { z } from 'zod';
@@ -171,9 +172,10 @@ export function decodeLoop(flat: string[]): Record<string, unknown> {
 
 /**
  * Turns one outbox entry (flat field/value strings written by a Lua script) into an event of
- * the current schema. Throws when the entry does not validate: that is a bug, not input.
+ * the current schema, as it goes on the wire: the fields the entry leaves at their defaults
+ * stay out (checkEvent). Throws when the entry does not validate: that is a bug, not input.
  */
-export function decodeOutboxEntry(fields: string[], config: CompiledConfig): HoldfastEvent {
+export function decodeOutboxEntry(fields: string[], config: CompiledConfig): WireEvent {
   const raw = decodeFields(outboxFlat(fields));
   if (raw.type === 'admission.refused') {
     const windows = raw.windows as ReturnType<typeof parseWindows>;

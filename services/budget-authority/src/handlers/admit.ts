@@ -496,9 +496,12 @@ export async function admit(
   const created = [
     ...['type', 'reservation.created', 'id', eventId, 'tenant', tenant.id, 'org', tenant.org],
     ...['reservationId', req.reservationId, 'keyId', keyId, 'useCase', req.useCase],
-    ...['model', req.model, 'mode', tenant.mode, 'api', req.api],
+    ...['model', req.model, 'mode', tenant.mode],
+    // At their defaults (chat, the model's base price) left out: every reader fills them.
+    ...(req.api === 'chat' ? [] : ['api', req.api]),
     ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
-    ...['serviceTier', req.serviceTier, 'onExpiry', tenant.onExpiry],
+    ...(req.serviceTier === 'default' ? [] : ['serviceTier', req.serviceTier]),
+    ...['onExpiry', tenant.onExpiry],
     ...(long ? ['longContext', '1'] : []),
     ...(endUser ? ['endUser', endUser] : []),
     // The most its provider-run tools may bill: a rebuild holds a post or estimate call so

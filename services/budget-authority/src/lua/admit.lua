@@ -86,13 +86,18 @@ local function refuse(spec, newUser, code, bi, retry, needT, needU, windows, inf
     'type', 'admission.refused', 'id', shadow and ARGV[23] or createdId(),
     'time', I(now), 'tenant', spec.tenant, 'org', spec.org,
     'reservationId', resId, 'keyId', keyId, 'useCase', useCase,
-    'model', model, 'mode', mode, 'api', api, 'code', code,
+    'model', model, 'mode', mode, 'code', code,
     'promptTokens', I(tonumber(ARGV[5])), 'maxTokens', I(tonumber(ARGV[6])),
     'neededTokens', I(needT), 'neededMicroUsd', I(needU),
     'budget', b and b.id or '', 'level', b and b.tenant or '',
     'retryAfterSeconds', I(retry), 'shadow', shadow and '1' or '0', 'inFlight', I(inflight),
     'windows', windows,
   }
+  -- At its default (chat) left out: every reader fills it.
+  if api ~= 'chat' then
+    list[#list + 1] = 'api'
+    list[#list + 1] = api
+  end
   if b and (b.scope == 'k' or b.scope == 'u') then
     list[#list + 1] = 'scope'
     list[#list + 1] = (b.scope == 'k') and 'key' or 'end_user'

@@ -417,7 +417,7 @@ if userKeys and not userInUse and redis.call('HGET', resKey, 'nu') then
 end
 local head = '\0time\0' .. nowText .. '\0tenant\0' .. tenant .. '\0org\0' .. spec.org ..
   '\0reservationId\0' .. resId .. '\0keyId\0' .. keyId .. '\0useCase\0' .. useCase ..
-  '\0model\0' .. model .. '\0mode\0' .. mode .. '\0api\0' .. api
+  '\0model\0' .. model .. '\0mode\0' .. mode .. atDefault('api', api, 'chat')
 local ending = '\0windows\0' .. windows .. (endUser ~= '' and ('\0endUser\0' .. endUser) or '')
 local heldText = '\0heldTokens\0' .. f[2] .. '\0heldMicroUsd\0' .. f[3]
 -- The requests the call's retries took of its upstream's capacity (kept there for their
@@ -426,10 +426,11 @@ local retried = (f[8] and f[8] ~= '0') and ('\0retryRequests\0' .. f[8]) or ''
 local body
 if op == 'settle' then
   body = '\0promptTokens\0' .. ARGV[5] .. '\0completionTokens\0' .. ARGV[6] ..
-    '\0cachedPromptTokens\0' .. I(usage.cached) .. '\0cacheWrite5mTokens\0' .. I(usage.w5) ..
-    '\0cacheWrite1hTokens\0' .. I(usage.w1h) .. '\0reasoningTokens\0' .. ARGV[8] ..
-    '\0audioPromptTokens\0' .. I(usage.aIn) .. '\0audioCompletionTokens\0' .. I(usage.aOut) ..
-    '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
+    '\0cachedPromptTokens\0' .. I(usage.cached) .. atDefault('cacheWrite5mTokens', I(usage.w5), '0') ..
+    atDefault('cacheWrite1hTokens', I(usage.w1h), '0') .. atDefault('reasoningTokens', ARGV[8], '0') ..
+    atDefault('audioPromptTokens', I(usage.aIn), '0') ..
+    atDefault('audioCompletionTokens', I(usage.aOut), '0') ..
+    atDefault('serviceTier', billedTier, 'default') .. (billedLong and '\0longContext\0' .. '1' or '') ..
     (toolUses and '\0toolUses\0' .. I(toolUses) .. '\0toolFeeMicroUsd\0' .. I(toolFee) or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. elapsed(now, f[4]) .. retried

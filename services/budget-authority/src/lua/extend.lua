@@ -106,10 +106,15 @@ local function grown(addT, addU, cov)
   local event = {
     'type', 'reservation.extended', 'id', spec.eventId, 'time', I(now), 'tenant', f[2],
     'org', spec.org, 'reservationId', spec.resId, 'keyId', f[3], 'useCase', f[4], 'model', f[5],
-    'mode', f[6], 'api', f[17] or 'chat', 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
+    'mode', f[6], 'heldTokens', I(heldT), 'heldMicroUsd', I(heldU),
     'addedTokens', I(addT),
     'addedMicroUsd', I(addU), 'coveredOutputTokens', I(cov), 'windows', windows,
   }
+  -- At its default (chat) left out: every reader fills it.
+  if (f[17] or 'chat') ~= 'chat' then
+    event[#event + 1] = 'api'
+    event[#event + 1] = f[17]
+  end
   if (f[18] or '') ~= '' then
     event[#event + 1] = 'endUser'
     event[#event + 1] = f[18]

@@ -590,6 +590,13 @@ local function emit(fields)
   emitText(table.concat(fields, '\0'))
 end
 
+-- An event's field for emitText ('\0name\0value'), or '' at the value every reader fills when
+-- it is absent (a field with a schema default, serviceTier's 'default'): the wire leaves it out.
+local function atDefault(name, value, default)
+  if value == default then return '' end
+  return '\0' .. name .. '\0' .. value
+end
+
 -- An entry of field/value pairs (the values may hold any byte).
 local function emitFlat(fields)
   redis.call('XADD', KEYS[1], '*', unpack(fields))
