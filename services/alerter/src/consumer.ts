@@ -5,6 +5,7 @@ import {
   DurableConsumer,
   errorMessage,
   nakLater,
+  streamSequence,
   type Logger,
 } from '@holdfast/runtime';
 import {
@@ -130,7 +131,8 @@ export class EventConsumer {
     const parsed = parseEvent(m.data);
     if (!parsed.ok) return this.#poison(m, parsed.error.message);
     const event = parsed.value;
-    const seq = m.seq;
+    // From the ack subject, as the aggregator reads it: nats.js's `seq` parses all of its info.
+    const seq = streamSequence(m);
     let work: Promise<void> | undefined;
     try {
       work = this.#serial.run(event.org, () => this.#o.handler(event, seq));
