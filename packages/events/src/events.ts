@@ -48,6 +48,12 @@ const decoder = new TextDecoder();
 interface KeepPlan {
   known: Set<string>;
   children: Array<[key: string, plan: KeepPlan, array: boolean]>;
+  /**
+   * The keys, in order, of the last object found to hold only known keys: an object with the
+   * same keys in the same order (one producer's events all have one shape) is compared key by
+   * key with it (interned strings: one pointer compare each) instead of looked up in `known`.
+   */
+  clean: string[];
 }
 
 /**
@@ -66,18 +72,33 @@ function keepPlan(schema: Record<string, unknown>): KeepPlan | undefined {
       children.push([key, plan, object !== sub]);
     } else if (JSON.stringify(sub).includes('"object"')) return undefined;
   }
-  return { known: new Set(Object.keys(props)), children };
+  return { known: new Set(Object.keys(props)), children, clean: [] };
 }
 
 /** `value` (checked valid) without the keys its schema does not name, at every level. */
 function keepKnown(value: Record<string, unknown>, plan: KeepPlan): void {
-  for (const key of Object.keys(value)) if (!plan.known.has(key)) delete value[key];
+  const keys = Object.keys(value);
+  if (!sameKeys(keys, plan.clean)) {
+    let clean = true;
+    for (const key of keys) {
+      if (plan.known.has(key)) continue;
+      delete value[key];
+      clean = false;
+    }
+    if (clean) plan.clean = keys;
+  }
   for (const [key, sub, array] of plan.children) {
     const child = value[key];
     if (child === undefined) continue;
     if (array) for (const item of child as Array<Record<string, unknown>>) keepKnown(item, sub);
     else keepKnown(child as Record<string, unknown>, sub);
   }
+}
+
+function sameKeys(a: string[], b: string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

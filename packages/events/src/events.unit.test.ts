@@ -50,6 +50,23 @@ describe('parseEvent', () => {
     });
   });
 
+  it('drops unknown keys after an event of the same shape held none, at every level', () => {
+    const parsed = (e: object) => parseEvent(JSON.stringify(e));
+    const window = { ...settled.windows[0]!, removed: true as const };
+    const clean = { ...settled, reasoningTokens: 0, windows: [window] };
+    const first = parsed(clean);
+    if (!first.ok) throw new Error(first.error.message);
+    const out = first.value;
+    expect(out).toMatchObject(clean);
+    // The clean event's keys in its order, one optional key renamed (top level and window).
+    const { removed: _, ...kept } = window;
+    const renamed = { ...settled, reasoningTokenz: 5, windows: [{ ...kept, removez: true }] };
+    expect(parsed(renamed)).toEqual({ ok: true, value: { ...out, windows: [kept] } });
+    const extra = { ...clean, extra: 1, windows: [window, { ...window, x: 1 }] };
+    expect(parsed(extra)).toEqual({ ok: true, value: { ...out, windows: [window, window] } });
+    expect(parsed(clean)).toEqual(first);
+  });
+
   it('rejects malformed JSON, unknown types and future versions without throwing', () => {
     expect(parseEvent('{nope')).toEqual({
       ok: false,

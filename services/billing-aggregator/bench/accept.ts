@@ -5,17 +5,25 @@
  * process, on `bench:consumers`' calls (a created and a settled event, three windows each). Each
  * round takes 300,000 deliveries and keeps a batch's 3,000 rows waiting, as the batcher does.
  * Reported: µs of the process's CPU (every thread: V8's GC helpers too) and of wall time an event.
+ *
+ * `BENCH_CALLGRIND=1 ... bench:accept [--base <checkout>] [--rounds N] [--events 20000]
+ * [--stages json,parse,accept] [--parallel 2]`: instructions an event instead, counted by
+ * valgrind's callgrind (accept-callgrind.ts), the same trees alternated round by round.
  */
-import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
-import { EVENT_EXAMPLES, EXAMPLE_WINDOW } from '@holdfast/events/testing';
+import { countInstructions, STAGES, type Stage } from './accept-callgrind.js';
+import { deliveries, type Delivery } from './deliveries.js';
 
 const { values } = parseArgs({
   options: {
     base: { type: 'string', default: '/work/main' },
     rounds: { type: 'string', default: '6' },
+    // BENCH_CALLGRIND=1 only: steps counted a run, the stages, valgrinds at a time.
+    events: { type: 'string', default: '20000' },
+    stages: { type: 'string', default: STAGES.join(',') },
+    parallel: { type: 'string', default: '2' },
   },
 });
 const EVENTS = 300_000;
@@ -34,28 +42,7 @@ async function load(root: string): Promise<Commit> {
   return new mod.BatchCommit({ deadLetters: { term: unused }, ackWaitMs: 30_000 });
 }
 
-/** 2,000 distinct deliveries: a call's created and settled, as the authority publishes them. */
-function deliveries(): Array<{ data: Uint8Array; reply: string }> {
-  const windows = [
-    EXAMPLE_WINDOW,
-    { ...EXAMPLE_WINDOW, budget: 'day-usd', window: 'day', unit: 'usd' },
-    { ...EXAMPLE_WINDOW, tenant: 'acme', budget: 'month-usd', unit: 'usd' },
-  ];
-  const out: Array<{ data: Uint8Array; reply: string }> = [];
-  for (let i = 0; i < 1_000; i++) {
-    for (const type of ['reservation.created', 'reservation.settled'] as const) {
-      const e = { ...EVENT_EXAMPLES[type], id: randomUUID(), windows };
-      const seq = out.length + 1;
-      out.push({
-        data: new TextEncoder().encode(JSON.stringify(e)),
-        reply: `$JS.ACK.events.billing.1.${seq}.${seq}.1765100000000000000.0`,
-      });
-    }
-  }
-  return out;
-}
-
-function round(commit: Commit, msgs: ReturnType<typeof deliveries>): [cpu: number, wall: number] {
+function round(commit: Commit, msgs: Delivery[]): [cpu: number, wall: number] {
   const kept: unknown[] = [];
   const cpu = process.cpuUsage();
   const t0 = performance.now();
@@ -69,16 +56,31 @@ function round(commit: Commit, msgs: ReturnType<typeof deliveries>): [cpu: numbe
 }
 
 const msgs = deliveries();
-const trees = [
-  { name: 'base', commit: await load(values.base) },
-  { name: 'this', commit: await load(resolve(import.meta.dirname, '../../..')) },
-];
-for (const t of trees) round(t.commit, msgs); // warm up both
-for (let r = 0; r < Number(values.rounds); r++) {
-  for (const t of trees) {
-    const [cpu, wall] = round(t.commit, msgs);
-    console.log(
-      `round ${r + 1} ${t.name}: ${cpu.toFixed(2)} µs CPU, ${wall.toFixed(2)} µs wall an event`,
-    );
+const roots = { base: resolve(values.base), this: resolve(import.meta.dirname, '../../..') };
+if (process.env.BENCH_CALLGRIND === '1') {
+  await countInstructions(msgs, {
+    trees: Object.entries(roots).map(([name, root]) => ({ name, root })),
+    stages: values.stages.split(',') as Stage[],
+    rounds: Number(values.rounds),
+    events: Number(values.events),
+    parallel: Number(values.parallel),
+  });
+} else {
+  await timeRounds(msgs);
+}
+
+async function timeRounds(msgs: Delivery[]): Promise<void> {
+  const trees = [
+    { name: 'base', commit: await load(roots.base) },
+    { name: 'this', commit: await load(roots.this) },
+  ];
+  for (const t of trees) round(t.commit, msgs); // warm up both
+  for (let r = 0; r < Number(values.rounds); r++) {
+    for (const t of trees) {
+      const [cpu, wall] = round(t.commit, msgs);
+      console.log(
+        `round ${r + 1} ${t.name}: ${cpu.toFixed(2)} µs CPU, ${wall.toFixed(2)} µs wall an event`,
+      );
+    }
   }
 }
