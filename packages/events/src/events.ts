@@ -171,11 +171,13 @@ export function parseEvent(data: string | Uint8Array): ParseResult {
 }
 
 /**
- * Compiles the events' checks now instead of on the first event: a server that checks events
- * on its call path (the authority's relay) does before it serves.
+ * Compiles the events' checks now instead of on the first event (parseEvent's and
+ * checkEvent's): a server that checks events on its call path (the authority's relay) does
+ * before it serves.
  */
 export function prepareEventChecks(): void {
-  fastChecks ??= compileFastChecks();
+  fastChecks ??= compileFastChecks(true);
+  wireChecks ??= compileFastChecks(false);
 }
 
 /** ajv's verdict on an event of the current schema (defaults filled, unknown keys removed). */
