@@ -201,6 +201,8 @@ export async function rebuiltEqualsLive(
   o: { nc: NatsConnection; redis: RedisClient; iso: Isolation },
 ): Promise<void> {
   const { before, after } = await lostAndRebuilt(h, config, o);
-  expect(Object.keys(before).length).toBeGreaterThan(3);
+  // Something to rebuild (a window, a level's state, an in-flight set, which is the org's lease
+  // index too): the comparison below is not of two empty states.
+  expect(Object.keys(before).length).toBeGreaterThan(2);
   expect(after).toEqual(before);
 }
