@@ -10,10 +10,12 @@ async function published(nc: Parameters<typeof readStream>[0], stream: string) {
     .filter((e) => String(e.type).startsWith('reservation.'));
 }
 
-/** The fields a v1 reader fills when absent (zod defaults), and `serviceTier` (absent: default). */
+/**
+ * The fields a v1 reader fills when absent (zod defaults). Not `serviceTier`: no default fills
+ * it (absent is what events from before tiers say), so it stays on the wire, `default` too.
+ */
 const AT_DEFAULT = [
   'api',
-  'serviceTier',
   'cacheWrite5mTokens',
   'cacheWrite1hTokens',
   'reasoningTokens',
@@ -48,7 +50,7 @@ test('a chat call at the default tier publishes its events without the fields at
     const read = parseEvent(JSON.stringify(e));
     if (!read.ok) throw new Error(read.error.message);
     expect(read.value).toMatchObject({ api: 'chat' });
-    expect(read.value).not.toHaveProperty('serviceTier');
+    expect(read.value).toMatchObject({ serviceTier: 'default' });
   }
   const read = parseEvent(JSON.stringify(events[1]));
   if (!read.ok || read.value.type !== 'reservation.settled') throw new Error('not a settle');

@@ -497,11 +497,12 @@ export async function admit(
     ...['type', 'reservation.created', 'id', eventId, 'tenant', tenant.id, 'org', tenant.org],
     ...['reservationId', req.reservationId, 'keyId', keyId, 'useCase', req.useCase],
     ...['model', req.model, 'mode', tenant.mode],
-    // At their defaults (chat, the model's base price) left out: every reader fills them.
+    // `api` at its default (chat) left out: every reader fills it.
     ...(req.api === 'chat' ? [] : ['api', req.api]),
     ...['promptTokens', String(req.promptTokens), 'requestedMaxTokens', String(max)],
-    ...(req.serviceTier === 'default' ? [] : ['serviceTier', req.serviceTier]),
-    ...['onExpiry', tenant.onExpiry],
+    // `serviceTier` always: no schema default fills it (absent is what events from before tiers
+    // say), and readers of the stream see the tier billed.
+    ...['serviceTier', req.serviceTier, 'onExpiry', tenant.onExpiry],
     ...(long ? ['longContext', '1'] : []),
     ...(endUser ? ['endUser', endUser] : []),
     // The most its provider-run tools may bill: a rebuild holds a post or estimate call so

@@ -430,7 +430,7 @@ if op == 'settle' then
     atDefault('cacheWrite1hTokens', I(usage.w1h), '0') .. atDefault('reasoningTokens', ARGV[8], '0') ..
     atDefault('audioPromptTokens', I(usage.aIn), '0') ..
     atDefault('audioCompletionTokens', I(usage.aOut), '0') ..
-    atDefault('serviceTier', billedTier, 'default') .. (billedLong and '\0longContext\0' .. '1' or '') ..
+    '\0serviceTier\0' .. billedTier .. (billedLong and '\0longContext\0' .. '1' or '') ..
     (toolUses and '\0toolUses\0' .. I(toolUses) .. '\0toolFeeMicroUsd\0' .. I(toolFee) or '') ..
     '\0billedTokens\0' .. billedTText .. '\0costMicroUsd\0' .. costUText ..
     '\0outcome\0' .. outcome .. '\0durationMs\0' .. elapsed(now, f[4]) .. retried

@@ -591,7 +591,7 @@ local function emit(fields)
 end
 
 -- An event's field for emitText ('\0name\0value'), or '' at the value every reader fills when
--- it is absent (a field with a schema default, serviceTier's 'default'): the wire leaves it out.
+-- it is absent (a field with a schema default): the wire leaves it out.
 local function atDefault(name, value, default)
   if value == default then return '' end
   return '\0' .. name .. '\0' .. value
