@@ -92,9 +92,6 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       names: config.nats.names,
       settings,
       logger,
-      held: function* (minAgeMs) {
-        for (const p of batcher.held(minAgeMs)) yield p.msg;
-      },
       onMessage: (msg) => {
         const pending = commit.accept(msg);
         if (pending instanceof Promise) return pending;
@@ -106,8 +103,8 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       name: 'pipeline',
       stop: async () => {
         gate.stop();
-        // The batches taken are inserted (and kept alive) before the consumer is done.
-        await consumer.stop(() => batcher.drain());
+        await consumer.stop();
+        await batcher.drain();
       },
     });
     await consumer.start();
