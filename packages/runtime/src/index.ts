@@ -12,7 +12,7 @@ export { ensureDurable, type DurableConfig } from './jetstream/durable.js';
 export { DurableConsumer } from './jetstream/consumer.js';
 export { DeadLetters } from './jetstream/dead-letters.js';
 export { JetStreamPublisher, type Publish } from './jetstream/publisher.js';
-export { keepWorking, nakConfirmed, nakLater, streamSequence } from './jetstream/messages.js';
+export { nakConfirmed, nakLater, streamSequence } from './jetstream/messages.js';
 export { purgeAcked, purgeForgetsPending } from './jetstream/purge-acked.js';
 export { readDeadLetters, type StoredDeadLetter } from './jetstream/read-dead-letters.js';
 export * from './env.js';

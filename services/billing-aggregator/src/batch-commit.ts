@@ -1,11 +1,5 @@
 import { parseEvent } from '@holdfast/events';
-import {
-  errorMessage,
-  keepWorking,
-  nakLater,
-  streamSequence,
-  type DeadLetters,
-} from '@holdfast/runtime';
+import { errorMessage, nakLater, streamSequence, type DeadLetters } from '@holdfast/runtime';
 import type { JsMsg } from '@nats-io/jetstream';
 import type { Logger } from '@holdfast/runtime';
 import { REDELIVER } from './consumer.js';
@@ -35,7 +29,7 @@ export interface BatchCommitOptions {
   gate: HealthGate;
   metrics: AggregatorMetrics;
   logger: Logger;
-  /** The consumer's ack wait; long inserts send `working()` at a third of it. */
+  /** The consumer's ack wait (a nak is resent until a leader takes it, at most this long). */
   ackWaitMs: number;
 }
 
@@ -89,12 +83,9 @@ export class BatchCommit {
     const groups = [...byId.values()];
     const rows = groups.map((g) => g[0]!.bytes);
 
-    // A long insert tells JetStream the batch is in progress, so it is not redelivered meanwhile.
-    const outcome = await keepWorking(
-      () => batch.map((p) => p.msg),
-      this.#o.ackWaitMs,
-      () => this.#write(rows),
-    );
+    // A long insert does not get the batch redelivered: the consume loop keeps what the
+    // batcher holds alive (`working()`), this batch included, until this returns.
+    const outcome = await this.#write(rows);
     if (!outcome.ok) {
       // Transient: hand every message back with a delay and pause until ClickHouse answers.
       for (const p of batch) nakLater(p.msg, REDELIVER, this.#o.ackWaitMs);

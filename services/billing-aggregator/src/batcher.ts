@@ -22,6 +22,10 @@ export interface BatcherOptions<T> {
 export class Batcher<T> {
   readonly #opts: BatcherOptions<T>;
   #items: T[] = [];
+  /** When the filling batch got its first item (ms since epoch). */
+  #openedAt = 0;
+  /** The batch handed to `flush` and not yet done with, and when it was opened. */
+  #flushing: { items: T[]; openedAt: number } | undefined;
   #timer: NodeJS.Timeout | undefined;
   #inFlight: Promise<void> | undefined;
 
@@ -35,10 +39,24 @@ export class Batcher<T> {
     return this.#items.length;
   }
 
+  /**
+   * The items held (filling, full and waiting, or being flushed) in a batch opened at least
+   * `minAgeMs` ago: every item of a younger batch came in less than `minAgeMs` ago. The consume
+   * loop keeps these alive (`working()`), so a batch held longer than the ack wait (a long fill,
+   * a slow insert ahead of it) is not redelivered meanwhile.
+   */
+  *held(minAgeMs: number): Generator<T> {
+    const before = Date.now() - minAgeMs;
+    const flushing = this.#flushing;
+    if (flushing && flushing.openedAt <= before) yield* flushing.items;
+    if (this.#items.length > 0 && this.#openedAt <= before) yield* this.#items;
+  }
+
   /** Adds an item; returns a promise only when the caller must wait (the batch is full). */
   add(item: T): Promise<void> | undefined {
     this.#items.push(item);
     if (this.#items.length === 1) {
+      this.#openedAt = Date.now();
       this.#timer = setTimeout(() => void this.#cut(), this.#opts.maxWaitMs);
     }
     return this.#items.length >= this.#opts.maxItems ? this.#cut() : undefined;
@@ -57,13 +75,16 @@ export class Batcher<T> {
     while (this.#inFlight) await this.#inFlight;
     if (this.#items.length === 0) return;
     const items = this.#items;
+    const flushing = { items, openedAt: this.#openedAt };
     this.#items = [];
+    this.#flushing = flushing;
     const run = this.#opts.flush(items).catch((err: unknown) => {
       this.#opts.logger.error({ err, items: items.length }, 'batch flush threw (bug)');
     });
     this.#inFlight = run;
     void run.finally(() => {
       if (this.#inFlight === run) this.#inFlight = undefined;
+      if (this.#flushing === flushing) this.#flushing = undefined;
     });
   }
 }

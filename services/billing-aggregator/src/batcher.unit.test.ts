@@ -99,4 +99,28 @@ describe('Batcher', () => {
     await b.drain();
     expect(flushed).toEqual([[2]]);
   });
+
+  it('holds the filling and the flushing batch, those opened at least minAgeMs ago', async () => {
+    vi.useFakeTimers();
+    const flushing = deferred();
+    const b = new Batcher<number>({
+      maxItems: 2,
+      maxWaitMs: 60_000,
+      flush: () => flushing.promise,
+      logger,
+    });
+    expect(b.add(1)).toBeUndefined();
+    expect([...b.held(0)]).toEqual([1]);
+    expect([...b.held(1_000)]).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1_000);
+    await b.add(2); // full: handed to the flush, which holds it
+    await vi.advanceTimersByTimeAsync(500);
+    expect(b.add(3)).toBeUndefined();
+    // The flushing batch was opened 1.5 s ago, the filling one just now.
+    expect([...b.held(1_000)]).toEqual([1, 2]);
+    expect([...b.held(0)]).toEqual([1, 2, 3]);
+    flushing.resolve();
+    await vi.advanceTimersByTimeAsync(0);
+    expect([...b.held(0)]).toEqual([3]);
+  });
 });

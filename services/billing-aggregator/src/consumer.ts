@@ -57,6 +57,8 @@ export function createEventConsumer(opts: {
   settings: ConsumerSettings;
   logger: Logger;
   onMessage: (msg: JsMsg) => Promise<void> | undefined;
+  /** The messages the batcher holds (filling, waiting, inserting): kept alive while held. */
+  held: (minAgeMs: number) => Iterable<JsMsg>;
 }): DurableConsumer {
   return new DurableConsumer({
     nc: opts.nc,
@@ -67,6 +69,7 @@ export function createEventConsumer(opts: {
     pullSize: opts.settings.fetchSize,
     ...(opts.settings.pullEveryMs ? { bursts: { everyMs: opts.settings.pullEveryMs } } : {}),
     onMessage: opts.onMessage,
+    held: opts.held,
     restart: { initialMs: 250, maxMs: 5_000 },
     redeliver: REDELIVER,
     maxMissedHeartbeats: 4,

@@ -92,6 +92,9 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       names: config.nats.names,
       settings,
       logger,
+      held: function* (minAgeMs) {
+        for (const p of batcher.held(minAgeMs)) yield p.msg;
+      },
       onMessage: (msg) => {
         const pending = commit.accept(msg);
         if (pending instanceof Promise) return pending;
@@ -103,8 +106,8 @@ export function start(config: AggregatorConfig, deps: AggregatorDeps): Promise<S
       name: 'pipeline',
       stop: async () => {
         gate.stop();
-        await consumer.stop();
-        await batcher.drain();
+        // The batches taken are inserted (and kept alive) before the consumer is done.
+        await consumer.stop(() => batcher.drain());
       },
     });
     await consumer.start();

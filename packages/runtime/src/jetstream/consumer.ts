@@ -49,6 +49,14 @@ export interface DurableConsumerOptions {
    * path). A throw or a rejection is a bug: logged, and the message nak'ed with `redeliver`.
    */
   onMessage: (msg: JsMsg) => Promise<void> | undefined;
+  /**
+   * Messages the handler took (`onMessage` returned `undefined`) and still holds unsettled (a
+   * batch filling, or waiting for its insert), of those it took at least `minAgeMs` ago: they
+   * get `working()` with the ones in flight, so holding them longer than the ack wait does not
+   * redeliver them. Younger ones were delivered or kept alive within that time (`minAgeMs` is
+   * the keep-alive period, or 0), so a batch settled within it costs no signal.
+   */
+  held?: (minAgeMs: number) => Iterable<JsMsg>;
   /** Wait between two consume() runs; back to the start once a message arrives. */
   restart: RetryPolicy;
   /** Delay of the nak after a handler failed, by delivery count. */
@@ -92,7 +100,8 @@ function written(nc: NatsConnection): Promise<void> {
  * The one JetStream consume loop (docs/events.md, "Consuming"): ensure the durable, consume,
  * watch heartbeats and the consumer's fate, and start again with backoff whenever the
  * iterator ends. While a handler's promise is pending its message gets `working()` at a third
- * of the ack wait (every handler bounds its own work with timeouts). With `bursts`, each round
+ * of the ack wait (every handler bounds its own work with timeouts), and so do the messages a
+ * handler holds (`held`). With `bursts`, each round
  * pulls instead of consuming (`#pullRound`). `stop()` is the same for both: it ends the pulls
  * out at once (`endPull`: what the server sent them before it read the UNSUB still arrives),
  * naks what they brought and what is buffered, so another replica gets it at once, waits for
@@ -132,22 +141,38 @@ export class DurableConsumer {
     const ackWait = this.#o.durable.ack_wait;
     const ackWaitMs = ackWait === undefined ? DEFAULT_ACK_WAIT_MS : millis(ackWait);
     this.#ackWaitMs = ackWaitMs;
+    const everyMs = workingEveryMs(ackWaitMs);
+    const held = this.#o.held;
+    // A held message younger than a period may wait one more (up to two periods since its
+    // delivery or last signal), which the ack wait allows only when it spans three periods
+    // (not under the 500 ms floor with an ack wait below 1.5 s: then all are kept each time).
+    const heldMinAgeMs = 3 * everyMs <= ackWaitMs ? everyMs : 0;
     this.#working = setInterval(() => {
       for (const m of this.#inflight.values()) m.working();
       // Pulled and waiting behind the handler's backpressure: kept too.
       for (const m of this.#pulls?.buffered ?? []) m.working();
-    }, workingEveryMs(ackWaitMs));
+      // Taken by the handler and held since the previous signal at least.
+      if (held) for (const m of held(heldMinAgeMs)) m.working();
+    }, everyMs);
     // The connection keeps the process alive, not this timer.
     this.#working.unref();
     this.#loop = this.#run();
   }
 
-  /** Both loops see the abort and end their pulls (`endPull`); then every nak is flushed. */
-  async stop(): Promise<void> {
+  /**
+   * Both loops see the abort and end their pulls (`endPull`); the handlers still running are
+   * waited for, then `settle` (what settles the `held` messages: the last batch's insert), whose
+   * messages are kept alive meanwhile; then every nak and ack is flushed.
+   */
+  async stop(settle?: () => Promise<void>): Promise<void> {
     this.#stop.abort();
     await this.#loop;
     await Promise.allSettled([...this.#inflight.keys()]);
-    clearInterval(this.#working);
+    try {
+      await settle?.();
+    } finally {
+      clearInterval(this.#working);
+    }
     await written(this.#o.nc);
   }
 

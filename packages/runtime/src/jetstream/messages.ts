@@ -88,22 +88,3 @@ function pause(ms: number): Promise<void> {
 export function workingEveryMs(ackWaitMs: number): number {
   return Math.max(500, Math.floor(ackWaitMs / 3));
 }
-
-/**
- * Runs `work`, telling JetStream that `msgs` are still in progress while it runs, so a slow
- * step (a long insert) does not get them redelivered to another replica meanwhile.
- */
-export async function keepWorking<T>(
-  msgs: () => Iterable<JsMsg>,
-  ackWaitMs: number,
-  work: () => Promise<T>,
-): Promise<T> {
-  const timer = setInterval(() => {
-    for (const m of msgs()) m.working();
-  }, workingEveryMs(ackWaitMs));
-  try {
-    return await work();
-  } finally {
-    clearInterval(timer);
-  }
-}
