@@ -37,6 +37,22 @@ async function requests(h: TestAuthority): Promise<Record<string, number>> {
   return Object.fromEntries(u.value.capacity.map((c) => [c.upstream, c.requests]));
 }
 
+/**
+ * Settles a call on the default upstream (100 prompt tokens, 10 out; in `org`, the admission's,
+ * when named): its take's request kept.
+ */
+async function settle(h: TestAuthority, reservationId: string, org?: string): Promise<void> {
+  const s = await h.client.settle({
+    reservationId,
+    tenant: 'support-bot',
+    ...(org ? { org } : {}),
+    usage: { promptTokens: 100, completionTokens: 10 },
+    upstream: 'default',
+    model: 'gpt-4o-mini',
+  });
+  expect(s.ok && s.value.status).toBe('settled');
+}
+
 test('a retry of a live hold takes one request of its upstream', async ({ start }) => {
   const h = await start(config);
   const id = await admittedOnDefault(h);
@@ -49,14 +65,7 @@ test('a retry of no live hold (settled, released, expired, unknown, another team
 }) => {
   const h = await start(config);
   const settled = await admittedOnDefault(h);
-  const s = await h.client.settle({
-    reservationId: settled,
-    tenant: 'support-bot',
-    usage: { promptTokens: 100, completionTokens: 10 },
-    upstream: 'default',
-    model: 'gpt-4o-mini',
-  });
-  expect(s.ok && s.value.status).toBe('settled');
+  await settle(h, settled);
   const released = await admittedOnDefault(h);
   const r = await h.client.release({
     reservationId: released,
@@ -135,14 +144,7 @@ test("a retry the upstream has no request left for is refused and taken back fro
     expect(await h.client.retryCapacity(retry(id))).toEqual({ ok: true, value: { taken: false } });
   }
   expect(await requests(h)).toEqual({ default: 2 });
-  const s = await h.client.settle({
-    reservationId: id,
-    tenant: 'support-bot',
-    usage: { promptTokens: 100, completionTokens: 10 },
-    upstream: 'default',
-    model: 'gpt-4o-mini',
-  });
-  expect(s.ok && s.value.status).toBe('settled');
+  await settle(h, id);
   expect(await requests(h)).toEqual({ default: 2 });
   // The close's event says one retry (a rebuild replays it), not the four asked.
   const settled = await waitFor(
@@ -172,14 +174,6 @@ test("a retry of a call of a team moved to another org since its admission takes
     expect.soft(r.ok ? r.value : r.error.code, String(org)).toBe('invalid_request');
   }
   expect(await requests(h)).toEqual({ default: 2, backup: 0 });
-  const s = await h.client.settle({
-    reservationId: id,
-    tenant: 'support-bot',
-    org: 'acme',
-    usage: { promptTokens: 100, completionTokens: 10 },
-    upstream: 'default',
-    model: 'gpt-4o-mini',
-  });
-  expect(s.ok && s.value.status).toBe('settled');
+  await settle(h, id, 'acme');
   expect(await requests(h)).toEqual({ default: 2, backup: 0 });
 });
