@@ -53,6 +53,8 @@ function what(e: Raw): string {
         e.fromUsedTokens === undefined ? '' : `, ${n(e.fromUsedTokens)} billed on ${from}`;
       return `res ${str(e.reservationId).slice(0, 8)} ${str(e.model)}: moved to upstream ${str(e.upstream)}${from ? ` from ${from}` : ''} (${n(e.tokens)} tokens taken there${billed})`;
     }
+    case 'reservation.retried':
+      return `res ${str(e.reservationId).slice(0, 8)} ${str(e.model)}: a retry took a request of upstream ${str(e.upstream)}`;
     case 'admission.refused':
       return `${e.shadow === true ? 'shadow budget would refuse (admitted): ' : ''}${str(e.code)}: ${str(e.message)}`;
     case 'threshold.crossed':

@@ -132,6 +132,13 @@ describe('holdfast events: one readable line per event', () => {
     );
   });
 
+  it('a retry names the upstream it took a request of', () => {
+    const retried = { ...base, type: 'reservation.retried', upstream: 'default' };
+    expect(eventLine(9, retried)).toContain(
+      'reservation.retried res 1a2b3c4d gpt-4o-mini: a retry took a request of upstream default',
+    );
+  });
+
   it('a refusal carries its message; an unknown type its plain fields', () => {
     expect(
       eventLine(7, {

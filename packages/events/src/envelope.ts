@@ -10,6 +10,7 @@ export const EVENT_TYPES = [
   'reservation.expired',
   'reservation.overrun',
   'reservation.moved',
+  'reservation.retried',
   'admission.refused',
   'threshold.crossed',
   'tenant.suspended',

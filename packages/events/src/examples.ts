@@ -105,6 +105,12 @@ export const EVENT_EXAMPLES: Record<(typeof EVENT_TYPES)[number], Record<string,
     tokens: 1_394,
     fromUsedTokens: 120,
   },
+  'reservation.retried': {
+    ...envelope('reservation.retried'),
+    reservationId: call.reservationId,
+    model: 'gpt-4o-mini',
+    upstream: 'openai',
+  },
   'reservation.overrun': {
     ...envelope('reservation.overrun'),
     ...call,

@@ -74,33 +74,41 @@ test('an event the alerter cannot parse and a malformed webhook job are dead-let
   await waitFor(() => quiescent(nc, iso.names), { what: 'every event handled, no job left' });
 });
 
-test('a move to a fallback upstream (reservation.moved, no windows) is handled and acked, never dead-lettered', async ({
-  nc,
-  natsUrl,
-  iso,
-}) => {
-  const replica = await started(nc, natsUrl, iso.names);
-  const move = HoldfastEvent.parse({
-    id: randomUUID(),
-    schemaVersion: 1,
-    time: new Date().toISOString(),
-    tenant: 'team-d',
-    org: 'team-d',
+/** A call's records of its upstream capacity: no windows, nothing an alert reads. */
+const capacityRecords = {
+  'a move to a fallback upstream (reservation.moved, no windows)': {
     type: 'reservation.moved',
-    reservationId: randomUUID(),
-    model: 'gpt-4o-mini',
     upstream: 'backup',
     fromUpstream: 'default',
     tokens: 500,
+  },
+  "a retry's request of its upstream (reservation.retried, no windows)": {
+    type: 'reservation.retried',
+    upstream: 'default',
+  },
+};
+
+for (const [what, fields] of Object.entries(capacityRecords)) {
+  test(`${what} is handled and acked, never dead-lettered`, async ({ nc, natsUrl, iso }) => {
+    const replica = await started(nc, natsUrl, iso.names);
+    const event = HoldfastEvent.parse({
+      id: randomUUID(),
+      schemaVersion: 1,
+      time: new Date().toISOString(),
+      tenant: 'team-d',
+      org: 'team-d',
+      reservationId: randomUUID(),
+      model: 'gpt-4o-mini',
+      ...fields,
+    });
+    await publishEvents(nc, iso.names, [event]);
+    await waitFor(() => quiescent(nc, iso.names), { what: `the ${fields.type} handled` });
+    const jsm = await jetstreamManager(nc);
+    const dead = await jsm.streams.info(deadLetterStream(iso.names).name);
+    expect(dead.state.messages).toBe(0);
+    const events = await replica.registry.getSingleMetric('holdfast_alerter_events_total')?.get();
+    expect(
+      events?.values.find((v) => v.labels.type === fields.type && v.labels.result === 'ok')?.value,
+    ).toBe(1);
   });
-  await publishEvents(nc, iso.names, [move]);
-  await waitFor(() => quiescent(nc, iso.names), { what: 'the move handled' });
-  const jsm = await jetstreamManager(nc);
-  const dead = await jsm.streams.info(deadLetterStream(iso.names).name);
-  expect(dead.state.messages).toBe(0);
-  const events = await replica.registry.getSingleMetric('holdfast_alerter_events_total')?.get();
-  expect(
-    events?.values.find((v) => v.labels.type === 'reservation.moved' && v.labels.result === 'ok')
-      ?.value,
-  ).toBe(1);
-});
+}

@@ -132,14 +132,15 @@ describe('encodeEventRow', () => {
     for (const seed of seeds()) {
       const type = String(seed.type);
       // The fields each type has: all on a settle, api and serviceTier on a created, api on
-      // every other call event and refusal (a moved event has none of them).
+      // every other call event and refusal (a moved or retried event has none of them).
       const keys =
         type === 'reservation.settled'
           ? Object.keys(atDefault)
           : type === 'reservation.created'
             ? ['api', 'serviceTier']
             : ['api'];
-      if (type === 'reservation.moved' || !/^(reservation|admission)\./.test(type)) continue;
+      if (/^reservation\.(moved|retried)$/.test(type) || !/^(reservation|admission)\./.test(type))
+        continue;
       const full = { ...seed };
       const wire = { ...seed };
       for (const key of keys) {

@@ -131,6 +131,16 @@ export function moved(created: EventOf<'reservation.created'>): EventOf<'reserva
   }) as EventOf<'reservation.moved'>;
 }
 
+/** A retry of the call taking a request of its upstream (`capacity.retry`), 300 ms after `created`. */
+export function retried(created: EventOf<'reservation.created'>): EventOf<'reservation.retried'> {
+  return HoldfastEvent.parse({
+    ...base('reservation.retried', created.tenant, created.org, Date.parse(created.time) + 300),
+    reservationId: created.reservationId,
+    model: created.model,
+    upstream: 'default',
+  }) as EventOf<'reservation.retried'>;
+}
+
 /** A refusal (budget_exceeded unless said otherwise). */
 export function refusal(
   c: CallShape & { code?: string; shadow?: boolean } = {},

@@ -10,9 +10,11 @@ import type {
   CapacityRetryRequest,
   CapacityUsage,
 } from '@holdfast/events';
+import { randomUUID } from 'node:crypto';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from './context.js';
 import type { Keys } from './keys.js';
+import { encodeOutboxFields } from './outbox.js';
 import { runCapacity, runRetry } from './scripts.js';
 
 type Limits = NonNullable<UpstreamConfig['capacity']>;
@@ -353,8 +355,41 @@ export async function takeRetry(
     },
   );
   // No request left: the hold's count of retries (its close's `retryRequests`) taken back.
-  if (full) await runRetry(ctx.redis, [hold], ['undo']);
-  return Ok({ taken: full === undefined });
+  if (full) {
+    await runRetry(ctx.redis, [hold], ['undo']);
+    return Ok({ taken: false });
+  }
+  await recordRetry(ctx, hold, { ...req, org: req.org ?? tenant.org });
+  return Ok({ taken: true });
+}
+
+/**
+ * The retry's event (`reservation.retried`, retry.lua writes it in the org's outbox while the
+ * hold is live): a rebuild counts the retry's request in its second while the call is still in
+ * flight. Before, only the call's close carried its retries (`retryRequests`): a rebuild before
+ * it gave them back, and for the minute after it the upstream admitted calls its provider
+ * refuses. Written after the take, in another slot (never atomic with it): one not written (a
+ * failure, or the hold closed since) is counted by the close's `retryRequests` instead, so a
+ * failure here is logged and the retry stays taken.
+ */
+async function recordRetry(
+  ctx: HandlerContext,
+  hold: string,
+  req: CapacityRetryRequest & { org: string },
+): Promise<void> {
+  const event = encodeOutboxFields({
+    type: 'reservation.retried',
+    id: randomUUID(),
+    time: ctx.clock(),
+    tenant: req.tenant,
+    org: req.org,
+    reservationId: req.reservationId,
+    model: req.model,
+    upstream: req.upstream,
+  });
+  await runRetry(ctx.redis, [hold, ctx.keys.outbox(req.org)], ['record', ...event]).catch(
+    (err: unknown) => ctx.logger.warn({ err }, 'reservation.retried not written'),
+  );
 }
 
 /** Why retry.lua found no live hold to retry (nothing taken). */

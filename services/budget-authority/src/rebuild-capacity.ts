@@ -22,6 +22,7 @@ interface Take {
 type Created = Extract<HoldfastEvent, { type: 'reservation.created' }>;
 type Closed = Extract<HoldfastEvent, { type: 'reservation.settled' | 'reservation.released' }>;
 type Moved = Extract<HoldfastEvent, { type: 'reservation.moved' }>;
+type Retried = Extract<HoldfastEvent, { type: 'reservation.retried' }>;
 
 /**
  * The upstream capacity windows (capacity.lua) rebuilt from the calls of the last minute: a
@@ -35,9 +36,11 @@ type Moved = Extract<HoldfastEvent, { type: 'reservation.moved' }>;
  * fallback in the move's second, where its close (or, in flight, its record) then is. A
  * release that kept its requests (`answeredRequests`) gives back only the tokens, and a close's
  * `retryRequests` (its retries' requests, capacity.retry) are counted in the close's second on
- * the upstream its take is on then. Not in any event: a provider's 429 or remaining tokens
- * (`capacity.report`), the counting endpoint's window (`countsPerMinute`), and the retries of a
- * call still in flight at the rebuild (given back for the minute after it).
+ * the upstream its take is on then, but those a `reservation.retried` recorded: each of those is
+ * counted in its own second on the upstream it names, the call still in flight or not (the
+ * close's count is every retry; one no event recorded is one lost between its take and its
+ * event, or an older authority's). Not in any event: a provider's 429 or remaining tokens
+ * (`capacity.report`) and the counting endpoint's window (`countsPerMinute`).
  *
  * The takes are kept as capacity.lua keeps them, one record per upstream and call: a move that
  * finds the call's record on the fallback still live took nothing there (a retried or doubled
@@ -55,6 +58,8 @@ export class CapacityReplay {
   readonly #windows = new Map<string, Map<number, [number, number]>>();
   /** A window by key: when a take or close last changed it (its TTL, as capacity.lua's). */
   readonly #touched = new Map<string, number>();
+  /** By reservation: the retries its `reservation.retried` events counted (its close's share). */
+  readonly #retried = new Map<string, number>();
 
   constructor(keys: Keys, config: CompiledConfig) {
     this.#keys = keys;
@@ -83,9 +88,43 @@ export class CapacityReplay {
     this.#close(left, at, e.fromUsedTokens ?? (e.fromAnswered ? 'answered' : undefined));
   }
 
+  /**
+   * A retry's request (capacity.retry), taken of the scopes of the upstream it names in its
+   * second, and of the team's own windows where its share caps it, as takeRetry takes it: no
+   * tokens, no record, never closed.
+   */
+  retried(e: Retried): void {
+    this.#retried.set(e.reservationId, (this.#retried.get(e.reservationId) ?? 0) + 1);
+    const upstream = this.#config.upstreams.get(e.upstream);
+    const model = this.#config.models.get(e.model);
+    const tenant = this.#config.tenants.get(e.tenant);
+    const s = upstream && model && tenant && scopesOn(this.#keys, upstream, model);
+    if (!s) return;
+    const at = Date.parse(e.time);
+    const capped = tenantShare(this.#config, tenant) < 1;
+    this.#bill(
+      {
+        upstream: s.upstream,
+        at,
+        bucket: Math.floor(at / 1000),
+        tokens: 0,
+        scopes: s.keys,
+        own: capped ? tenantKeys(this.#keys, s, e.tenant) : [],
+        counting: s.counting,
+      },
+      0,
+      1,
+      at,
+    );
+  }
+
   closed(e: Closed): void {
     const key = this.#current.get(e.reservationId);
     this.#current.delete(e.reservationId);
+    // Its retries no `reservation.retried` recorded (every one, from an older authority).
+    const recorded = this.#retried.get(e.reservationId) ?? 0;
+    this.#retried.delete(e.reservationId);
+    const unrecorded = (e.retryRequests ?? 0) - recorded;
     const take = key === undefined ? undefined : this.#takes.get(key);
     if (!take || key === undefined) return;
     this.#takes.delete(key);
@@ -97,10 +136,10 @@ export class CapacityReplay {
       e.type === 'reservation.settled' ? e.billedTokens : answered && 'answered',
       answered,
     );
-    // Its retries' requests (capacity.retry), each taken in its own second before the close:
-    // counted in the close's (they leave the window no sooner than live), kept whatever the
-    // record, as capacity.lua keeps them.
-    if (e.retryRequests) this.#bill(take, 0, e.retryRequests, at, Math.floor(at / 1000));
+    // Its retries' requests (capacity.retry) no event recorded, each taken in its own second
+    // before the close: counted in the close's (they leave the window no sooner than live),
+    // kept whatever the record, as capacity.lua keeps them.
+    if (unrecorded > 0) this.#bill(take, 0, unrecorded, at, Math.floor(at / 1000));
   }
 
   /**

@@ -104,6 +104,8 @@ interface LiveHold {
   tracked?: boolean;
   /** Its last capacity.move (move.lua's `up`, `mf`): the upstream it is on, the one it left. */
   on?: { up: string; from: string };
+  /** The retries its `reservation.retried` events recorded (retry.lua's `rq`). */
+  retries?: number;
 }
 
 /** An event that charges windows (what `#bill` reads of it). */
@@ -615,6 +617,12 @@ export class Rebuilder {
         if (live) live.on = { up: e.upstream, from: e.fromUpstream ?? '' };
         return;
       }
+      case 'reservation.retried': {
+        this.#capacity.retried(e);
+        const live = this.#live.get(e.reservationId);
+        if (live) live.retries = (live.retries ?? 0) + 1;
+        return;
+      }
       case 'reservation.overrun': {
         const st = this.#o.keys.state(e.org, e.tenant);
         const o = this.#overruns.get(st) ?? { n: 0, t: 0, u: 0, at: 0 };
@@ -874,6 +882,7 @@ export class Rebuilder {
       // Where its capacity is (move.lua's `up`): where its last capacity.move put it, else
       // where its admission took it ('': none). Its close closes that capacity.
       ...(live.on ? { up: live.on.up, mf: live.on.from, mr: '1' } : { up: c.upstream ?? '' }),
+      ...(live.retries ? { rq: String(live.retries) } : {}),
       // admit.lua's: the tool fees of a call that held nothing (adopt holds them too).
       ...(c.toolFeeBoundMicroUsd && c.heldMicroUsd === 0
         ? { tfH: String(c.toolFeeBoundMicroUsd) }

@@ -30,6 +30,17 @@ async function retried(h: TestAuthority, reservationId: string): Promise<void> {
   expect(r).toEqual({ ok: true, value: { taken: true } });
 }
 
+/** Settles a call at 100 prompt tokens and 20 out. */
+async function settle(h: TestAuthority, reservationId: string): Promise<void> {
+  const s = await h.client.settle({
+    reservationId,
+    tenant: 'support-bot',
+    usage: { promptTokens: 100, completionTokens: 20 },
+    ...on,
+  });
+  expect(s.ok && s.value.status).toBe('settled');
+}
+
 async function requests(h: TestAuthority): Promise<number> {
   const u = await h.client.usage({});
   if (!u.ok) throw new Error(u.error.message);
@@ -47,13 +58,7 @@ test("a call's retries and a release's kept request are rebuilt: the upstream st
   const settled = await admitted(h);
   await retried(h, settled);
   await retried(h, settled);
-  const s = await h.client.settle({
-    reservationId: settled,
-    tenant: 'support-bot',
-    usage: { promptTokens: 100, completionTokens: 20 },
-    ...on,
-  });
-  expect(s.ok && s.value.status).toBe('settled');
+  await settle(h, settled);
   h.clock.advance(1_000);
   // Answered 500 twice, then given up: its admission's request kept, and its retry's.
   const released = await admitted(h);
@@ -86,4 +91,42 @@ test("a call's retries and a release's kept request are rebuilt: the upstream st
   // 5 more fit the limit of 10, the sixth does not.
   for (let i = 0; i < 5; i++) await admitted(h2);
   expect(refusalOf(await h2.client.admit(miniCall(100, 400))).code).toBe('upstream_capacity');
+});
+
+test('the retries of a call still in flight at a rebuild are rebuilt: the upstream still counts them, and its close then counts none twice', async ({
+  start,
+  nc,
+  redis,
+  iso,
+}) => {
+  const h = await start(config);
+  // Answered 500 twice so far, its second retry on its way: its admission's request and two
+  // retries', each in its own second.
+  const live = await admitted(h);
+  h.clock.advance(1_000);
+  await retried(h, live);
+  h.clock.advance(1_000);
+  await retried(h, live);
+  expect(await requests(h)).toBe(3);
+
+  // Before, no event carried a retry until its call closed: the rebuild counted 1, and the
+  // upstream admitted 9 more calls against its limit of 10 (the provider's account had 3).
+  const { before, after } = await lostAndRebuilt(h, config, { nc, redis, iso });
+  expect.soft(after).toEqual(before);
+  const h2 = await start(config);
+  h2.clock.now = h.clock.now;
+  expect(await requests(h2)).toBe(3);
+
+  // The call ends after the rebuild: its close carries its two retries, counted once.
+  await settle(h2, live);
+  expect(await requests(h2)).toBe(3);
+  // And rebuilt again once it closed: still 3.
+  const again = await lostAndRebuilt(h2, config, { nc, redis, iso });
+  expect.soft(again.after).toEqual(again.before);
+  const h3 = await start(config);
+  h3.clock.now = h2.clock.now;
+  expect(await requests(h3)).toBe(3);
+  // 7 more fit the limit of 10, the eighth does not.
+  for (let i = 0; i < 7; i++) await admitted(h3);
+  expect(refusalOf(await h3.client.admit(miniCall(100, 400))).code).toBe('upstream_capacity');
 });

@@ -87,12 +87,12 @@ describe('config limits: a list past its documented maximum is refused, naming i
           id: 'w',
           url: 'https://example.test/hook',
           secretEnv: 'HOOK_SECRET',
-          events: many(14, () => 'threshold.crossed'),
+          events: many(15, () => 'threshold.crossed'),
         },
       ],
     });
     expect(events).toEqual([
-      'webhooks[id=w].events: at most 13 event types (each once) (docs/configuration.md#limits)',
+      'webhooks[id=w].events: at most 14 event types (each once) (docs/configuration.md#limits)',
     ]);
   });
 

@@ -103,6 +103,23 @@ export const ReservationMoved = z.object({
 });
 
 /**
+ * A retry of an admitted call took one more request of the upstream its capacity is on
+ * (`capacity.retry`, after its provider answered an attempt there: its account counted that
+ * request), in this event's second. Kept in that upstream's minute whatever becomes of the
+ * call, as live; the call's close still counts every retry in `retryRequests`, and a rebuild
+ * counts there only those no `reservation.retried` of the call recorded (one lost between the
+ * retry and its event, or an older authority's). Its budgets do not change (no windows).
+ */
+export const ReservationRetried = z.object({
+  ...envelopeFields,
+  type: z.literal('reservation.retried'),
+  reservationId: Uuid,
+  model: ModelId,
+  /** The upstream the retry took its request of. */
+  upstream: PlainId,
+});
+
+/**
  * The requests the call's retries took of the upstream its capacity is on (`capacity.retry`,
  * each after its provider answered an attempt there), kept in that upstream's minute whatever
  * the close: a rebuild counts them there. Absent: none.
@@ -255,3 +272,4 @@ export type ReservationExtended = z.infer<typeof ReservationExtended>;
 export type ReservationReleased = z.infer<typeof ReservationReleased>;
 export type ReservationExpired = z.infer<typeof ReservationExpired>;
 export type ReservationMoved = z.infer<typeof ReservationMoved>;
+export type ReservationRetried = z.infer<typeof ReservationRetried>;

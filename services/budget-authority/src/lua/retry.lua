@@ -2,17 +2,23 @@
 -- live hold of the tenant and model named, on the upstream its capacity is on, read in the
 -- hold's own record in the org's slot (the capacity windows are in the upstream's slot:
 -- capacity.ts takes the request there after this step, and undoes the count when the
--- upstream has none left). The record's `rq`: the retries counted, which its close writes
--- into its event (`retryRequests`) for a rebuild to replay onto the upstream's minute.
+-- upstream has none left), then records the retry taken: its `reservation.retried`, written in
+-- the org's outbox while the hold is live (a rebuild counts it in its second, the call still in
+-- flight). The record's `rq`: the retries counted, which its close writes into its event
+-- (`retryRequests`): a rebuild counts there those no `reservation.retried` recorded.
 --
 -- KEYS[1]  the reservation hash
--- ARGV[1]  op: 'count' | 'undo'
--- ARGV[2]  now ('': Redis TIME; a test clock's instant)
--- ARGV[3]  tenant   ARGV[4]  model   ARGV[5]  upstream
+-- KEYS[2]  the org's outbox stream (record)
+-- ARGV[1]  op: 'count' | 'undo' | 'record'
+-- ARGV[2]  count: now ('': Redis TIME; a test clock's instant); record: the
+--          reservation.retried event's fields (name, value, ...) from here
+-- ARGV[3]  tenant   ARGV[4]  model   ARGV[5]  upstream (count)
 --
 -- Returns count: {'counted'}, {'closed', state} (no live hold: settled, released, expired,
 --         its lease past; '' unknown), or {'other', what, value} (what: 'tenant', 'model' or
---         'upstream', the hold's, not the one named; nothing counted); undo: {'undone'}
+--         'upstream', the hold's, not the one named; nothing counted); undo: {'undone'};
+--         record: {'recorded'}, or {'closed', state} (closed since the count: its close's
+--         `retryRequests` carries the retry, no event is written)
 
 local f = redis.call('HMGET', KEYS[1], 'state', 'r', 'tenant', 'model', 'up', 'expiresAt')
 local state = f[1]
@@ -22,6 +28,13 @@ if ARGV[1] == 'undo' then
     redis.call('HINCRBY', KEYS[1], 'rq', -1)
   end
   return {'undone'}
+end
+if ARGV[1] == 'record' then
+  if state ~= 'held' then
+    return {'closed', state or ''}
+  end
+  redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
+  return {'recorded'}
 end
 if state ~= 'held' then
   return {'closed', state or ''}
