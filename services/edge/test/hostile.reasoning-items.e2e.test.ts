@@ -132,6 +132,30 @@ const answer = (call: Item): Item => ({
 const effort = (r: Rand) => ({ effort: pick(r, ['low', 'medium', 'high'] as const) });
 
 /**
+ * The first step of a function-calling loop at medium effort: sealed (`store: false`, its
+ * reasoning item with its encrypted content) or `stored` (store on, no encrypted content asked).
+ */
+const firstStep = (
+  client: OpenAI,
+  r: Rand,
+  { stored = false, stream = false }: { stored?: boolean; stream?: boolean } = {},
+) =>
+  respond(
+    client,
+    {
+      input: [question(r)],
+      tool_choice: 'required',
+      reasoning: { effort: 'medium' },
+      max_output_tokens: 1_500,
+      ...(stored ? { store: true, include: [] } : {}),
+    },
+    stream,
+  );
+
+/** The output's reasoning item (there is one: every step reasons). */
+const reasoningOf = (o: Outcome) => o.output.find((x) => x.type === 'reasoning')!;
+
+/**
  * An agent: a few stateless function-calling loops, each step passing back every item so far
  * (the reasoning items with their encrypted content) and the function's output; the last step
  * answers. A refusal ends the agent.
@@ -296,26 +320,16 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
   const s = await stack({ patch: withAllowance, behaviour: { reasoningTokens: 600 } });
   const client = s.openai(KEY);
   const r = prng(3);
-  const step = {
-    tool_choice: 'required',
-    reasoning: { effort: 'medium' },
-    max_output_tokens: 1_500,
-  };
-  const sealed = await respond(client, { input: [question(r)], ...step }, true);
-  const stored = await respond(
-    client,
-    { input: [question(r)], ...step, store: true, include: [] },
-    false,
-  );
-  const reasoning = (o: Outcome) => o.output.find((x) => x.type === 'reasoning')!;
+  const sealed = await firstStep(client, r, { stream: true });
+  const stored = await firstStep(client, r, { stored: true });
   const call = sealed.output.find((x) => x.type === 'function_call')!;
-  expect(reasoning(sealed).encrypted_content).toEqual(expect.any(String));
-  expect(reasoning(stored)).not.toHaveProperty('encrypted_content');
+  expect(reasoningOf(sealed).encrypted_content).toEqual(expect.any(String));
+  expect(reasoningOf(stored)).not.toHaveProperty('encrypted_content');
   const turn = (...items: Item[]) => [question(r), call, answer(call), ...items];
 
   // A forged (altered) encrypted content: the upstream's input_tokens refuses it, so does the edge.
-  const content = reasoning(sealed).encrypted_content as string;
-  const forged = { ...reasoning(sealed), encrypted_content: `${content.slice(0, -6)}AAAAA=` };
+  const content = reasoningOf(sealed).encrypted_content as string;
+  const forged = { ...reasoningOf(sealed), encrypted_content: `${content.slice(0, -6)}AAAAA=` };
   const refused = await apiError(
     client.responses.create({ model: MODEL, input: turn(forged), store: false } as never),
   );
@@ -326,7 +340,7 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
   // held at what the provider bills for it, the reasoning it keeps.
   const bare = await respond(
     client,
-    { input: turn({ id: reasoning(stored).id }), max_output_tokens: 16 },
+    { input: turn({ id: reasoningOf(stored).id }), max_output_tokens: 16 },
     false,
   );
   expect(bare.counted).toBe(s.upstream.stats().recent.at(-1)!.promptTokens);
@@ -334,7 +348,7 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
 
   s.upstream.configure({ responsesInputTokens: false });
   const served = s.upstream.stats().recent.length;
-  for (const item of [reasoning(sealed), reasoning(stored), { id: reasoning(stored).id }]) {
+  for (const item of [reasoningOf(sealed), reasoningOf(stored), { id: reasoningOf(stored).id }]) {
     const err = await apiError(
       client.responses.create({ model: MODEL, input: turn(item), store: false } as never),
     );
@@ -352,7 +366,7 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
     client,
     {
       model: 'gpt-5-allow',
-      input: turn(reasoning(sealed), reasoning(stored)),
+      input: turn(reasoningOf(sealed), reasoningOf(stored)),
       max_output_tokens: 16,
     },
     false,
@@ -378,18 +392,9 @@ test("a reasoning model's function call sent back by id without its reasoning it
   const s = await stack({ patch: agents, behaviour: { reasoningTokens: 600 } });
   const client = s.openai(KEY);
   const r = prng(5);
-  const step = {
-    tool_choice: 'required',
-    reasoning: { effort: 'medium' },
-    max_output_tokens: 1_500,
-  };
-  const first = await respond(
-    client,
-    { input: [question(r)], ...step, store: true, include: [] },
-    false,
-  );
+  const first = await firstStep(client, r, { stored: true });
   const call = first.output.find((x) => x.type === 'function_call')!;
-  const rs = first.output.find((x) => x.type === 'reasoning')!;
+  const rs = reasoningOf(first);
   const before = await s.settled(TENANT);
   const billedBefore = s.upstream.stats().billed;
   const input = [question(r), call, answer(call)];
