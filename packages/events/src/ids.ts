@@ -87,6 +87,14 @@ export const FILE_ID = /^c?file_/;
  */
 export const AUDIO_ID = /^audio_/;
 
+/**
+ * Sealed content a call's output carried (a reasoning item's `encrypted_content`), named by its
+ * digest (ItemId: `ec_` and its SHA-256 in hex). The provider opens sealed content for every
+ * team of the upstream account, whatever `store` says, so it is owned by the team whose call
+ * got it, as a stored item is.
+ */
+export const SEALED_ID = /^ec_/;
+
 /** The most stored item ids a settle records, or an admit checks, for one call. */
 export const MAX_ITEM_IDS = 256;
 

@@ -1,4 +1,4 @@
-import { AUDIO_ID, CONTAINER_ID, FILE_ID } from '@holdfast/events';
+import { AUDIO_ID, CONTAINER_ID, FILE_ID, SEALED_ID } from '@holdfast/events';
 import { BaseError } from '@holdfast/runtime';
 
 /**
@@ -181,6 +181,12 @@ export function itemNotFound(
     const param = namedIn ?? (id.startsWith('cntr_') ? 'tools' : 'container');
     const message = `Container with id '${id}' not found (named in ${param}).`;
     return new EdgeError({ code: 'invalid_request', message, param });
+  }
+  if (SEALED_ID.test(id)) {
+    // Responses: sealed reasoning no call of this team got (another team's, forged, older).
+    const message =
+      "An input item's encrypted_content was not returned to this team: sealed reasoning is sent back only by the team whose call got it (another team's, an altered one and one from before Holdfast recorded whose it is are refused alike). Leave the item out of the input.";
+    return new EdgeError({ code: 'invalid_request', message, param: 'input' });
   }
   return new EdgeError({
     code: 'invalid_request',

@@ -5,6 +5,7 @@ import { APIError } from 'openai';
 import { sha256Hex } from '../src/index.js';
 import { auditDrift, clickhouseBooks, providerBooks, withAggregator } from './books.js';
 import { pick, prng, type Rand } from './fuzz.js';
+import { post } from './surfaces.js';
 import {
   apiError,
   edgeTest as test,
@@ -314,7 +315,7 @@ function withAllowance(c: TestConfig): void {
   uc!.models.push('gpt-5-allow');
 }
 
-test('reasoning items the upstream cannot count (no input_tokens) are a 400 naming them, nothing held or sent; with the allowance, held one per item and billed within it; a forged one is the upstream 400', async ({
+test('reasoning items the upstream cannot count (no input_tokens) are a 400 naming them, nothing held or sent; with the allowance, held one per item and billed within it; a forged one is refused before the upstream reads it', async ({
   stack,
 }) => {
   const s = await stack({ patch: withAllowance, behaviour: { reasoningTokens: 600 } });
@@ -327,14 +328,18 @@ test('reasoning items the upstream cannot count (no input_tokens) are a 400 nami
   expect(reasoningOf(stored)).not.toHaveProperty('encrypted_content');
   const turn = (...items: Item[]) => [question(r), call, answer(call), ...items];
 
-  // A forged (altered) encrypted content: the upstream's input_tokens refuses it, so does the edge.
+  // A forged (altered) encrypted content was returned to no call: refused before the upstream
+  // counts or reads it.
   const content = reasoningOf(sealed).encrypted_content as string;
   const forged = { ...reasoningOf(sealed), encrypted_content: `${content.slice(0, -6)}AAAAA=` };
+  const counts = s.upstream.stats().requests.responsesInputTokens;
   const refused = await apiError(
     client.responses.create({ model: MODEL, input: turn(forged), store: false } as never),
   );
   expect(refused.status).toBe(400);
-  expect(refused.message).toContain('could not be verified');
+  expect(refused.param).toBe('input');
+  expect(refused.message).toContain('encrypted_content');
+  expect(s.upstream.stats().requests.responsesInputTokens).toBe(counts);
 
   // A stored reasoning item named by an id alone (an item_reference without its optional type):
   // held at what the provider bills for it, the reasoning it keeps.
@@ -439,4 +444,91 @@ test("a reasoning model's function call sent back by id without its reasoning it
     false,
   );
   expect(served.status).toBe(200);
+});
+
+/**
+ * agents under an org `lab` with a neighbour team, and a stranger team of its own org: each
+ * may call the reasoning model.
+ */
+function rivals(c: TestConfig): void {
+  agents(c);
+  const own = entry(c.tenants, TENANT);
+  c.tenants.push({ id: 'lab', budgets: [{ window: 'day', limit: 10_000_000, unit: 'tokens' }] });
+  own.parent = 'lab';
+  for (const [id, parent] of [
+    ['neighbour', 'lab'],
+    ['stranger', undefined],
+  ] as const) {
+    c.tenants.push({
+      id,
+      ...(parent ? { parent } : {}),
+      mode: 'reserve',
+      budgets: [{ window: 'month', limit: LIMITS.tokens, unit: 'tokens' }],
+      useCases: [{ id: 'uc', maxTokens: 1_500, models: [MODEL] }],
+      keys: [{ id: `${id}-key`, sha256: sha256Hex(`sk-${id}`), defaultUseCase: 'uc' }],
+    });
+  }
+}
+
+test("another team's sealed reasoning (encrypted_content) sent with store: false is a 400 naming input, JSON or streamed, and its count too: nothing counted, held or sent; the team that got it sends it back", async ({
+  stack,
+}) => {
+  // The upstream opens sealed reasoning for any caller of its account (every team's): the model
+  // would read the owner's hidden reasoning into the other team's call.
+  const s = await stack({ patch: rivals, behaviour: { reasoningTokens: 600 } });
+  const owner = s.openai(KEY);
+  const r = prng(11);
+  // One step answered as JSON, one streamed: the item's content is recorded from either.
+  const steps = [await firstStep(owner, r), await firstStep(owner, r, { stream: true })];
+  await s.settled(TENANT);
+  const turn = (o: Outcome) => {
+    const call = o.output.find((x) => x.type === 'function_call')!;
+    return [question(r), reasoningOf(o), call, answer(call)];
+  };
+  const body = (o: Outcome, stream: boolean) => ({
+    model: MODEL,
+    tools: TOOLS,
+    input: turn(o),
+    store: false,
+    include: ['reasoning.encrypted_content'],
+    max_output_tokens: 100,
+    ...(stream ? { stream: true } : {}),
+  });
+  for (const o of steps) expect(reasoningOf(o).encrypted_content).toEqual(expect.any(String));
+
+  const { requests } = s.upstream.stats();
+  const before = { responses: requests.responses, counts: requests.responsesInputTokens };
+  for (const rival of ['neighbour', 'stranger']) {
+    // Its windows (and its org's: the neighbour shares lab's with the owner) as they were.
+    const windows = (await s.settled(rival)).windows;
+    for (const [i, o] of steps.entries()) {
+      for (const stream of [false, true]) {
+        const err = await apiError(
+          s.openai(`sk-${rival}`).responses.create(body(o, stream) as never),
+        );
+        const what = `${rival}, step ${i}, stream ${stream}`;
+        expect(err.status, what).toBe(400);
+        expect(err.code, what).toBe('invalid_request');
+        expect(err.param, what).toBe('input');
+        expect(err.message, what).toContain('encrypted_content');
+      }
+      const counted = await post(s, '/v1/responses/input_tokens', body(o, false), {
+        authorization: `Bearer sk-${rival}`,
+      });
+      expect(counted.status).toBe(400);
+      expect(counted.body.error).toMatchObject({ code: 'invalid_request', param: 'input' });
+    }
+    expect((await s.settled(rival)).windows, rival).toEqual(windows);
+    expect(windows.every((w) => w.held === 0)).toBe(true);
+  }
+  const after = s.upstream.stats().requests;
+  expect({ responses: after.responses, counts: after.responsesInputTokens }).toEqual(before);
+
+  // The team whose calls got them sends them back, either way.
+  for (const [i, o] of steps.entries()) {
+    for (const stream of [false, true]) {
+      const served = await respond(owner, body(o, false), stream);
+      expect(served.status, `step ${i}, stream ${stream}`).toBe(200);
+    }
+  }
 });

@@ -101,7 +101,7 @@ async function countPrompt(body: ResponsesRequest, ctx: CountContext): Promise<C
     return Err(itemNotFound(unowned, toolContainers(body).includes(unowned) ? 'tools' : undefined));
   }
   if (referenced.length > MAX_ITEM_IDS) {
-    const message = `input reads more than ${MAX_ITEM_IDS} stored items by id (item_reference, reasoning items without their content, any item that carries its id unless store is false, containers, files its code wrote). Send the items themselves without their ids, or continue with previous_response_id, instead.`;
+    const message = `input reads more than ${MAX_ITEM_IDS} stored items by id (item_reference, reasoning items without their content, any item that carries its id unless store is false, encrypted_content, containers, files its code wrote). Send the items themselves without their ids, or continue with previous_response_id, instead.`;
     return Err(new EdgeError({ code: 'invalid_request', message, param: 'input' }));
   }
   const audio = ctx.model && audioPart(body);

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { compileConfig, HoldfastConfigSchema } from '@holdfast/config';
 import { describe, expect, test } from 'vitest';
 import type { Grant } from '../../call/adapter.js';
@@ -219,13 +220,15 @@ describe('the Responses adapter', () => {
     });
     // With store on (its default), an item that carries its id with its content too: OpenAI
     // reads the id against what it stored.
-    const all = ['msg_1', 'msg_2', 'rs_3', 'rs_4', 'msg_5', 'msg_6', 'fc_7'];
+    // Sealed content, by its digest, whatever store says: the provider opens any team's.
+    const sealed = `ec_${createHash('sha256').update('sealed').digest('hex')}`;
+    const all = ['msg_1', 'msg_2', 'rs_3', sealed, 'rs_4', 'msg_5', 'msg_6', 'fc_7'];
     expect(referencedItems(body)).toEqual(all);
     expect(referencedItems({ ...body, store: null })).toEqual(all);
     expect(responsesAdapter.asked(body).itemIds).toEqual(all);
-    // store: false: only the items read by id alone.
+    // store: false: only the items read by id alone, and the sealed content.
     const unstored = { ...body, store: false };
-    expect(referencedItems(unstored)).toEqual(['msg_1', 'msg_2', 'rs_3', 'msg_5']);
+    expect(referencedItems(unstored)).toEqual(['msg_1', 'msg_2', 'rs_3', sealed, 'msg_5']);
     expect(referencedItems(ResponsesRequest.parse({ model: 'm', input: 'hi' }))).toEqual([]);
   });
 

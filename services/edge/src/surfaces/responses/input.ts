@@ -6,6 +6,7 @@ import type {
 } from '@holdfast/tokenizer';
 import type { UnseenInput } from '../../call/unseen.js';
 import { walkFileIds, type NamedFiles } from '../file-ids.js';
+import { sealedId } from './sealed.js';
 import type { ResponsesContent, ResponsesItem, ResponsesRequest, ResponsesTool } from './schema.js';
 
 /**
@@ -132,7 +133,9 @@ const LEAVE_OUT = 'Leave it out of the input';
  * reasoning it followed, a reasoning item's to its stored reasoning; a team's own output
  * items, replayed verbatim, are its own); the code execution containers its tools name by
  * id; the files its code wrote that it names by `file_id` (namedFiles); and the MCP approval
- * requests it answers (approvedRequests). Each id once.
+ * requests it answers (approvedRequests); and the sealed content it sends back (an item's
+ * `encrypted_content`, by its digest: sealed.ts), whatever `store` says: the provider opens
+ * any team's. Each id once.
  */
 export function referencedItems(body: ResponsesRequest): string[] {
   const input = typeof body.input === 'string' ? [] : (body.input ?? []);
@@ -141,6 +144,7 @@ export function referencedItems(body: ResponsesRequest): string[] {
   for (const file of namedFiles(body).ids) ids.add(file);
   const stored = body.store !== false;
   for (const item of input) {
+    if (typeof item.encrypted_content === 'string') ids.add(sealedId(item.encrypted_content));
     if (item.id == null) continue;
     const type = itemType(item);
     const only = Object.entries(item).every(([k, v]) => k === 'id' || k === 'type' || v == null);

@@ -9,6 +9,7 @@ import type { ToolUses } from '../../call/tool-uses.js';
 import { openaiStreamErrorStatus } from '../stream-error.js';
 import { plainUsage, usageCount } from '../usage.js';
 import { itemText, OutputItems, type Item } from './items.js';
+import { sealedId } from './sealed.js';
 
 /** The `usage` of a Responses `response` object. */
 interface ProviderUsage {
@@ -49,6 +50,8 @@ export class ResponsesTranscript implements Transcript {
   #stored: string | undefined;
   /** storedItemIds's answer: the output items' ids, as they arrive. */
   readonly #storedItems = new Set<string>();
+  /** The sealed contents already kept (an item comes with `.done` and the terminal output). */
+  readonly #sealed = new Set<string>();
   /** Output indexes whose text arrived in deltas (counted as it came). */
   readonly #streamed = new Set<number>();
   #sequence = -1;
@@ -160,7 +163,8 @@ export class ResponsesTranscript implements Transcript {
    * `.done`, the terminal response's output), none with `store: false` but its MCP approval
    * requests, and the containers its
    * code_interpreter calls ran in and the files its messages cite from them (with `store: false`
-   * too: the provider keeps them): the first
+   * too: the provider keeps them), and the sealed content its items carry (a reasoning item's
+   * `encrypted_content`, by its digest: sealed.ts; with `store: false` too): the first
    * MAX_ITEM_IDS, each an item id (ItemId). An item past them stays unowned: no call may read it
    * by id.
    */
@@ -175,6 +179,12 @@ export class ResponsesTranscript implements Transcript {
     const always = item?.type === 'mcp_approval_request';
     const ids = [this.opts.store === false && !always ? undefined : item?.id, item?.container_id];
     for (const id of ids) this.#keep(id);
+    // Sealed reasoning opens for any team of the upstream account, whatever `store` says.
+    const sealed = item?.encrypted_content;
+    if (typeof sealed === 'string' && !this.#sealed.has(sealed)) {
+      this.#sealed.add(sealed);
+      this.#keep(sealedId(sealed));
+    }
     const content: unknown = item?.content;
     if (!Array.isArray(content)) return;
     for (const part of content as { annotations?: unknown }[]) {

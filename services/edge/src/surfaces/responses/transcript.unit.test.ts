@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
 import { EdgeError } from '../../errors.js';
 import type { SseEvent } from '../../upstream/sse.js';
@@ -105,6 +106,23 @@ describe('ResponsesTranscript', () => {
     const ids = read(true, [completed({ output: many })]);
     expect(ids).toHaveLength(256);
     expect(ids.at(-1)).toBe('msg_255');
+  });
+
+  test("sealed reasoning is the team's by its digest, store: false too: from the reasoning item's output_item.done (a stream cut before its end) and the terminal output, once each", () => {
+    const sealed = { id: 'rs_1', type: 'reasoning', summary: [], encrypted_content: 'gAAAAAseal' };
+    const digest = `ec_${createHash('sha256').update('gAAAAAseal').digest('hex')}`;
+    const done = ev('response.output_item.done', { output_index: 0, item: sealed });
+    for (const store of [false, true]) {
+      const cut = new ResponsesTranscript({ model: 'gpt-5', store });
+      for (const e of [...stream().slice(0, 3), done]) cut.accept(e);
+      expect(cut.storedItemIds().filter((id) => id.startsWith('ec_'))).toEqual([digest]);
+      const whole = new ResponsesTranscript({ model: 'gpt-5', store });
+      for (const e of [...stream(), done, completed({ output: [sealed, sealed] })]) whole.accept(e);
+      expect(whole.storedItemIds().filter((id) => id.startsWith('ec_'))).toEqual([digest]);
+    }
+    const json = new ResponsesTranscript({ model: 'gpt-5', store: false });
+    for (const e of responsesAdapter.asEvents({ output: [sealed] })) json.accept(e);
+    expect(json.storedItemIds()).toEqual([digest]);
   });
 
   test('counts every text the model writes (reasoning, output, function names and arguments), not audio bytes', () => {
