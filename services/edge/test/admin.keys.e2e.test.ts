@@ -80,3 +80,25 @@ test('suspend: the tenant calls get 403 tenant_suspended, others go on; resume l
     by: 'admin',
   });
 });
+
+test('a suspension reason in astral characters (🧾: two UTF-16 units each) is measured in characters by the edge and the authority alike: 500 is recorded as sent, 501 is one 400 that suspends nothing', async ({
+  stack,
+}) => {
+  // zod (the admin body, the authority's SuspendRequest, the event) and ajv (the event's fast
+  // check) both count code points: 500 of them (1,000 UTF-16 units) pass every one.
+  const s = await stack(withAdmin());
+  const call = admin(s);
+  const past = await call('POST', '/admin/tenants/support-bot/suspend', {
+    reason: '🧾'.repeat(501),
+  });
+  expect(past.status).toBe(400);
+  expect(past.body).toMatchObject({ error: { code: 'invalid_request' } });
+  expect(JSON.stringify(past.body)).toContain('reason');
+  const reason = '🧾'.repeat(500);
+  const at = await call('POST', '/admin/tenants/support-bot/suspend', { reason });
+  expect(at.status).toBe(200);
+  expect(at.body.data).toMatchObject({ suspended: true, changed: true });
+  const events = await s.events((e) => e.some((x) => x.type === 'tenant.suspended'));
+  const suspended = events.filter((e) => e.type === 'tenant.suspended');
+  expect(suspended).toEqual([expect.objectContaining({ tenant: 'support-bot', reason })]);
+});

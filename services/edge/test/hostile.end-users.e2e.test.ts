@@ -4,7 +4,7 @@ import type { HoldfastEvent } from '@holdfast/events';
 import { expect, onTestFinished } from 'vitest';
 import { sha256Hex, startEdge } from '../src/index.js';
 import { chat, edgeTest as test, nothingHeldAnywhere, type TestConfig } from './harness.js';
-import { post, withClaude } from './surfaces.js';
+import { CLAUDE, post, withClaude } from './surfaces.js';
 
 /**
  * Red team, end users of one team from a client holding a valid key: one end user's calls at
@@ -192,4 +192,60 @@ test('chat and embeddings: an end user that is not a string is a 400 naming the 
   expect(s.upstream.stats().recent).toEqual([]);
   const u = await s.settled('eu');
   expect([u.endUserCount, u.windows[0]!.used]).toEqual([0, 0]);
+});
+
+test("an end user in astral characters (𝐀, 🧾: two UTF-16 units each) is measured in characters by the edge and the authority alike: at the field's limit it is one end user, served and settled; one past it, one 400 naming the field, nothing held or sent", async ({
+  stack,
+  redis,
+  iso,
+}) => {
+  // zod (the edge's bodies, the authority's requests) and ajv (their fast checks) both count
+  // code points: a string between the limit and twice it in UTF-16 units must not pass one and
+  // fail the other (the edge admitting an end user the authority refuses, after a count).
+  const s = await stack({ patch: team('reserve', ['gpt-4o-mini', CLAUDE]) });
+  const fields: [string, number, (user: string) => Record<string, unknown>][] = [
+    ['user', 512, (user) => chat(10, { max_tokens: 20, user })],
+    ['safety_identifier', 512, (user) => chat(10, { max_tokens: 20, safety_identifier: user })],
+    [
+      'responses user',
+      512,
+      (user) => ({ model: 'gpt-4o-mini', input: 'hi', max_output_tokens: 20, user }),
+    ],
+    [
+      'metadata.user_id',
+      256,
+      (user) => ({
+        model: CLAUDE,
+        max_tokens: 20,
+        messages: [{ role: 'user', content: 'hi' }],
+        metadata: { user_id: user },
+      }),
+    ],
+  ];
+  const path = (field: string) =>
+    field === 'metadata.user_id'
+      ? '/v1/messages'
+      : field.startsWith('responses')
+        ? '/v1/responses'
+        : '/v1/chat/completions';
+  let served = 0;
+  for (const [field, limit, body] of fields) {
+    for (const ch of ['𝐀', '🧾']) {
+      const at = ch.repeat(limit);
+      expect(at.length, field).toBe(2 * limit);
+      const ok = await post(s, path(field), body(at), bearer(B));
+      expect(ok.status, `${field} ${ch} x ${limit}`).toBe(200);
+      served++;
+      const past = await post(s, path(field), body(ch.repeat(limit + 1)), bearer(B));
+      expect(past.status, `${field} ${ch} x ${limit + 1}`).toBe(400);
+      expect(JSON.stringify(past.body), field).toContain(field.split(' ').at(-1)!);
+    }
+  }
+  expect(s.upstream.stats().recent).toHaveLength(served);
+  const u = await s.settled('eu');
+  // Each string at its limit is one end user (the hashed form: not plain ASCII), the same on
+  // any field: 𝐀 and 🧾 512 times (chat, Responses) and 256 times (Messages).
+  expect(u.endUsers.every((e) => /^sha256:[0-9a-f]{32}$/.test(e.id))).toBe(true);
+  expect(u.endUserCount).toBe(4);
+  await nothingHeldAnywhere(redis, iso.keyPrefix);
 });
