@@ -50,15 +50,23 @@ export interface RequestCheck {
 export function requestParse<S extends z.ZodObject>(
   schema: S,
   rules: readonly Rule<S>[] = [],
-): (body: unknown) => z.output<S> | undefined {
+): FastParse<z.output<S>> {
   const check = requestCheck(schema, rules, { shapeOrder: true });
   const keys = Object.keys(schema.shape);
   const rebuild = shapeRebuilder(keys);
-  return (body) => {
+  const parse = (body: unknown) => {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) return undefined;
     const ordered = inShapeOrder(body, keys) ? body : rebuild(body);
     return check(ordered) ? (ordered as z.output<S>) : undefined;
   };
+  return Object.assign(parse, { prepare: () => check.prepare() });
+}
+
+/** A fast parse (zod's output, or undefined: ask zod), compiled on first use or by `prepare`. */
+export interface FastParse<T> {
+  (value: unknown): T | undefined;
+  /** Compiles it now, as `RequestCheck.prepare`: before a server serves. */
+  prepare(): void;
 }
 
 /**
@@ -69,15 +77,14 @@ export function requestParse<S extends z.ZodObject>(
  * such a key makes the value zod's to judge, so what passes needs nothing dropped.
  * `reply-check.unit.test.ts` holds it equal to zod for the call path's replies.
  */
-export function replyParse<S extends z.ZodType>(
-  schema: S,
-): (value: unknown) => z.output<S> | undefined {
+export function replyParse<S extends z.ZodType>(schema: S): FastParse<z.output<S>> {
   let validate: ((v: unknown) => boolean) | undefined;
-  return (value) => {
-    validate ??= compileWrapped(schema);
+  const prepare = () => (validate ??= compileWrapped(schema));
+  const parse = (value: unknown) => {
     const box = { v: value };
-    return validate(box) ? (box.v as z.output<S>) : undefined;
+    return prepare()(box) ? (box.v as z.output<S>) : undefined;
   };
+  return Object.assign(parse, { prepare: () => void prepare() });
 }
 
 let ajv: Ajv | undefined;

@@ -1,4 +1,4 @@
-import { requestParse } from '@holdfast/events';
+import { requestParse, type FastParse } from '@holdfast/events';
 import type { z } from 'zod';
 import { ChatRequest } from '../surfaces/chat/schema.js';
 import { EmbeddingsRequest } from '../surfaces/embeddings/schema.js';
@@ -29,7 +29,7 @@ function blocksHold(body: CountTokensRequest): boolean {
   return holds(body.system) && body.messages.every((m) => holds(m.content));
 }
 
-const FAST = new Map<z.ZodType, (body: unknown) => unknown>([
+const FAST = new Map<z.ZodType, FastParse<unknown>>([
   [ChatRequest, requestParse(ChatRequest)],
   [ResponsesRequest, requestParse(ResponsesRequest)],
   [MessagesRequest, requestParse(MessagesRequest, [blocksHold])],
@@ -38,6 +38,6 @@ const FAST = new Map<z.ZodType, (body: unknown) => unknown>([
 ]);
 
 /** The fast parse of a call route's body (zod's output, or undefined: ask zod); none for others. */
-export function fastParse(schema: z.ZodType): ((body: unknown) => unknown) | undefined {
+export function fastParse(schema: z.ZodType): FastParse<unknown> | undefined {
   return FAST.get(schema);
 }
