@@ -42,15 +42,20 @@ const KEY = 'sk-holdfast-bench';
 /**
  * Loaded before the edge: fastify's plugin timeout off, as under valgrind the edge takes longer
  * than its 10 s to start. fastify reads the timeout once, into its avvio instance; avvio is
- * replaced in require's cache before fastify loads it.
+ * replaced in require's cache before fastify loads it. In the main thread only: node runs an
+ * --import in each worker too (the tokenizer's count workers), whose argv[1] does not lead to
+ * fastify, and the edge failed to start ("Cannot find module 'fastify'").
  */
 const UNTIMED_PLUGINS = `
 import { createRequire } from 'node:module';
-const fromFastify = createRequire(createRequire(process.argv[1]).resolve('fastify'));
-const avvio = fromFastify('avvio');
-const untimed = (server, opts, done) => avvio(server, { ...opts, timeout: 0 }, done);
-Object.assign(untimed, avvio);
-fromFastify.cache[fromFastify.resolve('avvio')].exports = untimed;
+import { isMainThread } from 'node:worker_threads';
+if (isMainThread) {
+  const fromFastify = createRequire(createRequire(process.argv[1]).resolve('fastify'));
+  const avvio = fromFastify('avvio');
+  const untimed = (server, opts, done) => avvio(server, { ...opts, timeout: 0 }, done);
+  Object.assign(untimed, avvio);
+  fromFastify.cache[fromFastify.resolve('avvio')].exports = untimed;
+}
 `;
 
 const body = (stream: boolean) =>
@@ -135,6 +140,9 @@ async function main(): Promise<void> {
         // Under callgrind a call is 50x slower: no deadline may cut one short.
         EDGE_ADMIT_TIMEOUT_MS: '60000',
         EDGE_SETTLE_TIMEOUT_MS: '60000',
+        // Nor a count (its workers start under callgrind too), nor a request's own deadline.
+        EDGE_COUNT_TIMEOUT_MS: '600000',
+        EDGE_REQUEST_TIMEOUT_MS: '600000',
         ...natsNamesToEnv(names),
       },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -9,13 +9,20 @@ import { startService, type ServiceProcess } from '@holdfast/testkit/infra';
 
 const here = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 
+/** A start's deadline: on the shared box at load 25-40 an authority took over 20 s to start. */
+const LOADED = { readyTimeoutMs: 120_000 };
+
 /** The mock upstream as its own process, answering 8 output tokens. */
 export function startMock(port: number): Promise<ServiceProcess> {
-  return startService(here('../../../infra/mock-upstream/dist/main.js'), {
-    MOCK_UPSTREAM_PORT: String(port),
-    MOCK_UPSTREAM_HOST: '127.0.0.1',
-    MOCK_UPSTREAM_COMPLETION: 'fixed:8',
-  });
+  return startService(
+    here('../../../infra/mock-upstream/dist/main.js'),
+    {
+      MOCK_UPSTREAM_PORT: String(port),
+      MOCK_UPSTREAM_HOST: '127.0.0.1',
+      MOCK_UPSTREAM_COMPLETION: 'fixed:8',
+    },
+    LOADED,
+  );
 }
 
 /** The budget authority of this checkout as its own process, on the bench's names and keys. */
@@ -27,14 +34,18 @@ export function startAuthority(opts: {
   keyPrefix: string;
   names: NatsNames;
 }): Promise<ServiceProcess> {
-  return startService(here('../../budget-authority/dist/main.js'), {
-    NATS_URL: opts.natsUrl,
-    REDIS_URL: opts.redisUrl,
-    HOLDFAST_CONFIG: opts.config,
-    HOLDFAST_KEY_PREFIX: opts.keyPrefix,
-    AUTHORITY_OPS_PORT: '0',
-    ...natsNamesToEnv(opts.names),
-  });
+  return startService(
+    here('../../budget-authority/dist/main.js'),
+    {
+      NATS_URL: opts.natsUrl,
+      REDIS_URL: opts.redisUrl,
+      HOLDFAST_CONFIG: opts.config,
+      HOLDFAST_KEY_PREFIX: opts.keyPrefix,
+      AUTHORITY_OPS_PORT: '0',
+      ...natsNamesToEnv(opts.names),
+    },
+    LOADED,
+  );
 }
 
 /** An edge (its dist/main.js, this checkout's or another's) as its own process on 127.0.0.1. */
@@ -57,7 +68,7 @@ export function startEdgeProcess(opts: {
       ...natsNamesToEnv(opts.names),
       ...opts.env,
     },
-    { nodeArgs: opts.nodeArgs ?? [] },
+    { ...LOADED, nodeArgs: opts.nodeArgs ?? [] },
   );
 }
 
