@@ -24,6 +24,7 @@ import {
   type ServiceProcess,
 } from '@holdfast/testkit/infra';
 import { Pool } from 'undici';
+import { chatBody, chatCall, KEY } from './chat-call.js';
 import * as services from './services.js';
 
 const ROOT = process.env.BENCH_ROOT;
@@ -32,15 +33,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const PROFILED = process.env.BENCH_CPU_PROF ?? '';
 const PROF_DIR = resolve(process.env.BENCH_PROF_DIR ?? '.tmp/ab-prof');
-const KEY = 'sk-holdfast-bench';
-
-const body = (stream: boolean) =>
-  JSON.stringify({
-    model: 'gpt-4o-mini',
-    messages: [{ role: 'user', content: 'Summarise the budget report for the team in one line.' }],
-    max_tokens: 32,
-    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-  });
 
 /** A process's CPU time so far (user + system), in µs, from /proc (clock ticks of 10 ms). */
 async function cpuMicros(pid: number): Promise<number> {
@@ -63,17 +55,8 @@ async function syscalls(pid: number): Promise<{ reads: number; writes: number }>
 }
 
 async function phase(edge: Edge, stream: boolean): Promise<number> {
-  const payload = body(stream);
-  const op = async () => {
-    const res = await edge.pool.request({
-      path: '/v1/chat/completions',
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-      body: payload,
-    });
-    const text = await res.body.text();
-    if (res.statusCode !== 200) throw new Error(`${res.statusCode}: ${text.slice(0, 200)}`);
-  };
+  const payload = chatBody(stream);
+  const op = () => chatCall(edge.pool, payload);
   const pid = edge.proc.child.pid!;
   const [before, ioBefore] = [await cpuMicros(pid), await syscalls(pid)];
   const result = await closedLoop(op, CONCURRENCY, SECONDS * 1_000);

@@ -25,6 +25,7 @@ import { natsNamesToEnv } from '@holdfast/config';
 import { namesWithPrefix } from '@holdfast/events';
 import { freePort, requireUrl, resolveInfra, type ServiceProcess } from '@holdfast/testkit/infra';
 import { Pool } from 'undici';
+import { chatBody, chatCall, KEY } from './chat-call.js';
 import * as services from './services.js';
 
 const run = promisify(execFile);
@@ -37,7 +38,6 @@ const ENTRY = resolve(
 );
 const OUT = resolve(process.env.BENCH_OUT_DIR ?? '.tmp/edge-callgrind');
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-const KEY = 'sk-holdfast-bench';
 
 /**
  * Loaded before the edge: fastify's plugin timeout off, as under valgrind the edge takes longer
@@ -58,30 +58,13 @@ if (isMainThread) {
 }
 `;
 
-const body = (stream: boolean) =>
-  JSON.stringify({
-    model: 'gpt-4o-mini',
-    messages: [{ role: 'user', content: 'Summarise the budget report for the team in one line.' }],
-    max_tokens: 32,
-    ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}),
-  });
-
 /** `calls` chat calls, `CONCURRENCY` in flight; throws on any answer but 200. */
 async function calls(pool: Pool, stream: boolean, count: number): Promise<void> {
-  const payload = body(stream);
+  const payload = chatBody(stream);
   let left = count;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0) {
-        const res = await pool.request({
-          path: '/v1/chat/completions',
-          method: 'POST',
-          headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY}` },
-          body: payload,
-        });
-        const text = await res.body.text();
-        if (res.statusCode !== 200) throw new Error(`${res.statusCode}: ${text.slice(0, 200)}`);
-      }
+      while (left-- > 0) await chatCall(pool, payload);
     }),
   );
 }
