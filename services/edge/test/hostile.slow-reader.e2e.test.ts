@@ -51,11 +51,22 @@ function neverReads(s: Stack, maxTokens: number): Socket {
  */
 const FAST_PACE_MS = 0.1;
 
+/**
+ * The upstream's whole-call deadline for these long replies: past any wait here, so it never
+ * ends a reply the provider is still writing. The stack's (UPSTREAM_TIMEOUT_MS, 30 s) did, on a
+ * starved box: at load 25-35 the mock, which shares this process's event loop with the edge,
+ * wrote 710 tokens in those 30 s, far from filling the socket buffers, and the edge ended the
+ * call as an upstream timeout, not a slow client (3 of 5 runs of the tenant-bound test). An
+ * upstream that stops writing is still cut by the edge's idle timeout (60 s).
+ */
+const LONG_REPLY_DEADLINE_MS = 600_000;
+
 /** A stack whose model replies `tokens` tokens, `tokenDelayMs` apart, to a team that may ask them. */
 function longReplies(tokens: number, tokenDelayMs: number): StackOptions {
   return {
     behaviour: { tokenDelayMs, completion: { mode: 'fixed', tokens } },
     patch: (c) => {
+      entry(c.upstreams, 'default').timeoutMs = LONG_REPLY_DEADLINE_MS;
       const team = entry(c.tenants, 'support-bot');
       team.budgets = [{ window: 'month', limit: 10_000_000, unit: 'tokens' }];
       (team.useCases as Array<{ maxTokens: number }>)[0]!.maxTokens = tokens;
@@ -71,13 +82,35 @@ function lagUnbounded(tenantBodyBytes: number) {
   };
 }
 
-/** Waits for the edge to close its slow client (the client's socket is paused: it would not see the close). */
+/**
+ * How long a slow client's close is waited for: a guard against a hang, not a speed this file
+ * asserts. How soon the close comes is the provider's pace, and the mock's pace is the box's:
+ * at load 25-35 it wrote 24 tokens a second, and a close needs the socket buffers (0.5 MB and
+ * more) filled first.
+ */
+const CLOSE_WAIT_MS = 240_000;
+
+/**
+ * Waits for the edge to close its slow client (the client's socket is paused: it would not see
+ * the close), as long as the provider is still writing its reply: a call the mock saw end
+ * without that close (the reply written in full and kept, an upstream error) fails at once,
+ * with how it ended.
+ */
 async function closedSlow(s: Stack): Promise<void> {
-  await waitFor(
-    async () =>
-      (await tenantMetric(s, 'edge_slow_clients_total', 'support-bot')) === 1 || undefined,
-    { what: 'the edge to close the slow client', timeoutMs: 90_000 },
+  const closed = async () =>
+    (await tenantMetric(s, 'edge_slow_clients_total', 'support-bot')) === 1;
+  const how = await waitFor(
+    async () => {
+      if (await closed()) return 'closed';
+      const ended = s.upstream.stats().recent.at(-1);
+      // The close is counted before the edge hangs up: looked at again once the call ended.
+      if (ended)
+        return (await closed()) ? 'closed' : `${ended.outcome} (${ended.failure ?? 'no failure'})`;
+      return undefined;
+    },
+    { what: 'the edge to close the slow client', timeoutMs: CLOSE_WAIT_MS, intervalMs: 250 },
   );
+  expect(how, 'how the call ended').toBe('closed');
 }
 
 /** A client that reads is served a short stream in full. */
@@ -126,48 +159,52 @@ test('a client that reads nothing of its stream, then hangs up, is billed what t
   await billedAsProvider(s);
 });
 
-test('a client further behind than EDGE_STREAM_LAG_BYTES is closed: the call ends billed what the provider wrote, nothing held, and another call is served', async ({
-  stack,
-}) => {
-  // A fast provider's pace (10 tokens a ms at most, each in a turn of its own: the edge keeps
-  // up with it), a reply far longer than the socket buffers between the edge and a client that
-  // reads nothing (up to 4 MB: 30,000 tokens), and the least lag.
-  const s = await stack({
-    ...longReplies(200_000, FAST_PACE_MS),
-    edge: { options: { streamLagBytes: 64 * 1024 } },
-  });
-  const socket = neverReads(s, 200_000);
-  await closedSlow(s);
-  socket.destroy();
-  // Cut well before the end of its reply, at the provider's pace: the unread residual of any
-  // hangup, no more.
-  expect(s.upstream.stats().billed.completionTokens).toBeLessThan(200_000);
-  await billedAsProvider(s);
-  // A client that reads is served in full.
-  await servedInFull(s);
-});
+test(
+  'a client further behind than EDGE_STREAM_LAG_BYTES is closed: the call ends billed what the provider wrote, nothing held, and another call is served',
+  async ({ stack }) => {
+    // A fast provider's pace (10 tokens a ms at most, each in a turn of its own: the edge keeps
+    // up with it), a reply far longer than the socket buffers between the edge and a client that
+    // reads nothing (up to 4 MB: 30,000 tokens), and the least lag.
+    const s = await stack({
+      ...longReplies(200_000, FAST_PACE_MS),
+      edge: { options: { streamLagBytes: 64 * 1024 } },
+    });
+    const socket = neverReads(s, 200_000);
+    await closedSlow(s);
+    socket.destroy();
+    // Cut well before the end of its reply, at the provider's pace: the unread residual of any
+    // hangup, no more.
+    expect(s.upstream.stats().billed.completionTokens).toBeLessThan(200_000);
+    await billedAsProvider(s);
+    // A client that reads is served in full.
+    await servedInFull(s);
+  },
+  CLOSE_WAIT_MS + 60_000,
+);
 
-test("a reply left unread counts against its tenant's open bytes on the edge: a client under EDGE_STREAM_LAG_BYTES that fills its tenant's bound is closed", async ({
-  stack,
-}) => {
-  // Clients that stop reading could each leave EDGE_STREAM_LAG_BYTES on the edge, as many
-  // times as the tenant has connections: the edge's memory for every tenant. What they leave
-  // counts with the tenant's open bodies instead. Here one reply (~30 MB, under its lag bound,
-  // at a fast provider's pace) would be read whole and kept for a client that reads nothing of it (what the sockets'
-  // buffers do not take: 0.5 MB seen), and the tenant's bound is 128 KiB.
-  const s = await stack({
-    ...longReplies(200_000, FAST_PACE_MS),
-    edge: { options: lagUnbounded(128 * 1024) },
-  });
-  const socket = neverReads(s, 200_000);
-  await closedSlow(s);
-  socket.destroy();
-  await billedAsProvider(s);
-  // Everything it kept is let go: the tenant opens calls again (polled as long as the next
-  // test's wait: expect.poll's default 1 s is a load flake, not a bound this test sets).
-  await expect.poll(() => openBodyBytes(s), { timeout: 15_000, interval: 500 }).toBe(0);
-  await servedInFull(s);
-});
+test(
+  "a reply left unread counts against its tenant's open bytes on the edge: a client under EDGE_STREAM_LAG_BYTES that fills its tenant's bound is closed",
+  async ({ stack }) => {
+    // Clients that stop reading could each leave EDGE_STREAM_LAG_BYTES on the edge, as many
+    // times as the tenant has connections: the edge's memory for every tenant. What they leave
+    // counts with the tenant's open bodies instead. Here one reply (~30 MB, under its lag bound,
+    // at a fast provider's pace) would be read whole and kept for a client that reads nothing of it (what the sockets'
+    // buffers do not take: 0.5 MB seen), and the tenant's bound is 128 KiB.
+    const s = await stack({
+      ...longReplies(200_000, FAST_PACE_MS),
+      edge: { options: lagUnbounded(128 * 1024) },
+    });
+    const socket = neverReads(s, 200_000);
+    await closedSlow(s);
+    socket.destroy();
+    await billedAsProvider(s);
+    // Everything it kept is let go: the tenant opens calls again (polled as long as the next
+    // test's wait: expect.poll's default 1 s is a load flake, not a bound this test sets).
+    await expect.poll(() => openBodyBytes(s), { timeout: 15_000, interval: 500 }).toBe(0);
+    await servedInFull(s);
+  },
+  CLOSE_WAIT_MS + 60_000,
+);
 
 test('a client that stops reading a reply the edge has finished is closed once it has taken nothing for EDGE_REQUEST_TIMEOUT_MS: its connection and the unread reply are let go', async ({
   stack,
@@ -188,29 +225,31 @@ test('a client that stops reading a reply the edge has finished is closed once i
   await servedInFull(s);
 });
 
-test("an event larger than EDGE_STREAM_LAG_BYTES, waiting in the client's socket, is lag: a client that reads nothing of it is closed", async ({
-  stack,
-}) => {
-  // One event of 12 MB (a provider's image or a long tool call comes in one): the edge writes
-  // it into the client's socket at once, where what the kernel does not take (~4 MB at most
-  // here) waits in the socket's own buffer. Before, the edge looked only at its stream to the
-  // socket, empty, so a client that read nothing kept the rest on the edge, far past
-  // EDGE_STREAM_LAG_BYTES (1 MiB), as long as its upstream stayed open.
-  const { s, up } = await scriptedStack(stack);
-  try {
-    const pad = 'x'.repeat(12 * 1024 * 1024);
-    stream(up, (res) => {
-      res.write(content(1).join(''));
-      res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: null }], pad }));
-      // The provider goes on generating (slowly): the call stays open.
-    });
-    const socket = neverReads(s, 100);
-    await closedSlow(s);
-    socket.destroy();
-    const u = await s.settled('support-bot');
-    expect(u.windows[0]!.held).toBe(0);
-    expect(u.inFlight).toBe(0);
-  } finally {
-    await up.stop();
-  }
-});
+test(
+  "an event larger than EDGE_STREAM_LAG_BYTES, waiting in the client's socket, is lag: a client that reads nothing of it is closed",
+  async ({ stack }) => {
+    // One event of 12 MB (a provider's image or a long tool call comes in one): the edge writes
+    // it into the client's socket at once, where what the kernel does not take (~4 MB at most
+    // here) waits in the socket's own buffer. Before, the edge looked only at its stream to the
+    // socket, empty, so a client that read nothing kept the rest on the edge, far past
+    // EDGE_STREAM_LAG_BYTES (1 MiB), as long as its upstream stayed open.
+    const { s, up } = await scriptedStack(stack);
+    try {
+      const pad = 'x'.repeat(12 * 1024 * 1024);
+      stream(up, (res) => {
+        res.write(content(1).join(''));
+        res.write(chunk({ choices: [{ index: 0, delta: {}, finish_reason: null }], pad }));
+        // The provider goes on generating (slowly): the call stays open.
+      });
+      const socket = neverReads(s, 100);
+      await closedSlow(s);
+      socket.destroy();
+      const u = await s.settled('support-bot');
+      expect(u.windows[0]!.held).toBe(0);
+      expect(u.inFlight).toBe(0);
+    } finally {
+      await up.stop();
+    }
+  },
+  CLOSE_WAIT_MS + 60_000,
+);
