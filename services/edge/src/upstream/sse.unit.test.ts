@@ -68,3 +68,23 @@ describe('SseParser', () => {
     expect(p.push(bytes('data: {"partial": tr'))).toEqual([]);
   });
 });
+
+describe('SseParser, long lines', () => {
+  test('a 12 MB event in 64 KB reads is one event; a line past 16 Mi characters is refused', () => {
+    const p = new SseParser();
+    const payload = 'x'.repeat(12 * 1024 * 1024);
+    const stream = bytes(`data: ${payload}\r\n\r\ndata: next\n\n`);
+    const got: string[] = [];
+    for (let at = 0; at < stream.length; at += 64 * 1024) {
+      got.push(...data(p.push(stream.subarray(at, at + 64 * 1024))));
+    }
+    expect(got.map((d) => d.length)).toEqual([payload.length, 4]);
+    expect(got[0] === payload).toBe(true);
+
+    const long = new SseParser();
+    const read = bytes('y'.repeat(1024 * 1024));
+    expect(long.push(bytes('data: '))).toEqual([]);
+    for (let i = 0; i < 15; i++) expect(long.push(read)).toEqual([]);
+    expect(() => long.push(read)).toThrow(/longer than 16777216 characters/);
+  });
+});
