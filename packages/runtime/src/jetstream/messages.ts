@@ -1,12 +1,12 @@
 import { backoffDelay, type RetryPolicy } from '@holdfast/retry';
 import type { JsMsg } from '@nats-io/jetstream';
-import { ClosedConnectionError, DrainingConnectionError } from '@nats-io/transport-node';
+import { RequestError } from '@nats-io/transport-node';
 
 /** The server's default ack wait, for a durable whose config does not set one. */
 export const DEFAULT_ACK_WAIT_MS = 30_000;
-/** How long a nak waits for the consumer leader's answer before it is sent again. */
+/** How long a nak waits for the consumer leader's answer (then it is not known to be taken). */
 const NAK_ANSWER_MS = 1_000;
-/** The least time between two sends of one nak (no responders comes back at once). */
+/** Between two sends of one nak that reached nobody (no responders comes back at once). */
 const NAK_RESEND_MS = 250;
 
 /** Where the stream sequence sits in a reply subject, by the subject's token count. */
@@ -36,7 +36,7 @@ export function streamSequence(msg: JsMsg): number {
 
 /**
  * Hands a message back for redelivery after the policy's delay for its delivery count (see
- * `nakConfirmed`: sent again until the consumer's leader takes it). Returns the delay.
+ * `nakConfirmed`: sent again while no consumer leader is there to take it). Returns the delay.
  */
 export function nakLater(
   msg: JsMsg,
@@ -50,13 +50,22 @@ export function nakLater(
 
 /**
  * Naks `msg` with `delayMs` as a request the consumer's leader answers (`nakAck`), and sends it
- * again while none does: a nak published and forgotten while the consumer has no leader (a
- * node killed, an election) reaches nobody, and the message would wait out its ack wait, not
- * the delay. Resent `NAK_RESEND_MS` after no responders (no leader yet), at once after
- * `NAK_ANSWER_MS` without an answer; given up after `ackWaitMs` (the ack wait has redelivered
- * it by then anyway) or when the connection is closed. The nak is final at once (later
- * `working()` and acks on `msg` are ignored); the caller need not wait: the promise never
- * rejects, and resolves true once a leader took the nak.
+ * again while it reaches nobody: a nak published and forgotten while the consumer has no leader
+ * (a node killed, an election) is lost, and the message would wait out its ack wait, not the
+ * delay. Sent again `NAK_RESEND_MS` after each no-responders answer, until `ackWaitMs` (the ack
+ * wait has redelivered it by then anyway) or the connection is closed.
+ *
+ * A nak without an answer within `NAK_ANSWER_MS` is not sent again: it may have been taken, its
+ * answer late (a loaded box, a slow network). nats-server 2.9 applies a nak of any earlier
+ * delivery of a message to its current one (`processNak` checks only that the sequence is
+ * pending), so a second nak that arrives after the first one's delay hands back the message's
+ * next delivery, perhaps in flight at another replica: a third delivery at once, two webhook
+ * POSTs of one job (nak.late-answer.int.test.ts). Left unanswered by a leader killed before it
+ * read it, the message comes back after its ack wait instead of the delay.
+ *
+ * The nak is final at once (later `working()` and acks on `msg` are ignored); the caller need
+ * not wait: the promise never rejects, and resolves true once a leader took the nak, false when
+ * that is not known.
  */
 export async function nakConfirmed(
   msg: JsMsg,
@@ -69,9 +78,8 @@ export async function nakConfirmed(
     try {
       return await msg.nakAck(delayMs, { timeout: Math.min(NAK_ANSWER_MS, until - sentAt) });
     } catch (err) {
-      if (err instanceof ClosedConnectionError || err instanceof DrainingConnectionError) {
-        return false;
-      }
+      // Only a nak that reached nobody is sent again (above).
+      if (!(err instanceof RequestError && err.isNoResponders())) return false;
     }
     const next = Math.max(sentAt + NAK_RESEND_MS, Date.now());
     if (next >= until) return false;
