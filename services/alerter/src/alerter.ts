@@ -177,26 +177,29 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     return Promise.all(waits).then(() => burn.add(event, snapshots));
   };
   /**
-   * One event: its webhook jobs, a new config, a suspension's record, then its windows. No
-   * promise when none of that needs a round trip (issue 14: an event no webhook wants, whose
+   * One event, after its org's earlier ones: a new config, a suspension's record, then its
+   * windows. No promise when none of that needs a round trip (issue 14: most events, whose
    * windows the state mirror decides), so the consumer acks it in the same turn.
    */
   const handle = (event: HoldfastEvent, seq: number): Promise<void> | undefined => {
     const slow =
-      queue.wants(event) ||
       event.type === 'config.changed' ||
       event.type === 'tenant.suspended' ||
       event.type === 'tenant.resumed';
     if (!slow) return observeAll(event, seq);
     return (async () => {
-      await queue.enqueue(event);
       if (event.type === 'config.changed') await config.reload();
-      if (event.type === 'tenant.suspended' || event.type === 'tenant.resumed') {
-        await suspension.record(event);
-      }
+      else await suspension.record(event);
       await observeAll(event, seq);
     })();
   };
+  /**
+   * Its webhook jobs, queued as the event is taken: a job's place in the queue is no order
+   * (deliveries run side by side and retries reorder them), and a busy org's events then share
+   * their publishes' round trips instead of waiting for each other's (webhook.backlog).
+   */
+  const enqueue = (event: HoldfastEvent): Promise<void> | undefined =>
+    queue.wants(event) ? queue.enqueue(event).then(() => undefined) : undefined;
   const consumer = new EventConsumer({
     nc,
     js,
@@ -206,6 +209,7 @@ export async function startAlerter(opts: AlerterOptions): Promise<Alerter> {
     logger,
     metrics,
     handler: handle,
+    unordered: enqueue,
   });
 
   // Stopped in reverse: no new events, then the pollers flush, then deliveries in flight

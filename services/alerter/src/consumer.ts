@@ -25,6 +25,8 @@ import type { AlerterMetrics } from './metrics.js';
  * No promise: handled already, nothing to wait for.
  */
 type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void> | undefined;
+/** Work of an event that needs no order (its webhook jobs): as the handler, without `seq`. */
+type UnorderedWork = (event: HoldfastEvent) => Promise<void> | undefined;
 
 /**
  * A failed event comes back half a second later, then every second: alerts are due within 5 s
@@ -32,6 +34,8 @@ type EventHandler = (event: HoldfastEvent, seq: number) => Promise<void> | undef
  * attempt at once until it has one.
  */
 const RETRY: RetryPolicy = { initialMs: 500, maxMs: 1_000 };
+const noop = () => undefined;
+
 /** How long an event handed over stays with its replica without a word (`working()`, ack, nak). */
 const ACK_WAIT_MS = 30_000;
 /** The alerter's readers start a lost consume again 1 s later, every time. */
@@ -47,15 +51,23 @@ export interface EventConsumerOptions {
   logger: Logger;
   metrics: AlerterMetrics;
   handler: EventHandler;
+  /**
+   * Started as the event is taken, beside the org's earlier events still at their handler (a
+   * busy org's events each wait for a JetStream publish: one at a time, a backlog drained at
+   * one round trip an event); the event is acked once both are done.
+   */
+  unordered?: UnorderedWork;
 }
 
 /**
  * The alerter's durable consumer on the events stream, shared by every replica (each message
  * goes to one of them), on the shared loop (packages/runtime): in bursts (a pull of what is
  * stored every `pullEveryMs`) or, with 0, each event as it is stored. Events of one org are
- * handled in order within a replica; across replicas in any order: a crossing is a property of
- * one event (thresholds.ts) and the window state is changed by compare-and-set only. Acks come after the handler's side effects (webhook jobs queued, state
- * written, events published). Only new events: a new alerter does not alert on history.
+ * handled in order within a replica (their webhook jobs, `unordered`, are queued side by
+ * side); across replicas in any order: a crossing is a property of one event (thresholds.ts)
+ * and the window state is changed by compare-and-set only. Acks come after the handler's side
+ * effects (webhook jobs queued, state written, events published). Only new events: a new
+ * alerter does not alert on history.
  */
 export class EventConsumer {
   readonly #o: EventConsumerOptions;
@@ -133,13 +145,18 @@ export class EventConsumer {
     const event = parsed.value;
     // From the ack subject, as the aggregator reads it: nats.js's `seq` parses all of its info.
     const seq = streamSequence(m);
-    let work: Promise<void> | undefined;
+    let unordered: Promise<void> | undefined;
+    let ordered: Promise<void> | undefined;
     try {
-      work = this.#serial.run(event.org, () => this.#o.handler(event, seq));
+      unordered = this.#o.unordered?.(event);
+      ordered = this.#serial.run(event.org, () => this.#o.handler(event, seq));
     } catch (err) {
+      unordered?.catch(noop); // retried as a whole: its outcome is not waited for
       this.#retry(m, event, err);
       return undefined;
     }
+    const work =
+      unordered && ordered ? Promise.all([unordered, ordered]).then(noop) : (unordered ?? ordered);
     if (!work) {
       this.#handled(event.type).inc();
       m.ack();
