@@ -141,17 +141,42 @@ export class Holds {
   }
 
   /**
-   * Resolves when the owner of a response a call of `tenant` stored on this edge is recorded
-   * (its close answered, handed over or given up), after `timeoutMs` at most; at once for any
-   * other response (another tenant's, or one no call here is closing).
+   * Resolves when the owner of a response (or item) a call of `tenant` stored on this edge is
+   * recorded (its close answered, handed over or given up), after the close's request-reply
+   * attempts could have run at most (`timeoutMs` each and their backoff); at once for any other
+   * id (another tenant's, or one no call here is closing). Not the admit's timeout: a close
+   * slower than that (a loaded authority) would have the team's next step refused as not its
+   * own (every stateless reasoning loop names its sealed reasoning).
    */
-  async ownerRecorded(tenant: string, responseId: string, timeoutMs: number): Promise<void> {
+  async ownerRecorded(tenant: string, responseId: string): Promise<void> {
     const stored = this.#stored.get(responseId);
     const call = stored?.tenant === tenant && this.#storing.get(stored.reservationId);
     if (!call) return;
     const timer = new AbortController();
-    await Promise.race([call.closed, sleep(timeoutMs, timer.signal)]);
+    await Promise.race([call.closed, sleep(this.#closeBoundMs(), timer.signal)]);
     timer.abort();
+  }
+
+  /** `ownerRecorded` for each response and item a call names (its previous response first). */
+  async ownersRecorded(
+    tenant: string,
+    named: { previousResponseId?: string | undefined; itemIds?: string[] | undefined },
+  ): Promise<void> {
+    const ids = [
+      ...(named.previousResponseId ? [named.previousResponseId] : []),
+      ...(named.itemIds ?? []),
+    ];
+    await Promise.all(ids.map((id) => this.ownerRecorded(tenant, id)));
+  }
+
+  /** The longest a close's request-reply attempts take before it is handed over. */
+  #closeBoundMs(): number {
+    const { timeoutMs, attempts, backoffMs = 100 } = this.#o;
+    let bound = timeoutMs * attempts;
+    for (let i = 1, step = backoffMs; i < attempts; i++, step = Math.min(step * 2, 5_000)) {
+      bound += step;
+    }
+    return bound;
   }
 
   #endStored(reservationId: string): void {

@@ -145,3 +145,46 @@ test('a release an older authority refuses for its answeredRequests goes again w
   ]);
   expect((await h.metrics.holdCloseFailures.get()).values).toEqual([]);
 });
+
+test("a team's next call naming what its call stored waits for that call's close however slow the authority is, up to the close's own attempts", async () => {
+  // A loaded authority answers the settle after 1.5 s, past the edge's 1 s admit timeout: the
+  // next step of the team's loop (its sealed reasoning, its previous response) waited 1 s, went
+  // to the authority before the owner was recorded and was refused as not the team's.
+  const metrics = new EdgeMetrics(new Registry());
+  const holds = new Holds({
+    authority: {
+      settle: () => new Promise((resolve) => setTimeout(() => resolve(Ok(SETTLED)), 1_500)),
+      release: () => Promise.resolve(Ok(SETTLED)),
+    },
+    js: { publish: () => Promise.reject(new Error('no JetStream')) },
+    names: natsNames({
+      HOLDFAST_EVENTS_STREAM: 'UNIT',
+      HOLDFAST_EVENTS_PREFIX: 'unit.events',
+      HOLDFAST_AUTHORITY_PREFIX: 'unit.authority',
+    }),
+    logger: createLogger({ name: 'unit', level: 'silent' }),
+    metrics,
+    timeoutMs: 2_000,
+    attempts: 3,
+  });
+  const ref = { reservationId: 'res-slow', tenant: 'team', org: 'team' };
+  holds.storing(ref, 'ec_sealed');
+  let answered = false;
+  const closing = holds
+    .close(ref, {
+      how: 'settle',
+      usage: Usage.parse({ promptTokens: 100, completionTokens: 50 }),
+      outcome: 'completed',
+      itemIds: ['ec_sealed'],
+    })
+    .then(() => (answered = true));
+  const started = Date.now();
+  await holds.ownersRecorded('team', { itemIds: ['ec_sealed'] });
+  expect(answered).toBe(true);
+  expect(Date.now() - started).toBeGreaterThanOrEqual(1_400);
+  // Another team's call naming it, or an id no call here closes, does not wait.
+  const other = Date.now();
+  await holds.ownersRecorded('intruder', { previousResponseId: 'resp_x', itemIds: ['ec_sealed'] });
+  expect(Date.now() - other).toBeLessThan(100);
+  await closing;
+});

@@ -32,11 +32,7 @@ async function ownedBefore(
 ): Promise<() => Promise<void>> {
   const tenant = request.caller!.tenant.id;
   const { admitTimeoutMs } = deps.options;
-  const ids = [
-    ...(asked.previousResponseId ? [asked.previousResponseId] : []),
-    ...(asked.itemIds ?? []),
-  ];
-  await Promise.all(ids.map((id) => deps.holds.ownerRecorded(tenant, id, admitTimeoutMs)));
+  await deps.holds.ownersRecorded(tenant, asked);
   const check = { authority: deps.authority, logger: request.log, timeoutMs: admitTimeoutMs };
   return beforeOwnedCount(check, tenant, asked);
 }

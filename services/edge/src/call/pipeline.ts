@@ -74,16 +74,9 @@ export async function runCall<B>(
       serviceTier: tier.value,
       toolUses: tools.value,
     };
-    const stored = [
-      ...(asked.previousResponseId ? [asked.previousResponseId] : []),
-      ...(asked.itemIds ?? []),
-    ];
-    if (stored.length > 0) {
-      // The call that stored them may still be closing on this edge: its close records the owner.
-      const { admitTimeoutMs } = deps.options;
-      const tenant = caller.tenant.id;
-      await Promise.all(stored.map((id) => deps.holds.ownerRecorded(tenant, id, admitTimeoutMs)));
-    }
+    // The call that stored what it names may still be closing on this edge: its close records
+    // the owner.
+    await deps.holds.ownersRecorded(caller.tenant.id, asked);
     // A call refused anyway costs no count (admission.ts), and no request to an upstream's
     // counting (beforeUpstreamCount).
     const asking = { deps: admissionDeps(deps, request), req: admissionRequest(caller, call) };
