@@ -95,6 +95,15 @@ export const AUDIO_ID = /^audio_/;
  */
 export const SEALED_ID = /^ec_/;
 
+/**
+ * Ids owned by the first team whose call got them, recorded in one slot for every org (the
+ * provider's account is every org's) and refused only to another team: a file a code execution
+ * output made, sealed content. One no call is recorded with (an operator's upload; sealed
+ * content relayed before the upgrade, or by a call whose settle has not been recorded yet, on
+ * another edge) is every team's: the provider refuses what it did not seal.
+ */
+export const firstOwned = (id: string): boolean => FILE_ID.test(id) || SEALED_ID.test(id);
+
 /** The most stored item ids a settle records, or an admit checks, for one call. */
 export const MAX_ITEM_IDS = 256;
 

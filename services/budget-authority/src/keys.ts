@@ -33,8 +33,9 @@
  * the upstream account) are owned across orgs, in a slot of their own, `{_files}` (no org id
  * starts with '_'), read only by an admit that names a file:
  *
- *   <p>:{_files}:fo:<file id>            string: the tenant whose call's output made the file
- *                                        (FILE_OWNER_TTL_MS); not budget state
+ *   <p>:{_files}:fo:<file id>            string: the tenant whose call's output made the file,
+ *                                        or first got the sealed content `ec_<sha256>`
+ *                                        (firstOwned; FILE_OWNER_TTL_MS); not budget state
  *
  * The keys of no org share the system org's tag, `{_system}`, so the config apply script (the
  * document, its version, the declared record, the org registry and the config.changed event in

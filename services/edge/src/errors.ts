@@ -183,9 +183,9 @@ export function itemNotFound(
     return new EdgeError({ code: 'invalid_request', message, param });
   }
   if (SEALED_ID.test(id)) {
-    // Responses: sealed reasoning no call of this team got (another team's, forged, older).
+    // Responses: sealed reasoning another team's call got (firstOwned).
     const message =
-      "An input item's encrypted_content was not returned to this team: sealed reasoning is sent back only by the team whose call got it (another team's, an altered one and one from before Holdfast recorded whose it is are refused alike). Leave the item out of the input.";
+      "An input item's encrypted_content was returned to another team's call: sealed reasoning is sent back only by the team whose call got it. Leave the item out of the input.";
     return new EdgeError({ code: 'invalid_request', message, param: 'input' });
   }
   return new EdgeError({

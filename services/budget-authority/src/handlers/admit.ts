@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   END_USER_FILTER_K,
-  FILE_ID,
+  firstOwned,
   isoTime,
   type AdmitReply,
   type AdmitRequest,
@@ -255,8 +255,8 @@ async function undoUnreplicated(
  * `response_not_found` or `item_not_found`, the edge's 400 (OpenAI's for an unknown id):
  * nothing held or taken, no refusal recorded (it is not a budget's, and the edge remembers none
  * of it, so it never stands in the way of the tenant's other calls). A file (FILE_ID) is
- * checked in the file owners' slot, only when the call names one, and refused only when
- * another team's call made it (`item_not_found`).
+ * or sealed content (firstOwned) is checked in the file owners' slot, only when the call names
+ * one, and refused only when another team's call got it (`item_not_found`).
  */
 async function ownsResponse(
   ctx: HandlerContext,
@@ -265,8 +265,8 @@ async function ownsResponse(
 ): Promise<Result<true, RpcError>> {
   const { previousResponseId: responseId, itemIds = [] } = req;
   const named = responseId === undefined ? itemIds : [responseId, ...itemIds];
-  const ids = named.filter((id) => !FILE_ID.test(id));
-  const files = named.filter((id) => FILE_ID.test(id));
+  const ids = named.filter((id) => !firstOwned(id));
+  const files = named.filter(firstOwned);
   let id: string | undefined;
   if (ids.length > 0) {
     const keys = ids.map((i) => ctx.keys.responseOwner(tenant.org, i));
@@ -275,8 +275,9 @@ async function ownsResponse(
     id = ids[owners.value.findIndex((owner) => owner !== tenant.id)];
   }
   if (id === undefined && files.length > 0) {
-    // A file is refused only when another team's call made it: one nobody's call made (the
-    // operator's upload) is every team's (docs/security.md).
+    // A file or sealed content is refused only when another team's call got it first: one no
+    // call is recorded with (the operator's upload; sealed content from before the upgrade or
+    // whose settle is not recorded yet) is every team's (firstOwned, docs/security.md).
     const keys = files.map((i) => ctx.keys.fileOwner(i));
     const owners = await withStore(ctx.logger, 'admit', () => ctx.redis.mget(...keys));
     if (!owners.ok) return owners;

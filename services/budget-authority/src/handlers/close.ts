@@ -6,7 +6,7 @@ import type {
   SettleRequest,
   Usage,
 } from '@holdfast/events';
-import { FILE_ID } from '@holdfast/events';
+import { firstOwned } from '@holdfast/events';
 import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
@@ -302,12 +302,12 @@ async function withOwner(
   const org = ctx.config.current.tenants.get(req.tenant)?.org ?? req.org ?? req.tenant;
   // The org's stored state in its slot; the files a code execution output made in theirs (a
   // team of any org may name one).
-  const ids = named.filter((id) => !FILE_ID.test(id));
-  const files = named.filter((id) => FILE_ID.test(id));
+  const ids = named.filter((id) => !firstOwned(id));
+  const files = named.filter(firstOwned);
   for (const [keys, ttl, first] of [
     [ids.map((id) => ctx.keys.responseOwner(org, id)), RESPONSE_OWNER_TTL_MS, false],
-    // A file's first owner stays: a later call reporting it (an upstream that repeats an
-    // output) never hands it to another team.
+    // A file's or sealed content's first owner stays: a later call reporting it (an upstream
+    // that repeats an output) never hands it to another team.
     [files.map((id) => ctx.keys.fileOwner(id)), FILE_OWNER_TTL_MS, true],
   ] as const) {
     if (keys.length === 0) continue;
