@@ -50,7 +50,7 @@ local redis = {call = checkedCall, sha1hex = sha1hex, register_function = redis.
  * The authority's library (same names: the authority calls it unknowing) with every
  * redis.call checked: a key not in KEYS fails the script with `UNDECLARED key <name>`.
  */
-function keyCheckedLibrary(): string {
+export function keyCheckedLibrary(): string {
   const { code } = buildLibrary();
   const header = 'local KEYS, ARGV\n';
   const at = code.indexOf(header);
