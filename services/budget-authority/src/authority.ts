@@ -61,7 +61,7 @@ import { OutboxRelay } from './outbox-relay.js';
 import { loadScripts } from './scripts.js';
 import { migrateGlobalKeys } from './migrate.js';
 import { setDurability, type Durability } from './durable.js';
-import { withStore } from './store-error.js';
+import { whileStoreStarts, withStore } from './store-error.js';
 
 export interface AuthorityOptions {
   /** Command connection. Set `enableOfflineQueue: false` so a Redis outage fails fast (closed). */
@@ -154,14 +154,16 @@ export class Authority {
   /** Serves requests, runs the relay, sweeper and closes consumer, then announces the start. */
   async start(): Promise<void> {
     const { nc, names, logger } = this.#o;
-    if (this.#o.durability) {
-      this.#durable = await setDurability(this.#o.redis, this.#o.durability);
-    }
-    await loadScripts(this.#o.redis);
+    const { redis, durability } = this.#o;
+    // Each step is idempotent: one that Redis did not answer in time is run again.
+    if (durability) this.#durable = await setDurability(redis, durability);
+    await whileStoreStarts(logger, 'scripts', () => loadScripts(redis));
     const streams = { replicas: this.#o.streamReplicas, logger };
     await ensureEventsStream(await jetstreamManager(nc), names, streams);
-    await migrateGlobalKeys(this.#o.redis, this.ctx.keys, logger);
-    await this.ctx.config.refresh();
+    await whileStoreStarts(logger, 'migrate', () =>
+      migrateGlobalKeys(redis, this.ctx.keys, logger),
+    );
+    await whileStoreStarts(logger, 'config', () => this.ctx.config.refresh());
     if (this.#o.configFile) await this.reloadConfigFile();
     // Compiled here, before anything is served (so before /readyz answers): on the first
     // admit and its first relayed event they took ~0.1 s, 1-3 s on a loaded box, past the

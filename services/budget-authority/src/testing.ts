@@ -7,6 +7,7 @@ import type { Authority } from './authority.js';
 import type { Durability } from './durable.js';
 import { loadConfig } from './env.js';
 import { start } from './service.js';
+import { whileStoreStarts } from './store-error.js';
 
 /**
  * What a test starts an authority with: the test run's servers, its isolated names and key
@@ -106,7 +107,13 @@ export async function startTestAuthority(opts: TestAuthorityOptions): Promise<Te
     await started.stop();
   };
   if (opts.config !== undefined) {
-    const applied = await authority.ctx.config.apply(opts.config, 'test');
+    // As a start's own steps: applying the same document again after a timeout is harmless.
+    const applied = await whileStoreStarts(silent, 'config', () =>
+      authority.ctx.config.apply(opts.config, 'test'),
+    ).catch(async (err: unknown) => {
+      await stop();
+      throw err;
+    });
     if (!applied.ok) {
       await stop();
       throw new Error(applied.error.message);

@@ -1,0 +1,49 @@
+import { findBinary, startRedisServer, type LocalServer } from '@holdfast/testkit';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { startTestAuthority } from '../src/testing.js';
+import { admissionOf, authorityTest as test, miniCall, BASE_CONFIG } from './harness.js';
+
+/**
+ * A Redis that holds its replies past the 1 s command timeout while an authority starts (an
+ * fsync stall under appendfsync always on a busy disk; here CLIENT PAUSE of every write) is
+ * waited for: each startup step is run again, and the authority serves once Redis answers. It
+ * used to fail its start at the first write ("Command timed out"). A private Redis: the pause
+ * would stall every other test's.
+ */
+let redis: LocalServer;
+let admin: Redis;
+beforeAll(async () => {
+  const bin = findBinary('redis-server');
+  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
+  redis = await startRedisServer(bin);
+  admin = new Redis(redis.url);
+});
+afterAll(async () => {
+  admin?.disconnect();
+  await redis?.stop();
+});
+
+test('an authority started while Redis holds its writes for 2.5 s waits for it, then serves', async ({
+  nc,
+  natsUrl,
+  iso,
+}) => {
+  await admin.call('CLIENT', 'PAUSE', '2500', 'WRITE');
+  const started = Date.now();
+  const h = await startTestAuthority({
+    natsUrl,
+    redisUrl: redis.url,
+    nc,
+    names: iso.names,
+    keyPrefix: iso.keyPrefix,
+    config: BASE_CONFIG,
+  });
+  try {
+    // It did wait: the pause outlasted more than one command timeout.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+    admissionOf(await h.client.admit(miniCall(100, 100)));
+  } finally {
+    await h.stop();
+  }
+}, 30_000);
