@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { freePort } from './ports.js';
 import { waitFor } from './wait-for.js';
 
@@ -108,6 +109,36 @@ export async function startRedisServer(bin: string): Promise<LocalServer> {
   );
   await waitFor(() => canConnect(port), { timeoutMs: 15_000, what: `redis-server on ${port}` });
   return { url: `redis://127.0.0.1:${port}`, stop: () => stopChild(child, dir) };
+}
+
+/** A redis-server of one test's own, with an admin connection (see startOwnRedis). */
+export interface OwnRedis {
+  url: string;
+  admin: Redis;
+  /** CLIENT PAUSE: every client's commands (or only writes) wait `ms`, then run in order. */
+  pause(ms: number, what?: 'ALL' | 'WRITE'): Promise<unknown>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A redis-server on a free port (nothing on disk) for one test, so pausing, flushing or
+ * stopping it disturbs no other test.
+ */
+export async function startOwnRedis(): Promise<OwnRedis> {
+  const bin = findBinary('redis-server');
+  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
+  const server = await startRedisServer(bin);
+  const admin = new Redis(server.url, { maxRetriesPerRequest: 2 });
+  admin.on('error', () => undefined);
+  return {
+    url: server.url,
+    admin,
+    pause: (ms, what = 'ALL') => admin.call('CLIENT', 'PAUSE', String(ms), what),
+    stop: async () => {
+      admin.disconnect();
+      await server.stop();
+    },
+  };
 }
 
 /** Starts clickhouse-server with a config written for a temp dir (works for 18.16 and newer). */

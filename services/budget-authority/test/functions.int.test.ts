@@ -2,10 +2,10 @@ import { appendFileSync, cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { findBinary, startRedisServer, type LocalServer } from '@holdfast/testkit';
+import { startOwnRedis, type OwnRedis } from '@holdfast/testkit';
 import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { Keys } from '../src/keys.js';
 import { orphanPlan } from '../src/script-args.js';
@@ -21,18 +21,13 @@ import { type Books, checkBooks, newBooks, orgsConfig, runLoad, teamsOf } from '
  * cannot disturb other tests.
  */
 describe('the scripts as a Redis Functions library', () => {
-  let redis: LocalServer;
+  let redis: OwnRedis;
   let admin: Redis;
   beforeAll(async () => {
-    const bin = findBinary('redis-server');
-    if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
-    redis = await startRedisServer(bin);
-    admin = new Redis(redis.url);
+    redis = await startOwnRedis();
+    admin = redis.admin;
   });
-  afterAll(async () => {
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  afterAll(() => redis?.stop());
 
   /** An authority on the private Redis, the real clock, serving `orgs`. */
   const startOn = (

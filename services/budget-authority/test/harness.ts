@@ -7,11 +7,10 @@ import {
   findBinary,
   infraTest,
   startNatsServer,
-  startRedisServer,
+  startOwnRedis,
   waitFor,
   type Isolation,
 } from '@holdfast/testkit';
-import { Redis } from 'ioredis';
 import {
   startTestAuthority,
   type TestAuthority,
@@ -46,9 +45,7 @@ export async function onPrivateRedis(
   f: { nc: NatsConnection; natsUrl: string; iso: Isolation },
   extra: Partial<TestAuthorityOptions> = {},
 ) {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
-  const server = await startRedisServer(bin);
+  const server = await startOwnRedis();
   const h = await startTestAuthority({
     natsUrl: f.natsUrl,
     redisUrl: server.url,
@@ -58,7 +55,7 @@ export async function onPrivateRedis(
     config: BASE_CONFIG,
     ...extra,
   });
-  return { server, h, admin: new Redis(server.url) };
+  return { server, h, admin: server.admin };
 }
 
 /** The environment of a real authority process (dist/main.js) on a test's isolated names. */

@@ -1,5 +1,4 @@
-import { findBinary, startRedisServer, type LocalServer } from '@holdfast/testkit';
-import { Redis } from 'ioredis';
+import { startOwnRedis, type OwnRedis } from '@holdfast/testkit';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { startTestAuthority } from '../src/testing.js';
 import { admissionOf, authorityTest as test, miniCall, BASE_CONFIG } from './harness.js';
@@ -11,25 +10,18 @@ import { admissionOf, authorityTest as test, miniCall, BASE_CONFIG } from './har
  * used to fail its start at the first write ("Command timed out"). A private Redis: the pause
  * would stall every other test's.
  */
-let redis: LocalServer;
-let admin: Redis;
+let redis: OwnRedis;
 beforeAll(async () => {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
-  redis = await startRedisServer(bin);
-  admin = new Redis(redis.url);
+  redis = await startOwnRedis();
 });
-afterAll(async () => {
-  admin?.disconnect();
-  await redis?.stop();
-});
+afterAll(() => redis?.stop());
 
 test('an authority started while Redis holds its writes for 2.5 s waits for it, then serves', async ({
   nc,
   natsUrl,
   iso,
 }) => {
-  await admin.call('CLIENT', 'PAUSE', '2500', 'WRITE');
+  await redis.pause(2_500, 'WRITE');
   const started = Date.now();
   const h = await startTestAuthority({
     natsUrl,

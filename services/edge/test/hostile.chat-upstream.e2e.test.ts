@@ -1,9 +1,8 @@
 import { expect } from 'vitest';
-import { waitFor } from '@holdfast/testkit';
+import { startOwnRedis, waitFor } from '@holdfast/testkit';
 import { edgeTest as test, entry, KEYS, type Stack } from './harness.js';
 import { chatBody, chunk, content, DONE, finish, stream, usage } from './chat-chunks.js';
 import { scriptedStack } from './scripted-upstream.js';
-import { ownRedis } from './own-redis.js';
 
 /**
  * Red team, Chat Completions streams as no provider means to write them (found by an audit of
@@ -382,7 +381,7 @@ test('the client leaves while the upstream counts the reply before a cut: what t
  * tokens before the cover ends.
  */
 async function heldByExtension(stack: (o: object) => Promise<Stack>) {
-  const redis = await ownRedis();
+  const redis = await startOwnRedis();
   const { s, up } = await scriptedStack(
     stack,
     'default',

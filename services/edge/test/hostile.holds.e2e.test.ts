@@ -3,6 +3,7 @@ import { closesStream } from '@holdfast/events';
 import {
   findBinary,
   startKillableRedis,
+  startOwnRedis,
   startRestartableNatsServer,
   waitFor,
 } from '@holdfast/testkit';
@@ -18,7 +19,6 @@ import {
   type Stack,
   type TestConfig,
 } from './harness.js';
-import { ownRedis } from './own-redis.js';
 
 /**
  * Issue 11, "no hold leaks, whatever fails": every way a call can end without a clean answer
@@ -35,7 +35,7 @@ const eventsOf = (s: Stack, reservationId: string) =>
 test('an admit Redis answers too late is released: the hold the script made is given back', async ({
   stack,
 }) => {
-  const redis = await ownRedis();
+  const redis = await startOwnRedis();
   try {
     const s = await stack({ redisUrl: redis.url, edge: { options: { admitTimeoutMs: 3_000 } } });
     // One call first, so this Redis holds the tenant's plan: the paused admit is then the
@@ -66,7 +66,7 @@ test('an admit Redis answers too late is released: the hold the script made is g
 test('a client that leaves while its call is admitted is released, and the model never sees it', async ({
   stack,
 }) => {
-  const redis = await ownRedis();
+  const redis = await startOwnRedis();
   try {
     const s = await stack({ redisUrl: redis.url, edge: { options: { admitTimeoutMs: 3_000 } } });
     await redis.pause(600); // the admission waits; the client does not
