@@ -43,7 +43,7 @@ export function storeUnavailable(err: unknown): boolean {
  * always, an fsync stall on a busy disk holds every reply past the 1 s command timeout
  * (seen: a start failing at its first write while other processes flushed).
  */
-export const START_RETRY: RetryPolicy = { initialMs: 100, maxMs: 2_000, retryForMs: 30_000 };
+const START_RETRY: RetryPolicy = { initialMs: 100, maxMs: 2_000, retryForMs: 30_000 };
 
 /**
  * Runs an idempotent startup step against Redis again while Redis does not answer (see
