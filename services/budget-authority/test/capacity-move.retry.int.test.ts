@@ -5,7 +5,7 @@ import { expect } from 'vitest';
 import { Keys } from '../src/keys.js';
 import type { TestAuthority } from '../src/testing.js';
 import { admittedOnDefault, capacityTokens, inOrg as inOrgOf } from './capacity-moves.js';
-import { BASE_CONFIG, authorityTest as test } from './harness.js';
+import { BASE_CONFIG, authorityTest as test, landsBefore } from './harness.js';
 import { outboxesRelayed } from './rebuild-activity.js';
 
 /**
@@ -160,27 +160,6 @@ async function wrongFromRefused(o: {
   // Its close, naming spare, gives back default, where the admission took it.
   await releasedOnDefault(h, id, undefined, 'spare');
   expect(await capacityTokens(h)).toEqual({ default: 0, backup: 0, spare: 0 });
-}
-
-/**
- * Runs `first` once, just before the authority's next script call that `at` matches (its name,
- * its arguments): the close lands between two steps of the move, on the same Redis.
- */
-function landsBefore(
-  h: TestAuthority,
-  at: (fn: string, args: unknown[]) => boolean,
-  first: () => Promise<void>,
-) {
-  const redis = h.authority.ctx.redis as unknown as Record<string, unknown>;
-  const fcall = redis.fcall as (...a: unknown[]) => Promise<unknown>;
-  let done = false;
-  redis.fcall = async (...a: unknown[]) => {
-    if (!done && at(String(a[0]), a.slice(2))) {
-      done = true;
-      await first();
-    }
-    return fcall.apply(redis, a);
-  };
 }
 
 const capacityOp = (op: string) => (fn: string, args: unknown[]) =>

@@ -247,3 +247,24 @@ export async function applyOnAnotherReplica(
     redis.disconnect();
   }
 }
+
+/**
+ * Runs `first` once, just before the authority's next script call that `at` matches (its name,
+ * its arguments): another request lands between two steps of one, on the same Redis.
+ */
+export function landsBefore(
+  h: TestAuthority,
+  at: (fn: string, args: unknown[]) => boolean,
+  first: () => Promise<void>,
+): void {
+  const redis = h.authority.ctx.redis as unknown as Record<string, unknown>;
+  const fcall = redis.fcall as (...a: unknown[]) => Promise<unknown>;
+  let done = false;
+  redis.fcall = async (...a: unknown[]) => {
+    if (!done && at(String(a[0]), a.slice(2))) {
+      done = true;
+      await first();
+    }
+    return fcall.apply(redis, a);
+  };
+}

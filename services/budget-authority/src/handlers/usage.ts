@@ -27,19 +27,27 @@ const END_USERS_LISTED = 100;
 const END_USERS_LISTED_ALL = 10;
 
 /**
- * The tenant's end users with budgets still tracked at `now` (seen within END_USER_KEEP_MS),
- * the most recent first, or just `only` when asked for one; and how many are tracked.
+ * Reads of one tenant's usage at most: a read whose registry of end users changed between its
+ * two steps (tenantUsage) is read again, and the last is taken as it is (end users new at
+ * every read: its list may miss the newest, its count and windows are of one instant).
+ */
+const USAGE_READS = 3;
+
+/**
+ * The tenant's end users with budgets in `registry` still tracked (seen since `since`), the
+ * most recent first, or just `only` when asked for one; and how many are tracked.
  */
 async function trackedEndUsers(
   ctx: HandlerContext,
   tenant: CompiledTenant,
-  now: number,
+  registry: string,
+  since: number,
   only: string | undefined,
   limit: number,
 ): Promise<{ users: [string, number][]; count: number }> {
   if (tenant.endUserBudgets.length === 0) return { users: [], count: 0 };
-  const registry = ctx.keys.users(tenant.org, tenant.id);
-  const since = now - END_USER_KEEP_MS;
+  // The count first: a change of the registry after it is seen by the usage script's own
+  // count (usage.lua), whichever of these reads it lands before.
   const [count, listed] = await Promise.all([
     ctx.redis.zcount(registry, since, '+inf'),
     only === undefined
@@ -61,12 +69,28 @@ async function tenantUsage(
   endUsersListed: number,
 ): Promise<TenantUsage> {
   const cfg = ctx.config.current;
-  const tracked = await trackedEndUsers(ctx, tenant, now, endUser, endUsersListed);
   const keyIds = [...tenant.keyBudgets.keys()];
-  const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id), {
-    keyIds,
-    endUsers: tracked.users.map(([id]) => id),
-  });
+  const registry = ctx.keys.users(tenant.org, tenant.id);
+  const since = now - END_USER_KEEP_MS;
+  // The end users are read first (whose windows the script reads), then the rest in one
+  // script, which counts them again: a close or an admission between the two that changed
+  // them (registered, forgot or added an end user) is read again, so a reply that shows a
+  // call closed or held lists its end user.
+  let tracked: Awaited<ReturnType<typeof trackedEndUsers>>;
+  let reply: string[];
+  for (let read = 1; ; read++) {
+    tracked = await trackedEndUsers(ctx, tenant, registry, since, endUser, endUsersListed);
+    const plan = planFor(cfg, tenant, ctx.keys, now, ctx.keys.state(tenant.org, tenant.id), {
+      keyIds,
+      endUsers: tracked.users.map(([id]) => id),
+    });
+    const users =
+      tenant.endUserBudgets.length === 0
+        ? {}
+        : { users: plan.keys.push(registry), since: `${since}` };
+    reply = await run(ctx.redis, 'usage', plan.keys, plan.json(users));
+    if (reply[10] === `${tracked.count}` || read === USAGE_READS) break;
+  }
   const [
     suspended,
     inFlight,
@@ -78,7 +102,8 @@ async function tenantUsage(
     overT = '0',
     overU = '0',
     overAt = '0',
-  ] = await run(ctx.redis, 'usage', plan.keys, plan.json());
+    endUserCount = '0',
+  ] = reply;
   const thresholds: Record<string, number[]> = {};
   for (const level of tenant.chain) {
     for (const b of cfg.tenants.get(level)?.budgets ?? []) thresholds[`${level}/${b.id}`] = b.soft;
@@ -118,7 +143,7 @@ async function tenantUsage(
       lastSeen: new Date(seen).toISOString(),
       windows: of('end_user', id),
     })),
-    endUserCount: tracked.count,
+    endUserCount: Number(endUserCount),
   };
 }
 
