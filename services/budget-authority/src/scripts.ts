@@ -247,3 +247,23 @@ export function unclaimLease(redis: RedisClient, lock: string, owner: string): P
 export function moveKeys(redis: RedisClient, pairs: string[]): Promise<number> {
   return script(redis, 'migrate', pairs, [], false);
 }
+
+/**
+ * Runs a script until it has every key it touches in KEYS: one that finds it needs keys its
+ * KEYS lack (a hold's record on other levels or windows than the plan's) returns
+ * `['keys', ...]` before it changes anything (lib.lua `undeclared`), and runs again with them
+ * added. The second run asks for all it needs, so a third asking is a bug.
+ */
+export async function withDeclared<E>(
+  once: (
+    extra: readonly string[],
+  ) => Promise<{ ok: true; value: string[] } | { ok: false; error: E }>,
+): Promise<{ ok: true; value: string[] } | { ok: false; error: E }> {
+  let extra: string[] = [];
+  for (let round = 0; ; round++) {
+    const r = await once(extra);
+    if (!r.ok || r.value[0] !== 'keys') return r;
+    if (round === 2) throw new Error(`a script still lacks keys: ${r.value.slice(1).join(' ')}`);
+    extra = [...new Set([...extra, ...r.value.slice(1)])];
+  }
+}

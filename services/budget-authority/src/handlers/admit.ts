@@ -546,8 +546,9 @@ export async function admit(
     price[1]!,
     req.extensible ? '1' : '0',
     endUser,
-    // Where the tenant's end users with budgets are tracked (0: this call has none).
-    String(tracksUser ? plan.keys.push(ctx.keys.users(tenant.org, tenant.id)) : 0),
+    // Where the tenant's end users with budgets are tracked (0: this call has none), then
+    // their filter (admit.lua trackedFilter): declared, as every key a script touches is.
+    String(tracksUser ? trackedUsers(plan.keys, ctx, tenant) : 0),
     record,
     created,
     String(fees.value.heldMicroUsd),
@@ -669,4 +670,11 @@ export async function admit(
       ...(tracked ? { trackedFilter: { k: END_USER_FILTER_K, bits: tracked } } : {}),
     },
   );
+}
+
+/** Declares the tenant's end-user registry and its filter; the registry's index in KEYS. */
+function trackedUsers(keys: string[], ctx: HandlerContext, tenant: CompiledTenant): number {
+  const at = keys.push(ctx.keys.users(tenant.org, tenant.id));
+  keys.push(ctx.keys.usersFilter(tenant.org, tenant.id));
+  return at;
 }

@@ -11,13 +11,13 @@ import type { z } from 'zod';
 import { Err, Ok, RpcError, type Result } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { orphanPlan, planFor, type PlanCall } from '../script-args.js';
-import { run } from '../scripts.js';
+import { run, withDeclared } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 import { closeCapacity } from '../capacity.js';
 import { durably } from '../durable.js';
 import type { ChainableCommander } from 'ioredis';
-import { toolUsePrices, toolUsesText } from '@holdfast/config';
+import { toolUsePrices, toolUsesText, type CompiledTenant } from '@holdfast/config';
 
 type CloseOp =
   | { op: 'settle'; usage: Usage; outcome: string }
@@ -71,17 +71,17 @@ export async function closeReservation(
   const inTree = tenant !== undefined && tenant.org === org;
   const model = target.model === undefined ? undefined : cfg.models.get(target.model);
   const toolPrices = model ? toolUsesText(toolUsePrices(model)) : '';
-  const attempt = async (who: PlanCall, askSubjects: boolean) => {
+  const attempt = (who: PlanCall, askSubjects: boolean) => {
     const plan = inTree
       ? planFor(cfg, tenant, ctx.keys, now, resKey, who)
       : orphanPlan(ctx.keys, org, target.tenant, now, resKey);
-    return withStore(ctx.logger, what.op, () =>
-      run(
-        ctx.redis,
-        'close',
-        plan.keys,
-        closeSpec(now, target.reservationId, what, askSubjects, toolPrices),
-        plan,
+    const ahead = inTree ? keysAhead(ctx, tenant, who, what, target.model) : [];
+    const args = closeSpec(now, target.reservationId, what, askSubjects, toolPrices);
+    // Every key close.lua touches is declared: the plan's, those it most likely needs besides,
+    // and any other it asks for (a record on other levels or windows than the plan's).
+    return withDeclared((extra) =>
+      withStore(ctx.logger, what.op, () =>
+        run(ctx.redis, 'close', [...plan.keys, ...ahead, ...extra], args, plan),
       ),
     );
   };
@@ -121,6 +121,40 @@ export async function closeReservation(
     overrunTokens: Number(overT),
     overrunMicroUsd: Number(overU),
   });
+}
+
+/** At most this many adaptive use cases get their samples lists declared ahead (keysAhead). */
+const SAMPLES_AHEAD = 4;
+
+/**
+ * Keys close.lua touches beyond the plan's on a common path, declared with it so that path is
+ * one call: an end user's registries (its tenant's and its key's: close.lua forgets an end
+ * user a call tracked and left with nothing), and an adaptive settle's samples list (the
+ * request names the model, not the use case: each use case's, when the tenant has few). Any
+ * other it needs it asks for (withDeclared).
+ */
+function keysAhead(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  who: PlanCall,
+  what: CloseOp,
+  model: string | undefined,
+): string[] {
+  const out: string[] = [];
+  if (who.endUser && tenant.endUserBudgets.length > 0) {
+    out.push(ctx.keys.users(tenant.org, tenant.id));
+    if (who.keyId) out.push(ctx.keys.keyUsers(tenant.org, tenant.id, who.keyId));
+  }
+  if (
+    what.op === 'settle' &&
+    tenant.mode === 'adaptive' &&
+    model !== undefined &&
+    tenant.useCases.size <= SAMPLES_AHEAD
+  ) {
+    for (const useCase of tenant.useCases.keys())
+      out.push(ctx.keys.samples(tenant.org, tenant.id, useCase, model));
+  }
+  return out;
 }
 
 /**

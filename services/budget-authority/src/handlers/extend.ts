@@ -11,7 +11,7 @@ import {
 import { Ok, type Result, type RpcError } from '@holdfast/runtime';
 import type { HandlerContext } from '../context.js';
 import { planFor, orphanPlan, type PlanCall } from '../script-args.js';
-import { run } from '../scripts.js';
+import { run, withDeclared } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 
@@ -63,7 +63,12 @@ export async function extend(
       eventId: randomUUID(),
       askSubjects,
     });
-    return withStore(ctx.logger, 'extend', () => run(ctx.redis, 'extend', plan.keys, spec));
+    // A hold on windows the plan lacks asks for them (withDeclared).
+    return withDeclared((extra) =>
+      withStore(ctx.logger, 'extend', () =>
+        run(ctx.redis, 'extend', [...plan.keys, ...extra], spec),
+      ),
+    );
   };
   let result = await attempt({ keyId: req.keyId, endUser: req.endUser }, true);
   if (result.ok && result.value[0] === 'subjects') {
@@ -110,8 +115,15 @@ export async function renew(
     ctx.scriptNow(),
     ctx.keys.reservation(org, req.reservationId),
   );
-  const result = await withStore(ctx.logger, 'renew', () =>
-    run(ctx.redis, 'renew', plan.keys, plan.json({ resId: req.reservationId })),
+  // The in-flight sets of the tenant's levels (renew.lua moves the hold's expiry in each); a
+  // record on others (its team moved) asks for theirs (withDeclared).
+  const tenant = ctx.config.current.tenants.get(req.tenant);
+  const chain = tenant?.org === org ? tenant.chain.map((id) => ctx.keys.holds(org, id)) : [];
+  const spec = plan.json({ resId: req.reservationId });
+  const result = await withDeclared((extra) =>
+    withStore(ctx.logger, 'renew', () =>
+      run(ctx.redis, 'renew', [...plan.keys, ...chain, ...extra], spec),
+    ),
   );
   if (!result.ok) return result;
   const [status = 'unknown', expiresAt = '0'] = result.value;

@@ -48,7 +48,10 @@
 -- status is one of settled, released, expired, already_settled, already_released,
 -- already_expired, unknown, not_due. With askSubjects, before any change: {'tenant', tenant,
 -- keyId, endUser} when the plan names no tenant (tenant '': the sweeper's expiry), {'subjects',
--- keyId, endUser} when the hold is on key or end-user windows the plan does not name.
+-- keyId, endUser} when the hold is on key or end-user windows the plan does not name; then,
+-- also before any change, {'keys', key...} with the keys it would touch that KEYS lacks (the
+-- record's levels and windows when not the plan's, the adaptive samples list, the end user's
+-- registries): the caller runs it again with them added to KEYS (lib.lua undeclared).
 
 local spec = readPlan(14)
 spec.now = tonumber(ARGV[1])
@@ -62,13 +65,14 @@ local resKey = KEYS[2]
 
 -- The record: f[1..8] = state, heldT, heldU, createdAt, r, up (the upstream whose capacity the
 -- call holds: move.lua; returned, for the close of that capacity), mp (a capacity.move claimed
--- and not recorded: move.lua), rq (the retries capacity.retry counted: retry.lua). The rest is
+-- and not recorded: move.lua), rq (the retries capacity.retry counted: retry.lua), nu (the
+-- call tracked its end user: admit.lua; its close may forget it, below). The rest is
 -- read only when needed
 -- (each field HMGET reads costs as much as a third of an HGET): expiresAt for an expiry;
 -- chargedT, chargedU, potT, potU unless the record is reserve's with `r` (admit writes them
 -- only when not 0, and only estimate and adaptive calls have them); billedT, billedU of a
 -- settled record, expT, expU of an expired one.
-local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up', 'mp', 'rq')
+local f = redis.call('HMGET', resKey, 'state', 'heldT', 'heldU', 'createdAt', 'r', 'up', 'mp', 'rq', 'nu')
 local state = f[1]
 
 if not state then
@@ -173,7 +177,7 @@ else
   end
   for _, h in ipairs(recorded) do
     targets[#targets + 1] = {key = h[1], unit = h[2], b = h[3], held = true}
-    seen[h[1]] = true
+    seen[h[1]] = #targets
     if moved and h[3].scope == false then
       local t = h[3].tenant
       if not moved[t] then
@@ -184,11 +188,64 @@ else
   end
   for _, b in ipairs(spec.budgets) do
     local key = KEYS[b.key]
-    if not seen[key] then
+    local at = seen[key]
+    if not at then
       targets[#targets + 1] = {key = key, unit = b.unit, b = b}
-      seen[key] = true
+      seen[key] = #targets
+    else
+      -- A recorded window the plan has: in KEYS (the plan's).
+      targets[at].planned = true
     end
   end
+end
+
+-- Every key this close touches is in KEYS (lib.lua undeclared): the plan's are; the record's
+-- levels and windows the plan lacks (not admitted on this very plan), the adaptive output
+-- samples, and the registries of an end user this call tracked are asked for, before any
+-- change, and the close runs again with them. Only keys not known to be the plan's are looked
+-- for in KEYS.
+local needed
+if not asPlanned then
+  needed = {}
+  -- The record's levels: the plan's own when the same (their sets in KEYS), but for the sets
+  -- of levels its team moved under (after them in holdsKeys).
+  local from = levelsText == spec.levelsText and #spec.levels + 1 or 1
+  if from == 1 then
+    for n = 1, #stateKeys do
+      needed[#needed + 1] = stateKeys[n]
+    end
+  end
+  for n = from, #holdsKeys do
+    needed[#needed + 1] = holdsKeys[n]
+  end
+  for _, t in ipairs(targets) do
+    if t.held and not t.planned then
+      needed[#needed + 1] = t.key
+    end
+    if not t.held and t.b.scope == 'u' then
+      -- An end-user window added since admission: the end user is registered (below).
+      needed[#needed + 1] = tenantKey(spec, spec.tenant, ':users')
+      needed[#needed + 1] = tenantKey(spec, spec.tenant, ':users:filter')
+    end
+  end
+end
+if op == 'settle' and (N(sampleN) or 0) > 0 then
+  needed = needed or {}
+  needed[#needed + 1] = tenantKey(spec, tenant, ':out:' .. useCase .. ':' .. model)
+end
+-- A call that tracked its end user (`nu`) may forget it (below), from its tenant's registry
+-- and its key's.
+local tracked = f[9] and endUser ~= ''
+if tracked then
+  needed = needed or {}
+  needed[#needed + 1] = tenantKey(spec, tenant, ':users')
+  if keyId ~= '' then
+    needed[#needed + 1] = keyKey(spec, tenant, keyId, ':users')
+  end
+end
+local missing = needed and #needed > 0 and undeclared(needed)
+if missing then
+  return {'keys', unpack(missing)}
 end
 
 local billedT, costU, chargeT, chargeU = 0, 0, 0, 0
@@ -403,7 +460,7 @@ redis.call('PEXPIRE', resKey, T(spec.keepMs))
 
 local windows = asPlanned and table.concat(states, ';', 1, #budgets)
   or withRemoved(spec, windowStates(spec, chargedOtherwise), recorded)
-if userKeys and not userInUse and redis.call('HGET', resKey, 'nu') then
+if userKeys and not userInUse and tracked then
   -- This call tracked its end user (admit.lua's `nu`) and leaves it nothing billed, held or
   -- possible (the upstream failed it, the client hung up before any output): it is forgotten,
   -- as a refusal leaves a new end user, so calls that bill nothing fill no maxEndUsers. The

@@ -13,7 +13,9 @@
 --          under a test clock
 --
 -- Returns {status ('extended' | 'unchanged' | 'refused' | 'closed' | 'unknown'), heldTokens,
---          heldMicroUsd, coveredOutputTokens, windows}
+--          heldMicroUsd, coveredOutputTokens, windows}; {'subjects', keyId, endUser} (the caller
+--          asked, and the hold is on windows of theirs it did not name) or {'keys', key...}
+--          (recorded windows the plan lacks: run again with them in KEYS), changing nothing
 
 local spec = cjson.decode(ARGV[1])
 spec.now = clockNow(spec)
@@ -89,6 +91,16 @@ for _, b in ipairs(spec.budgets) do
 end
 if unchecked then
   return {'refused', f[7], f[8], f[11], windowStates(spec)}
+end
+-- Every window the hold grows on is in KEYS (lib.lua undeclared): a recorded one the plan no
+-- longer has (its budget removed while the call streamed) is asked for, changing nothing.
+local onKeys = {}
+for i, t in ipairs(targets) do
+  onKeys[i] = t.key
+end
+local missing = undeclared(onKeys)
+if missing then
+  return {'keys', unpack(missing)}
 end
 
 -- Holds `addT`/`addU` more on every window of the hold, covering `cov` output tokens, and

@@ -618,6 +618,29 @@ local function keyKey(spec, tenant, keyId, suffix)
   return spec.kp .. ':{' .. spec.org .. '}:k:' .. tenant .. ':' .. keyId .. suffix
 end
 
+-- The keys of `list` that are not in KEYS, or nil when all are. A script touches only keys
+-- declared in KEYS (Redis Cluster routes a call by them, and a script reaching an undeclared
+-- key fails there, its writes before it applied, while that key's slot migrates): one that
+-- finds it needs others returns them ({'keys', ...}) before it changes anything, and its
+-- caller runs it again with them declared (scripts.ts withDeclared).
+local function undeclared(list)
+  local missing
+  for _, key in ipairs(list) do
+    local found = false
+    for i = 1, #KEYS do
+      if KEYS[i] == key then
+        found = true
+        break
+      end
+    end
+    if not found then
+      missing = missing or {}
+      missing[#missing + 1] = key
+    end
+  end
+  return missing
+end
+
 -- The record's levels: list of tenant ids, leaf first.
 local function recordLevels(text)
   local out = {}

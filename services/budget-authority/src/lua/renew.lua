@@ -5,9 +5,11 @@
 -- KEYS[1]  unused (the org's outbox, for a uniform key layout)
 -- KEYS[2]  the reservation hash
 -- KEYS[3]  the org's lease index: the root level's in-flight set, among the record's levels'
+-- KEYS[n]  the other levels' in-flight sets (the tenant's chain: renew.ts); a record on other
+--          levels (its team moved) returns {'keys', ...} with theirs, changing nothing
 -- ARGV[1]  spec (JSON): kp, org, tenant, resId, keepMs; `now` only under a test clock
 --
--- Returns {status ('renewed' | 'closed' | 'unknown'), expiresAt}
+-- Returns {status ('renewed' | 'closed' | 'unknown'), expiresAt}, or {'keys', key...}
 
 local spec = cjson.decode(ARGV[1])
 spec.now = clockNow(spec)
@@ -20,9 +22,18 @@ end
 if f[1] ~= 'held' then
   return {'closed', f[5] or '0'}
 end
+-- The record's levels' in-flight sets: declared (lib.lua undeclared), or asked for first.
+local holds = {}
+for i, level in ipairs(recordLevels(f[4])) do
+  holds[i] = tenantKey(spec, level, ':holds')
+end
+local missing = undeclared(holds)
+if missing then
+  return {'keys', unpack(missing)}
+end
 local expiresAt = spec.now + tonumber(f[3])
-for _, level in ipairs(recordLevels(f[4])) do
-  redis.call('ZADD', tenantKey(spec, level, ':holds'), 'XX', I(expiresAt), spec.resId)
+for _, key in ipairs(holds) do
+  redis.call('ZADD', key, 'XX', I(expiresAt), spec.resId)
 end
 redis.call('HSET', KEYS[2], 'expiresAt', I(expiresAt))
 redis.call('PEXPIRE', KEYS[2], tonumber(f[3]) + spec.keepMs)
