@@ -150,3 +150,25 @@ test('a job delivered between the read of its consumer and the purge is not lost
     },
   );
 });
+
+test('a consumer that has acked nothing (ack floor 0) has nothing purged: a purge from sequence 1 would take every message of its filter', async ({
+  nc,
+  iso,
+}) => {
+  await withQueue(
+    nc,
+    `${iso.names.eventsStream}_FLOOR0`,
+    ['a'],
+    async ({ jsm, js, stream, prefix }) => {
+      await js.publish(`${prefix}.a`, 'not yet delivered');
+      const forgetsPending = purgeForgetsPending(nc.info?.version);
+      const r = await purgeAcked(jsm, js, await jsm.consumers.info(stream, 'a'), {
+        forgetsPending,
+      });
+      expect(r).toEqual({ kind: 'purged', purged: 0, floor: 0, raced: false, requeued: 0 });
+      const [m] = await take(js, stream, 'a', 1, 5_000);
+      expect(m?.string()).toBe('not yet delivered');
+      await m!.ackAck();
+    },
+  );
+});

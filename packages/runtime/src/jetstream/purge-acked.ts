@@ -51,6 +51,9 @@ export async function purgeAcked(
 ): Promise<AckedPurge> {
   if (opts.forgetsPending && c.num_ack_pending > 0) return { kind: 'skipped', reason: 'unacked' };
   const floor = c.ack_floor.stream_seq;
+  // Nothing acked: nothing to purge. A purge up to sequence 1 (or 0) is the server's "purge
+  // all" (PurgeEx): every message of the filter, delivered or not.
+  if (floor === 0) return { kind: 'purged', purged: 0, floor, raced: false, requeued: 0 };
   const filter = c.config.filter_subject;
   const r = await jsm.streams.purge(
     c.stream_name,
