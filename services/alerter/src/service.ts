@@ -30,6 +30,20 @@ export interface AlerterDeps {
 }
 
 /**
+ * The alerter's own NATS connection. Without nats.js's async stack capture: with it, every
+ * request (a webhook job's publish, a delivery record's, a KV read or write) builds a
+ * RequestError and a TimeoutError with their stacks only to be thrown away (a backlog of
+ * webhook jobs took 1.19x the CPU with them; docs/benchmarks.md). Errors are logged by message,
+ * which stays.
+ */
+export function connectAlerterNats(
+  servers: string | readonly string[],
+  logger: Logger,
+): Promise<NatsConnection> {
+  return connectNats({ servers, name: 'holdfast-alerter', logger, noAsyncTraces: true });
+}
+
+/**
  * Starts the alerter process's parts: NATS, the Holdfast config (the file, or the authority's,
  * waited for up to a minute), then the alerter. Parts stop in reverse: alerter, then NATS.
  */
@@ -40,7 +54,7 @@ export function start(config: AlerterConfig, deps: AlerterDeps): Promise<Started
   return startParts(logger, async (parts) => {
     let nc = deps.nc;
     if (!nc) {
-      const own = await connectNats({ servers: nats.servers, name: 'holdfast-alerter', logger });
+      const own = await connectAlerterNats(nats.servers, logger);
       parts.push({ name: 'nats', stop: () => own.drain() });
       nc = own;
     }
