@@ -1,14 +1,11 @@
 import {
   DurableConsumer,
-  Err,
   errorMessage,
   every,
   nakConfirmed,
-  Ok,
   type DeadLetters,
   type Logger,
   type Periodic,
-  type Result,
 } from '@holdfast/runtime';
 import {
   DeliverPolicy,
@@ -26,6 +23,7 @@ import { consumerOf, WebhookConsumers, type JobSource } from './consumers.js';
 import { DeliveryJob, webhookAckWaitMs } from './queue.js';
 import { AckedJobsPurger } from './purge.js';
 import { nextStep } from './retry.js';
+import { postWebhook, type AttemptError, type AttemptFields, type AttemptResult } from './post.js';
 import { signWebhook, webhookBody } from './sign.js';
 
 /**
@@ -39,23 +37,6 @@ const SHARED_CONSUMER = 'deliverer';
 const PULL_EVERY_MS = 20;
 /** How often the consumers are matched to the config and the queue (a new webhook, jobs of a removed one). */
 const SYNC_EVERY_MS = 2_000;
-
-/** What the delivery log records of an attempt (its status, error and duration fields). */
-interface AttemptFields {
-  status: number | null;
-  error: string | null;
-  durationMs: number;
-}
-
-/**
- * Why a job was not delivered: the receiver answered a non-2xx (`status` set), could not be
- * reached, or was never called (its secret is not set). A plain object: it goes into the log.
- */
-interface AttemptError extends AttemptFields {
-  code: 'webhook_refused' | 'webhook_unreachable' | 'not_attempted';
-}
-
-type AttemptResult = Result<AttemptFields, AttemptError>;
 
 /** The log's fields of an attempt, either way it went (without the error's code). */
 function fields(r: AttemptResult | AttemptError): AttemptFields {
@@ -311,37 +292,9 @@ export class DeliveryWorker {
     void nakConfirmed(m, step.delayMs, this.#ackWaitMs);
   }
 
-  async #post(url: string, secret: string, job: DeliveryJob): Promise<AttemptResult> {
-    const started = performance.now();
-    try {
-      const req = signWebhook({ secret, id: job.event.id, body: webhookBody(job.event) });
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: req.headers,
-        body: req.body,
-        redirect: 'manual',
-        signal: AbortSignal.timeout(this.#o.settings.webhookTimeoutMs),
-      });
-      await res.body?.cancel();
-      const durationMs = performance.now() - started;
-      if (res.status >= 200 && res.status < 300) {
-        return Ok({ status: res.status, error: null, durationMs });
-      }
-      return Err({
-        code: 'webhook_refused',
-        status: res.status,
-        error: `HTTP ${res.status}`,
-        durationMs,
-      });
-    } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause?.code;
-      return Err({
-        code: 'webhook_unreachable',
-        status: null,
-        error: cause ? `${errorMessage(err)} (${cause})` : errorMessage(err),
-        durationMs: performance.now() - started,
-      });
-    }
+  #post(url: string, secret: string, job: DeliveryJob): Promise<AttemptResult> {
+    const sign = () => signWebhook({ secret, id: job.event.id, body: webhookBody(job.event) });
+    return postWebhook(url, sign, this.#o.settings.webhookTimeoutMs);
   }
 
   async #deadLetter(
