@@ -32,6 +32,32 @@ describe('Standard Webhooks signing', () => {
     expect(() => new Webhook(other).verify(req.body, req.headers)).toThrow();
   });
 
+  test("the signature is standardwebhooks' own for the same secret, id, time and body", () => {
+    const secrets = [
+      SECRET,
+      Buffer.from('a bare base64 secret, no prefix!').toString('base64'),
+      `whsec_${Buffer.from([0, 255, 1, 254, 2, 253, 3]).toString('base64')}`,
+    ];
+    const bodies = [webhookBody(event), '', '{"note":"crème brûlée ✓ 𝄞"}', 'x'.repeat(5_000)];
+    for (const secret of secrets) {
+      for (const body of bodies) {
+        const now = new Date(1_764_583_200_123);
+        const req = signWebhook({ secret, id: event.id, body, now });
+        expect(req.headers['webhook-signature']).toBe(
+          new Webhook(secret).sign(event.id, now, body),
+        );
+        expect(req.headers['webhook-timestamp']).toBe('1764583200');
+      }
+    }
+  });
+
+  test('a secret standardwebhooks cannot read fails the signing as it does', () => {
+    for (const secret of ['', 'whsec_', 'whsec_not base64!']) {
+      expect(() => new Webhook(secret)).toThrow();
+      expect(() => signWebhook({ secret, id: event.id, body: '{}' })).toThrow();
+    }
+  });
+
   test('a retry keeps the id and signs a fresh timestamp; an old one is refused', () => {
     const body = webhookBody(event);
     const late = signWebhook({
