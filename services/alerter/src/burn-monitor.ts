@@ -15,7 +15,7 @@ import {
 } from './burn-rate.js';
 import type { ConfigSource } from './holdfast-config.js';
 import type { AlerterMetrics } from './metrics.js';
-import { casLoop, stateKeys, type StateStore } from './state-store.js';
+import { casLoop, stateKeys, type StateStore, type Versioned } from './state-store.js';
 import { chargedBy, isAfter } from './thresholds.js';
 import type { Snapshot, WindowTracker } from './window-tracker.js';
 
@@ -43,6 +43,8 @@ export class BurnMonitor {
   readonly #now: () => number;
   #pending = new Map<string, Pending>();
   readonly #latest = new Map<string, Snapshot>();
+  /** Each burn record as this replica last wrote it, at the revision the write made. */
+  readonly #written = new Map<string, Versioned<BurnRecord>>();
   #timer: NodeJS.Timeout | undefined;
   #started = false;
   #flushing: Promise<void> = Promise.resolve();
@@ -141,13 +143,24 @@ export class BurnMonitor {
     }
   }
 
+  /**
+   * Adds `samples` to the shared record by compare-and-set, from what this replica wrote last
+   * (one KV request, the write: this replica is usually the record's only writer between two
+   * flushes), else from a read; a lost race reads the record again (another replica wrote).
+   */
   async #merge(key: string, samples: Map<number, number>): Promise<BurnRecord> {
+    let from = this.#written.get(key);
+    this.#written.delete(key);
     return casLoop<BurnRecord>(
       async (): Promise<{ done: true; result: BurnRecord } | { done: false }> => {
-        const { value, revision } = await this.#store.read(key, BurnRecord, { buckets: [] });
+        const { value, revision } =
+          from ?? (await this.#store.read(key, BurnRecord, { buckets: [] }));
+        from = undefined;
         const next = mergeSamples(value, samples, this.#now(), this.#lookbackMs);
         const rev = await this.#store.compareAndSet(key, next, revision);
-        return rev === undefined ? { done: false } : { done: true, result: next };
+        if (rev === undefined) return { done: false };
+        this.#written.set(key, { value: next, revision: rev });
+        return { done: true, result: next };
       },
       `burn ${key}`,
     );
