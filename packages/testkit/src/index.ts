@@ -12,3 +12,4 @@ export * from './chat-call.js';
 export * from './redis-cluster.js';
 export * from './nats-cluster.js';
 export * from './streams.js';
+export * from './tcp-proxy.js';

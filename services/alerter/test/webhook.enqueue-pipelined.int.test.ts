@@ -1,4 +1,4 @@
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { infraTest as test, tcpProxy, waitFor } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { alerterNames, DEFAULT_SETTINGS } from '../src/index.js';
@@ -10,7 +10,6 @@ import {
   settled,
   startReplica,
 } from './harness.js';
-import { latencyProxy } from './latency-proxy.js';
 import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
@@ -33,7 +32,7 @@ test("a busy org's events wanted by a webhook queue their jobs side by side, not
   const receiver = await Receiver.start(SECRET);
   cleanup(() => receiver.stop());
   cleanup(() => removeAlerterState(nc, iso.names));
-  const proxy = await latencyProxy(natsUrl, ROUND_TRIP_MS);
+  const proxy = await tcpProxy(natsUrl, { latencyMs: ROUND_TRIP_MS });
   cleanup(() => proxy.close());
   const r = await startReplica({
     natsUrl: proxy.url,

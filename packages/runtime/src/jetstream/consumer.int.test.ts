@@ -1,10 +1,9 @@
 import { eventSubject } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { infraTest as test, tcpProxy, waitFor } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { describe, expect } from 'vitest';
 import { acking, consumerOn, MODES } from '../../test/consumer-on.js';
-import { stallProxy } from '../../test/stall-proxy.js';
 import { ensureEventsStream } from '../nats.js';
 import { nakLater } from './messages.js';
 
@@ -16,7 +15,7 @@ for (const { mode, everyMs } of MODES) {
       iso,
     }) => {
       await ensureEventsStream(await jetstreamManager(nc), iso.names);
-      const proxy = await stallProxy(natsUrl);
+      const proxy = await tcpProxy(natsUrl);
       const seen: number[] = [];
       const { consumer, stop } = await consumerOn(proxy.url, iso.names.eventsStream, {
         everyMs,

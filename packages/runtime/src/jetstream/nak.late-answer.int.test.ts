@@ -1,5 +1,5 @@
 import { eventSubject } from '@holdfast/events';
-import { infraTest as test } from '@holdfast/testkit';
+import { infraTest as test, tcpProxy } from '@holdfast/testkit';
 import {
   AckPolicy,
   jetstream,
@@ -9,7 +9,6 @@ import {
 } from '@nats-io/jetstream';
 import { connect, nanos } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { stallProxy } from '../../test/stall-proxy.js';
 import { ensureEventsStream } from '../nats.js';
 import { nakConfirmed } from './messages.js';
 
@@ -43,7 +42,7 @@ test("a nak whose answer comes late is not sent again: the message's next delive
   });
   await jetstream(nc).publish(eventSubject(iso.names, 'team', 'reservation.created'), '{}');
   // Replica A behind a network that holds what the server sends (its nak's answer among it).
-  const proxy = await stallProxy(natsUrl);
+  const proxy = await tcpProxy(natsUrl);
   const slow = await connect({ servers: proxy.url, name: 'replica-a' });
   try {
     const a = await jetstream(slow).consumers.get(iso.names.eventsStream, 'naks');
