@@ -194,6 +194,31 @@ export async function lostAndRebuilt(
   return { before, after: await budgetState(o.redis, keys, now) };
 }
 
+/** What a rebuild and a restart need: the test's infra and its authority starter. */
+interface RestartInfra {
+  start: (config: unknown) => Promise<TestAuthority>;
+  nc: NatsConnection;
+  redis: RedisClient;
+  iso: Isolation;
+}
+
+/**
+ * Stops `h`, loses every budget key, rebuilds under `config` and starts an authority on the
+ * rebuilt state at `h`'s instant; returns it. The state is expected the same softly: the test
+ * goes on to show what a difference does to the calls after.
+ */
+export async function rebuiltAndRestarted(
+  h: TestAuthority,
+  config: unknown,
+  o: RestartInfra,
+): Promise<TestAuthority> {
+  const { before, after } = await lostAndRebuilt(h, config, o);
+  expect.soft(after).toEqual(before);
+  const restarted = await o.start(config);
+  restarted.clock.now = h.clock.now;
+  return restarted;
+}
+
 /** Stops `h`, loses every budget key, rebuilds under `config`: the state must be the same. */
 export async function rebuiltEqualsLive(
   h: Pick<TestAuthority, 'clock' | 'stop'>,
