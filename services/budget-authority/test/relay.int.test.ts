@@ -1,10 +1,31 @@
-import { deadLetterStream, type NatsNames } from '@holdfast/events';
+import { deadLetterStream, type NatsNames, type ReservationCreated } from '@holdfast/events';
 import { ensureEventsStream, readDeadLetters } from '@holdfast/runtime';
 import { waitFor, type NatsConnection, type Redis } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
-import { admissionOf, BASE_CONFIG, newId, readEvents, authorityTest as test } from './harness.js';
+import {
+  admissionOf,
+  BASE_CONFIG,
+  miniCall,
+  readEvents,
+  authorityTest as test,
+} from './harness.js';
 import type { TestAuthority } from '../src/testing.js';
+
+/** Admits one call (5 tokens in, 5 out), waits until its reservation.created is stored: that event. */
+async function admitAndSeeEvent(
+  h: TestAuthority,
+  nc: NatsConnection,
+  names: NatsNames,
+): Promise<ReservationCreated> {
+  const { reservationId } = admissionOf(await h.client.admit(miniCall(5, 5)));
+  return waitFor(async () =>
+    (await readEvents(nc, names)).find(
+      (e): e is ReservationCreated =>
+        e.type === 'reservation.created' && e.reservationId === reservationId,
+    ),
+  );
+}
 
 test('an event relayed twice (crash between publish and delete) is stored once', async ({
   iso,
@@ -13,21 +34,8 @@ test('an event relayed twice (crash between publish and delete) is stored once',
   start,
 }) => {
   const h = await start(BASE_CONFIG);
-  const reservationId = newId();
-  admissionOf(
-    await h.client.admit({
-      reservationId,
-      tenant: 'support-bot',
-      keyId: null,
-      useCase: 'UC-101',
-      model: 'gpt-4o-mini',
-      promptTokens: 5,
-      maxTokens: 5,
-    }),
-  );
-  const created = await waitFor(async () =>
-    (await readEvents(nc, iso.names)).find((e) => e.type === 'reservation.created'),
-  );
+  const created = await admitAndSeeEvent(h, nc, iso.names);
+  const { reservationId } = created;
   const jsm = await jetstreamManager(nc);
   const before = (await jsm.streams.info(iso.names.eventsStream)).state.messages;
 
@@ -52,9 +60,7 @@ test('an event relayed twice (crash between publish and delete) is stored once',
     requestedMaxTokens: '5',
     chargedTokens: '0',
     chargedMicroUsd: '0',
-    expiresAt: String(
-      Date.parse(created.type === 'reservation.created' ? created.expiresAt : created.time),
-    ),
+    expiresAt: String(Date.parse(created.expiresAt)),
     windows: '',
   }).flat();
   await redis.xadd(outbox, '*', ...fields);
@@ -85,27 +91,6 @@ async function addInvalidEntry(redis: Redis, outbox: string): Promise<string> {
     'tenant',
     'support-bot',
   ))!;
-}
-
-/** Admits one call and waits until its reservation.created event is in the stream. */
-async function admitAndSeeEvent(h: TestAuthority, nc: NatsConnection, names: NatsNames) {
-  const reservationId = newId();
-  admissionOf(
-    await h.client.admit({
-      reservationId,
-      tenant: 'support-bot',
-      keyId: null,
-      useCase: 'UC-101',
-      model: 'gpt-4o-mini',
-      promptTokens: 5,
-      maxTokens: 5,
-    }),
-  );
-  await waitFor(async () =>
-    (await readEvents(nc, names)).some(
-      (e) => e.type === 'reservation.created' && e.reservationId === reservationId,
-    ),
-  );
 }
 
 test('an outbox entry that does not validate becomes a dead letter in the dead-letter stream and the relay moves on', async ({
