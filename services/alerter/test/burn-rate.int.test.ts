@@ -1,21 +1,19 @@
 import type { BudgetExhaustionProjected, NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
   publishEvents,
   quiescent,
   readEvents,
-  removeAlerterState,
-  SECRET,
   settled,
   stateBucket,
   startReplica,
   window,
   type Replica,
   cleanupAfterEach,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -54,10 +52,8 @@ test('a fast burn projects exhaustion within the horizon once per window period,
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [{ id: 'team-e', budgets: [{ window: 'month', limit: LIMIT, soft: [0.9] }] }],
     webhooks: [
@@ -151,7 +147,6 @@ test('a slow burn whose exhaustion lies beyond the horizon warns nobody', async 
   natsUrl,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [{ id: 'team-f', budgets: [{ window: 'month', limit: LIMIT }] }],
     alerts: { exhaustionHorizonSeconds: 60 },

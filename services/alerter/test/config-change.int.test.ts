@@ -1,6 +1,6 @@
 import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import type { NatsNames, ThresholdCrossed } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
@@ -10,14 +10,12 @@ import {
   publishEvents,
   quiescent,
   readEvents,
-  removeAlerterState,
-  SECRET,
   settled,
   startReplica,
   window,
   type Replica,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -57,7 +55,6 @@ async function withAuthority(
     clock: false,
   });
   cleanup(() => authority.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const replica = await startReplica({
     natsUrl,
     names: iso.names,
@@ -127,7 +124,6 @@ test('every replica reloads a new config, not only the one the config.changed ev
     clock: false,
   });
   cleanup(() => authority.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const replicas: Replica[] = [];
   for (let i = 0; i < 2; i++) {
     const r = await startReplica({
@@ -160,9 +156,8 @@ test("a webhook an admin adds has its own consumer at once (its first alert out 
   natsUrl,
   redisUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
   const { authority } = await withAuthority({ nc, natsUrl, redisUrl, iso }, config(0.8));
   const hook = {
     id: 'pager',

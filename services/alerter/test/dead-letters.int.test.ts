@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { deadLetterStream, eventSubject, HoldfastEvent, type NatsNames } from '@holdfast/events';
-import type { NatsConnection } from '@nats-io/transport-node';
 import { readDeadLetters } from '@holdfast/runtime';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { alerterNames } from '../src/index.js';
@@ -10,17 +9,16 @@ import {
   cleanupAfterEach,
   publishEvents,
   quiescent,
-  removeAlerterState,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
 
 const cleanup = cleanupAfterEach();
 
 /** One replica for team-d (a month budget), its state removed and it stopped after the test. */
-async function started(nc: NatsConnection, natsUrl: string, names: NatsNames) {
-  cleanup(() => removeAlerterState(nc, names));
+async function started(natsUrl: string, names: NatsNames) {
   const replica = await startReplica({
     natsUrl,
     names,
@@ -35,7 +33,7 @@ test('an event the alerter cannot parse and a malformed webhook job are dead-let
   natsUrl,
   iso,
 }) => {
-  await started(nc, natsUrl, iso.names);
+  await started(natsUrl, iso.names);
   const js = jetstream(nc);
   const poison = eventSubject(iso.names, 'team-d', 'reservation.settled');
   await js.publish(poison, '{not json');
@@ -90,7 +88,7 @@ const capacityRecords = {
 
 for (const [what, fields] of Object.entries(capacityRecords)) {
   test(`${what} is handled and acked, never dead-lettered`, async ({ nc, natsUrl, iso }) => {
-    const replica = await started(nc, natsUrl, iso.names);
+    const replica = await started(natsUrl, iso.names);
     const event = HoldfastEvent.parse({
       id: randomUUID(),
       schemaVersion: 1,

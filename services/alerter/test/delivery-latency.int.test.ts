@@ -3,19 +3,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
-import { infraTest as test, startService, waitFor } from '@holdfast/testkit';
+import { startService, waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
   cleanupAfterEach,
   percentiles,
   publishEvents,
-  removeAlerterState,
   SECRET,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -36,10 +35,8 @@ test('delivery latency from crossing to receiver under event load (prints figure
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const tenants = Array.from({ length: CROSSINGS }, (_, i) => `t${i}`);
   const config = {
     tenants: [

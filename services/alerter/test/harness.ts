@@ -8,7 +8,7 @@ import {
 } from '@holdfast/events';
 import { startTestAuthority } from '@holdfast/budget-authority/testing';
 import { createLogger } from '@holdfast/runtime';
-import { readStream as readTestStream, type Isolation } from '@holdfast/testkit';
+import { infraTest, readStream as readTestStream, type Isolation } from '@holdfast/testkit';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -23,8 +23,31 @@ import {
   type AlerterSettings,
 } from '../src/index.js';
 import { StateStore } from '../src/state-store.js';
+import { Receiver } from './receiver.js';
 
 export const SECRET = `whsec_${Buffer.from('holdfast alerter test secret 32b').toString('base64')}`;
+
+/**
+ * infraTest for the alerter. After each test, the alerter's own streams and bucket on the
+ * test's names go (as infraTest's `nc` removes the events stream), whatever started them;
+ * `receiver` is a webhook receiver that checks SECRET's signatures, stopped after the test.
+ * Fixtures end after the file's cleanupAfterEach hooks: the replicas those stop are down first.
+ */
+export const alerterTest = infraTest.extend<{ alerterState: void; receiver: Receiver }>({
+  alerterState: [
+    async ({ nc, iso }, use) => {
+      await use();
+      await removeAlerterState(nc, iso.names);
+    },
+    { auto: true },
+  ],
+  // eslint-disable-next-line no-empty-pattern -- vitest fixtures take a destructured context
+  receiver: async ({}, use) => {
+    const receiver = await Receiver.start(SECRET);
+    await use(receiver);
+    await receiver.stop();
+  },
+});
 
 /** Registers cleanups that run after each test of the file, last registered first. */
 export function cleanupAfterEach(): (fn: () => Promise<void>) => void {
@@ -78,7 +101,6 @@ export async function startWithAuthority(
     clockStartsAt: Date.now(),
   });
   cleanup(() => authority.stop());
-  cleanup(() => removeAlerterState(infra.nc, names));
   const replica = await startReplica({ natsUrl: infra.natsUrl, names, config: alerterConfig });
   cleanup(() => replica.stop());
   return { authority, replica, client: authority.client };
@@ -118,8 +140,8 @@ export async function startReplica(opts: {
   };
 }
 
-/** Removes the alerter's own streams and bucket (the fixture removes the events stream). */
-export async function removeAlerterState(nc: NatsConnection, names: NatsNames): Promise<void> {
+/** Removes the alerter's own streams and bucket (infraTest's `nc` removes the events stream). */
+async function removeAlerterState(nc: NatsConnection, names: NatsNames): Promise<void> {
   const own = alerterNames(names);
   const jsm = await jetstreamManager(nc);
   const streams = [own.webhookStream, own.legacyWebhookStream, own.logStream];
@@ -161,14 +183,14 @@ export async function quiescent(nc: NatsConnection, names: NatsNames): Promise<b
 
 /**
  * A state store on the test's bucket that mirrors the windows, as the alerter's does; the
- * bucket and the mirror go after the test (`cleanup`: the file's cleanupAfterEach).
+ * mirror stops after the test (`cleanup`: the file's cleanupAfterEach), then alerterTest
+ * removes the bucket.
  */
 export async function mirroredStore(
   nc: NatsConnection,
   names: NatsNames,
   cleanup: (fn: () => Promise<void>) => void,
 ): Promise<{ store: StateStore; bucket: string }> {
-  cleanup(() => removeAlerterState(nc, names));
   const bucket = alerterNames(names).stateBucket;
   const store = await StateStore.open(nc, bucket);
   await store.mirror('win.');

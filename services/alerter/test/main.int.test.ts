@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { natsNamesToEnv } from '@holdfast/config';
-import { infraTest as test, readyPort, startService, waitFor } from '@holdfast/testkit';
+import { readyPort, startService, waitFor } from '@holdfast/testkit';
 import { jetstream } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import {
@@ -11,12 +11,11 @@ import {
   publishEvents,
   quiescent,
   readEvents,
-  removeAlerterState,
   SECRET,
   settled,
   window,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 const ENTRY = fileURLToPath(new URL('../dist/main.js', import.meta.url));
@@ -25,10 +24,8 @@ test('the service process: ops endpoints, and no duplicate crossing after a kill
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const dir = await mkdtemp(join(tmpdir(), 'alerter-'));
   cleanup(() => rm(dir, { recursive: true, force: true }));
   const configPath = join(dir, 'holdfast.yaml');

@@ -1,8 +1,8 @@
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { Kvm } from '@nats-io/kv';
 import { expect, vi } from 'vitest';
 import { z } from 'zod';
-import { cleanupAfterEach, mirroredStore } from './harness.js';
+import { cleanupAfterEach, mirroredStore, alerterTest as test } from './harness.js';
 
 const cleanup = cleanupAfterEach();
 

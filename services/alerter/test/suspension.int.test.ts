@@ -1,5 +1,5 @@
 import type { TenantResumed, TenantSuspended } from '@holdfast/events';
-import { infraTest as test, waitFor, type Isolation } from '@holdfast/testkit';
+import { waitFor, type Isolation } from '@holdfast/testkit';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
 import { call } from './authority.js';
@@ -9,6 +9,7 @@ import {
   stateBucket,
   type Replica,
   cleanupAfterEach,
+  alerterTest as test,
 } from './harness.js';
 
 const cleanup = cleanupAfterEach();

@@ -1,5 +1,5 @@
 import type { ThresholdCrossed } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { jetstream } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import {
@@ -7,13 +7,11 @@ import {
   publishEvents,
   quiescent,
   readEvents,
-  removeAlerterState,
-  SECRET,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -21,10 +19,8 @@ test('every crossing fires once whatever order two replicas handle the events in
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [
       { id: 'acme-o', budgets: [{ window: 'month', limit: 2_000, soft: [0.4] }] },

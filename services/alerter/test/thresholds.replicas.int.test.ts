@@ -1,20 +1,18 @@
 import type { ThresholdCrossed } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import {
   percentiles,
   publishEvents,
   quiescent,
   readEvents,
-  removeAlerterState,
-  SECRET,
   settled,
   startReplica,
   window,
   type Replica,
   cleanupAfterEach,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -43,10 +41,8 @@ test('two replicas fire each threshold once per upward crossing under concurrent
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const config = {
     tenants: [
       { id: 'acme', budgets: [{ window: 'month', limit: 12_000, soft: [0.8] }] },

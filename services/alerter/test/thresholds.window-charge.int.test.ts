@@ -1,8 +1,13 @@
 import type { HoldfastEvent, ThresholdCrossed } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { call } from './authority.js';
-import { cleanupAfterEach, readEvents, startWithAuthority } from './harness.js';
+import {
+  cleanupAfterEach,
+  readEvents,
+  startWithAuthority,
+  alerterTest as test,
+} from './harness.js';
 
 const cleanup = cleanupAfterEach();
 

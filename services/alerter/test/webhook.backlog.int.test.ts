@@ -1,15 +1,15 @@
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { alerterNames, DEFAULT_SETTINGS, type DeliveryLogRecord } from '../src/index.js';
 import {
   cleanupAfterEach,
   publishEvents,
-  removeAlerterState,
   SECRET,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
 import { Receiver } from './receiver.js';
 
@@ -38,7 +38,6 @@ test("a webhook failing every job of a busy event type keeps its backlog to itse
   const pager = await Receiver.start(SECRET);
   cleanup(() => usage.stop());
   cleanup(() => pager.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const hook = (id: string, url: string, events: string[]) => ({
     id,
     url,

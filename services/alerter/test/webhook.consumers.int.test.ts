@@ -1,16 +1,16 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { alerterNames } from '../src/index.js';
 import {
   cleanupAfterEach,
   publishEvents,
-  removeAlerterState,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
 
 const cleanup = cleanupAfterEach();
@@ -56,7 +56,6 @@ test('a replica that stops starts no attempt that was waiting for a slot: it han
 }) => {
   const hung = await hangingReceiver();
   cleanup(() => hung.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   // 3 hung webhooks, 2 attempts each on their consumers, 2 slots on the replica: 4 wait.
   const r = await startReplica({
     natsUrl,
@@ -101,7 +100,6 @@ test('a webhook whose consumer could not be created is retried at the next sync:
   natsUrl,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const own = alerterNames(iso.names);
   const jsm = await jetstreamManager(nc);
   // The queue as an operator left it, taking one consumer only (the alerter keeps an existing

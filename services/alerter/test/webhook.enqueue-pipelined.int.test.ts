@@ -1,16 +1,14 @@
-import { infraTest as test, tcpProxy, waitFor } from '@holdfast/testkit';
+import { tcpProxy, waitFor } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { alerterNames, DEFAULT_SETTINGS } from '../src/index.js';
 import {
   cleanupAfterEach,
   publishEvents,
-  removeAlerterState,
-  SECRET,
   settled,
   startReplica,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -28,10 +26,8 @@ test("a busy org's events wanted by a webhook queue their jobs side by side, not
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const proxy = await tcpProxy(natsUrl, { latencyMs: ROUND_TRIP_MS });
   cleanup(() => proxy.close());
   const r = await startReplica({

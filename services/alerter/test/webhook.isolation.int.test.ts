@@ -1,18 +1,16 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
-import type { NatsConnection } from '@nats-io/transport-node';
-import type { NatsNames } from '@holdfast/events';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { alerterNames, type DeliveryLogRecord } from '../src/index.js';
 import {
   cleanupAfterEach,
   publishEvents,
-  removeAlerterState,
   SECRET,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
 import { Receiver } from './receiver.js';
 
@@ -75,13 +73,12 @@ async function hangingReceiver(): Promise<{
   };
 }
 
-/** A hung receiver and a working one, stopped after the test with the alerter's state. */
-async function receivers(nc: NatsConnection, names: NatsNames) {
+/** A hung receiver and a working one, stopped after the test. */
+async function receivers() {
   const hung = await hangingReceiver();
   const fast = await Receiver.start(SECRET);
   cleanup(() => hung.stop());
   cleanup(() => fast.stop());
-  cleanup(() => removeAlerterState(nc, names));
   return { hung, fast };
 }
 
@@ -90,7 +87,7 @@ test("a webhook that hangs holds at most its own share of the deliverer: every o
   natsUrl,
   iso,
 }) => {
-  const { hung, fast } = await receivers(nc, iso.names);
+  const { hung, fast } = await receivers();
   const r = await startReplica({
     natsUrl,
     names: iso.names,
@@ -142,7 +139,7 @@ test('a replica that stops hands its waiting jobs back at once: another replica 
   natsUrl,
   iso,
 }) => {
-  const { hung, fast } = await receivers(nc, iso.names);
+  const { hung, fast } = await receivers();
   // A failed attempt is retried half a second on: the 2 open when the replica stops come back.
   const settings = { ...SETTINGS, retry: { initialMs: 500, maxMs: 500, retryForMs: 600_000 } };
   const first = await startReplica({

@@ -1,5 +1,5 @@
 import type { ThresholdCrossed } from '@holdfast/events';
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { alerterNames, type DeadLetterRecord, type DeliveryLogRecord } from '../src/index.js';
 import {
@@ -7,14 +7,12 @@ import {
   quiescent,
   readEvents,
   readStream,
-  removeAlerterState,
-  SECRET,
   settled,
   startReplica,
   window,
   cleanupAfterEach,
+  alerterTest as test,
 } from './harness.js';
-import { Receiver } from './receiver.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -37,12 +35,10 @@ test('a receiver down for 30 s gets every webhook once when it is back, same web
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
   await receiver.down();
   const downAt = Date.now();
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   for (let i = 0; i < 2; i++) {
     const r = await startReplica({
       natsUrl,
@@ -100,11 +96,9 @@ test('a delivery still failing after retryFor is dead-lettered with its job, and
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const receiver = await Receiver.start(SECRET);
   receiver.respondWith(503);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, iso.names));
   const r = await startReplica({
     natsUrl,
     names: iso.names,

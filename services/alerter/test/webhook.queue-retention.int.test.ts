@@ -1,4 +1,4 @@
-import { infraTest as test, waitFor } from '@holdfast/testkit';
+import { waitFor } from '@holdfast/testkit';
 import {
   jetstream,
   jetstreamManager,
@@ -14,11 +14,11 @@ import {
   cleanupAfterEach,
   publishEvents,
   quiescent,
-  removeAlerterState,
   SECRET,
   settled,
   startReplica,
   window,
+  alerterTest as test,
 } from './harness.js';
 import { Receiver } from './receiver.js';
 
@@ -44,20 +44,18 @@ async function stored(jsm: JetStreamManager, stream: string, prefix: string) {
   return info.state.subjects ?? {};
 }
 
-/** A receiver, the test's alerter state removed after it, and the names to look at. */
-async function setup(nc: NatsConnection, names: NatsNames) {
-  const receiver = await Receiver.start(SECRET);
-  cleanup(() => receiver.stop());
-  cleanup(() => removeAlerterState(nc, names));
-  return { receiver, own: alerterNames(names), jsm: await jetstreamManager(nc) };
+/** The alerter's names to look at, and a manager to look with. */
+async function lookAt(nc: NatsConnection, names: NatsNames) {
+  return { own: alerterNames(names), jsm: await jetstreamManager(nc) };
 }
 
 test('an acked job deletes nothing (NATS 2.9 resets a replica that is told to delete a job it lacks): the queue keeps jobs for the retry period', async ({
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const { receiver, own, jsm } = await setup(nc, iso.names);
+  const { own, jsm } = await lookAt(nc, iso.names);
   const retry = { initialMs: 200, maxMs: 2_000, retryForMs: 600_000 };
   const r = await startReplica({
     natsUrl,
@@ -82,8 +80,9 @@ test("each webhook's delivered jobs are purged up to its consumer's ack floor; a
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const { receiver, own, jsm } = await setup(nc, iso.names);
+  const { own, jsm } = await lookAt(nc, iso.names);
   const failing = await Receiver.start(SECRET);
   cleanup(() => failing.stop());
   failing.respondWith(500);
@@ -139,8 +138,9 @@ test('jobs an older version queued on its work-queue stream are delivered once e
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const { receiver, own, jsm } = await setup(nc, iso.names);
+  const { own, jsm } = await lookAt(nc, iso.names);
   // What an older version left: its work queue, with jobs and a consumer of the webhook.
   await jsm.streams.add({
     name: own.legacyWebhookStream,
@@ -193,8 +193,9 @@ test('a webhook removed from the config: its consumer goes once nothing is pendi
   nc,
   natsUrl,
   iso,
+  receiver,
 }) => {
-  const { receiver, own, jsm } = await setup(nc, iso.names);
+  const { own, jsm } = await lookAt(nc, iso.names);
   const withHook = { tenants, webhooks: [pager(receiver.url)] };
   const a = await startReplica({ natsUrl, names: iso.names, config: withHook });
   await publishEvents(nc, iso.names, [crossing('team-a'), crossing('team-b')]);

@@ -1,7 +1,7 @@
 import { parseConfig } from '@holdfast/config';
 import type { SuspendRequest } from '@holdfast/events';
 import { createLogger } from '@holdfast/runtime';
-import { infraTest as test, type Isolation } from '@holdfast/testkit';
+import { type Isolation } from '@holdfast/testkit';
 import { Kvm } from '@nats-io/kv';
 import { Registry } from 'prom-client';
 import { expect } from 'vitest';
@@ -10,7 +10,7 @@ import { alerterNames } from '../src/index.js';
 import { createMetrics } from '../src/metrics.js';
 import { StateStore } from '../src/state-store.js';
 import { WindowTracker, type Snapshot } from '../src/window-tracker.js';
-import { cleanupAfterEach, mirroredStore, removeAlerterState, window } from './harness.js';
+import { cleanupAfterEach, mirroredStore, window, alerterTest as test } from './harness.js';
 
 const cleanup = cleanupAfterEach();
 
@@ -80,7 +80,6 @@ test('a crossing whose publish failed after its state was written is published b
   nc,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const bucket = alerterNames(iso.names).stateBucket;
   const flaky = flakySink(1);
   const a = await tracker(nc, bucket, flaky.sink);
@@ -120,7 +119,6 @@ test('standing levels: none soft at a first look; a lower limit suspends once; a
   nc,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const bucket = alerterNames(iso.names).stateBucket;
   const sink = flakySink(0);
   const a = await tracker(nc, bucket, sink.sink);
@@ -159,7 +157,6 @@ test('a record from before crossings were per event keeps its levels: nothing st
   nc,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const bucket = alerterNames(iso.names).stateBucket;
   const sink = flakySink(0);
   const a = await tracker(nc, bucket, sink.sink);
@@ -185,7 +182,6 @@ test('a first look at a window already at its hard limit suspends, once, whichev
   nc,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const bucket = alerterNames(iso.names).stateBucket;
   const sink = flakySink(0);
   const a = await tracker(nc, bucket, sink.sink);
