@@ -3,7 +3,7 @@ import { waitFor } from '@holdfast/testkit';
 import {
   admissionOf,
   BASE_CONFIG,
-  newId,
+  miniCall,
   readEvents,
   refusalOf,
   authorityTest as test,
@@ -17,19 +17,15 @@ const config = (budgets: Record<string, unknown>[]) => ({
   ],
 });
 
+/** An admit of team's use case `uc` on gpt-4o-mini, by no key. */
+const call = (promptTokens: number, maxTokens: number) => ({
+  ...miniCall(promptTokens, maxTokens),
+  tenant: 'team',
+  useCase: 'uc',
+});
+
 async function spend(h: TestAuthority, tokens: number): Promise<void> {
-  const id = newId();
-  admissionOf(
-    await h.client.admit({
-      reservationId: id,
-      tenant: 'team',
-      keyId: null,
-      useCase: 'uc',
-      model: 'gpt-4o-mini',
-      promptTokens: tokens,
-      maxTokens: 1,
-    }),
-  );
+  const { reservationId: id } = admissionOf(await h.client.admit(call(tokens, 1)));
   await h.client.settle({
     reservationId: id,
     tenant: 'team',
@@ -39,18 +35,8 @@ async function spend(h: TestAuthority, tokens: number): Promise<void> {
 
 /** A hold of 1,000 tokens (100 prompt + 900 output) on a 60 s lease, its org relayed. */
 async function heldFor60s(h: TestAuthority): Promise<string> {
-  const id = newId();
-  admissionOf(
-    await h.client.admit({
-      reservationId: id,
-      tenant: 'team',
-      keyId: null,
-      useCase: 'uc',
-      model: 'gpt-4o-mini',
-      promptTokens: 100,
-      maxTokens: 900,
-      leaseMs: 60_000,
-    }),
+  const { reservationId: id } = admissionOf(
+    await h.client.admit({ ...call(100, 900), leaseMs: 60_000 }),
   );
   await waitFor(() => h.authority.relayedOrgs.includes('team'), {
     what: 'relay lease on the org',
@@ -93,30 +79,10 @@ describe('sliding windows (1 s buckets for a minute, 1 min for a day, 1 h for 30
     h.clock.advance(20_000);
     await spend(h, 500);
     // Needs 300: only when the first 400 leave (40 s from now) does it fit.
-    const r = refusalOf(
-      await h.client.admit({
-        reservationId: newId(),
-        tenant: 'team',
-        keyId: null,
-        useCase: 'uc',
-        model: 'gpt-4o-mini',
-        promptTokens: 299,
-        maxTokens: 1,
-      }),
-    );
+    const r = refusalOf(await h.client.admit(call(299, 1)));
     expect(r.retryAfterSeconds).toBe(40);
     h.clock.advance(40_000);
-    admissionOf(
-      await h.client.admit({
-        reservationId: newId(),
-        tenant: 'team',
-        keyId: null,
-        useCase: 'uc',
-        model: 'gpt-4o-mini',
-        promptTokens: 299,
-        maxTokens: 1,
-      }),
-    );
+    admissionOf(await h.client.admit(call(299, 1)));
   });
 
   test('a window idle for longer than itself starts empty', async ({ start }) => {
@@ -135,17 +101,7 @@ describe('sliding windows (1 s buckets for a minute, 1 min for a day, 1 h for 30
     const h = await start(config([{ window: 'month', limit: 1_000, calendar: true }]));
     h.clock.now = Date.UTC(2026, 10, 30, 23, 59, 0);
     await spend(h, 999);
-    const r = refusalOf(
-      await h.client.admit({
-        reservationId: newId(),
-        tenant: 'team',
-        keyId: null,
-        useCase: 'uc',
-        model: 'gpt-4o-mini',
-        promptTokens: 10,
-        maxTokens: 1,
-      }),
-    );
+    const r = refusalOf(await h.client.admit(call(10, 1)));
     expect(r.retryAfterSeconds).toBe(60);
     h.clock.now = Date.UTC(2026, 11, 1, 0, 0, 0);
     expect(await used(h)).toEqual([0]);
