@@ -13,3 +13,4 @@ export * from './redis-cluster.js';
 export * from './nats-cluster.js';
 export * from './streams.js';
 export * from './tcp-proxy.js';
+export * from './http-proxy.js';

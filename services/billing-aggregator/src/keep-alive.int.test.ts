@@ -1,6 +1,4 @@
-import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { waitFor } from '@holdfast/testkit';
+import { httpProxy, waitFor, type HttpProxy } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
@@ -26,34 +24,11 @@ const ACK_WAIT_MS = '1500';
  * ClickHouse behind a proxy that holds each insert into events_raw_v1 for `delayMs` before
  * passing it on (a slow ClickHouse); everything else goes through at once.
  */
-async function slowInserts(target: string, delayMs: number): Promise<Server & { url: string }> {
-  const to = new URL(target);
-  const server = createServer((req, res) => {
-    const slow = /INSERT INTO \S*events_raw_v1/i.test(decodeURIComponent(req.url ?? ''));
-    setTimeout(
-      () => {
-        const up = request(
-          {
-            host: to.hostname,
-            port: to.port,
-            path: req.url,
-            method: req.method,
-            headers: req.headers,
-          },
-          (r) => {
-            res.writeHead(r.statusCode ?? 502, r.headers);
-            r.pipe(res);
-          },
-        );
-        up.on('error', () => res.destroy());
-        req.pipe(up);
-      },
-      slow ? delayMs : 0,
-    );
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return Object.assign(server, { url: `http://127.0.0.1:${port}` });
+function slowInserts(target: string, delayMs: number): Promise<HttpProxy> {
+  return httpProxy((req) => ({
+    target,
+    delayMs: /INSERT INTO \S*events_raw_v1/i.test(decodeURIComponent(req.url ?? '')) ? delayMs : 0,
+  }));
 }
 
 /**
@@ -132,7 +107,6 @@ test('a full batch waiting 3 s behind a slow insert, under a 1.5 s ack wait, is 
     );
     expect(got).toEqual({ events: 60, delivered: 60, rows: 60, inserted: 60 });
   } finally {
-    proxy.closeAllConnections();
-    await new Promise((resolve) => proxy.close(resolve));
+    await proxy.close();
   }
 });

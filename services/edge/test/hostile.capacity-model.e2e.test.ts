@@ -1,5 +1,4 @@
-import { createServer, request, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { httpProxy, type HttpProxy } from '@holdfast/testkit';
 import { startMockUpstream, type MockUpstream } from '@holdfast/mock-upstream';
 import { expect } from 'vitest';
 import { sha256Hex } from '../src/index.js';
@@ -17,33 +16,11 @@ import { edgeTest as test, entry, type Stack, type TestConfig } from './harness.
 const SMALL = 20_000;
 
 /** One address, each model served by its own account: gpt-4o by `small`, the rest by `large`. */
-async function byModel(small: MockUpstream, large: MockUpstream): Promise<Server> {
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const model = (JSON.parse(body.toString() || '{}') as { model?: string }).model;
-      const target = new URL(model === 'gpt-4o' ? small.url : large.url);
-      const up = request(
-        {
-          host: target.hostname,
-          port: target.port,
-          path: req.url,
-          method: req.method,
-          headers: req.headers,
-        },
-        (r) => {
-          res.writeHead(r.statusCode ?? 502, r.headers);
-          r.pipe(res);
-        },
-      );
-      up.on('error', () => res.destroy());
-      up.end(body);
-    });
+function byModel(small: MockUpstream, large: MockUpstream): Promise<HttpProxy> {
+  return httpProxy((_req, body) => {
+    const model = (JSON.parse(body.toString() || '{}') as { model?: string }).model;
+    return { target: model === 'gpt-4o' ? small.url : large.url };
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return server;
 }
 
 function config(url: string) {
@@ -93,7 +70,7 @@ test("one model's low remaining tokens do not shrink the capacity of every other
   const router = await byModel(small, large);
   try {
     const s = await stack({
-      patch: config(`http://127.0.0.1:${(router.address() as AddressInfo).port}/v1`),
+      patch: config(`${router.url}/v1`),
     });
     // A low-priority team's two gpt-4o calls: its account says ~19,000 tokens are left, which
     // is below 10% of the upstream's 1,000,000.
@@ -120,7 +97,7 @@ test("one model's low remaining tokens do not shrink the capacity of every other
     expect(await call(s, 'small', 'gpt-4o')).toBe('upstream_capacity');
     expect(await call(s, 'other', 'gpt-4o-mini')).toBe('served');
   } finally {
-    await new Promise((r) => router.close(r));
+    await router.close();
     await small.stop();
     await large.stop();
   }
