@@ -21,24 +21,36 @@ import { startAggregator } from './index.js';
 const ACK_WAIT_MS = '1500';
 
 /**
- * ClickHouse behind a proxy that holds each insert into events_raw_v1 for `delayMs` before
- * passing it on (a slow ClickHouse); everything else goes through at once.
+ * ClickHouse behind a proxy that, once `arm()`ed, holds each insert into events_raw_v1 for
+ * `delayMs` before passing it on (a slow ClickHouse); everything else goes through at once.
+ * `slowed()`: how many inserts it held.
  */
-function slowInserts(target: string, delayMs: number): Promise<HttpProxy> {
-  return httpProxy((req) => ({
-    target,
-    delayMs: /INSERT INTO \S*events_raw_v1/i.test(decodeURIComponent(req.url ?? '')) ? delayMs : 0,
-  }));
+async function slowInserts(
+  target: string,
+  delayMs: number,
+): Promise<HttpProxy & { arm: () => void; slowed: () => number }> {
+  let armed = false;
+  let slowed = 0;
+  const proxy = await httpProxy((req) => {
+    // The client sends an insert's query in the URL, form-encoded (`INSERT+INTO+...`).
+    const query = new URL(req.url ?? '/', 'http://proxy').searchParams.get('query') ?? '';
+    const slow = armed && /^INSERT INTO \S*events_raw_v1\b/i.test(query);
+    if (slow) slowed += 1;
+    return { target, delayMs: slow ? delayMs : 0 };
+  });
+  return { ...proxy, arm: () => void (armed = true), slowed: () => slowed };
 }
 
 /**
  * Publishes `calls` calls to an aggregator with `overrides`, waits until every event is
  * inserted, and returns how often the durable delivered (a redelivery counts again).
+ * `warmed` runs between the warm-up call and the measured ones.
  */
 async function deliveries(
   t: { nc: NatsConnection; infra: AggregatorInfra; ch: SqlExecutor },
   overrides: Record<string, string>,
   calls: number,
+  warmed: () => void = () => undefined,
 ): Promise<{ events: number; delivered: number; rows: number; inserted: number }> {
   const { nc, infra, ch } = t;
   const agg = await startAggregator({
@@ -55,10 +67,12 @@ async function deliveries(
         { timeoutMs: 30_000, what: `all ${n} events inserted and acked` },
       );
     // One call first, so the cold start (the event schemas compiled on the first parse: seconds
-    // on a loaded box, the ack wait's length) is behind us.
+    // on a loaded box, the ack wait's length) is behind us. A warm-up message redelivered then
+    // would be acked with its first copy and inserted again after, among the measured calls.
     const warm = callsBilling(1).events;
     await publishEvents(nc, infra.names, warm);
     await landed(warm.length);
+    warmed();
     const before = (await info()).delivered.consumer_seq;
     const inserted = await eventsCounter(agg.registry, 'inserted');
 
@@ -104,8 +118,13 @@ test('a full batch waiting 3 s behind a slow insert, under a 1.5 s ack wait, is 
         BILLING_AGGREGATOR_FLUSH_INTERVAL_MS: '100',
       },
       30,
+      // Slow after the warm-up: a cold start as long as the ack wait, then a 3 s insert, would
+      // have the warm-up redelivered whatever the keep-alive does.
+      () => proxy.arm(),
     );
     expect(got).toEqual({ events: 60, delivered: 60, rows: 60, inserted: 60 });
+    // The scenario happened: inserts were held past the ack wait.
+    expect(proxy.slowed()).toBeGreaterThan(0);
   } finally {
     await proxy.close();
   }
