@@ -8,11 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { eventSubject, namesWithPrefix } from '@holdfast/events';
 import {
   closedLoop,
-  findBinary,
   median,
   startNatsCluster,
   startNatsServer,
   type LoadResult,
+  serverBinary,
 } from '@holdfast/testkit/infra';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -42,8 +42,7 @@ async function measure(url: string, replicas: number, concurrency: number): Prom
   return result;
 }
 
-const bin = findBinary('nats-server');
-if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
+const bin = serverBinary('nats');
 const single = await startNatsServer(bin);
 const cluster = await startNatsCluster(bin, { nodes: 3 });
 const cases = [

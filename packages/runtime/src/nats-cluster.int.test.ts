@@ -1,10 +1,10 @@
 import { deadLetterStream, eventSubject } from '@holdfast/events';
 import {
-  findBinary,
   isolation,
   startNatsCluster,
   waitFor,
   type NatsCluster,
+  serverBinary,
 } from '@holdfast/testkit';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -16,8 +16,7 @@ let cluster: NatsCluster;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  const bin = findBinary('nats-server');
-  if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
+  const bin = serverBinary('nats');
   cluster = await startNatsCluster(bin, { nodes: 3 });
   nc = await connectNats({
     servers: cluster.url,

@@ -1,5 +1,5 @@
 import { BatchReply, ERROR_HEADER } from '@holdfast/events';
-import { findBinary, startNatsServer, type LocalServer } from '@holdfast/testkit';
+import { startNatsServer, type LocalServer, serverBinary } from '@holdfast/testkit';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -21,7 +21,7 @@ let server: LocalServer;
 let nc: NatsConnection;
 
 beforeAll(async () => {
-  server = await startNatsServer(findBinary('nats-server')!, `max_payload: ${MAX_PAYLOAD}`);
+  server = await startNatsServer(serverBinary('nats'), `max_payload: ${MAX_PAYLOAD}`);
   nc = await connect({ servers: server.url });
 });
 afterAll(async () => {

@@ -1,4 +1,4 @@
-import { findBinary, startNatsCluster, type NatsCluster } from '@holdfast/testkit';
+import { startNatsCluster, type NatsCluster, serverBinary } from '@holdfast/testkit';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll } from 'vitest';
 
@@ -15,8 +15,7 @@ export function natsClusterForFile(
   let cluster: NatsCluster | undefined;
   const conns: NatsConnection[] = [];
   beforeAll(async () => {
-    const bin = findBinary('nats-server');
-    if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
+    const bin = serverBinary('nats');
     cluster = await startNatsCluster(bin, { nodes: 3 });
   }, 90_000);
   afterAll(async () => {

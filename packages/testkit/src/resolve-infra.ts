@@ -31,7 +31,7 @@ const PROVIDERS: Record<InfraName, Provider> = {
     command: ['-js'],
     scheme: 'nats',
     start: startNatsServer,
-    install: 'apt-get install -y nats-server (or set NATS_URL)',
+    install: 'apt-get install -y nats-server',
   },
   redis: {
     env: 'REDIS_URL',
@@ -40,7 +40,7 @@ const PROVIDERS: Record<InfraName, Provider> = {
     containerPort: 6379,
     scheme: 'redis',
     start: startRedisServer,
-    install: 'apt-get install -y redis-server (or set REDIS_URL)',
+    install: 'apt-get install -y redis-server',
   },
   clickhouse: {
     env: 'CLICKHOUSE_URL',
@@ -49,11 +49,14 @@ const PROVIDERS: Record<InfraName, Provider> = {
     containerPort: 8123,
     scheme: 'http',
     start: startClickHouseServer,
-    install: 'apt-get install -y clickhouse-server (or set CLICKHOUSE_URL)',
+    install: 'apt-get install -y clickhouse-server',
   },
 };
 
 type Started = { url: string; stop: () => Promise<void> };
+
+/** The first of a provider's server binaries on PATH. */
+const findServer = (p: Provider) => p.binaries.map(findBinary).find((b) => b !== undefined);
 
 async function tryContainer(p: Provider): Promise<Started | undefined> {
   if (process.env.HOLDFAST_TESTCONTAINERS === 'off') return undefined;
@@ -90,7 +93,7 @@ export async function resolveInfra(
         stops.push(container.stop);
         return [name, { url: container.url }] as const;
       }
-      const bin = p.binaries.map(findBinary).find((b) => b !== undefined);
+      const bin = findServer(p);
       if (bin) {
         const server = await p.start(bin);
         stops.push(() => server.stop());
@@ -99,7 +102,7 @@ export async function resolveInfra(
       return [
         name,
         {
-          missing: `${name}: ${p.env} is not set, no Docker engine answers, and ${p.binaries.join('/')} is not on PATH. Fix: ${p.install}`,
+          missing: `${name}: ${p.env} is not set, no Docker engine answers, and ${p.binaries.join('/')} is not on PATH. Fix: ${p.install} (or set ${p.env})`,
         },
       ] as const;
     }),
@@ -108,6 +111,18 @@ export async function resolveInfra(
   for (const n of ['nats', 'redis', 'clickhouse'] as const)
     urls[n] ??= { missing: `${n}: not requested` };
   return { urls, stop: async () => void (await Promise.all(stops.map((s) => s()))) };
+}
+
+/**
+ * The server binary of one piece of infra, for a test or bench that starts servers of its own
+ * (a cluster, one it kills or restarts): the first of its names on PATH, else an error that
+ * says how to install it.
+ */
+export function serverBinary(name: InfraName): string {
+  const p = PROVIDERS[name];
+  const bin = findServer(p);
+  if (!bin) throw new Error(`${p.binaries.join('/')} is not on PATH: ${p.install}`);
+  return bin;
 }
 
 /** The URL of one piece of infra, or an error naming what is missing. */

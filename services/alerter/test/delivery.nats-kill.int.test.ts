@@ -11,11 +11,11 @@ import {
   ensureEventsStream,
 } from '@holdfast/runtime';
 import {
-  findBinary,
   infraTest as test,
   startNatsCluster,
   waitFor,
   type NatsCluster,
+  serverBinary,
 } from '@holdfast/testkit';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Registry } from 'prom-client';
@@ -98,8 +98,7 @@ interface Round {
 test(
   'a threshold crossed right after a NATS node is killed -9 is delivered as soon as the leaders on its path are elected again',
   async ({ redisUrl, iso }) => {
-    const bin = findBinary('nats-server');
-    if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
+    const bin = serverBinary('nats');
     // NATS_LOG_DIR: each node's log (elections: "new stream leader", "new consumer leader").
     const logDir = process.env.NATS_LOG_DIR;
     const cluster = await startNatsCluster(bin, {

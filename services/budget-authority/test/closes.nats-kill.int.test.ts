@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { closeSubject, closesStream, type DeferredClose, type NatsNames } from '@holdfast/events';
 import { sleep } from '@holdfast/retry';
 import { createLogger, ensureClosesStream, ensureEventsStream } from '@holdfast/runtime';
-import { findBinary, startNatsCluster, waitFor, type NatsCluster } from '@holdfast/testkit';
+import { startNatsCluster, waitFor, type NatsCluster, serverBinary } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterEach, expect } from 'vitest';
@@ -83,8 +83,7 @@ const RESET = /Resetting stream cluster state|stream store EOF|Error applying en
 test(
   'deferred closes under kill -9 of the closes stream leader and its consumer leader: each applied exactly once, no replica reset',
   async ({ redisUrl, iso }) => {
-    const bin = findBinary('nats-server');
-    if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
+    const bin = serverBinary('nats');
     const logDir =
       process.env.NATS_LOG_DIR ?? (await mkdtemp(join(tmpdir(), 'holdfast-closes-kill-')));
     const cluster = await startNatsCluster(bin, {

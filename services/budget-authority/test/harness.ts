@@ -10,6 +10,7 @@ import {
   startOwnRedis,
   waitFor,
   type Isolation,
+  serverBinary,
 } from '@holdfast/testkit';
 import {
   startTestAuthority,
@@ -200,7 +201,7 @@ export async function withPayloadLimit(
   o: { redisUrl: string; iso: Isolation; config: unknown },
   fn: (h: TestAuthority, nc: NatsConnection) => Promise<void>,
 ): Promise<void> {
-  const server = await startNatsServer(findBinary('nats-server')!, `max_payload: ${maxPayload}`);
+  const server = await startNatsServer(serverBinary('nats'), `max_payload: ${maxPayload}`);
   const nc = await connect({ servers: server.url });
   try {
     const h = await startTestAuthority({

@@ -6,6 +6,7 @@ import {
   startOwnRedis,
   startRestartableNatsServer,
   waitFor,
+  serverBinary,
 } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { Redis } from '@holdfast/testkit';
@@ -294,8 +295,7 @@ test("a settle owed while the authority's Redis was away lands as soon as Redis 
 });
 
 test('a settle owed while NATS was away lands as soon as NATS is back', async ({ stack }) => {
-  const bin = findBinary('nats-server');
-  if (!bin) throw new Error('nats-server is not on PATH');
+  const bin = serverBinary('nats');
   const nats = await startRestartableNatsServer(bin);
   // Settle attempts time out in 0.2 s, so by the time NATS is back the settle waits in a long
   // backoff step (0.1, 0.2, ... 1.6, 3.2 s).

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { deadLetterStream } from '@holdfast/events';
-import { findBinary, infraTest as test, startNatsCluster, waitFor } from '@holdfast/testkit';
+import { infraTest as test, startNatsCluster, waitFor, serverBinary } from '@holdfast/testkit';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { expect } from 'vitest';
 import { testClickHouse } from './books.js';
@@ -20,8 +20,7 @@ test('kill -9 of one NATS server of three under load: nothing lost, nothing coun
   iso,
 }) => {
   void clickhouse;
-  const bin = findBinary('nats-server');
-  if (!bin) throw new Error('nats-server not found: apt-get install -y nats-server');
+  const bin = serverBinary('nats');
   const cluster = await startNatsCluster(bin, { nodes: 3 });
   try {
     const s = await startProcessStack({

@@ -1,9 +1,9 @@
 import { eventSubject } from '@holdfast/events';
 import {
-  findBinary,
   infraTest as test,
   startRestartableNatsServer,
   waitFor,
+  serverBinary,
 } from '@holdfast/testkit';
 import { jetstream, jetstreamManager, type JsMsg } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -236,7 +236,7 @@ test('bursts: a consumer deleted under the loop is created again and consumption
 test('bursts: through a NATS server restart consumption resumes at once (not after missed heartbeats) and nothing is lost', async ({
   iso,
 }) => {
-  const server = await startRestartableNatsServer(findBinary('nats-server')!);
+  const server = await startRestartableNatsServer(serverBinary('nats'));
   const nc = await connect({
     servers: server.url,
     maxReconnectAttempts: -1,
