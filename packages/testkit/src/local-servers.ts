@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './ports.js';
+import { serverBinary } from './resolve-infra.js';
 import { waitFor } from './wait-for.js';
 
 export interface LocalServer {
@@ -125,9 +126,7 @@ export interface OwnRedis {
  * stopping it disturbs no other test.
  */
 export async function startOwnRedis(): Promise<OwnRedis> {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
-  const server = await startRedisServer(bin);
+  const server = await startRedisServer(serverBinary('redis'));
   const admin = new Redis(server.url, { maxRetriesPerRequest: 2 });
   admin.on('error', () => undefined);
   return {

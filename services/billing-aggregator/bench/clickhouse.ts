@@ -1,4 +1,4 @@
-import { findBinary, startClickHouseServer, type LocalServer } from '@holdfast/testkit/infra';
+import { startClickHouseServer, type LocalServer, serverBinary } from '@holdfast/testkit/infra';
 
 /**
  * The ClickHouse a bench reads: CLICKHOUSE_URL when set, else a local clickhouse-server on a
@@ -7,8 +7,7 @@ import { findBinary, startClickHouseServer, type LocalServer } from '@holdfast/t
 export async function benchClickHouse(): Promise<{ url: string; server?: LocalServer }> {
   const url = process.env.CLICKHOUSE_URL;
   if (url) return { url };
-  const bin = findBinary('clickhouse-server') ?? findBinary('clickhouse');
-  if (!bin) throw new Error('CLICKHOUSE_URL is not set and clickhouse-server is not on PATH');
+  const bin = serverBinary('clickhouse');
   const server = await startClickHouseServer(bin);
   return { url: server.url, server };
 }

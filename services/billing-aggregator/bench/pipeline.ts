@@ -24,7 +24,8 @@ import { natsNamesToEnv } from '@holdfast/config';
 import { eventSubject, namesWithPrefix, type NatsNames } from '@holdfast/events';
 import { createLogger, ensureEventsStream } from '@holdfast/runtime';
 import {
-  findBinary,
+  serverBinary,
+  type InfraName,
   startClickHouseServer,
   startNatsServer,
   type LocalServer,
@@ -56,20 +57,14 @@ async function infra(): Promise<{
   stop: () => Promise<void>;
 }> {
   const started: LocalServer[] = [];
-  const need = async (env: string, bins: string[], start: (b: string) => Promise<LocalServer>) => {
+  const need = async (env: string, name: InfraName, start: (b: string) => Promise<LocalServer>) => {
     if (process.env[env]) return process.env[env];
-    const bin = bins.map(findBinary).find((b) => b !== undefined);
-    if (!bin) throw new Error(`${env} is not set and ${bins.join('/')} is not on PATH`);
-    const s = await start(bin);
+    const s = await start(serverBinary(name));
     started.push(s);
     return s.url;
   };
-  const natsUrl = await need('NATS_URL', ['nats-server'], startNatsServer);
-  const clickhouseUrl = await need(
-    'CLICKHOUSE_URL',
-    ['clickhouse-server', 'clickhouse'],
-    startClickHouseServer,
-  );
+  const natsUrl = await need('NATS_URL', 'nats', startNatsServer);
+  const clickhouseUrl = await need('CLICKHOUSE_URL', 'clickhouse', startClickHouseServer);
   return {
     natsUrl,
     clickhouseUrl,

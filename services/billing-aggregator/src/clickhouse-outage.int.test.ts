@@ -1,10 +1,10 @@
 import {
-  findBinary,
   infraTest as test,
   readyPort,
   startRestartableClickHouseServer,
   startService,
   waitFor,
+  serverBinary,
 } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { publishEvents } from '../test/events.js';
@@ -23,9 +23,7 @@ test(
   'ClickHouse down for 60 s under load: events wait in JetStream, then land, 0 lost',
   { timeout: 240_000 },
   async ({ nc, natsUrl, iso }) => {
-    const bin = findBinary('clickhouse-server') ?? findBinary('clickhouse');
-    if (!bin)
-      throw new Error('clickhouse-server is not on PATH (apt-get install -y clickhouse-server)');
+    const bin = serverBinary('clickhouse');
     // ClickHouse keeps the ports it was started on: the aggregator holds its URL through the
     // outage, so a restart on another port would not be the same server coming back (restart()
     // retries binding the same port instead, see startRestartableClickHouseServer).

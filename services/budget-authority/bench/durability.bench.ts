@@ -14,7 +14,6 @@
 import { randomUUID } from 'node:crypto';
 import {
   closedLoop,
-  findBinary,
   medianTable,
   openLoop,
   requireUrl,
@@ -23,6 +22,7 @@ import {
   startRedisCluster,
   startRedisServer,
   type LoadResult,
+  serverBinary,
 } from '@holdfast/testkit/infra';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { admit } from '../src/handlers/admit.js';
@@ -56,8 +56,7 @@ async function variant(nc: NatsConnection, natsUrl: string, redisUrl: string, wa
 }
 
 async function main(): Promise<void> {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH');
+  const bin = serverBinary('redis');
   const { urls, stop } = await resolveInfra(['nats']);
   const natsUrl = requireUrl(urls, 'nats');
   const nc = await connect({ servers: natsUrl });

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { findBinary, requireUrl, resolveInfra, startRedisServer } from '@holdfast/testkit/infra';
+import { requireUrl, resolveInfra, startRedisServer, serverBinary } from '@holdfast/testkit/infra';
 import { connect } from '@nats-io/transport-node';
 import { Redis } from 'ioredis';
 import type { HandlerContext } from '../src/context.js';
@@ -90,8 +90,7 @@ const median = (xs: number[]): number => {
 };
 
 async function main(): Promise<void> {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
+  const bin = serverBinary('redis');
   const server = await startRedisServer(bin);
   const { urls, stop } = await resolveInfra(['nats']);
   const natsUrl = requireUrl(urls, 'nats');

@@ -1,4 +1,4 @@
-import { findBinary, startRedisCluster, type LocalRedisCluster } from '@holdfast/testkit';
+import { startRedisCluster, type LocalRedisCluster, serverBinary } from '@holdfast/testkit';
 import type { NatsNames } from '@holdfast/events';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect } from 'vitest';
@@ -13,8 +13,7 @@ export function useRedisCluster(): { cluster: () => LocalRedisCluster; admin: ()
   let cluster: LocalRedisCluster | undefined;
   let admin: RedisClient | undefined;
   beforeAll(async () => {
-    const bin = findBinary('redis-server');
-    if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
+    const bin = serverBinary('redis');
     cluster = await startRedisCluster(bin, {
       masters: 3,
       replicasPerMaster: 1,

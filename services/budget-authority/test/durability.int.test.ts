@@ -1,4 +1,4 @@
-import { findBinary, startKillableRedis, waitFor, type KillableRedis } from '@holdfast/testkit';
+import { startKillableRedis, waitFor, type KillableRedis, serverBinary } from '@holdfast/testkit';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
 import { createRedis, type RedisClient } from '../src/redis.js';
 import { authorityTest as test, quiescent, readEvents } from './harness.js';
@@ -15,8 +15,7 @@ import { checkBooks, orgsConfig, startLoad, teamsOf } from './load.js';
 let redis: KillableRedis;
 
 beforeAll(async () => {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
+  const bin = serverBinary('redis');
   redis = await startKillableRedis(bin, { appendfsync: 'always' });
 }, 30_000);
 afterAll(() => redis?.stop());

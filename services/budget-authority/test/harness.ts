@@ -4,7 +4,6 @@ import { natsNamesToEnv } from '@holdfast/config';
 import { createLogger, type AuthorityClient } from '@holdfast/runtime';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import {
-  findBinary,
   infraTest,
   startNatsServer,
   startOwnRedis,

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { closesStream } from '@holdfast/events';
 import {
-  findBinary,
   startKillableRedis,
   startOwnRedis,
   startRestartableNatsServer,
@@ -269,8 +268,7 @@ async function msUntilLedgerExact(s: Stack): Promise<number> {
 test("a settle owed while the authority's Redis was away lands as soon as Redis is back", async ({
   stack,
 }) => {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH');
+  const bin = serverBinary('redis');
   const redis = await startKillableRedis(bin, { appendfsync: 'always' });
   try {
     const s = await stack({ behaviour: slow, redisUrl: redis.url });

@@ -1,6 +1,6 @@
 import { slotOf } from '@holdfast/budget-authority';
 import { modelPrices } from '@holdfast/config';
-import { findBinary, startKillableRedis, startRedisCluster, waitFor } from '@holdfast/testkit';
+import { startKillableRedis, startRedisCluster, waitFor, serverBinary } from '@holdfast/testkit';
 import OpenAI from 'openai';
 import { expect } from 'vitest';
 import { clickhouseBooks, providerBooks, withAggregator, type testClickHouse } from './books.js';
@@ -28,12 +28,6 @@ const behaviour = {
 // (a real lease is 30 minutes). Holds of calls never forwarded are given back at expiry.
 const patch: StackOptions['patch'] = (c) => {
   Object.assign(entry(c.tenants, 'batch-summariser'), { leaseMs: 20_000, onExpiry: 'release' });
-};
-
-const redisBin = () => {
-  const bin = findBinary('redis-server');
-  if (!bin) throw new Error('redis-server is not on PATH: apt-get install -y redis-server');
-  return bin;
 };
 
 /** CALLS digest calls pulled by 16 workers; `fault` runs once 15 have been served. */
@@ -117,7 +111,7 @@ test('kill -9 of one Redis (appendfsync always) mid-run and a restart from its A
   clickhouse,
   iso,
 }) => {
-  const redis = await startKillableRedis(redisBin(), { appendfsync: 'always' });
+  const redis = await startKillableRedis(serverBinary('redis'), { appendfsync: 'always' });
   try {
     const s = await stack({ behaviour, patch, redisUrl: redis.url });
     await withAggregator({ natsUrl, clickhouseUrl, clickhouse, iso }, async (ch) => {
@@ -140,7 +134,7 @@ test('kill -9 of a Redis Cluster master mid-run, WAIT 1: mock = ClickHouse = led
   clickhouse,
   iso,
 }) => {
-  const cluster = await startRedisCluster(redisBin(), { nodeTimeoutMs: 1_000 });
+  const cluster = await startRedisCluster(serverBinary('redis'), { nodeTimeoutMs: 1_000 });
   try {
     const s = await stack({ behaviour, patch, redisUrl: cluster.url, waitReplicas: 1 });
     await withAggregator({ natsUrl, clickhouseUrl, clickhouse, iso }, async (ch) => {

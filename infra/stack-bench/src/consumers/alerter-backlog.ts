@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_NAMES, eventSubject, HoldfastEvent } from '@holdfast/events';
 import { REPO_ROOT } from '@holdfast/stack';
 import {
-  findBinary,
+  serverBinary,
   startNatsServer,
   startService,
   waitFor,
@@ -57,12 +57,6 @@ const roots = [
 ];
 const CONFIG = fileURLToPath(new URL('../../bench-config.yaml', import.meta.url));
 const say = (line: string) => process.stdout.write(`${line}\n`);
-
-function need(bins: string[]): string {
-  const bin = bins.map(findBinary).find((b) => b !== undefined);
-  if (!bin) throw new Error(`${bins.join(' or ')} is not on PATH`);
-  return bin;
-}
 
 /** The test's busy team's settlement: one token, no window moved. */
 function busySettlement(): HoldfastEvent {
@@ -120,7 +114,7 @@ async function receiver(status: number): Promise<{ url: string; server: Server }
 }
 
 async function trial(name: string, root: string, dir: string): Promise<void> {
-  const nats = await startNatsServer(need(['nats-server']));
+  const nats = await startNatsServer(serverBinary('nats'));
   const hook = await receiver(500);
   let alerter: ServiceProcess | undefined;
   try {

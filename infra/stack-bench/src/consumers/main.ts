@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { eventSubject, DEFAULT_NAMES, type HoldfastEvent } from '@holdfast/events';
 import { REPO_ROOT } from '@holdfast/stack';
 import {
-  findBinary,
+  serverBinary,
   startClickHouseServer,
   startNatsServer,
   startService,
@@ -75,12 +75,6 @@ const IDLE_MS = 5_000;
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function need(bins: string[]): string {
-  const bin = bins.map(findBinary).find((b) => b !== undefined);
-  if (!bin) throw new Error(`${bins.join(' or ')} is not on PATH`);
-  return bin;
-}
-
 interface Counters {
   cpu: number;
   /** The main thread's share of `cpu` (the rest: V8's GC and compiler threads, libuv's pool). */
@@ -124,9 +118,9 @@ const runDir = join(BENCH_DIR, `consumers-${new Date().toISOString().replace(/[:
 const servers: LocalServer[] = [];
 const procs = new Map<Consumer, ServiceProcess>();
 try {
-  const nats = await startNatsServer(need(['nats-server']));
+  const nats = await startNatsServer(serverBinary('nats'));
   servers.push(nats);
-  const clickhouse = await startClickHouseServer(need(['clickhouse-server', 'clickhouse']));
+  const clickhouse = await startClickHouseServer(serverBinary('clickhouse'));
   servers.push(clickhouse);
   await mkdir(runDir, { recursive: true });
   const env: Record<Consumer, Record<string, string>> = {
