@@ -58,6 +58,20 @@ async function tracker(
   });
 }
 
+/**
+ * The test's state bucket and a sink that fails its first `failures` publishes; `replica()`
+ * starts a tracker on both (one alerter replica each).
+ */
+function onBucket(
+  nc: Parameters<typeof StateStore.open>[0],
+  names: Isolation['names'],
+  failures = 0,
+) {
+  const bucket = alerterNames(names).stateBucket;
+  const sink = flakySink(failures);
+  return { bucket, sink, replica: () => tracker(nc, bucket, sink.sink) };
+}
+
 const snap = (
   before: number,
   used: number,
@@ -80,15 +94,14 @@ test('a crossing whose publish failed after its state was written is published b
   nc,
   iso,
 }) => {
-  const bucket = alerterNames(iso.names).stateBucket;
-  const flaky = flakySink(1);
-  const a = await tracker(nc, bucket, flaky.sink);
+  const { sink: flaky, replica } = onBucket(nc, iso.names, 1);
+  const a = await replica();
   await expect(a.observe(snap(0, 850, 1))).rejects.toThrow('publish failed');
   expect(flaky.published).toEqual([]);
 
   // Another replica (same store) handles the redelivered event: the pending crossing goes out
   // with the id fixed when it was recorded, and the crossing is not evaluated twice.
-  const b = await tracker(nc, bucket, flaky.sink);
+  const b = await replica();
   await b.observe(snap(0, 850, 1));
   await b.observe(snap(850, 900, 2));
   expect(flaky.published).toHaveLength(1);
@@ -119,10 +132,9 @@ test('standing levels: none soft at a first look; a lower limit suspends once; a
   nc,
   iso,
 }) => {
-  const bucket = alerterNames(iso.names).stateBucket;
-  const sink = flakySink(0);
-  const a = await tracker(nc, bucket, sink.sink);
-  const b = await tracker(nc, bucket, sink.sink);
+  const { sink, replica } = onBucket(nc, iso.names);
+  const a = await replica();
+  const b = await replica();
 
   // The first event the alerter sees shows 85% before and after: no soft level stands at a
   // first look (an earlier event may still come and cross it), 80% fires for the next event
@@ -157,9 +169,8 @@ test('a record from before crossings were per event keeps its levels: nothing st
   nc,
   iso,
 }) => {
-  const bucket = alerterNames(iso.names).stateBucket;
-  const sink = flakySink(0);
-  const a = await tracker(nc, bucket, sink.sink);
+  const { sink, bucket, replica } = onBucket(nc, iso.names);
+  const a = await replica();
   const kv = await new Kvm(nc).open(bucket);
   await kv.put(
     'win.team-o.month-tokens',
@@ -182,10 +193,9 @@ test('a first look at a window already at its hard limit suspends, once, whichev
   nc,
   iso,
 }) => {
-  const bucket = alerterNames(iso.names).stateBucket;
-  const sink = flakySink(0);
-  const a = await tracker(nc, bucket, sink.sink);
-  const b = await tracker(nc, bucket, sink.sink);
+  const { sink, replica } = onBucket(nc, iso.names);
+  const a = await replica();
+  const b = await replica();
   // 1,040 -> 1,050 handled first, then the event before it that crossed 100% (990 -> 1,040).
   await a.observe(snap(1_040, 1_050, 21));
   await b.observe(snap(990, 1_040, 20));
