@@ -1,6 +1,5 @@
 import { parseConfig } from '@holdfast/config';
 import { createLogger } from '@holdfast/runtime';
-import { infraTest as test } from '@holdfast/testkit';
 import { Registry } from 'prom-client';
 import { expect, vi } from 'vitest';
 import { alerterNames } from '../src/index.js';
@@ -10,7 +9,7 @@ import { ConfigSource } from '../src/holdfast-config.js';
 import { createMetrics } from '../src/metrics.js';
 import { StateStore } from '../src/state-store.js';
 import { WindowTracker, type Snapshot } from '../src/window-tracker.js';
-import { cleanupAfterEach, removeAlerterState, settled, window } from './harness.js';
+import { alerterTest as test, cleanupAfterEach, settled, window } from './harness.js';
 
 const cleanup = cleanupAfterEach();
 const TENANT = 'team-burn';
@@ -20,7 +19,6 @@ test("a burn flush writes a window's record from this replica's last write (no r
   nc,
   iso,
 }) => {
-  cleanup(() => removeAlerterState(nc, iso.names));
   const parsed = parseConfig({
     tenants: [{ id: TENANT, budgets: [{ window: 'month', limit: 1_000_000_000 }] }],
   });
