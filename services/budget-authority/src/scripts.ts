@@ -252,18 +252,25 @@ export function moveKeys(redis: RedisClient, pairs: string[]): Promise<number> {
  * Runs a script until it has every key it touches in KEYS: one that finds it needs keys its
  * KEYS lack (a hold's record on other levels or windows than the plan's) returns
  * `['keys', ...]` before it changes anything (lib.lua `undeclared`), and runs again with them
- * added. The second run asks for all it needs, so a third asking is a bug.
+ * added. The second run asks for all it needs, so a third asking is a bug, unless `askings`
+ * says how many a script may make (admit's adoption walk: keys it can name only once it reads
+ * the ones it asked for first). With `lastAsking: 'return'`, a script still asking after them
+ * (other admissions moved the walk on meanwhile) has its `['keys', ...]` returned, not thrown.
  */
 export async function withDeclared<E>(
   once: (
     extra: readonly string[],
   ) => Promise<{ ok: true; value: string[] } | { ok: false; error: E }>,
+  { askings = 2, lastAsking = 'throw' }: { askings?: number; lastAsking?: 'throw' | 'return' } = {},
 ): Promise<{ ok: true; value: string[] } | { ok: false; error: E }> {
   let extra: string[] = [];
   for (let round = 0; ; round++) {
     const r = await once(extra);
     if (!r.ok || r.value[0] !== 'keys') return r;
-    if (round === 2) throw new Error(`a script still lacks keys: ${r.value.slice(1).join(' ')}`);
+    if (round === askings) {
+      if (lastAsking === 'return') return r;
+      throw new Error(`a script still lacks keys: ${r.value.slice(1).join(' ')}`);
+    }
     extra = [...new Set([...extra, ...r.value.slice(1)])];
   }
 }

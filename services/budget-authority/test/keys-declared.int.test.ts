@@ -19,10 +19,11 @@ const KEY = { id: 'k1', sha256: 'a'.repeat(64) };
 const DAY = { window: 'day', limit: 100_000 };
 
 interface TeamOptions {
-  mode?: 'reserve' | 'adaptive';
+  mode?: 'reserve' | 'adaptive' | 'post';
   teamDay?: boolean;
   keyDay?: boolean;
   endUserDay?: boolean;
+  keyMaxEndUsers?: number;
 }
 
 /** One team: a month budget, and (unless told otherwise) day budgets of its own, of its key k1 and of its end users. */
@@ -37,9 +38,17 @@ function config(o: TeamOptions = {}) {
               mode: 'adaptive',
               adaptive: { percentile: 0.95, minSamples: 5, samples: 50 },
             }
-          : {}),
+          : o.mode === 'post'
+            ? { mode: 'post' }
+            : {}),
         budgets: [{ window: 'month', limit: 100_000 }, ...(o.teamDay === false ? [] : [DAY])],
-        keys: [{ ...KEY, budgets: o.keyDay === false ? [] : [DAY] }],
+        keys: [
+          {
+            ...KEY,
+            budgets: o.keyDay === false ? [] : [DAY],
+            ...(o.keyMaxEndUsers ? { maxEndUsers: o.keyMaxEndUsers } : {}),
+          },
+        ],
         endUserBudgets: o.endUserDay === false ? [] : [DAY],
         useCases,
       },
@@ -267,4 +276,89 @@ describe('every key a script touches is declared', () => {
       await h.client.renew({ reservationId: c.reservationId, tenant: 'team', org: 'team' }),
     ).toMatchObject({ ok: true, value: { status: 'renewed' } });
   });
+  // admit's adoption walk (admit.lua adopt, adoptOwn): the first admission after a change
+  // reads and writes the records of the calls in flight, and the windows they are held on.
+  for (const [added, before] of [
+    ['a team day budget', { teamDay: false }],
+    ['a key day budget', { keyDay: false }],
+  ] as const) {
+    checkedTest(
+      `admission after ${added} was added while a call is in flight (the record)`,
+      config(before),
+      async (h) => {
+        admissionOf(await h.client.admit(call()));
+        expect((await h.client.configApply({ document: config() })).ok).toBe(true);
+        admissionOf(await h.client.admit(call()));
+      },
+    );
+  }
+
+  checkedTest(
+    'admission after the switch from post to reserve while a call is in flight (its windows)',
+    config({ mode: 'post' }),
+    async (h) => {
+      admissionOf(await h.client.admit(call()));
+      admissionOf(await h.client.admit(call({ endUser: 'u2' })));
+      expect((await h.client.configApply({ document: config() })).ok).toBe(true);
+      admissionOf(await h.client.admit(call({ keyId: null, endUser: undefined })));
+    },
+  );
+
+  checkedTest(
+    "admission after end-user budgets were added while other end users' calls are in flight (their windows, their key's registry)",
+    config({ endUserDay: false, keyMaxEndUsers: 5 }),
+    async (h) => {
+      admissionOf(await h.client.admit(call({ endUser: 'u2' })));
+      admissionOf(await h.client.admit(call({ endUser: 'u3' })));
+      expect((await h.client.configApply({ document: config({ keyMaxEndUsers: 5 }) })).ok).toBe(
+        true,
+      );
+      admissionOf(await h.client.admit(call({ keyId: null })));
+    },
+  );
+
+  checkedTest(
+    'admission after the team moved under another department while a call is in flight (the new levels)',
+    moved('dept1'),
+    async (h) => {
+      admissionOf(await h.client.admit(call({ keyId: null, endUser: undefined })));
+      expect((await h.client.configApply({ document: moved('dept2') })).ok).toBe(true);
+      admissionOf(await h.client.admit(call({ keyId: null, endUser: undefined })));
+    },
+  );
+  /** team with a month budget of `limit` tokens, and (`day`) a day budget as large. */
+  const roomy = (day: boolean) => ({
+    ...BASE_CONFIG,
+    tenants: [
+      {
+        id: 'team',
+        budgets: [
+          { window: 'month', limit: 10_000_000 },
+          ...(day ? [{ window: 'day', limit: 10_000_000 }] : []),
+        ],
+        useCases,
+      },
+    ],
+  });
+
+  checkedTest(
+    'admissions walking more calls in flight than one step (the walk’s copy of the in-flight set)',
+    roomy(false),
+    async (h) => {
+      const plain = () => call({ keyId: null, endUser: undefined });
+      const early = Array.from({ length: 1_001 }, plain);
+      for (let i = 0; i < early.length; i += 100) {
+        const batch = early.slice(i, i + 100);
+        await Promise.all(batch.map(async (x) => admissionOf(await h.client.admit(x))));
+      }
+      expect((await h.client.configApply({ document: roomy(true) })).ok).toBe(true);
+      // 1,000 of 1,001 held on the new window: refused until the walk is done, then admitted.
+      const r = await h.client.admit(plain());
+      expect(r.ok && !r.value.admitted && [r.value.code, r.value.retryAfterSeconds]).toEqual([
+        'concurrency_limit',
+        1,
+      ]);
+      admissionOf(await h.client.admit(plain()));
+    },
+  );
 });

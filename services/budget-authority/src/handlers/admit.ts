@@ -28,7 +28,7 @@ import type { HandlerContext } from '../context.js';
 import { refusalMessage, shrinkFacts } from '../messages.js';
 import { encodeOutboxFields } from '../outbox.js';
 import { planFor } from '../script-args.js';
-import { run, runRefuse } from '../scripts.js';
+import { run, runRefuse, withDeclared } from '../scripts.js';
 import { parseWindows } from '../windows.js';
 import { withStore } from '../store-error.js';
 import { closeCapacity, takeCapacity, tenantShare } from '../capacity.js';
@@ -581,8 +581,14 @@ export async function admit(
       tracksUser ? cappedKeys(tenant.keyMaxEndUsers) : '',
     ].join('\u0001'),
   ];
-  const result = await withStore(ctx.logger, 'admit', () =>
-    run(ctx.redis, 'admit', plan.keys, spec, plan),
+  // The first admission after a change of the plan walks the calls in flight (admit.lua
+  // adoptionKeys): their records and windows, which the plan does not name, are asked for.
+  const result = await withDeclared(
+    (extra) =>
+      withStore(ctx.logger, 'admit', () =>
+        run(ctx.redis, 'admit', extra.length ? [...plan.keys, ...extra] : plan.keys, spec, plan),
+      ),
+    { askings: ADOPT_ASKINGS, lastAsking: 'return' },
   );
   const release = () =>
     closeCapacity(ctx, {
@@ -599,6 +605,7 @@ export async function admit(
   }
   const r = result.value;
   if (r[0] !== 'ok') await release();
+  if (r[0] === 'keys') return adoptionMovedOn(ctx, tenant, req);
   if (r[0] === 'fits') {
     // Uncounted, and it would fit even with the least prompt: never admitted so.
     return Err(
@@ -669,6 +676,39 @@ export async function admit(
         : {}),
       ...(tracked ? { trackedFilter: { k: END_USER_FILTER_K, bits: tracked } } : {}),
     },
+  );
+}
+
+/**
+ * How many times an admission may ask for the keys of its adoption walk: the walk's copy of
+ * an in-flight set, the records it holds, their windows (three), and twice more for the walk
+ * moved on by other admissions between two runs.
+ */
+const ADOPT_ASKINGS = 5;
+
+/**
+ * An admission that still lacked keys after ADOPT_ASKINGS: other admissions kept moving the
+ * walk on (a walk of many steps, many admissions at once). Refused as a walk not done is
+ * (admit.lua: concurrency_limit, retry in 1 s), recorded as a refusal decided outside the
+ * script; nothing was held.
+ */
+async function adoptionMovedOn(
+  ctx: HandlerContext,
+  tenant: CompiledTenant,
+  req: AdmitRequest,
+): Promise<Reply> {
+  const recorded = await recordRefusal(ctx, tenant, req, 'concurrency_limit');
+  if (!recorded.ok) return recorded;
+  const inFlight = await withStore(ctx.logger, 'admit', () =>
+    ctx.redis.zcard(ctx.keys.holds(tenant.org, tenant.id)),
+  );
+  if (!inFlight.ok) return inFlight;
+  ctx.metrics.admissions.inc({ outcome: 'refused', code: 'concurrency_limit' });
+  const facts = { neededTokens: 0, neededMicroUsd: 0, inFlight: inFlight.value, adopting: true };
+  return refused(
+    'concurrency_limit',
+    refusalMessage({ code: 'concurrency_limit', tenant: tenant.id, ...facts }),
+    { retryAfterSeconds: 1, summary: recorded.value },
   );
 }
 

@@ -39,6 +39,7 @@
 -- Returns {'ok', heldTokens, heldMicroUsd, maxTokens, shrunk, expiresAt, duplicate, windows,
 --          coveredOutputTokens}
 --      or {'fits'} (dry only)
+--      or {'keys', ...} (an adoption walk's keys KEYS lacks: adoptionKeys; nothing adopted yet)
 --      or {'no', code, budgetIndex, retryAfterSeconds (-1: never), neededTokens,
 --          neededMicroUsd, windows, inFlight[, summaryKind, eventFieldsJson]} (the last two on
 --          an enforced budget_exceeded, concurrency_limit and tenant_suspended: Refused
@@ -585,6 +586,122 @@ local function adoptOwn(spec, scope, ids)
   return mine
 end
 
+-- The ids walkStep takes next (a walk under way: from its copy, none while the copy is not
+-- declared), read without changing anything; the copy's key added to `wants` when the step
+-- may touch it (`more`: ids the walk's set may get first, from the leaf's walk).
+local function stepIds(stateKey, field, target, holdsKey, pendingKey, more, wants)
+  local under = redis.call('HGET', stateKey, field)
+  if under == target then
+    -- A walk under way: its next ids are its copy's.
+    wants[#wants + 1] = pendingKey
+    if not wants.declared[pendingKey] then
+      return {}
+    end
+    return redis.call('ZRANGE', pendingKey, 0, ADOPT_STEP - 1)
+  end
+  if under then
+    wants[#wants + 1] = pendingKey
+  end
+  if redis.call('ZCARD', holdsKey) + more > ADOPT_STEP then
+    wants[#wants + 1] = pendingKey
+  end
+  return redis.call('ZRANGE', holdsKey, 0, ADOPT_STEP - 1)
+end
+
+-- Asks for a record's key (wants); with `read`, its fixed fields and its HMGET (state, heldT,
+-- heldU) when it is declared and held, else nil. A walk that only adds the plan's windows to
+-- its records needs no read: the plan's windows are declared.
+local function wantRecord(prefix, id, wants, read)
+  local key = prefix .. id
+  wants[#wants + 1] = key
+  if not read or not wants.declared[key] then
+    return nil
+  end
+  local v = redis.call('HMGET', key, 'state', 'heldT', 'heldU', 'r')
+  if v[1] ~= 'held' then
+    return nil
+  end
+  return recordFixed(key, v[4]), v
+end
+
+-- The keys an admission's adoption walks (walkStep, adopt, adoptOwn) will touch besides the
+-- plan's, found before the walks change anything: the walks' copies of an in-flight set
+-- (`pending`), the records of the calls they adopt, and the windows those records name
+-- beyond the plan's (a post or estimate call grown to its worst case on every window it is
+-- recorded on; another end user's windows; its key's registry). Returns {'keys', ...} (the
+-- ones KEYS lacks: admit.ts runs the admission again with them added, scripts.ts
+-- withDeclared), or nil when KEYS has them all. A key it can name only once a declared one
+-- is read (the calls a walk under way has left in its copy, their records' windows) is
+-- asked for by the next run: at most three askings (the copy, the records, their windows).
+-- It may name more than the walks touch (a walk it cannot tell is done), never fewer.
+local function adoptionKeys(spec, adopting, ownK, ownU)
+  local wants = {declared = {}}
+  for i = 1, #KEYS do
+    wants.declared[KEYS[i]] = true
+  end
+  local prefix = spec.kp .. ':{' .. spec.org .. '}:r:'
+  local leaf, leafHolds = KEYS[spec.levels[1].state], KEYS[spec.levels[1].holds]
+  local leafIds = 0
+  for _, a in ipairs(adopting) do
+    local lv = spec.levels[a[1]]
+    -- A level above the leaf may have the leaf's calls added to its set first (adopt).
+    local ids = stepIds(KEYS[lv.state], 'ap', levelMark(spec, lv) .. (a[2] and '+' or ''),
+      KEYS[lv.holds], tenantKey(spec, lv.tenant, ':adopting'), a[1] == 1 and 0 or leafIds, wants)
+    if a[1] == 1 then
+      leafIds = #ids
+    end
+    for _, id in ipairs(ids) do
+      local x, v = wantRecord(prefix, id, wants, a[2])
+      if x and a[2] and (tonumber(v[2]) or 0) == 0 and (tonumber(v[3]) or 0) == 0
+          and (x[6] == 'post' or x[6] == 'estimate') then
+        -- Grown to its worst case on every window it is recorded on.
+        local rec = {tenant = x[1], keyId = x[3] or '', endUser = x[20] or ''}
+        for _, r in ipairs(recordHolds(spec, recordLevels(x[16]), x[17] or '', rec)) do
+          wants[#wants + 1] = r[1]
+        end
+      end
+    end
+  end
+  -- The key's and end users' walks (run only when the levels' are done: named whether or not).
+  if ownK and ownK ~= '' then
+    local keyId = ARGV[3]
+    for _, id in ipairs(stepIds(leaf, 'apk:' .. keyId, ownK, leafHolds,
+        tenantKey(spec, spec.tenant, ':adopting:k:' .. keyId), 0, wants)) do
+      wantRecord(prefix, id, wants, false)
+    end
+  end
+  if ownU and ownU ~= '' then
+    local endUser, cappedKeys = ARGV[12], select(4, fields(26, 4))
+    local codes = windowCodes(spec)
+    for _, id in ipairs(stepIds(leaf, 'apu', ownU, leafHolds,
+        tenantKey(spec, spec.tenant, ':adopting:u'), 0, wants)) do
+      local x = wantRecord(prefix, id, wants, true)
+      local rec = x and {tenant = x[1], keyId = x[3] or '', endUser = x[20] or ''}
+      if rec and rec.tenant == spec.tenant and rec.endUser ~= '' then
+        if rec.endUser ~= endUser then
+          for bi, b in ipairs(spec.budgets) do
+            if b.scope == 'u' then
+              wants[#wants + 1] = recordHolds(spec, {}, 'U' .. codes[bi], rec)[1][1]
+            end
+          end
+        end
+        if rec.keyId ~= '' and string.find(cappedKeys, ',' .. rec.keyId .. ',', 1, true) then
+          wants[#wants + 1] = keyKey(spec, spec.tenant, rec.keyId, ':users')
+        end
+      end
+    end
+  end
+  local out, asked = nil, {}
+  for _, key in ipairs(wants) do
+    if not wants.declared[key] and not asked[key] then
+      asked[key] = true
+      out = out or {'keys'}
+      out[#out + 1] = key
+    end
+  end
+  return out
+end
+
 -- @call
 local spec = readPlan(27)
 spec.now = tonumber(ARGV[1])
@@ -706,6 +823,11 @@ for i = 1, #spec.levels do
 end
 
 if adopting then
+  -- Every key the walks touch is declared before any of them changes anything.
+  local missing = adoptionKeys(spec, adopting, ownK, ownU)
+  if missing then
+    return missing
+  end
   -- Each walk a step (walkStep); a walk not done refuses the call (concurrency_limit, retry in
   -- 1 s: the windows do not see all the calls in flight yet), and the next admission goes on.
   local unfinished = false
