@@ -12,6 +12,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Redis } from 'ioredis';
 import { isCluster, keysBySlot, type RedisClient } from './redis.js';
 import type { ConfigStore } from './config-store.js';
+import { deleteRiding } from './cork.js';
 import type { Keys } from './keys.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { decodeOutboxEntry, outboxFlat } from './outbox.js';
@@ -54,7 +55,8 @@ export interface RelayOptions {
 
 /**
  * Publishes outbox entries to JetStream, in order, with `Nats-Msg-Id` = event id, and deletes
- * them once JetStream acknowledged them. One replica relays an org at a time (a lease in
+ * them once JetStream acknowledged them (in the write of the authority's next command, when one
+ * comes during the pause: see #relayOnce). One replica relays an org at a time (a lease in
  * Redis). A crash between publish and delete republishes on restart; JetStream's duplicate
  * window drops the copy, so nothing is lost and nothing is doubled. An entry that does not
  * validate (a bug) becomes a dead letter in the one dead-letter stream and leaves the outbox
@@ -154,13 +156,14 @@ export class OutboxRelay {
           continue;
         }
         const untilClaim = this.#leaseMs / 3 - (Date.now() - this.#claimedAt);
-        const relayed = await this.#relayOnce(
-          Math.ceil(Math.min(MAX_BLOCK_MS, Math.max(1, untilClaim))),
-        );
-        backoff.reset();
+        const blockMs = Math.ceil(Math.min(MAX_BLOCK_MS, Math.max(1, untilClaim)));
         // Under a trickle of events, wait a moment so the next round carries a batch: one
         // XREAD, one pipelined publish and one XDEL for many events instead of one each.
-        if (relayed > 0 && relayed < this.#batch) await sleep(this.#pauseMs);
+        const { relayed, deleted } = await this.#relayOnce(blockMs, (n) =>
+          n < this.#batch ? this.#pauseMs : 0,
+        );
+        await Promise.all([deleted, relayed > 0 && relayed < this.#batch && sleep(this.#pauseMs)]);
+        backoff.reset();
       } catch (err) {
         if (!this.#running) break;
         this.#o.metrics.relayErrors.inc();
@@ -170,8 +173,20 @@ export class OutboxRelay {
     }
   }
 
-  /** Reads whatever the owned outboxes hold (waiting up to `blockMs`), relays it, says how much. */
-  async #relayOnce(blockMs: number): Promise<number> {
+  /**
+   * Reads whatever the owned outboxes hold (waiting up to `blockMs`), relays it, says how much;
+   * `deleted` settles once what JetStream stored has left the outboxes. With `appendfsync
+   * always` every pass of Redis's loop that writes pays an AOF write and an fsync (~100 µs of
+   * Redis's CPU here, against a few µs for the XDEL itself), and an XDEL sent as the acks came
+   * back was a pass of its own. It now waits, up to the pause that follows a round of `n`
+   * events (`waitMs(n)`), for the authority's next command on the connection (an admit's or a
+   * settle's script call, a lease renewal) and goes in its write: one pass, one fsync. The next
+   * round starts once the deletes are answered, as before, so it never reads them again.
+   */
+  async #relayOnce(
+    blockMs: number,
+    waitMs: (n: number) => number,
+  ): Promise<{ relayed: number; deleted: Promise<unknown> }> {
     const keys = this.#owned.map((org) => this.#o.keys.outbox(org));
     const reply = this.#blocking
       ? await this.#blocking.xread(
@@ -184,13 +199,30 @@ export class OutboxRelay {
           ...keys.map(() => '0'),
         )
       : await this.#poll(keys, blockMs);
-    if (!reply) return 0;
-    let relayed = 0;
-    for (const [key, entries] of reply) {
-      await this.#publish(key, entries);
-      relayed += entries.length;
+    if (!reply) return { relayed: 0, deleted: Promise.resolve() };
+    const relayed = reply.reduce((n, [, entries]) => n + entries.length, 0);
+    const deletes: Promise<unknown>[] = [];
+    try {
+      for (const [key, entries] of reply) {
+        const done = await this.#publish(key, entries);
+        if (done.length === 0) continue;
+        // Redis Cluster: deleted at once, one outbox after the other, as before (a cluster
+        // client is not corked itself; riding there would need the key's node's turn).
+        if (isCluster(this.#o.redis)) {
+          await this.#o.redis.xdel(key, ...done);
+          continue;
+        }
+        const deleted = deleteRiding(this.#o.redis, key, done, waitMs(relayed));
+        // Awaited with the round's others (below, or by the caller): not unhandled meanwhile.
+        deleted.catch(() => undefined);
+        deletes.push(deleted);
+      }
+    } catch (err) {
+      // The outboxes relayed before the one that failed are deleted all the same.
+      await Promise.allSettled(deletes);
+      throw err;
     }
-    return relayed;
+    return { relayed, deleted: Promise.all(deletes) };
   }
 
   /**
@@ -214,12 +246,12 @@ export class OutboxRelay {
   }
 
   /**
-   * Publishes one outbox's entries and deletes those JetStream stored. The events go all or
-   * none (a failed publish keeps every entry, so the order holds on the next round); an
-   * invalid entry whose dead letter was not stored stays behind and fails the round, so the
-   * relay backs off and tries it again.
+   * Publishes one outbox's entries and returns the ids JetStream stored (for the caller to
+   * delete). The events go all or none (a failed publish keeps every entry, so the order holds
+   * on the next round); an invalid entry whose dead letter was not stored stays behind and
+   * fails the round, so the relay backs off and tries it again.
    */
-  async #publish(key: string, entries: [string, string[]][]): Promise<void> {
+  async #publish(key: string, entries: [string, string[]][]): Promise<string[]> {
     const { names, config } = this.#o;
     const events: Publish[] = [];
     // Each invalid entry's dead letter: its id when the letter was not stored (kept).
@@ -245,11 +277,12 @@ export class OutboxRelay {
     ]);
     const kept = new Set(parks);
     const done = entries.filter(([id]) => !kept.has(id)).map(([id]) => id);
-    if (done.length > 0) await this.#o.redis.xdel(key, ...done);
     this.#o.metrics.published.inc(events.length);
     if (done.length < entries.length) {
+      if (done.length > 0) await this.#o.redis.xdel(key, ...done);
       throw new Error(`${key}: a dead letter was not stored; its entry stays in the outbox`);
     }
+    return done;
   }
 
   /** A bug, never input: the raw entry becomes a dead letter (inspectable, replayable once fixed). */

@@ -40,6 +40,8 @@ export interface TestAuthorityOptions {
   closesPurgeEveryMs?: number;
   /** Lease of an org's outbox relay, ms (default 1 s). */
   relayLeaseMs?: number;
+  /** The relay's pause after a small round, ms (default 5); its deletes wait for company that long. */
+  relayPauseMs?: number;
   /** Replicas each write waits for (Redis WAIT) before the authority answers; none by default. */
   durability?: Durability;
   /** The Redis command timeout, ms (default 1 s). */
@@ -81,7 +83,7 @@ export async function startTestAuthority(opts: TestAuthorityOptions): Promise<Te
       : { AUTHORITY_CLOSES_PURGE_EVERY_MS: String(opts.closesPurgeEveryMs) }),
     AUTHORITY_RELAY_LEASE_MS: String(opts.relayLeaseMs ?? 1_000),
     // The relay's own default, which the tests were written against.
-    AUTHORITY_RELAY_PAUSE_MS: '5',
+    AUTHORITY_RELAY_PAUSE_MS: String(opts.relayPauseMs ?? 5),
     AUTHORITY_REDIS_TIMEOUT_MS: String(opts.redisTimeoutMs ?? 1_000),
     // Explicit: a cluster would otherwise default to waiting for 1 replica.
     AUTHORITY_REDIS_WAIT_REPLICAS: String(opts.durability?.replicas ?? 0),

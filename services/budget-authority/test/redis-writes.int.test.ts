@@ -1,50 +1,17 @@
 import type { NatsNames } from '@holdfast/events';
 import { AuthorityClient } from '@holdfast/runtime';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Redis } from 'ioredis';
-import type { Writable } from 'node:stream';
 import { describe, expect } from 'vitest';
-import { createRedis, isCluster, type RedisClient } from '../src/redis.js';
+import { createRedis, isCluster } from '../src/redis.js';
 import { scriptLibrary } from '../src/scripts.js';
 import { useRedisCluster } from './cluster-harness.js';
+import { recordWrites, single } from './socket-writes.js';
 import { admissionOf, BASE_CONFIG, miniCall, authorityTest as test } from './harness.js';
-
-type Chunk = { chunk: unknown };
-
-/**
- * Every write(2) a socket makes from now on, as the text of the chunks it carried. A
- * net.Socket hands Node one chunk (`_write`) or everything buffered behind a cork (`_writev`)
- * per system call.
- */
-function recordWrites(socket: Writable): string[] {
-  const writes: string[] = [];
-  const s = socket as unknown as {
-    _write: (chunk: unknown, encoding: string, cb: (err?: Error | null) => void) => void;
-    _writev: (chunks: Chunk[], cb: (err?: Error | null) => void) => void;
-  };
-  const write = s._write.bind(socket);
-  const writev = s._writev.bind(socket);
-  s._write = (chunk, encoding, cb) => {
-    writes.push(String(chunk));
-    write(chunk, encoding, cb);
-  };
-  s._writev = (chunks, cb) => {
-    writes.push(chunks.map((c) => String(c.chunk)).join(''));
-    writev(chunks, cb);
-  };
-  return writes;
-}
 
 /** How many times `needle` occurs in `text`. */
 const count = (text: string, needle: string): number => text.split(needle).length - 1;
 
 const sum = (xs: number[]): number => xs.reduce((a, b) => a + b, 0);
-
-/** The connection's single node (the authority's connection is one Redis in these tests). */
-function single(redis: RedisClient): Redis {
-  if (isCluster(redis)) throw new Error('expected a single Redis');
-  return redis;
-}
 
 const batching = (nc: NatsConnection, names: NatsNames) =>
   new AuthorityClient({ nc, names, timeoutMs: 5_000, batch: true });
