@@ -32,14 +32,14 @@ const RESTART: RetryPolicy = { initialMs: 250, maxMs: 5_000 };
  * holds what it sent meanwhile for the ack wait; a burst pull unanswered a second after it was
  * due is sent again (closes.nats-kill.int.test.ts).
  */
-const PULL_EVERY_MS = 250;
+export const PULL_EVERY_MS = 250;
 /**
  * How long a close handed over stays with its replica without a word (`working()` every third
  * of it while it runs, then the ack). A delivery lost with a killed consumer leader comes back
  * after it, so it bounds how late that close is applied; applying a close takes milliseconds
  * (one script, bounded by the Redis timeout), and one applied twice changes nothing.
  */
-const ACK_WAIT_MS = 10_000;
+export const ACK_WAIT_MS = 10_000;
 
 /**
  * Applies the settles and releases edges left in the closes stream while the authority (or
