@@ -239,6 +239,15 @@ async function canConnect(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * merge_tree: the parts a merge replaced are deleted a second after it (old_parts_lifetime, 480 s
+ * by default, kept against a power loss the data dir of a test server need not survive),
+ * checked every second (cleanup_delay_period, 30 s). Every insert is a part, and a DROP deletes
+ * every file of the parts still kept, ~90 a part of the 40-column events_raw_v1: after 300
+ * small inserts it kept 351 and its DROP took 18.4 s on a loaded box (0.5 s with these), past
+ * the client's 30 s in CI's teardowns. A bench pays that deletion as it goes, as a server
+ * running for longer than 8 minutes does.
+ */
 function clickhouseConfig(dir: string, httpPort: number, tcpPort: number): string {
   return `<?xml version="1.0"?>
 <yandex>
@@ -256,6 +265,7 @@ function clickhouseConfig(dir: string, httpPort: number, tcpPort: number): strin
   <mark_cache_size>268435456</mark_cache_size>
   <max_concurrent_queries>200</max_concurrent_queries>
   <keep_alive_timeout>3</keep_alive_timeout>
+  <merge_tree><old_parts_lifetime>1</old_parts_lifetime><cleanup_delay_period>1</cleanup_delay_period></merge_tree>
 </yandex>
 `;
 }
