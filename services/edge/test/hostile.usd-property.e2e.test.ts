@@ -467,7 +467,9 @@ test('a client that leaves before the answer: audio and cache writes are billed 
   stack,
 }) => {
   // The provider takes each request and never answers (its headers never come); each client
-  // leaves after 300 ms. The provider bills what it read: the audio heard, the cache written.
+  // leaves once the provider has it (not after a fixed 300 ms: on a loaded box the edge had not
+  // reached the provider by then, which never saw the call). The provider bills what it read:
+  // the audio heard, the cache written.
   const s = await stack({
     patch: (c) => {
       teams(c);
@@ -478,13 +480,24 @@ test('a client that leaves before the answer: audio and cache writes are billed 
   });
   s.upstream.failNext({ status: 'hang', count: 4 });
   const leaving = async (path: string, headers: Record<string, string>, body: unknown) => {
-    const res = fetch(`${s.edge.url}${path}`, {
+    const taken = s.upstream.stats().errorsInjected.hang;
+    const leave = new AbortController();
+    let answered = false;
+    const answer = fetch(`${s.edge.url}${path}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(300),
+      signal: leave.signal,
+    })
+      .then((r) => r.text())
+      .finally(() => (answered = true));
+    await waitFor(() => answered || s.upstream.stats().errorsInjected.hang > taken, {
+      timeoutMs: STUCK_MS,
+      intervalMs: 5,
+      what: `the provider took ${path}`,
     });
-    await expect(res.then((r) => r.text())).rejects.toThrow();
+    leave.abort();
+    await expect(answer).rejects.toThrow();
   };
   const bearer = { authorization: 'Bearer sk-u3' };
   const audio = [{ type: 'input_audio', input_audio: { data: WAV, format: 'wav' } }];
