@@ -1,6 +1,14 @@
+import { waitFor, type Redis } from '@holdfast/testkit';
 import { expect } from 'vitest';
 import { edgeTest as test, entry, KEYS, type Stack, type TestConfig } from './harness.js';
 import { post, words } from './surfaces.js';
+
+/**
+ * The owner recorded at `key`: the authority writes it just after the call's close script
+ * (close.ts withOwner), so a test that saw the tenant settled waits for it a moment.
+ */
+const ownerAt = (redis: Redis, key: string) =>
+  waitFor(async () => (await redis.get(key)) ?? undefined, { what: `an owner at ${key}` });
 
 /**
  * Red team, state kept upstream shared between tenants (found by an audit of the Responses
@@ -85,7 +93,7 @@ test("a tenant naming another tenant's response is answered as for an unknown id
   // Recorded in support-bot's org slot (its hash tag), kept 30 days.
   const owner = `${iso.keyPrefix}:{support-bot}:ro:${id}`;
   expect(await ownerKeys(redis, iso.keyPrefix)).toContain(owner);
-  expect(await redis.get(owner)).toBe('support-bot');
+  expect(await ownerAt(redis, owner)).toBe('support-bot');
   expect(await redis.pttl(owner)).toBeGreaterThan(29 * 86_400_000);
 
   const before = sent(s);
@@ -172,7 +180,7 @@ test("a tenant reading another tenant's stored item by id is answered as for an 
   expect(item).toMatch(/^msg_/);
   // Owned with its response, in support-bot's org slot, kept 30 days.
   const owner = `${iso.keyPrefix}:{support-bot}:ro:${item}`;
-  expect(await redis.get(owner)).toBe('support-bot');
+  expect(await ownerAt(redis, owner)).toBe('support-bot');
   expect(await redis.pttl(owner)).toBeGreaterThan(29 * 86_400_000);
 
   const before = sent(s);
@@ -459,7 +467,9 @@ test("a tenant reusing another tenant's code_interpreter container is answered a
   const container = ran!.container_id!;
   expect(container).toMatch(/^cntr_/);
   await s.settled('support-bot');
-  expect(await redis.get(`${iso.keyPrefix}:{support-bot}:ro:${container}`)).toBe('support-bot');
+  expect(await ownerAt(redis, `${iso.keyPrefix}:{support-bot}:ro:${container}`)).toBe(
+    'support-bot',
+  );
 
   const before = sent(s);
   for (const named of [container, 'cntr_0123456789abcdef', 'cntr_a b']) {
@@ -489,7 +499,7 @@ test("a tenant naming a file another tenant's code interpreter wrote, anywhere i
   const s = await stack(CODE_INTERPRETER);
   const file = await fileWrittenBySupport(s);
   // Owned across orgs, as a Messages code execution file is.
-  expect(await redis.get(`${iso.keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
+  expect(await ownerAt(redis, `${iso.keyPrefix}:{_files}:fo:${file}`)).toBe('support-bot');
 
   const fileInputs = (id: string) => [
     [{ role: 'user', content: [{ type: 'input_file', file_id: id }] }],
@@ -658,7 +668,7 @@ test("a tenant approving another tenant's MCP approval request is answered as fo
   const unstoredAsked = approvalRequest(unstored.body);
   await s.settled('support-bot');
   for (const id of [asked, streamed!, unstoredAsked.id]) {
-    expect(await redis.get(`${iso.keyPrefix}:{support-bot}:ro:${id}`), id).toBe('support-bot');
+    expect(await ownerAt(redis, `${iso.keyPrefix}:{support-bot}:ro:${id}`), id).toBe('support-bot');
   }
 
   const before = sent(s);
